@@ -1,0 +1,33 @@
+import { InvalidInputError } from "../../errors.js";
+
+const KEY_RULE =
+  "a relative '/'-separated key without empty, '.' or '..' segments, NUL bytes or a leading '/', at most 1024 bytes";
+
+/** Reject keys that could escape a store's root or be read two ways. */
+export function validateObjectKey(key: string, input = "object key"): string {
+  const problem =
+    key.length === 0
+      ? "is empty"
+      : Buffer.byteLength(key) > 1024
+        ? "is longer than 1024 bytes"
+        : key.includes("\0")
+          ? "contains a NUL byte"
+          : key.startsWith("/") || /^[A-Za-z]:[\\/]/.test(key)
+            ? "is absolute"
+            : key.includes("\\")
+              ? "contains a backslash"
+              : key.split("/").some((s) => s === "." || s === "..")
+                ? "contains a '.' or '..' segment"
+                : key.split("/").some((s) => s === "")
+                  ? "contains an empty segment"
+                  : undefined;
+  if (problem !== undefined) throw new InvalidInputError(`${input} ${JSON.stringify(key)}`, problem, KEY_RULE);
+  return key;
+}
+
+/** A prefix for listing: like a key, but may be empty and may end with '/'. */
+export function validateListPrefix(prefix: string): string {
+  if (prefix === "") return prefix;
+  validateObjectKey(prefix.endsWith("/") ? prefix.slice(0, -1) : prefix, "list prefix");
+  return prefix;
+}

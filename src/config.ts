@@ -1,0 +1,293 @@
+import path from "node:path";
+import { ConfigError, type ConfigProblem } from "./errors.js";
+import { MAX_PREFIX_BYTES } from "./domain/object-keys.js";
+import { parseRfc3339Micros, microsToDate } from "./domain/time.js";
+import type { ArchiveFormat } from "./domain/table.js";
+
+export type DatabaseLocation =
+  | { readonly kind: "postgres"; readonly url: string }
+  | { readonly kind: "pglite"; readonly dataDir: string };
+
+export type ArchiveLocation =
+  | {
+      readonly kind: "s3";
+      readonly bucket: string;
+      readonly prefix: string;
+      readonly forcePathStyle: boolean;
+      readonly endpoint: string | undefined;
+    }
+  | { readonly kind: "file"; readonly root: string; readonly prefix: string };
+
+/** The validated configuration: the only form of settings the archiver accepts. */
+export interface PulpitumConfig {
+  /** Buckets with `bucket_end <= eligibleBefore` may be archived. */
+  readonly eligibleBefore: Date;
+  readonly eligibleBeforeIsDefault: boolean;
+  readonly intervalSeconds: number;
+  readonly leaseSeconds: number;
+  readonly leaseRenewalSeconds: number;
+  readonly retrySeconds: number;
+  readonly scanLimit: number;
+  /** Concurrent phases in the standalone archiver. */
+  readonly workers: number;
+  /** Rows fetched per fenced snapshot page. */
+  readonly snapshotPageSize: number;
+  /** Hot rows deleted per cleanup statement. */
+  readonly cleanupBatchSize: number;
+  /** Cap on hot rows deleted per second by one worker; 0 means no cap. */
+  readonly cleanupMaxRowsPerSecond: number;
+  readonly database: DatabaseLocation;
+  readonly archive: ArchiveLocation;
+  readonly home: string;
+  /** Format for tables created without an explicit one. */
+  readonly defaultFormat: ArchiveFormat;
+  readonly workQueueUrl: string | undefined;
+  readonly deadLetterQueueUrl: string | undefined;
+}
+
+export const OBSOLETE_VARIABLES: Readonly<Record<string, string>> = {
+  ARCHIVER_KEEP_HOT_BUCKETS:
+    "it was a year-specific control of the v2 archiver and is not supported; set ARCHIVER_ELIGIBLE_BEFORE (an RFC 3339 cutoff applied to bucket_end) instead",
+  ARCHIVER_ELIGIBLE_THROUGH_YEAR:
+    "it was a year-specific control of the v2 archiver and is not supported; set ARCHIVER_ELIGIBLE_BEFORE (an RFC 3339 cutoff applied to bucket_end, e.g. 2025-01-01T00:00:00Z) instead",
+};
+
+/** Every variable Pulpitum reads, with its default and rule, for docs and `--help`. */
+export const CONFIG_VARIABLES: ReadonlyArray<{ name: string; default: string; rule: string }> = [
+  { name: "ARCHIVER_ELIGIBLE_BEFORE", default: "January 1 of the previous UTC year", rule: "RFC 3339 timestamp with offset; a bucket is eligible when bucket_end <= cutoff" },
+  { name: "ARCHIVER_INTERVAL_SECONDS", default: "15", rule: "seconds > 0; standalone discovery interval" },
+  { name: "ARCHIVER_LEASE_SECONDS", default: "60", rule: "seconds > 0" },
+  { name: "ARCHIVER_LEASE_RENEWAL_SECONDS", default: "lease / 3", rule: "seconds > 0 and < ARCHIVER_LEASE_SECONDS" },
+  { name: "ARCHIVER_RETRY_SECONDS", default: "15", rule: "seconds >= 0; delay before deferred work is retried" },
+  { name: "ARCHIVER_SCAN_LIMIT", default: "64", rule: "integer 1..10000; candidates per discovery scan" },
+  { name: "ARCHIVER_WORKERS", default: "2", rule: "integer 1..64; concurrent phases in `pulpitum archive`" },
+  { name: "ARCHIVER_SNAPSHOT_PAGE_SIZE", default: "5000", rule: "integer 1..100000; rows per fenced snapshot page" },
+  { name: "ARCHIVER_CLEANUP_BATCH_SIZE", default: "5000", rule: "integer 1..100000; hot rows deleted per statement" },
+  { name: "ARCHIVER_CLEANUP_MAX_ROWS_PER_SECOND", default: "0 (no cap)", rule: "integer >= 0; per-worker delete rate cap" },
+  { name: "DATABASE_URL", default: "embedded PGlite under PULPITUM_HOME/db", rule: "postgres:// or postgresql:// URL (PostgreSQL or CockroachDB); set together with PULPITUM_ARCHIVE_URL" },
+  { name: "PULPITUM_ARCHIVE_URL", default: "file archive under PULPITUM_HOME/archive", rule: "s3://bucket[/prefix] or file:///absolute/path; set together with DATABASE_URL" },
+  { name: "PULPITUM_HOME", default: ".pulpitum", rule: "directory for the embedded database and archive" },
+  { name: "PULPITUM_ARCHIVE_FORMAT", default: "parquet", rule: "parquet or json; format of tables created without --format" },
+  { name: "PULPITUM_S3_FORCE_PATH_STYLE", default: "true when AWS_ENDPOINT_URL is set", rule: "true or false" },
+  { name: "PULPITUM_WORK_QUEUE_URL", default: "none (in-process queue)", rule: "SQS queue URL" },
+  { name: "PULPITUM_DLQ_URL", default: "none", rule: "SQS queue URL of the work queue's dead-letter queue" },
+];
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/** The default cutoff: January 1 of the previous UTC year, relative to `now`. */
+export function defaultEligibleBefore(now: Date): Date {
+  return new Date(Date.UTC(now.getUTCFullYear() - 1, 0, 1));
+}
+
+/**
+ * Parse and validate the whole configuration at once. Every problem is
+ * reported together in one {@link ConfigError}; secrets are redacted.
+ */
+export function parseConfig(env: Env, options: { now: Date; cwd: string }): PulpitumConfig {
+  const problems: ConfigProblem[] = [];
+  const bad = (variable: string, value: string | undefined, accepted: string) =>
+    problems.push({ variable, value, accepted });
+  const raw = (name: string): string | undefined => {
+    const v = env[name];
+    return v === undefined || v.trim() === "" ? undefined : v.trim();
+  };
+
+  for (const [name, reason] of Object.entries(OBSOLETE_VARIABLES)) {
+    if (env[name] !== undefined) bad(name, env[name], `obsolete: ${reason}`);
+  }
+
+  const seconds = (name: string, fallback: number, { allowZero }: { allowZero: boolean }) => {
+    const v = raw(name);
+    if (v === undefined) return fallback;
+    const n = /^\d+(\.\d+)?$/.test(v) ? Number(v) : NaN;
+    if (!Number.isFinite(n) || (!allowZero && n <= 0) || n > 31_536_000) {
+      bad(name, v, allowZero ? "a number of seconds >= 0, such as 15" : "a number of seconds > 0, such as 60");
+      return fallback;
+    }
+    return n;
+  };
+  const integer = (name: string, fallback: number, min: number, max: number) => {
+    const v = raw(name);
+    if (v === undefined) return fallback;
+    const n = /^\d+$/.test(v) ? Number(v) : NaN;
+    if (!Number.isSafeInteger(n) || n < min || n > max) {
+      bad(name, v, `an integer from ${min} to ${max}`);
+      return fallback;
+    }
+    return n;
+  };
+
+  let eligibleBefore = defaultEligibleBefore(options.now);
+  const cutoffText = raw("ARCHIVER_ELIGIBLE_BEFORE");
+  if (cutoffText !== undefined) {
+    try {
+      const micros = parseRfc3339Micros(cutoffText, "ARCHIVER_ELIGIBLE_BEFORE");
+      if (micros % 1000n !== 0n) throw new Error("sub-millisecond");
+      eligibleBefore = microsToDate(micros);
+    } catch {
+      bad(
+        "ARCHIVER_ELIGIBLE_BEFORE",
+        cutoffText,
+        "an RFC 3339 timestamp with an offset and at most millisecond precision, such as 2025-01-01T00:00:00Z",
+      );
+    }
+  }
+
+  const intervalSeconds = seconds("ARCHIVER_INTERVAL_SECONDS", 15, { allowZero: false });
+  const leaseSeconds = seconds("ARCHIVER_LEASE_SECONDS", 60, { allowZero: false });
+  const renewalText = raw("ARCHIVER_LEASE_RENEWAL_SECONDS");
+  const leaseRenewalSeconds = seconds("ARCHIVER_LEASE_RENEWAL_SECONDS", leaseSeconds / 3, {
+    allowZero: false,
+  });
+  if (renewalText !== undefined && leaseRenewalSeconds >= leaseSeconds && problems.every((p) => p.variable !== "ARCHIVER_LEASE_RENEWAL_SECONDS")) {
+    bad(
+      "ARCHIVER_LEASE_RENEWAL_SECONDS",
+      renewalText,
+      `a number of seconds > 0 and shorter than ARCHIVER_LEASE_SECONDS (${leaseSeconds})`,
+    );
+  }
+  const retrySeconds = seconds("ARCHIVER_RETRY_SECONDS", 15, { allowZero: true });
+  const scanLimit = integer("ARCHIVER_SCAN_LIMIT", 64, 1, 10_000);
+  const workers = integer("ARCHIVER_WORKERS", 2, 1, 64);
+  const snapshotPageSize = integer("ARCHIVER_SNAPSHOT_PAGE_SIZE", 5000, 1, 100_000);
+  const cleanupBatchSize = integer("ARCHIVER_CLEANUP_BATCH_SIZE", 5000, 1, 100_000);
+  const cleanupMaxRowsPerSecond = integer("ARCHIVER_CLEANUP_MAX_ROWS_PER_SECOND", 0, 0, 100_000_000);
+
+  const home = path.resolve(options.cwd, raw("PULPITUM_HOME") ?? ".pulpitum");
+
+  let defaultFormat: ArchiveFormat = "parquet";
+  const formatText = raw("PULPITUM_ARCHIVE_FORMAT");
+  if (formatText !== undefined) {
+    if (formatText === "parquet" || formatText === "json") defaultFormat = formatText;
+    else bad("PULPITUM_ARCHIVE_FORMAT", formatText, "parquet or json");
+  }
+
+  const endpoint = raw("AWS_ENDPOINT_URL_S3") ?? raw("AWS_ENDPOINT_URL");
+  let forcePathStyle = endpoint !== undefined;
+  const pathStyleText = raw("PULPITUM_S3_FORCE_PATH_STYLE");
+  if (pathStyleText !== undefined) {
+    if (pathStyleText === "true" || pathStyleText === "false") forcePathStyle = pathStyleText === "true";
+    else bad("PULPITUM_S3_FORCE_PATH_STYLE", pathStyleText, "true or false");
+  }
+
+  const databaseText = raw("DATABASE_URL");
+  const archiveText = raw("PULPITUM_ARCHIVE_URL");
+  let database: DatabaseLocation = { kind: "pglite", dataDir: path.join(home, "db") };
+  let archive: ArchiveLocation = { kind: "file", root: path.join(home, "archive"), prefix: "" };
+
+  if (databaseText !== undefined) {
+    if (/^postgres(ql)?:\/\/[^\s]+$/.test(databaseText) && isUrl(databaseText)) {
+      database = { kind: "postgres", url: databaseText };
+    } else {
+      bad("DATABASE_URL", redactUrl(databaseText), "a postgres:// or postgresql:// URL, such as postgresql://user@127.0.0.1:5432/app");
+    }
+  }
+  if (archiveText !== undefined) {
+    const parsed = parseArchiveUrl(archiveText, { forcePathStyle, endpoint });
+    if (typeof parsed === "string") bad("PULPITUM_ARCHIVE_URL", archiveText, parsed);
+    else archive = parsed;
+  }
+  if ((databaseText === undefined) !== (archiveText === undefined)) {
+    const missing = databaseText === undefined ? "DATABASE_URL" : "PULPITUM_ARCHIVE_URL";
+    const present = databaseText === undefined ? "PULPITUM_ARCHIVE_URL" : "DATABASE_URL";
+    bad(
+      missing,
+      undefined,
+      `is unset while ${present} is set: set both (an external deployment) or neither (embedded under PULPITUM_HOME)`,
+    );
+  }
+
+  const queueUrl = (name: string) => {
+    const v = raw(name);
+    if (v !== undefined && !isUrl(v)) bad(name, v, "an SQS queue URL, such as https://sqs.us-east-1.amazonaws.com/123456789012/pulpitum-work");
+    return v;
+  };
+  const workQueueUrl = queueUrl("PULPITUM_WORK_QUEUE_URL");
+  const deadLetterQueueUrl = queueUrl("PULPITUM_DLQ_URL");
+
+  if (problems.length > 0) throw new ConfigError(problems);
+
+  return Object.freeze({
+    eligibleBefore,
+    eligibleBeforeIsDefault: cutoffText === undefined,
+    intervalSeconds,
+    leaseSeconds,
+    leaseRenewalSeconds,
+    retrySeconds,
+    scanLimit,
+    workers,
+    snapshotPageSize,
+    cleanupBatchSize,
+    cleanupMaxRowsPerSecond,
+    database: Object.freeze(database),
+    archive: Object.freeze(archive),
+    home,
+    defaultFormat,
+    workQueueUrl,
+    deadLetterQueueUrl,
+  });
+}
+
+/** Parse `s3://bucket/prefix` or `file:///absolute/path`; a string is the accepted form on failure. */
+export function parseArchiveUrl(
+  text: string,
+  s3: { forcePathStyle: boolean; endpoint: string | undefined },
+): ArchiveLocation | string {
+  const accepted = "s3://bucket[/prefix] or file:///absolute/path";
+  if (text.startsWith("s3://")) {
+    const m = /^s3:\/\/([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:\/(.*))?$/.exec(text);
+    if (!m) return `${accepted}; the bucket name must be 3-63 lowercase letters, digits, '.' or '-'`;
+    const prefix = (m[2] ?? "").replace(/^\/+|\/+$/g, "");
+    if (Buffer.byteLength(prefix) > MAX_PREFIX_BYTES) return `${accepted}; the prefix must be at most ${MAX_PREFIX_BYTES} bytes`;
+    if (prefix.split("/").some((s) => s === "." || s === "..") || prefix.includes("//") || prefix.includes("\0")) {
+      return `${accepted}; the prefix may not contain '.', '..' or empty segments`;
+    }
+    return { kind: "s3", bucket: m[1]!, prefix, forcePathStyle: s3.forcePathStyle, endpoint: s3.endpoint };
+  }
+  if (text.startsWith("file://")) {
+    let root: string;
+    try {
+      const url = new URL(text);
+      if (url.host !== "" && url.host !== "localhost") return `${accepted}; file URLs name a local absolute path (file:///path)`;
+      root = decodeURIComponent(url.pathname);
+    } catch {
+      return accepted;
+    }
+    if (!path.isAbsolute(root) || root.includes("\0")) return accepted;
+    return { kind: "file", root: path.normalize(root), prefix: "" };
+  }
+  return accepted;
+}
+
+function isUrl(text: string): boolean {
+  try {
+    new URL(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A URL with its password replaced, for logs and error messages. */
+export function redactUrl(text: string): string {
+  try {
+    const url = new URL(text);
+    if (url.password !== "") url.password = "***";
+    return url.toString();
+  } catch {
+    return text.replace(/\/\/([^:/@]*):[^@]*@/, "//$1:***@");
+  }
+}
+
+/** The configuration with secrets removed, for `status` and logs. */
+export function describeConfig(config: PulpitumConfig): Record<string, unknown> {
+  return {
+    ...config,
+    eligibleBefore: config.eligibleBefore.toISOString(),
+    database:
+      config.database.kind === "postgres"
+        ? { kind: "postgres", url: redactUrl(config.database.url) }
+        : config.database,
+  };
+}

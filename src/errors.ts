@@ -1,0 +1,156 @@
+/**
+ * Every error Pulpitum raises on purpose derives from {@link PulpitumError}.
+ *
+ * `retryable` tells a runner whether doing the same thing again later can
+ * succeed (a serialization failure, a throttled request) or whether the input
+ * or the state must change first (a malformed message, a corrupt payload).
+ */
+export class PulpitumError extends Error {
+  readonly retryable: boolean;
+
+  constructor(message: string, options: { cause?: unknown; retryable?: boolean } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.retryable = options.retryable ?? false;
+  }
+}
+
+/** One bad configuration variable: which one, what it held, what is accepted. */
+export interface ConfigProblem {
+  variable: string;
+  /** The offending value, already redacted when the variable holds a secret. */
+  value: string | undefined;
+  accepted: string;
+}
+
+/** The configuration cannot be used; lists every problem found, not just the first. */
+export class ConfigError extends PulpitumError {
+  readonly problems: readonly ConfigProblem[];
+
+  constructor(problems: readonly ConfigProblem[]) {
+    super(
+      problems
+        .map((p) =>
+          p.value === undefined
+            ? `${p.variable}: ${p.accepted}`
+            : `${p.variable}=${JSON.stringify(p.value)} is invalid: ${p.accepted}`,
+        )
+        .join("\n"),
+    );
+    this.problems = problems;
+  }
+}
+
+/**
+ * Input from outside (an event, a message, a CLI argument, an import line) is
+ * malformed. The message names the input and what would have been accepted.
+ */
+export class InvalidInputError extends PulpitumError {
+  readonly input: string;
+  readonly accepted: string;
+
+  constructor(input: string, problem: string, accepted: string, options: { cause?: unknown } = {}) {
+    super(`${input}: ${problem}; expected ${accepted}`, options);
+    this.input = input;
+    this.accepted = accepted;
+  }
+}
+
+export class UnknownTableError extends PulpitumError {
+  readonly tableId: string;
+  constructor(tableId: string) {
+    super(
+      `table ${JSON.stringify(tableId)} is not registered; create it with ` +
+        `\`pulpitum tables create ${tableId} --strategy year|month|day\``,
+    );
+    this.tableId = tableId;
+  }
+}
+
+export class UnknownBucketError extends PulpitumError {
+  constructor(description: string) {
+    super(`no bucket metadata for ${description}: nothing was ever appended to it`);
+  }
+}
+
+/** Re-registering a table with another bucket strategy. Strategies are immutable. */
+export class TableStrategyConflictError extends PulpitumError {
+  constructor(tableId: string, existing: string, requested: string) {
+    super(
+      `table ${JSON.stringify(tableId)} is registered with strategy ${existing}; ` +
+        `it cannot change to ${requested}. A bucket strategy is immutable for a table id: ` +
+        `register a new table id with the new strategy and migrate the data explicitly.`,
+    );
+  }
+}
+
+/** An append hit a bucket that no longer accepts writes (archiving, archived, or outside the writable window). */
+export class BucketNotWritableError extends PulpitumError {
+  readonly tableId: string;
+  readonly bucketKey: string;
+  readonly reason: string;
+
+  constructor(tableId: string, bucketKey: string, reason: string) {
+    super(`bucket ${bucketKey} of table ${tableId} does not accept appends: ${reason}`);
+    this.tableId = tableId;
+    this.bucketKey = bucketKey;
+    this.reason = reason;
+  }
+}
+
+/** An append repeated a record identity with a different value. Records are immutable. */
+export class RecordConflictError extends PulpitumError {
+  constructor(description: string) {
+    super(`a different record with the same identity already exists: ${description}`);
+  }
+}
+
+/**
+ * A stored object does not match what was recorded for it: checksum, row
+ * count, length, identity. This is the invariant violation that should page
+ * someone; nothing that depends on the object may be published.
+ */
+export class ArchiveIntegrityError extends PulpitumError {
+  readonly objectKey: string;
+
+  constructor(objectKey: string, problem: string, options: { cause?: unknown } = {}) {
+    super(`archive object ${objectKey} failed verification: ${problem}`, options);
+    this.objectKey = objectKey;
+  }
+}
+
+/** Durable state contradicts an invariant (for example rows in the wrong tier). Pages. */
+export class InvariantViolationError extends PulpitumError {}
+
+export class ObjectNotFoundError extends PulpitumError {
+  readonly objectKey: string;
+  constructor(objectKey: string, options: { cause?: unknown } = {}) {
+    super(`archive object ${objectKey} does not exist`, options);
+    this.objectKey = objectKey;
+  }
+}
+
+/**
+ * The outcome of a commit is unknown (the connection failed while COMMIT was in
+ * flight). The caller must re-read durable state; redoing blindly is unsafe.
+ */
+export class AmbiguousCommitError extends PulpitumError {
+  constructor(operation: string, options: { cause?: unknown } = {}) {
+    super(`the outcome of ${operation} is unknown: the commit reply was lost`, {
+      ...options,
+      retryable: true,
+    });
+  }
+}
+
+/** A transient failure of a backing service; doing the same again later may succeed. */
+export class TransientStoreError extends PulpitumError {
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super(message, { ...options, retryable: true });
+  }
+}
+
+export function errorMessage(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  return String(error);
+}

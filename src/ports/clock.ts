@@ -1,0 +1,26 @@
+/**
+ * The only source of time for leases, retries and cutoffs. Use cases receive
+ * a clock (or a `now`) as an argument; only the outermost layer makes one.
+ */
+export interface Clock {
+  now(): Date;
+}
+
+export const systemClock: Clock = { now: () => new Date() };
+
+/** A clock tests move by hand. */
+export class ManualClock implements Clock {
+  #now: Date;
+  constructor(start: Date | string) {
+    this.#now = new Date(start);
+  }
+  now(): Date {
+    return new Date(this.#now);
+  }
+  advance(ms: number): void {
+    this.#now = new Date(this.#now.getTime() + ms);
+  }
+  set(to: Date | string): void {
+    this.#now = new Date(to);
+  }
+}

@@ -1,0 +1,227 @@
+/**
+ * The hot store port: durable records, the table registry, and the bucket
+ * state machine that fences and routes them.
+ *
+ * Guarantees every adapter gives (checked by test/conformance/hot-store.ts):
+ *
+ * - Each operation is one conditional statement or one SERIALIZABLE
+ *   transaction. Serialization failures (SQLSTATE 40001) are retried inside
+ *   the adapter with bounded, jittered backoff.
+ * - A lost reply to COMMIT raises AmbiguousCommitError. The caller re-reads
+ *   with {@link HotStore.getBucket}; it never redoes blindly.
+ * - Every fenced write names its condition: the owner token and generation of
+ *   a live lease (`lease_expires_at > now`). A write whose condition fails
+ *   returns `{ kind: "lease-lost" }` with the current metadata: losing a race
+ *   is an outcome, not an exception.
+ * - Appends check `state = 'hot'` and insert in the same transaction, locking
+ *   the bucket's metadata row, so a claim can never commit between the check
+ *   and the insert.
+ * - `now` is always passed in; adapters never read the clock.
+ */
+import type { BucketId, BucketStrategy } from "../domain/bucket.js";
+import type { TableRecord } from "../domain/record.js";
+import type { ArchiveFormat, TableDefinition, TableId } from "../domain/table.js";
+import type { EpochMicros } from "../domain/time.js";
+
+export type BucketState = "hot" | "archiving" | "archived";
+
+/** The next phase a bucket needs, as recorded in its metadata. */
+export type PhaseName = "claim" | "export" | "seal" | "publish" | "cleanup";
+export type RecordedPhase = PhaseName | "done";
+
+export interface PayloadFacts {
+  readonly key: string;
+  readonly sha256: string;
+  readonly rowCount: number;
+  readonly byteLength: number;
+}
+
+export interface BucketMetadata {
+  readonly id: BucketId;
+  readonly strategy: BucketStrategy;
+  readonly start: Date;
+  readonly end: Date;
+  readonly state: BucketState;
+  readonly phase: RecordedPhase;
+  readonly generation: number;
+  /** Present while a lease is held (it may have expired). */
+  readonly ownerToken: string | null;
+  readonly leaseExpiresAt: Date | null;
+  readonly attempts: number;
+  readonly retryAt: Date | null;
+  readonly lastError: string | null;
+  readonly payload: PayloadFacts | null;
+  readonly manifestKey: string | null;
+  readonly hotDeleted: boolean;
+  readonly enqueuedAt: Date | null;
+  readonly createdAt: Date;
+  readonly updatedAt: Date;
+}
+
+/** Proof of ownership of a bucket for one phase. Opaque to everything but the adapter. */
+export interface Lease {
+  readonly bucket: BucketId;
+  readonly token: string;
+  readonly generation: number;
+  readonly expiresAt: Date;
+}
+
+export type LeaseAcquisition =
+  | { readonly kind: "acquired"; readonly lease: Lease; readonly metadata: BucketMetadata }
+  | { readonly kind: "busy"; readonly metadata: BucketMetadata }
+  | { readonly kind: "missing" };
+
+/** The result of a fenced write. */
+export type FencedWrite =
+  | { readonly kind: "committed"; readonly metadata: BucketMetadata }
+  | { readonly kind: "lease-lost"; readonly metadata: BucketMetadata | null };
+
+export type LeaseLost = { readonly kind: "lease-lost"; readonly metadata: BucketMetadata | null };
+
+/** One record of a bucket, as the fenced snapshot yields it (the partition key is the bucket's). */
+export interface BucketRow {
+  readonly eventTime: EpochMicros;
+  readonly sortKey: Uint8Array;
+  readonly value: Uint8Array;
+}
+
+export interface ClusteringPosition {
+  readonly eventTime: EpochMicros;
+  readonly sortKey: Uint8Array;
+}
+
+export type SnapshotPage = { readonly kind: "page"; readonly rows: readonly BucketRow[] } | LeaseLost;
+
+export type CleanupBatch = { readonly kind: "deleted"; readonly count: number } | LeaseLost;
+
+export type FinishCleanup =
+  | { readonly kind: "committed"; readonly metadata: BucketMetadata }
+  | { readonly kind: "rows-remain" }
+  | LeaseLost;
+
+/** Why discovery offers a bucket. */
+export type CandidateKind = "eligible" | "stalled" | "cleanup";
+
+export interface Candidate {
+  readonly id: BucketId;
+  readonly kind: CandidateKind;
+  readonly state: BucketState;
+  readonly phase: RecordedPhase;
+  readonly end: Date;
+  readonly enqueuedAt: Date | null;
+}
+
+export interface DiscoveryQuery {
+  readonly now: Date;
+  /** A hot bucket is eligible when `bucket_end <= cutoff`. */
+  readonly cutoff: Date;
+  readonly limit: number;
+  /** Buckets enqueued after this instant are skipped (they are already in the queue). */
+  readonly enqueuedBefore: Date;
+}
+
+export interface TableRegistration {
+  readonly tableId: TableId;
+  readonly strategy: BucketStrategy;
+  readonly format: ArchiveFormat;
+  readonly writableBuckets: number | null;
+}
+
+export interface AppendResult {
+  /** Records newly stored. */
+  readonly inserted: number;
+  /** Records already present with identical values (a retried append). */
+  readonly duplicates: number;
+}
+
+export interface HotStore {
+  /** Create the schema if needed (numbered, idempotent migrations). Returns the versions applied now. */
+  migrate(): Promise<number[]>;
+
+  /**
+   * Register a table, or confirm an identical registration. A different
+   * strategy throws TableStrategyConflictError; a different format or
+   * writable-buckets setting updates the registry (earlier archives keep
+   * the format their manifests name).
+   */
+  registerTable(registration: TableRegistration, now: Date): Promise<"created" | "unchanged" | "updated">;
+  getTable(tableId: TableId): Promise<TableDefinition | null>;
+  listTables(): Promise<TableDefinition[]>;
+  /** Pause or resume new claims for a table. Throws UnknownTableError. */
+  setPaused(tableId: TableId, paused: boolean, now: Date): Promise<TableDefinition>;
+
+  /**
+   * Append records to one table in one transaction: all or nothing.
+   * Creates bucket metadata on first write. Throws UnknownTableError,
+   * BucketNotWritableError (archiving/archived bucket, or outside the
+   * writable window at `now`) and RecordConflictError (same identity,
+   * different value). Safe to retry: identical records are counted as
+   * duplicates, not stored twice.
+   */
+  append(tableId: TableId, records: readonly TableRecord[], now: Date): Promise<AppendResult>;
+
+  getBucket(id: BucketId): Promise<BucketMetadata | null>;
+
+  /**
+   * Take the bucket's lease if no live lease exists: new owner token,
+   * generation + 1, expiry `now + leaseMs`. Works in every state.
+   */
+  acquireLease(id: BucketId, now: Date, leaseMs: number): Promise<LeaseAcquisition>;
+
+  /** Extend a live lease held by `lease`. */
+  renewLease(lease: Lease, now: Date, leaseMs: number): Promise<{ kind: "renewed"; lease: Lease } | LeaseLost>;
+
+  /** Give the lease up without recording anything; a no-op when it was already lost. */
+  releaseLease(lease: Lease): Promise<void>;
+
+  /**
+   * hot -> archiving, phase export, if the lease is live and `bucket_end <= cutoff`.
+   * This commit fences appends. Releases the lease.
+   */
+  claim(lease: Lease, now: Date, cutoff: Date): Promise<FencedWrite>;
+
+  /**
+   * One page of the fenced snapshot in `(event_time, sort_key)` order after
+   * `after` (exclusive), checking the live lease and `state = 'archiving'`
+   * in the same statement.
+   */
+  snapshotPage(lease: Lease, now: Date, after: ClusteringPosition | null, limit: number): Promise<SnapshotPage>;
+
+  /** Record the verified payload (phase export -> seal). Releases the lease. */
+  recordPayload(lease: Lease, now: Date, payload: PayloadFacts): Promise<FencedWrite>;
+
+  /** Record the verified manifest (phase seal -> publish). Releases the lease. */
+  recordManifest(lease: Lease, now: Date, manifestKey: string): Promise<FencedWrite>;
+
+  /**
+   * archiving -> archived with `hot_deleted = false` and the route set to the
+   * recorded manifest: the read cutover. Releases the lease.
+   */
+  publish(lease: Lease, now: Date): Promise<FencedWrite>;
+
+  /** Delete up to `limit` hot rows of an archived bucket under a live lease. */
+  cleanupBatch(lease: Lease, now: Date, limit: number): Promise<CleanupBatch>;
+
+  /** Set `hot_deleted = true` (phase done) if no hot rows remain. Releases the lease. */
+  finishCleanup(lease: Lease, now: Date): Promise<FinishCleanup>;
+
+  /**
+   * Give up an attempt before publication: back to hot, phase claim, payload
+   * and manifest cleared, attempts + 1, retry at `retryAt`, error recorded.
+   * Refused (lease-lost) for an archived bucket. Releases the lease.
+   */
+  defer(lease: Lease, now: Date, retryAt: Date, error: string): Promise<FencedWrite>;
+
+  /**
+   * Candidates oldest `bucket_end` first, at most `limit`: eligible hot
+   * buckets of unpaused tables without a pending retry; archiving buckets
+   * without a live lease; archived buckets with `hot_deleted = false` and no
+   * live lease. Stamps `enqueued_at = now` on those returned.
+   */
+  discover(query: DiscoveryQuery): Promise<Candidate[]>;
+
+  /** The same selection as {@link discover} without stamping anything (a dry run). */
+  peekCandidates(query: DiscoveryQuery): Promise<Candidate[]>;
+
+  close(): Promise<void>;
+}

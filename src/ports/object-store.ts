@@ -1,0 +1,92 @@
+/**
+ * The object store port: immutable archive payloads and manifests.
+ *
+ * Keys are `/`-separated relative paths (see domain/object-keys.ts). Objects
+ * are never overwritten: the only write is create-if-absent, so a retry or a
+ * takeover that produces the same content reaches the same key and finds its
+ * own earlier work instead of clobbering it.
+ *
+ * Errors: a missing object is {@link ObjectNotFoundError}; a key that could
+ * escape the store (absolute, `..`, NUL, empty segment) is InvalidInputError;
+ * transport failures are TransientStoreError (retryable). Every operation is
+ * safe to retry.
+ */
+export interface ObjectStore {
+  /**
+   * Create `key` with `body` unless it exists. Never overwrites.
+   *
+   * Returns `created` when this call made the object and `already-exists` when
+   * any object (same bytes or not) was there first; the caller verifies an
+   * existing object before trusting it. The object is durable when `created`
+   * is returned. Among concurrent creates of one key exactly one returns
+   * `created`. On failure nothing is visible at `key` (partial uploads are
+   * aborted; temporary files removed).
+   */
+  createIfAbsent(key: string, body: ObjectBody, options?: CreateOptions): Promise<CreateResult>;
+
+  /** The whole object, or `[range.start, range.end)` of it. Throws ObjectNotFoundError. */
+  get(key: string, range?: ByteRange): Promise<Uint8Array>;
+
+  /** Stream the object in chunks; memory stays bounded by the chunk size. */
+  getStream(key: string): Promise<AsyncIterable<Uint8Array>>;
+
+  /** Size and modification time, or null when absent. */
+  head(key: string): Promise<ObjectInfo | null>;
+
+  /** One page of keys under `prefix` in lexicographic order. */
+  list(prefix: string, options?: ListOptions): Promise<ListPage>;
+
+  /** Delete `key`; deleting an absent key succeeds. */
+  delete(key: string): Promise<void>;
+
+  /** Release connections and handles. */
+  close?(): Promise<void>;
+}
+
+/**
+ * Bytes in memory, or a local file to stream from (large payloads are
+ * written to a temporary file first so their content address is known
+ * before upload).
+ */
+export type ObjectBody = Uint8Array | { readonly filePath: string; readonly byteLength: number };
+
+export interface CreateOptions {
+  readonly contentType?: string;
+}
+
+export type CreateResult = "created" | "already-exists";
+
+export interface ByteRange {
+  /** Inclusive start offset. */
+  readonly start: number;
+  /** Exclusive end offset. */
+  readonly end: number;
+}
+
+export interface ObjectInfo {
+  readonly key: string;
+  readonly size: number;
+  readonly lastModified: Date;
+}
+
+export interface ListOptions {
+  readonly continuationToken?: string;
+  /** At most this many keys per page (default 1000). */
+  readonly maxKeys?: number;
+}
+
+export interface ListPage {
+  readonly objects: readonly ObjectInfo[];
+  /** Pass to the next call to continue; undefined on the last page. */
+  readonly continuationToken: string | undefined;
+}
+
+/** Every object under `prefix`, page by page. */
+export async function* listAll(store: ObjectStore, prefix: string): AsyncIterable<ObjectInfo> {
+  let continuationToken: string | undefined;
+  do {
+    const page = await store.list(prefix, { continuationToken });
+    yield* page.objects;
+    continuationToken = page.continuationToken;
+  } while (continuationToken !== undefined);
+}

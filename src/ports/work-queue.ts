@@ -1,0 +1,77 @@
+import { InvalidInputError } from "../errors.js";
+import type { BucketId } from "../domain/bucket.js";
+import { parseTableId, type TableId } from "../domain/table.js";
+
+/**
+ * The work queue port: a wake-up, never the source of truth. A lost message
+ * is found again by the next discovery scan; a duplicate is harmless because
+ * workers re-read durable state before acting.
+ */
+export interface WorkQueue {
+  /** Enqueue one work item. Safe to retry (duplicates are harmless). */
+  send(item: WorkItem): Promise<void>;
+  /** Enqueue many; implementations send in batches of at most 10. Throws if any item could not be sent. */
+  sendBatch(items: readonly WorkItem[]): Promise<void>;
+}
+
+export type WorkItem = BucketId;
+
+/** The wire form: `{"v":1,"table_id":…,"partition_key_b64":…,"bucket_key":…}`. */
+export interface WorkMessageBody {
+  v: 1;
+  table_id: string;
+  partition_key_b64: string;
+  bucket_key: string;
+}
+
+export const WORK_MESSAGE_FORM =
+  '{"v":1,"table_id":string,"partition_key_b64":standard base64,"bucket_key":"year:YYYY"|"month:YYYY-MM"|"day:YYYY-MM-DD"}';
+
+export function encodeWorkMessage(item: WorkItem): string {
+  const body: WorkMessageBody = {
+    v: 1,
+    table_id: item.tableId,
+    partition_key_b64: Buffer.from(item.partitionKey).toString("base64"),
+    bucket_key: item.bucketKey,
+  };
+  return JSON.stringify(body);
+}
+
+const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+const BUCKET_KEY = /^(year:\d{4}|month:\d{4}-\d{2}|day:\d{4}-\d{2}-\d{2})$/;
+
+/** Parse and validate a message body; throws InvalidInputError naming `input` (e.g. the message id). */
+export function decodeWorkMessage(body: string, input = "work message"): WorkItem {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body);
+  } catch (error) {
+    throw new InvalidInputError(input, "body is not JSON", WORK_MESSAGE_FORM, { cause: error });
+  }
+  return workItemFromObject(parsed, input, WORK_MESSAGE_FORM);
+}
+
+/** Validate an object of the message shape (also used by manual invocations). */
+export function workItemFromObject(value: unknown, input: string, accepted: string): WorkItem {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new InvalidInputError(input, "is not a JSON object", accepted);
+  }
+  const o = value as Record<string, unknown>;
+  if (o.v !== 1) throw new InvalidInputError(input, `has version ${JSON.stringify(o.v)}`, accepted);
+  const known = new Set(["v", "table_id", "partition_key_b64", "bucket_key"]);
+  const extra = Object.keys(o).find((k) => !known.has(k));
+  if (extra !== undefined) throw new InvalidInputError(input, `has unknown field ${JSON.stringify(extra)}`, accepted);
+  if (typeof o.table_id !== "string") throw new InvalidInputError(input, "table_id is not a string", accepted);
+  const tableId: TableId = parseTableId(o.table_id, `${input} table_id`);
+  if (typeof o.partition_key_b64 !== "string" || !BASE64.test(o.partition_key_b64)) {
+    throw new InvalidInputError(input, "partition_key_b64 is not standard base64", accepted);
+  }
+  if (typeof o.bucket_key !== "string" || !BUCKET_KEY.test(o.bucket_key)) {
+    throw new InvalidInputError(input, `bucket_key ${JSON.stringify(o.bucket_key)} is not a canonical bucket key`, accepted);
+  }
+  return {
+    tableId,
+    partitionKey: new Uint8Array(Buffer.from(o.partition_key_b64, "base64")),
+    bucketKey: o.bucket_key,
+  };
+}
