@@ -27,6 +27,8 @@ export interface PulpitumConfig {
   readonly leaseSeconds: number;
   readonly leaseRenewalSeconds: number;
   readonly retrySeconds: number;
+  /** Discovery skips buckets enqueued less than this long ago (they are already queued). */
+  readonly requeueSeconds: number;
   readonly scanLimit: number;
   /** Concurrent phases in the standalone archiver. */
   readonly workers: number;
@@ -59,6 +61,7 @@ export const CONFIG_VARIABLES: ReadonlyArray<{ name: string; default: string; ru
   { name: "ARCHIVER_LEASE_SECONDS", default: "60", rule: "seconds > 0" },
   { name: "ARCHIVER_LEASE_RENEWAL_SECONDS", default: "lease / 3", rule: "seconds > 0 and < ARCHIVER_LEASE_SECONDS" },
   { name: "ARCHIVER_RETRY_SECONDS", default: "15", rule: "seconds >= 0; delay before deferred work is retried" },
+  { name: "ARCHIVER_REQUEUE_SECONDS", default: "300", rule: "seconds >= 0; discovery does not re-enqueue a bucket it enqueued more recently than this" },
   { name: "ARCHIVER_SCAN_LIMIT", default: "64", rule: "integer 1..10000; candidates per discovery scan" },
   { name: "ARCHIVER_WORKERS", default: "2", rule: "integer 1..64; concurrent phases in `pulpitum archive`" },
   { name: "ARCHIVER_SNAPSHOT_PAGE_SIZE", default: "5000", rule: "integer 1..100000; rows per fenced snapshot page" },
@@ -102,7 +105,13 @@ export function parseConfig(env: Env, options: { now: Date; cwd: string }): Pulp
     if (v === undefined) return fallback;
     const n = /^\d+(\.\d+)?$/.test(v) ? Number(v) : NaN;
     if (!Number.isFinite(n) || (!allowZero && n <= 0) || n > 31_536_000) {
-      bad(name, v, allowZero ? "a number of seconds >= 0, such as 15" : "a number of seconds > 0, such as 60");
+      bad(
+        name,
+        v,
+        allowZero
+          ? "a number of seconds >= 0 and at most 31536000 (one year), such as 15"
+          : "a number of seconds > 0 and at most 31536000 (one year), such as 60",
+      );
       return fallback;
     }
     return n;
@@ -148,6 +157,7 @@ export function parseConfig(env: Env, options: { now: Date; cwd: string }): Pulp
     );
   }
   const retrySeconds = seconds("ARCHIVER_RETRY_SECONDS", 15, { allowZero: true });
+  const requeueSeconds = seconds("ARCHIVER_REQUEUE_SECONDS", 300, { allowZero: true });
   const scanLimit = integer("ARCHIVER_SCAN_LIMIT", 64, 1, 10_000);
   const workers = integer("ARCHIVER_WORKERS", 2, 1, 64);
   const snapshotPageSize = integer("ARCHIVER_SNAPSHOT_PAGE_SIZE", 5000, 1, 100_000);
@@ -200,7 +210,7 @@ export function parseConfig(env: Env, options: { now: Date; cwd: string }): Pulp
 
   const queueUrl = (name: string) => {
     const v = raw(name);
-    if (v !== undefined && !isUrl(v)) bad(name, v, "an SQS queue URL, such as https://sqs.us-east-1.amazonaws.com/123456789012/pulpitum-work");
+    if (v !== undefined && !isHttpUrl(v)) bad(name, v, "an SQS queue URL, such as https://sqs.us-east-1.amazonaws.com/123456789012/pulpitum-work");
     return v;
   };
   const workQueueUrl = queueUrl("PULPITUM_WORK_QUEUE_URL");
@@ -215,6 +225,7 @@ export function parseConfig(env: Env, options: { now: Date; cwd: string }): Pulp
     leaseSeconds,
     leaseRenewalSeconds,
     retrySeconds,
+    requeueSeconds,
     scanLimit,
     workers,
     snapshotPageSize,
@@ -269,15 +280,33 @@ function isUrl(text: string): boolean {
   }
 }
 
-/** A URL with its password replaced, for logs and error messages. */
+/** SQS queue URLs are http(s); an ARN or a bare queue name parses as a URL but is not one. */
+function isHttpUrl(text: string): boolean {
+  try {
+    const url = new URL(text);
+    return (url.protocol === "https:" || url.protocol === "http:") && url.host !== "";
+  } catch {
+    return false;
+  }
+}
+
+/** A URL with its password (in the authority or a `password` parameter) replaced, for logs and error messages. */
 export function redactUrl(text: string): string {
   try {
     const url = new URL(text);
-    if (url.password !== "") url.password = "***";
-    return url.toString();
+    // Without a host the text was not read as scheme://user:password@host, so redact it textually.
+    if (url.host !== "") {
+      if (url.password !== "") url.password = "***";
+      if (url.searchParams.has("password")) url.searchParams.set("password", "***");
+      return url.toString();
+    }
   } catch {
-    return text.replace(/\/\/([^:/@]*):[^@]*@/, "//$1:***@");
+    // Not a URL: redact textually.
   }
+  // Everything between the user name and the last '@' may be password (an unescaped '@' included).
+  return text
+    .replace(/^((?:[^:/?#@]*:)?\/\/)?([^:/?#@]*):.*@/, "$1$2:***@")
+    .replace(/([?&]password=)[^&#]*/g, "$1***");
 }
 
 /** The configuration with secrets removed, for `status` and logs. */

@@ -154,3 +154,16 @@ export function errorMessage(error: unknown): string {
   if (error instanceof Error) return error.message;
   return String(error);
 }
+
+/**
+ * Internal signal that a fenced operation found its lease gone (expired, or
+ * taken over). Use cases turn it into the `lease-lost` outcome; it never
+ * escapes them.
+ */
+export class LeaseLostError extends PulpitumError {
+  constructor(operation: string) {
+    super(`lease lost during ${operation}: another worker owns the bucket now, or the lease expired`, {
+      retryable: true,
+    });
+  }
+}

@@ -18,7 +18,10 @@ const SHORT_NAMES: Record<string, BucketStrategy> = {
 
 /** Accepts the canonical names and the CLI's short forms `year`, `month`, `day`. */
 export function parseBucketStrategy(text: string, input = "bucket strategy"): BucketStrategy {
-  const strategy = SHORT_NAMES[text] ?? (BUCKET_STRATEGIES as readonly string[]).find((s) => s === text);
+  // Own properties only: "constructor" or "toString" must not resolve through the prototype.
+  const strategy = Object.hasOwn(SHORT_NAMES, text)
+    ? SHORT_NAMES[text]
+    : (BUCKET_STRATEGIES as readonly string[]).find((s) => s === text);
   if (strategy === undefined) {
     throw new InvalidInputError(
       `${input} ${JSON.stringify(text)}`,

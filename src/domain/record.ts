@@ -111,7 +111,7 @@ export function bytesEqual(a: Uint8Array, b: Uint8Array): boolean {
 function describeType(value: unknown): string {
   if (value === null) return "null";
   if (Array.isArray(value)) return "an array";
-  return `a ${typeof value}`;
+  return typeof value === "undefined" ? "undefined" : typeof value === "object" ? "an object" : `a ${typeof value}`;
 }
 
 function truncate(text: string): string {

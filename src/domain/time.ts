@@ -72,9 +72,9 @@ export function parseRfc3339Micros(text: string, input = "timestamp"): EpochMicr
     );
   }
   const micros = BigInt((frac + "000000").slice(0, 6));
-  const ms = Date.UTC(year, month - 1, day, hour, minute, second);
-  // Date.UTC maps years 0-99 to 1900-1999; fix the year explicitly.
-  const base = new Date(ms);
+  // Date.UTC maps years 0-99 to 1900-1999, so build the date in the leap year
+  // 2000 (every validated day fits) and set the year explicitly.
+  const base = new Date(Date.UTC(2000, month - 1, day, hour, minute, second));
   base.setUTCFullYear(year);
   let total = BigInt(base.getTime()) * MICROS_PER_MS + micros;
   if (sign !== undefined) {

@@ -134,6 +134,57 @@ export interface AppendResult {
   readonly duplicates: number;
 }
 
+/** A range of one bucket to read; bounds on event_time in epoch microseconds. */
+export interface BucketReadRange {
+  /** Inclusive lower bound. */
+  readonly from?: EpochMicros;
+  /** Exclusive upper bound. */
+  readonly to?: EpochMicros;
+  /** Resume strictly after this clustering position (a cursor). */
+  readonly after?: ClusteringPosition;
+  readonly limit: number;
+}
+
+/**
+ * A bucket's route and, for the hot route, its rows, observed in one
+ * statement: a read racing publish or cleanup sees either the hot rows or
+ * the archive route, never a mix and never nothing.
+ */
+export type BucketRead =
+  | { readonly route: "missing" }
+  | { readonly route: "hot"; readonly state: "hot" | "archiving"; readonly rows: readonly BucketRow[] }
+  | { readonly route: "archive"; readonly manifestKey: string; readonly generation: number };
+
+export interface StatusReport {
+  readonly tables: ReadonlyArray<{
+    readonly tableId: TableId;
+    readonly paused: boolean;
+    readonly strategy: BucketStrategy;
+    readonly format: ArchiveFormat;
+    readonly states: ReadonlyArray<{
+      readonly state: BucketState;
+      readonly hotDeleted: boolean;
+      readonly buckets: number;
+      /** Rows still in the hot store for buckets in this state. */
+      readonly hotRows: number;
+      /** Rows and payload bytes recorded for archived buckets. */
+      readonly archivedRows: number;
+      readonly archivedBytes: number;
+    }>;
+  }>;
+  /** Buckets waiting for a retry after a failed attempt, soonest first (at most 100). */
+  readonly deferred: ReadonlyArray<{
+    readonly id: BucketId;
+    readonly attempts: number;
+    readonly retryAt: Date | null;
+    readonly lastError: string | null;
+  }>;
+  /** Buckets with a live lease: work in flight (at most 100). */
+  readonly leased: ReadonlyArray<{ readonly id: BucketId; readonly phase: RecordedPhase; readonly leaseExpiresAt: Date }>;
+  /** The oldest hot bucket past the cutoff, if any: how far behind archival is. */
+  readonly oldestEligibleHot: { readonly id: BucketId; readonly end: Date } | null;
+}
+
 export interface HotStore {
   /** Create the schema if needed (numbered, idempotent migrations). Returns the versions applied now. */
   migrate(): Promise<number[]>;
@@ -222,6 +273,25 @@ export interface HotStore {
 
   /** The same selection as {@link discover} without stamping anything (a dry run). */
   peekCandidates(query: DiscoveryQuery): Promise<Candidate[]>;
+
+  /** Route and hot rows of one bucket in one statement (see {@link BucketRead}). */
+  readBucket(id: BucketId, range: BucketReadRange): Promise<BucketRead>;
+
+  /**
+   * Metadata of one partition's buckets whose bounds overlap `[from, to)`,
+   * oldest `bucket_start` first: the buckets a read spanning time visits.
+   */
+  listPartitionBuckets(
+    tableId: TableId,
+    partitionKey: Uint8Array,
+    range: { readonly from?: Date; readonly to?: Date },
+  ): Promise<BucketMetadata[]>;
+
+  /** Hot rows stored for a bucket, whatever its state. */
+  countHotRows(id: BucketId): Promise<number>;
+
+  /** Counts per table and state, deferred and leased buckets, archival lag. */
+  statusReport(now: Date, cutoff: Date): Promise<StatusReport>;
 
   close(): Promise<void>;
 }

@@ -1,5 +1,5 @@
 import { InvalidInputError } from "../errors.js";
-import type { BucketId } from "../domain/bucket.js";
+import { parseBucketKey, type BucketId } from "../domain/bucket.js";
 import { parseTableId, type TableId } from "../domain/table.js";
 
 /**
@@ -38,7 +38,6 @@ export function encodeWorkMessage(item: WorkItem): string {
 }
 
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
-const BUCKET_KEY = /^(year:\d{4}|month:\d{4}-\d{2}|day:\d{4}-\d{2}-\d{2})$/;
 
 /** Parse and validate a message body; throws InvalidInputError naming `input` (e.g. the message id). */
 export function decodeWorkMessage(body: string, input = "work message"): WorkItem {
@@ -66,7 +65,7 @@ export function workItemFromObject(value: unknown, input: string, accepted: stri
   if (typeof o.partition_key_b64 !== "string" || !BASE64.test(o.partition_key_b64)) {
     throw new InvalidInputError(input, "partition_key_b64 is not standard base64", accepted);
   }
-  if (typeof o.bucket_key !== "string" || !BUCKET_KEY.test(o.bucket_key)) {
+  if (typeof o.bucket_key !== "string" || !isCanonicalBucketKey(o.bucket_key)) {
     throw new InvalidInputError(input, `bucket_key ${JSON.stringify(o.bucket_key)} is not a canonical bucket key`, accepted);
   }
   return {
@@ -74,4 +73,14 @@ export function workItemFromObject(value: unknown, input: string, accepted: stri
     partitionKey: new Uint8Array(Buffer.from(o.partition_key_b64, "base64")),
     bucketKey: o.bucket_key,
   };
+}
+
+/** Shape and calendar: `month:2024-13` and `day:2023-02-29` name no bucket. */
+function isCanonicalBucketKey(key: string): boolean {
+  try {
+    parseBucketKey(key);
+    return true;
+  } catch {
+    return false;
+  }
 }

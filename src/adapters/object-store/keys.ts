@@ -21,7 +21,8 @@ export function validateObjectKey(key: string, input = "object key"): string {
                 : key.split("/").some((s) => s === "")
                   ? "contains an empty segment"
                   : undefined;
-  if (problem !== undefined) throw new InvalidInputError(`${input} ${JSON.stringify(key)}`, problem, KEY_RULE);
+  if (problem !== undefined)
+    throw new InvalidInputError(`${input} ${JSON.stringify(key)}`, problem, KEY_RULE);
   return key;
 }
 
@@ -30,4 +31,32 @@ export function validateListPrefix(prefix: string): string {
   if (prefix === "") return prefix;
   validateObjectKey(prefix.endsWith("/") ? prefix.slice(0, -1) : prefix, "list prefix");
   return prefix;
+}
+
+/**
+ * A byte range `[start, end)` of non-negative safe integers with `end >= start`.
+ * An empty range is valid and reads no bytes; a range past the end is clipped.
+ */
+export function validateByteRange(range: { start: number; end: number }, key: string): void {
+  const { start, end } = range;
+  if (!Number.isSafeInteger(start) || !Number.isSafeInteger(end) || start < 0 || end < start) {
+    throw new InvalidInputError(
+      `byte range [${start}, ${end}) of ${JSON.stringify(key)}`,
+      "is not a valid range",
+      "non-negative integer offsets with start <= end (end exclusive)",
+    );
+  }
+}
+
+/** The declared length of a file body must match the file, or the content address lies. */
+export function fileBodyLengthMismatch(
+  filePath: string,
+  declared: number,
+  actual: number,
+): InvalidInputError {
+  return new InvalidInputError(
+    `file body ${JSON.stringify(filePath)}`,
+    `declares byteLength ${declared} but the file holds ${actual} bytes`,
+    "byteLength equal to the file's size",
+  );
 }

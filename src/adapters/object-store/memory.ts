@@ -9,7 +9,12 @@ import type {
   ObjectInfo,
   ObjectStore,
 } from "../../ports/object-store.js";
-import { validateListPrefix, validateObjectKey } from "./keys.js";
+import {
+  fileBodyLengthMismatch,
+  validateByteRange,
+  validateListPrefix,
+  validateObjectKey,
+} from "./keys.js";
 
 export type ObjectOperation = "createIfAbsent" | "get" | "getStream" | "head" | "list" | "delete";
 
@@ -19,7 +24,11 @@ export type ObjectOperation = "createIfAbsent" | "get" | "getStream" | "head" | 
  * createIfAbsent is a crash after upload: the object exists, the caller never
  * hears so).
  */
-export type ObjectFault = (operation: ObjectOperation, key: string, when: "before" | "after") => void;
+export type ObjectFault = (
+  operation: ObjectOperation,
+  key: string,
+  when: "before" | "after",
+) => void;
 
 /** An honest in-memory object store for unit tests, with fault injection. */
 export class MemoryObjectStore implements ObjectStore {
@@ -61,7 +70,13 @@ export class MemoryObjectStore implements ObjectStore {
     validateObjectKey(key);
     this.calls.createIfAbsent++;
     this.#hook("createIfAbsent", key, "before");
-    const bytes = body instanceof Uint8Array ? new Uint8Array(body) : new Uint8Array(await readFile(body.filePath));
+    const bytes =
+      body instanceof Uint8Array
+        ? new Uint8Array(body)
+        : new Uint8Array(await readFile(body.filePath));
+    if (!(body instanceof Uint8Array) && bytes.byteLength !== body.byteLength) {
+      throw fileBodyLengthMismatch(body.filePath, body.byteLength, bytes.byteLength);
+    }
     let result: CreateResult = "already-exists";
     if (!this.#objects.has(key)) {
       this.#objects.set(key, { bytes, lastModified: new Date() });
@@ -73,6 +88,7 @@ export class MemoryObjectStore implements ObjectStore {
 
   async get(key: string, range?: ByteRange): Promise<Uint8Array> {
     validateObjectKey(key);
+    if (range) validateByteRange(range, key);
     this.calls.get++;
     this.#hook("get", key, "before");
     const object = this.#objects.get(key);
@@ -104,7 +120,9 @@ export class MemoryObjectStore implements ObjectStore {
     this.#hook("head", key, "before");
     const object = this.#objects.get(key);
     this.#hook("head", key, "after");
-    return object ? { key, size: object.bytes.byteLength, lastModified: object.lastModified } : null;
+    return object
+      ? { key, size: object.bytes.byteLength, lastModified: object.lastModified }
+      : null;
   }
 
   async list(prefix: string, options: ListOptions = {}): Promise<ListPage> {
@@ -120,7 +138,10 @@ export class MemoryObjectStore implements ObjectStore {
       return { key, size: o.bytes.byteLength, lastModified: o.lastModified };
     });
     this.#hook("list", prefix, "after");
-    return { objects, continuationToken: keys.length > maxKeys ? page[page.length - 1] : undefined };
+    return {
+      objects,
+      continuationToken: keys.length > maxKeys ? page[page.length - 1] : undefined,
+    };
   }
 
   async delete(key: string): Promise<void> {

@@ -1,0 +1,116 @@
+/**
+ * Logs and metrics of the Lambda functions, defined in one place.
+ *
+ * Logs: Powertools Logger, one JSON object per line. Every line written while
+ * a work item is processed comes from {@link bucketLogger}, which carries the
+ * bucket identity (`table_id`, `partition_key_b64`, `bucket_key`) and the SQS
+ * message id, so `filter bucket_key = "month:2024-02"` in Logs Insights shows
+ * a bucket's whole history. Secrets never reach a log line: the database URL
+ * is never logged (see functions/runtime.ts).
+ *
+ * Metrics: CloudWatch embedded metric format under {@link METRICS_NAMESPACE},
+ * dimension `service`. The CDK stack (infra/archiver-stack.ts) builds its
+ * alarms and dashboard from {@link METRIC}, so a renamed metric cannot leave
+ * an alarm watching nothing.
+ */
+import { Logger } from "@aws-lambda-powertools/logger";
+import { Metrics, MetricUnit } from "@aws-lambda-powertools/metrics";
+import type { BucketId } from "../src/domain/bucket.js";
+import type { PhaseOutcome, WorkflowLog } from "../src/usecases/context.js";
+
+export const METRICS_NAMESPACE = "Pulpitum";
+export const DEFAULT_SERVICE_NAME = "pulpitum";
+
+/** Metric names; each comment names the alarm or dashboard panel it feeds. */
+export const METRIC = {
+  /** A phase committed (result `advanced`). Dashboard "Phases by outcome"; its sum is the archival throughput. */
+  PhasesAdvanced: "PhasesAdvanced",
+  /** Another worker held the lease (`busy`); the message is retried. Dashboard "Phases by outcome" (sustained: duplicate messages or a stuck lease). */
+  PhasesBusy: "PhasesBusy",
+  /** A phase failed before publication and the bucket was deferred. Dashboard "Phases by outcome"; repeated deferrals end in the DLQ (alarm "DeadLettersPresent"). */
+  PhasesDeferred: "PhasesDeferred",
+  /** A message could not be processed at all (malformed body, unknown bucket, unreachable database). Alarm "WorkerErrors" and dashboard "Phases by outcome". */
+  PhasesFailed: "PhasesFailed",
+  /** The lease was lost mid-phase; nothing destructive ran. Dashboard "Phases by outcome" (sustained: lease too short for the phase). */
+  PhasesLeaseLost: "PhasesLeaseLost",
+  /** Nothing to do (already archived, not eligible, paused): duplicate and stale messages. Dashboard "Phases by outcome". */
+  PhasesDone: "PhasesDone",
+  /** Records written to verified payloads by export. Dashboard "Archived rows and bytes". */
+  RowsArchived: "RowsArchived",
+  /** Payload bytes written by export. Dashboard "Archived rows and bytes". */
+  BytesArchived: "BytesArchived",
+  /** Hot rows deleted by cleanup. Dashboard "Archived rows and bytes". */
+  HotRowsDeleted: "HotRowsDeleted",
+  /** Wall time of one phase, dimension `phase`. Dashboard "Phase duration" (p50, p99 per phase). */
+  PhaseDuration: "PhaseDuration",
+  /** Buckets one discovery scan enqueued. Alarm "EligibleBucketsNotDraining" and dashboard "Discovery". */
+  DiscoveryCandidates: "DiscoveryCandidates",
+} as const;
+
+export type MetricName = (typeof METRIC)[keyof typeof METRIC];
+
+export const logger = new Logger({ serviceName: process.env.POWERTOOLS_SERVICE_NAME ?? DEFAULT_SERVICE_NAME });
+
+export const metrics = new Metrics({
+  namespace: METRICS_NAMESPACE,
+  serviceName: process.env.POWERTOOLS_SERVICE_NAME ?? DEFAULT_SERVICE_NAME,
+});
+
+/** The log fields that identify a bucket, as in the work message. */
+export function bucketFields(bucket: BucketId): Record<string, string> {
+  return {
+    table_id: bucket.tableId,
+    partition_key_b64: Buffer.from(bucket.partitionKey).toString("base64"),
+    bucket_key: bucket.bucketKey,
+  };
+}
+
+/** A logger whose every line carries the bucket identity (and the message id, for a queued item). */
+export function bucketLogger(bucket: BucketId, messageId?: string): Logger {
+  return logger.createChild({
+    persistentKeys: { ...bucketFields(bucket), ...(messageId !== undefined && { message_id: messageId }) },
+  });
+}
+
+/** The workflow's log port on a Powertools logger. */
+export function workflowLog(log: Logger): WorkflowLog {
+  return {
+    info: (message, fields) => log.info(message, fields ?? {}),
+    warn: (message, fields) => log.warn(message, fields ?? {}),
+    error: (message, fields) => log.error(message, fields ?? {}),
+  };
+}
+
+const RESULT_METRIC: Record<PhaseOutcome["result"], MetricName> = {
+  advanced: METRIC.PhasesAdvanced,
+  busy: METRIC.PhasesBusy,
+  deferred: METRIC.PhasesDeferred,
+  done: METRIC.PhasesDone,
+  "lease-lost": METRIC.PhasesLeaseLost,
+};
+
+/** Count one phase outcome and what it moved. */
+export function recordPhaseOutcome(outcome: PhaseOutcome): void {
+  metrics.addMetric(RESULT_METRIC[outcome.result], MetricUnit.Count, 1);
+  if (outcome.result === "advanced" && outcome.phase === "export") {
+    metrics.addMetric(METRIC.RowsArchived, MetricUnit.Count, outcome.rows ?? 0);
+    metrics.addMetric(METRIC.BytesArchived, MetricUnit.Bytes, outcome.bytes ?? 0);
+  }
+  if (outcome.result === "advanced" && outcome.phase === "cleanup" && outcome.rows !== undefined) {
+    metrics.addMetric(METRIC.HotRowsDeleted, MetricUnit.Count, outcome.rows);
+  }
+  if (outcome.phase !== null) {
+    const single = metrics.singleMetric();
+    single.addDimension("phase", outcome.phase);
+    single.addMetric(METRIC.PhaseDuration, MetricUnit.Milliseconds, outcome.durationMs);
+  }
+}
+
+/** Count a message that could not be processed. */
+export function recordPhaseFailure(): void {
+  metrics.addMetric(METRIC.PhasesFailed, MetricUnit.Count, 1);
+}
+
+export function recordDiscovery(candidates: number): void {
+  metrics.addMetric(METRIC.DiscoveryCandidates, MetricUnit.Count, candidates);
+}

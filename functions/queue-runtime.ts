@@ -1,0 +1,32 @@
+/**
+ * What the DLQ replay function needs: the two queue URLs and an SQS client,
+ * no database. Kept apart from functions/runtime.ts so the replay bundle
+ * does not carry the database and archive code.
+ */
+import { SQSClient } from "@aws-sdk/client-sqs";
+import { parseConfig } from "../src/config.js";
+import { ConfigError } from "../src/errors.js";
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+export interface QueueRuntime {
+  readonly sqs: SQSClient;
+  readonly workQueueUrl: string;
+  readonly deadLetterQueueUrl: string;
+}
+
+export function openQueueRuntime(env: Env = process.env, clients: { sqs?: SQSClient } = {}): QueueRuntime {
+  const config = parseConfig(env, { now: new Date(), cwd: process.cwd() });
+  const missing = [
+    config.workQueueUrl === undefined && "PULPITUM_WORK_QUEUE_URL",
+    config.deadLetterQueueUrl === undefined && "PULPITUM_DLQ_URL",
+  ].filter((v): v is string => typeof v === "string");
+  if (missing.length > 0) {
+    throw new ConfigError(missing.map((variable) => ({ variable, value: undefined, accepted: "an SQS queue URL" })));
+  }
+  return {
+    sqs: clients.sqs ?? new SQSClient({ region: env.AWS_REGION ?? env.AWS_DEFAULT_REGION }),
+    workQueueUrl: config.workQueueUrl!,
+    deadLetterQueueUrl: config.deadLetterQueueUrl!,
+  };
+}

@@ -1,0 +1,35 @@
+/**
+ * The DLQ replay function: move up to `max_messages` dead letters back to
+ * the work queue, or, with `dry_run`, only list them. See
+ * src/usecases/replay-dlq.ts for why this is safe and for the AWS-native
+ * alternative (StartMessageMoveTask).
+ */
+import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
+import middy from "@middy/core";
+import type { Context } from "aws-lambda";
+import { parseReplayRequest, replayDeadLetters, type ReplayReport } from "../src/usecases/replay-dlq.js";
+import { logger } from "./observability.js";
+import { openQueueRuntime, type QueueRuntime } from "./queue-runtime.js";
+
+/** Start no new receive round with less time than this left. */
+const REPLAY_DEADLINE_MARGIN_MS = 15_000;
+
+export function createReplayHandler(open: () => QueueRuntime) {
+  return middy(async (event: unknown, context: Context): Promise<ReplayReport> => {
+    const request = parseReplayRequest(event);
+    const queues = open();
+    const report = await replayDeadLetters({
+      sqs: queues.sqs,
+      dlqUrl: queues.deadLetterQueueUrl,
+      queueUrl: queues.workQueueUrl,
+      ...request,
+      deadline: new Date(Date.now() + context.getRemainingTimeInMillis() - REPLAY_DEADLINE_MARGIN_MS),
+    });
+    const { messageIds: _ids, ...summary } = report;
+    logger.info("DLQ replay finished", summary);
+    return report;
+  }).use(injectLambdaContext(logger, { resetKeys: true }));
+}
+
+let queues: QueueRuntime | undefined;
+export const handler = createReplayHandler(() => (queues ??= openQueueRuntime()));

@@ -1,0 +1,190 @@
+/**
+ * The Lambda functions' outermost layer: reads the environment, resolves the
+ * database secret, opens the adapters once per container and keeps them for
+ * later invocations.
+ *
+ * Environment (set by infra/archiver-stack.ts): everything src/config.ts
+ * reads, plus
+ * - `DATABASE_SECRET_ARN`: a Secrets Manager secret holding the database
+ *   connection, instead of `DATABASE_URL`. Its value is JSON with either
+ *   `url` (a postgres:// URL) or the RDS fields `username`, `password`,
+ *   `host`, `port` (default 5432), `dbname` and optionally `sslmode`; a bare
+ *   postgres:// URL is accepted too.
+ * - `PULPITUM_MIGRATE_ON_START=true`: run the (idempotent) migrations when the
+ *   container starts; the stack sets it on the discovery function only, so
+ *   concurrent workers never race on DDL.
+ *
+ * The database URL is a secret: it is never logged, and errors about it name
+ * the secret, never its value.
+ */
+import { S3Client } from "@aws-sdk/client-s3";
+import { GetSecretValueCommand, SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
+import { SQSClient } from "@aws-sdk/client-sqs";
+import type { PulpitumConfig } from "../src/config.js";
+import { ConfigError, errorMessage } from "../src/errors.js";
+import { S3ObjectStore } from "../src/adapters/object-store/s3.js";
+import { SqsWorkQueue } from "../src/adapters/queue/sqs.js";
+import type { WorkQueue } from "../src/ports/work-queue.js";
+import { loadConfig, openRuntime, type Runtime } from "../src/runtime.js";
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/** AWS SDK clients the runtime uses; tests pass instrumented ones. */
+export interface AwsClients {
+  readonly sqs?: SQSClient;
+  readonly s3?: S3Client;
+  readonly secrets?: SecretsManagerClient;
+}
+
+/** Everything a handler needs, opened once per container. */
+export interface LambdaRuntime {
+  readonly config: PulpitumConfig;
+  readonly runtime: Runtime;
+  readonly queue: WorkQueue;
+  close(): Promise<void>;
+}
+
+export const SECRET_FORM =
+  'a JSON secret {"url":"postgresql://…"} or {"username","password","host","port","dbname"[,"sslmode"]} (the RDS form), or a bare postgresql:// URL';
+
+/**
+ * The database URL held by a secret's value. Throws ConfigError naming the
+ * secret (never its content) when the value has neither form.
+ */
+export function databaseUrlFromSecret(secretString: string, secretName: string): string {
+  const bad = (problem: string): never => {
+    throw new ConfigError([{ variable: "DATABASE_SECRET_ARN", value: secretName, accepted: `${problem}; expected ${SECRET_FORM}` }]);
+  };
+  const text = secretString.trim();
+  if (/^postgres(ql)?:\/\//.test(text)) return text;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return bad("the secret value is neither JSON nor a postgres URL");
+  }
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return bad("the secret value is not a JSON object");
+  const s = parsed as Record<string, unknown>;
+  if (s.url !== undefined) {
+    if (typeof s.url !== "string" || !/^postgres(ql)?:\/\//.test(s.url)) return bad('"url" is not a postgres:// or postgresql:// URL');
+    return s.url;
+  }
+  const field = (name: string): string => {
+    const v = s[name];
+    if (typeof v === "string" && v !== "") return v;
+    return bad(`the secret has no "url" and its "${name}" is missing or not a non-empty string`);
+  };
+  const username = field("username");
+  const password = field("password");
+  const host = field("host");
+  const dbname = field("dbname");
+  const port = s.port === undefined ? 5432 : Number(s.port);
+  if (!Number.isInteger(port) || port < 1 || port > 65535) return bad('"port" is not a TCP port number');
+  const url = new URL(`postgresql://${host.includes(":") ? `[${host}]` : host}:${port}/`);
+  url.username = encodeURIComponent(username);
+  url.password = encodeURIComponent(password);
+  url.pathname = `/${encodeURIComponent(dbname)}`;
+  if (s.sslmode !== undefined) {
+    if (typeof s.sslmode !== "string") return bad('"sslmode" is not a string');
+    url.searchParams.set("sslmode", s.sslmode);
+  }
+  return url.toString();
+}
+
+/** The environment with `DATABASE_URL` filled in from `DATABASE_SECRET_ARN` when that is set. */
+export async function resolveDatabaseEnv(env: Env, secrets: () => SecretsManagerClient): Promise<Env> {
+  const arn = env.DATABASE_SECRET_ARN?.trim();
+  if (!arn) return env;
+  if (env.DATABASE_URL?.trim()) {
+    throw new ConfigError([
+      { variable: "DATABASE_SECRET_ARN", value: arn, accepted: "set either DATABASE_SECRET_ARN or DATABASE_URL, not both" },
+    ]);
+  }
+  let secretString: string | undefined;
+  try {
+    const response = await secrets().send(new GetSecretValueCommand({ SecretId: arn }));
+    secretString = response.SecretString;
+  } catch (error) {
+    throw new ConfigError([
+      { variable: "DATABASE_SECRET_ARN", value: arn, accepted: `a readable Secrets Manager secret (GetSecretValue failed: ${errorMessage(error)})` },
+    ]);
+  }
+  if (secretString === undefined) {
+    throw new ConfigError([{ variable: "DATABASE_SECRET_ARN", value: arn, accepted: `a secret with a string value; expected ${SECRET_FORM}` }]);
+  }
+  return { ...env, DATABASE_URL: databaseUrlFromSecret(secretString, arn) };
+}
+
+/** Open the runtime of a worker or discovery function. */
+export async function openLambdaRuntime(
+  env: Env = process.env,
+  options: { clients?: AwsClients; migrate?: boolean } = {},
+): Promise<LambdaRuntime> {
+  const region = env.AWS_REGION ?? env.AWS_DEFAULT_REGION;
+  const owned: Array<{ destroy(): void }> = [];
+  const secrets = () => options.clients?.secrets ?? remember(owned, new SecretsManagerClient({ region }));
+  const config = loadConfig(await resolveDatabaseEnv(env, secrets));
+  if (config.database.kind !== "postgres" || config.archive.kind !== "s3") {
+    throw new ConfigError([
+      {
+        variable: config.database.kind !== "postgres" ? "DATABASE_URL" : "PULPITUM_ARCHIVE_URL",
+        value: undefined,
+        accepted:
+          "a Lambda function needs an external database (DATABASE_URL or DATABASE_SECRET_ARN) and an s3:// archive (PULPITUM_ARCHIVE_URL); the embedded defaults do not survive a Lambda container",
+      },
+    ]);
+  }
+  if (config.workQueueUrl === undefined) {
+    throw new ConfigError([{ variable: "PULPITUM_WORK_QUEUE_URL", value: undefined, accepted: "the URL of the work queue (SQS)" }]);
+  }
+  const sqs = options.clients?.sqs ?? remember(owned, new SQSClient({ region }));
+  const archive = config.archive;
+  // The archive's S3 client gets the function's region and, in tests, request counters.
+  const s3 =
+    options.clients?.s3 ??
+    remember(
+      owned,
+      new S3Client({
+        region: region ?? "us-east-1",
+        ...(archive.endpoint !== undefined && { endpoint: archive.endpoint }),
+        forcePathStyle: archive.forcePathStyle,
+      }),
+    );
+  const base = await openRuntime(config, { migrate: options.migrate === true });
+  const objectStore = new S3ObjectStore({ bucket: archive.bucket, client: s3 });
+  const runtime: Runtime = {
+    ...base,
+    objectStore,
+    context: (log) => ({ ...base.context(log), objectStore }),
+    close: () => base.close(),
+  };
+  return {
+    config,
+    runtime,
+    queue: new SqsWorkQueue(config.workQueueUrl, sqs),
+    async close() {
+      await runtime.close();
+      for (const client of owned) client.destroy();
+    },
+  };
+}
+
+/**
+ * Open once per container and reuse. A failed open is forgotten, so the next
+ * invocation tries again (the database may have been briefly unreachable).
+ */
+export function cachedPerContainer<T>(open: () => Promise<T>): () => Promise<T> {
+  let pending: Promise<T> | undefined;
+  return () => {
+    pending ??= open().catch((error: unknown) => {
+      pending = undefined;
+      throw error;
+    });
+    return pending;
+  };
+}
+
+function remember<T extends { destroy(): void }>(owned: Array<{ destroy(): void }>, client: T): T {
+  owned.push(client);
+  return client;
+}

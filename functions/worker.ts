@@ -1,0 +1,141 @@
+/**
+ * The worker function. Two event shapes:
+ *
+ * - an SQS batch from the work queue's event source mapping: each record runs
+ *   one fenced phase of the bucket it names; the response lists the records
+ *   that must come back (`batchItemFailures`), so one bad record never fails
+ *   the others;
+ * - a manual invocation naming one bucket (events/manual-bucket.json): its
+ *   phases run one after another until it is finished or cannot proceed, and
+ *   the function returns a report of each phase.
+ */
+import { BatchProcessor, EventType, processPartialResponse } from "@aws-lambda-powertools/batch";
+import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
+import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
+import middy from "@middy/core";
+import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda";
+import { InvalidInputError, errorMessage } from "../src/errors.js";
+import { WORK_MESSAGE_FORM, decodeWorkMessage, type WorkQueue } from "../src/ports/work-queue.js";
+import type { Runtime } from "../src/runtime.js";
+import {
+  MANUAL_RUN_FORM,
+  parseManualRunRequest,
+  runBucketPhases,
+  type ManualRunReport,
+  type ManualRunRequest,
+} from "../src/usecases/manual-run.js";
+import { WorkNotFinishedError, processWorkMessage } from "../src/usecases/work-message.js";
+import {
+  bucketLogger,
+  logger,
+  metrics,
+  recordPhaseFailure,
+  recordPhaseOutcome,
+  workflowLog,
+} from "./observability.js";
+import { cachedPerContainer, openLambdaRuntime } from "./runtime.js";
+
+export interface WorkerDependencies {
+  readonly runtime: Pick<Runtime, "context" | "clock">;
+  readonly queue: WorkQueue;
+}
+
+/** Stop starting cleanup batches this long before the function times out. */
+const SQS_DEADLINE_MARGIN_MS = 10_000;
+
+export const WORKER_EVENT_FORM = `an SQS event from the work queue ({"Records":[{"eventSource":"aws:sqs","messageId":…,"body":${WORK_MESSAGE_FORM}},…]}) or a manual invocation ${MANUAL_RUN_FORM}`;
+
+export type WorkerRequest = { readonly kind: "sqs"; readonly event: SQSEvent } | ({ readonly kind: "manual" } & ManualRunRequest);
+
+/** Tell the two accepted event shapes apart; anything else is rejected naming both. */
+export function classifyWorkerEvent(event: unknown): WorkerRequest {
+  if (typeof event !== "object" || event === null || Array.isArray(event)) {
+    throw new InvalidInputError("worker event", "is not a JSON object", WORKER_EVENT_FORM);
+  }
+  if ("Records" in event) {
+    const records = (event as { Records: unknown }).Records;
+    if (!Array.isArray(records) || records.length === 0) {
+      throw new InvalidInputError("worker event", "Records is not a non-empty array", WORKER_EVENT_FORM);
+    }
+    const notSqs = records.findIndex(
+      (r) => typeof r !== "object" || r === null || (r as SQSRecord).eventSource !== "aws:sqs" || typeof (r as SQSRecord).messageId !== "string",
+    );
+    if (notSqs >= 0) {
+      throw new InvalidInputError("worker event", `Records[${notSqs}] is not an SQS record with a messageId`, WORKER_EVENT_FORM);
+    }
+    return { kind: "sqs", event: event as SQSEvent };
+  }
+  if ("v" in event) return { kind: "manual", ...parseManualRunRequest(event, "manual invocation") };
+  throw new InvalidInputError("worker event", "is neither an SQS event (Records) nor a manual invocation (v, table_id, …)", WORKER_EVENT_FORM);
+}
+
+export function createWorkerHandler(open: () => Promise<WorkerDependencies>) {
+  const processor = new BatchProcessor(EventType.SQS);
+
+  async function processRecord(deps: WorkerDependencies, record: SQSRecord, deadline: Date): Promise<void> {
+    let item;
+    try {
+      item = decodeWorkMessage(record.body, `SQS message ${record.messageId}`);
+    } catch (error) {
+      logger.error("malformed work message; it returns after its visibility timeout and reaches the DLQ after maxReceiveCount", {
+        message_id: record.messageId,
+        receive_count: record.attributes?.ApproximateReceiveCount,
+        error: errorMessage(error),
+        body_excerpt: String(record.body).slice(0, 300),
+      });
+      recordPhaseFailure();
+      throw error;
+    }
+    const log = bucketLogger(item, record.messageId);
+    try {
+      const result = await processWorkMessage({ ...deps.runtime.context(workflowLog(log)), queue: deps.queue }, item, { deadline });
+      recordPhaseOutcome(result.outcome);
+      log.info("work message processed", {
+        phase: result.outcome.phase,
+        result: result.outcome.result,
+        next: result.outcome.next,
+        reason: result.outcome.reason,
+        enqueued: result.kind === "finished" ? result.enqueued : null,
+        duration_ms: result.outcome.durationMs,
+      });
+      if (result.kind === "retry-later") throw new WorkNotFinishedError(result.outcome);
+    } catch (error) {
+      if (error instanceof WorkNotFinishedError) throw error;
+      log.error("work message failed; it returns after its visibility timeout", {
+        receive_count: record.attributes?.ApproximateReceiveCount,
+        error: errorMessage(error),
+        error_name: (error as Error)?.name,
+      });
+      recordPhaseFailure();
+      throw error;
+    }
+  }
+
+  async function runManually(deps: WorkerDependencies, request: ManualRunRequest, context: Context): Promise<ManualRunReport> {
+    const log = bucketLogger(request.item);
+    log.info("manual run started", { max_phases: request.maxPhases });
+    const report = await runBucketPhases(deps.runtime.context(workflowLog(log)), request.item, {
+      maxPhases: request.maxPhases,
+      remainingMs: () => context.getRemainingTimeInMillis(),
+      onPhase: recordPhaseOutcome,
+    });
+    log.info("manual run finished", { phases: report.phases.length, final: report.final });
+    return report;
+  }
+
+  return middy(async (event: unknown, context: Context): Promise<SQSBatchResponse | ManualRunReport> => {
+    const request = classifyWorkerEvent(event);
+    const deps = await open();
+    if (request.kind === "manual") return await runManually(deps, request, context);
+    const deadline = new Date(deps.runtime.clock.now().getTime() + context.getRemainingTimeInMillis() - SQS_DEADLINE_MARGIN_MS);
+    return await processPartialResponse(request.event, (record: SQSRecord) => processRecord(deps, record, deadline), processor, {
+      context,
+      // Busy and deferred items are expected failures: report them, do not fail the invocation.
+      throwOnFullBatchFailure: false,
+    });
+  })
+    .use(injectLambdaContext(logger, { resetKeys: true }))
+    .use(logMetrics(metrics, { captureColdStartMetric: true }));
+}
+
+export const handler = createWorkerHandler(cachedPerContainer(() => openLambdaRuntime()));

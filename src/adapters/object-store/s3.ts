@@ -1,0 +1,552 @@
+/**
+ * The object store on S3 (AWS, or an emulator such as moto or LocalStack
+ * through an endpoint URL).
+ *
+ * Keys are used as given: the archive prefix is already part of every key
+ * (domain/object-keys.ts), so this adapter never adds one.
+ *
+ * Create-if-absent is a conditional write (`If-None-Match: *`) that S3
+ * decides atomically: exactly one of concurrent creates succeeds, the others
+ * get 412 and report `already-exists`. A create whose reply was lost and that
+ * the SDK retried may also report `already-exists` for an object it made
+ * itself; the port allows this (the caller verifies existing objects).
+ *
+ * File bodies above the multipart threshold are uploaded part by part from the
+ * file (memory bounded by part size × part concurrency) and completed with
+ * `If-None-Match: *`. Any failure, including losing the race at completion,
+ * aborts the upload, so no incomplete upload (which S3 would bill and keep
+ * invisible) is left behind by this process. A crash mid-upload can still leave
+ * one; the bucket needs an AbortIncompleteMultipartUpload lifecycle rule.
+ */
+import { open, readFile, stat } from "node:fs/promises";
+import { crc32 } from "node:zlib";
+import {
+  AbortMultipartUploadCommand,
+  CompleteMultipartUploadCommand,
+  CreateMultipartUploadCommand,
+  DeleteObjectCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  ListObjectsV2Command,
+  PutObjectCommand,
+  S3Client,
+  UploadPartCommand,
+  type CompletedPart,
+  type S3ClientConfig,
+} from "@aws-sdk/client-s3";
+import {
+  InvalidInputError,
+  ObjectNotFoundError,
+  PulpitumError,
+  TransientStoreError,
+  errorMessage,
+} from "../../errors.js";
+import type {
+  ByteRange,
+  CreateOptions,
+  CreateResult,
+  ListOptions,
+  ListPage,
+  ObjectBody,
+  ObjectInfo,
+  ObjectStore,
+} from "../../ports/object-store.js";
+import {
+  fileBodyLengthMismatch,
+  validateByteRange,
+  validateListPrefix,
+  validateObjectKey,
+} from "./keys.js";
+
+const MIB = 1024 * 1024;
+/** S3's smallest part (all but the last) and largest part, and its part-count limit. */
+export const S3_MIN_PART_BYTES = 5 * MIB;
+const S3_MAX_PART_BYTES = 5 * 1024 * MIB;
+const S3_MAX_PARTS = 10_000;
+
+export interface S3ObjectStoreOptions {
+  readonly bucket: string;
+  /** A ready client (not destroyed by close()); otherwise one is built from the settings below. */
+  readonly client?: S3Client;
+  /** Extra settings for the client this store builds; the explicit options below win. */
+  readonly clientConfig?: S3ClientConfig;
+  /** Default us-east-1. */
+  readonly region?: string;
+  /** An endpoint URL such as http://127.0.0.1:4566 (moto, LocalStack); AWS when undefined. */
+  readonly endpoint?: string;
+  /** Path-style addressing, needed by emulators on localhost. */
+  readonly forcePathStyle?: boolean;
+  /** File bodies larger than this are uploaded in parts. Default 64 MiB. */
+  readonly multipartThresholdBytes?: number;
+  /** Size of each part but the last. Default 16 MiB; at least 5 MiB (S3's minimum). */
+  readonly partSizeBytes?: number;
+  /** Parts in flight at once. Default 4. */
+  readonly partConcurrency?: number;
+  /** Attempts of a conditional write that meets 409 ConditionalRequestConflict. Default 4. */
+  readonly conflictAttempts?: number;
+}
+
+export class S3ObjectStore implements ObjectStore {
+  readonly bucket: string;
+  readonly #client: S3Client;
+  readonly #ownsClient: boolean;
+  readonly #multipartThresholdBytes: number;
+  readonly #partSizeBytes: number;
+  readonly #partConcurrency: number;
+  readonly #conflictAttempts: number;
+
+  constructor(options: S3ObjectStoreOptions) {
+    if (options.bucket.trim() === "") {
+      throw new InvalidInputError("S3 bucket name", "is empty", "an S3 bucket name");
+    }
+    this.bucket = options.bucket;
+    this.#multipartThresholdBytes = sizeOption(
+      "multipartThresholdBytes",
+      options.multipartThresholdBytes ?? 64 * MIB,
+      0,
+      S3_MAX_PART_BYTES,
+    );
+    this.#partSizeBytes = sizeOption(
+      "partSizeBytes",
+      options.partSizeBytes ?? 16 * MIB,
+      S3_MIN_PART_BYTES,
+      S3_MAX_PART_BYTES,
+    );
+    this.#partConcurrency = sizeOption("partConcurrency", options.partConcurrency ?? 4, 1, 64);
+    this.#conflictAttempts = sizeOption("conflictAttempts", options.conflictAttempts ?? 4, 1, 20);
+    if (options.client) {
+      this.#client = options.client;
+      this.#ownsClient = false;
+    } else {
+      const config: S3ClientConfig = { ...options.clientConfig };
+      config.region = options.region ?? options.clientConfig?.region ?? "us-east-1";
+      if (options.endpoint !== undefined) config.endpoint = options.endpoint;
+      if (options.forcePathStyle !== undefined) config.forcePathStyle = options.forcePathStyle;
+      this.#client = new S3Client(config);
+      this.#ownsClient = true;
+    }
+  }
+
+  async createIfAbsent(
+    key: string,
+    body: ObjectBody,
+    options: CreateOptions = {},
+  ): Promise<CreateResult> {
+    validateObjectKey(key);
+    if (body instanceof Uint8Array) return await this.#putIfAbsent(key, body, options.contentType);
+    let size: number;
+    try {
+      size = (await stat(body.filePath)).size;
+    } catch (error) {
+      throw unreadableFileBody(body.filePath, error);
+    }
+    if (size !== body.byteLength)
+      throw fileBodyLengthMismatch(body.filePath, body.byteLength, size);
+    if (size <= this.#multipartThresholdBytes) {
+      const bytes = await readFile(body.filePath).catch((error: unknown) => {
+        throw unreadableFileBody(body.filePath, error);
+      });
+      if (bytes.byteLength !== body.byteLength) {
+        throw fileBodyLengthMismatch(body.filePath, body.byteLength, bytes.byteLength);
+      }
+      return await this.#putIfAbsent(key, bytes, options.contentType);
+    }
+    return await this.#multipartIfAbsent(key, body.filePath, size, options.contentType);
+  }
+
+  async get(key: string, range?: ByteRange): Promise<Uint8Array> {
+    validateObjectKey(key);
+    if (range) {
+      validateByteRange(range, key);
+      // "bytes=5-4" is not a range to S3: it would send the whole object.
+      if (range.end === range.start) {
+        if ((await this.head(key)) === null) throw new ObjectNotFoundError(key);
+        return new Uint8Array(0);
+      }
+    }
+    try {
+      const response = await this.#client.send(
+        new GetObjectCommand({
+          Bucket: this.bucket,
+          Key: key,
+          Range: range ? `bytes=${range.start}-${range.end - 1}` : undefined,
+        }),
+      );
+      if (!response.Body)
+        throw new TransientStoreError(`S3 get of ${this.#describe(key)} returned no body`);
+      const bytes = await response.Body.transformToByteArray();
+      // A server that ignores Range answers with the whole object.
+      if (range && response.ContentRange === undefined) {
+        return bytes.slice(range.start, Math.min(range.end, bytes.byteLength));
+      }
+      return bytes;
+    } catch (error) {
+      // 416: the range starts at or past the end (or the object is empty).
+      if (range && (statusOf(error) === 416 || nameOf(error) === "InvalidRange"))
+        return new Uint8Array(0);
+      throw this.#error(error, "get", key);
+    }
+  }
+
+  async getStream(key: string): Promise<AsyncIterable<Uint8Array>> {
+    validateObjectKey(key);
+    let body: AsyncIterable<Uint8Array>;
+    try {
+      const response = await this.#client.send(
+        new GetObjectCommand({ Bucket: this.bucket, Key: key }),
+      );
+      if (!response.Body)
+        throw new TransientStoreError(`S3 getStream of ${this.#describe(key)} returned no body`);
+      // In Node the body is a Readable: an async iterable of Buffers.
+      body = response.Body as unknown as AsyncIterable<Uint8Array>;
+    } catch (error) {
+      throw this.#error(error, "getStream", key);
+    }
+    const toStoreError = (error: unknown) => this.#error(error, "getStream", key);
+    return (async function* () {
+      try {
+        for await (const chunk of body) yield chunk;
+      } catch (error) {
+        throw toStoreError(error);
+      }
+    })();
+  }
+
+  /** A HEAD response has no body, so a missing bucket also reads as null here; get and list name it. */
+  async head(key: string): Promise<ObjectInfo | null> {
+    validateObjectKey(key);
+    try {
+      const response = await this.#client.send(
+        new HeadObjectCommand({ Bucket: this.bucket, Key: key }),
+      );
+      return {
+        key,
+        size: response.ContentLength ?? 0,
+        lastModified: response.LastModified ?? new Date(0),
+      };
+    } catch (error) {
+      if (statusOf(error) === 404 || nameOf(error) === "NotFound" || nameOf(error) === "NoSuchKey")
+        return null;
+      throw this.#error(error, "head", key);
+    }
+  }
+
+  async list(prefix: string, options: ListOptions = {}): Promise<ListPage> {
+    validateListPrefix(prefix);
+    const maxKeys = options.maxKeys ?? 1000;
+    if (!Number.isSafeInteger(maxKeys) || maxKeys < 1) {
+      throw new InvalidInputError(
+        `maxKeys ${maxKeys}`,
+        "is not a positive integer",
+        "an integer >= 1",
+      );
+    }
+    try {
+      const response = await this.#client.send(
+        new ListObjectsV2Command({
+          Bucket: this.bucket,
+          Prefix: prefix === "" ? undefined : prefix,
+          ContinuationToken: options.continuationToken,
+          MaxKeys: maxKeys,
+        }),
+      );
+      const objects = (response.Contents ?? []).map((object) => ({
+        key: object.Key!,
+        size: object.Size ?? 0,
+        lastModified: object.LastModified ?? new Date(0),
+      }));
+      const more = response.IsTruncated === true && response.NextContinuationToken !== undefined;
+      return { objects, continuationToken: more ? response.NextContinuationToken : undefined };
+    } catch (error) {
+      throw this.#error(error, "list", prefix);
+    }
+  }
+
+  async delete(key: string): Promise<void> {
+    validateObjectKey(key);
+    try {
+      await this.#client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key }));
+    } catch (error) {
+      if (statusOf(error) === 404 && nameOf(error) !== "NoSuchBucket") return;
+      throw this.#error(error, "delete", key);
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.#ownsClient) this.#client.destroy();
+  }
+
+  async #putIfAbsent(
+    key: string,
+    bytes: Uint8Array,
+    contentType: string | undefined,
+  ): Promise<CreateResult> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.#client.send(
+          new PutObjectCommand({
+            Bucket: this.bucket,
+            Key: key,
+            Body: bytes,
+            ContentLength: bytes.byteLength,
+            ContentType: contentType,
+            IfNoneMatch: "*",
+          }),
+        );
+        return "created";
+      } catch (error) {
+        if (isPreconditionFailed(error)) return "already-exists";
+        if (isConditionalConflict(error)) {
+          if (attempt < this.#conflictAttempts) {
+            await backoff(attempt);
+            continue;
+          }
+          if ((await this.head(key)) !== null) return "already-exists";
+        }
+        throw this.#error(error, "createIfAbsent", key);
+      }
+    }
+  }
+
+  async #multipartIfAbsent(
+    key: string,
+    filePath: string,
+    size: number,
+    contentType: string | undefined,
+  ): Promise<CreateResult> {
+    // Uploading gigabytes only to lose at completion is waste; the conditional
+    // completion below still decides races.
+    if ((await this.head(key)) !== null) return "already-exists";
+    const partSize = Math.max(this.#partSizeBytes, Math.ceil(size / S3_MAX_PARTS));
+    let uploadId: string;
+    try {
+      const created = await this.#client.send(
+        new CreateMultipartUploadCommand({
+          Bucket: this.bucket,
+          Key: key,
+          ContentType: contentType,
+          ChecksumAlgorithm: "CRC32",
+        }),
+      );
+      if (!created.UploadId)
+        throw new TransientStoreError("CreateMultipartUpload returned no UploadId");
+      uploadId = created.UploadId;
+    } catch (error) {
+      throw this.#error(error, "createIfAbsent", key);
+    }
+    const abort = async () => {
+      await this.#client
+        .send(
+          new AbortMultipartUploadCommand({ Bucket: this.bucket, Key: key, UploadId: uploadId }),
+        )
+        .catch(() => undefined); // best effort; the lifecycle rule collects what remains
+    };
+    try {
+      const parts = await this.#uploadParts(key, uploadId, filePath, size, partSize);
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await this.#client.send(
+            new CompleteMultipartUploadCommand({
+              Bucket: this.bucket,
+              Key: key,
+              UploadId: uploadId,
+              MultipartUpload: { Parts: parts },
+              IfNoneMatch: "*",
+            }),
+          );
+          return "created";
+        } catch (error) {
+          if (isPreconditionFailed(error)) {
+            await abort();
+            return "already-exists";
+          }
+          if (isConditionalConflict(error) && attempt < this.#conflictAttempts) {
+            await backoff(attempt);
+            continue;
+          }
+          if (isConditionalConflict(error)) {
+            await abort();
+            if ((await this.head(key)) !== null) return "already-exists";
+          }
+          throw error;
+        }
+      }
+    } catch (error) {
+      await abort();
+      throw this.#error(error, "createIfAbsent", key);
+    }
+  }
+
+  /** Upload the file's parts, at most `partConcurrency` at a time; stops all on the first failure. */
+  async #uploadParts(
+    key: string,
+    uploadId: string,
+    filePath: string,
+    size: number,
+    partSize: number,
+  ): Promise<CompletedPart[]> {
+    const count = Math.ceil(size / partSize);
+    const parts: CompletedPart[] = new Array<CompletedPart>(count);
+    const handle = await open(filePath, "r").catch((error: unknown) => {
+      throw unreadableFileBody(filePath, error);
+    });
+    try {
+      let next = 0;
+      let failed = false;
+      const uploadSome = async () => {
+        while (!failed && next < count) {
+          const index = next++;
+          try {
+            const offset = index * partSize;
+            const bytes = new Uint8Array(Math.min(partSize, size - offset));
+            let filled = 0;
+            while (filled < bytes.byteLength) {
+              const { bytesRead } = await handle.read(
+                bytes,
+                filled,
+                bytes.byteLength - filled,
+                offset + filled,
+              );
+              if (bytesRead === 0) throw fileBodyLengthMismatch(filePath, size, offset + filled);
+              filled += bytesRead;
+            }
+            const checksum = crc32Base64(bytes);
+            const response = await this.#client.send(
+              new UploadPartCommand({
+                Bucket: this.bucket,
+                Key: key,
+                UploadId: uploadId,
+                PartNumber: index + 1,
+                Body: bytes,
+                ContentLength: bytes.byteLength,
+                ChecksumAlgorithm: "CRC32",
+                ChecksumCRC32: checksum,
+              }),
+            );
+            if (!response.ETag)
+              throw new TransientStoreError(`UploadPart ${index + 1} returned no ETag`);
+            parts[index] = { PartNumber: index + 1, ETag: response.ETag, ChecksumCRC32: checksum };
+          } catch (error) {
+            failed = true;
+            throw error;
+          }
+        }
+      };
+      const workers = Array.from({ length: Math.min(this.#partConcurrency, count) }, uploadSome);
+      // Settle every worker before the caller aborts: a part still in flight
+      // after the abort could recreate the upload's storage.
+      const outcomes = await Promise.allSettled(workers);
+      const rejected = outcomes.find((o): o is PromiseRejectedResult => o.status === "rejected");
+      if (rejected) throw rejected.reason;
+      return parts;
+    } finally {
+      await handle.close();
+    }
+  }
+
+  #describe(key: string): string {
+    return `s3://${this.bucket}/${key}`;
+  }
+
+  /** Map an SDK or transport failure to the port's errors. */
+  #error(error: unknown, operation: string, key: string): Error {
+    if (error instanceof PulpitumError) return error;
+    const name = nameOf(error);
+    const status = statusOf(error);
+    if (
+      name === "NoSuchKey" ||
+      (status === 404 && name !== "NoSuchBucket" && name !== "NoSuchUpload")
+    ) {
+      return new ObjectNotFoundError(key, { cause: error });
+    }
+    const message = `S3 ${operation} of ${this.#describe(key)} failed: ${name ?? "Error"}: ${errorMessage(error)}`;
+    if (isTransient(error)) return new TransientStoreError(message, { cause: error });
+    return new PulpitumError(message, { cause: error });
+  }
+}
+
+const THROTTLING_NAMES = new Set([
+  "SlowDown",
+  "Throttling",
+  "ThrottlingException",
+  "RequestThrottled",
+  "RequestLimitExceeded",
+  "TooManyRequestsException",
+  "RequestTimeout",
+  "RequestTimeoutException",
+  "InternalError",
+  "ServiceUnavailable",
+  "TimeoutError",
+  "ConditionalRequestConflict",
+  "OperationAborted",
+]);
+const NETWORK_CODES = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ECONNABORTED",
+  "EPIPE",
+  "ETIMEDOUT",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "EAI_AGAIN",
+  "ERR_SOCKET_CONNECTION_TIMEOUT",
+]);
+
+function nameOf(error: unknown): string | undefined {
+  return (error as { name?: unknown } | undefined)?.name as string | undefined;
+}
+
+function statusOf(error: unknown): number | undefined {
+  return (error as { $metadata?: { httpStatusCode?: number } } | undefined)?.$metadata
+    ?.httpStatusCode;
+}
+
+function isPreconditionFailed(error: unknown): boolean {
+  return statusOf(error) === 412 || nameOf(error) === "PreconditionFailed";
+}
+
+/** 409: another conditional write to the key is in flight; trying again will settle it. */
+function isConditionalConflict(error: unknown): boolean {
+  return nameOf(error) === "ConditionalRequestConflict" || statusOf(error) === 409;
+}
+
+function isTransient(error: unknown): boolean {
+  const status = statusOf(error);
+  if (status === 429 || (status !== undefined && status >= 500)) return true;
+  const name = nameOf(error);
+  if (name !== undefined && THROTTLING_NAMES.has(name)) return true;
+  if ((error as { $retryable?: unknown }).$retryable) return true;
+  const code = (error as { code?: unknown }).code;
+  return typeof code === "string" && NETWORK_CODES.has(code);
+}
+
+function crc32Base64(bytes: Uint8Array): string {
+  const digest = Buffer.alloc(4);
+  digest.writeUInt32BE(crc32(bytes));
+  return digest.toString("base64");
+}
+
+async function backoff(attempt: number): Promise<void> {
+  const ms = 50 * 2 ** (attempt - 1) * (0.5 + Math.random());
+  await new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function unreadableFileBody(filePath: string, error: unknown): InvalidInputError {
+  return new InvalidInputError(
+    `file body ${JSON.stringify(filePath)}`,
+    `cannot be read (${errorMessage(error)})`,
+    "the path of a readable regular file",
+    { cause: error },
+  );
+}
+
+function sizeOption(name: string, value: number, min: number, max: number): number {
+  if (!Number.isSafeInteger(value) || value < min || value > max) {
+    throw new InvalidInputError(
+      `S3ObjectStore option ${name}=${value}`,
+      "is out of range",
+      `an integer from ${min} to ${max}`,
+    );
+  }
+  return value;
+}

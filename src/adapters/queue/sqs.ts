@@ -1,0 +1,134 @@
+/**
+ * The work queue on Amazon SQS (or an emulator through an endpoint URL).
+ *
+ * SendMessageBatch is not all-or-nothing: SQS answers 200 and lists the
+ * entries it refused under `Failed`. Those entries are sent again a few times
+ * with a short backoff (a duplicate is harmless: workers re-read durable
+ * state); entries that still fail, or that SQS blames on the sender, make the
+ * call throw with their ids so nobody mistakes a partial send for a full one.
+ */
+import {
+  SendMessageBatchCommand,
+  SendMessageCommand,
+  type SendMessageBatchRequestEntry,
+  type SQSClient,
+} from "@aws-sdk/client-sqs";
+import { TransientStoreError, errorMessage } from "../../errors.js";
+import { describeBucket } from "../../domain/bucket.js";
+import { encodeWorkMessage, type WorkItem, type WorkQueue } from "../../ports/work-queue.js";
+
+/** SQS accepts at most 10 entries per SendMessageBatch. */
+export const SQS_MAX_BATCH = 10;
+
+export interface SqsWorkQueueOptions {
+  /** Attempts per batch entry, the first included. Default 4. */
+  readonly attempts?: number;
+  /** Backoff before the second attempt; doubled for each later one. Default 100 ms. */
+  readonly retryDelayMs?: number;
+}
+
+export class SqsWorkQueue implements WorkQueue {
+  readonly queueUrl: string;
+  readonly #client: SQSClient;
+  readonly #attempts: number;
+  readonly #retryDelayMs: number;
+
+  constructor(queueUrl: string, client: SQSClient, options: SqsWorkQueueOptions = {}) {
+    this.queueUrl = queueUrl;
+    this.#client = client;
+    this.#attempts = Math.max(1, options.attempts ?? 4);
+    this.#retryDelayMs = Math.max(0, options.retryDelayMs ?? 100);
+  }
+
+  async send(item: WorkItem): Promise<void> {
+    try {
+      await this.#client.send(new SendMessageCommand({ QueueUrl: this.queueUrl, MessageBody: encodeWorkMessage(item) }));
+    } catch (error) {
+      throw new TransientStoreError(
+        `SQS SendMessage of ${describeBucket(item)} to ${this.queueUrl} failed: ${errorMessage(error)}`,
+        { cause: error },
+      );
+    }
+  }
+
+  async sendBatch(items: readonly WorkItem[]): Promise<void> {
+    for (let start = 0; start < items.length; start += SQS_MAX_BATCH) {
+      const chunk = items.slice(start, start + SQS_MAX_BATCH);
+      const failed = await sendEntries(
+        this.#client,
+        this.queueUrl,
+        chunk.map((item, i) => ({ Id: String(start + i), MessageBody: encodeWorkMessage(item) })),
+        { attempts: this.#attempts, retryDelayMs: this.#retryDelayMs },
+      );
+      if (failed.length > 0) {
+        throw new SqsSendError(
+          this.queueUrl,
+          failed.map((f) => ({ ...f, id: describeBucket(items[Number(f.id)]!) })),
+        );
+      }
+    }
+  }
+}
+
+/** An entry that SQS refused on every attempt. */
+export interface FailedSend {
+  readonly id: string;
+  readonly code: string;
+  readonly message: string;
+  readonly senderFault: boolean;
+}
+
+/**
+ * Send up to 10 entries with SendMessageBatch, re-sending the entries listed
+ * under `Failed` (unless SQS blames the sender, which a retry cannot fix).
+ * Returns the entries that were still not sent after the last attempt (empty
+ * when all were); never throws for a refused entry.
+ */
+export async function sendEntries(
+  client: SQSClient,
+  queueUrl: string,
+  entries: readonly SendMessageBatchRequestEntry[],
+  options: { attempts: number; retryDelayMs: number },
+): Promise<FailedSend[]> {
+  if (entries.length > SQS_MAX_BATCH) throw new RangeError(`at most ${SQS_MAX_BATCH} entries per SendMessageBatch`);
+  let pending = [...entries];
+  let failed: FailedSend[] = [];
+  for (let attempt = 1; pending.length > 0 && attempt <= options.attempts; attempt++) {
+    if (attempt > 1) await sleep(options.retryDelayMs * 2 ** (attempt - 2));
+    let response;
+    try {
+      response = await client.send(new SendMessageBatchCommand({ QueueUrl: queueUrl, Entries: pending }));
+    } catch (error) {
+      // The SDK already retried transport errors and throttling; nothing of this batch is known to be sent.
+      failed = pending.map((e) => ({ id: e.Id!, code: "RequestFailed", message: errorMessage(error), senderFault: false }));
+      if (attempt === options.attempts) break;
+      continue;
+    }
+    failed = (response.Failed ?? []).map((f) => ({
+      id: f.Id ?? "?",
+      code: f.Code ?? "Unknown",
+      message: f.Message ?? "",
+      senderFault: f.SenderFault === true,
+    }));
+    const retryable = new Set(failed.filter((f) => !f.senderFault).map((f) => f.id));
+    if (failed.some((f) => f.senderFault)) break;
+    pending = pending.filter((e) => retryable.has(e.Id!));
+  }
+  return failed;
+}
+
+/** Entries of a SendMessageBatch that SQS refused on every attempt; `failed` names them. */
+export class SqsSendError extends TransientStoreError {
+  readonly failed: readonly FailedSend[];
+  constructor(queueUrl: string, failed: readonly FailedSend[]) {
+    super(
+      `SQS SendMessageBatch to ${queueUrl} failed for ${failed.length} entr${failed.length === 1 ? "y" : "ies"}: ` +
+        failed.map((f) => `${f.id} (${f.code}${f.senderFault ? ", sender fault" : ""}: ${f.message})`).join("; "),
+    );
+    this.failed = failed;
+  }
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

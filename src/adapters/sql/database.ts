@@ -1,0 +1,304 @@
+/**
+ * A minimal SQL executor that both drivers satisfy, so the hot store is
+ * written once: `pg` (PostgreSQL, CockroachDB) and PGlite (embedded).
+ *
+ * Transactions are SERIALIZABLE. A serialization failure (SQLSTATE 40001) or
+ * a deadlock (40P01) rolls the transaction back and runs the whole function
+ * again with bounded, jittered exponential backoff, so the function must have
+ * no effects outside the database. A transport failure while COMMIT is in
+ * flight is ambiguous (the commit may or may not have landed) and surfaces as
+ * {@link AmbiguousCommitError}; it is never retried here, because only a
+ * re-read of durable state can tell what happened.
+ */
+import { PGlite } from "@electric-sql/pglite";
+import pg from "pg";
+import { AmbiguousCommitError, TransientStoreError } from "../../errors.js";
+
+export interface QueryResult<T> {
+  rows: T[];
+  /** Rows affected by a write, or rows returned by a read. */
+  rowCount: number;
+}
+
+export interface SqlExecutor {
+  query<T>(text: string, params?: unknown[]): Promise<QueryResult<T>>;
+}
+
+export interface SqlDatabase extends SqlExecutor {
+  /** Fault injection for tests; replace or clear at any time. */
+  faults: TransactionFaults | undefined;
+  /**
+   * Run `fn` in one SERIALIZABLE transaction, retried on serialization
+   * failures. `operation` names the work in errors and fault hooks.
+   */
+  transaction<T>(fn: (tx: SqlExecutor) => Promise<T>, operation: string): Promise<T>;
+  close(): Promise<void>;
+}
+
+/**
+ * Fault injection points for tests. A throw from `beforeCommit` aborts the
+ * transaction (nothing is written); a throw from `afterCommit` simulates a
+ * lost commit reply: the commit happened, the caller gets
+ * {@link AmbiguousCommitError}.
+ */
+export interface TransactionFaults {
+  beforeCommit?(operation: string): void;
+  afterCommit?(operation: string): void;
+}
+
+export interface RetryPolicy {
+  /** Attempts in total, including the first. */
+  readonly maxAttempts: number;
+  readonly baseDelayMs: number;
+  readonly maxDelayMs: number;
+}
+
+export const DEFAULT_RETRY_POLICY: RetryPolicy = Object.freeze({
+  maxAttempts: 12,
+  baseDelayMs: 5,
+  maxDelayMs: 500,
+});
+
+/** SQLSTATEs after which the transaction was rolled back and may simply run again. */
+const RETRYABLE_SQLSTATES = new Set(["40001", "40P01"]);
+/** CockroachDB: "statement completion unknown", the server-side form of a lost commit. */
+const AMBIGUOUS_SQLSTATES = new Set(["40003"]);
+
+function sqlState(error: unknown): string | undefined {
+  if (error instanceof pg.DatabaseError) return error.code;
+  // PGlite raises its own DatabaseError: same shape (a SQLSTATE `code` and a
+  // `severity`), which a Node socket error (`code: "EPIPE"`) never has.
+  if (typeof error === "object" && error !== null) {
+    const { code, severity } = error as { code?: unknown; severity?: unknown };
+    if (typeof code === "string" && typeof severity === "string" && /^[0-9A-Z]{5}$/.test(code)) {
+      return code;
+    }
+  }
+  return undefined;
+}
+
+export function isSerializationFailure(error: unknown): boolean {
+  const state = sqlState(error);
+  return state !== undefined && RETRYABLE_SQLSTATES.has(state);
+}
+
+/** Bookkeeping shared by both drivers: counts retries for metrics and tests. */
+export interface TransactionStats {
+  committed: number;
+  serializationRetries: number;
+}
+
+function backoffDelay(policy: RetryPolicy, attempt: number): number {
+  const ceiling = Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** (attempt - 1));
+  return Math.random() * ceiling;
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
+ * The retry loop both drivers share. `attempt` runs one transaction and
+ * reports whether COMMIT was in flight when it failed.
+ */
+async function withSerializationRetry<T>(
+  operation: string,
+  policy: RetryPolicy,
+  stats: TransactionStats,
+  attempt: () => Promise<T>,
+): Promise<T> {
+  for (let n = 1; ; n++) {
+    try {
+      const result = await attempt();
+      stats.committed++;
+      return result;
+    } catch (error) {
+      if (!isSerializationFailure(error)) throw error;
+      if (n >= policy.maxAttempts) {
+        throw new TransientStoreError(
+          `${operation} kept failing with serialization conflicts after ${n} attempts`,
+          { cause: error },
+        );
+      }
+      stats.serializationRetries++;
+      await sleep(backoffDelay(policy, n));
+    }
+  }
+}
+
+export interface PgDatabaseOptions {
+  readonly max?: number;
+  readonly retry?: RetryPolicy;
+  readonly faults?: TransactionFaults;
+  /** Extra pg.Pool settings (ssl, timeouts). `types` and `connectionString` are set here. */
+  readonly pool?: Omit<pg.PoolConfig, "types" | "connectionString">;
+  /** Send `-c TimeZone=UTC` at connect. Parsing handles any offset either way. */
+  readonly sessionTimeZoneUtc?: boolean;
+}
+
+/**
+ * Per-pool type parsers: timestamps stay text (parsed exactly, to the
+ * microsecond, by the hot store); int8 stays text; bytea stays a Buffer.
+ * Never mutates the global `pg.types`.
+ */
+const PG_TYPES: pg.CustomTypesConfig = {
+  getTypeParser: ((oid: number, format?: "text" | "binary") => {
+    if (oid === 1184 || oid === 1114) return (value: string) => value;
+    return pg.types.getTypeParser(oid, format ?? "text");
+  }) as pg.CustomTypesConfig["getTypeParser"],
+};
+
+/** PostgreSQL or CockroachDB through a `pg.Pool`. */
+export class PgDatabase implements SqlDatabase {
+  readonly #pool: pg.Pool;
+  readonly #retry: RetryPolicy;
+  faults: TransactionFaults | undefined;
+  readonly stats: TransactionStats = { committed: 0, serializationRetries: 0 };
+
+  constructor(connectionString: string, options: PgDatabaseOptions = {}) {
+    this.#pool = new pg.Pool({
+      ...options.pool,
+      connectionString,
+      max: options.max ?? options.pool?.max ?? 10,
+      types: PG_TYPES,
+      ...(options.sessionTimeZoneUtc === false ? {} : { options: "-c TimeZone=UTC" }),
+    });
+    // An idle client losing its connection must not crash the process; the
+    // pool discards it and the next checkout gets a fresh one.
+    this.#pool.on("error", () => {});
+    this.#retry = options.retry ?? DEFAULT_RETRY_POLICY;
+    this.faults = options.faults;
+  }
+
+  async query<T>(text: string, params: unknown[] = []): Promise<QueryResult<T>> {
+    const result = await this.#pool.query(text, params);
+    return { rows: result.rows as T[], rowCount: result.rowCount ?? result.rows.length };
+  }
+
+  async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>, operation: string): Promise<T> {
+    return await withSerializationRetry(operation, this.#retry, this.stats, () =>
+      this.#attempt(fn, operation),
+    );
+  }
+
+  async #attempt<T>(fn: (tx: SqlExecutor) => Promise<T>, operation: string): Promise<T> {
+    const client = await this.#pool.connect();
+    let discard: Error | undefined;
+    let committing = false;
+    try {
+      await client.query("BEGIN ISOLATION LEVEL SERIALIZABLE");
+      const executor: SqlExecutor = {
+        query: async <R>(text: string, params: unknown[] = []) => {
+          const result = await client.query(text, params);
+          return { rows: result.rows as R[], rowCount: result.rowCount ?? result.rows.length };
+        },
+      };
+      const result = await fn(executor);
+      this.faults?.beforeCommit?.(operation);
+      committing = true;
+      await client.query("COMMIT");
+      committing = false;
+      try {
+        this.faults?.afterCommit?.(operation);
+      } catch (error) {
+        throw new AmbiguousCommitError(operation, { cause: error });
+      }
+      return result;
+    } catch (error) {
+      if (error instanceof AmbiguousCommitError) throw error;
+      const state = sqlState(error);
+      if (committing) {
+        if (state === undefined || AMBIGUOUS_SQLSTATES.has(state)) {
+          discard = error instanceof Error ? error : new Error(String(error));
+          throw new AmbiguousCommitError(operation, { cause: error });
+        }
+        // A SQL error from COMMIT means the transaction was rolled back.
+        throw error;
+      }
+      try {
+        await client.query("ROLLBACK");
+      } catch (rollbackError) {
+        discard = rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
+      }
+      if (state === undefined && discard !== undefined) {
+        throw new TransientStoreError(`${operation} failed: the database connection broke`, {
+          cause: error,
+        });
+      }
+      throw error;
+    } finally {
+      client.release(discard);
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.#pool.end();
+  }
+}
+
+export interface PgliteDatabaseOptions {
+  readonly retry?: RetryPolicy;
+  readonly faults?: TransactionFaults;
+}
+
+const PGLITE_TEXT_TYPES = [1184, 1114, 20];
+
+/**
+ * Embedded PGlite, on disk or in memory. PGlite has one backend and
+ * serialises transactions itself, so serialization failures do not occur in
+ * practice; the retry loop is kept so both drivers behave the same.
+ */
+export class PgliteDatabase implements SqlDatabase {
+  readonly #db: PGlite;
+  readonly #retry: RetryPolicy;
+  faults: TransactionFaults | undefined;
+  readonly stats: TransactionStats = { committed: 0, serializationRetries: 0 };
+
+  private constructor(db: PGlite, options: PgliteDatabaseOptions) {
+    this.#db = db;
+    this.#retry = options.retry ?? DEFAULT_RETRY_POLICY;
+    this.faults = options.faults;
+  }
+
+  /** Open (creating if needed) a database in `dataDir`, or in memory when undefined. */
+  static async open(
+    dataDir: string | undefined,
+    options: PgliteDatabaseOptions = {},
+  ): Promise<PgliteDatabase> {
+    const parsers = Object.fromEntries(
+      PGLITE_TEXT_TYPES.map((oid) => [oid, (value: string) => value]),
+    );
+    const db = await PGlite.create(dataDir, { parsers });
+    await db.query("SET TimeZone = 'UTC'");
+    return new PgliteDatabase(db, options);
+  }
+
+  async query<T>(text: string, params: unknown[] = []): Promise<QueryResult<T>> {
+    const result = await this.#db.query<T>(text, params);
+    return { rows: result.rows, rowCount: Math.max(result.affectedRows ?? 0, result.rows.length) };
+  }
+
+  async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>, operation: string): Promise<T> {
+    return await withSerializationRetry(operation, this.#retry, this.stats, async () => {
+      const result = await this.#db.transaction(async (tx) => {
+        await tx.query("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE");
+        const value = await fn({
+          query: async <R>(text: string, params: unknown[] = []) => {
+            const r = await tx.query<R>(text, params);
+            return { rows: r.rows, rowCount: Math.max(r.affectedRows ?? 0, r.rows.length) };
+          },
+        });
+        this.faults?.beforeCommit?.(operation);
+        return value;
+      });
+      try {
+        this.faults?.afterCommit?.(operation);
+      } catch (error) {
+        throw new AmbiguousCommitError(operation, { cause: error });
+      }
+      return result;
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.#db.close();
+  }
+}

@@ -1,0 +1,144 @@
+/**
+ * Numbered, idempotent schema migrations for the hot store.
+ *
+ * Only the SQL subset that PostgreSQL and CockroachDB share: BYTEA, TIMESTAMPTZ,
+ * INT8, TEXT, BOOL, `CREATE … IF NOT EXISTS`; no advisory locks, no PL/pgSQL,
+ * no SERIAL. Every statement is safe to run again, so two processes migrating
+ * at once both finish with the same schema; the ledger records each version
+ * once. Only tables named `pulpitum_v4_*` are ever touched.
+ */
+import type { SqlDatabase } from "./database.js";
+
+export interface Migration {
+  readonly version: number;
+  readonly name: string;
+  readonly statements: readonly string[];
+}
+
+export const MIGRATIONS_TABLE = "pulpitum_v4_migrations";
+export const TABLES_TABLE = "pulpitum_v4_tables";
+export const METADATA_TABLE = "pulpitum_v4_bucket_metadata";
+export const RECORDS_TABLE = "pulpitum_v4_records";
+/** Serves every branch of discovery as an index range scan ordered by `bucket_end`. */
+export const DISCOVERY_INDEX = "pulpitum_v4_bucket_metadata_discovery_idx";
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    name: "table registry",
+    statements: [
+      `CREATE TABLE IF NOT EXISTS ${TABLES_TABLE} (
+        table_id TEXT PRIMARY KEY,
+        bucket_strategy TEXT NOT NULL,
+        archive_format TEXT NOT NULL,
+        writable_buckets INT8 NULL,
+        paused BOOL NOT NULL DEFAULT false,
+        created_at TIMESTAMPTZ NOT NULL,
+        updated_at TIMESTAMPTZ NOT NULL
+      )`,
+    ],
+  },
+  {
+    version: 2,
+    name: "bucket metadata",
+    statements: [
+      `CREATE TABLE IF NOT EXISTS ${METADATA_TABLE} (
+        table_id TEXT NOT NULL,
+        partition_key BYTEA NOT NULL,
+        bucket_key TEXT NOT NULL,
+        bucket_strategy TEXT NOT NULL,
+        bucket_start TIMESTAMPTZ NOT NULL,
+        bucket_end TIMESTAMPTZ NOT NULL,
+        state TEXT NOT NULL,
+        phase TEXT NOT NULL,
+        generation INT8 NOT NULL DEFAULT 0,
+        owner_token TEXT NULL,
+        lease_expires_at TIMESTAMPTZ NULL,
+        attempts INT8 NOT NULL DEFAULT 0,
+        retry_at TIMESTAMPTZ NULL,
+        last_error TEXT NULL,
+        payload_key TEXT NULL,
+        payload_sha256 TEXT NULL,
+        payload_rows INT8 NULL,
+        payload_bytes INT8 NULL,
+        manifest_key TEXT NULL,
+        hot_deleted BOOL NOT NULL DEFAULT false,
+        enqueued_at TIMESTAMPTZ NULL,
+        created_at TIMESTAMPTZ NOT NULL,
+        updated_at TIMESTAMPTZ NOT NULL,
+        PRIMARY KEY (table_id, partition_key, bucket_key),
+        CONSTRAINT pulpitum_v4_bucket_metadata_state_check
+          CHECK (state IN ('hot', 'archiving', 'archived')),
+        CONSTRAINT pulpitum_v4_bucket_metadata_phase_check
+          CHECK (phase IN ('claim', 'export', 'seal', 'publish', 'cleanup', 'done'))
+      )`,
+      `CREATE INDEX IF NOT EXISTS ${DISCOVERY_INDEX}
+        ON ${METADATA_TABLE} (state, hot_deleted, bucket_end)`,
+    ],
+  },
+  {
+    version: 3,
+    name: "records",
+    statements: [
+      `CREATE TABLE IF NOT EXISTS ${RECORDS_TABLE} (
+        table_id TEXT NOT NULL,
+        partition_key BYTEA NOT NULL,
+        bucket_key TEXT NOT NULL,
+        event_time TIMESTAMPTZ NOT NULL,
+        sort_key BYTEA NOT NULL,
+        value BYTEA NOT NULL,
+        PRIMARY KEY (table_id, partition_key, bucket_key, event_time, sort_key)
+      )`,
+    ],
+  },
+];
+
+/** Concurrent `CREATE … IF NOT EXISTS` on PostgreSQL can still collide in the catalog. */
+const CONCURRENT_DDL_SQLSTATES = new Set(["23505", "42P07", "42710"]);
+
+/**
+ * Apply every migration not yet in the ledger, in version order. Returns the
+ * versions this call recorded; a second run returns `[]`.
+ */
+export async function runMigrations(
+  db: SqlDatabase,
+  migrations: readonly Migration[] = MIGRATIONS,
+): Promise<number[]> {
+  await ddl(
+    db,
+    `CREATE TABLE IF NOT EXISTS ${MIGRATIONS_TABLE} (
+      version INT8 PRIMARY KEY,
+      name TEXT NOT NULL,
+      applied_at TIMESTAMPTZ NOT NULL
+    )`,
+  );
+  const { rows } = await db.query<{ version: string }>(`SELECT version FROM ${MIGRATIONS_TABLE}`);
+  const done = new Set(rows.map((r) => Number(r.version)));
+  const applied: number[] = [];
+  for (const migration of [...migrations].sort((a, b) => a.version - b.version)) {
+    if (done.has(migration.version)) continue;
+    for (const statement of migration.statements) await ddl(db, statement);
+    // The ledger is an audit trail; its timestamp is the database's own clock.
+    const recorded = await db.query(
+      `INSERT INTO ${MIGRATIONS_TABLE} (version, name, applied_at) VALUES ($1, $2, now())
+       ON CONFLICT (version) DO NOTHING RETURNING version`,
+      [migration.version, migration.name],
+    );
+    if (recorded.rows.length > 0) applied.push(migration.version);
+  }
+  return applied;
+}
+
+async function ddl(db: SqlDatabase, statement: string): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await db.query(statement);
+      return;
+    } catch (error) {
+      const code = (error as { code?: unknown }).code;
+      if (attempt >= 5 || typeof code !== "string" || !CONCURRENT_DDL_SQLSTATES.has(code)) {
+        throw error;
+      }
+    }
+  }
+}

@@ -1,0 +1,1092 @@
+/**
+ * The hot store over SQL: one implementation for PostgreSQL, CockroachDB
+ * (both through `pg`) and PGlite, which speak the same SQL subset.
+ *
+ * The invariant it protects: every record whose append committed is either in
+ * the fenced snapshot of its bucket or was rejected. It holds because
+ *
+ * 1. an append upserts (and so locks) the bucket's metadata row, checking
+ *    `state = 'hot'`, in the same transaction that inserts the records; a
+ *    claim updating that row therefore commits either before the append's
+ *    check (the append sees `archiving` and is refused) or after the append
+ *    commits (the records are visible to every later snapshot page);
+ * 2. every later transition, snapshot page and cleanup batch is one
+ *    statement conditioned on a named predicate over durable state
+ *    ({@link LIVE_LEASE} and the state/phase it expects), so a stale owner can
+ *    never act after a takeover.
+ *
+ * Reversing (1), checking the state in one transaction and inserting in
+ * another, would let a claim slip between the two; the export would miss the
+ * record and cleanup would delete it.
+ */
+import { randomUUID } from "node:crypto";
+import {
+  InvariantViolationError,
+  BucketNotWritableError,
+  RecordConflictError,
+  TableStrategyConflictError,
+  UnknownTableError,
+} from "../../errors.js";
+import {
+  bucketForTime,
+  describeBucket,
+  shiftBucket,
+  type BucketDescriptor,
+  type BucketId,
+  type BucketStrategy,
+} from "../../domain/bucket.js";
+import { bytesEqual, toBase64, type TableRecord } from "../../domain/record.js";
+import type { ArchiveFormat, TableDefinition, TableId } from "../../domain/table.js";
+import {
+  dateToMicros,
+  formatMicrosRfc3339,
+  microsToDate,
+  parseSqlTimestamp,
+  type EpochMicros,
+} from "../../domain/time.js";
+import type {
+  AppendResult,
+  BucketMetadata,
+  BucketRead,
+  BucketReadRange,
+  StatusReport,
+  BucketRow,
+  BucketState,
+  Candidate,
+  CandidateKind,
+  CleanupBatch,
+  ClusteringPosition,
+  DiscoveryQuery,
+  FencedWrite,
+  FinishCleanup,
+  HotStore,
+  Lease,
+  LeaseAcquisition,
+  LeaseLost,
+  PayloadFacts,
+  RecordedPhase,
+  SnapshotPage,
+  TableRegistration,
+} from "../../ports/hot-store.js";
+import type { SqlDatabase, SqlExecutor } from "./database.js";
+import { METADATA_TABLE, RECORDS_TABLE, runMigrations, TABLES_TABLE } from "./migrations.js";
+
+/** Rows per multi-row INSERT: 1,000 rows × 5 parameters stays far below the 65,535 limit. */
+export const APPEND_ROWS_PER_STATEMENT = 1000;
+/** `last_error` is kept to this many characters. */
+export const MAX_ERROR_LENGTH = 2000;
+
+/** Positional parameters, numbered as they are added. */
+class Params {
+  readonly values: unknown[] = [];
+
+  add(value: unknown): string {
+    this.values.push(value);
+    return `$${this.values.length}`;
+  }
+
+  time(date: Date): string {
+    return `${this.add(date.toISOString())}::TIMESTAMPTZ`;
+  }
+
+  micros(micros: EpochMicros): string {
+    return `${this.add(formatMicrosRfc3339(micros))}::TIMESTAMPTZ`;
+  }
+
+  bytes(bytes: Uint8Array): string {
+    return `${this.add(asBuffer(bytes))}::BYTEA`;
+  }
+}
+
+function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+/** Copy driver bytes (a pooled Buffer from pg, a Uint8Array from PGlite) into a plain Uint8Array. */
+function toBytes(value: Uint8Array): Uint8Array {
+  return new Uint8Array(value);
+}
+
+const prefix = (alias: string | undefined) => (alias === undefined ? "" : `${alias}.`);
+
+// ---- Named conditions. Every fenced write is one statement guarded by these. ----
+
+/** BUCKET: the row of one bucket (metadata or records, by the shared key columns). */
+function BUCKET(p: Params, id: BucketId, alias?: string): string {
+  const a = prefix(alias);
+  return (
+    `${a}table_id = ${p.add(id.tableId)} AND ${a}partition_key = ${p.bytes(id.partitionKey)} ` +
+    `AND ${a}bucket_key = ${p.add(id.bucketKey)}`
+  );
+}
+
+/** LIVE_LEASE: the caller's lease is the current one (token and generation) and unexpired at `now`. */
+function LIVE_LEASE(p: Params, lease: Lease, now: Date, alias?: string): string {
+  const a = prefix(alias);
+  return (
+    `${a}owner_token = ${p.add(lease.token)} AND ${a}generation = ${p.add(lease.generation)} ` +
+    `AND ${a}lease_expires_at > ${p.time(now)}`
+  );
+}
+
+/** NO_LIVE_LEASE: nobody holds an unexpired lease at `now`. */
+function NO_LIVE_LEASE(nowParam: string, alias?: string): string {
+  const a = prefix(alias);
+  return `(${a}owner_token IS NULL OR ${a}lease_expires_at IS NULL OR ${a}lease_expires_at <= ${nowParam})`;
+}
+
+/** NO_PENDING_RETRY: a deferred bucket's retry time has come. */
+function NO_PENDING_RETRY(nowParam: string, alias?: string): string {
+  const a = prefix(alias);
+  return `(${a}retry_at IS NULL OR ${a}retry_at <= ${nowParam})`;
+}
+
+/** NOT_RECENTLY_ENQUEUED: not sent to the queue after `enqueuedBefore`. */
+function NOT_RECENTLY_ENQUEUED(param: string, alias?: string): string {
+  const a = prefix(alias);
+  return `(${a}enqueued_at IS NULL OR ${a}enqueued_at <= ${param})`;
+}
+
+/** CLEANUP_FENCE: an archived bucket whose hot rows are not yet all gone, under the caller's lease. */
+function CLEANUP_FENCE(p: Params, lease: Lease, now: Date, alias?: string): string {
+  const a = prefix(alias);
+  return `${a}state = 'archived' AND ${a}hot_deleted = false AND ${LIVE_LEASE(p, lease, now, alias)}`;
+}
+
+/** Assignments that give the lease up, used in the same statement that records a phase. */
+const RELEASE_LEASE = "owner_token = NULL, lease_expires_at = NULL";
+
+const METADATA_COLUMNS = [
+  "table_id",
+  "partition_key",
+  "bucket_key",
+  "bucket_strategy",
+  "bucket_start",
+  "bucket_end",
+  "state",
+  "phase",
+  "generation",
+  "owner_token",
+  "lease_expires_at",
+  "attempts",
+  "retry_at",
+  "last_error",
+  "payload_key",
+  "payload_sha256",
+  "payload_rows",
+  "payload_bytes",
+  "manifest_key",
+  "hot_deleted",
+  "enqueued_at",
+  "created_at",
+  "updated_at",
+].join(", ");
+
+interface MetadataRow {
+  table_id: string;
+  partition_key: Uint8Array;
+  bucket_key: string;
+  bucket_strategy: string;
+  bucket_start: string;
+  bucket_end: string;
+  state: string;
+  phase: string;
+  generation: string | number;
+  owner_token: string | null;
+  lease_expires_at: string | null;
+  attempts: string | number;
+  retry_at: string | null;
+  last_error: string | null;
+  payload_key: string | null;
+  payload_sha256: string | null;
+  payload_rows: string | number | null;
+  payload_bytes: string | number | null;
+  manifest_key: string | null;
+  hot_deleted: boolean;
+  enqueued_at: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+interface TableRow {
+  table_id: string;
+  bucket_strategy: string;
+  archive_format: string;
+  writable_buckets: string | number | null;
+  paused: boolean;
+}
+
+interface CandidateRow {
+  kind: string;
+  table_id: string;
+  partition_key: Uint8Array;
+  bucket_key: string;
+  state: string;
+  phase: string;
+  bucket_end: string;
+  enqueued_at: string | null;
+}
+
+const sqlDate = (text: string): Date => microsToDate(parseSqlTimestamp(text));
+const sqlDateOrNull = (text: string | null): Date | null => (text === null ? null : sqlDate(text));
+
+function toMetadata(row: MetadataRow): BucketMetadata {
+  const payload =
+    row.payload_key !== null &&
+    row.payload_sha256 !== null &&
+    row.payload_rows !== null &&
+    row.payload_bytes !== null
+      ? {
+          key: row.payload_key,
+          sha256: row.payload_sha256,
+          rowCount: Number(row.payload_rows),
+          byteLength: Number(row.payload_bytes),
+        }
+      : null;
+  return {
+    id: {
+      tableId: row.table_id as TableId,
+      partitionKey: toBytes(row.partition_key),
+      bucketKey: row.bucket_key,
+    },
+    strategy: row.bucket_strategy as BucketStrategy,
+    start: sqlDate(row.bucket_start),
+    end: sqlDate(row.bucket_end),
+    state: row.state as BucketState,
+    phase: row.phase as RecordedPhase,
+    generation: Number(row.generation),
+    ownerToken: row.owner_token,
+    leaseExpiresAt: sqlDateOrNull(row.lease_expires_at),
+    attempts: Number(row.attempts),
+    retryAt: sqlDateOrNull(row.retry_at),
+    lastError: row.last_error,
+    payload,
+    manifestKey: row.manifest_key,
+    hotDeleted: row.hot_deleted,
+    enqueuedAt: sqlDateOrNull(row.enqueued_at),
+    createdAt: sqlDate(row.created_at),
+    updatedAt: sqlDate(row.updated_at),
+  };
+}
+
+function toTable(row: TableRow): TableDefinition {
+  return {
+    tableId: row.table_id as TableId,
+    strategy: row.bucket_strategy as BucketStrategy,
+    format: row.archive_format as ArchiveFormat,
+    writableBuckets: row.writable_buckets === null ? null : Number(row.writable_buckets),
+    paused: row.paused,
+  };
+}
+
+function toCandidate(row: CandidateRow): Candidate {
+  return {
+    id: {
+      tableId: row.table_id as TableId,
+      partitionKey: toBytes(row.partition_key),
+      bucketKey: row.bucket_key,
+    },
+    kind: row.kind as CandidateKind,
+    state: row.state as BucketState,
+    phase: row.phase as RecordedPhase,
+    end: sqlDate(row.bucket_end),
+    enqueuedAt: sqlDateOrNull(row.enqueued_at),
+  };
+}
+
+const hex = (bytes: Uint8Array) => asBuffer(bytes).toString("hex");
+
+interface PendingBucket {
+  readonly id: BucketId;
+  readonly descriptor: BucketDescriptor;
+}
+
+interface PendingRecord {
+  readonly bucket: PendingBucket;
+  readonly record: TableRecord;
+  readonly identity: string;
+}
+
+function identityKey(partitionKey: Uint8Array, bucketKey: string, eventTime: EpochMicros, sortKey: Uint8Array) {
+  return `${hex(partitionKey)}|${bucketKey}|${eventTime}|${hex(sortKey)}`;
+}
+
+function describeRecord(bucket: BucketId, eventTime: EpochMicros, sortKey: Uint8Array): string {
+  return (
+    `${describeBucket(bucket)} at ${formatMicrosRfc3339(eventTime)} ` +
+    `with sort_key ${toBase64(sortKey)} (base64)`
+  );
+}
+
+export interface SqlHotStoreOptions {
+  /** Whether {@link SqlHotStore.close} closes the database too (default true). */
+  readonly ownsDatabase?: boolean;
+}
+
+export class SqlHotStore implements HotStore {
+  /** The database underneath, for operational queries and tests. */
+  readonly db: SqlDatabase;
+  readonly #ownsDatabase: boolean;
+
+  constructor(db: SqlDatabase, options: SqlHotStoreOptions = {}) {
+    this.db = db;
+    this.#ownsDatabase = options.ownsDatabase ?? true;
+  }
+
+  async migrate(): Promise<number[]> {
+    return await runMigrations(this.db);
+  }
+
+  // ---- table registry ----
+
+  async registerTable(
+    registration: TableRegistration,
+    now: Date,
+  ): Promise<"created" | "unchanged" | "updated"> {
+    return await this.db.transaction(async (tx) => {
+      const existing = await readTable(tx, registration.tableId);
+      if (existing === null) {
+        const p = new Params();
+        const at = p.time(now);
+        await tx.query(
+          `INSERT INTO ${TABLES_TABLE}
+             (table_id, bucket_strategy, archive_format, writable_buckets, paused, created_at, updated_at)
+           VALUES (${p.add(registration.tableId)}, ${p.add(registration.strategy)},
+                   ${p.add(registration.format)}, ${p.add(registration.writableBuckets)}, false, ${at}, ${at})`,
+          p.values,
+        );
+        return "created";
+      }
+      if (existing.strategy !== registration.strategy) {
+        throw new TableStrategyConflictError(
+          registration.tableId,
+          existing.strategy,
+          registration.strategy,
+        );
+      }
+      if (
+        existing.format === registration.format &&
+        existing.writableBuckets === registration.writableBuckets
+      ) {
+        return "unchanged";
+      }
+      const p = new Params();
+      await tx.query(
+        `UPDATE ${TABLES_TABLE}
+            SET archive_format = ${p.add(registration.format)},
+                writable_buckets = ${p.add(registration.writableBuckets)},
+                updated_at = ${p.time(now)}
+          WHERE table_id = ${p.add(registration.tableId)}`,
+        p.values,
+      );
+      return "updated";
+    }, "registerTable");
+  }
+
+  async getTable(tableId: TableId): Promise<TableDefinition | null> {
+    return await readTable(this.db, tableId);
+  }
+
+  async listTables(): Promise<TableDefinition[]> {
+    const { rows } = await this.db.query<TableRow>(
+      `SELECT table_id, bucket_strategy, archive_format, writable_buckets, paused
+         FROM ${TABLES_TABLE} ORDER BY table_id`,
+    );
+    return rows.map(toTable);
+  }
+
+  async setPaused(tableId: TableId, paused: boolean, now: Date): Promise<TableDefinition> {
+    const p = new Params();
+    const sql = `UPDATE ${TABLES_TABLE} SET paused = ${p.add(paused)}, updated_at = ${p.time(now)}
+                  WHERE table_id = ${p.add(tableId)}
+              RETURNING table_id, bucket_strategy, archive_format, writable_buckets, paused`;
+    const { rows } = await this.db.transaction(
+      (tx) => tx.query<TableRow>(sql, p.values),
+      "setPaused",
+    );
+    const row = rows[0];
+    if (row === undefined) throw new UnknownTableError(tableId);
+    return toTable(row);
+  }
+
+  // ---- appends ----
+
+  async append(tableId: TableId, records: readonly TableRecord[], now: Date): Promise<AppendResult> {
+    if (records.length === 0) return { inserted: 0, duplicates: 0 };
+    return await this.db.transaction(async (tx) => {
+      const table = await readTable(tx, tableId);
+      if (table === null) throw new UnknownTableError(tableId);
+
+      const buckets = new Map<string, PendingBucket>();
+      const unique = new Map<string, PendingRecord>();
+      let duplicates = 0;
+      for (const record of records) {
+        const descriptor = bucketForTime(table.strategy, record.eventTime);
+        const bucketIdentity = `${hex(record.partitionKey)}|${descriptor.key}`;
+        let bucket = buckets.get(bucketIdentity);
+        if (bucket === undefined) {
+          bucket = {
+            id: { tableId, partitionKey: record.partitionKey, bucketKey: descriptor.key },
+            descriptor,
+          };
+          buckets.set(bucketIdentity, bucket);
+        }
+        const identity = identityKey(record.partitionKey, descriptor.key, record.eventTime, record.sortKey);
+        const earlier = unique.get(identity);
+        if (earlier !== undefined) {
+          if (!bytesEqual(earlier.record.value, record.value)) {
+            throw new RecordConflictError(
+              `${describeRecord(bucket.id, record.eventTime, record.sortKey)} appears twice in one batch with different values`,
+            );
+          }
+          duplicates++;
+          continue;
+        }
+        unique.set(identity, { bucket, record, identity });
+      }
+
+      const ordered = [...buckets.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+      checkWritableWindow(table, ordered.map(([, b]) => b.descriptor), now);
+      for (const [, bucket] of ordered) await lockHotBucket(tx, bucket, now);
+
+      const pending = [...unique.values()];
+      let inserted = 0;
+      for (let i = 0; i < pending.length; i += APPEND_ROWS_PER_STATEMENT) {
+        const chunk = pending.slice(i, i + APPEND_ROWS_PER_STATEMENT);
+        const stored = await insertRecords(tx, tableId, chunk);
+        inserted += stored.size;
+        const skipped = chunk.filter((r) => !stored.has(r.identity));
+        if (skipped.length > 0) await compareExisting(tx, tableId, skipped);
+        duplicates += skipped.length;
+      }
+      return { inserted, duplicates };
+    }, "append");
+  }
+
+  async getBucket(id: BucketId): Promise<BucketMetadata | null> {
+    return await readBucket(this.db, id);
+  }
+
+  // ---- leases ----
+
+  async acquireLease(id: BucketId, now: Date, leaseMs: number): Promise<LeaseAcquisition> {
+    const p = new Params();
+    const token = randomUUID();
+    const nowParam = p.time(now);
+    const sql = `UPDATE ${METADATA_TABLE}
+                    SET owner_token = ${p.add(token)}, generation = generation + 1,
+                        lease_expires_at = ${p.time(new Date(now.getTime() + leaseMs))},
+                        updated_at = ${nowParam}
+                  WHERE ${BUCKET(p, id)} AND ${NO_LIVE_LEASE(nowParam)}
+              RETURNING ${METADATA_COLUMNS}`;
+    const { rows } = await this.db.transaction(
+      (tx) => tx.query<MetadataRow>(sql, p.values),
+      "acquireLease",
+    );
+    const row = rows[0];
+    if (row !== undefined) {
+      const metadata = toMetadata(row);
+      return {
+        kind: "acquired",
+        lease: {
+          bucket: metadata.id,
+          token,
+          generation: metadata.generation,
+          expiresAt: metadata.leaseExpiresAt ?? new Date(now.getTime() + leaseMs),
+        },
+        metadata,
+      };
+    }
+    const metadata = await this.getBucket(id);
+    return metadata === null ? { kind: "missing" } : { kind: "busy", metadata };
+  }
+
+  async renewLease(
+    lease: Lease,
+    now: Date,
+    leaseMs: number,
+  ): Promise<{ kind: "renewed"; lease: Lease } | LeaseLost> {
+    const expiresAt = new Date(now.getTime() + leaseMs);
+    const result = await this.#fencedUpdate(
+      "renewLease",
+      lease,
+      now,
+      (p) => `lease_expires_at = ${p.time(expiresAt)}`,
+      () => "true",
+    );
+    if (result.kind === "lease-lost") return result;
+    return { kind: "renewed", lease: { ...lease, expiresAt } };
+  }
+
+  async releaseLease(lease: Lease): Promise<void> {
+    const p = new Params();
+    const sql = `UPDATE ${METADATA_TABLE} SET ${RELEASE_LEASE}
+                  WHERE ${BUCKET(p, lease.bucket)} AND owner_token = ${p.add(lease.token)}
+                    AND generation = ${p.add(lease.generation)}`;
+    await this.db.transaction((tx) => tx.query(sql, p.values), "releaseLease");
+  }
+
+  // ---- phases ----
+
+  async claim(lease: Lease, now: Date, cutoff: Date): Promise<FencedWrite> {
+    return await this.#fencedUpdate(
+      "claim",
+      lease,
+      now,
+      () =>
+        `state = 'archiving', phase = 'export', retry_at = NULL, last_error = NULL, ${RELEASE_LEASE}`,
+      (p) => `state = 'hot' AND bucket_end <= ${p.time(cutoff)}`,
+    );
+  }
+
+  async snapshotPage(
+    lease: Lease,
+    now: Date,
+    after: ClusteringPosition | null,
+    limit: number,
+  ): Promise<SnapshotPage> {
+    const p = new Params();
+    const fence = `${BUCKET(p, lease.bucket)} AND state = 'archiving' AND ${LIVE_LEASE(p, lease, now)}`;
+    const bucket = BUCKET(p, lease.bucket);
+    const position =
+      after === null
+        ? ""
+        : `AND (event_time, sort_key) > (${p.micros(after.eventTime)}, ${p.bytes(after.sortKey)})`;
+    const sql = `SELECT f.ok, r.event_time, r.sort_key, r.value
+                   FROM (SELECT 1 AS ok FROM ${METADATA_TABLE} WHERE ${fence}) f
+              LEFT JOIN (SELECT event_time, sort_key, value FROM ${RECORDS_TABLE}
+                          WHERE ${bucket} ${position}
+                          ORDER BY event_time, sort_key LIMIT ${p.add(limit)}) r ON true
+               ORDER BY r.event_time, r.sort_key`;
+    const { rows } = await this.db.query<{
+      ok: number;
+      event_time: string | null;
+      sort_key: Uint8Array | null;
+      value: Uint8Array | null;
+    }>(sql, p.values);
+    if (rows.length === 0) return await this.#leaseLost(lease.bucket);
+    const page: BucketRow[] = [];
+    for (const row of rows) {
+      if (row.event_time === null || row.sort_key === null || row.value === null) continue;
+      page.push({
+        eventTime: parseSqlTimestamp(row.event_time),
+        sortKey: toBytes(row.sort_key),
+        value: toBytes(row.value),
+      });
+    }
+    return { kind: "page", rows: page };
+  }
+
+  async recordPayload(lease: Lease, now: Date, payload: PayloadFacts): Promise<FencedWrite> {
+    return await this.#fencedUpdate(
+      "recordPayload",
+      lease,
+      now,
+      (p) =>
+        `payload_key = ${p.add(payload.key)}, payload_sha256 = ${p.add(payload.sha256)},
+         payload_rows = ${p.add(payload.rowCount)}, payload_bytes = ${p.add(payload.byteLength)},
+         phase = 'seal', ${RELEASE_LEASE}`,
+      () => `state = 'archiving' AND phase = 'export'`,
+    );
+  }
+
+  async recordManifest(lease: Lease, now: Date, manifestKey: string): Promise<FencedWrite> {
+    return await this.#fencedUpdate(
+      "recordManifest",
+      lease,
+      now,
+      (p) => `manifest_key = ${p.add(manifestKey)}, phase = 'publish', ${RELEASE_LEASE}`,
+      () => `state = 'archiving' AND phase = 'seal'`,
+    );
+  }
+
+  async publish(lease: Lease, now: Date): Promise<FencedWrite> {
+    return await this.#fencedUpdate(
+      "publish",
+      lease,
+      now,
+      () => `state = 'archived', hot_deleted = false, phase = 'cleanup', ${RELEASE_LEASE}`,
+      () => `state = 'archiving' AND phase = 'publish' AND manifest_key IS NOT NULL`,
+    );
+  }
+
+  async cleanupBatch(lease: Lease, now: Date, limit: number): Promise<CleanupBatch> {
+    const p = new Params();
+    const bucket = BUCKET(p, lease.bucket);
+    const sql = `DELETE FROM ${RECORDS_TABLE}
+                  WHERE ${bucket}
+                    AND (event_time, sort_key) IN (
+                          SELECT event_time, sort_key FROM ${RECORDS_TABLE}
+                           WHERE ${bucket}
+                           ORDER BY event_time, sort_key LIMIT ${p.add(limit)})
+                    AND EXISTS (SELECT 1 FROM ${METADATA_TABLE}
+                                 WHERE ${bucket} AND ${CLEANUP_FENCE(p, lease, now)})`;
+    const { rowCount } = await this.db.transaction((tx) => tx.query(sql, p.values), "cleanupBatch");
+    if (rowCount > 0) return { kind: "deleted", count: rowCount };
+    const metadata = await this.getBucket(lease.bucket);
+    if (metadata !== null && holdsCleanupFence(metadata, lease, now)) {
+      return { kind: "deleted", count: 0 };
+    }
+    return { kind: "lease-lost", metadata };
+  }
+
+  async finishCleanup(lease: Lease, now: Date): Promise<FinishCleanup> {
+    const result = await this.#fencedUpdate(
+      "finishCleanup",
+      lease,
+      now,
+      () => `hot_deleted = true, phase = 'done', ${RELEASE_LEASE}`,
+      (p) =>
+        `state = 'archived' AND hot_deleted = false
+         AND NOT EXISTS (SELECT 1 FROM ${RECORDS_TABLE} WHERE ${BUCKET(p, lease.bucket)})`,
+    );
+    if (result.kind === "committed") return result;
+    if (result.metadata !== null && holdsCleanupFence(result.metadata, lease, now)) {
+      return { kind: "rows-remain" };
+    }
+    return result;
+  }
+
+  async defer(lease: Lease, now: Date, retryAt: Date, error: string): Promise<FencedWrite> {
+    return await this.#fencedUpdate(
+      "defer",
+      lease,
+      now,
+      (p) =>
+        `state = 'hot', phase = 'claim', payload_key = NULL, payload_sha256 = NULL,
+         payload_rows = NULL, payload_bytes = NULL, manifest_key = NULL,
+         attempts = attempts + 1, retry_at = ${p.time(retryAt)},
+         last_error = ${p.add(error.slice(0, MAX_ERROR_LENGTH))}, ${RELEASE_LEASE}`,
+      () => `state <> 'archived'`,
+    );
+  }
+
+  // ---- discovery ----
+
+  async discover(query: DiscoveryQuery): Promise<Candidate[]> {
+    return await this.db.transaction(async (tx) => {
+      const candidates = await selectCandidates(tx, query);
+      if (candidates.length === 0) return [];
+      const p = new Params();
+      const keys = candidates
+        .map((c) => `(${p.add(c.id.tableId)}, ${p.bytes(c.id.partitionKey)}, ${p.add(c.id.bucketKey)})`)
+        .join(", ");
+      // UPDATE … FROM VALUES, not a row-value IN list (see compareExisting).
+      await tx.query(
+        `UPDATE ${METADATA_TABLE} AS m SET enqueued_at = ${p.time(query.now)}
+           FROM (VALUES ${keys}) AS k (table_id, partition_key, bucket_key)
+          WHERE m.table_id = k.table_id AND m.partition_key = k.partition_key
+            AND m.bucket_key = k.bucket_key`,
+        p.values,
+      );
+      return candidates.map((c) => ({ ...c, enqueuedAt: query.now }));
+    }, "discover");
+  }
+
+  async peekCandidates(query: DiscoveryQuery): Promise<Candidate[]> {
+    return await selectCandidates(this.db, query);
+  }
+
+  /** The plan PostgreSQL chooses for discovery, for operators and the index test. */
+  async explainDiscovery(query: DiscoveryQuery): Promise<string> {
+    const { sql, params } = discoverySql(query);
+    const { rows } = await this.db.query<Record<string, string>>(`EXPLAIN ${sql}`, params);
+    return rows.map((r) => Object.values(r).join(" ")).join("\n");
+  }
+
+  // ---- reads ----
+
+  async readBucket(id: BucketId, range: BucketReadRange): Promise<BucketRead> {
+    // One statement, one snapshot: the route and the hot rows are observed
+    // together, so a read racing publish or cleanup cannot mix tiers.
+    const p = new Params();
+    const conditions = [BUCKET(p, id)];
+    if (range.from !== undefined) conditions.push(`event_time >= ${p.micros(range.from)}`);
+    if (range.to !== undefined) conditions.push(`event_time < ${p.micros(range.to)}`);
+    if (range.after !== undefined) {
+      conditions.push(`(event_time, sort_key) > (${p.micros(range.after.eventTime)}, ${p.bytes(range.after.sortKey)})`);
+    }
+    const sql = `SELECT m.state, m.manifest_key, m.generation, r.event_time, r.sort_key, r.value
+                   FROM (SELECT state, manifest_key, generation FROM ${METADATA_TABLE} WHERE ${BUCKET(p, id)}) m
+              LEFT JOIN LATERAL (SELECT event_time, sort_key, value FROM ${RECORDS_TABLE}
+                                  WHERE m.state <> 'archived' AND ${conditions.join(" AND ")}
+                                  ORDER BY event_time, sort_key LIMIT ${p.add(range.limit)}) r ON true
+               ORDER BY r.event_time, r.sort_key`;
+    const { rows } = await this.db.query<{
+      state: string;
+      manifest_key: string | null;
+      generation: string | number;
+      event_time: string | null;
+      sort_key: Uint8Array | null;
+      value: Uint8Array | null;
+    }>(sql, p.values);
+    const first = rows[0];
+    if (first === undefined) return { route: "missing" };
+    if (first.state === "archived") {
+      if (first.manifest_key === null) {
+        throw new InvariantViolationError(`archived bucket ${describeBucket(id)} has no manifest key`);
+      }
+      return { route: "archive", manifestKey: first.manifest_key, generation: Number(first.generation) };
+    }
+    const out: BucketRow[] = [];
+    for (const row of rows) {
+      if (row.event_time === null || row.sort_key === null || row.value === null) continue;
+      out.push({ eventTime: parseSqlTimestamp(row.event_time), sortKey: toBytes(row.sort_key), value: toBytes(row.value) });
+    }
+    return { route: "hot", state: first.state as "hot" | "archiving", rows: out };
+  }
+
+  async listPartitionBuckets(
+    tableId: TableId,
+    partitionKey: Uint8Array,
+    range: { readonly from?: Date; readonly to?: Date },
+  ): Promise<BucketMetadata[]> {
+    const p = new Params();
+    const conditions = [`table_id = ${p.add(tableId)}`, `partition_key = ${p.bytes(partitionKey)}`];
+    if (range.from !== undefined) conditions.push(`bucket_end > ${p.time(range.from)}`);
+    if (range.to !== undefined) conditions.push(`bucket_start < ${p.time(range.to)}`);
+    const { rows } = await this.db.query<MetadataRow>(
+      `SELECT ${METADATA_COLUMNS} FROM ${METADATA_TABLE} WHERE ${conditions.join(" AND ")} ORDER BY bucket_start`,
+      p.values,
+    );
+    return rows.map(toMetadata);
+  }
+
+  async countHotRows(id: BucketId): Promise<number> {
+    const p = new Params();
+    const { rows } = await this.db.query<{ n: string | number }>(
+      `SELECT count(*) AS n FROM ${RECORDS_TABLE} WHERE ${BUCKET(p, id)}`,
+      p.values,
+    );
+    return Number(rows[0]?.n ?? 0);
+  }
+
+  async statusReport(now: Date, cutoff: Date): Promise<StatusReport> {
+    const tables = (await this.listTables()).sort((a, b) => a.tableId.localeCompare(b.tableId));
+    const { rows: stateRows } = await this.db.query<{
+      table_id: string;
+      state: string;
+      hot_deleted: boolean;
+      buckets: string | number;
+      archived_rows: string | number | null;
+      archived_bytes: string | number | null;
+    }>(
+      `SELECT table_id, state, hot_deleted, count(*) AS buckets,
+              sum(CASE WHEN state = 'archived' THEN payload_rows ELSE 0 END) AS archived_rows,
+              sum(CASE WHEN state = 'archived' THEN payload_bytes ELSE 0 END) AS archived_bytes
+         FROM ${METADATA_TABLE} GROUP BY table_id, state, hot_deleted`,
+    );
+    const { rows: hotRows } = await this.db.query<{
+      table_id: string;
+      state: string;
+      hot_deleted: boolean;
+      n: string | number;
+    }>(
+      `SELECT m.table_id, m.state, m.hot_deleted, count(*) AS n
+         FROM ${RECORDS_TABLE} r
+         JOIN ${METADATA_TABLE} m
+           ON m.table_id = r.table_id AND m.partition_key = r.partition_key AND m.bucket_key = r.bucket_key
+        GROUP BY m.table_id, m.state, m.hot_deleted`,
+    );
+    const hotCount = (t: string, st: string, hd: boolean) =>
+      Number(hotRows.find((r) => r.table_id === t && r.state === st && r.hot_deleted === hd)?.n ?? 0);
+    const order = { hot: 0, archiving: 1, archived: 2 } as const;
+    const p = new Params();
+    const nowParam = p.time(now);
+    const { rows: deferred } = await this.db.query<MetadataRow>(
+      `SELECT ${METADATA_COLUMNS} FROM ${METADATA_TABLE}
+        WHERE state = 'hot' AND attempts > 0 AND last_error IS NOT NULL
+        ORDER BY retry_at LIMIT 100`,
+    );
+    const { rows: leased } = await this.db.query<MetadataRow>(
+      `SELECT ${METADATA_COLUMNS} FROM ${METADATA_TABLE}
+        WHERE owner_token IS NOT NULL AND lease_expires_at > ${nowParam}
+        ORDER BY lease_expires_at LIMIT 100`,
+      p.values,
+    );
+    const q = new Params();
+    const { rows: oldest } = await this.db.query<MetadataRow>(
+      `SELECT ${METADATA_COLUMNS} FROM ${METADATA_TABLE}
+        WHERE state = 'hot' AND hot_deleted = false AND bucket_end <= ${q.time(cutoff)}
+        ORDER BY bucket_end LIMIT 1`,
+      q.values,
+    );
+    return {
+      tables: tables.map((t) => ({
+        tableId: t.tableId,
+        paused: t.paused,
+        strategy: t.strategy,
+        format: t.format,
+        states: stateRows
+          .filter((r) => r.table_id === t.tableId)
+          .map((r) => ({
+            state: r.state as BucketState,
+            hotDeleted: r.hot_deleted,
+            buckets: Number(r.buckets),
+            hotRows: hotCount(r.table_id, r.state, r.hot_deleted),
+            archivedRows: Number(r.archived_rows ?? 0),
+            archivedBytes: Number(r.archived_bytes ?? 0),
+          }))
+          .sort((a, b) => order[a.state] - order[b.state] || Number(a.hotDeleted) - Number(b.hotDeleted)),
+      })),
+      deferred: deferred.map(toMetadata).map((m) => ({
+        id: m.id,
+        attempts: m.attempts,
+        retryAt: m.retryAt,
+        lastError: m.lastError,
+      })),
+      leased: leased.map(toMetadata).map((m) => ({ id: m.id, phase: m.phase, leaseExpiresAt: m.leaseExpiresAt! })),
+      oldestEligibleHot: oldest[0] === undefined ? null : { id: toMetadata(oldest[0]).id, end: toMetadata(oldest[0]).end },
+    };
+  }
+
+  async close(): Promise<void> {
+    if (this.#ownsDatabase) await this.db.close();
+  }
+
+  /**
+   * One conditional UPDATE of a bucket's metadata under {@link LIVE_LEASE}
+   * plus `condition`; on failure, the current metadata for the caller.
+   */
+  async #fencedUpdate(
+    operation: string,
+    lease: Lease,
+    now: Date,
+    assignments: (p: Params) => string,
+    condition: (p: Params) => string,
+  ): Promise<FencedWrite> {
+    const p = new Params();
+    const sql = `UPDATE ${METADATA_TABLE}
+                    SET ${assignments(p)}, updated_at = ${p.time(now)}
+                  WHERE ${BUCKET(p, lease.bucket)} AND ${LIVE_LEASE(p, lease, now)}
+                    AND ${condition(p)}
+              RETURNING ${METADATA_COLUMNS}`;
+    const { rows } = await this.db.transaction(
+      (tx) => tx.query<MetadataRow>(sql, p.values),
+      operation,
+    );
+    const row = rows[0];
+    if (row !== undefined) return { kind: "committed", metadata: toMetadata(row) };
+    return await this.#leaseLost(lease.bucket);
+  }
+
+  async #leaseLost(id: BucketId): Promise<LeaseLost> {
+    return { kind: "lease-lost", metadata: await this.getBucket(id) };
+  }
+}
+
+function holdsCleanupFence(metadata: BucketMetadata, lease: Lease, now: Date): boolean {
+  return (
+    metadata.state === "archived" &&
+    !metadata.hotDeleted &&
+    metadata.ownerToken === lease.token &&
+    metadata.generation === lease.generation &&
+    metadata.leaseExpiresAt !== null &&
+    metadata.leaseExpiresAt.getTime() > now.getTime()
+  );
+}
+
+async function readTable(db: SqlExecutor, tableId: string): Promise<TableDefinition | null> {
+  const { rows } = await db.query<TableRow>(
+    `SELECT table_id, bucket_strategy, archive_format, writable_buckets, paused
+       FROM ${TABLES_TABLE} WHERE table_id = $1`,
+    [tableId],
+  );
+  return rows[0] === undefined ? null : toTable(rows[0]);
+}
+
+async function readBucket(db: SqlExecutor, id: BucketId): Promise<BucketMetadata | null> {
+  const p = new Params();
+  const { rows } = await db.query<MetadataRow>(
+    `SELECT ${METADATA_COLUMNS} FROM ${METADATA_TABLE} WHERE ${BUCKET(p, id)}`,
+    p.values,
+  );
+  return rows[0] === undefined ? null : toMetadata(rows[0]);
+}
+
+/**
+ * The ingestion guard: with `writable_buckets = N`, a bucket is writable when
+ * it starts no earlier than the bucket N - 1 steps before the one holding `now`.
+ */
+function checkWritableWindow(
+  table: TableDefinition,
+  buckets: readonly BucketDescriptor[],
+  now: Date,
+): void {
+  const n = table.writableBuckets;
+  if (n === null) return;
+  const current = bucketForTime(table.strategy, dateToMicros(now));
+  const oldest = shiftBucket(current, -(n - 1));
+  for (const bucket of buckets) {
+    if (bucket.start.getTime() < oldest.start.getTime()) {
+      throw new BucketNotWritableError(
+        table.tableId,
+        bucket.key,
+        `it is outside the writable window: at ${now.toISOString()} table ${table.tableId} ` +
+          `accepts buckets from ${oldest.key} on (writable_buckets = ${n}, current bucket ${current.key})`,
+      );
+    }
+  }
+}
+
+/**
+ * THE append fence: create the bucket's metadata row, or lock it if it is
+ * still hot, in the transaction that inserts the records. No row back means
+ * the bucket is archiving or archived.
+ */
+async function lockHotBucket(tx: SqlExecutor, bucket: PendingBucket, now: Date): Promise<void> {
+  const p = new Params();
+  const at = p.time(now);
+  const { rows } = await tx.query<{ state: string }>(
+    `INSERT INTO ${METADATA_TABLE}
+       (table_id, partition_key, bucket_key, bucket_strategy, bucket_start, bucket_end,
+        state, phase, generation, attempts, hot_deleted, created_at, updated_at)
+     VALUES (${p.add(bucket.id.tableId)}, ${p.bytes(bucket.id.partitionKey)}, ${p.add(bucket.id.bucketKey)},
+             ${p.add(bucket.descriptor.strategy)}, ${p.time(bucket.descriptor.start)},
+             ${p.time(bucket.descriptor.end)}, 'hot', 'claim', 0, 0, false, ${at}, ${at})
+     ON CONFLICT (table_id, partition_key, bucket_key)
+     DO UPDATE SET updated_at = excluded.updated_at
+     WHERE ${METADATA_TABLE}.state = 'hot'
+     RETURNING state`,
+    p.values,
+  );
+  if (rows.length > 0) return;
+  const current = await readBucket(tx, bucket.id);
+  throw new BucketNotWritableError(
+    bucket.id.tableId,
+    bucket.id.bucketKey,
+    `it is ${current?.state ?? "not hot"} (partition ${describeBucket(bucket.id)}); ` +
+      `records of a bucket that is being or has been archived cannot change`,
+  );
+}
+
+/** Insert one chunk; returns the identities actually stored by this statement. */
+async function insertRecords(
+  tx: SqlExecutor,
+  tableId: TableId,
+  chunk: readonly PendingRecord[],
+): Promise<Set<string>> {
+  const p = new Params();
+  const table = p.add(tableId);
+  const values = chunk
+    .map(
+      ({ bucket, record }) =>
+        `(${table}, ${p.bytes(record.partitionKey)}, ${p.add(bucket.id.bucketKey)}, ` +
+        `${p.micros(record.eventTime)}, ${p.bytes(record.sortKey)}, ${p.bytes(record.value)})`,
+    )
+    .join(", ");
+  const { rows } = await tx.query<{
+    partition_key: Uint8Array;
+    bucket_key: string;
+    event_time: string;
+    sort_key: Uint8Array;
+  }>(
+    `INSERT INTO ${RECORDS_TABLE} (table_id, partition_key, bucket_key, event_time, sort_key, value)
+     VALUES ${values}
+     ON CONFLICT (table_id, partition_key, bucket_key, event_time, sort_key) DO NOTHING
+     RETURNING partition_key, bucket_key, event_time, sort_key`,
+    p.values,
+  );
+  return new Set(
+    rows.map((r) =>
+      identityKey(r.partition_key, r.bucket_key, parseSqlTimestamp(r.event_time), r.sort_key),
+    ),
+  );
+}
+
+/** Records that were already stored must hold the same value, or the append conflicts. */
+async function compareExisting(
+  tx: SqlExecutor,
+  tableId: TableId,
+  skipped: readonly PendingRecord[],
+): Promise<void> {
+  const p = new Params();
+  const table = p.add(tableId);
+  const keys = skipped
+    .map(
+      ({ bucket, record }) =>
+        `(${p.bytes(record.partitionKey)}, ${p.add(bucket.id.bucketKey)}, ` +
+        `${p.micros(record.eventTime)}, ${p.bytes(record.sortKey)})`,
+    )
+    .join(", ");
+  // A join against VALUES rather than a row-value IN list: PGlite 0.5 corrupts
+  // its backend on IN lists of a few hundred row values, and PostgreSQL plans
+  // a join faster than a long OR chain.
+  const { rows } = await tx.query<{
+    partition_key: Uint8Array;
+    bucket_key: string;
+    event_time: string;
+    sort_key: Uint8Array;
+    value: Uint8Array;
+  }>(
+    `SELECT r.partition_key, r.bucket_key, r.event_time, r.sort_key, r.value
+       FROM (VALUES ${keys}) AS k (partition_key, bucket_key, event_time, sort_key)
+       JOIN ${RECORDS_TABLE} r
+         ON r.table_id = ${table} AND r.partition_key = k.partition_key
+        AND r.bucket_key = k.bucket_key AND r.event_time = k.event_time
+        AND r.sort_key = k.sort_key`,
+    p.values,
+  );
+  const stored = new Map(
+    rows.map((r) => [
+      identityKey(r.partition_key, r.bucket_key, parseSqlTimestamp(r.event_time), r.sort_key),
+      r.value,
+    ]),
+  );
+  for (const { bucket, record, identity } of skipped) {
+    const value = stored.get(identity);
+    if (value === undefined || !bytesEqual(value, record.value)) {
+      throw new RecordConflictError(
+        `${describeRecord(bucket.id, record.eventTime, record.sortKey)} is stored with a different value`,
+      );
+    }
+  }
+}
+
+/**
+ * Discovery as one statement: three index range scans over
+ * `(state, hot_deleted, bucket_end)`, each already in `bucket_end` order and
+ * limited, merged and limited again.
+ */
+function discoverySql(query: DiscoveryQuery): { sql: string; params: unknown[] } {
+  const p = new Params();
+  const now = p.time(query.now);
+  const cutoff = p.time(query.cutoff);
+  const enqueuedBefore = p.time(query.enqueuedBefore);
+  const limit = p.add(query.limit);
+  const columns = (kind: CandidateKind) =>
+    `'${kind}' AS kind, m.table_id, m.partition_key, m.bucket_key, m.state, m.phase, m.bucket_end, m.enqueued_at`;
+  const sql = `
+    SELECT c.kind, c.table_id, c.partition_key, c.bucket_key, c.state, c.phase, c.bucket_end, c.enqueued_at
+      FROM (
+        (SELECT ${columns("eligible")}
+           FROM ${METADATA_TABLE} m JOIN ${TABLES_TABLE} t ON t.table_id = m.table_id
+          WHERE m.state = 'hot' AND m.hot_deleted = false AND m.bucket_end <= ${cutoff}
+            AND ${NO_PENDING_RETRY(now, "m")} AND t.paused = false
+            AND ${NOT_RECENTLY_ENQUEUED(enqueuedBefore, "m")}
+          ORDER BY m.bucket_end LIMIT ${limit})
+        UNION ALL
+        (SELECT ${columns("stalled")}
+           FROM ${METADATA_TABLE} m
+          WHERE m.state = 'archiving' AND m.hot_deleted = false
+            AND ${NO_LIVE_LEASE(now, "m")} AND ${NO_PENDING_RETRY(now, "m")}
+            AND ${NOT_RECENTLY_ENQUEUED(enqueuedBefore, "m")}
+          ORDER BY m.bucket_end LIMIT ${limit})
+        UNION ALL
+        (SELECT ${columns("cleanup")}
+           FROM ${METADATA_TABLE} m
+          WHERE m.state = 'archived' AND m.hot_deleted = false
+            AND ${NO_LIVE_LEASE(now, "m")}
+            AND ${NOT_RECENTLY_ENQUEUED(enqueuedBefore, "m")}
+          ORDER BY m.bucket_end LIMIT ${limit})
+      ) c
+     ORDER BY c.bucket_end, c.table_id, c.partition_key, c.bucket_key
+     LIMIT ${limit}`;
+  return { sql, params: p.values };
+}
+
+async function selectCandidates(db: SqlExecutor, query: DiscoveryQuery): Promise<Candidate[]> {
+  const { sql, params } = discoverySql(query);
+  const { rows } = await db.query<CandidateRow>(sql, params);
+  return rows.map(toCandidate);
+}

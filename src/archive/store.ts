@@ -1,0 +1,470 @@
+/**
+ * The store step: put a bucket's payload and manifest into the object store
+ * so that nothing unverified is ever returned to the caller.
+ *
+ * Invariant: a PayloadFacts or manifest key returned from here names an
+ * object whose stored bytes were read back and checked (SHA-256, length,
+ * decoded rows). Ordering argument:
+ *
+ * 1. Encode to a temporary file while hashing, then create the object at the
+ *    key derived from the hash. The content address must be known before the
+ *    upload, and a conditional create (never an overwrite) makes a retry or a
+ *    takeover that produced the same bytes land on the same key; so an
+ *    already-existing object is not an error but something to verify.
+ * 2. Read the stored object back and verify it before returning. Verifying
+ *    the local file instead would prove only that we can encode, not that the
+ *    store holds what we sent.
+ * 3. The manifest is written only after its payload was verified, and is
+ *    itself read back and validated, and its payload re-checked by HEAD, so a
+ *    manifest key never points at a missing or different payload.
+ *
+ * Generations: the manifest records the lease generation that sealed it, so
+ * a seal retried after a takeover (generation + 1) produces different bytes
+ * and a second, equally valid manifest key next to the first. That is
+ * intended: both describe the same verified payload, and the key recorded in
+ * the bucket's metadata by the winning lease is the one readers follow.
+ * The other stays unreferenced until garbage collection.
+ */
+import { createHash } from "node:crypto";
+import { createWriteStream } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { pipeline } from "node:stream/promises";
+import { Readable, Transform } from "node:stream";
+import { ArchiveIntegrityError, ObjectNotFoundError } from "../errors.js";
+import { parseBucketKey, type BucketStrategy } from "../domain/bucket.js";
+import { payloadKey, type BucketLocation } from "../domain/object-keys.js";
+import type { ArchiveFormat, TableId } from "../domain/table.js";
+import { dateToMicros } from "../domain/time.js";
+import type { BucketRow, PayloadFacts } from "../ports/hot-store.js";
+import type { CreateResult, ObjectStore } from "../ports/object-store.js";
+import {
+  buildManifest,
+  MANIFEST_CONTENT_TYPE,
+  serializeManifest,
+  sha256Hex,
+  validateManifest,
+  type Manifest,
+  type ManifestBucket,
+  type ManifestExpectations,
+} from "./manifest.js";
+import { fileByteSource, inspectPayload, type PayloadExpectations } from "./payload-reader.js";
+import {
+  writePayloadFile,
+  type PayloadEncodingOptions,
+  type WrittenPayload,
+} from "./payload-writer.js";
+import { manifestKey as contentManifestKey } from "../domain/object-keys.js";
+
+export const PAYLOAD_CONTENT_TYPES: Record<ArchiveFormat, string> = {
+  parquet: "application/vnd.apache.parquet",
+  json: "application/x-ndjson",
+};
+
+/** The physical identity of the bucket being archived. */
+export interface ArchiveBucketRef {
+  readonly tableId: TableId;
+  readonly partitionKey: Uint8Array;
+  readonly bucketKey: string;
+}
+
+export interface StorePayloadInput {
+  readonly store: ObjectStore;
+  /** Archive prefix inside the store (may be empty). */
+  readonly prefix: string;
+  readonly bucket: ArchiveBucketRef;
+  readonly format: ArchiveFormat;
+  /** Pages of the fenced snapshot in `(event_time, sort_key)` order. */
+  readonly rows: AsyncIterable<readonly BucketRow[]>;
+  /** Where the temporary payload file goes (default: the OS temp folder). */
+  readonly tempDir?: string;
+  readonly encoding?: PayloadEncodingOptions;
+}
+
+export interface StoredPayload extends PayloadFacts {
+  /** `already-exists` when an earlier attempt had stored the same bytes (verified all the same). */
+  readonly outcome: CreateResult;
+}
+
+/**
+ * Encode, upload with create-if-absent, read back and verify one bucket's
+ * payload. Throws ArchiveIntegrityError (and returns nothing) when the
+ * stored object does not match what was written. The temporary file is
+ * always removed.
+ */
+export async function storePayload(input: StorePayloadInput): Promise<StoredPayload> {
+  const { store, bucket, format } = input;
+  const dir = await mkdtemp(path.join(input.tempDir ?? os.tmpdir(), "pulpitum-payload-"));
+  try {
+    const written = await writePayloadFile(
+      format,
+      bucket.partitionKey,
+      input.rows,
+      path.join(dir, `payload.${format}`),
+      input.encoding,
+    );
+    const key = payloadKey(location(input.prefix, bucket), written.sha256, format);
+    const outcome = await store.createIfAbsent(
+      key,
+      { filePath: written.filePath, byteLength: written.byteLength },
+      { contentType: PAYLOAD_CONTENT_TYPES[format] },
+    );
+    await verifyStoredPayload(store, key, written, format, bucketExpectations(bucket));
+    return {
+      key,
+      sha256: written.sha256,
+      rowCount: written.rowCount,
+      byteLength: written.byteLength,
+      outcome,
+    };
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+function location(prefix: string, bucket: ArchiveBucketRef): BucketLocation {
+  return {
+    prefix,
+    tableId: bucket.tableId,
+    partitionKey: bucket.partitionKey,
+    bucketKey: bucket.bucketKey,
+  };
+}
+
+function bucketExpectations(bucket: ArchiveBucketRef): PayloadExpectations {
+  const descriptor = parseBucketKey(bucket.bucketKey);
+  return {
+    partitionKey: bucket.partitionKey,
+    start: dateToMicros(descriptor.start),
+    end: dateToMicros(descriptor.end),
+  };
+}
+
+/**
+ * Check the stored object against the file we wrote: size (HEAD), then the
+ * SHA-256 and length of the bytes streamed back. Equal hashes make the stored
+ * object and the local file the same bytes, so decoding the local file is
+ * decoding the stored object: its rows must reproduce the writer's count and
+ * row digest, carry the bucket's partition key and stay inside its bounds.
+ */
+async function verifyStoredPayload(
+  store: ObjectStore,
+  key: string,
+  written: WrittenPayload,
+  format: ArchiveFormat,
+  expected: PayloadExpectations,
+): Promise<void> {
+  const info = await store.head(key);
+  if (info === null)
+    throw new ArchiveIntegrityError(key, "the payload is missing right after it was stored");
+  if (info.size !== written.byteLength) {
+    throw new ArchiveIntegrityError(
+      key,
+      `stored size is ${info.size} bytes, ${written.byteLength} were written`,
+    );
+  }
+  const readBack = await hashObject(store, key);
+  if (readBack.byteLength !== written.byteLength) {
+    throw new ArchiveIntegrityError(
+      key,
+      `reading back returned ${readBack.byteLength} bytes, ${written.byteLength} were written`,
+    );
+  }
+  if (readBack.sha256 !== written.sha256) {
+    throw new ArchiveIntegrityError(
+      key,
+      `stored bytes hash to ${readBack.sha256}, ${written.sha256} were written`,
+    );
+  }
+  const source = await fileByteSource(written.filePath, key);
+  try {
+    const content = await inspectPayload(source, format, expected);
+    if (content.rowCount !== written.rowCount) {
+      throw new ArchiveIntegrityError(
+        key,
+        `payload decodes to ${content.rowCount} rows, ${written.rowCount} were written`,
+      );
+    }
+    if (content.rowsDigest !== written.rowsDigest) {
+      throw new ArchiveIntegrityError(key, "decoded rows differ from the rows that were written");
+    }
+  } finally {
+    await source.close();
+  }
+}
+
+async function hashObject(
+  store: ObjectStore,
+  key: string,
+): Promise<{ sha256: string; byteLength: number }> {
+  const hash = createHash("sha256");
+  let byteLength = 0;
+  for await (const chunk of await store.getStream(key)) {
+    hash.update(chunk);
+    byteLength += chunk.byteLength;
+  }
+  return { sha256: hash.digest("hex"), byteLength };
+}
+
+export interface SealManifestInput {
+  readonly store: ObjectStore;
+  readonly prefix: string;
+  readonly bucket: ArchiveBucketRef;
+  readonly strategy: BucketStrategy;
+  readonly start: Date;
+  readonly end: Date;
+  /** The lease generation sealing the bucket (see the note at the top of this module). */
+  readonly generation: number;
+  readonly format: ArchiveFormat;
+  /** The verified payload, as {@link storePayload} returned it and metadata recorded it. */
+  readonly payload: PayloadFacts;
+}
+
+/**
+ * Write the bucket's manifest v4 at its content-addressed key (create if
+ * absent), read it back and validate it against the bucket and payload, and
+ * check that the payload object exists with the recorded size. Returns the
+ * manifest key.
+ */
+export async function sealManifest(input: SealManifestInput): Promise<string> {
+  const { store, prefix, payload } = input;
+  const bucket: ManifestBucket = {
+    tableId: input.bucket.tableId,
+    partitionKey: input.bucket.partitionKey,
+    bucketKey: input.bucket.bucketKey,
+    strategy: input.strategy,
+    start: input.start,
+    end: input.end,
+  };
+  const manifest = buildManifest({
+    bucket,
+    generation: input.generation,
+    format: input.format,
+    payload,
+  });
+  const bytes = serializeManifest(manifest);
+  const key = contentManifestKey(location(prefix, bucket), sha256Hex(bytes));
+  const expectations: ManifestExpectations = {
+    prefix,
+    bucket,
+    payload,
+    format: input.format,
+    generation: input.generation,
+    manifestKey: key,
+  };
+  // Refuse to write a manifest that would not validate (a payload key outside the bucket, say).
+  validateManifest(bytes, expectations, key);
+
+  await store.createIfAbsent(key, bytes, { contentType: MANIFEST_CONTENT_TYPE });
+  const stored = await store.get(key);
+  if (!Buffer.from(stored).equals(Buffer.from(bytes))) {
+    // Same key, different bytes: the hash in the key no longer matches, whatever is there.
+    throw new ArchiveIntegrityError(
+      key,
+      "the stored manifest differs from the manifest that was written",
+    );
+  }
+  validateManifest(stored, expectations, key);
+  await checkPayloadSize(store, payload.key, payload.byteLength, `in manifest ${key}`);
+  return key;
+}
+
+async function checkPayloadSize(
+  store: ObjectStore,
+  key: string,
+  byteLength: number,
+  recordedBy: string,
+) {
+  const info = await store.head(key);
+  if (info === null)
+    throw new ArchiveIntegrityError(key, `payload is missing (${byteLength} bytes ${recordedBy})`);
+  if (info.size !== byteLength) {
+    throw new ArchiveIntegrityError(
+      key,
+      `payload is ${info.size} bytes, ${byteLength} ${recordedBy}`,
+    );
+  }
+}
+
+export interface PayloadVerification {
+  /** Bucket whose payload this is: its partition key and bounds are checked on every record. */
+  readonly bucket?: ArchiveBucketRef;
+  readonly tempDir?: string;
+}
+
+/**
+ * Re-verify a recorded payload in full: size, SHA-256 and length of the
+ * stored bytes, and the decoded row count (plus partition key, bounds and
+ * order when the bucket is given). Used when a takeover resumes from a
+ * payload that only our own metadata vouches for.
+ */
+export async function verifyPayload(
+  store: ObjectStore,
+  payload: PayloadFacts,
+  format: ArchiveFormat,
+  options: PayloadVerification = {},
+): Promise<PayloadFacts> {
+  await checkPayloadSize(store, payload.key, payload.byteLength, "were recorded");
+  return await verifyPayloadBytes(
+    store,
+    payload,
+    format,
+    options.bucket === undefined ? {} : bucketExpectations(options.bucket),
+    "were recorded",
+    options.tempDir,
+  );
+}
+
+/**
+ * Stream the payload once into a temporary file while hashing it; once its
+ * length and hash match, decode that file (the same bytes) and check rows.
+ */
+async function verifyPayloadBytes(
+  store: ObjectStore,
+  payload: PayloadFacts,
+  format: ArchiveFormat,
+  expected: PayloadExpectations,
+  recordedBy: string,
+  tempDir: string | undefined,
+): Promise<PayloadFacts> {
+  const key = payload.key;
+  const dir = await mkdtemp(path.join(tempDir ?? os.tmpdir(), "pulpitum-verify-"));
+  try {
+    const filePath = path.join(dir, `payload.${format}`);
+    const hash = createHash("sha256");
+    let byteLength = 0;
+    let stream: AsyncIterable<Uint8Array>;
+    try {
+      stream = await store.getStream(key);
+    } catch (error) {
+      if (error instanceof ObjectNotFoundError) {
+        throw new ArchiveIntegrityError(key, "payload is missing", { cause: error });
+      }
+      throw error;
+    }
+    await pipeline(
+      Readable.from(stream),
+      new Transform({
+        transform(chunk: Buffer, _encoding, callback) {
+          hash.update(chunk);
+          byteLength += chunk.byteLength;
+          callback(null, chunk);
+        },
+      }),
+      createWriteStream(filePath, { flags: "wx" }),
+    );
+    const sha256 = hash.digest("hex");
+    if (byteLength !== payload.byteLength) {
+      throw new ArchiveIntegrityError(
+        key,
+        `payload streamed ${byteLength} bytes, ${payload.byteLength} ${recordedBy}`,
+      );
+    }
+    if (sha256 !== payload.sha256) {
+      throw new ArchiveIntegrityError(
+        key,
+        `payload hashes to ${sha256}, ${payload.sha256} ${recordedBy}`,
+      );
+    }
+    const source = await fileByteSource(filePath, key);
+    let rowCount: number;
+    try {
+      ({ rowCount } = await inspectPayload(source, format, expected));
+    } finally {
+      await source.close();
+    }
+    if (rowCount !== payload.rowCount) {
+      throw new ArchiveIntegrityError(
+        key,
+        `payload decodes to ${rowCount} rows, ${payload.rowCount} ${recordedBy}`,
+      );
+    }
+    return { key, sha256, rowCount, byteLength };
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+export interface ArchivedBucketExpectations {
+  /** Archive prefix; without it the manifest's keys are checked up to the prefix. */
+  readonly prefix?: string;
+  /** The bucket the manifest is supposed to describe. */
+  readonly bucket: ArchiveBucketRef;
+  readonly strategy?: BucketStrategy;
+  readonly start?: Date;
+  readonly end?: Date;
+  readonly format?: ArchiveFormat;
+  /** The payload recorded in metadata, when known: the manifest must name exactly it. */
+  readonly payload?: PayloadFacts;
+  /**
+   * Also stream, hash and decode the payload (default true). When false only
+   * the manifest is validated and the payload's size checked with HEAD,
+   * which suffices when this worker verified the payload itself earlier.
+   */
+  readonly verifyPayloadBytes?: boolean;
+  readonly tempDir?: string;
+}
+
+export interface VerifiedArchive {
+  readonly manifestKey: string;
+  readonly manifest: Manifest;
+  readonly payload: PayloadFacts;
+}
+
+/**
+ * Re-verify an archived (or sealed) bucket: the manifest's bytes against
+ * its content-addressed key and the expected bucket and payload, then the
+ * payload's size and (unless told otherwise) its SHA-256, length and decoded
+ * rows against the manifest. Used before publication, after a takeover
+ * resumes from recorded artifacts, and by `pulpitum verify`.
+ *
+ * Throws ArchiveIntegrityError on any mismatch, including a missing payload;
+ * a missing manifest is ObjectNotFoundError, as the key may simply be wrong.
+ */
+export async function verifyArchivedBucket(
+  store: ObjectStore,
+  manifestKey: string,
+  expected: ArchivedBucketExpectations,
+): Promise<VerifiedArchive> {
+  const bytes = await store.get(manifestKey);
+  const manifest = validateManifest(
+    bytes,
+    {
+      prefix: expected.prefix,
+      bucket: {
+        ...expected.bucket,
+        strategy: expected.strategy,
+        start: expected.start,
+        end: expected.end,
+      },
+      payload: expected.payload,
+      format: expected.format,
+      manifestKey,
+    },
+    manifestKey,
+  );
+  const recorded: PayloadFacts = {
+    key: manifest.payload_key,
+    sha256: manifest.sha256,
+    rowCount: manifest.row_count,
+    byteLength: manifest.byte_length,
+  };
+  await checkPayloadSize(store, recorded.key, recorded.byteLength, `in manifest ${manifestKey}`);
+  if (expected.verifyPayloadBytes === false) return { manifestKey, manifest, payload: recorded };
+
+  const descriptor = parseBucketKey(manifest.bucket_key, manifest.bucket_strategy);
+  const payload = await verifyPayloadBytes(
+    store,
+    recorded,
+    manifest.format,
+    {
+      partitionKey: Buffer.from(manifest.partition_key_b64, "base64"),
+      start: dateToMicros(descriptor.start),
+      end: dateToMicros(descriptor.end),
+    },
+    `in manifest ${manifestKey}`,
+    expected.tempDir,
+  );
+  return { manifestKey, manifest, payload };
+}

@@ -1,0 +1,24 @@
+/** Plain text tables for human output; `--json` output bypasses this entirely. */
+export function renderTable(headers: string[], rows: Array<Array<string | number | null | undefined>>): string {
+  const cells = rows.map((r) => r.map((c) => (c === null || c === undefined ? "-" : String(c))));
+  const widths = headers.map((h, i) => Math.max(h.length, ...cells.map((r) => r[i]?.length ?? 0)));
+  const line = (r: string[]) => r.map((c, i) => c.padEnd(widths[i]!)).join("  ").trimEnd();
+  return [line(headers), line(widths.map((w) => "-".repeat(w))), ...cells.map(line)].join("\n");
+}
+
+export function formatBytes(bytes: number): string {
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return unit === 0 ? `${bytes} B` : `${value.toFixed(1)} ${units[unit]}`;
+}
+
+export function printJson(value: unknown): void {
+  process.stdout.write(
+    `${JSON.stringify(value, (_key, v) => (typeof v === "bigint" ? v.toString() : v instanceof Uint8Array ? Buffer.from(v).toString("base64") : v), 2)}\n`,
+  );
+}

@@ -1,0 +1,288 @@
+import { Command, CommanderError, Option } from "commander";
+import { createReadStream } from "node:fs";
+import { createInterface } from "node:readline";
+import { CONFIG_VARIABLES, type PulpitumConfig } from "../config.js";
+import { parseBucketStrategy, describeBucket } from "../domain/bucket.js";
+import { recordFromJsonLine, type TableRecord } from "../domain/record.js";
+import { parseArchiveFormat, parseTableId } from "../domain/table.js";
+import { ConfigError, errorMessage, InvalidInputError, PulpitumError } from "../errors.js";
+import type { Candidate } from "../ports/hot-store.js";
+import { loadConfig, openRuntime, type Runtime } from "../runtime.js";
+import { runStandalone } from "../runner/standalone.js";
+import { formatBytes, printJson, renderTable } from "./format.js";
+import { ProgressBar } from "./progress.js";
+import { stderrLog } from "./log.js";
+import { runEmbeddedDemo } from "./start.js";
+import { renderStatus, statusToJson } from "./status.js";
+
+const IMPORT_BATCH = 1000;
+
+/** Run the CLI; returns the exit code. Errors go to stderr with the reason. */
+export async function main(argv: string[]): Promise<number> {
+  const program = buildProgram();
+  try {
+    await program.parseAsync(argv, { from: "user" });
+    return typeof process.exitCode === "number" ? process.exitCode : 0;
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      return error.exitCode;
+    }
+    if (error instanceof ConfigError) {
+      process.stderr.write(`pulpitum: invalid configuration:\n${error.message.replace(/^/gm, "  ")}\n`);
+      return 2;
+    }
+    if (error instanceof InvalidInputError) {
+      process.stderr.write(`pulpitum: ${error.message}\n`);
+      return 2;
+    }
+    if (error instanceof PulpitumError) {
+      process.stderr.write(`pulpitum: ${error.message}\n`);
+      return 1;
+    }
+    process.stderr.write(`pulpitum: unexpected failure: ${errorMessage(error)}\n`);
+    if (process.env.PULPITUM_DEBUG) console.error(error);
+    return 1;
+  }
+}
+
+/** Validate configuration first, open adapters, run, always close. */
+async function withRuntime<T>(fn: (runtime: Runtime) => Promise<T>, options: { migrate?: boolean } = {}): Promise<T> {
+  const config = loadConfig();
+  const runtime = await openRuntime(config, options);
+  try {
+    return await fn(runtime);
+  } finally {
+    await runtime.close();
+  }
+}
+
+function buildProgram(): Command {
+  const program = new Command("pulpitum")
+    .description(
+      "Archive closed time buckets from a SQL hot store to verified Parquet/JSON objects, cut reads over, delete the hot rows.",
+    )
+    .exitOverride()
+    .showHelpAfterError()
+    .addHelpText(
+      "after",
+      `\nConfiguration (environment variables):\n${CONFIG_VARIABLES.map((v) => `  ${v.name.padEnd(38)} default ${v.default}`).join("\n")}\n\nWith neither DATABASE_URL nor PULPITUM_ARCHIVE_URL set, everything runs embedded under PULPITUM_HOME.`,
+    );
+
+  program
+    .command("migrate")
+    .description("create or upgrade the pulpitum_v4 schema (numbered, idempotent migrations)")
+    .option("--json", "print the result as JSON")
+    .action(async (opts: { json?: boolean }) => {
+      const config = loadConfig();
+      const runtime = await openRuntime(config, { migrate: false });
+      try {
+        const applied = await runtime.hotStore.migrate();
+        if (opts.json) printJson({ applied });
+        else console.log(applied.length === 0 ? "schema is up to date; nothing applied" : `applied migrations ${applied.join(", ")}`);
+      } finally {
+        await runtime.close();
+      }
+    });
+
+  const tables = program.command("tables").description("register, list, pause and resume tables");
+  tables
+    .command("create")
+    .argument("<table>", "table id: lowercase letters, digits, '_' and '-'")
+    .description("register a table (its bucket strategy can never change)")
+    .addOption(new Option("--strategy <strategy>", "bucket strategy").choices(["year", "month", "day"]).default("year"))
+    .addOption(new Option("--format <format>", "archive format (default PULPITUM_ARCHIVE_FORMAT)").choices(["parquet", "json"]))
+    .option("--writable-buckets <n>", "accept appends only for the newest N buckets (ingestion guard)")
+    .option("--json", "print the result as JSON")
+    .action(async (table: string, opts: { strategy: string; format?: string; writableBuckets?: string; json?: boolean }) => {
+      const tableId = parseTableId(table, "TABLE");
+      const strategy = parseBucketStrategy(opts.strategy, "--strategy");
+      let writableBuckets: number | null = null;
+      if (opts.writableBuckets !== undefined) {
+        if (!/^\d+$/.test(opts.writableBuckets) || Number(opts.writableBuckets) < 1) {
+          throw new InvalidInputError(`--writable-buckets ${JSON.stringify(opts.writableBuckets)}`, "is not a positive integer", "an integer >= 1");
+        }
+        writableBuckets = Number(opts.writableBuckets);
+      }
+      await withRuntime(async (rt) => {
+        const format = opts.format ? parseArchiveFormat(opts.format, "--format") : rt.config.defaultFormat;
+        const result = await rt.hotStore.registerTable({ tableId, strategy, format, writableBuckets }, rt.clock.now());
+        if (opts.json) printJson({ table_id: tableId, result, strategy, format, writable_buckets: writableBuckets });
+        else console.log(`table ${tableId}: ${result} (${strategy}, ${format}${writableBuckets ? `, writable buckets ${writableBuckets}` : ""})`);
+      });
+    });
+  tables
+    .command("list")
+    .description("list registered tables")
+    .option("--json", "print as JSON")
+    .action(async (opts: { json?: boolean }) => {
+      await withRuntime(async (rt) => {
+        const list = await rt.hotStore.listTables();
+        if (opts.json) {
+          printJson(list.map((t) => ({ table_id: t.tableId, strategy: t.strategy, format: t.format, writable_buckets: t.writableBuckets, paused: t.paused })));
+          return;
+        }
+        if (list.length === 0) return console.log("no tables registered; create one with `pulpitum tables create TABLE`");
+        console.log(renderTable(["table", "strategy", "format", "writable buckets", "paused"], list.map((t) => [t.tableId, t.strategy, t.format, t.writableBuckets, t.paused ? "yes" : "no"])));
+      });
+    });
+  for (const [name, paused] of [["pause", true], ["resume", false]] as const) {
+    tables
+      .command(name)
+      .argument("<table>", "table id")
+      .description(paused ? "stop new claims for a table (buckets in flight finish)" : "allow new claims again")
+      .action(async (table: string) => {
+        const tableId = parseTableId(table, "TABLE");
+        await withRuntime(async (rt) => {
+          await rt.hotStore.setPaused(tableId, paused, rt.clock.now());
+          console.log(`table ${tableId} ${paused ? "paused" : "resumed"}`);
+        });
+      });
+  }
+
+  program
+    .command("import")
+    .argument("<table>", "table id")
+    .argument("[file]", "newline-delimited JSON records, or - for stdin", "-")
+    .description(`append records: one JSON object per line, {"partition_key": base64, "event_time": RFC 3339, "sort_key": base64, "value": base64}`)
+    .option("--json", "print the result as JSON")
+    .action(async (table: string, file: string, opts: { json?: boolean }) => {
+      const tableId = parseTableId(table, "TABLE");
+      await withRuntime(async (rt) => {
+        const result = await importRecords(rt, tableId, file);
+        if (opts.json) printJson(result);
+        else console.log(`imported ${result.inserted} records (${result.duplicates} already present) from ${result.lines} lines`);
+        if (result.error) {
+          throw new InvalidInputError(
+            `${file === "-" ? "stdin" : file} line ${result.error.line}`,
+            `${result.error.message}; the import stopped there: lines before it are stored, nothing from it on`,
+            "one record per line in the JSON form above",
+          );
+        }
+      });
+    });
+
+  program
+    .command("plan")
+    .description("show what would be archived now and why, changing nothing (dry run)")
+    .option("--json", "print as JSON")
+    .option("--limit <n>", "at most this many candidates", "1000")
+    .action(async (opts: { json?: boolean; limit: string }) => {
+      await withRuntime(async (rt) => {
+        const now = rt.clock.now();
+        const candidates = await rt.hotStore.peekCandidates({
+          now,
+          cutoff: rt.config.eligibleBefore,
+          limit: Math.max(1, Math.min(10_000, Number(opts.limit) || 1000)),
+          enqueuedBefore: now,
+        });
+        const rows = candidates.map((c) => ({ bucket: describeBucket(c.id), table_id: c.id.tableId, partition_key_b64: Buffer.from(c.id.partitionKey).toString("base64"), bucket_key: c.id.bucketKey, kind: c.kind, state: c.state, next_phase: c.kind === "eligible" ? "claim" : c.phase, bucket_end: c.end.toISOString(), why: explain(c, rt.config) }));
+        if (opts.json) return printJson({ cutoff: rt.config.eligibleBefore.toISOString(), candidates: rows });
+        console.log(`cutoff ${rt.config.eligibleBefore.toISOString()}${rt.config.eligibleBeforeIsDefault ? " (default: January 1 of the previous UTC year)" : ""}`);
+        if (rows.length === 0) return console.log("nothing to archive now");
+        console.log(renderTable(["bucket", "next phase", "why"], rows.map((r) => [r.bucket, r.next_phase, r.why])));
+      });
+    });
+
+  program
+    .command("archive")
+    .description("run the standalone archiver: discovery every ARCHIVER_INTERVAL_SECONDS and a pool of ARCHIVER_WORKERS")
+    .option("--once", "work until nothing is left that this process can advance, then exit 0")
+    .action(async (opts: { once?: boolean }) => {
+      await withRuntime(async (rt) => {
+        const controller = new AbortController();
+        let signals = 0;
+        const onSignal = (signal: string) => {
+          signals++;
+          if (signals > 1) {
+            process.stderr.write(`pulpitum: second ${signal}; exiting now (leases expire and another worker takes over)\n`);
+            process.exit(130);
+          }
+          process.stderr.write(`pulpitum: ${signal}: finishing phases in flight, taking no new work\n`);
+          controller.abort();
+        };
+        process.on("SIGINT", onSignal);
+        process.on("SIGTERM", onSignal);
+        try {
+          const log = stderrLog(process.env.PULPITUM_LOG === "debug");
+          const summary = await runStandalone(rt.context(log), {
+            workers: rt.config.workers,
+            intervalMs: rt.config.intervalSeconds * 1000,
+            once: opts.once === true,
+            signal: controller.signal,
+            onOutcome: (o) => log.info(`${o.phase ?? "-"} ${o.result}`, { bucket: describeBucket(o.bucket), next: o.next, reason: o.reason, ms: o.durationMs }),
+          });
+          console.log(`archiver stopped after ${summary.rounds} discovery rounds: ${summary.advanced} phases advanced, ${summary.failures} failures`);
+          if (summary.failures > 0 && opts.once) process.exitCode = 1;
+        } finally {
+          process.off("SIGINT", onSignal);
+          process.off("SIGTERM", onSignal);
+        }
+      });
+    });
+
+  program
+    .command("status")
+    .description("buckets per table and state, rows, bytes, deferred buckets with their last error, archival lag")
+    .option("--json", "print as JSON")
+    .action(async (opts: { json?: boolean }) => {
+      await withRuntime(async (rt) => {
+        const report = await rt.hotStore.statusReport(rt.clock.now(), rt.config.eligibleBefore);
+        if (opts.json) printJson(statusToJson(report, rt.config.eligibleBefore));
+        else console.log(renderStatus(report, rt.config.eligibleBefore));
+      });
+    });
+
+  program
+    .command("start")
+    .description("the embedded demo behind `npm start`: seed a sample chat table once, archive it, read across the cutover")
+    .action(async () => {
+      await withRuntime(async (rt) => runEmbeddedDemo(rt));
+    });
+
+  return program;
+}
+
+function explain(c: Candidate, config: PulpitumConfig): string {
+  switch (c.kind) {
+    case "eligible":
+      return `hot; bucket_end ${c.end.toISOString()} <= cutoff ${config.eligibleBefore.toISOString()}`;
+    case "stalled":
+      return `archiving with no live lease; resumes at ${c.phase}`;
+    case "cleanup":
+      return "archived; hot rows not yet deleted";
+  }
+}
+
+async function importRecords(rt: Runtime, tableId: ReturnType<typeof parseTableId>, file: string) {
+  const input = file === "-" ? process.stdin : createReadStream(file);
+  const lines = createInterface({ input, crlfDelay: Infinity });
+  const progress = new ProgressBar(`importing into ${tableId}`, undefined);
+  let batch: TableRecord[] = [];
+  let lineNumber = 0;
+  let inserted = 0;
+  let duplicates = 0;
+  let error: { line: number; message: string } | undefined;
+  const flush = async () => {
+    if (batch.length === 0) return;
+    const r = await rt.hotStore.append(tableId, batch, rt.clock.now());
+    inserted += r.inserted;
+    duplicates += r.duplicates;
+    batch = [];
+    progress.update(inserted + duplicates, "records");
+  };
+  for await (const line of lines) {
+    lineNumber++;
+    if (line.trim() === "") continue;
+    try {
+      batch.push(recordFromJsonLine(line, `line ${lineNumber}`));
+    } catch (e) {
+      error = { line: lineNumber, message: errorMessage(e) };
+      break;
+    }
+    if (batch.length >= IMPORT_BATCH) await flush();
+  }
+  if (error) lines.close();
+  await flush();
+  progress.finish();
+  return { table_id: tableId, lines: lineNumber, inserted, duplicates, ...(error ? { error } : {}) };
+}

@@ -1,0 +1,78 @@
+import { describeBucket } from "../domain/bucket.js";
+import type { StatusReport } from "../ports/hot-store.js";
+import { formatBytes, renderTable } from "./format.js";
+
+/** `status --json`: stable snake_case field names. */
+export function statusToJson(report: StatusReport, cutoff: Date) {
+  return {
+    cutoff: cutoff.toISOString(),
+    tables: report.tables.map((t) => ({
+      table_id: t.tableId,
+      strategy: t.strategy,
+      format: t.format,
+      paused: t.paused,
+      states: t.states.map((s) => ({
+        state: s.state,
+        hot_deleted: s.hotDeleted,
+        buckets: s.buckets,
+        hot_rows: s.hotRows,
+        archived_rows: s.archivedRows,
+        archived_bytes: s.archivedBytes,
+      })),
+    })),
+    deferred: report.deferred.map((d) => ({
+      bucket: describeBucket(d.id),
+      attempts: d.attempts,
+      retry_at: d.retryAt?.toISOString() ?? null,
+      last_error: d.lastError,
+    })),
+    leased: report.leased.map((l) => ({
+      bucket: describeBucket(l.id),
+      phase: l.phase,
+      lease_expires_at: l.leaseExpiresAt.toISOString(),
+    })),
+    oldest_eligible_hot: report.oldestEligibleHot
+      ? { bucket: describeBucket(report.oldestEligibleHot.id), bucket_end: report.oldestEligibleHot.end.toISOString() }
+      : null,
+  };
+}
+
+export function renderStatus(report: StatusReport, cutoff: Date): string {
+  const lines: string[] = [`cutoff ${cutoff.toISOString()}`];
+  if (report.tables.length === 0) {
+    lines.push("no tables registered; create one with `pulpitum tables create TABLE`");
+    return lines.join("\n");
+  }
+  const rows: Array<Array<string | number>> = [];
+  for (const t of report.tables) {
+    if (t.states.length === 0) rows.push([t.tableId + (t.paused ? " (paused)" : ""), "-", 0, 0, 0, "-"]);
+    for (const s of t.states) {
+      const state = s.state === "archived" ? (s.hotDeleted ? "archived" : "archived, cleanup pending") : s.state;
+      rows.push([
+        t.tableId + (t.paused ? " (paused)" : ""),
+        state,
+        s.buckets,
+        s.hotRows,
+        s.archivedRows,
+        s.archivedBytes > 0 ? formatBytes(s.archivedBytes) : "-",
+      ]);
+    }
+  }
+  lines.push(renderTable(["table", "state", "buckets", "hot rows", "archived rows", "archived bytes"], rows));
+  lines.push(
+    report.oldestEligibleHot
+      ? `oldest eligible hot bucket: ${describeBucket(report.oldestEligibleHot.id)} (ended ${report.oldestEligibleHot.end.toISOString()})`
+      : "no eligible bucket is waiting in the hot store",
+  );
+  if (report.leased.length > 0) {
+    lines.push(`in flight (${report.leased.length}):`);
+    for (const l of report.leased) lines.push(`  ${describeBucket(l.id)} ${l.phase} until ${l.leaseExpiresAt.toISOString()}`);
+  }
+  if (report.deferred.length > 0) {
+    lines.push(`deferred (${report.deferred.length}):`);
+    for (const d of report.deferred) {
+      lines.push(`  ${describeBucket(d.id)} attempts ${d.attempts}, retry at ${d.retryAt?.toISOString() ?? "-"}: ${d.lastError ?? ""}`);
+    }
+  }
+  return lines.join("\n");
+}

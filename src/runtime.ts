@@ -1,0 +1,66 @@
+/**
+ * The outermost layer: turns the validated configuration into open adapters.
+ * Only this layer (and the CLI/Lambda entry points) reads the environment or
+ * the clock.
+ */
+import { mkdirSync } from "node:fs";
+import type { PulpitumConfig } from "./config.js";
+import { parseConfig } from "./config.js";
+import { archivePrefix, openObjectStore } from "./adapters/object-store/index.js";
+import { openPgHotStore, openPgliteHotStore } from "./adapters/sql/index.js";
+import type { Clock } from "./ports/clock.js";
+import { systemClock } from "./ports/clock.js";
+import type { HotStore } from "./ports/hot-store.js";
+import type { ObjectStore } from "./ports/object-store.js";
+import { settingsFromConfig, type ArchiverContext, type WorkflowLog } from "./usecases/context.js";
+
+export interface Runtime {
+  readonly config: PulpitumConfig;
+  readonly hotStore: HotStore;
+  readonly objectStore: ObjectStore;
+  readonly archivePrefix: string;
+  readonly clock: Clock;
+  context(log: WorkflowLog): ArchiverContext;
+  close(): Promise<void>;
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, clock: Clock = systemClock): PulpitumConfig {
+  return parseConfig(env, { now: clock.now(), cwd: process.cwd() });
+}
+
+/**
+ * Open the hot store and the archive named by the configuration. The
+ * embedded database migrates itself; an external one must have been migrated
+ * with `pulpitum migrate` unless `migrate` is true.
+ */
+export async function openRuntime(
+  config: PulpitumConfig,
+  options: { migrate?: boolean; clock?: Clock } = {},
+): Promise<Runtime> {
+  const clock = options.clock ?? systemClock;
+  let hotStore: HotStore;
+  if (config.database.kind === "pglite") {
+    mkdirSync(config.database.dataDir, { recursive: true });
+    hotStore = await openPgliteHotStore(config.database.dataDir);
+    await hotStore.migrate();
+  } else {
+    hotStore = await openPgHotStore(config.database.url);
+    if (options.migrate) await hotStore.migrate();
+  }
+  if (config.archive.kind === "file") mkdirSync(config.archive.root, { recursive: true });
+  const objectStore = openObjectStore(config.archive);
+  const prefix = archivePrefix(config.archive);
+  const settings = settingsFromConfig(config, prefix);
+  return {
+    config,
+    hotStore,
+    objectStore,
+    archivePrefix: prefix,
+    clock,
+    context: (log) => ({ hotStore, objectStore, clock, settings, log }),
+    async close() {
+      await hotStore.close();
+      await objectStore.close?.();
+    },
+  };
+}

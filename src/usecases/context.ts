@@ -1,0 +1,85 @@
+import type { PulpitumConfig } from "../config.js";
+import type { BucketId } from "../domain/bucket.js";
+import type { Clock } from "../ports/clock.js";
+import type { HotStore, PhaseName } from "../ports/hot-store.js";
+import type { ObjectStore } from "../ports/object-store.js";
+import type { WorkQueue } from "../ports/work-queue.js";
+
+/** Tunables of the archival workflow, derived once from the validated configuration. */
+export interface ArchiverSettings {
+  /** A hot bucket may be claimed when `bucket_end <= cutoff`. */
+  readonly cutoff: Date;
+  readonly leaseMs: number;
+  readonly renewalMs: number;
+  readonly retryMs: number;
+  readonly requeueMs: number;
+  readonly scanLimit: number;
+  readonly snapshotPageSize: number;
+  readonly cleanupBatchSize: number;
+  /** 0: no cap. */
+  readonly cleanupMaxRowsPerSecond: number;
+  /** Key prefix of the archive (may be empty). */
+  readonly archivePrefix: string;
+  /** Where payloads are staged before upload; the OS temp dir when undefined. */
+  readonly tempDir: string | undefined;
+}
+
+export function settingsFromConfig(config: PulpitumConfig, archivePrefix: string): ArchiverSettings {
+  return Object.freeze({
+    cutoff: config.eligibleBefore,
+    leaseMs: config.leaseSeconds * 1000,
+    renewalMs: config.leaseRenewalSeconds * 1000,
+    retryMs: config.retrySeconds * 1000,
+    requeueMs: config.requeueSeconds * 1000,
+    scanLimit: config.scanLimit,
+    snapshotPageSize: config.snapshotPageSize,
+    cleanupBatchSize: config.cleanupBatchSize,
+    cleanupMaxRowsPerSecond: config.cleanupMaxRowsPerSecond,
+    archivePrefix,
+    tempDir: undefined,
+  });
+}
+
+/** Structured log sink; the Lambda adapter maps it to Powertools, the CLI to stderr. */
+export interface WorkflowLog {
+  info(message: string, fields?: Record<string, unknown>): void;
+  warn(message: string, fields?: Record<string, unknown>): void;
+  error(message: string, fields?: Record<string, unknown>): void;
+}
+
+export const silentLog: WorkflowLog = { info() {}, warn() {}, error() {} };
+
+/** The ports and settings every use case of the workflow needs. */
+export interface ArchiverContext {
+  readonly hotStore: HotStore;
+  readonly objectStore: ObjectStore;
+  readonly clock: Clock;
+  readonly settings: ArchiverSettings;
+  readonly log: WorkflowLog;
+}
+
+export interface DiscoveryContext {
+  readonly hotStore: HotStore;
+  readonly queue: WorkQueue;
+  readonly settings: Pick<ArchiverSettings, "cutoff" | "scanLimit" | "requeueMs">;
+}
+
+export type PhaseResult = "advanced" | "busy" | "deferred" | "done" | "lease-lost";
+
+/** What one `runNextPhase` call did. */
+export interface PhaseOutcome {
+  readonly bucket: BucketId;
+  /** The phase attempted, or null when there was nothing to run. */
+  readonly phase: PhaseName | null;
+  readonly result: PhaseResult;
+  /** The phase the bucket needs next, or null when it is finished (archived, hot rows deleted). */
+  readonly next: PhaseName | null;
+  /** Why nothing ran (`done`), or the error that deferred the bucket. */
+  readonly reason?: string;
+  readonly retryAt?: Date;
+  /** Rows exported, or hot rows deleted by cleanup. */
+  readonly rows?: number;
+  /** Payload bytes written by export. */
+  readonly bytes?: number;
+  readonly durationMs: number;
+}

@@ -1,0 +1,19 @@
+import type { Candidate } from "../ports/hot-store.js";
+import type { DiscoveryContext } from "./context.js";
+
+/**
+ * Find buckets that need work and enqueue them. The scan stamps
+ * `enqueued_at`, so a bucket already queued is not offered again until
+ * `requeueMs` has passed; a message lost on the way is found again then.
+ * The queue is a wake-up, never the source of truth.
+ */
+export async function discover(ctx: DiscoveryContext, now: Date): Promise<Candidate[]> {
+  const candidates = await ctx.hotStore.discover({
+    now,
+    cutoff: ctx.settings.cutoff,
+    limit: ctx.settings.scanLimit,
+    enqueuedBefore: new Date(now.getTime() - ctx.settings.requeueMs),
+  });
+  if (candidates.length > 0) await ctx.queue.sendBatch(candidates.map((c) => c.id));
+  return candidates;
+}

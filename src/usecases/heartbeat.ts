@@ -1,0 +1,87 @@
+import type { Clock } from "../ports/clock.js";
+import type { HotStore, Lease } from "../ports/hot-store.js";
+import { errorMessage } from "../errors.js";
+import type { WorkflowLog } from "./context.js";
+
+/**
+ * Renews a lease every `renewalMs` while a phase runs. The first failed
+ * renewal (lost, expired, or an error we cannot tell from either) marks the
+ * heartbeat unhealthy for good and aborts `signal`: the phase must then start
+ * nothing destructive, and durable expiry and takeover decide what happens.
+ */
+export class LeaseHeartbeat {
+  #lease: Lease;
+  #timer: NodeJS.Timeout | undefined;
+  #inFlight: Promise<void> | undefined;
+  readonly #abort = new AbortController();
+  #failure: string | undefined;
+
+  constructor(
+    private readonly hotStore: HotStore,
+    lease: Lease,
+    private readonly clock: Clock,
+    private readonly leaseMs: number,
+    private readonly renewalMs: number,
+    private readonly log: WorkflowLog,
+  ) {
+    this.#lease = lease;
+  }
+
+  get lease(): Lease {
+    return this.#lease;
+  }
+
+  get healthy(): boolean {
+    return this.#failure === undefined;
+  }
+
+  get failure(): string | undefined {
+    return this.#failure;
+  }
+
+  get signal(): AbortSignal {
+    return this.#abort.signal;
+  }
+
+  start(): void {
+    this.#timer = setInterval(() => {
+      if (this.#inFlight === undefined && this.healthy) this.#inFlight = this.renew().finally(() => (this.#inFlight = undefined));
+    }, this.renewalMs);
+    this.#timer.unref?.();
+  }
+
+  /** Renew once now; exposed so long loops can renew between batches and tests can drive it. */
+  async renew(): Promise<void> {
+    if (!this.healthy) return;
+    try {
+      const renewed = await this.hotStore.renewLease(this.#lease, this.clock.now(), this.leaseMs);
+      if (renewed.kind === "renewed") {
+        this.#lease = renewed.lease;
+        return;
+      }
+      this.#fail("the lease was lost or expired before it could be renewed");
+    } catch (error) {
+      this.#fail(`renewal failed: ${errorMessage(error)}`);
+    }
+  }
+
+  /** Whether the lease is still ours by our own clock, with a margin for one renewal. */
+  expiresSoon(marginMs = 0): boolean {
+    return this.#lease.expiresAt.getTime() - this.clock.now().getTime() <= marginMs;
+  }
+
+  async stop(): Promise<void> {
+    if (this.#timer) clearInterval(this.#timer);
+    this.#timer = undefined;
+    await this.#inFlight;
+  }
+
+  #fail(reason: string): void {
+    this.#failure = reason;
+    this.log.warn("lease heartbeat failed; no further destructive step will start", {
+      reason,
+      generation: this.#lease.generation,
+    });
+    this.#abort.abort(new Error(reason));
+  }
+}

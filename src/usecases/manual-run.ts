@@ -1,0 +1,152 @@
+/**
+ * Archive one bucket by hand: run its phases one after another, each fenced
+ * exactly as a queue worker runs it, until the bucket is finished, cannot
+ * proceed now (busy, deferred, not eligible, lease lost), the phase budget is
+ * spent, or too little time is left to start another phase. Stopping early is
+ * always safe: the durable state says where the next attempt resumes.
+ */
+import { InvalidInputError } from "../errors.js";
+import type { BucketId } from "../domain/bucket.js";
+import type { BucketState, PhaseName, RecordedPhase } from "../ports/hot-store.js";
+import { WORK_MESSAGE_FORM, workItemFromObject, type WorkItem } from "../ports/work-queue.js";
+import type { ArchiverContext, PhaseOutcome, PhaseResult } from "./context.js";
+import { runNextPhase } from "./run-next-phase.js";
+
+export const MAX_MANUAL_PHASES = 100;
+export const DEFAULT_MANUAL_PHASES = 20;
+
+export const MANUAL_RUN_FORM = `${WORK_MESSAGE_FORM.slice(0, -1)},"max_phases"?:integer 1..${MAX_MANUAL_PHASES}}`;
+
+export interface ManualRunRequest {
+  readonly item: WorkItem;
+  readonly maxPhases: number;
+}
+
+/** Validate a manual invocation: the work message fields plus an optional `max_phases`. */
+export function parseManualRunRequest(value: unknown, input = "manual invocation"): ManualRunRequest {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new InvalidInputError(input, "is not a JSON object", MANUAL_RUN_FORM);
+  }
+  const { max_phases: maxPhases = DEFAULT_MANUAL_PHASES, ...message } = value as Record<string, unknown>;
+  if (typeof maxPhases !== "number" || !Number.isInteger(maxPhases) || maxPhases < 1 || maxPhases > MAX_MANUAL_PHASES) {
+    throw new InvalidInputError(input, `max_phases ${JSON.stringify(maxPhases)} is not an integer from 1 to ${MAX_MANUAL_PHASES}`, MANUAL_RUN_FORM);
+  }
+  return { item: workItemFromObject(message, input, MANUAL_RUN_FORM), maxPhases };
+}
+
+export interface ManualRunOptions {
+  readonly maxPhases: number;
+  /** Milliseconds left to the caller (a Lambda's `getRemainingTimeInMillis`). */
+  readonly remainingMs: () => number;
+  /** Start no phase with less time than this left. Default 30 000. */
+  readonly minRemainingMs?: number;
+  /** Called after each phase (metrics). */
+  readonly onPhase?: (outcome: PhaseOutcome) => void;
+}
+
+/** One phase as the report shows it (snake case, like every operator-facing JSON form). */
+export interface PhaseReport {
+  readonly phase: PhaseName | null;
+  readonly result: PhaseResult;
+  readonly next: PhaseName | null;
+  readonly reason?: string;
+  readonly retry_at?: string;
+  readonly rows?: number;
+  readonly bytes?: number;
+  readonly duration_ms: number;
+}
+
+export type ManualRunStop =
+  | "finished"
+  | "busy"
+  | "deferred"
+  | "lease-lost"
+  | "nothing-to-do"
+  | "max-phases"
+  | "time";
+
+export interface ManualRunReport {
+  readonly bucket: { readonly table_id: string; readonly partition_key_b64: string; readonly bucket_key: string };
+  readonly phases: readonly PhaseReport[];
+  readonly final: {
+    readonly stopped_because: ManualRunStop;
+    readonly state: BucketState | null;
+    readonly phase: RecordedPhase | null;
+    readonly hot_deleted: boolean | null;
+    readonly manifest_key: string | null;
+    readonly next: PhaseName | null;
+  };
+}
+
+export async function runBucketPhases(
+  ctx: ArchiverContext,
+  bucket: BucketId,
+  options: ManualRunOptions,
+): Promise<ManualRunReport> {
+  const minRemainingMs = options.minRemainingMs ?? 30_000;
+  const phases: PhaseReport[] = [];
+  let last: PhaseOutcome | undefined;
+  let stoppedBecause: ManualRunStop | undefined;
+
+  while (stoppedBecause === undefined) {
+    if (phases.length >= options.maxPhases) {
+      stoppedBecause = "max-phases";
+      break;
+    }
+    const remaining = options.remainingMs();
+    if (remaining < minRemainingMs) {
+      stoppedBecause = "time";
+      break;
+    }
+    // Cleanup stops starting batches with a margin to spare, so the phase commits in time.
+    const deadline = new Date(ctx.clock.now().getTime() + remaining - minRemainingMs / 2);
+    last = await runNextPhase(ctx, bucket, { deadline });
+    phases.push(phaseReport(last));
+    options.onPhase?.(last);
+    stoppedBecause = stopReason(last);
+  }
+
+  const metadata = await ctx.hotStore.getBucket(bucket);
+  return {
+    bucket: {
+      table_id: bucket.tableId,
+      partition_key_b64: Buffer.from(bucket.partitionKey).toString("base64"),
+      bucket_key: bucket.bucketKey,
+    },
+    phases,
+    final: {
+      stopped_because: stoppedBecause,
+      state: metadata?.state ?? null,
+      phase: metadata?.phase ?? null,
+      hot_deleted: metadata?.hotDeleted ?? null,
+      manifest_key: metadata?.manifestKey ?? null,
+      next: last?.next ?? null,
+    },
+  };
+}
+
+function stopReason(outcome: PhaseOutcome): ManualRunStop | undefined {
+  switch (outcome.result) {
+    case "advanced":
+      return outcome.next === null ? "finished" : undefined;
+    case "done":
+      return outcome.next === null ? "finished" : "nothing-to-do";
+    case "busy":
+    case "deferred":
+    case "lease-lost":
+      return outcome.result;
+  }
+}
+
+export function phaseReport(outcome: PhaseOutcome): PhaseReport {
+  return {
+    phase: outcome.phase,
+    result: outcome.result,
+    next: outcome.next,
+    ...(outcome.reason !== undefined && { reason: outcome.reason }),
+    ...(outcome.retryAt !== undefined && { retry_at: outcome.retryAt.toISOString() }),
+    ...(outcome.rows !== undefined && { rows: outcome.rows }),
+    ...(outcome.bytes !== undefined && { bytes: outcome.bytes }),
+    duration_ms: outcome.durationMs,
+  };
+}

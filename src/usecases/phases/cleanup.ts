@@ -1,0 +1,57 @@
+/**
+ * Cleanup: delete the hot rows of a published bucket, then hot_deleted = true.
+ *
+ * Invariant: hot rows are deleted only while the bucket is archived (reads
+ * already go to the verified archive) and only under a live lease; the flag
+ * is set only when no hot row remains.
+ *
+ * Ordering: publish commits before the first delete, so no read can be routed
+ * to a hot store missing rows. Deletion runs in bounded batches, each one a
+ * fenced statement, so an interruption leaves a resumable bucket (some rows
+ * gone, route already on the archive) rather than a long transaction to roll
+ * back. A failing heartbeat stops the loop before the next batch.
+ */
+import { InvariantViolationError } from "../../errors.js";
+import type { PhaseInput, StepResult } from "./step.js";
+import { commitFenced } from "./step.js";
+
+export async function cleanupBucket({ ctx, heartbeat, deadline }: PhaseInput): Promise<StepResult> {
+  const { cleanupBatchSize, cleanupMaxRowsPerSecond } = ctx.settings;
+  let deleted = 0;
+  const started = Date.now();
+  for (;;) {
+    if (!heartbeat.healthy) return { kind: "lease-lost", reason: heartbeat.failure ?? "heartbeat failed" };
+    if (deadline !== undefined && ctx.clock.now().getTime() >= deadline.getTime()) {
+      await ctx.hotStore.releaseLease(heartbeat.lease);
+      return { kind: "committed", next: "cleanup", rows: deleted };
+    }
+    const batch = await ctx.hotStore.cleanupBatch(heartbeat.lease, ctx.clock.now(), cleanupBatchSize);
+    if (batch.kind === "lease-lost") return { kind: "lease-lost", reason: "lease lost during cleanup" };
+    deleted += batch.count;
+    if (batch.count < cleanupBatchSize) break;
+    if (cleanupMaxRowsPerSecond > 0) {
+      const earliest = started + (deleted / cleanupMaxRowsPerSecond) * 1000;
+      const wait = earliest - Date.now();
+      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+    }
+  }
+
+  const lease = heartbeat.lease;
+  const finished = await commitFenced(
+    ctx,
+    lease,
+    "finish cleanup",
+    async () => {
+      const result = await ctx.hotStore.finishCleanup(heartbeat.lease, ctx.clock.now());
+      if (result.kind === "rows-remain") {
+        throw new InvariantViolationError(
+          "hot rows remain in an archived bucket after cleanup deleted them under the lease: the append fence was bypassed",
+        );
+      }
+      return result;
+    },
+    (m) => m.hotDeleted && m.generation === lease.generation,
+  );
+  if (finished.kind === "lease-lost") return { kind: "lease-lost", reason: "lease lost before cleanup was marked complete" };
+  return { kind: "committed", next: null, rows: deleted };
+}

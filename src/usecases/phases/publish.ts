@@ -1,0 +1,45 @@
+/**
+ * Publish: archiving -> archived (hot_deleted = false); the read cutover.
+ *
+ * Invariant: reads switch to the archive only for a manifest that was
+ * re-read and validated in this phase against the recorded payload facts;
+ * hot rows stay untouched, so until this commit the hot store serves every
+ * read and nothing has been lost whatever happens.
+ *
+ * Ordering: verify, then commit. The commit is the single cutover point; a
+ * lost reply is resolved by re-reading the state (archived with our
+ * generation means it landed), never by assuming. Publishing before the
+ * manifest is verified could route reads to an object that does not match.
+ */
+import { InvariantViolationError } from "../../errors.js";
+import { verifyArchivedBucket } from "../../archive/store.js";
+import { commitFenced, formatOfPayloadKey, type PhaseInput, type StepResult } from "./step.js";
+
+export async function publishBucket({ ctx, heartbeat, metadata, takeover }: PhaseInput): Promise<StepResult> {
+  const payload = metadata.payload;
+  const manifestKey = metadata.manifestKey;
+  if (payload === null || manifestKey === null) {
+    throw new InvariantViolationError("bucket in phase publish lacks a recorded payload or manifest");
+  }
+  await verifyArchivedBucket(ctx.objectStore, manifestKey, {
+    bucket: metadata.id,
+    strategy: metadata.strategy,
+    start: metadata.start,
+    end: metadata.end,
+    format: formatOfPayloadKey(payload.key),
+    payload,
+    verifyPayloadBytes: takeover,
+  });
+
+  if (!heartbeat.healthy) return { kind: "lease-lost", reason: heartbeat.failure ?? "heartbeat failed" };
+  const lease = heartbeat.lease;
+  const written = await commitFenced(
+    ctx,
+    lease,
+    "publish",
+    () => ctx.hotStore.publish(heartbeat.lease, ctx.clock.now()),
+    (m) => m.state === "archived" && m.generation === lease.generation,
+  );
+  if (written.kind === "lease-lost") return { kind: "lease-lost", reason: "lease lost before publication committed" };
+  return { kind: "committed", next: "cleanup", rows: payload.rowCount, bytes: payload.byteLength };
+}

@@ -1,0 +1,50 @@
+/**
+ * Seal: write manifest v4 for the recorded payload, read it back, record it.
+ *
+ * Invariant: a manifest key is recorded only after the manifest was created
+ * if absent, read back and validated against the recorded payload facts and
+ * the bucket's identity; the payload it names exists with the recorded size.
+ *
+ * Ordering: the payload is recorded before the manifest is written (export),
+ * so the manifest can only name verified bytes. A worker taking over from an
+ * owner that never released re-verifies the payload in full first, because
+ * nothing but our own record vouches for it. The manifest is
+ * content-addressed, so a repeat of this phase writes no second object for
+ * the same content and the record commit is fenced like every other.
+ */
+import { InvariantViolationError } from "../../errors.js";
+import { sealManifest, verifyPayload } from "../../archive/store.js";
+import { commitFenced, formatOfPayloadKey, type PhaseInput, type StepResult } from "./step.js";
+
+export async function sealBucket({ ctx, heartbeat, metadata, takeover }: PhaseInput): Promise<StepResult> {
+  const payload = metadata.payload;
+  if (payload === null) {
+    throw new InvariantViolationError(`bucket in phase seal has no recorded payload (generation ${metadata.generation})`);
+  }
+  const format = formatOfPayloadKey(payload.key);
+  if (takeover) await verifyPayload(ctx.objectStore, payload, format);
+
+  const lease = heartbeat.lease;
+  const manifestKey = await sealManifest({
+    store: ctx.objectStore,
+    prefix: ctx.settings.archivePrefix,
+    bucket: metadata.id,
+    strategy: metadata.strategy,
+    start: metadata.start,
+    end: metadata.end,
+    generation: lease.generation,
+    format,
+    payload,
+  });
+
+  if (!heartbeat.healthy) return { kind: "lease-lost", reason: heartbeat.failure ?? "heartbeat failed" };
+  const written = await commitFenced(
+    ctx,
+    lease,
+    "record manifest",
+    () => ctx.hotStore.recordManifest(heartbeat.lease, ctx.clock.now(), manifestKey),
+    (m) => m.generation === lease.generation && m.manifestKey === manifestKey,
+  );
+  if (written.kind === "lease-lost") return { kind: "lease-lost", reason: "lease lost before the manifest was recorded" };
+  return { kind: "committed", next: "publish" };
+}

@@ -1,0 +1,61 @@
+import { AmbiguousCommitError } from "../../errors.js";
+import type { ArchiveFormat } from "../../domain/table.js";
+import type { BucketMetadata, FencedWrite, Lease, PhaseName } from "../../ports/hot-store.js";
+import type { ArchiverContext } from "../context.js";
+import type { LeaseHeartbeat } from "../heartbeat.js";
+
+/** What a phase reports back to the runner. */
+export type StepResult =
+  | { kind: "committed"; next: PhaseName | null; rows?: number; bytes?: number }
+  | { kind: "lease-lost"; reason: string };
+
+export interface PhaseInput {
+  readonly ctx: ArchiverContext;
+  readonly heartbeat: LeaseHeartbeat;
+  /** Metadata as it was when the lease was taken. */
+  readonly metadata: BucketMetadata;
+  /** The previous owner never released its lease: verify its recorded artifacts before building on them. */
+  readonly takeover: boolean;
+  /** Stop starting new work after this instant (Lambda time budget); undefined: no limit. */
+  readonly deadline: Date | undefined;
+}
+
+/**
+ * Run a fenced commit and resolve a lost reply by re-reading, never by
+ * redoing blindly: if the re-read shows the commit landed it counts; if the
+ * lease is still ours and it did not land, the conditional statement is run
+ * once more (its condition makes a double application impossible);
+ * otherwise the lease is lost.
+ */
+export async function commitFenced(
+  ctx: ArchiverContext,
+  lease: Lease,
+  operation: string,
+  attempt: () => Promise<FencedWrite>,
+  landed: (metadata: BucketMetadata) => boolean,
+): Promise<FencedWrite> {
+  for (let tries = 0; ; tries++) {
+    try {
+      return await attempt();
+    } catch (error) {
+      if (!(error instanceof AmbiguousCommitError) || tries >= 2) throw error;
+      const current = await ctx.hotStore.getBucket(lease.bucket);
+      ctx.log.warn("commit reply lost; re-read the bucket to learn the outcome", {
+        operation,
+        landed: current !== null && landed(current),
+      });
+      if (current !== null && landed(current)) return { kind: "committed", metadata: current };
+      const stillOurs =
+        current !== null &&
+        current.ownerToken === lease.token &&
+        current.generation === lease.generation &&
+        current.leaseExpiresAt !== null &&
+        current.leaseExpiresAt.getTime() > ctx.clock.now().getTime();
+      if (!stillOurs) return { kind: "lease-lost", metadata: current };
+    }
+  }
+}
+
+export function formatOfPayloadKey(key: string): ArchiveFormat {
+  return key.endsWith(".json") ? "json" : "parquet";
+}

@@ -1,0 +1,194 @@
+import { describeBucket, type BucketId } from "../domain/bucket.js";
+import { errorMessage, LeaseLostError, UnknownBucketError, ArchiveIntegrityError, InvariantViolationError } from "../errors.js";
+import type { BucketMetadata, PhaseName } from "../ports/hot-store.js";
+import type { ArchiverContext, PhaseOutcome } from "./context.js";
+import { LeaseHeartbeat } from "./heartbeat.js";
+import { claimBucket } from "./phases/claim.js";
+import { cleanupBucket } from "./phases/cleanup.js";
+import { exportBucket } from "./phases/export.js";
+import { publishBucket } from "./phases/publish.js";
+import { sealBucket } from "./phases/seal.js";
+import { commitFenced, type PhaseInput, type StepResult } from "./phases/step.js";
+
+const PHASES: Record<PhaseName, (input: PhaseInput) => Promise<StepResult>> = {
+  claim: claimBucket,
+  export: exportBucket,
+  seal: sealBucket,
+  publish: publishBucket,
+  cleanup: cleanupBucket,
+};
+
+/**
+ * The phase a bucket needs next, derived from durable facts rather than from
+ * any message: archived buckets need cleanup until their hot rows are gone;
+ * archiving buckets need export, seal or publish depending on what is
+ * recorded; hot buckets need a claim. Null: nothing is left to do.
+ */
+export function nextPhaseOf(metadata: BucketMetadata): PhaseName | null {
+  switch (metadata.state) {
+    case "archived":
+      return metadata.hotDeleted ? null : "cleanup";
+    case "archiving":
+      if (metadata.payload === null) return "export";
+      if (metadata.manifestKey === null) return "seal";
+      return "publish";
+    case "hot":
+      return "claim";
+  }
+}
+
+export interface RunPhaseOptions {
+  /** Start no new cleanup batch after this instant (a Lambda's remaining time). */
+  readonly deadline?: Date;
+}
+
+/**
+ * Run exactly one fenced phase of one bucket.
+ *
+ * Reads the bucket's metadata, picks the phase from it, takes the lease or
+ * reports `busy`, runs the phase while a heartbeat renews the lease, and
+ * commits conditionally (each commit releases the lease). An error before
+ * publication defers the bucket back to hot with a retry time; an error in
+ * cleanup releases the lease and leaves the bucket archived for a later
+ * attempt. Safe to call for any bucket at any time, any number of times.
+ */
+export async function runNextPhase(
+  ctx: ArchiverContext,
+  bucket: BucketId,
+  options: RunPhaseOptions = {},
+): Promise<PhaseOutcome> {
+  const started = Date.now();
+  const outcome = (fields: Omit<PhaseOutcome, "bucket" | "durationMs">): PhaseOutcome => ({
+    bucket,
+    durationMs: Date.now() - started,
+    ...fields,
+  });
+
+  const before = await ctx.hotStore.getBucket(bucket);
+  if (before === null) throw new UnknownBucketError(describeBucket(bucket));
+  const planned = nextPhaseOf(before);
+  if (planned === null) return outcome({ phase: null, result: "done", next: null, reason: "already archived and hot rows deleted" });
+
+  const now = ctx.clock.now();
+  if (planned === "claim") {
+    const reason = await reasonNotToClaim(ctx, before, now);
+    if (reason !== undefined) {
+      return before.retryAt !== null && before.retryAt.getTime() > now.getTime()
+        ? outcome({ phase: null, result: "deferred", next: "claim", reason, retryAt: before.retryAt })
+        : outcome({ phase: null, result: "done", next: "claim", reason });
+    }
+  }
+
+  const acquisition = await ctx.hotStore.acquireLease(bucket, now, ctx.settings.leaseMs);
+  if (acquisition.kind === "missing") throw new UnknownBucketError(describeBucket(bucket));
+  if (acquisition.kind === "busy") {
+    return outcome({
+      phase: planned,
+      result: "busy",
+      next: planned,
+      reason: `leased until ${acquisition.metadata.leaseExpiresAt?.toISOString() ?? "?"}`,
+    });
+  }
+
+  const metadata = acquisition.metadata;
+  const phase = nextPhaseOf(metadata);
+  if (phase === null) {
+    await ctx.hotStore.releaseLease(acquisition.lease);
+    return outcome({ phase: null, result: "done", next: null, reason: "already archived and hot rows deleted" });
+  }
+
+  const fields = { bucket: describeBucket(bucket), phase, generation: acquisition.lease.generation };
+  const heartbeat = new LeaseHeartbeat(
+    ctx.hotStore,
+    acquisition.lease,
+    ctx.clock,
+    ctx.settings.leaseMs,
+    ctx.settings.renewalMs,
+    ctx.log,
+  );
+  heartbeat.start();
+  try {
+    const step = await PHASES[phase]({
+      ctx,
+      heartbeat,
+      metadata,
+      takeover: before.ownerToken !== null,
+      deadline: options.deadline,
+    });
+    if (step.kind === "lease-lost") {
+      ctx.log.warn("lease lost; the phase stopped without committing", { ...fields, reason: step.reason });
+      return outcome({ phase, result: "lease-lost", next: phase, reason: step.reason });
+    }
+    ctx.log.info("phase committed", { ...fields, next: step.next, rows: step.rows, bytes: step.bytes });
+    return outcome({ phase, result: "advanced", next: step.next, rows: step.rows, bytes: step.bytes });
+  } catch (error) {
+    if (error instanceof LeaseLostError || !heartbeat.healthy) {
+      ctx.log.warn("lease lost; the phase stopped without committing", { ...fields, reason: errorMessage(error) });
+      return outcome({ phase, result: "lease-lost", next: phase, reason: errorMessage(error) });
+    }
+    const severity = error instanceof ArchiveIntegrityError || error instanceof InvariantViolationError ? "error" : "warn";
+    ctx.log[severity]("phase failed", { ...fields, error: errorMessage(error), errorName: (error as Error)?.name });
+    return await recoverFromFailure(ctx, heartbeat, phase, error, outcome);
+  } finally {
+    await heartbeat.stop();
+  }
+}
+
+async function reasonNotToClaim(ctx: ArchiverContext, metadata: BucketMetadata, now: Date): Promise<string | undefined> {
+  if (metadata.end.getTime() > ctx.settings.cutoff.getTime()) {
+    return `not eligible: bucket_end ${metadata.end.toISOString()} is after the cutoff ${ctx.settings.cutoff.toISOString()}`;
+  }
+  if (metadata.retryAt !== null && metadata.retryAt.getTime() > now.getTime()) {
+    return `deferred until ${metadata.retryAt.toISOString()} after: ${metadata.lastError ?? "an earlier failure"}`;
+  }
+  const table = await ctx.hotStore.getTable(metadata.id.tableId);
+  if (table?.paused) return `table ${metadata.id.tableId} is paused`;
+  return undefined;
+}
+
+/**
+ * After a failed phase: before publication, re-read first (a failure after an
+ * upload may hide a commit that landed), then defer; after publication the
+ * archive is already the read authority, so release and let a later attempt
+ * finish cleanup.
+ */
+async function recoverFromFailure(
+  ctx: ArchiverContext,
+  heartbeat: LeaseHeartbeat,
+  phase: PhaseName,
+  error: unknown,
+  outcome: (fields: Omit<PhaseOutcome, "bucket" | "durationMs">) => PhaseOutcome,
+): Promise<PhaseOutcome> {
+  const lease = heartbeat.lease;
+  const reason = `${phase} failed: ${errorMessage(error)}`;
+  try {
+    const current = await ctx.hotStore.getBucket(lease.bucket);
+    if (current === null) throw error;
+    if (current.generation !== lease.generation || current.ownerToken !== lease.token) {
+      // Our commit landed (it released the lease) or someone else owns the bucket: nothing to undo.
+      const next = nextPhaseOf(current);
+      const landed = current.generation === lease.generation && current.ownerToken === null;
+      return outcome({ phase, result: landed ? "advanced" : "lease-lost", next, reason });
+    }
+    if (current.state === "archived") {
+      await ctx.hotStore.releaseLease(lease);
+      return outcome({ phase, result: "deferred", next: nextPhaseOf(current), reason });
+    }
+    const retryAt = new Date(ctx.clock.now().getTime() + ctx.settings.retryMs);
+    const deferred = await commitFenced(
+      ctx,
+      lease,
+      "defer",
+      () => ctx.hotStore.defer(lease, ctx.clock.now(), retryAt, reason),
+      (m) => m.state === "hot" && m.generation === lease.generation && m.ownerToken === null,
+    );
+    if (deferred.kind === "lease-lost") return outcome({ phase, result: "lease-lost", next: phase, reason });
+    return outcome({ phase, result: "deferred", next: "claim", reason, retryAt });
+  } catch (recoveryError) {
+    ctx.log.error("could not record the failure; the lease will expire and another worker takes over", {
+      phase,
+      error: errorMessage(recoveryError),
+    });
+    throw error;
+  }
+}

@@ -1,0 +1,174 @@
+/**
+ * Failure injection for the workflow tests. Wrappers around the real ports
+ * take a failure point, in the spirit of meterstore's `FailAt`:
+ *
+ * - `crash`: the process dies at that point. Before: the operation never
+ *   happens. After: it happened, and nobody heard. Every later call from the
+ *   same process life throws too, so no cleanup code can run, just as in a
+ *   real crash; the test then continues with a fresh process life.
+ * - `ambiguous`: the operation landed but its reply was lost
+ *   (AmbiguousCommitError); the process lives on.
+ * - `error`: the operation fails before taking effect; the process lives on.
+ * - `hook`: run arbitrary code at that point (advance a clock, start a rival).
+ */
+import { AmbiguousCommitError, TransientStoreError } from "../../src/errors.js";
+import type { HotStore } from "../../src/ports/hot-store.js";
+import type { ObjectFault, ObjectOperation } from "../../src/adapters/object-store/memory.js";
+
+export class SimulatedCrash extends Error {
+  constructor(point: string) {
+    super(`simulated crash at ${point}`);
+    this.name = "SimulatedCrash";
+  }
+}
+
+/** One process's life: once crashed, every port call from it fails. */
+export class ProcessLife {
+  #crashedAt: string | undefined;
+  /** Failure points that fired in this life. */
+  fired = 0;
+  get dead(): boolean {
+    return this.#crashedAt !== undefined;
+  }
+  crash(point: string): never {
+    this.#crashedAt = point;
+    throw new SimulatedCrash(point);
+  }
+  check(): void {
+    if (this.#crashedAt !== undefined) throw new SimulatedCrash(`${this.#crashedAt} (process already dead)`);
+  }
+}
+
+export type HotOperation = Exclude<keyof HotStore, "close" | "migrate">;
+export type FaultKind = "crash" | "ambiguous" | "error" | "hook";
+
+export interface FaultPoint<Op extends string> {
+  readonly operation: Op;
+  readonly when: "before" | "after";
+  readonly kind: FaultKind;
+  /** Fire on the nth matching call (1-based); default 1. */
+  readonly nth?: number;
+  /** For object operations: only keys containing this text. */
+  readonly keyIncludes?: string;
+  readonly hook?: () => void | Promise<void>;
+}
+
+function matcher<Op extends string>(point: FaultPoint<Op> | undefined) {
+  let seen = 0;
+  let fired = false;
+  return (operation: string, when: "before" | "after", key = ""): boolean => {
+    if (!point || fired || point.operation !== operation || point.when !== when) return false;
+    if (point.keyIncludes !== undefined && !key.includes(point.keyIncludes)) return false;
+    seen++;
+    if (seen !== (point.nth ?? 1)) return false;
+    fired = true;
+    return true;
+  };
+}
+
+const HOT_OPERATIONS: readonly HotOperation[] = [
+  "registerTable",
+  "getTable",
+  "listTables",
+  "setPaused",
+  "append",
+  "getBucket",
+  "acquireLease",
+  "renewLease",
+  "releaseLease",
+  "claim",
+  "snapshotPage",
+  "recordPayload",
+  "recordManifest",
+  "publish",
+  "cleanupBatch",
+  "finishCleanup",
+  "defer",
+  "discover",
+  "peekCandidates",
+  "readBucket",
+  "listPartitionBuckets",
+  "countHotRows",
+  "statusReport",
+];
+
+/** A HotStore that behaves like `inner` except at one failure point. */
+export function faultyHotStore(
+  inner: HotStore,
+  life: ProcessLife,
+  points?: FaultPoint<HotOperation> | readonly FaultPoint<HotOperation>[],
+): HotStore {
+  const list = points === undefined ? [] : Array.isArray(points) ? points : [points as FaultPoint<HotOperation>];
+  const matchers = list.map((point) => ({ point, matches: matcher(point) }));
+  const firing = (operation: string, when: "before" | "after") =>
+    matchers.find((m) => m.matches(operation, when))?.point;
+  const wrapped: Record<string, unknown> = {
+    migrate: () => inner.migrate(),
+    close: async () => {},
+  };
+  const extra = inner as unknown as Record<string, unknown>;
+  for (const name of Object.getOwnPropertyNames(Object.getPrototypeOf(inner))) {
+    if (name !== "constructor" && typeof extra[name] === "function" && !(name in wrapped) && !HOT_OPERATIONS.includes(name as HotOperation)) {
+      wrapped[name] = (...args: unknown[]) => (extra[name] as (...a: unknown[]) => unknown).apply(inner, args);
+    }
+  }
+  for (const operation of HOT_OPERATIONS) {
+    wrapped[operation] = async (...args: unknown[]) => {
+      life.check();
+      const before = firing(operation, "before");
+      if (before) await fire(before, life, `${operation}:before`);
+      const result = await (inner[operation] as (...a: unknown[]) => Promise<unknown>).apply(inner, args);
+      life.check();
+      const after = firing(operation, "after");
+      if (after) {
+        if (after.kind === "ambiguous") {
+          life.fired++;
+          throw new AmbiguousCommitError(`${operation} (injected)`);
+        }
+        await fire(after, life, `${operation}:after`);
+      }
+      return result;
+    };
+  }
+  return wrapped as unknown as HotStore;
+}
+
+async function fire<Op extends string>(point: FaultPoint<Op>, life: ProcessLife, where: string): Promise<void> {
+  life.fired++;
+  switch (point.kind) {
+    case "crash":
+      life.crash(where);
+    // falls through: crash never returns
+    case "error":
+      throw new TransientStoreError(`injected failure at ${where}`);
+    case "ambiguous":
+      throw new AmbiguousCommitError(`${where} (injected before the operation: nothing landed)`);
+    case "hook":
+      await point.hook?.();
+      return;
+  }
+}
+
+/**
+ * An object-store fault hook (for MemoryObjectStore) bound to a process life:
+ * every operation of a dead process fails, and the failure point fires once.
+ */
+export function objectFault(life: ProcessLife, point?: FaultPoint<ObjectOperation>): ObjectFault {
+  const matches = matcher(point);
+  return (operation, key, when) => {
+    life.check();
+    if (!matches(operation, when, key)) return;
+    life.fired++;
+    const where = `${operation}:${when}:${key}`;
+    switch (point!.kind) {
+      case "crash":
+        life.crash(where);
+        break;
+      case "error":
+      case "ambiguous":
+        throw new TransientStoreError(`injected failure at ${where}`);
+      case "hook":
+        void point!.hook?.();
+    }
+  };
+}
