@@ -46,11 +46,17 @@ export function createDiscoveryHandler(open: () => Promise<DiscoveryDependencies
     validateDiscoveryEvent(event);
     const deps = await open();
     const ctx = deps.runtime.context(workflowLog(logger));
-    const candidates = await discover({ hotStore: ctx.hotStore, queue: deps.queue, settings: ctx.settings }, deps.runtime.clock.now());
+    const candidates = await discover(
+      { hotStore: ctx.hotStore, queue: deps.queue, settings: ctx.settings },
+      deps.runtime.clock.now(),
+    );
     const byKind: Record<string, number> = {};
     for (const c of candidates) byKind[c.kind] = (byKind[c.kind] ?? 0) + 1;
     recordDiscovery(candidates.length);
-    logger.info("discovery enqueued candidates", { candidates: candidates.length, by_kind: byKind });
+    logger.info("discovery enqueued candidates", {
+      candidates: candidates.length,
+      by_kind: byKind,
+    });
     return { candidates: candidates.length, by_kind: byKind };
   })
     .use(injectLambdaContext(logger, { resetKeys: true }))
@@ -58,5 +64,7 @@ export function createDiscoveryHandler(open: () => Promise<DiscoveryDependencies
 }
 
 export const handler = createDiscoveryHandler(
-  cachedPerContainer(() => openLambdaRuntime(process.env, { migrate: process.env.PULPITUM_MIGRATE_ON_START === "true" })),
+  cachedPerContainer(() =>
+    openLambdaRuntime(process.env, { migrate: process.env.PULPITUM_MIGRATE_ON_START === "true" }),
+  ),
 );

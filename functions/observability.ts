@@ -49,7 +49,9 @@ export const METRIC = {
 
 export type MetricName = (typeof METRIC)[keyof typeof METRIC];
 
-export const logger = new Logger({ serviceName: process.env.POWERTOOLS_SERVICE_NAME ?? DEFAULT_SERVICE_NAME });
+export const logger = new Logger({
+  serviceName: process.env.POWERTOOLS_SERVICE_NAME ?? DEFAULT_SERVICE_NAME,
+});
 
 export const metrics = new Metrics({
   namespace: METRICS_NAMESPACE,
@@ -68,7 +70,10 @@ export function bucketFields(bucket: BucketId): Record<string, string> {
 /** A logger whose every line carries the bucket identity (and the message id, for a queued item). */
 export function bucketLogger(bucket: BucketId, messageId?: string): Logger {
   return logger.createChild({
-    persistentKeys: { ...bucketFields(bucket), ...(messageId !== undefined && { message_id: messageId }) },
+    persistentKeys: {
+      ...bucketFields(bucket),
+      ...(messageId !== undefined && { message_id: messageId }),
+    },
   });
 }
 

@@ -15,14 +15,24 @@ export interface QueueRuntime {
   readonly deadLetterQueueUrl: string;
 }
 
-export function openQueueRuntime(env: Env = process.env, clients: { sqs?: SQSClient } = {}): QueueRuntime {
-  const config = parseConfig(env, { now: new Date(), cwd: process.cwd() });
+export function openQueueRuntime(
+  env: Env = process.env,
+  clients: { sqs?: SQSClient } = {},
+): QueueRuntime {
+  // Only the queue variables matter here; the database and archive settings belong to the other functions.
+  const queues = {
+    PULPITUM_WORK_QUEUE_URL: env.PULPITUM_WORK_QUEUE_URL,
+    PULPITUM_DLQ_URL: env.PULPITUM_DLQ_URL,
+  };
+  const config = parseConfig(queues, { now: new Date(), cwd: process.cwd() });
   const missing = [
     config.workQueueUrl === undefined && "PULPITUM_WORK_QUEUE_URL",
     config.deadLetterQueueUrl === undefined && "PULPITUM_DLQ_URL",
   ].filter((v): v is string => typeof v === "string");
   if (missing.length > 0) {
-    throw new ConfigError(missing.map((variable) => ({ variable, value: undefined, accepted: "an SQS queue URL" })));
+    throw new ConfigError(
+      missing.map((variable) => ({ variable, value: undefined, accepted: "an SQS queue URL" })),
+    );
   }
   return {
     sqs: clients.sqs ?? new SQSClient({ region: env.AWS_REGION ?? env.AWS_DEFAULT_REGION }),

@@ -7,7 +7,11 @@
 import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
 import middy from "@middy/core";
 import type { Context } from "aws-lambda";
-import { parseReplayRequest, replayDeadLetters, type ReplayReport } from "../src/usecases/replay-dlq.js";
+import {
+  parseReplayRequest,
+  replayDeadLetters,
+  type ReplayReport,
+} from "../src/usecases/replay-dlq.js";
 import { logger } from "./observability.js";
 import { openQueueRuntime, type QueueRuntime } from "./queue-runtime.js";
 
@@ -23,7 +27,9 @@ export function createReplayHandler(open: () => QueueRuntime) {
       dlqUrl: queues.deadLetterQueueUrl,
       queueUrl: queues.workQueueUrl,
       ...request,
-      deadline: new Date(Date.now() + context.getRemainingTimeInMillis() - REPLAY_DEADLINE_MARGIN_MS),
+      deadline: new Date(
+        Date.now() + context.getRemainingTimeInMillis() - REPLAY_DEADLINE_MARGIN_MS,
+      ),
     });
     const { messageIds: _ids, ...summary } = report;
     logger.info("DLQ replay finished", summary);

@@ -53,7 +53,13 @@ export const SECRET_FORM =
  */
 export function databaseUrlFromSecret(secretString: string, secretName: string): string {
   const bad = (problem: string): never => {
-    throw new ConfigError([{ variable: "DATABASE_SECRET_ARN", value: secretName, accepted: `${problem}; expected ${SECRET_FORM}` }]);
+    throw new ConfigError([
+      {
+        variable: "DATABASE_SECRET_ARN",
+        value: secretName,
+        accepted: `${problem}; expected ${SECRET_FORM}`,
+      },
+    ]);
   };
   const text = secretString.trim();
   if (/^postgres(ql)?:\/\//.test(text)) return text;
@@ -63,10 +69,12 @@ export function databaseUrlFromSecret(secretString: string, secretName: string):
   } catch {
     return bad("the secret value is neither JSON nor a postgres URL");
   }
-  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return bad("the secret value is not a JSON object");
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
+    return bad("the secret value is not a JSON object");
   const s = parsed as Record<string, unknown>;
   if (s.url !== undefined) {
-    if (typeof s.url !== "string" || !/^postgres(ql)?:\/\//.test(s.url)) return bad('"url" is not a postgres:// or postgresql:// URL');
+    if (typeof s.url !== "string" || !/^postgres(ql)?:\/\//.test(s.url))
+      return bad('"url" is not a postgres:// or postgresql:// URL');
     return s.url;
   }
   const field = (name: string): string => {
@@ -79,7 +87,8 @@ export function databaseUrlFromSecret(secretString: string, secretName: string):
   const host = field("host");
   const dbname = field("dbname");
   const port = s.port === undefined ? 5432 : Number(s.port);
-  if (!Number.isInteger(port) || port < 1 || port > 65535) return bad('"port" is not a TCP port number');
+  if (!Number.isInteger(port) || port < 1 || port > 65535)
+    return bad('"port" is not a TCP port number');
   const url = new URL(`postgresql://${host.includes(":") ? `[${host}]` : host}:${port}/`);
   url.username = encodeURIComponent(username);
   url.password = encodeURIComponent(password);
@@ -92,12 +101,19 @@ export function databaseUrlFromSecret(secretString: string, secretName: string):
 }
 
 /** The environment with `DATABASE_URL` filled in from `DATABASE_SECRET_ARN` when that is set. */
-export async function resolveDatabaseEnv(env: Env, secrets: () => SecretsManagerClient): Promise<Env> {
+export async function resolveDatabaseEnv(
+  env: Env,
+  secrets: () => SecretsManagerClient,
+): Promise<Env> {
   const arn = env.DATABASE_SECRET_ARN?.trim();
   if (!arn) return env;
   if (env.DATABASE_URL?.trim()) {
     throw new ConfigError([
-      { variable: "DATABASE_SECRET_ARN", value: arn, accepted: "set either DATABASE_SECRET_ARN or DATABASE_URL, not both" },
+      {
+        variable: "DATABASE_SECRET_ARN",
+        value: arn,
+        accepted: "set either DATABASE_SECRET_ARN or DATABASE_URL, not both",
+      },
     ]);
   }
   let secretString: string | undefined;
@@ -106,11 +122,21 @@ export async function resolveDatabaseEnv(env: Env, secrets: () => SecretsManager
     secretString = response.SecretString;
   } catch (error) {
     throw new ConfigError([
-      { variable: "DATABASE_SECRET_ARN", value: arn, accepted: `a readable Secrets Manager secret (GetSecretValue failed: ${errorMessage(error)})` },
+      {
+        variable: "DATABASE_SECRET_ARN",
+        value: arn,
+        accepted: `a readable Secrets Manager secret (GetSecretValue failed: ${errorMessage(error)})`,
+      },
     ]);
   }
   if (secretString === undefined) {
-    throw new ConfigError([{ variable: "DATABASE_SECRET_ARN", value: arn, accepted: `a secret with a string value; expected ${SECRET_FORM}` }]);
+    throw new ConfigError([
+      {
+        variable: "DATABASE_SECRET_ARN",
+        value: arn,
+        accepted: `a secret with a string value; expected ${SECRET_FORM}`,
+      },
+    ]);
   }
   return { ...env, DATABASE_URL: databaseUrlFromSecret(secretString, arn) };
 }
@@ -122,7 +148,8 @@ export async function openLambdaRuntime(
 ): Promise<LambdaRuntime> {
   const region = env.AWS_REGION ?? env.AWS_DEFAULT_REGION;
   const owned: Array<{ destroy(): void }> = [];
-  const secrets = () => options.clients?.secrets ?? remember(owned, new SecretsManagerClient({ region }));
+  const secrets = () =>
+    options.clients?.secrets ?? remember(owned, new SecretsManagerClient({ region }));
   const config = loadConfig(await resolveDatabaseEnv(env, secrets));
   if (config.database.kind !== "postgres" || config.archive.kind !== "s3") {
     throw new ConfigError([
@@ -135,7 +162,13 @@ export async function openLambdaRuntime(
     ]);
   }
   if (config.workQueueUrl === undefined) {
-    throw new ConfigError([{ variable: "PULPITUM_WORK_QUEUE_URL", value: undefined, accepted: "the URL of the work queue (SQS)" }]);
+    throw new ConfigError([
+      {
+        variable: "PULPITUM_WORK_QUEUE_URL",
+        value: undefined,
+        accepted: "the URL of the work queue (SQS)",
+      },
+    ]);
   }
   const sqs = options.clients?.sqs ?? remember(owned, new SQSClient({ region }));
   const archive = config.archive;

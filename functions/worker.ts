@@ -45,7 +45,9 @@ const SQS_DEADLINE_MARGIN_MS = 10_000;
 
 export const WORKER_EVENT_FORM = `an SQS event from the work queue ({"Records":[{"eventSource":"aws:sqs","messageId":…,"body":${WORK_MESSAGE_FORM}},…]}) or a manual invocation ${MANUAL_RUN_FORM}`;
 
-export type WorkerRequest = { readonly kind: "sqs"; readonly event: SQSEvent } | ({ readonly kind: "manual" } & ManualRunRequest);
+export type WorkerRequest =
+  | { readonly kind: "sqs"; readonly event: SQSEvent }
+  | ({ readonly kind: "manual" } & ManualRunRequest);
 
 /** Tell the two accepted event shapes apart; anything else is rejected naming both. */
 export function classifyWorkerEvent(event: unknown): WorkerRequest {
@@ -55,40 +57,67 @@ export function classifyWorkerEvent(event: unknown): WorkerRequest {
   if ("Records" in event) {
     const records = (event as { Records: unknown }).Records;
     if (!Array.isArray(records) || records.length === 0) {
-      throw new InvalidInputError("worker event", "Records is not a non-empty array", WORKER_EVENT_FORM);
+      throw new InvalidInputError(
+        "worker event",
+        "Records is not a non-empty array",
+        WORKER_EVENT_FORM,
+      );
     }
     const notSqs = records.findIndex(
-      (r) => typeof r !== "object" || r === null || (r as SQSRecord).eventSource !== "aws:sqs" || typeof (r as SQSRecord).messageId !== "string",
+      (r) =>
+        typeof r !== "object" ||
+        r === null ||
+        (r as SQSRecord).eventSource !== "aws:sqs" ||
+        typeof (r as SQSRecord).messageId !== "string",
     );
     if (notSqs >= 0) {
-      throw new InvalidInputError("worker event", `Records[${notSqs}] is not an SQS record with a messageId`, WORKER_EVENT_FORM);
+      throw new InvalidInputError(
+        "worker event",
+        `Records[${notSqs}] is not an SQS record with a messageId`,
+        WORKER_EVENT_FORM,
+      );
     }
     return { kind: "sqs", event: event as SQSEvent };
   }
   if ("v" in event) return { kind: "manual", ...parseManualRunRequest(event, "manual invocation") };
-  throw new InvalidInputError("worker event", "is neither an SQS event (Records) nor a manual invocation (v, table_id, …)", WORKER_EVENT_FORM);
+  throw new InvalidInputError(
+    "worker event",
+    "is neither an SQS event (Records) nor a manual invocation (v, table_id, …)",
+    WORKER_EVENT_FORM,
+  );
 }
 
 export function createWorkerHandler(open: () => Promise<WorkerDependencies>) {
   const processor = new BatchProcessor(EventType.SQS);
 
-  async function processRecord(deps: WorkerDependencies, record: SQSRecord, deadline: Date): Promise<void> {
+  async function processRecord(
+    deps: WorkerDependencies,
+    record: SQSRecord,
+    deadline: Date,
+  ): Promise<void> {
     let item;
     try {
       item = decodeWorkMessage(record.body, `SQS message ${record.messageId}`);
     } catch (error) {
-      logger.error("malformed work message; it returns after its visibility timeout and reaches the DLQ after maxReceiveCount", {
-        message_id: record.messageId,
-        receive_count: record.attributes?.ApproximateReceiveCount,
-        error: errorMessage(error),
-        body_excerpt: String(record.body).slice(0, 300),
-      });
+      logger.error(
+        "malformed work message; it returns after its visibility timeout and reaches the DLQ after maxReceiveCount",
+        {
+          message_id: record.messageId,
+          receive_count: record.attributes?.ApproximateReceiveCount,
+          error: errorMessage(error),
+          body_excerpt: String(record.body).slice(0, 300),
+        },
+      );
       recordPhaseFailure();
       throw error;
     }
     const log = bucketLogger(item, record.messageId);
     try {
-      const result = await processWorkMessage({ ...deps.runtime.context(workflowLog(log)), queue: deps.queue }, item, { deadline });
+      const result = await processWorkMessage(
+        { ...deps.runtime.context(workflowLog(log)), queue: deps.queue },
+        item,
+        { deadline },
+      );
       recordPhaseOutcome(result.outcome);
       log.info("work message processed", {
         phase: result.outcome.phase,
@@ -111,7 +140,11 @@ export function createWorkerHandler(open: () => Promise<WorkerDependencies>) {
     }
   }
 
-  async function runManually(deps: WorkerDependencies, request: ManualRunRequest, context: Context): Promise<ManualRunReport> {
+  async function runManually(
+    deps: WorkerDependencies,
+    request: ManualRunRequest,
+    context: Context,
+  ): Promise<ManualRunReport> {
     const log = bucketLogger(request.item);
     log.info("manual run started", { max_phases: request.maxPhases });
     const report = await runBucketPhases(deps.runtime.context(workflowLog(log)), request.item, {
@@ -123,17 +156,28 @@ export function createWorkerHandler(open: () => Promise<WorkerDependencies>) {
     return report;
   }
 
-  return middy(async (event: unknown, context: Context): Promise<SQSBatchResponse | ManualRunReport> => {
-    const request = classifyWorkerEvent(event);
-    const deps = await open();
-    if (request.kind === "manual") return await runManually(deps, request, context);
-    const deadline = new Date(deps.runtime.clock.now().getTime() + context.getRemainingTimeInMillis() - SQS_DEADLINE_MARGIN_MS);
-    return await processPartialResponse(request.event, (record: SQSRecord) => processRecord(deps, record, deadline), processor, {
-      context,
-      // Busy and deferred items are expected failures: report them, do not fail the invocation.
-      throwOnFullBatchFailure: false,
-    });
-  })
+  return middy(
+    async (event: unknown, context: Context): Promise<SQSBatchResponse | ManualRunReport> => {
+      const request = classifyWorkerEvent(event);
+      const deps = await open();
+      if (request.kind === "manual") return await runManually(deps, request, context);
+      const deadline = new Date(
+        deps.runtime.clock.now().getTime() +
+          context.getRemainingTimeInMillis() -
+          SQS_DEADLINE_MARGIN_MS,
+      );
+      return await processPartialResponse(
+        request.event,
+        (record: SQSRecord) => processRecord(deps, record, deadline),
+        processor,
+        {
+          context,
+          // Busy and deferred items are expected failures: report them, do not fail the invocation.
+          throwOnFullBatchFailure: false,
+        },
+      );
+    },
+  )
     .use(injectLambdaContext(logger, { resetKeys: true }))
     .use(logMetrics(metrics, { captureColdStartMetric: true }));
 }

@@ -10,24 +10,92 @@ type Env = Readonly<Record<string, string | undefined>>;
 
 /** Each setting: its context key, its environment variable, and how to read it. */
 export const APP_SETTINGS = {
-  stackName: { context: "pulpitum:stackName", env: "PULPITUM_STACK_NAME", form: "a CloudFormation stack name" },
-  archivePrefix: { context: "pulpitum:archivePrefix", env: "PULPITUM_ARCHIVE_PREFIX", form: "an S3 key prefix" },
-  databaseSecretArn: { context: "pulpitum:databaseSecretArn", env: "PULPITUM_DATABASE_SECRET_ARN", form: "a Secrets Manager secret ARN" },
+  stackName: {
+    context: "pulpitum:stackName",
+    env: "PULPITUM_STACK_NAME",
+    form: "a CloudFormation stack name",
+  },
+  archivePrefix: {
+    context: "pulpitum:archivePrefix",
+    env: "PULPITUM_ARCHIVE_PREFIX",
+    form: "an S3 key prefix",
+  },
+  databaseSecretArn: {
+    context: "pulpitum:databaseSecretArn",
+    env: "PULPITUM_DATABASE_SECRET_ARN",
+    form: "a Secrets Manager secret ARN",
+  },
   vpcId: { context: "pulpitum:vpcId", env: "PULPITUM_VPC_ID", form: "vpc-…" },
-  subnetIds: { context: "pulpitum:subnetIds", env: "PULPITUM_SUBNET_IDS", form: "comma-separated subnet-… ids" },
-  securityGroupId: { context: "pulpitum:securityGroupId", env: "PULPITUM_SECURITY_GROUP_ID", form: "sg-…" },
-  availabilityZones: { context: "pulpitum:availabilityZones", env: "PULPITUM_AVAILABILITY_ZONES", form: "comma-separated zone names" },
-  scheduleMinutes: { context: "pulpitum:scheduleMinutes", env: "PULPITUM_SCHEDULE_MINUTES", form: "an integer >= 1" },
-  maxReceiveCount: { context: "pulpitum:maxReceiveCount", env: "PULPITUM_MAX_RECEIVE_COUNT", form: "an integer 1..1000" },
-  workerTimeoutSeconds: { context: "pulpitum:workerTimeoutSeconds", env: "PULPITUM_WORKER_TIMEOUT_SECONDS", form: "an integer 60..900" },
-  workerMemoryMb: { context: "pulpitum:workerMemoryMb", env: "PULPITUM_WORKER_MEMORY_MB", form: "an integer 256..10240" },
-  workerBatchSize: { context: "pulpitum:workerBatchSize", env: "PULPITUM_WORKER_BATCH_SIZE", form: "an integer 1..10" },
-  workerMaxConcurrency: { context: "pulpitum:workerMaxConcurrency", env: "PULPITUM_WORKER_MAX_CONCURRENCY", form: "an integer 2..1000" },
-  alarmTopicArn: { context: "pulpitum:alarmTopicArn", env: "PULPITUM_ALARM_TOPIC_ARN", form: "an SNS topic ARN" },
-  eligibleBefore: { context: "pulpitum:eligibleBefore", env: "ARCHIVER_ELIGIBLE_BEFORE", form: "an RFC 3339 timestamp" },
-  leaseSeconds: { context: "pulpitum:leaseSeconds", env: "ARCHIVER_LEASE_SECONDS", form: "seconds" },
-  retrySeconds: { context: "pulpitum:retrySeconds", env: "ARCHIVER_RETRY_SECONDS", form: "seconds" },
-  scanLimit: { context: "pulpitum:scanLimit", env: "ARCHIVER_SCAN_LIMIT", form: "an integer 1..10000" },
+  subnetIds: {
+    context: "pulpitum:subnetIds",
+    env: "PULPITUM_SUBNET_IDS",
+    form: "comma-separated subnet-… ids",
+  },
+  securityGroupId: {
+    context: "pulpitum:securityGroupId",
+    env: "PULPITUM_SECURITY_GROUP_ID",
+    form: "sg-…",
+  },
+  availabilityZones: {
+    context: "pulpitum:availabilityZones",
+    env: "PULPITUM_AVAILABILITY_ZONES",
+    form: "comma-separated zone names",
+  },
+  scheduleMinutes: {
+    context: "pulpitum:scheduleMinutes",
+    env: "PULPITUM_SCHEDULE_MINUTES",
+    form: "an integer >= 1",
+  },
+  maxReceiveCount: {
+    context: "pulpitum:maxReceiveCount",
+    env: "PULPITUM_MAX_RECEIVE_COUNT",
+    form: "an integer 1..1000",
+  },
+  workerTimeoutSeconds: {
+    context: "pulpitum:workerTimeoutSeconds",
+    env: "PULPITUM_WORKER_TIMEOUT_SECONDS",
+    form: "an integer 60..900",
+  },
+  workerMemoryMb: {
+    context: "pulpitum:workerMemoryMb",
+    env: "PULPITUM_WORKER_MEMORY_MB",
+    form: "an integer 256..10240",
+  },
+  workerBatchSize: {
+    context: "pulpitum:workerBatchSize",
+    env: "PULPITUM_WORKER_BATCH_SIZE",
+    form: "an integer 1..10",
+  },
+  workerMaxConcurrency: {
+    context: "pulpitum:workerMaxConcurrency",
+    env: "PULPITUM_WORKER_MAX_CONCURRENCY",
+    form: "an integer 2..1000",
+  },
+  alarmTopicArn: {
+    context: "pulpitum:alarmTopicArn",
+    env: "PULPITUM_ALARM_TOPIC_ARN",
+    form: "an SNS topic ARN",
+  },
+  eligibleBefore: {
+    context: "pulpitum:eligibleBefore",
+    env: "ARCHIVER_ELIGIBLE_BEFORE",
+    form: "an RFC 3339 timestamp",
+  },
+  leaseSeconds: {
+    context: "pulpitum:leaseSeconds",
+    env: "ARCHIVER_LEASE_SECONDS",
+    form: "seconds",
+  },
+  retrySeconds: {
+    context: "pulpitum:retrySeconds",
+    env: "ARCHIVER_RETRY_SECONDS",
+    form: "seconds",
+  },
+  scanLimit: {
+    context: "pulpitum:scanLimit",
+    env: "ARCHIVER_SCAN_LIMIT",
+    form: "an integer 1..10000",
+  },
 } as const;
 
 type SettingName = keyof typeof APP_SETTINGS;
@@ -49,12 +117,18 @@ export function stackPropsFrom(
     if (v === undefined) return undefined;
     if (!/^\d+$/.test(v)) {
       const { context, env: variable } = APP_SETTINGS[name];
-      problems.push(`${context} / ${variable}=${JSON.stringify(v)} is invalid: ${APP_SETTINGS[name].form}`);
+      problems.push(
+        `${context} / ${variable}=${JSON.stringify(v)} is invalid: ${APP_SETTINGS[name].form}`,
+      );
       return undefined;
     }
     return Number(v);
   };
-  const list = (name: SettingName) => text(name)?.split(",").map((s) => s.trim()).filter((s) => s !== "");
+  const list = (name: SettingName) =>
+    text(name)
+      ?.split(",")
+      .map((s) => s.trim())
+      .filter((s) => s !== "");
 
   const vpcId = text("vpcId");
   const subnetIds = list("subnetIds");
@@ -82,7 +156,12 @@ export function stackPropsFrom(
     databaseSecret: text("databaseSecretArn"),
     network:
       networkParts === 3
-        ? { vpcId: vpcId!, subnetIds: subnetIds!, securityGroupId: securityGroupId!, availabilityZones: list("availabilityZones") }
+        ? {
+            vpcId: vpcId!,
+            subnetIds: subnetIds!,
+            securityGroupId: securityGroupId!,
+            availabilityZones: list("availabilityZones"),
+          }
         : undefined,
     scheduleMinutes: int("scheduleMinutes"),
     maxReceiveCount: int("maxReceiveCount"),
@@ -97,6 +176,7 @@ export function stackPropsFrom(
         ? { account: env.CDK_DEFAULT_ACCOUNT, region: env.CDK_DEFAULT_REGION }
         : undefined,
   };
-  if (problems.length > 0) throw new Error(`invalid Pulpitum deployment settings:\n- ${problems.join("\n- ")}`);
+  if (problems.length > 0)
+    throw new Error(`invalid Pulpitum deployment settings:\n- ${problems.join("\n- ")}`);
   return { stackName: text("stackName") ?? "Pulpitum", props };
 }

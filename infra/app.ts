@@ -11,7 +11,8 @@ import { ArchiverStack } from "./archiver-stack.js";
 const app = new App();
 const { stackName, props } = stackPropsFrom((key) => app.node.tryGetContext(key), process.env);
 new ArchiverStack(app, stackName, {
-  description: "Pulpitum serverless archiver: discovery schedule, SQS work queue and DLQ, worker and replay functions, archive bucket",
+  description:
+    "Pulpitum serverless archiver: discovery schedule, SQS work queue and DLQ, worker and replay functions, archive bucket",
   ...props,
 });
 Validations.of(app).addPlugins(new cdkNag.AwsSolutionsChecks(app, { verbose: true }));

@@ -110,7 +110,13 @@ export const VISIBILITY_TIMEOUT_FACTOR = 6;
 /** Validate the props; every problem names the prop and the accepted form. */
 export function archiverSettings(props: ArchiverStackProps): ArchiverSettings {
   const problems: string[] = [];
-  const integer = (name: keyof ArchiverStackProps, value: number | undefined, fallback: number, min: number, max: number) => {
+  const integer = (
+    name: keyof ArchiverStackProps,
+    value: number | undefined,
+    fallback: number,
+    min: number,
+    max: number,
+  ) => {
     const v = value ?? fallback;
     if (!Number.isInteger(v) || v < min || v > max) {
       problems.push(`${name}=${JSON.stringify(v)} is invalid: an integer from ${min} to ${max}`);
@@ -119,19 +125,40 @@ export function archiverSettings(props: ArchiverStackProps): ArchiverSettings {
     return v;
   };
   const archivePrefix = (props.archivePrefix ?? "pulpitum").replace(/^\/+|\/+$/g, "");
-  if (!/^[A-Za-z0-9!_.*'()-]+(\/[A-Za-z0-9!_.*'()-]+)*$/.test(archivePrefix) || archivePrefix.split("/").some((s) => s === "." || s === "..")) {
+  if (
+    !/^[A-Za-z0-9!_.*'()-]+(\/[A-Za-z0-9!_.*'()-]+)*$/.test(archivePrefix) ||
+    archivePrefix.split("/").some((s) => s === "." || s === "..")
+  ) {
     problems.push(
       `archivePrefix=${JSON.stringify(props.archivePrefix)} is invalid: a non-empty key prefix of '/'-separated segments of letters, digits and !_.*'()- (no '.' or '..' segments)`,
     );
   }
   const scheduleMinutes = integer("scheduleMinutes", props.scheduleMinutes, 5, 1, 1440);
   const maxReceiveCount = integer("maxReceiveCount", props.maxReceiveCount, 5, 1, 1000);
-  const workerTimeoutSeconds = integer("workerTimeoutSeconds", props.workerTimeoutSeconds, 300, 60, 900);
+  const workerTimeoutSeconds = integer(
+    "workerTimeoutSeconds",
+    props.workerTimeoutSeconds,
+    300,
+    60,
+    900,
+  );
   const visibilityTimeoutSeconds = VISIBILITY_TIMEOUT_FACTOR * workerTimeoutSeconds;
   const workerMemoryMb = integer("workerMemoryMb", props.workerMemoryMb, 1024, 256, 10240);
   const workerBatchSize = integer("workerBatchSize", props.workerBatchSize, 5, 1, 10);
-  const workerMaxConcurrency = integer("workerMaxConcurrency", props.workerMaxConcurrency, 10, 2, 1000);
-  const accessLogRetentionDays = integer("accessLogRetentionDays", props.accessLogRetentionDays, 90, 1, 3650);
+  const workerMaxConcurrency = integer(
+    "workerMaxConcurrency",
+    props.workerMaxConcurrency,
+    10,
+    2,
+    1000,
+  );
+  const accessLogRetentionDays = integer(
+    "accessLogRetentionDays",
+    props.accessLogRetentionDays,
+    90,
+    1,
+    3650,
+  );
   const oldestMessageAlarmSeconds = integer(
     "oldestMessageAlarmSeconds",
     props.oldestMessageAlarmSeconds,
@@ -142,13 +169,17 @@ export function archiverSettings(props: ArchiverStackProps): ArchiverSettings {
   const drainAlarmPeriods = integer("drainAlarmPeriods", props.drainAlarmPeriods, 8, 1, 96);
   const serviceName = props.serviceName ?? DEFAULT_SERVICE_NAME;
   if (!/^[A-Za-z0-9_.-]{1,64}$/.test(serviceName)) {
-    problems.push(`serviceName=${JSON.stringify(serviceName)} is invalid: 1-64 letters, digits, '_', '.' or '-'`);
+    problems.push(
+      `serviceName=${JSON.stringify(serviceName)} is invalid: 1-64 letters, digits, '_', '.' or '-'`,
+    );
   }
 
   const archiverEnvironment = { ...(props.archiverEnvironment ?? {}) };
   const foreign = Object.keys(archiverEnvironment).filter((k) => !k.startsWith("ARCHIVER_"));
   if (foreign.length > 0) {
-    problems.push(`archiverEnvironment may only hold ARCHIVER_* settings; remove ${foreign.join(", ")} (the stack sets the others)`);
+    problems.push(
+      `archiverEnvironment may only hold ARCHIVER_* settings; remove ${foreign.join(", ")} (the stack sets the others)`,
+    );
   } else {
     try {
       parseConfig(archiverEnvironment, { now: new Date(), cwd: "/tmp" });
@@ -163,7 +194,8 @@ export function archiverSettings(props: ArchiverStackProps): ArchiverSettings {
     );
   }
 
-  if (problems.length > 0) throw new Error(`invalid ArchiverStack props:\n- ${problems.join("\n- ")}`);
+  if (problems.length > 0)
+    throw new Error(`invalid ArchiverStack props:\n- ${problems.join("\n- ")}`);
   return Object.freeze({
     archivePrefix,
     scheduleMinutes,
@@ -256,13 +288,17 @@ export class ArchiverStack extends Stack {
       objectOwnership: s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
       lifecycleRules: [
         { id: "expire-access-logs", expiration: Duration.days(settings.accessLogRetentionDays) },
-        { id: "abort-incomplete-multipart-uploads", abortIncompleteMultipartUploadAfter: Duration.days(1) },
+        {
+          id: "abort-incomplete-multipart-uploads",
+          abortIncompleteMultipartUploadAfter: Duration.days(1),
+        },
       ],
       removalPolicy: RemovalPolicy.RETAIN,
     });
     Validations.of(this.accessLogsBucket).acknowledge({
       id: "AwsSolutions-S1",
-      reason: "This bucket receives the archive bucket's server access logs; logging it into itself would log its own log deliveries.",
+      reason:
+        "This bucket receives the archive bucket's server access logs; logging it into itself would log its own log deliveries.",
     });
 
     this.archiveBucket = new s3.Bucket(this, "ArchiveBucket", {
@@ -275,7 +311,10 @@ export class ArchiverStack extends Stack {
       serverAccessLogsPrefix: "archive-bucket/",
       lifecycleRules: [
         // A crash mid-upload leaves an invisible, billed upload; nothing resumes one after a day.
-        { id: "abort-incomplete-multipart-uploads", abortIncompleteMultipartUploadAfter: Duration.days(1) },
+        {
+          id: "abort-incomplete-multipart-uploads",
+          abortIncompleteMultipartUploadAfter: Duration.days(1),
+        },
       ],
       removalPolicy: RemovalPolicy.RETAIN,
     });
@@ -322,7 +361,10 @@ export class ArchiverStack extends Stack {
         runtime: lambda.Runtime.NODEJS_22_X,
         architecture: lambda.Architecture.ARM_64,
         bundling: bundlingOptions(),
-        logGroup: new logs.LogGroup(this, `${name}Logs`, { retention: logRetention, removalPolicy: RemovalPolicy.DESTROY }),
+        logGroup: new logs.LogGroup(this, `${name}Logs`, {
+          retention: logRetention,
+          removalPolicy: RemovalPolicy.DESTROY,
+        }),
         ...options,
       });
 
@@ -334,7 +376,8 @@ export class ArchiverStack extends Stack {
       ...network,
     });
     this.workerFunction = fn("WorkerFunction", "functions/worker.ts", {
-      description: "Pulpitum worker: one fenced archival phase per work message; manual single-bucket runs",
+      description:
+        "Pulpitum worker: one fenced archival phase per work message; manual single-bucket runs",
       timeout: Duration.seconds(settings.workerTimeoutSeconds),
       memorySize: settings.workerMemoryMb,
       environment,
@@ -344,7 +387,12 @@ export class ArchiverStack extends Stack {
       description: "Pulpitum DLQ replay: move dead letters back to the work queue",
       timeout: Duration.seconds(300),
       memorySize: 256,
-      environment: { PULPITUM_WORK_QUEUE_URL: this.workQueue.queueUrl, PULPITUM_DLQ_URL: this.deadLetterQueue.queueUrl, POWERTOOLS_SERVICE_NAME: settings.serviceName, NODE_OPTIONS: "--enable-source-maps" },
+      environment: {
+        PULPITUM_WORK_QUEUE_URL: this.workQueue.queueUrl,
+        PULPITUM_DLQ_URL: this.deadLetterQueue.queueUrl,
+        POWERTOOLS_SERVICE_NAME: settings.serviceName,
+        NODE_OPTIONS: "--enable-source-maps",
+      },
     });
 
     this.workerFunction.addEventSource(
@@ -371,16 +419,24 @@ export class ArchiverStack extends Stack {
     this.#suppressFunctionFindings(settings, network !== undefined);
 
     // --- Alarms and dashboard ---------------------------------------------
-    const topic = props.alarmTopicArn ? sns.Topic.fromTopicArn(this, "AlarmTopic", props.alarmTopicArn) : undefined;
+    const topic = props.alarmTopicArn
+      ? sns.Topic.fromTopicArn(this, "AlarmTopic", props.alarmTopicArn)
+      : undefined;
     this.alarms = this.#alarms(settings);
     if (topic) {
-      for (const alarm of Object.values(this.alarms)) alarm.addAlarmAction(new cloudwatchActions.SnsAction(topic));
+      for (const alarm of Object.values(this.alarms))
+        alarm.addAlarmAction(new cloudwatchActions.SnsAction(topic));
     }
     this.dashboard = this.#dashboard();
   }
 
   /** The `service`-dimensioned metric the functions emit (functions/observability.ts). */
-  archiverMetric(name: string, statistic: string, period: Duration, dimensions: Record<string, string> = {}): cloudwatch.Metric {
+  archiverMetric(
+    name: string,
+    statistic: string,
+    period: Duration,
+    dimensions: Record<string, string> = {},
+  ): cloudwatch.Metric {
     return new cloudwatch.Metric({
       namespace: METRICS_NAMESPACE,
       metricName: name,
@@ -402,7 +458,13 @@ export class ArchiverStack extends Stack {
       description:
         'Pulpitum database connection: fill in "host" (and port/dbname/username) or replace the value with {"url":"postgresql://…"}',
       generateSecretString: {
-        secretStringTemplate: JSON.stringify({ username: "pulpitum", host: "", port: 5432, dbname: "pulpitum", sslmode: "verify-full" }),
+        secretStringTemplate: JSON.stringify({
+          username: "pulpitum",
+          host: "",
+          port: 5432,
+          dbname: "pulpitum",
+          sslmode: "verify-full",
+        }),
         generateStringKey: "password",
         excludePunctuation: true,
         passwordLength: 32,
@@ -420,17 +482,30 @@ export class ArchiverStack extends Stack {
     return secret;
   }
 
-  #network(network: ArchiverNetwork): Pick<nodejs.NodejsFunctionProps, "vpc" | "vpcSubnets" | "securityGroups"> {
-    if (network.subnetIds.length === 0) throw new Error("invalid ArchiverStack props:\n- network.subnetIds is empty: list at least one subnet id");
+  #network(
+    network: ArchiverNetwork,
+  ): Pick<nodejs.NodejsFunctionProps, "vpc" | "vpcSubnets" | "securityGroups"> {
+    if (network.subnetIds.length === 0)
+      throw new Error(
+        "invalid ArchiverStack props:\n- network.subnetIds is empty: list at least one subnet id",
+      );
     const vpc = ec2.Vpc.fromVpcAttributes(this, "Vpc", {
       vpcId: network.vpcId,
       // Only subnet selection by zone reads these; the subnets are given explicitly below.
-      availabilityZones: network.availabilityZones?.length ? [...network.availabilityZones] : Fn.getAzs(),
+      availabilityZones: network.availabilityZones?.length
+        ? [...network.availabilityZones]
+        : Fn.getAzs(),
     });
     return {
       vpc,
-      vpcSubnets: { subnets: network.subnetIds.map((id, i) => ec2.Subnet.fromSubnetId(this, `Subnet${i}`, id)) },
-      securityGroups: [ec2.SecurityGroup.fromSecurityGroupId(this, "SecurityGroup", network.securityGroupId, { mutable: false })],
+      vpcSubnets: {
+        subnets: network.subnetIds.map((id, i) => ec2.Subnet.fromSubnetId(this, `Subnet${i}`, id)),
+      },
+      securityGroups: [
+        ec2.SecurityGroup.fromSecurityGroupId(this, "SecurityGroup", network.securityGroupId, {
+          mutable: false,
+        }),
+      ],
     };
   }
 
@@ -454,25 +529,41 @@ export class ArchiverStack extends Stack {
     );
     for (const fn of [this.workerFunction, this.discoverFunction]) {
       fn.addToRolePolicy(
-        new iam.PolicyStatement({ sid: "SendWork", actions: ["sqs:SendMessage"], resources: [this.workQueue.queueArn] }),
+        new iam.PolicyStatement({
+          sid: "SendWork",
+          actions: ["sqs:SendMessage"],
+          resources: [this.workQueue.queueArn],
+        }),
       );
       this.databaseSecret.grantRead(fn);
     }
     this.replayFunction.addToRolePolicy(
       new iam.PolicyStatement({
         sid: "DrainDeadLetters",
-        actions: ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes"],
+        actions: [
+          "sqs:ReceiveMessage",
+          "sqs:DeleteMessage",
+          "sqs:ChangeMessageVisibility",
+          "sqs:GetQueueAttributes",
+        ],
         resources: [this.deadLetterQueue.queueArn],
       }),
     );
     this.replayFunction.addToRolePolicy(
-      new iam.PolicyStatement({ sid: "ReplayToWorkQueue", actions: ["sqs:SendMessage"], resources: [this.workQueue.queueArn] }),
+      new iam.PolicyStatement({
+        sid: "ReplayToWorkQueue",
+        actions: ["sqs:SendMessage"],
+        resources: [this.workQueue.queueArn],
+      }),
     );
   }
 
   /** Acknowledge the cdk-nag findings the functions raise by design, each with its reason. */
   #suppressFunctionFindings(settings: ArchiverSettings, inVpc: boolean): void {
-    const managedPolicies = ["AWSLambdaBasicExecutionRole", ...(inVpc ? ["AWSLambdaVPCAccessExecutionRole"] : [])];
+    const managedPolicies = [
+      "AWSLambdaBasicExecutionRole",
+      ...(inVpc ? ["AWSLambdaVPCAccessExecutionRole"] : []),
+    ];
     for (const fn of [this.discoverFunction, this.workerFunction, this.replayFunction]) {
       Validations.of(fn).acknowledge({
         id: "AwsSolutions-L1",
@@ -499,7 +590,10 @@ export class ArchiverStack extends Stack {
     const deadLetters = new cloudwatch.Alarm(this, "DeadLettersPresent", {
       alarmDescription:
         "Messages are in the Pulpitum DLQ: a message failed maxReceiveCount times (malformed, unknown bucket, or a bucket that keeps failing). Read the worker logs for its message id, fix the cause, then replay (README: Replaying the DLQ).",
-      metric: this.deadLetterQueue.metricApproximateNumberOfMessagesVisible({ statistic: "Maximum", period: Duration.minutes(1) }),
+      metric: this.deadLetterQueue.metricApproximateNumberOfMessagesVisible({
+        statistic: "Maximum",
+        period: Duration.minutes(1),
+      }),
       threshold: 1,
       comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
       evaluationPeriods: 1,
@@ -507,7 +601,10 @@ export class ArchiverStack extends Stack {
     });
     const oldestMessage = new cloudwatch.Alarm(this, "OldestWorkMessage", {
       alarmDescription: `The oldest work message is older than ${settings.oldestMessageAlarmSeconds} s: workers are not keeping up, are failing, or are throttled (check WorkerErrors, the worker's throttles and maxConcurrency).`,
-      metric: this.workQueue.metricApproximateAgeOfOldestMessage({ statistic: "Maximum", period: Duration.minutes(5) }),
+      metric: this.workQueue.metricApproximateAgeOfOldestMessage({
+        statistic: "Maximum",
+        period: Duration.minutes(5),
+      }),
       threshold: settings.oldestMessageAlarmSeconds,
       comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
       evaluationPeriods: 3,
@@ -521,7 +618,10 @@ export class ArchiverStack extends Stack {
         label: "worker errors + failed messages",
         expression: "FILL(errors, 0) + FILL(failed, 0)",
         usingMetrics: {
-          errors: this.workerFunction.metricErrors({ statistic: "Sum", period: Duration.minutes(5) }),
+          errors: this.workerFunction.metricErrors({
+            statistic: "Sum",
+            period: Duration.minutes(5),
+          }),
           failed: this.archiverMetric(METRIC.PhasesFailed, "Sum", Duration.minutes(5)),
         },
         period: Duration.minutes(5),
@@ -535,7 +635,10 @@ export class ArchiverStack extends Stack {
     const discoveryErrors = new cloudwatch.Alarm(this, "DiscoveryErrors", {
       alarmDescription:
         "The discovery function fails: no new work is enqueued (and the not-draining alarm cannot see a backlog). Usually the database secret, network or migrations.",
-      metric: this.discoverFunction.metricErrors({ statistic: "Sum", period: Duration.minutes(Math.max(5, settings.scheduleMinutes)) }),
+      metric: this.discoverFunction.metricErrors({
+        statistic: "Sum",
+        period: Duration.minutes(Math.max(5, settings.scheduleMinutes)),
+      }),
       threshold: 1,
       comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
       evaluationPeriods: 3,
@@ -562,14 +665,26 @@ export class ArchiverStack extends Stack {
       defaultInterval: Duration.hours(6),
     });
     dashboard.addWidgets(
-      new cloudwatch.AlarmStatusWidget({ title: "Alarms", alarms: Object.values(this.alarms), width: 24, height: 3 }),
+      new cloudwatch.AlarmStatusWidget({
+        title: "Alarms",
+        alarms: Object.values(this.alarms),
+        width: 24,
+        height: 3,
+      }),
     );
     dashboard.addWidgets(
       new cloudwatch.GraphWidget({
         title: "Phases by outcome",
         width: 12,
         stacked: true,
-        left: [METRIC.PhasesAdvanced, METRIC.PhasesDone, METRIC.PhasesBusy, METRIC.PhasesDeferred, METRIC.PhasesLeaseLost, METRIC.PhasesFailed].map(sum),
+        left: [
+          METRIC.PhasesAdvanced,
+          METRIC.PhasesDone,
+          METRIC.PhasesBusy,
+          METRIC.PhasesDeferred,
+          METRIC.PhasesLeaseLost,
+          METRIC.PhasesFailed,
+        ].map(sum),
       }),
       new cloudwatch.GraphWidget({
         title: "Archived rows and bytes",
@@ -583,15 +698,26 @@ export class ArchiverStack extends Stack {
         title: "Phase duration (p50, p99)",
         width: 12,
         left: (["claim", "export", "seal", "publish", "cleanup"] as const).flatMap((phase) => [
-          this.archiverMetric(METRIC.PhaseDuration, "p50", period, { phase }).with({ label: `${phase} p50` }),
-          this.archiverMetric(METRIC.PhaseDuration, "p99", period, { phase }).with({ label: `${phase} p99` }),
+          this.archiverMetric(METRIC.PhaseDuration, "p50", period, { phase }).with({
+            label: `${phase} p50`,
+          }),
+          this.archiverMetric(METRIC.PhaseDuration, "p99", period, { phase }).with({
+            label: `${phase} p99`,
+          }),
         ]),
       }),
       new cloudwatch.GraphWidget({
         title: "Discovery",
         width: 12,
-        left: [this.archiverMetric(METRIC.DiscoveryCandidates, "Sum", period).with({ label: "candidates enqueued" })],
-        right: [this.discoverFunction.metricErrors({ period }), this.discoverFunction.metricDuration({ period })],
+        left: [
+          this.archiverMetric(METRIC.DiscoveryCandidates, "Sum", period).with({
+            label: "candidates enqueued",
+          }),
+        ],
+        right: [
+          this.discoverFunction.metricErrors({ period }),
+          this.discoverFunction.metricDuration({ period }),
+        ],
       }),
     );
     dashboard.addWidgets(
@@ -599,11 +725,25 @@ export class ArchiverStack extends Stack {
         title: "Work queue and DLQ",
         width: 12,
         left: [
-          this.workQueue.metricApproximateNumberOfMessagesVisible({ period, label: "work visible" }),
-          this.workQueue.metricApproximateNumberOfMessagesNotVisible({ period, label: "work in flight" }),
-          this.deadLetterQueue.metricApproximateNumberOfMessagesVisible({ period, label: "dead letters" }),
+          this.workQueue.metricApproximateNumberOfMessagesVisible({
+            period,
+            label: "work visible",
+          }),
+          this.workQueue.metricApproximateNumberOfMessagesNotVisible({
+            period,
+            label: "work in flight",
+          }),
+          this.deadLetterQueue.metricApproximateNumberOfMessagesVisible({
+            period,
+            label: "dead letters",
+          }),
         ],
-        right: [this.workQueue.metricApproximateAgeOfOldestMessage({ period, label: "oldest work message (s)" })],
+        right: [
+          this.workQueue.metricApproximateAgeOfOldestMessage({
+            period,
+            label: "oldest work message (s)",
+          }),
+        ],
       }),
       new cloudwatch.GraphWidget({
         title: "Worker",

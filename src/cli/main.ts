@@ -3,7 +3,10 @@ import { createReadStream } from "node:fs";
 import { createInterface } from "node:readline";
 import { CONFIG_VARIABLES, type PulpitumConfig } from "../config.js";
 import { parseBucketStrategy, describeBucket } from "../domain/bucket.js";
-import { recordFromJsonLine, type TableRecord } from "../domain/record.js";
+import { parseBase64, recordFromJsonLine, type TableRecord } from "../domain/record.js";
+import { parseRfc3339Micros } from "../domain/time.js";
+import { DurableTable } from "../read/durable-table.js";
+import { readPageToJson, renderRecords, type DisplayPreset } from "./read.js";
 import { parseArchiveFormat, parseTableId } from "../domain/table.js";
 import { ConfigError, errorMessage, InvalidInputError, PulpitumError } from "../errors.js";
 import type { Candidate } from "../ports/hot-store.js";
@@ -231,6 +234,48 @@ function buildProgram(): Command {
         else console.log(renderStatus(report, rt.config.eligibleBefore));
       });
     });
+
+  program
+    .command("read")
+    .argument("<table>", "table id")
+    .argument("[partition_key]", "partition key as UTF-8 text (or use --partition-key-b64)")
+    .description("read one partition across hot and archived buckets, in (event_time, sort_key) order, one page at a time")
+    .option("--partition-key-b64 <b64>", "partition key as standard base64 (for binary keys)")
+    .option("--from <time>", "inclusive lower bound, RFC 3339")
+    .option("--to <time>", "exclusive upper bound, RFC 3339")
+    .option("--limit <n>", "records per page (1-10000)", "100")
+    .option("--cursor <cursor>", "continue after the page that printed this cursor")
+    .addOption(new Option("--preset <preset>", "display mapping").choices(["raw", "chat"]).default("raw"))
+    .option("--json", 'print {"records": [...], "next_cursor": ...}')
+    .action(
+      async (
+        table: string,
+        partitionKeyText: string | undefined,
+        opts: { partitionKeyB64?: string; from?: string; to?: string; limit: string; cursor?: string; preset: DisplayPreset; json?: boolean },
+      ) => {
+        const tableId = parseTableId(table, "TABLE");
+        if ((partitionKeyText === undefined) === (opts.partitionKeyB64 === undefined)) {
+          throw new InvalidInputError("partition key", "must be given exactly once", "PARTITION_KEY as text or --partition-key-b64 B64");
+        }
+        const partitionKey =
+          opts.partitionKeyB64 !== undefined
+            ? parseBase64(opts.partitionKeyB64, "--partition-key-b64")
+            : new TextEncoder().encode(partitionKeyText);
+        if (!/^\d+$/.test(opts.limit)) throw new InvalidInputError(`--limit ${JSON.stringify(opts.limit)}`, "is not an integer", "an integer from 1 to 10000");
+        await withRuntime(async (rt) => {
+          const durable = new DurableTable({ hotStore: rt.hotStore, objectStore: rt.objectStore, clock: rt.clock, archivePrefix: rt.archivePrefix });
+          const page = await durable.read(tableId, partitionKey, {
+            from: opts.from === undefined ? undefined : parseRfc3339Micros(opts.from, "--from"),
+            to: opts.to === undefined ? undefined : parseRfc3339Micros(opts.to, "--to"),
+            limit: Number(opts.limit),
+            cursor: opts.cursor,
+          });
+          if (opts.json) return printJson(readPageToJson(page));
+          console.log(page.records.length === 0 ? "no records" : renderRecords(page.records, opts.preset));
+          if (page.nextCursor !== null) console.log(`\nmore: --cursor ${page.nextCursor}`);
+        });
+      },
+    );
 
   program
     .command("start")

@@ -23,13 +23,28 @@ export interface ManualRunRequest {
 }
 
 /** Validate a manual invocation: the work message fields plus an optional `max_phases`. */
-export function parseManualRunRequest(value: unknown, input = "manual invocation"): ManualRunRequest {
+export function parseManualRunRequest(
+  value: unknown,
+  input = "manual invocation",
+): ManualRunRequest {
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
     throw new InvalidInputError(input, "is not a JSON object", MANUAL_RUN_FORM);
   }
-  const { max_phases: maxPhases = DEFAULT_MANUAL_PHASES, ...message } = value as Record<string, unknown>;
-  if (typeof maxPhases !== "number" || !Number.isInteger(maxPhases) || maxPhases < 1 || maxPhases > MAX_MANUAL_PHASES) {
-    throw new InvalidInputError(input, `max_phases ${JSON.stringify(maxPhases)} is not an integer from 1 to ${MAX_MANUAL_PHASES}`, MANUAL_RUN_FORM);
+  const { max_phases: maxPhases = DEFAULT_MANUAL_PHASES, ...message } = value as Record<
+    string,
+    unknown
+  >;
+  if (
+    typeof maxPhases !== "number" ||
+    !Number.isInteger(maxPhases) ||
+    maxPhases < 1 ||
+    maxPhases > MAX_MANUAL_PHASES
+  ) {
+    throw new InvalidInputError(
+      input,
+      `max_phases ${JSON.stringify(maxPhases)} is not an integer from 1 to ${MAX_MANUAL_PHASES}`,
+      MANUAL_RUN_FORM,
+    );
   }
   return { item: workItemFromObject(message, input, MANUAL_RUN_FORM), maxPhases };
 }
@@ -57,16 +72,14 @@ export interface PhaseReport {
 }
 
 export type ManualRunStop =
-  | "finished"
-  | "busy"
-  | "deferred"
-  | "lease-lost"
-  | "nothing-to-do"
-  | "max-phases"
-  | "time";
+  "finished" | "busy" | "deferred" | "lease-lost" | "nothing-to-do" | "max-phases" | "time";
 
 export interface ManualRunReport {
-  readonly bucket: { readonly table_id: string; readonly partition_key_b64: string; readonly bucket_key: string };
+  readonly bucket: {
+    readonly table_id: string;
+    readonly partition_key_b64: string;
+    readonly bucket_key: string;
+  };
   readonly phases: readonly PhaseReport[];
   readonly final: {
     readonly stopped_because: ManualRunStop;

@@ -77,11 +77,23 @@ export const REPLAY_LIMITS = Object.freeze({ maxMessages: 100_000, batchSize: SQ
 /** Replay up to `maxMessages` dead letters; see the module comment for the guarantees. */
 export async function replayDeadLetters(request: ReplayDeadLettersRequest): Promise<ReplayReport> {
   const batchSize = request.batchSize ?? SQS_MAX_BATCH;
-  if (!Number.isInteger(request.maxMessages) || request.maxMessages < 1 || request.maxMessages > REPLAY_LIMITS.maxMessages) {
-    throw new InvalidInputError("max messages", `is ${request.maxMessages}`, `an integer from 1 to ${REPLAY_LIMITS.maxMessages}`);
+  if (
+    !Number.isInteger(request.maxMessages) ||
+    request.maxMessages < 1 ||
+    request.maxMessages > REPLAY_LIMITS.maxMessages
+  ) {
+    throw new InvalidInputError(
+      "max messages",
+      `is ${request.maxMessages}`,
+      `an integer from 1 to ${REPLAY_LIMITS.maxMessages}`,
+    );
   }
   if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > SQS_MAX_BATCH) {
-    throw new InvalidInputError("batch size", `is ${batchSize}`, `an integer from 1 to ${SQS_MAX_BATCH}`);
+    throw new InvalidInputError(
+      "batch size",
+      `is ${batchSize}`,
+      `an integer from 1 to ${SQS_MAX_BATCH}`,
+    );
   }
   const now = request.now ?? (() => new Date());
   const visibility = request.visibilityTimeoutSeconds ?? 30;
@@ -111,7 +123,9 @@ export async function replayDeadLetters(request: ReplayDeadLettersRequest): Prom
         }),
       );
       // A message seen before came back because its visibility ran out mid-run; count it once.
-      const fresh = (response.Messages ?? []).filter((m) => m.MessageId !== undefined && !seen.has(m.MessageId));
+      const fresh = (response.Messages ?? []).filter(
+        (m) => m.MessageId !== undefined && !seen.has(m.MessageId),
+      );
       if (fresh.length === 0) {
         stoppedBecause = "dlq-empty";
         break;
@@ -154,10 +168,17 @@ async function replayRound(
     MessageBody: m.Body ?? "",
     MessageAttributes: m.MessageAttributes,
   }));
-  const notSent = await sendEntries(sqs, request.queueUrl, entries, { attempts: 3, retryDelayMs: 100 });
+  const notSent = await sendEntries(sqs, request.queueUrl, entries, {
+    attempts: 3,
+    retryDelayMs: 100,
+  });
   const notSentIds = new Set(notSent.map((f) => f.id));
   for (const f of notSent) {
-    failures.push({ messageId: messages[Number(f.id)]!.MessageId!, stage: "send", reason: `${f.code}: ${f.message}` });
+    failures.push({
+      messageId: messages[Number(f.id)]!.MessageId!,
+      stage: "send",
+      reason: `${f.code}: ${f.message}`,
+    });
   }
   const sent = messages.filter((_, i) => !notSentIds.has(String(i)));
   if (sent.length === 0) return 0;
@@ -170,12 +191,19 @@ async function replayRound(
         Entries: sent.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle! })),
       }),
     );
-    deleteFailed = (response.Failed ?? []).map((f) => ({ id: f.Id ?? "?", reason: `${f.Code}: ${f.Message ?? ""}` }));
+    deleteFailed = (response.Failed ?? []).map((f) => ({
+      id: f.Id ?? "?",
+      reason: `${f.Code}: ${f.Message ?? ""}`,
+    }));
   } catch (error) {
     deleteFailed = sent.map((_, i) => ({ id: String(i), reason: errorMessage(error) }));
   }
   for (const f of deleteFailed) {
-    failures.push({ messageId: sent[Number(f.id)]?.MessageId ?? f.id, stage: "delete", reason: f.reason });
+    failures.push({
+      messageId: sent[Number(f.id)]?.MessageId ?? f.id,
+      stage: "delete",
+      reason: f.reason,
+    });
   }
   return sent.length - deleteFailed.length;
 }
@@ -192,7 +220,11 @@ async function releaseVisibility(
       await sqs.send(
         new ChangeMessageVisibilityBatchCommand({
           QueueUrl: dlqUrl,
-          Entries: chunk.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle!, VisibilityTimeout: 0 })),
+          Entries: chunk.map((m, i) => ({
+            Id: String(i),
+            ReceiptHandle: m.ReceiptHandle!,
+            VisibilityTimeout: 0,
+          })),
         }),
       );
     } catch {
@@ -218,17 +250,30 @@ export function parseReplayRequest(value: unknown, input = "DLQ replay request")
   const o = value as Record<string, unknown>;
   const known = new Set(["max_messages", "dry_run", "batch_size"]);
   const extra = Object.keys(o).find((k) => !known.has(k));
-  if (extra !== undefined) throw new InvalidInputError(input, `has unknown field ${JSON.stringify(extra)}`, REPLAY_REQUEST_FORM);
+  if (extra !== undefined)
+    throw new InvalidInputError(
+      input,
+      `has unknown field ${JSON.stringify(extra)}`,
+      REPLAY_REQUEST_FORM,
+    );
   const integer = (name: string, fallback: number, max: number): number => {
     const v = o[name] ?? fallback;
     if (typeof v !== "number" || !Number.isInteger(v) || v < 1 || v > max) {
-      throw new InvalidInputError(input, `${name} ${JSON.stringify(v)} is not an integer from 1 to ${max}`, REPLAY_REQUEST_FORM);
+      throw new InvalidInputError(
+        input,
+        `${name} ${JSON.stringify(v)} is not an integer from 1 to ${max}`,
+        REPLAY_REQUEST_FORM,
+      );
     }
     return v;
   };
   const dryRun = o.dry_run ?? false;
   if (typeof dryRun !== "boolean") {
-    throw new InvalidInputError(input, `dry_run ${JSON.stringify(dryRun)} is not true or false`, REPLAY_REQUEST_FORM);
+    throw new InvalidInputError(
+      input,
+      `dry_run ${JSON.stringify(dryRun)} is not true or false`,
+      REPLAY_REQUEST_FORM,
+    );
   }
   return {
     maxMessages: integer("max_messages", 100, REPLAY_LIMITS.maxMessages),

@@ -28,7 +28,11 @@ export interface WorkMessageContext extends ArchiverContext {
 
 export type WorkMessageResult =
   /** Delete the message. `enqueued` is the phase a new message was sent for, if any. */
-  | { readonly kind: "finished"; readonly outcome: PhaseOutcome; readonly enqueued: PhaseName | null }
+  | {
+      readonly kind: "finished";
+      readonly outcome: PhaseOutcome;
+      readonly enqueued: PhaseName | null;
+    }
   /** Keep the message: the queue redelivers it after its visibility timeout. */
   | { readonly kind: "retry-later"; readonly outcome: PhaseOutcome };
 

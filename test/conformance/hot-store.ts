@@ -91,15 +91,26 @@ async function hotBucket(
   records = 3,
 ): Promise<BucketId> {
   const rows = Array.from({ length: records }, (_, i) =>
-    rec(`2023-03-01T00:00:0${i % 10}.${String(i).padStart(6, "0")}Z`, `k${i}`, `v${i}`, partitionKey),
+    rec(
+      `2023-03-01T00:00:0${i % 10}.${String(i).padStart(6, "0")}Z`,
+      `k${i}`,
+      `v${i}`,
+      partitionKey,
+    ),
   );
   await store.append(tableId, rows, NOW);
   return { tableId, partitionKey, bucketKey: "year:2023" };
 }
 
-async function acquire(store: HotStore, id: BucketId, now = NOW, leaseMs = LEASE_MS): Promise<Lease> {
+async function acquire(
+  store: HotStore,
+  id: BucketId,
+  now = NOW,
+  leaseMs = LEASE_MS,
+): Promise<Lease> {
   const result = await store.acquireLease(id, now, leaseMs);
-  if (result.kind !== "acquired") throw new Error(`expected to acquire the lease, got ${result.kind}`);
+  if (result.kind !== "acquired")
+    throw new Error(`expected to acquire the lease, got ${result.kind}`);
   return result.lease;
 }
 
@@ -111,7 +122,11 @@ function committed<T extends { kind: string }>(result: T): Extract<T, { kind: "c
 const PAYLOAD = { key: "p/payload.json", sha256: "a".repeat(64), rowCount: 3, byteLength: 123 };
 
 /** Drive a hot bucket forward until its recorded phase is `target`. */
-async function advanceTo(store: HotStore, id: BucketId, target: PhaseName): Promise<BucketMetadata> {
+async function advanceTo(
+  store: HotStore,
+  id: BucketId,
+  target: PhaseName,
+): Promise<BucketMetadata> {
   const order: PhaseName[] = ["claim", "export", "seal", "publish", "cleanup"];
   let metadata = (await store.getBucket(id))!;
   while (order.indexOf(metadata.phase as PhaseName) < order.indexOf(target)) {
@@ -190,7 +205,9 @@ export function hotStoreConformance(name: string, open: () => Promise<OpenedHotS
         const base = { tableId, strategy: "CalendarMonthUtc" as const, format: "json" as const };
 
         expect(await store.registerTable({ ...base, writableBuckets: null }, NOW)).toBe("created");
-        expect(await store.registerTable({ ...base, writableBuckets: null }, NOW)).toBe("unchanged");
+        expect(await store.registerTable({ ...base, writableBuckets: null }, NOW)).toBe(
+          "unchanged",
+        );
         expect(
           await store.registerTable({ ...base, format: "parquet", writableBuckets: 3 }, NOW),
         ).toBe("updated");
@@ -268,7 +285,10 @@ export function hotStoreConformance(name: string, open: () => Promise<OpenedHotS
 
       it("treats a repeated append as idempotent: identical records count as duplicates", async () => {
         const tableId = await newTable(store, "dup");
-        const records = [rec("2023-01-01T00:00:00Z", "a", "1"), rec("2023-01-01T00:00:00Z", "b", "2")];
+        const records = [
+          rec("2023-01-01T00:00:00Z", "a", "1"),
+          rec("2023-01-01T00:00:00Z", "b", "2"),
+        ];
 
         expect(await store.append(tableId, records, NOW)).toEqual({ inserted: 2, duplicates: 0 });
         expect(await store.append(tableId, records, NOW)).toEqual({ inserted: 0, duplicates: 2 });
@@ -319,7 +339,11 @@ export function hotStoreConformance(name: string, open: () => Promise<OpenedHotS
         await advanceTo(store, archived, "cleanup");
 
         for (const pk of [bytes(1), bytes(2)]) {
-          const attempt = store.append(tableId, [rec("2023-07-01T00:00:00Z", "late", "x", pk)], NOW);
+          const attempt = store.append(
+            tableId,
+            [rec("2023-07-01T00:00:00Z", "late", "x", pk)],
+            NOW,
+          );
           await expect(attempt).rejects.toBeInstanceOf(BucketNotWritableError);
           await expect(attempt).rejects.toThrow(/year:2023/);
         }
@@ -381,7 +405,10 @@ export function hotStoreConformance(name: string, open: () => Promise<OpenedHotS
           rec("2023-08-01T00:00:00Z", `k${String(i).padStart(5, "0")}`, `v${i}`),
         );
 
-        expect(await store.append(tableId, records, NOW)).toEqual({ inserted: 2_345, duplicates: 0 });
+        expect(await store.append(tableId, records, NOW)).toEqual({
+          inserted: 2_345,
+          duplicates: 0,
+        });
         expect(await store.append(tableId, records.slice(1_000, 2_100), NOW)).toEqual({
           inserted: 0,
           duplicates: 1_100,
@@ -419,7 +446,11 @@ export function hotStoreConformance(name: string, open: () => Promise<OpenedHotS
       it("reports missing for a bucket that was never written", async () => {
         const tableId = await newTable(store, "missing");
         expect(
-          await store.acquireLease({ tableId, partitionKey: bytes(1), bucketKey: "year:2023" }, NOW, 1),
+          await store.acquireLease(
+            { tableId, partitionKey: bytes(1), bucketKey: "year:2023" },
+            NOW,
+            1,
+          ),
         ).toEqual({ kind: "missing" });
       });
 
@@ -452,7 +483,11 @@ export function hotStoreConformance(name: string, open: () => Promise<OpenedHotS
         { op: "claim", phase: "claim", run: (s, l, n) => s.claim(l, n, CUTOFF) },
         { op: "snapshotPage", phase: "export", run: (s, l, n) => s.snapshotPage(l, n, null, 10) },
         { op: "recordPayload", phase: "export", run: (s, l, n) => s.recordPayload(l, n, PAYLOAD) },
-        { op: "recordManifest", phase: "seal", run: (s, l, n) => s.recordManifest(l, n, "m/x.json") },
+        {
+          op: "recordManifest",
+          phase: "seal",
+          run: (s, l, n) => s.recordManifest(l, n, "m/x.json"),
+        },
         { op: "publish", phase: "publish", run: (s, l, n) => s.publish(l, n) },
         { op: "cleanupBatch", phase: "cleanup", run: (s, l, n) => s.cleanupBatch(l, n, 10) },
         { op: "finishCleanup", phase: "cleanup", run: (s, l, n) => s.finishCleanup(l, n) },
@@ -473,7 +508,10 @@ export function hotStoreConformance(name: string, open: () => Promise<OpenedHotS
           const current = await acquire(store, id, later(NOW, LEASE_MS));
           expect(current.generation).toBe(stale.generation + 1);
           const superseded = await run(store, stale, later(NOW, 1_000));
-          expect(superseded).toMatchObject({ kind: "lease-lost", metadata: { ownerToken: current.token } });
+          expect(superseded).toMatchObject({
+            kind: "lease-lost",
+            metadata: { ownerToken: current.token },
+          });
 
           const after = await store.getBucket(id);
           expect(after).toMatchObject({
@@ -535,7 +573,11 @@ export function hotStoreConformance(name: string, open: () => Promise<OpenedHotS
           bytes(0xff),
           bytes(0xff, 0xff),
         ];
-        const times = ["2023-01-01T00:00:00.000001Z", "2023-01-01T00:00:00Z", "2023-12-31T23:59:59.999999Z"];
+        const times = [
+          "2023-01-01T00:00:00.000001Z",
+          "2023-01-01T00:00:00Z",
+          "2023-12-31T23:59:59.999999Z",
+        ];
         const records = times.flatMap((t) => sortKeys.map((k, i) => rec(t, k, `v${i}`)));
         const shuffled = [...records].sort(() => Math.random() - 0.5);
         await store.append(tableId, shuffled, NOW);
@@ -580,16 +622,20 @@ export function hotStoreConformance(name: string, open: () => Promise<OpenedHotS
         const id = await hotBucket(store, tableId);
         await advanceTo(store, id, "export");
 
-        expect((await store.publish(await acquire(store, id), NOW)).kind).toBe("lease-lost");
-        expect((await store.recordManifest(await acquire(store, id), NOW, "m")).kind).toBe(
-          "lease-lost",
-        );
+        const early = await acquire(store, id);
+        expect((await store.publish(early, NOW)).kind).toBe("lease-lost");
+        expect((await store.recordManifest(early, NOW, "m")).kind).toBe("lease-lost");
+        await store.releaseLease(early);
 
         const sealed = committed(await store.recordPayload(await acquire(store, id), NOW, PAYLOAD));
-        expect(sealed.metadata).toMatchObject({ phase: "seal", payload: PAYLOAD, ownerToken: null });
-        expect((await store.recordPayload(await acquire(store, id), NOW, PAYLOAD)).kind).toBe(
-          "lease-lost",
-        );
+        expect(sealed.metadata).toMatchObject({
+          phase: "seal",
+          payload: PAYLOAD,
+          ownerToken: null,
+        });
+        const repeat = await acquire(store, id);
+        expect((await store.recordPayload(repeat, NOW, PAYLOAD)).kind).toBe("lease-lost");
+        await store.releaseLease(repeat);
 
         const manifested = committed(
           await store.recordManifest(await acquire(store, id), NOW, "m/manifest.json"),
@@ -687,7 +733,9 @@ export function hotStoreConformance(name: string, open: () => Promise<OpenedHotS
           leaseExpiresAt: null,
         });
         expect(deferred.metadata.lastError).toHaveLength(2_000);
-        expect(await store.append(tableId, [rec("2023-09-09T00:00:00Z", "late", "1")], NOW)).toEqual({
+        expect(
+          await store.append(tableId, [rec("2023-09-09T00:00:00Z", "late", "1")], NOW),
+        ).toEqual({
           inserted: 1,
           duplicates: 0,
         });
@@ -739,12 +787,16 @@ export function hotStoreConformance(name: string, open: () => Promise<OpenedHotS
         years.map((y) => rec(`${y}-06-01T00:00:00Z`, "k", "v", bytes(partition))),
         NOW,
       );
-      return years.map((y) => ({ tableId, partitionKey: bytes(partition), bucketKey: `year:${y}` }));
+      return years.map((y) => ({
+        tableId,
+        partitionKey: bytes(partition),
+        bucketKey: `year:${y}`,
+      }));
     }
 
     it("offers eligible, stalled and cleanup buckets oldest bucket_end first, and nothing newer than the cutoff", async () => {
       const tableId = await newTable(store, "disc");
-      const [y2019, y2020, y2021, y2022] = await seed(tableId, [2019, 2020, 2021, 2022, 2025]);
+      const [y2019, , y2021, y2022] = await seed(tableId, [2019, 2020, 2021, 2022, 2025]);
       await advanceTo(store, y2019!, "cleanup");
       await advanceTo(store, y2021!, "seal");
       await acquire(store, y2022!, at("2029-01-01T00:00:00Z"));
@@ -756,7 +808,11 @@ export function hotStoreConformance(name: string, open: () => Promise<OpenedHotS
         "eligible:1:year:2022",
       ]);
       const candidates = await store.peekCandidates(query());
-      expect(candidates[0]).toMatchObject({ state: "archived", phase: "cleanup", enqueuedAt: null });
+      expect(candidates[0]).toMatchObject({
+        state: "archived",
+        phase: "cleanup",
+        enqueuedAt: null,
+      });
       expect(candidates[0]?.end).toEqual(at("2020-01-01T00:00:00Z"));
       expect(candidates[2]).toMatchObject({ state: "archiving", phase: "seal" });
     });
@@ -848,14 +904,15 @@ export function hotStoreConformance(name: string, open: () => Promise<OpenedHotS
       expect((await store.getBucket(discovered[0]!.id))?.enqueuedAt).toEqual(now);
 
       const next = later(now, 5_000);
-      expect(summary(await store.discover(query({ now: next, enqueuedBefore: later(now, -1) })))).toEqual([
-        "eligible:1:year:2020",
-      ]);
-      expect(await store.discover(query({ now: next, enqueuedBefore: later(now, 1_000) }))).toHaveLength(1);
-      expect(summary(await store.peekCandidates(query({ now: next, enqueuedBefore: next })))).toEqual([
-        "eligible:1:year:2019",
-        "eligible:1:year:2020",
-      ]);
+      expect(
+        summary(await store.discover(query({ now: next, enqueuedBefore: later(now, -1) }))),
+      ).toEqual(["eligible:1:year:2020"]);
+      expect(
+        await store.discover(query({ now: next, enqueuedBefore: later(now, 1_000) })),
+      ).toHaveLength(1);
+      expect(
+        summary(await store.peekCandidates(query({ now: next, enqueuedBefore: next }))),
+      ).toEqual(["eligible:1:year:2019", "eligible:1:year:2020"]);
     });
   });
 }
@@ -897,7 +954,11 @@ export function sqlHotStoreConformance(
     });
 
     it("stores keys and values as BYTEA and event times as TIMESTAMPTZ", async () => {
-      const { rows } = await store.db.query<{ table_name: string; column_name: string; data_type: string }>(
+      const { rows } = await store.db.query<{
+        table_name: string;
+        column_name: string;
+        data_type: string;
+      }>(
         `SELECT table_name, column_name, data_type FROM information_schema.columns
           WHERE table_name IN ('pulpitum_v4_records', 'pulpitum_v4_bucket_metadata')
             AND column_name IN ('partition_key', 'sort_key', 'value', 'event_time', 'bucket_end')
@@ -936,7 +997,8 @@ export function sqlHotStoreConformance(
       const lease = await acquire(store, id);
       store.db.faults = {
         afterCommit(operation) {
-          if (operation === "publish") throw new Error("connection reset while COMMIT was in flight");
+          if (operation === "publish")
+            throw new Error("connection reset while COMMIT was in flight");
         },
       };
 

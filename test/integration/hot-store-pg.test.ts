@@ -142,7 +142,8 @@ describe("PostgreSQL hot store under real concurrency", () => {
               rejected++;
               return;
             }
-            if (claimed && next > 10_000) throw new Error("appends kept succeeding after the claim");
+            if (claimed && next > 10_000)
+              throw new Error("appends kept succeeding after the claim");
           }
         };
         const claimAndSnapshot = async () => {
@@ -161,7 +162,8 @@ describe("PostgreSQL hot store under real concurrency", () => {
 
         const seen = new Set(snapshot.map(identity));
         expect(seen.size).toBe(snapshot.length);
-        for (const key of committed) expect(seen.has(key), `committed record ${key} missing`).toBe(true);
+        for (const key of committed)
+          expect(seen.has(key), `committed record ${key} missing`).toBe(true);
         for (const key of seen) expect(attempted.has(key)).toBe(true);
         committedTotal += committed.size;
       }
@@ -199,7 +201,11 @@ describe("PostgreSQL hot store under real concurrency", () => {
     const retries = databases.reduce((sum, db) => sum + db.stats.serializationRetries, 0);
     expect(retries).toBeGreaterThan(0);
 
-    const id: BucketId = { tableId, partitionKey: record(7, 0).partitionKey, bucketKey: "year:2023" };
+    const id: BucketId = {
+      tableId,
+      partitionKey: record(7, 0).partitionKey,
+      bucketKey: "year:2023",
+    };
     const claim = await main.claim(await acquire(main, id), NOW, CUTOFF);
     expect(claim.kind).toBe("committed");
     expect(await readAll(main, await acquire(main, id), 1_000)).toHaveLength(6 * 15 * 5);
@@ -262,7 +268,12 @@ describe("PostgreSQL hot store under real concurrency", () => {
 
     expect(plan).toContain(DISCOVERY_INDEX);
     expect(plan).not.toMatch(/Seq Scan on pulpitum_v4_bucket_metadata/);
-    const candidates = await main.peekCandidates({ now: NOW, cutoff: CUTOFF, limit: 64, enqueuedBefore: NOW });
+    const candidates = await main.peekCandidates({
+      now: NOW,
+      cutoff: CUTOFF,
+      limit: 64,
+      enqueuedBefore: NOW,
+    });
     expect(candidates).toHaveLength(64);
     expect(candidates.every((c, i) => i === 0 || candidates[i - 1]!.end <= c.end)).toBe(true);
   });

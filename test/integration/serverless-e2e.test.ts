@@ -27,12 +27,21 @@ import { afterAll, beforeAll, describe, expect, inject, it, onTestFailed, vi } f
 import { createDiscoveryHandler, type DiscoveryReport } from "../../functions/discover.js";
 import { createReplayHandler } from "../../functions/replay-dlq.js";
 import { openQueueRuntime } from "../../functions/queue-runtime.js";
-import { cachedPerContainer, openLambdaRuntime, type LambdaRuntime } from "../../functions/runtime.js";
+import {
+  cachedPerContainer,
+  openLambdaRuntime,
+  type LambdaRuntime,
+} from "../../functions/runtime.js";
 import { createWorkerHandler } from "../../functions/worker.js";
 import { S3ObjectStore } from "../../src/adapters/object-store/s3.js";
 import { parseManifest } from "../../src/archive/manifest.js";
 import { objectByteSource, readRecords } from "../../src/archive/payload-reader.js";
-import { bucketForTime, describeBucket, type BucketId, type BucketStrategy } from "../../src/domain/bucket.js";
+import {
+  bucketForTime,
+  describeBucket,
+  type BucketId,
+  type BucketStrategy,
+} from "../../src/domain/bucket.js";
 import type { TableRecord } from "../../src/domain/record.js";
 import { parseTableId, type ArchiveFormat } from "../../src/domain/table.js";
 import { parseRfc3339Micros } from "../../src/domain/time.js";
@@ -57,18 +66,22 @@ const WORKER_LANES = 4;
 const BATCH_SIZE = 5;
 
 const eventFile = (name: string): Record<string, unknown> =>
-  JSON.parse(readFileSync(new URL(`../../events/${name}`, import.meta.url), "utf8")) as Record<string, unknown>;
+  JSON.parse(readFileSync(new URL(`../../events/${name}`, import.meta.url), "utf8")) as Record<
+    string,
+    unknown
+  >;
 
 /** Counts every API call a client makes, by command name. */
 class RequestCounter {
   readonly counts = new Map<string, number>();
   attach<T extends { middlewareStack: { add: (...args: never[]) => void } }>(client: T): T {
     (client.middlewareStack as unknown as { add: (mw: unknown, options: unknown) => void }).add(
-      (next: (args: unknown) => Promise<unknown>, context: { commandName?: string }) => async (args: unknown) => {
-        const name = context.commandName ?? "?";
-        this.counts.set(name, (this.counts.get(name) ?? 0) + 1);
-        return await next(args);
-      },
+      (next: (args: unknown) => Promise<unknown>, context: { commandName?: string }) =>
+        async (args: unknown) => {
+          const name = context.commandName ?? "?";
+          this.counts.set(name, (this.counts.get(name) ?? 0) + 1);
+          return await next(args);
+        },
       { step: "initialize", name: "pulpitumRequestCounter" },
     );
     return client;
@@ -81,7 +94,12 @@ class RequestCounter {
   }
 }
 
-const counters = { workerSqs: new RequestCounter(), workerS3: new RequestCounter(), secrets: new RequestCounter(), eventSource: new RequestCounter() };
+const counters = {
+  workerSqs: new RequestCounter(),
+  workerS3: new RequestCounter(),
+  secrets: new RequestCounter(),
+  eventSource: new RequestCounter(),
+};
 const clientConfig = { endpoint, region, credentials };
 const workerSqs = counters.workerSqs.attach(new SQSClient(clientConfig));
 const workerS3 = counters.workerS3.attach(new S3Client({ ...clientConfig, forcePathStyle: true }));
@@ -117,10 +135,20 @@ interface SeededBucket {
 }
 
 /** Records of one table: `partitions` partitions × `periods` buckets × a few records each. */
-function tableRecords(partitions: number, periods: number, strategy: BucketStrategy, start: string): TableRecord[] {
+function tableRecords(
+  partitions: number,
+  periods: number,
+  strategy: BucketStrategy,
+  start: string,
+): TableRecord[] {
   const records: TableRecord[] = [];
   const base = parseRfc3339Micros(start);
-  const step = strategy === "CalendarDayUtc" ? 86_400_000_000n : strategy === "CalendarMonthUtc" ? 31n * 86_400_000_000n : 0n;
+  const step =
+    strategy === "CalendarDayUtc"
+      ? 86_400_000_000n
+      : strategy === "CalendarMonthUtc"
+        ? 31n * 86_400_000_000n
+        : 0n;
   for (let p = 0; p < partitions; p++) {
     const partitionKey = new Uint8Array([0xff, p, 0x2f, 0x00]); // bytes a raw key would mangle
     for (let period = 0; period < periods; period++) {
@@ -138,28 +166,69 @@ function tableRecords(partitions: number, periods: number, strategy: BucketStrat
   return records;
 }
 
-function groupByBucket(tableId: string, strategy: BucketStrategy, records: TableRecord[]): SeededBucket[] {
+function groupByBucket(
+  tableId: string,
+  strategy: BucketStrategy,
+  records: TableRecord[],
+): SeededBucket[] {
   const buckets = new Map<string, SeededBucket>();
   for (const r of records) {
-    const id: BucketId = { tableId: parseTableId(tableId), partitionKey: r.partitionKey, bucketKey: bucketForTime(strategy, r.eventTime).key };
+    const id: BucketId = {
+      tableId: parseTableId(tableId),
+      partitionKey: r.partitionKey,
+      bucketKey: bucketForTime(strategy, r.eventTime).key,
+    };
     const key = describeBucket(id);
     if (!buckets.has(key)) buckets.set(key, { id, records: [] });
     buckets.get(key)!.records.push(r);
   }
-  const show = (r: TableRecord) => `${r.eventTime.toString().padStart(24, "0")}|${Buffer.from(r.sortKey).toString("hex")}`;
-  for (const b of buckets.values()) b.records.sort((a, c) => (show(a) < show(c) ? -1 : show(a) > show(c) ? 1 : 0));
+  const show = (r: TableRecord) =>
+    `${r.eventTime.toString().padStart(24, "0")}|${Buffer.from(r.sortKey).toString("hex")}`;
+  for (const b of buckets.values())
+    b.records.sort((a, c) => (show(a) < show(c) ? -1 : show(a) > show(c) ? 1 : 0));
   return [...buckets.values()];
 }
 
-const TABLES: Array<{ id: string; strategy: BucketStrategy; format: ArchiveFormat; partitions: number; periods: number; start: string }> = [
-  { id: "orders", strategy: "CalendarMonthUtc", format: "parquet", partitions: 10, periods: 8, start: "2024-01-05T00:00:00Z" },
-  { id: "chat", strategy: "CalendarDayUtc", format: "json", partitions: 4, periods: 20, start: "2024-03-01T00:00:00Z" },
-  { id: "metrics", strategy: "CalendarYearUtc", format: "parquet", partitions: 40, periods: 1, start: "2023-06-01T00:00:00Z" },
+const TABLES: Array<{
+  id: string;
+  strategy: BucketStrategy;
+  format: ArchiveFormat;
+  partitions: number;
+  periods: number;
+  start: string;
+}> = [
+  {
+    id: "orders",
+    strategy: "CalendarMonthUtc",
+    format: "parquet",
+    partitions: 10,
+    periods: 8,
+    start: "2024-01-05T00:00:00Z",
+  },
+  {
+    id: "chat",
+    strategy: "CalendarDayUtc",
+    format: "json",
+    partitions: 4,
+    periods: 20,
+    start: "2024-03-01T00:00:00Z",
+  },
+  {
+    id: "metrics",
+    strategy: "CalendarYearUtc",
+    format: "parquet",
+    partitions: 40,
+    periods: 1,
+    start: "2023-06-01T00:00:00Z",
+  },
 ];
 
 async function queueDepth(url: string): Promise<{ visible: number; inFlight: number }> {
   const r = await admin.sqs.send(
-    new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"] }),
+    new GetQueueAttributesCommand({
+      QueueUrl: url,
+      AttributeNames: ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    }),
   );
   return {
     visible: Number(r.Attributes?.ApproximateNumberOfMessages ?? 0),
@@ -167,11 +236,17 @@ async function queueDepth(url: string): Promise<{ visible: number; inFlight: num
   };
 }
 
-async function waitFor(what: string, condition: () => Promise<boolean>, timeoutMs: number, tick?: () => Promise<void>): Promise<number> {
+async function waitFor(
+  what: string,
+  condition: () => Promise<boolean>,
+  timeoutMs: number,
+  tick?: () => Promise<void>,
+): Promise<number> {
   const started = Date.now();
   for (;;) {
     if (await condition()) return Date.now() - started;
-    if (Date.now() - started > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    if (Date.now() - started > timeoutMs)
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await tick?.();
     await new Promise((r) => setTimeout(r, 500));
   }
@@ -202,7 +277,9 @@ describe("the serverless archiver against SQS, S3 and PostgreSQL", () => {
   function workerContainer() {
     return createWorkerHandler(
       cachedPerContainer(async () => {
-        const runtime = await openLambdaRuntime(env, { clients: { sqs: workerSqs, s3: workerS3, secrets } });
+        const runtime = await openLambdaRuntime(env, {
+          clients: { sqs: workerSqs, s3: workerS3, secrets },
+        });
         runtimes.push(runtime);
         return runtime;
       }),
@@ -249,27 +326,46 @@ describe("the serverless archiver against SQS, S3 and PostgreSQL", () => {
     await server.end();
 
     await admin.s3.send(new CreateBucketCommand({ Bucket: bucket }));
-    const dlq = await admin.sqs.send(new CreateQueueCommand({ QueueName: `pulpitum-e2e-dlq-${randomUUID().slice(0, 8)}` }));
+    const dlq = await admin.sqs.send(
+      new CreateQueueCommand({ QueueName: `pulpitum-e2e-dlq-${randomUUID().slice(0, 8)}` }),
+    );
     dlqUrl = dlq.QueueUrl!;
-    const dlqArn = (await admin.sqs.send(new GetQueueAttributesCommand({ QueueUrl: dlqUrl, AttributeNames: ["QueueArn"] }))).Attributes!.QueueArn!;
+    const dlqArn = (
+      await admin.sqs.send(
+        new GetQueueAttributesCommand({ QueueUrl: dlqUrl, AttributeNames: ["QueueArn"] }),
+      )
+    ).Attributes!.QueueArn!;
     const work = await admin.sqs.send(
       new CreateQueueCommand({
         QueueName: `pulpitum-e2e-work-${randomUUID().slice(0, 8)}`,
         Attributes: {
           VisibilityTimeout: String(VISIBILITY_SECONDS),
-          RedrivePolicy: JSON.stringify({ deadLetterTargetArn: dlqArn, maxReceiveCount: MAX_RECEIVE_COUNT }),
+          RedrivePolicy: JSON.stringify({
+            deadLetterTargetArn: dlqArn,
+            maxReceiveCount: MAX_RECEIVE_COUNT,
+          }),
         },
       }),
     );
     workQueueUrl = work.QueueUrl!;
-    workQueueArn = (await admin.sqs.send(new GetQueueAttributesCommand({ QueueUrl: workQueueUrl, AttributeNames: ["QueueArn"] }))).Attributes!.QueueArn!;
+    workQueueArn = (
+      await admin.sqs.send(
+        new GetQueueAttributesCommand({ QueueUrl: workQueueUrl, AttributeNames: ["QueueArn"] }),
+      )
+    ).Attributes!.QueueArn!;
 
     // The database connection reaches the functions as an RDS-style secret, as in the deployed stack.
     const url = new URL(databaseUrl);
     const secret = await admin.secrets.send(
       new CreateSecretCommand({
         Name: `pulpitum-e2e-${randomUUID().slice(0, 8)}`,
-        SecretString: JSON.stringify({ username: url.username, password: "unused", host: url.hostname, port: Number(url.port), dbname: databaseName }),
+        SecretString: JSON.stringify({
+          username: url.username,
+          password: "unused",
+          host: url.hostname,
+          port: Number(url.port),
+          dbname: databaseName,
+        }),
       }),
     );
 
@@ -291,7 +387,10 @@ describe("the serverless archiver against SQS, S3 and PostgreSQL", () => {
     // Discovery migrates on its first start, as the deployed discovery function does.
     discoverHandler = createDiscoveryHandler(
       cachedPerContainer(async () => {
-        const runtime = await openLambdaRuntime(env, { clients: { sqs: workerSqs, s3: workerS3, secrets }, migrate: true });
+        const runtime = await openLambdaRuntime(env, {
+          clients: { sqs: workerSqs, s3: workerS3, secrets },
+          migrate: true,
+        });
         runtimes.push(runtime);
         return runtime;
       }),
@@ -306,9 +405,13 @@ describe("the serverless archiver against SQS, S3 and PostgreSQL", () => {
     const now = new Date();
     for (const table of TABLES) {
       const tableId = parseTableId(table.id);
-      await store.registerTable({ tableId, strategy: table.strategy, format: table.format, writableBuckets: null }, now);
+      await store.registerTable(
+        { tableId, strategy: table.strategy, format: table.format, writableBuckets: null },
+        now,
+      );
       const records = tableRecords(table.partitions, table.periods, table.strategy, table.start);
-      for (let i = 0; i < records.length; i += 500) await store.append(tableId, records.slice(i, i + 500), now);
+      for (let i = 0; i < records.length; i += 500)
+        await store.append(tableId, records.slice(i, i + 500), now);
       seeded.push(...groupByBucket(table.id, table.strategy, records));
     }
     expect(seeded).toHaveLength(200);
@@ -352,7 +455,12 @@ describe("the serverless archiver against SQS, S3 and PostgreSQL", () => {
       candidates += (await discoverOnce()).candidates;
       if (ticks === 1) {
         for (const b of seeded.slice(0, 20)) {
-          await admin.sqs.send(new SendMessageCommand({ QueueUrl: workQueueUrl, MessageBody: encodeWorkMessage(b.id) }));
+          await admin.sqs.send(
+            new SendMessageCommand({
+              QueueUrl: workQueueUrl,
+              MessageBody: encodeWorkMessage(b.id),
+            }),
+          );
         }
       }
     };
@@ -360,23 +468,38 @@ describe("the serverless archiver against SQS, S3 and PostgreSQL", () => {
       "all 200 buckets archived with hot rows deleted",
       async () => {
         const done = await archivedCount();
-        progress.push({ s: Math.round((Date.now() - started) / 1000), done, ...poller.stats, queue: await queueDepth(workQueueUrl) });
+        progress.push({
+          s: Math.round((Date.now() - started) / 1000),
+          done,
+          ...poller.stats,
+          queue: await queueDepth(workQueueUrl),
+        });
         return done === seeded.length;
       },
       150_000,
       schedule,
     );
-    await waitFor("an empty work queue", async () => {
-      const d = await queueDepth(workQueueUrl);
-      return d.visible + d.inFlight === 0;
-    }, 30_000);
+    await waitFor(
+      "an empty work queue",
+      async () => {
+        const d = await queueDepth(workQueueUrl);
+        return d.visible + d.inFlight === 0;
+      },
+      30_000,
+    );
     await poller.stop();
 
     for (const b of seeded) {
       const archived = await archivedRecords(b.id);
-      const show = (rs: TableRecord[]) => rs.map((r) => `${r.eventTime}|${Buffer.from(r.sortKey).toString("hex")}|${Buffer.from(r.value).toString()}`);
+      const show = (rs: TableRecord[]) =>
+        rs.map(
+          (r) =>
+            `${r.eventTime}|${Buffer.from(r.sortKey).toString("hex")}|${Buffer.from(r.value).toString()}`,
+        );
       expect(show(archived), describeBucket(b.id)).toEqual(show(b.records));
-      expect(Buffer.from(archived[0]!.partitionKey).equals(Buffer.from(b.id.partitionKey))).toBe(true);
+      expect(Buffer.from(archived[0]!.partitionKey).equals(Buffer.from(b.id.partitionKey))).toBe(
+        true,
+      );
       const hot = await inspector.runtime.hotStore.readBucket(b.id, { limit: 10 });
       expect(hot.route).toBe("archive");
     }
@@ -385,7 +508,9 @@ describe("the serverless archiver against SQS, S3 and PostgreSQL", () => {
 
     const n = seeded.length;
     const perBucket = (counter: RequestCounter) =>
-      Object.fromEntries(Object.entries(counter.snapshot()).map(([k, v]) => [k, +(v / n).toFixed(2)]));
+      Object.fromEntries(
+        Object.entries(counter.snapshot()).map(([k, v]) => [k, +(v / n).toFixed(2)]),
+      );
     const summary = {
       buckets: n,
       records: seeded.reduce((a, b) => a + b.records.length, 0),
@@ -429,52 +554,99 @@ describe("the serverless archiver against SQS, S3 and PostgreSQL", () => {
   }, 60_000);
 
   it("moves a poison message to the DLQ after maxReceiveCount; after the repair, a replay archives the bucket", async () => {
-    const late: BucketId = { tableId: parseTableId("orders"), partitionKey: new TextEncoder().encode("late"), bucketKey: "month:2024-11" };
-    await admin.sqs.send(new SendMessageCommand({ QueueUrl: workQueueUrl, MessageBody: encodeWorkMessage(late) }));
-    await admin.sqs.send(new SendMessageCommand({ QueueUrl: workQueueUrl, MessageBody: '{"v":1,"table_id":"orders"' }));
+    const late: BucketId = {
+      tableId: parseTableId("orders"),
+      partitionKey: new TextEncoder().encode("late"),
+      bucketKey: "month:2024-11",
+    };
+    await admin.sqs.send(
+      new SendMessageCommand({ QueueUrl: workQueueUrl, MessageBody: encodeWorkMessage(late) }),
+    );
+    await admin.sqs.send(
+      new SendMessageCommand({ QueueUrl: workQueueUrl, MessageBody: '{"v":1,"table_id":"orders"' }),
+    );
     const failedBefore = poller.stats.failed;
 
     poller.start();
-    const deadLettered = await waitFor("both poison messages in the DLQ", async () => (await queueDepth(dlqUrl)).visible === 2, 60_000);
+    const deadLettered = await waitFor(
+      "both poison messages in the DLQ",
+      async () => (await queueDepth(dlqUrl)).visible === 2,
+      60_000,
+    );
     await poller.stop();
     expect(poller.stats.failed - failedBefore).toBe(2 * MAX_RECEIVE_COUNT);
     expect(output.join("").match(/malformed work message/g)?.length).toBe(MAX_RECEIVE_COUNT);
 
     const replay = createReplayHandler(() => openQueueRuntime(env, { sqs: workerSqs }));
-    const dryRun = (await replay({ ...eventFile("replay-dlq.json"), dry_run: true }, lambdaContext())) as ReplayReport;
+    const dryRun = (await replay(
+      { ...eventFile("replay-dlq.json"), dry_run: true },
+      lambdaContext(),
+    )) as ReplayReport;
     expect(dryRun).toMatchObject({ dryRun: true, received: 2, replayed: 0, notSent: 0 });
     expect((await queueDepth(dlqUrl)).visible).toBe(2);
     expect(await queueDepth(workQueueUrl)).toEqual({ visible: 0, inFlight: 0 });
 
     // The repair: the bucket the message names now exists (its records arrived late).
-    const records = tableRecords(1, 1, "CalendarMonthUtc", "2024-11-02T00:00:00Z").map((r) => ({ ...r, partitionKey: late.partitionKey }));
+    const records = tableRecords(1, 1, "CalendarMonthUtc", "2024-11-02T00:00:00Z").map((r) => ({
+      ...r,
+      partitionKey: late.partitionKey,
+    }));
     await inspector.runtime.hotStore.append(late.tableId, records, new Date());
 
     const replayed = (await replay(eventFile("replay-dlq.json"), lambdaContext())) as ReplayReport;
-    expect(replayed).toMatchObject({ dryRun: false, received: 2, replayed: 2, notSent: 0, sentNotDeleted: 0, stoppedBecause: "dlq-empty" });
+    expect(replayed).toMatchObject({
+      dryRun: false,
+      received: 2,
+      replayed: 2,
+      notSent: 0,
+      sentNotDeleted: 0,
+      stoppedBecause: "dlq-empty",
+    });
     expect([...replayed.messageIds].sort()).toEqual([...dryRun.messageIds].sort());
     expect((await queueDepth(dlqUrl)).visible).toBe(0);
 
     poller.start();
     // The repaired message archives its bucket (one phase, then its follow-ups); the malformed one dead-letters again.
-    await waitFor("the repaired bucket archived", () => isArchived(late), 60_000, async () => void (await discoverOnce()));
-    await waitFor("the malformed message back in the DLQ", async () => (await queueDepth(dlqUrl)).visible === 1, 60_000);
+    await waitFor(
+      "the repaired bucket archived",
+      () => isArchived(late),
+      60_000,
+      async () => void (await discoverOnce()),
+    );
+    await waitFor(
+      "the malformed message back in the DLQ",
+      async () => (await queueDepth(dlqUrl)).visible === 1,
+      60_000,
+    );
     await poller.stop();
     expect(await archivedRecords(late)).toHaveLength(records.length);
-    const leftover = await admin.sqs.send(new ReceiveMessageCommand({ QueueUrl: dlqUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 1 }));
+    const leftover = await admin.sqs.send(
+      new ReceiveMessageCommand({ QueueUrl: dlqUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 1 }),
+    );
     expect(leftover.Messages?.map((m) => m.Body)).toEqual(['{"v":1,"table_id":"orders"']);
-    console.log(`poison: dead-lettered in ${(deadLettered / 1000).toFixed(1)} s after ${MAX_RECEIVE_COUNT} receives each`);
+    console.log(
+      `poison: dead-lettered in ${(deadLettered / 1000).toFixed(1)} s after ${MAX_RECEIVE_COUNT} receives each`,
+    );
   }, 180_000);
 
   it("archives one bucket by hand through a manual invocation of the worker", async () => {
     const tableId = parseTableId("manual");
     const now = new Date();
-    await inspector.runtime.hotStore.registerTable({ tableId, strategy: "CalendarMonthUtc", format: "json", writableBuckets: null }, now);
-    const records = tableRecords(1, 1, "CalendarMonthUtc", "2024-02-10T00:00:00Z").map((r) => ({ ...r, partitionKey: new TextEncoder().encode("tenant-42") }));
+    await inspector.runtime.hotStore.registerTable(
+      { tableId, strategy: "CalendarMonthUtc", format: "json", writableBuckets: null },
+      now,
+    );
+    const records = tableRecords(1, 1, "CalendarMonthUtc", "2024-02-10T00:00:00Z").map((r) => ({
+      ...r,
+      partitionKey: new TextEncoder().encode("tenant-42"),
+    }));
     await inspector.runtime.hotStore.append(tableId, records, now);
     const worker = workerContainer();
 
-    const report = (await worker({ ...eventFile("manual-bucket.json"), table_id: "manual" }, lambdaContext())) as ManualRunReport;
+    const report = (await worker(
+      { ...eventFile("manual-bucket.json"), table_id: "manual" },
+      lambdaContext(),
+    )) as ManualRunReport;
 
     expect(report.phases.map((p) => `${p.phase}:${p.result}`)).toEqual([
       "claim:advanced",
@@ -483,8 +655,18 @@ describe("the serverless archiver against SQS, S3 and PostgreSQL", () => {
       "publish:advanced",
       "cleanup:advanced",
     ]);
-    expect(report.final).toMatchObject({ stopped_because: "finished", state: "archived", hot_deleted: true });
-    expect(await archivedRecords({ tableId, partitionKey: new TextEncoder().encode("tenant-42"), bucketKey: "month:2024-02" })).toHaveLength(records.length);
+    expect(report.final).toMatchObject({
+      stopped_because: "finished",
+      state: "archived",
+      hot_deleted: true,
+    });
+    expect(
+      await archivedRecords({
+        tableId,
+        partitionKey: new TextEncoder().encode("tenant-42"),
+        bucketKey: "month:2024-02",
+      }),
+    ).toHaveLength(records.length);
     // A manual run enqueues nothing.
     expect(await queueDepth(workQueueUrl)).toEqual({ visible: 0, inFlight: 0 });
   }, 60_000);

@@ -12,7 +12,12 @@
  * Several lanes poll at once, as concurrent Lambda containers would.
  */
 import { randomUUID } from "node:crypto";
-import { DeleteMessageBatchCommand, ReceiveMessageCommand, type Message, type SQSClient } from "@aws-sdk/client-sqs";
+import {
+  DeleteMessageBatchCommand,
+  ReceiveMessageCommand,
+  type Message,
+  type SQSClient,
+} from "@aws-sdk/client-sqs";
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda";
 
 export type SqsHandler = (event: SQSEvent, context: Context) => Promise<unknown>;
@@ -39,7 +44,13 @@ export interface PollerStats {
 }
 
 export class SqsEventSourcePoller {
-  readonly stats: PollerStats = { invocations: 0, records: 0, succeeded: 0, failed: 0, handlerErrors: 0 };
+  readonly stats: PollerStats = {
+    invocations: 0,
+    records: 0,
+    succeeded: 0,
+    failed: 0,
+    handlerErrors: 0,
+  };
   readonly #options: PollerOptions;
   #running = false;
   #lanes: Promise<void>[] = [];
@@ -67,7 +78,8 @@ export class SqsEventSourcePoller {
     this.stats.records += messages.length;
     let failedIds: Set<string>;
     try {
-      const response = (await this.#options.handlers[lane]!(event, this.#context())) as SQSBatchResponse | undefined;
+      const response = (await this.#options.handlers[lane]!(event, this.#context())) as
+        SQSBatchResponse | undefined;
       failedIds = new Set((response?.batchItemFailures ?? []).map((f) => f.itemIdentifier));
     } catch {
       // A failed invocation: Lambda deletes nothing; every message comes back.
@@ -113,7 +125,8 @@ export class SqsEventSourcePoller {
         ApproximateReceiveCount: attributes.ApproximateReceiveCount ?? "1",
         SentTimestamp: attributes.SentTimestamp ?? String(Date.now()),
         SenderId: attributes.SenderId ?? "AIDAEXAMPLE",
-        ApproximateFirstReceiveTimestamp: attributes.ApproximateFirstReceiveTimestamp ?? String(Date.now()),
+        ApproximateFirstReceiveTimestamp:
+          attributes.ApproximateFirstReceiveTimestamp ?? String(Date.now()),
       },
       messageAttributes: {},
       md5OfBody: m.MD5OfBody ?? "",

@@ -7,7 +7,17 @@
 import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type { Context, SQSBatchResponse, SQSEvent } from "aws-lambda";
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, onTestFinished, vi } from "vitest";
+import {
+  afterAll,
+  afterEach,
+  beforeAll,
+  beforeEach,
+  describe,
+  expect,
+  it,
+  onTestFinished,
+  vi,
+} from "vitest";
 import { createDiscoveryHandler } from "../../functions/discover.js";
 import { createReplayHandler } from "../../functions/replay-dlq.js";
 import { createWorkerHandler, type WorkerDependencies } from "../../functions/worker.js";
@@ -19,10 +29,17 @@ import { InvalidInputError } from "../../src/errors.js";
 import { encodeWorkMessage, type WorkItem, type WorkQueue } from "../../src/ports/work-queue.js";
 import type { ManualRunReport } from "../../src/usecases/manual-run.js";
 import { parseReplayRequest } from "../../src/usecases/replay-dlq.js";
-import { archivedRecords, expectSameRecords, makeHarness, seedTable, type Harness } from "../support/workflow-harness.js";
+import {
+  archivedRecords,
+  expectSameRecords,
+  makeHarness,
+  seedTable,
+  type Harness,
+} from "../support/workflow-harness.js";
 
 const EVENTS = new URL("../../events/", import.meta.url);
-const eventFile = (name: string): unknown => JSON.parse(readFileSync(new URL(name, EVENTS), "utf8"));
+const eventFile = (name: string): unknown =>
+  JSON.parse(readFileSync(new URL(name, EVENTS), "utf8"));
 
 /** A WorkQueue that remembers what was sent, in order. */
 class RecordingQueue implements WorkQueue {
@@ -79,10 +96,17 @@ function sqsEvent(bodies: Array<{ id?: string; body: string }>): SQSEvent & { id
 function captureOutput() {
   const lines: string[] = [];
   const capture = (chunk: unknown) => {
-    lines.push(...String(chunk).split("\n").filter((l) => l.trim() !== ""));
+    lines.push(
+      ...String(chunk)
+        .split("\n")
+        .filter((l) => l.trim() !== ""),
+    );
     return true;
   };
-  const spies = [vi.spyOn(process.stdout, "write").mockImplementation(capture), vi.spyOn(process.stderr, "write").mockImplementation(capture)];
+  const spies = [
+    vi.spyOn(process.stdout, "write").mockImplementation(capture),
+    vi.spyOn(process.stderr, "write").mockImplementation(capture),
+  ];
   return {
     json(): Array<Record<string, unknown>> {
       return lines.flatMap((l) => {
@@ -125,7 +149,13 @@ function recordsIn(partitionKey: Uint8Array, start: string, count: number): Tabl
   }));
 }
 
-async function seed(h: Harness, table: string, strategy: BucketStrategy, format: ArchiveFormat, records: TableRecord[]): Promise<Map<string, { id: BucketId; records: TableRecord[] }>> {
+async function seed(
+  h: Harness,
+  table: string,
+  strategy: BucketStrategy,
+  format: ArchiveFormat,
+  records: TableRecord[],
+): Promise<Map<string, { id: BucketId; records: TableRecord[] }>> {
   return await seedTable(h, parseTableId(table), strategy, format, records);
 }
 
@@ -140,7 +170,10 @@ afterAll(async () => {
 });
 
 function workerOn(queue: WorkQueue): ReturnType<typeof createWorkerHandler> {
-  const deps: WorkerDependencies = { runtime: { context: (log) => ({ ...h.process().ctx, log }), clock: h.clock }, queue };
+  const deps: WorkerDependencies = {
+    runtime: { context: (log) => ({ ...h.process().ctx, log }), clock: h.clock },
+    queue,
+  };
   return createWorkerHandler(async () => deps);
 }
 
@@ -148,8 +181,12 @@ function workerOn(queue: WorkQueue): ReturnType<typeof createWorkerHandler> {
 async function twoBuckets(names = { events: `events-${++tables}`, chat: `chat-${tables}` }) {
   const eventsRecords = recordsIn(TENANT, "2024-02-03T00:00:00Z", 40);
   const chatRecords = recordsIn(CHANNEL, "2024-05-01T00:00:00Z", 30);
-  const events = [...(await seed(h, names.events, "CalendarMonthUtc", "json", eventsRecords)).values()][0]!.id;
-  const chat = [...(await seed(h, names.chat, "CalendarYearUtc", "parquet", chatRecords)).values()][0]!.id;
+  const events = [
+    ...(await seed(h, names.events, "CalendarMonthUtc", "json", eventsRecords)).values(),
+  ][0]!.id;
+  const chat = [
+    ...(await seed(h, names.chat, "CalendarYearUtc", "parquet", chatRecords)).values(),
+  ][0]!.id;
   return { events, chat, eventsRecords, chatRecords };
 }
 
@@ -174,22 +211,43 @@ describe("the worker handler on SQS batches", () => {
 
     const response = (await worker(event, lambdaContext())) as SQSBatchResponse;
 
-    expect(response.batchItemFailures).toEqual([{ itemIdentifier: "c0ffee00-0bad-4bad-8bad-000000000003" }]);
+    expect(response.batchItemFailures).toEqual([
+      { itemIdentifier: "c0ffee00-0bad-4bad-8bad-000000000003" },
+    ]);
     expect((await h.inner.getBucket(events))?.state).toBe("archiving");
     expect((await h.inner.getBucket(chat))?.state).toBe("archiving");
-    expect(queue.take().map((i) => encodeWorkMessage(i)).sort()).toEqual([encodeWorkMessage(chat), encodeWorkMessage(events)].sort());
+    expect(
+      queue
+        .take()
+        .map((i) => encodeWorkMessage(i))
+        .sort(),
+    ).toEqual([encodeWorkMessage(chat), encodeWorkMessage(events)].sort());
 
     const logs = output.logs();
-    const malformed = logs.find((l) => l.message === String(l.message) && String(l.message).startsWith("malformed work message"));
-    expect(malformed).toMatchObject({ level: "ERROR", message_id: "c0ffee00-0bad-4bad-8bad-000000000003" });
+    const malformed = logs.find(
+      (l) =>
+        l.message === String(l.message) && String(l.message).startsWith("malformed work message"),
+    );
+    expect(malformed).toMatchObject({
+      level: "ERROR",
+      message_id: "c0ffee00-0bad-4bad-8bad-000000000003",
+    });
     expect(String(malformed?.error)).toContain("SQS message c0ffee00-0bad-4bad-8bad-000000000003");
     // Every line written while a valid record was processed names its bucket and message.
     const bucketLines = logs.filter((l) => l.message_id === "3f1c9a52-6d0e-4b8a-9f57-0c1d2e3f4a51");
     expect(bucketLines.length).toBeGreaterThanOrEqual(2);
     for (const line of bucketLines) {
-      expect(line).toMatchObject({ table_id: "events", partition_key_b64: "dGVuYW50LTQy", bucket_key: "month:2024-02" });
+      expect(line).toMatchObject({
+        table_id: "events",
+        partition_key_b64: "dGVuYW50LTQy",
+        bucket_key: "month:2024-02",
+      });
     }
-    expect(logs.filter((l) => l.message === "phase committed").every((l) => typeof l.bucket_key === "string")).toBe(true);
+    expect(
+      logs
+        .filter((l) => l.message === "phase committed")
+        .every((l) => typeof l.bucket_key === "string"),
+    ).toBe(true);
     expect(logs.every((l) => l.function_request_id !== undefined)).toBe(true);
 
     const emf = output.metrics();
@@ -202,7 +260,10 @@ describe("the worker handler on SQS batches", () => {
     const { events, chat } = await twoBuckets();
     const lease = await h.inner.acquireLease(events, h.clock.now(), 60_000);
     expect(lease.kind).toBe("acquired");
-    const event = sqsEvent([{ body: encodeWorkMessage(events) }, { body: encodeWorkMessage(chat) }]);
+    const event = sqsEvent([
+      { body: encodeWorkMessage(events) },
+      { body: encodeWorkMessage(chat) },
+    ]);
 
     const response = (await worker(event, lambdaContext())) as SQSBatchResponse;
 
@@ -212,10 +273,15 @@ describe("the worker handler on SQS batches", () => {
   });
 
   it("reports a deferred bucket failed until its retry time has passed", async () => {
-    const { events, chat } = await twoBuckets();
+    const { events } = await twoBuckets();
     const acquired = await h.inner.acquireLease(events, h.clock.now(), 60_000);
     if (acquired.kind !== "acquired") throw new Error("no lease");
-    await h.inner.defer(acquired.lease, h.clock.now(), new Date(h.clock.now().getTime() + 600_000), "injected: S3 unavailable");
+    await h.inner.defer(
+      acquired.lease,
+      h.clock.now(),
+      new Date(h.clock.now().getTime() + 600_000),
+      "injected: S3 unavailable",
+    );
     const event = sqsEvent([{ body: encodeWorkMessage(events) }]);
 
     const deferred = (await worker(event, lambdaContext())) as SQSBatchResponse;
@@ -230,14 +296,21 @@ describe("the worker handler on SQS batches", () => {
 
   it("fails a message for a bucket that does not exist, and logs it with its bucket and message id", async () => {
     const { events, chat } = await twoBuckets();
-    const ghost: BucketId = { tableId: events.tableId, partitionKey: TENANT, bucketKey: "month:2023-01" };
+    const ghost: BucketId = {
+      tableId: events.tableId,
+      partitionKey: TENANT,
+      bucketKey: "month:2023-01",
+    };
     const event = sqsEvent([{ body: encodeWorkMessage(ghost) }, { body: encodeWorkMessage(chat) }]);
 
     const response = (await worker(event, lambdaContext())) as SQSBatchResponse;
 
     expect(response.batchItemFailures).toEqual([{ itemIdentifier: event.ids[0] }]);
     const failure = output.logs().find((l) => l.message_id === event.ids[0] && l.level === "ERROR");
-    expect(failure).toMatchObject({ bucket_key: "month:2023-01", error_name: "UnknownBucketError" });
+    expect(failure).toMatchObject({
+      bucket_key: "month:2023-01",
+      error_name: "UnknownBucketError",
+    });
   });
 
   it("archives buckets completely when fed only its own follow-up messages, one phase per message, and ignores duplicates and stale messages", async () => {
@@ -248,7 +321,9 @@ describe("the worker handler on SQS batches", () => {
       invocations++;
       expect(invocations).toBeLessThanOrEqual(5);
       // Every message arrives twice. A twin that finds the lease taken is retried (busy), never an error.
-      const event = sqsEvent([...pending, ...pending].map((item) => ({ body: encodeWorkMessage(item) })));
+      const event = sqsEvent(
+        [...pending, ...pending].map((item) => ({ body: encodeWorkMessage(item) })),
+      );
       const response = (await worker(event, lambdaContext())) as SQSBatchResponse;
       expect(response.batchItemFailures.length).toBeLessThanOrEqual(pending.length);
       pending = [...new Map(queue.take().map((i) => [encodeWorkMessage(i), i])).values()];
@@ -260,7 +335,10 @@ describe("the worker handler on SQS batches", () => {
 
     // A message for an archived bucket is acknowledged and changes nothing.
     const before = await h.inner.getBucket(events);
-    const stale = (await worker(sqsEvent([{ body: encodeWorkMessage(events) }]), lambdaContext())) as SQSBatchResponse;
+    const stale = (await worker(
+      sqsEvent([{ body: encodeWorkMessage(events) }]),
+      lambdaContext(),
+    )) as SQSBatchResponse;
     expect(stale.batchItemFailures).toEqual([]);
     expect(await h.inner.getBucket(events)).toEqual(before);
     expect(queue.take()).toEqual([]);
@@ -271,11 +349,26 @@ describe("the worker handler on SQS batches", () => {
     [{}, /worker event: is neither an SQS event \(Records\) nor a manual invocation/],
     [[], /worker event: is not a JSON object/],
     [{ Records: [] }, /Records is not a non-empty array/],
-    [{ Records: [{ eventSource: "aws:s3", messageId: "x" }] }, /Records\[0\] is not an SQS record with a messageId/],
-    [{ v: 2, table_id: "events", partition_key_b64: "", bucket_key: "year:2024" }, /manual invocation: has version 2/],
-    [{ v: 1, table_id: "events", partition_key_b64: "@@", bucket_key: "year:2024" }, /partition_key_b64 is not standard base64/],
-    [{ v: 1, table_id: "events", partition_key_b64: "", bucket_key: "year:2024", max_phases: 0 }, /max_phases 0 is not an integer from 1 to 100/],
-    [{ v: 1, table_id: "events", partition_key_b64: "", bucket_key: "year:2024", force: true }, /has unknown field "force"/],
+    [
+      { Records: [{ eventSource: "aws:s3", messageId: "x" }] },
+      /Records\[0\] is not an SQS record with a messageId/,
+    ],
+    [
+      { v: 2, table_id: "events", partition_key_b64: "", bucket_key: "year:2024" },
+      /manual invocation: has version 2/,
+    ],
+    [
+      { v: 1, table_id: "events", partition_key_b64: "@@", bucket_key: "year:2024" },
+      /partition_key_b64 is not standard base64/,
+    ],
+    [
+      { v: 1, table_id: "events", partition_key_b64: "", bucket_key: "year:2024", max_phases: 0 },
+      /max_phases 0 is not an integer from 1 to 100/,
+    ],
+    [
+      { v: 1, table_id: "events", partition_key_b64: "", bucket_key: "year:2024", force: true },
+      /has unknown field "force"/,
+    ],
   ])("rejects the event %j, naming what is wrong and what is accepted", async (event, message) => {
     worker = createWorkerHandler(async () => {
       throw new Error("must not open the runtime for an invalid event");
@@ -303,18 +396,36 @@ describe("the worker handler invoked by hand", () => {
   async function manualBucket(table = `manual-${++tables}`) {
     const expected = recordsIn(TENANT, "2024-02-10T00:00:00Z", 25);
     await seed(h, table, "CalendarMonthUtc", "json", expected);
-    const event = { ...(eventFile("manual-bucket.json") as Record<string, unknown>), table_id: table };
-    const id: BucketId = { tableId: parseTableId(table), partitionKey: TENANT, bucketKey: "month:2024-02" };
+    const event = {
+      ...(eventFile("manual-bucket.json") as Record<string, unknown>),
+      table_id: table,
+    };
+    const id: BucketId = {
+      tableId: parseTableId(table),
+      partitionKey: TENANT,
+      bucketKey: "month:2024-02",
+    };
     return { expected, event, id };
   }
 
   it("events/manual-bucket.json: runs every phase of the bucket and reports each", async () => {
     const { expected, id } = await manualBucket("events-manual");
-    const event = { ...(eventFile("manual-bucket.json") as Record<string, unknown>), table_id: "events-manual" };
-    expect(event).toMatchObject({ v: 1, partition_key_b64: "dGVuYW50LTQy", bucket_key: "month:2024-02" });
+    const event = {
+      ...(eventFile("manual-bucket.json") as Record<string, unknown>),
+      table_id: "events-manual",
+    };
+    expect(event).toMatchObject({
+      v: 1,
+      partition_key_b64: "dGVuYW50LTQy",
+      bucket_key: "month:2024-02",
+    });
     const report = (await worker(event, lambdaContext())) as ManualRunReport;
 
-    expect(report.bucket).toEqual({ table_id: "events-manual", partition_key_b64: "dGVuYW50LTQy", bucket_key: "month:2024-02" });
+    expect(report.bucket).toEqual({
+      table_id: "events-manual",
+      partition_key_b64: "dGVuYW50LTQy",
+      bucket_key: "month:2024-02",
+    });
     expect(report.phases.map((p) => [p.phase, p.result])).toEqual([
       ["claim", "advanced"],
       ["export", "advanced"],
@@ -323,11 +434,20 @@ describe("the worker handler invoked by hand", () => {
       ["cleanup", "advanced"],
     ]);
     expect(report.phases[1]).toMatchObject({ rows: 25 });
-    expect(report.final).toMatchObject({ stopped_because: "finished", state: "archived", hot_deleted: true, next: null });
-    expect(report.final.manifest_key).toMatch(/^archive\/v4\/events-manual\/.+\/manifests\/[0-9a-f]{64}\.json$/);
+    expect(report.final).toMatchObject({
+      stopped_because: "finished",
+      state: "archived",
+      hot_deleted: true,
+      next: null,
+    });
+    expect(report.final.manifest_key).toMatch(
+      /^archive\/v4\/events-manual\/.+\/manifests\/[0-9a-f]{64}\.json$/,
+    );
     expectSameRecords(await archivedRecords(h, id), expected);
     expect(JSON.parse(JSON.stringify(report))).toEqual(report);
-    expect(output.logs().filter((l) => l.message === "manual run finished")[0]).toMatchObject({ bucket_key: "month:2024-02" });
+    expect(output.logs().filter((l) => l.message === "manual run finished")[0]).toMatchObject({
+      bucket_key: "month:2024-02",
+    });
 
     const again = (await worker(event, lambdaContext())) as ManualRunReport;
     expect(again.phases).toEqual([expect.objectContaining({ phase: null, result: "done" })]);
@@ -338,7 +458,11 @@ describe("the worker handler invoked by hand", () => {
     const { event } = await manualBucket();
     const first = (await worker({ ...event, max_phases: 2 }, lambdaContext())) as ManualRunReport;
     expect(first.phases.map((p) => p.phase)).toEqual(["claim", "export"]);
-    expect(first.final).toMatchObject({ stopped_because: "max-phases", state: "archiving", next: "seal" });
+    expect(first.final).toMatchObject({
+      stopped_because: "max-phases",
+      state: "archiving",
+      next: "seal",
+    });
 
     const rest = (await worker(event, lambdaContext())) as ManualRunReport;
     expect(rest.phases.map((p) => p.phase)).toEqual(["seal", "publish", "cleanup"]);
@@ -380,19 +504,30 @@ describe("the discovery handler", () => {
       ...recordsIn(TENANT, "2026-05-03T00:00:00Z", 3),
     ]);
     const queue = new RecordingQueue();
-    const discover = createDiscoveryHandler(async () => ({ runtime: { context: (log) => ({ ...h.process().ctx, log }), clock: h.clock }, queue }));
+    const discover = createDiscoveryHandler(async () => ({
+      runtime: { context: (log) => ({ ...h.process().ctx, log }), clock: h.clock },
+      queue,
+    }));
 
     const result = await discover(eventFile("schedule.json"), lambdaContext());
 
     expect(result).toEqual({ candidates: 2, by_kind: { eligible: 2 } });
-    expect(queue.take().map((i) => i.bucketKey).sort()).toEqual(["month:2024-02", "month:2024-03"]);
+    expect(
+      queue
+        .take()
+        .map((i) => i.bucketKey)
+        .sort(),
+    ).toEqual(["month:2024-02", "month:2024-03"]);
     expect(sumMetric(output.metrics(), "DiscoveryCandidates")).toBe(2);
     // `aws lambda invoke` with an empty payload runs a discovery too.
     expect(await discover({}, lambdaContext())).toMatchObject({ candidates: expect.any(Number) });
   });
 
   it.each([
-    [{ source: "aws.s3", "detail-type": "Object Created" }, /discovery event: has source "aws.s3" and detail-type "Object Created"/],
+    [
+      { source: "aws.s3", "detail-type": "Object Created" },
+      /discovery event: has source "aws.s3" and detail-type "Object Created"/,
+    ],
     ["tick", /discovery event: is not a JSON object/],
   ])("rejects %j naming the accepted events", async (event, message) => {
     const discover = createDiscoveryHandler(async () => {
@@ -404,7 +539,11 @@ describe("the discovery handler", () => {
 
 describe("the DLQ replay request", () => {
   it("events/replay-dlq.json parses to a bounded, real replay", () => {
-    expect(parseReplayRequest(eventFile("replay-dlq.json"))).toEqual({ maxMessages: 50, dryRun: false, batchSize: 10 });
+    expect(parseReplayRequest(eventFile("replay-dlq.json"))).toEqual({
+      maxMessages: 50,
+      dryRun: false,
+      batchSize: 10,
+    });
     expect(parseReplayRequest({})).toEqual({ maxMessages: 100, dryRun: false, batchSize: 10 });
   });
 

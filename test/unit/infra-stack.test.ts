@@ -8,13 +8,21 @@ import { Annotations, Match, Template } from "aws-cdk-lib/assertions";
 import cdkNag from "cdk-nag";
 import { beforeAll, describe, expect, it } from "vitest";
 import { stackPropsFrom } from "../../infra/app-props.js";
-import { ArchiverStack, VISIBILITY_TIMEOUT_FACTOR, archiverSettings, type ArchiverStackProps } from "../../infra/archiver-stack.js";
+import {
+  ArchiverStack,
+  VISIBILITY_TIMEOUT_FACTOR,
+  archiverSettings,
+  type ArchiverStackProps,
+} from "../../infra/archiver-stack.js";
 import { METRIC, METRICS_NAMESPACE } from "../../functions/observability.js";
 
 const execFileAsync = promisify(execFile);
 
 /** A stack with cdk-nag registered as the app's validation plugin, as infra/app.ts does. */
-function synthesize(props: ArchiverStackProps = {}, options: { bundle: boolean } = { bundle: false }) {
+function synthesize(
+  props: ArchiverStackProps = {},
+  options: { bundle: boolean } = { bundle: false },
+) {
   // Skipping bundling is CDK's own switch (what `cdk synth --exclusively` uses); the default-stack suite bundles for real.
   const app = new App(options.bundle ? {} : { context: { "aws:cdk:bundling-stacks": [] } });
   const stack = new ArchiverStack(app, "Pulpitum", props);
@@ -24,13 +32,19 @@ function synthesize(props: ArchiverStackProps = {}, options: { bundle: boolean }
 }
 
 /** IAM statements of one role, with action lists sorted (their order depends on feature flags). */
-function statementsOf(template: Template, stack: ArchiverStack, role: { node: { defaultChild?: unknown } }): Array<Record<string, unknown>> {
+function statementsOf(
+  template: Template,
+  stack: ArchiverStack,
+  role: { node: { defaultChild?: unknown } },
+): Array<Record<string, unknown>> {
   const policies = template.findResources("AWS::IAM::Policy", {
     Properties: { Roles: [{ Ref: stack.getLogicalId(role.node.defaultChild as never) }] },
   });
   return Object.values(policies)
     .flatMap((p) => p.Properties.PolicyDocument.Statement as Array<Record<string, unknown>>)
-    .map((s) => (Array.isArray(s.Action) ? { ...s, Action: [...(s.Action as string[])].sort() } : s));
+    .map((s) =>
+      Array.isArray(s.Action) ? { ...s, Action: [...(s.Action as string[])].sort() } : s,
+    );
 }
 
 function fnLogicalId(stack: ArchiverStack, fn: { node: { defaultChild: unknown } }): string {
@@ -49,7 +63,11 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
     const logsId = stack.getLogicalId(stack.accessLogsBucket.node.defaultChild as never);
     template.hasResource("AWS::S3::Bucket", {
       Properties: {
-        BucketEncryption: { ServerSideEncryptionConfiguration: [{ ServerSideEncryptionByDefault: { SSEAlgorithm: "AES256" } }] },
+        BucketEncryption: {
+          ServerSideEncryptionConfiguration: [
+            { ServerSideEncryptionByDefault: { SSEAlgorithm: "AES256" } },
+          ],
+        },
         VersioningConfiguration: { Status: "Enabled" },
         PublicAccessBlockConfiguration: {
           BlockPublicAcls: true,
@@ -59,7 +77,10 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
         },
         LifecycleConfiguration: {
           Rules: Match.arrayWith([
-            Match.objectLike({ AbortIncompleteMultipartUpload: { DaysAfterInitiation: 1 }, Status: "Enabled" }),
+            Match.objectLike({
+              AbortIncompleteMultipartUpload: { DaysAfterInitiation: 1 },
+              Status: "Enabled",
+            }),
           ]),
         },
         LoggingConfiguration: { DestinationBucketName: { Ref: logsId } },
@@ -70,7 +91,11 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
       Bucket: { Ref: archiveId },
       PolicyDocument: {
         Statement: Match.arrayWith([
-          Match.objectLike({ Effect: "Deny", Action: "s3:*", Condition: { Bool: { "aws:SecureTransport": "false" } } }),
+          Match.objectLike({
+            Effect: "Deny",
+            Action: "s3:*",
+            Condition: { Bool: { "aws:SecureTransport": "false" } },
+          }),
         ]),
       },
     });
@@ -88,7 +113,12 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
       SqsManagedSseEnabled: true,
       RedrivePolicy: {
         maxReceiveCount: 5,
-        deadLetterTargetArn: { "Fn::GetAtt": [stack.getLogicalId(stack.deadLetterQueue.node.defaultChild as never), "Arn"] },
+        deadLetterTargetArn: {
+          "Fn::GetAtt": [
+            stack.getLogicalId(stack.deadLetterQueue.node.defaultChild as never),
+            "Arn",
+          ],
+        },
       },
     });
     template.resourcePropertiesCountIs("AWS::SQS::Queue", { SqsManagedSseEnabled: true }, 2);
@@ -97,7 +127,10 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
         Queues: [{ Ref: stack.getLogicalId(queue.node.defaultChild as never) }],
         PolicyDocument: {
           Statement: Match.arrayWith([
-            Match.objectLike({ Effect: "Deny", Condition: { Bool: { "aws:SecureTransport": "false" } } }),
+            Match.objectLike({
+              Effect: "Deny",
+              Condition: { Bool: { "aws:SecureTransport": "false" } },
+            }),
           ]),
         },
       });
@@ -107,7 +140,11 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
   it("runs discovery every 5 minutes from an EventBridge schedule", () => {
     synth.template.hasResourceProperties("AWS::Events::Rule", {
       ScheduleExpression: "rate(5 minutes)",
-      Targets: [Match.objectLike({ Arn: { "Fn::GetAtt": [fnLogicalId(synth.stack, synth.stack.discoverFunction), "Arn"] } })],
+      Targets: [
+        Match.objectLike({
+          Arn: { "Fn::GetAtt": [fnLogicalId(synth.stack, synth.stack.discoverFunction), "Arn"] },
+        }),
+      ],
     });
   });
 
@@ -133,7 +170,12 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
       Environment: {
         Variables: Match.objectLike({
           DATABASE_SECRET_ARN: { Ref: Match.stringLikeRegexp("^DatabaseSecret") },
-          PULPITUM_ARCHIVE_URL: { "Fn::Join": ["", ["s3://", { Ref: Match.stringLikeRegexp("^ArchiveBucket") }, "/pulpitum"]] },
+          PULPITUM_ARCHIVE_URL: {
+            "Fn::Join": [
+              "",
+              ["s3://", { Ref: Match.stringLikeRegexp("^ArchiveBucket") }, "/pulpitum"],
+            ],
+          },
           PULPITUM_WORK_QUEUE_URL: { Ref: Match.stringLikeRegexp("^WorkQueue") },
           PULPITUM_DLQ_URL: { Ref: Match.stringLikeRegexp("^DeadLetterQueue") },
         }),
@@ -144,7 +186,9 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
   it("limits the worker to objects under its prefix, a prefix-conditioned list, sending to the work queue, and the secret", () => {
     const { template, stack } = synth;
     const archiveId = stack.getLogicalId(stack.archiveBucket.node.defaultChild as never);
-    const workQueueArn = { "Fn::GetAtt": [stack.getLogicalId(stack.workQueue.node.defaultChild as never), "Arn"] };
+    const workQueueArn = {
+      "Fn::GetAtt": [stack.getLogicalId(stack.workQueue.node.defaultChild as never), "Arn"],
+    };
     const statements = statementsOf(template, stack, stack.workerFunction.role!);
     expect(statements).toContainEqual({
       Sid: "ArchiveObjectsUnderPrefix",
@@ -159,14 +203,26 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
       Resource: { "Fn::GetAtt": [archiveId, "Arn"] },
       Condition: { StringLike: { "s3:prefix": ["pulpitum/*"] } },
     });
-    expect(statements).toContainEqual({ Sid: "SendWork", Effect: "Allow", Action: "sqs:SendMessage", Resource: workQueueArn });
+    expect(statements).toContainEqual({
+      Sid: "SendWork",
+      Effect: "Allow",
+      Action: "sqs:SendMessage",
+      Resource: workQueueArn,
+    });
     // Nothing else reaches S3, and nothing is granted on every resource.
-    const s3Statements = statements.filter((s) => [s.Action].flat().some((a) => String(a).startsWith("s3:")));
-    expect(s3Statements.map((s) => s.Sid).sort()).toEqual(["ArchiveObjectsUnderPrefix", "ListArchivePrefix"]);
+    const s3Statements = statements.filter((s) =>
+      [s.Action].flat().some((a) => String(a).startsWith("s3:")),
+    );
+    expect(s3Statements.map((s) => s.Sid).sort()).toEqual([
+      "ArchiveObjectsUnderPrefix",
+      "ListArchivePrefix",
+    ]);
     expect(statements.filter((s) => s.Resource === "*")).toEqual([]);
     expect(statements.flatMap((s) => [s.Action].flat())).not.toContain("s3:DeleteObject");
     // The consume permissions of the event source are on the work queue only.
-    for (const s of statements.filter((s) => [s.Action].flat().some((a) => String(a).startsWith("sqs:")))) {
+    for (const s of statements.filter((s) =>
+      [s.Action].flat().some((a) => String(a).startsWith("sqs:")),
+    )) {
       expect(s.Resource).toEqual(workQueueArn);
     }
   });
@@ -178,14 +234,24 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
     expect(statements).toContainEqual(
       expect.objectContaining({
         Sid: "DrainDeadLetters",
-        Resource: { "Fn::GetAtt": [stack.getLogicalId(stack.deadLetterQueue.node.defaultChild as never), "Arn"] },
+        Resource: {
+          "Fn::GetAtt": [
+            stack.getLogicalId(stack.deadLetterQueue.node.defaultChild as never),
+            "Arn",
+          ],
+        },
       }),
     );
   });
 
   it("alarms on dead letters, old work messages, worker errors, discovery errors and a backlog that does not drain", () => {
     const { template, stack } = synth;
-    const dlqName = { "Fn::GetAtt": [stack.getLogicalId(stack.deadLetterQueue.node.defaultChild as never), "QueueName"] };
+    const dlqName = {
+      "Fn::GetAtt": [
+        stack.getLogicalId(stack.deadLetterQueue.node.defaultChild as never),
+        "QueueName",
+      ],
+    };
     template.hasResourceProperties("AWS::CloudWatch::Alarm", {
       MetricName: "ApproximateNumberOfMessagesVisible",
       Namespace: "AWS/SQS",
@@ -200,9 +266,18 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
     template.hasResourceProperties("AWS::CloudWatch::Alarm", {
       AlarmDescription: Match.stringLikeRegexp("Worker invocations fail"),
       Metrics: Match.arrayWith([
-        Match.objectLike({ MetricStat: Match.objectLike({ Metric: Match.objectLike({ MetricName: "Errors", Namespace: "AWS/Lambda" }) }) }),
         Match.objectLike({
-          MetricStat: Match.objectLike({ Metric: Match.objectLike({ MetricName: METRIC.PhasesFailed, Namespace: METRICS_NAMESPACE }) }),
+          MetricStat: Match.objectLike({
+            Metric: Match.objectLike({ MetricName: "Errors", Namespace: "AWS/Lambda" }),
+          }),
+        }),
+        Match.objectLike({
+          MetricStat: Match.objectLike({
+            Metric: Match.objectLike({
+              MetricName: METRIC.PhasesFailed,
+              Namespace: METRICS_NAMESPACE,
+            }),
+          }),
         }),
       ]),
     });
@@ -245,25 +320,39 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
       const context = { getRemainingTimeInMillis: () => 60000, functionName: "worker", awsRequestId: "r-1", invokedFunctionArn: "arn", memoryLimitInMB: "1024", functionVersion: "1" };
       try { await handler({ hello: "world" }, context); console.log("RESULT accepted"); }
       catch (error) { console.log("RESULT " + error.name + ": " + error.message); }`;
-    const { stdout } = await execFileAsync(process.execPath, ["--input-type=module", "-e", script], {
-      env: { PATH: process.env.PATH, POWERTOOLS_METRICS_DISABLED: "true" },
-    });
-    expect(stdout).toMatch(/RESULT InvalidInputError: worker event: is neither an SQS event \(Records\) nor a manual invocation/);
+    const { stdout } = await execFileAsync(
+      process.execPath,
+      ["--input-type=module", "-e", script],
+      {
+        env: { PATH: process.env.PATH, POWERTOOLS_METRICS_DISABLED: "true" },
+      },
+    );
+    expect(stdout).toMatch(
+      /RESULT InvalidInputError: worker event: is neither an SQS event \(Records\) nor a manual invocation/,
+    );
   }, 30_000);
 });
 
 describe("the archiver stack with deployment props", () => {
   it("places discovery and the worker in the given subnets and security group without looking anything up", () => {
     const { app, template, stack } = synthesize({
-      network: { vpcId: "vpc-0abc", subnetIds: ["subnet-0a", "subnet-0b"], securityGroupId: "sg-0123" },
+      network: {
+        vpcId: "vpc-0abc",
+        subnetIds: ["subnet-0a", "subnet-0b"],
+        securityGroupId: "sg-0123",
+      },
     });
     for (const fn of [stack.discoverFunction, stack.workerFunction]) {
       template.hasResource("AWS::Lambda::Function", {
-        Properties: Match.objectLike({ VpcConfig: { SubnetIds: ["subnet-0a", "subnet-0b"], SecurityGroupIds: ["sg-0123"] } }),
+        Properties: Match.objectLike({
+          VpcConfig: { SubnetIds: ["subnet-0a", "subnet-0b"], SecurityGroupIds: ["sg-0123"] },
+        }),
       });
       expect(fnLogicalId(stack, fn)).toBeTruthy();
     }
-    const replay = template.findResources("AWS::Lambda::Function", { Properties: { Description: Match.stringLikeRegexp("replay") } });
+    const replay = template.findResources("AWS::Lambda::Function", {
+      Properties: { Description: Match.stringLikeRegexp("replay") },
+    });
     expect(Object.values(replay)[0]!.Properties.VpcConfig).toBeUndefined();
     expect(app.synth().manifest.missing ?? []).toEqual([]);
     expect(new cdkNag.AwsSolutionsChecks(app).validateScope(stack).violations).toEqual([]);
@@ -281,7 +370,11 @@ describe("the archiver stack with deployment props", () => {
         [s.Action].flat().some((a) => String(a).startsWith("secretsmanager:")),
       );
       expect(secretStatements).toEqual([
-        { Effect: "Allow", Action: ["secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue"], Resource: arn },
+        {
+          Effect: "Allow",
+          Action: ["secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue"],
+          Resource: arn,
+        },
       ]);
     }
   });
@@ -305,12 +398,21 @@ describe("the archiver stack with deployment props", () => {
       alarmTopicArn: "arn:aws:sns:eu-west-1:123456789012:ops",
     });
     template.hasResourceProperties("AWS::Events::Rule", { ScheduleExpression: "rate(1 minute)" });
-    template.hasResourceProperties("AWS::SQS::Queue", { VisibilityTimeout: 720, RedrivePolicy: Match.objectLike({ maxReceiveCount: 3 }) });
-    template.hasResourceProperties("AWS::Lambda::EventSourceMapping", { BatchSize: 10, ScalingConfig: { MaximumConcurrency: 50 } });
+    template.hasResourceProperties("AWS::SQS::Queue", {
+      VisibilityTimeout: 720,
+      RedrivePolicy: Match.objectLike({ maxReceiveCount: 3 }),
+    });
+    template.hasResourceProperties("AWS::Lambda::EventSourceMapping", {
+      BatchSize: 10,
+      ScalingConfig: { MaximumConcurrency: 50 },
+    });
     template.hasResourceProperties("AWS::IAM::Policy", {
       PolicyDocument: {
         Statement: Match.arrayWith([
-          Match.objectLike({ Sid: "ListArchivePrefix", Condition: { StringLike: { "s3:prefix": ["archive/v/*"] } } }),
+          Match.objectLike({
+            Sid: "ListArchivePrefix",
+            Condition: { StringLike: { "s3:prefix": ["archive/v/*"] } },
+          }),
         ]),
       },
     });
@@ -328,12 +430,24 @@ describe("the archiver stack with deployment props", () => {
     [{ workerBatchSize: 11 }, /workerBatchSize=11 is invalid: an integer from 1 to 10/],
     [{ workerMaxConcurrency: 1 }, /workerMaxConcurrency=1 is invalid: an integer from 2 to 1000/],
     [{ archivePrefix: "a//b" }, /archivePrefix="a\/\/b" is invalid/],
-    [{ archiverEnvironment: { DATABASE_URL: "postgres://x" } }, /may only hold ARCHIVER_\* settings; remove DATABASE_URL/],
-    [{ archiverEnvironment: { ARCHIVER_SCAN_LIMIT: "0" } }, /ARCHIVER_SCAN_LIMIT="0" is invalid: an integer from 1 to 10000/],
-    [{ archiverEnvironment: { ARCHIVER_LEASE_SECONDS: "600" } }, /ARCHIVER_LEASE_SECONDS=600 is invalid: shorter than workerTimeoutSeconds/],
-  ] as Array<[ArchiverStackProps, RegExp]>)("rejects %j naming the prop and the accepted form", (props, message) => {
-    expect(() => archiverSettings(props)).toThrow(message);
-  });
+    [
+      { archiverEnvironment: { DATABASE_URL: "postgres://x" } },
+      /may only hold ARCHIVER_\* settings; remove DATABASE_URL/,
+    ],
+    [
+      { archiverEnvironment: { ARCHIVER_SCAN_LIMIT: "0" } },
+      /ARCHIVER_SCAN_LIMIT="0" is invalid: an integer from 1 to 10000/,
+    ],
+    [
+      { archiverEnvironment: { ARCHIVER_LEASE_SECONDS: "600" } },
+      /ARCHIVER_LEASE_SECONDS=600 is invalid: shorter than workerTimeoutSeconds/,
+    ],
+  ] as Array<[ArchiverStackProps, RegExp]>)(
+    "rejects %j naming the prop and the accepted form",
+    (props, message) => {
+      expect(() => archiverSettings(props)).toThrow(message);
+    },
+  );
 });
 
 describe("deployment settings from CDK context and the environment", () => {
@@ -348,7 +462,10 @@ describe("deployment settings from CDK context and the environment", () => {
   });
 
   it("reads context first, then the environment", () => {
-    const context: Record<string, unknown> = { "pulpitum:scheduleMinutes": 2, "pulpitum:subnetIds": "subnet-a, subnet-b" };
+    const context: Record<string, unknown> = {
+      "pulpitum:scheduleMinutes": 2,
+      "pulpitum:subnetIds": "subnet-a, subnet-b",
+    };
     const { props } = stackPropsFrom((k) => context[k], {
       PULPITUM_SCHEDULE_MINUTES: "9",
       PULPITUM_VPC_ID: "vpc-1",
@@ -356,12 +473,19 @@ describe("deployment settings from CDK context and the environment", () => {
       ARCHIVER_ELIGIBLE_BEFORE: "2025-01-01T00:00:00Z",
     });
     expect(props.scheduleMinutes).toBe(2);
-    expect(props.network).toEqual({ vpcId: "vpc-1", subnetIds: ["subnet-a", "subnet-b"], securityGroupId: "sg-1", availabilityZones: undefined });
+    expect(props.network).toEqual({
+      vpcId: "vpc-1",
+      subnetIds: ["subnet-a", "subnet-b"],
+      securityGroupId: "sg-1",
+      availabilityZones: undefined,
+    });
     expect(props.archiverEnvironment).toEqual({ ARCHIVER_ELIGIBLE_BEFORE: "2025-01-01T00:00:00Z" });
   });
 
   it("rejects a partial network and a non-numeric setting, naming the context key and the variable", () => {
-    expect(() => stackPropsFrom(none, { PULPITUM_VPC_ID: "vpc-1", PULPITUM_WORKER_BATCH_SIZE: "ten" })).toThrow(
+    expect(() =>
+      stackPropsFrom(none, { PULPITUM_VPC_ID: "vpc-1", PULPITUM_WORKER_BATCH_SIZE: "ten" }),
+    ).toThrow(
       /must be set together[\s\S]*pulpitum:workerBatchSize \/ PULPITUM_WORKER_BATCH_SIZE="ten" is invalid: an integer 1..10/,
     );
   });

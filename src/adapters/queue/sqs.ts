@@ -42,7 +42,9 @@ export class SqsWorkQueue implements WorkQueue {
 
   async send(item: WorkItem): Promise<void> {
     try {
-      await this.#client.send(new SendMessageCommand({ QueueUrl: this.queueUrl, MessageBody: encodeWorkMessage(item) }));
+      await this.#client.send(
+        new SendMessageCommand({ QueueUrl: this.queueUrl, MessageBody: encodeWorkMessage(item) }),
+      );
     } catch (error) {
       throw new TransientStoreError(
         `SQS SendMessage of ${describeBucket(item)} to ${this.queueUrl} failed: ${errorMessage(error)}`,
@@ -90,17 +92,25 @@ export async function sendEntries(
   entries: readonly SendMessageBatchRequestEntry[],
   options: { attempts: number; retryDelayMs: number },
 ): Promise<FailedSend[]> {
-  if (entries.length > SQS_MAX_BATCH) throw new RangeError(`at most ${SQS_MAX_BATCH} entries per SendMessageBatch`);
+  if (entries.length > SQS_MAX_BATCH)
+    throw new RangeError(`at most ${SQS_MAX_BATCH} entries per SendMessageBatch`);
   let pending = [...entries];
   let failed: FailedSend[] = [];
   for (let attempt = 1; pending.length > 0 && attempt <= options.attempts; attempt++) {
     if (attempt > 1) await sleep(options.retryDelayMs * 2 ** (attempt - 2));
     let response;
     try {
-      response = await client.send(new SendMessageBatchCommand({ QueueUrl: queueUrl, Entries: pending }));
+      response = await client.send(
+        new SendMessageBatchCommand({ QueueUrl: queueUrl, Entries: pending }),
+      );
     } catch (error) {
       // The SDK already retried transport errors and throttling; nothing of this batch is known to be sent.
-      failed = pending.map((e) => ({ id: e.Id!, code: "RequestFailed", message: errorMessage(error), senderFault: false }));
+      failed = pending.map((e) => ({
+        id: e.Id!,
+        code: "RequestFailed",
+        message: errorMessage(error),
+        senderFault: false,
+      }));
       if (attempt === options.attempts) break;
       continue;
     }
@@ -123,7 +133,9 @@ export class SqsSendError extends TransientStoreError {
   constructor(queueUrl: string, failed: readonly FailedSend[]) {
     super(
       `SQS SendMessageBatch to ${queueUrl} failed for ${failed.length} entr${failed.length === 1 ? "y" : "ies"}: ` +
-        failed.map((f) => `${f.id} (${f.code}${f.senderFault ? ", sender fault" : ""}: ${f.message})`).join("; "),
+        failed
+          .map((f) => `${f.id} (${f.code}${f.senderFault ? ", sender fault" : ""}: ${f.message})`)
+          .join("; "),
     );
     this.failed = failed;
   }
