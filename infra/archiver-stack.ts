@@ -225,8 +225,11 @@ export const ESM_BANNER =
   "const __filename = __pulpitumFileUrlToPath(import.meta.url);" +
   "const __dirname = __pulpitumDirname(__filename);";
 
-/** Local esbuild bundling (no Docker), ESM for Node 22. */
-export function bundlingOptions(): nodejs.BundlingOptions {
+/**
+ * Local esbuild bundling (no Docker), ESM for Node 22. `parquetWasm`: the
+ * bundle writes Parquet (the worker) and needs parquet-wasm's binary beside it.
+ */
+export function bundlingOptions(options: { parquetWasm: boolean }): nodejs.BundlingOptions {
   return {
     forceDockerBundling: false,
     format: nodejs.OutputFormat.ESM,
@@ -246,9 +249,12 @@ export function bundlingOptions(): nodejs.BundlingOptions {
       beforeBundling: () => [],
       beforeInstall: () => [],
       // parquet-wasm's Node build reads its wasm next to the bundle at load time.
-      afterBundling: (inputDir: string, outputDir: string) => [
-        `cp "${path.join(inputDir, "node_modules/parquet-wasm/node/parquet_wasm_bg.wasm")}" "${outputDir}/"`,
-      ],
+      afterBundling: (inputDir: string, outputDir: string) =>
+        options.parquetWasm
+          ? [
+              `cp "${path.join(inputDir, "node_modules/parquet-wasm/node/parquet_wasm_bg.wasm")}" "${outputDir}/"`,
+            ]
+          : [],
     },
   };
 }
@@ -360,7 +366,7 @@ export class ArchiverStack extends Stack {
         depsLockFilePath: path.join(PROJECT_ROOT, "package-lock.json"),
         runtime: lambda.Runtime.NODEJS_22_X,
         architecture: lambda.Architecture.ARM_64,
-        bundling: bundlingOptions(),
+        bundling: bundlingOptions({ parquetWasm: entry === "functions/worker.ts" }),
         logGroup: new logs.LogGroup(this, `${name}Logs`, {
           retention: logRetention,
           removalPolicy: RemovalPolicy.DESTROY,

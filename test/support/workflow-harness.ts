@@ -6,7 +6,7 @@
 import { expect } from "vitest";
 import { MemoryObjectStore } from "../../src/adapters/object-store/memory.js";
 import { InProcessWorkQueue } from "../../src/adapters/queue/in-process.js";
-import { openPgliteHotStore } from "../../src/adapters/sql/index.js";
+import { freshPgliteHotStore } from "./pglite-template.js";
 import { objectByteSource, readRecords } from "../../src/archive/payload-reader.js";
 import { parseManifest } from "../../src/archive/manifest.js";
 import { bucketForTime, type BucketId, type BucketStrategy } from "../../src/domain/bucket.js";
@@ -38,8 +38,7 @@ export interface Harness {
 }
 
 export async function makeHarness(overrides: Partial<ArchiverSettings> = {}): Promise<Harness> {
-  const inner = await openPgliteHotStore(undefined);
-  await inner.migrate();
+  const inner = await freshPgliteHotStore();
   const objects = new MemoryObjectStore();
   const clock = new ManualClock("2026-06-01T00:00:00Z");
   const settings: ArchiverSettings = {

@@ -304,33 +304,58 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
     expect(annotations.findError("*", Match.anyValue())).toEqual([]);
   });
 
-  it("bundles the worker as an ESM module that loads on Node, with the parquet wasm next to it, and rejects unknown events", async () => {
-    const worker = synth.template.findResources("AWS::Lambda::Function", {
-      Properties: { Description: Match.stringLikeRegexp("worker") },
-    });
-    const key = Object.values(worker)[0]!.Properties.Code.S3Key as string;
-    const assetDir = path.join(synth.app.outdir, `asset.${key.replace(/\.zip$/, "")}`);
-    const bundle = path.join(assetDir, "index.mjs");
-    expect(existsSync(bundle)).toBe(true);
-    expect(existsSync(path.join(assetDir, "parquet_wasm_bg.wasm"))).toBe(true);
-    console.log(`worker bundle: ${(statSync(bundle).size / 1024 / 1024).toFixed(2)} MiB`);
-    // A plain Node process, as Lambda loads it (not through the test runner's module transform).
-    const script = `
-      const { handler } = await import(${JSON.stringify(pathToFileURL(bundle).href)});
-      const context = { getRemainingTimeInMillis: () => 60000, functionName: "worker", awsRequestId: "r-1", invokedFunctionArn: "arn", memoryLimitInMB: "1024", functionVersion: "1" };
-      try { await handler({ hello: "world" }, context); console.log("RESULT accepted"); }
-      catch (error) { console.log("RESULT " + error.name + ": " + error.message); }`;
-    const { stdout } = await execFileAsync(
-      process.execPath,
-      ["--input-type=module", "-e", script],
-      {
-        env: { PATH: process.env.PATH, POWERTOOLS_METRICS_DISABLED: "true" },
-      },
-    );
-    expect(stdout).toMatch(
+  it.each([
+    [
+      "worker",
+      { hello: "world" },
       /RESULT InvalidInputError: worker event: is neither an SQS event \(Records\) nor a manual invocation/,
-    );
-  }, 30_000);
+      true,
+    ],
+    [
+      "discovery",
+      { source: "aws.s3" },
+      /RESULT InvalidInputError: discovery event: has source "aws.s3"/,
+      false,
+    ],
+    [
+      "replay",
+      { max_messages: -1 },
+      /RESULT InvalidInputError: DLQ replay request: max_messages -1 is not an integer/,
+      false,
+    ],
+  ] as const)(
+    "bundles the %s function as an ESM module that loads on plain Node and validates its event",
+    async (name, event, expected, parquetWasm) => {
+      const fn = synth.template.findResources("AWS::Lambda::Function", {
+        Properties: {
+          Description: Match.stringLikeRegexp(
+            name === "discovery" ? "discovery" : name === "replay" ? "DLQ replay" : "worker",
+          ),
+        },
+      });
+      const key = Object.values(fn)[0]!.Properties.Code.S3Key as string;
+      const assetDir = path.join(synth.app.outdir, `asset.${key.replace(/\.zip$/, "")}`);
+      const bundle = path.join(assetDir, "index.mjs");
+      expect(existsSync(bundle)).toBe(true);
+      expect(existsSync(path.join(assetDir, "parquet_wasm_bg.wasm"))).toBe(parquetWasm);
+      console.log(`${name} bundle: ${(statSync(bundle).size / 1024 / 1024).toFixed(2)} MiB`);
+      // A plain Node process, as Lambda loads it (not through the test runner's module transform).
+      const script = `
+        const { handler } = await import(${JSON.stringify(pathToFileURL(bundle).href)});
+        const context = { getRemainingTimeInMillis: () => 60000, functionName: "f", awsRequestId: "r-1", invokedFunctionArn: "arn", memoryLimitInMB: "1024", functionVersion: "1" };
+        try { await handler(${JSON.stringify(event)}, context); console.log("RESULT accepted"); }
+        catch (error) { console.log("RESULT " + error.name + ": " + error.message); }`;
+      const { stdout } = await execFileAsync(
+        process.execPath,
+        ["--input-type=module", "-e", script],
+        {
+          env: { PATH: process.env.PATH, POWERTOOLS_METRICS_DISABLED: "true" },
+        },
+      );
+      expect(stdout).toMatch(expected);
+    },
+    30_000,
+  );
 });
 
 describe("the archiver stack with deployment props", () => {
