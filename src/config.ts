@@ -56,24 +56,88 @@ export const OBSOLETE_VARIABLES: Readonly<Record<string, string>> = {
 
 /** Every variable Pulpitum reads, with its default and rule, for docs and `--help`. */
 export const CONFIG_VARIABLES: ReadonlyArray<{ name: string; default: string; rule: string }> = [
-  { name: "ARCHIVER_ELIGIBLE_BEFORE", default: "January 1 of the previous UTC year", rule: "RFC 3339 timestamp with offset; a bucket is eligible when bucket_end <= cutoff" },
-  { name: "ARCHIVER_INTERVAL_SECONDS", default: "15", rule: "seconds > 0; standalone discovery interval" },
+  {
+    name: "ARCHIVER_ELIGIBLE_BEFORE",
+    default: "January 1 of the previous UTC year",
+    rule: "RFC 3339 timestamp with offset; a bucket is eligible when bucket_end <= cutoff",
+  },
+  {
+    name: "ARCHIVER_INTERVAL_SECONDS",
+    default: "15",
+    rule: "seconds > 0; standalone discovery interval",
+  },
   { name: "ARCHIVER_LEASE_SECONDS", default: "60", rule: "seconds > 0" },
-  { name: "ARCHIVER_LEASE_RENEWAL_SECONDS", default: "lease / 3", rule: "seconds > 0 and < ARCHIVER_LEASE_SECONDS" },
-  { name: "ARCHIVER_RETRY_SECONDS", default: "15", rule: "seconds >= 0; delay before deferred work is retried" },
-  { name: "ARCHIVER_REQUEUE_SECONDS", default: "300", rule: "seconds >= 0; discovery does not re-enqueue a bucket it enqueued more recently than this" },
-  { name: "ARCHIVER_SCAN_LIMIT", default: "64", rule: "integer 1..10000; candidates per discovery scan" },
-  { name: "ARCHIVER_WORKERS", default: "2", rule: "integer 1..64; concurrent phases in `pulpitum archive`" },
-  { name: "ARCHIVER_SNAPSHOT_PAGE_SIZE", default: "5000", rule: "integer 1..100000; rows per fenced snapshot page" },
-  { name: "ARCHIVER_CLEANUP_BATCH_SIZE", default: "5000", rule: "integer 1..100000; hot rows deleted per statement" },
-  { name: "ARCHIVER_CLEANUP_MAX_ROWS_PER_SECOND", default: "0 (no cap)", rule: "integer >= 0; per-worker delete rate cap" },
-  { name: "DATABASE_URL", default: "embedded PGlite under PULPITUM_HOME/db", rule: "postgres:// or postgresql:// URL (PostgreSQL or CockroachDB); set together with PULPITUM_ARCHIVE_URL" },
-  { name: "PULPITUM_ARCHIVE_URL", default: "file archive under PULPITUM_HOME/archive", rule: "s3://bucket[/prefix] or file:///absolute/path; set together with DATABASE_URL" },
-  { name: "PULPITUM_HOME", default: ".pulpitum", rule: "directory for the embedded database and archive" },
-  { name: "PULPITUM_ARCHIVE_FORMAT", default: "parquet", rule: "parquet or json; format of tables created without --format" },
-  { name: "PULPITUM_S3_FORCE_PATH_STYLE", default: "true when AWS_ENDPOINT_URL is set", rule: "true or false" },
+  {
+    name: "ARCHIVER_LEASE_RENEWAL_SECONDS",
+    default: "lease / 3",
+    rule: "seconds > 0 and < ARCHIVER_LEASE_SECONDS",
+  },
+  {
+    name: "ARCHIVER_RETRY_SECONDS",
+    default: "15",
+    rule: "seconds >= 0; delay before deferred work is retried",
+  },
+  {
+    name: "ARCHIVER_REQUEUE_SECONDS",
+    default: "300",
+    rule: "seconds >= 0; discovery does not re-enqueue a bucket it enqueued more recently than this",
+  },
+  {
+    name: "ARCHIVER_SCAN_LIMIT",
+    default: "64",
+    rule: "integer 1..10000; candidates per discovery scan",
+  },
+  {
+    name: "ARCHIVER_WORKERS",
+    default: "2",
+    rule: "integer 1..64; concurrent phases in `pulpitum archive`",
+  },
+  {
+    name: "ARCHIVER_SNAPSHOT_PAGE_SIZE",
+    default: "5000",
+    rule: "integer 1..100000; rows per fenced snapshot page",
+  },
+  {
+    name: "ARCHIVER_CLEANUP_BATCH_SIZE",
+    default: "5000",
+    rule: "integer 1..100000; hot rows deleted per statement",
+  },
+  {
+    name: "ARCHIVER_CLEANUP_MAX_ROWS_PER_SECOND",
+    default: "0 (no cap)",
+    rule: "integer >= 0; per-worker delete rate cap",
+  },
+  {
+    name: "DATABASE_URL",
+    default: "embedded PGlite under PULPITUM_HOME/db",
+    rule: "postgres:// or postgresql:// URL (PostgreSQL or CockroachDB); set together with PULPITUM_ARCHIVE_URL",
+  },
+  {
+    name: "PULPITUM_ARCHIVE_URL",
+    default: "file archive under PULPITUM_HOME/archive",
+    rule: "s3://bucket[/prefix] or file:///absolute/path; set together with DATABASE_URL",
+  },
+  {
+    name: "PULPITUM_HOME",
+    default: ".pulpitum",
+    rule: "directory for the embedded database and archive",
+  },
+  {
+    name: "PULPITUM_ARCHIVE_FORMAT",
+    default: "parquet",
+    rule: "parquet or json; format of tables created without --format",
+  },
+  {
+    name: "PULPITUM_S3_FORCE_PATH_STYLE",
+    default: "true when AWS_ENDPOINT_URL is set",
+    rule: "true or false",
+  },
   { name: "PULPITUM_WORK_QUEUE_URL", default: "none (in-process queue)", rule: "SQS queue URL" },
-  { name: "PULPITUM_DLQ_URL", default: "none", rule: "SQS queue URL of the work queue's dead-letter queue" },
+  {
+    name: "PULPITUM_DLQ_URL",
+    default: "none",
+    rule: "SQS queue URL of the work queue's dead-letter queue",
+  },
 ];
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -149,7 +213,11 @@ export function parseConfig(env: Env, options: { now: Date; cwd: string }): Pulp
   const leaseRenewalSeconds = seconds("ARCHIVER_LEASE_RENEWAL_SECONDS", leaseSeconds / 3, {
     allowZero: false,
   });
-  if (renewalText !== undefined && leaseRenewalSeconds >= leaseSeconds && problems.every((p) => p.variable !== "ARCHIVER_LEASE_RENEWAL_SECONDS")) {
+  if (
+    renewalText !== undefined &&
+    leaseRenewalSeconds >= leaseSeconds &&
+    problems.every((p) => p.variable !== "ARCHIVER_LEASE_RENEWAL_SECONDS")
+  ) {
     bad(
       "ARCHIVER_LEASE_RENEWAL_SECONDS",
       renewalText,
@@ -162,7 +230,12 @@ export function parseConfig(env: Env, options: { now: Date; cwd: string }): Pulp
   const workers = integer("ARCHIVER_WORKERS", 2, 1, 64);
   const snapshotPageSize = integer("ARCHIVER_SNAPSHOT_PAGE_SIZE", 5000, 1, 100_000);
   const cleanupBatchSize = integer("ARCHIVER_CLEANUP_BATCH_SIZE", 5000, 1, 100_000);
-  const cleanupMaxRowsPerSecond = integer("ARCHIVER_CLEANUP_MAX_ROWS_PER_SECOND", 0, 0, 100_000_000);
+  const cleanupMaxRowsPerSecond = integer(
+    "ARCHIVER_CLEANUP_MAX_ROWS_PER_SECOND",
+    0,
+    0,
+    100_000_000,
+  );
 
   const home = path.resolve(options.cwd, raw("PULPITUM_HOME") ?? ".pulpitum");
 
@@ -177,7 +250,8 @@ export function parseConfig(env: Env, options: { now: Date; cwd: string }): Pulp
   let forcePathStyle = endpoint !== undefined;
   const pathStyleText = raw("PULPITUM_S3_FORCE_PATH_STYLE");
   if (pathStyleText !== undefined) {
-    if (pathStyleText === "true" || pathStyleText === "false") forcePathStyle = pathStyleText === "true";
+    if (pathStyleText === "true" || pathStyleText === "false")
+      forcePathStyle = pathStyleText === "true";
     else bad("PULPITUM_S3_FORCE_PATH_STYLE", pathStyleText, "true or false");
   }
 
@@ -190,7 +264,11 @@ export function parseConfig(env: Env, options: { now: Date; cwd: string }): Pulp
     if (/^postgres(ql)?:\/\/[^\s]+$/.test(databaseText) && isUrl(databaseText)) {
       database = { kind: "postgres", url: databaseText };
     } else {
-      bad("DATABASE_URL", redactUrl(databaseText), "a postgres:// or postgresql:// URL, such as postgresql://user@127.0.0.1:5432/app");
+      bad(
+        "DATABASE_URL",
+        redactUrl(databaseText),
+        "a postgres:// or postgresql:// URL, such as postgresql://user@127.0.0.1:5432/app",
+      );
     }
   }
   if (archiveText !== undefined) {
@@ -210,7 +288,12 @@ export function parseConfig(env: Env, options: { now: Date; cwd: string }): Pulp
 
   const queueUrl = (name: string) => {
     const v = raw(name);
-    if (v !== undefined && !isHttpUrl(v)) bad(name, v, "an SQS queue URL, such as https://sqs.us-east-1.amazonaws.com/123456789012/pulpitum-work");
+    if (v !== undefined && !isHttpUrl(v))
+      bad(
+        name,
+        v,
+        "an SQS queue URL, such as https://sqs.us-east-1.amazonaws.com/123456789012/pulpitum-work",
+      );
     return v;
   };
   const workQueueUrl = queueUrl("PULPITUM_WORK_QUEUE_URL");
@@ -248,19 +331,32 @@ export function parseArchiveUrl(
   const accepted = "s3://bucket[/prefix] or file:///absolute/path";
   if (text.startsWith("s3://")) {
     const m = /^s3:\/\/([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:\/(.*))?$/.exec(text);
-    if (!m) return `${accepted}; the bucket name must be 3-63 lowercase letters, digits, '.' or '-'`;
+    if (!m)
+      return `${accepted}; the bucket name must be 3-63 lowercase letters, digits, '.' or '-'`;
     const prefix = (m[2] ?? "").replace(/^\/+|\/+$/g, "");
-    if (Buffer.byteLength(prefix) > MAX_PREFIX_BYTES) return `${accepted}; the prefix must be at most ${MAX_PREFIX_BYTES} bytes`;
-    if (prefix.split("/").some((s) => s === "." || s === "..") || prefix.includes("//") || prefix.includes("\0")) {
+    if (Buffer.byteLength(prefix) > MAX_PREFIX_BYTES)
+      return `${accepted}; the prefix must be at most ${MAX_PREFIX_BYTES} bytes`;
+    if (
+      prefix.split("/").some((s) => s === "." || s === "..") ||
+      prefix.includes("//") ||
+      prefix.includes("\0")
+    ) {
       return `${accepted}; the prefix may not contain '.', '..' or empty segments`;
     }
-    return { kind: "s3", bucket: m[1]!, prefix, forcePathStyle: s3.forcePathStyle, endpoint: s3.endpoint };
+    return {
+      kind: "s3",
+      bucket: m[1]!,
+      prefix,
+      forcePathStyle: s3.forcePathStyle,
+      endpoint: s3.endpoint,
+    };
   }
   if (text.startsWith("file://")) {
     let root: string;
     try {
       const url = new URL(text);
-      if (url.host !== "" && url.host !== "localhost") return `${accepted}; file URLs name a local absolute path (file:///path)`;
+      if (url.host !== "" && url.host !== "localhost")
+        return `${accepted}; file URLs name a local absolute path (file:///path)`;
       root = decodeURIComponent(url.pathname);
     } catch {
       return accepted;

@@ -162,8 +162,11 @@ export function errorMessage(error: unknown): string {
  */
 export class LeaseLostError extends PulpitumError {
   constructor(operation: string) {
-    super(`lease lost during ${operation}: another worker owns the bucket now, or the lease expired`, {
-      retryable: true,
-    });
+    super(
+      `lease lost during ${operation}: another worker owns the bucket now, or the lease expired`,
+      {
+        retryable: true,
+      },
+    );
   }
 }

@@ -24,7 +24,10 @@ export interface Runtime {
   close(): Promise<void>;
 }
 
-export function loadConfig(env: NodeJS.ProcessEnv = process.env, clock: Clock = systemClock): PulpitumConfig {
+export function loadConfig(
+  env: NodeJS.ProcessEnv = process.env,
+  clock: Clock = systemClock,
+): PulpitumConfig {
   return parseConfig(env, { now: clock.now(), cwd: process.cwd() });
 }
 

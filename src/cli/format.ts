@@ -1,8 +1,15 @@
 /** Plain text tables for human output; `--json` output bypasses this entirely. */
-export function renderTable(headers: string[], rows: Array<Array<string | number | null | undefined>>): string {
+export function renderTable(
+  headers: string[],
+  rows: Array<Array<string | number | null | undefined>>,
+): string {
   const cells = rows.map((r) => r.map((c) => (c === null || c === undefined ? "-" : String(c))));
   const widths = headers.map((h, i) => Math.max(h.length, ...cells.map((r) => r[i]?.length ?? 0)));
-  const line = (r: string[]) => r.map((c, i) => c.padEnd(widths[i]!)).join("  ").trimEnd();
+  const line = (r: string[]) =>
+    r
+      .map((c, i) => c.padEnd(widths[i]!))
+      .join("  ")
+      .trimEnd();
   return [line(headers), line(widths.map((w) => "-".repeat(w))), ...cells.map(line)].join("\n");
 }
 

@@ -12,7 +12,7 @@ import { ConfigError, errorMessage, InvalidInputError, PulpitumError } from "../
 import type { Candidate } from "../ports/hot-store.js";
 import { loadConfig, openRuntime, type Runtime } from "../runtime.js";
 import { runStandalone } from "../runner/standalone.js";
-import { formatBytes, printJson, renderTable } from "./format.js";
+import { printJson, renderTable } from "./format.js";
 import { ProgressBar } from "./progress.js";
 import { stderrLog } from "./log.js";
 import { runEmbeddedDemo } from "./start.js";
@@ -31,7 +31,9 @@ export async function main(argv: string[]): Promise<number> {
       return error.exitCode;
     }
     if (error instanceof ConfigError) {
-      process.stderr.write(`pulpitum: invalid configuration:\n${error.message.replace(/^/gm, "  ")}\n`);
+      process.stderr.write(
+        `pulpitum: invalid configuration:\n${error.message.replace(/^/gm, "  ")}\n`,
+      );
       return 2;
     }
     if (error instanceof InvalidInputError) {
@@ -49,7 +51,10 @@ export async function main(argv: string[]): Promise<number> {
 }
 
 /** Validate configuration first, open adapters, run, always close. */
-async function withRuntime<T>(fn: (runtime: Runtime) => Promise<T>, options: { migrate?: boolean } = {}): Promise<T> {
+async function withRuntime<T>(
+  fn: (runtime: Runtime) => Promise<T>,
+  options: { migrate?: boolean } = {},
+): Promise<T> {
   const config = loadConfig();
   const runtime = await openRuntime(config, options);
   try {
@@ -81,7 +86,12 @@ function buildProgram(): Command {
       try {
         const applied = await runtime.hotStore.migrate();
         if (opts.json) printJson({ applied });
-        else console.log(applied.length === 0 ? "schema is up to date; nothing applied" : `applied migrations ${applied.join(", ")}`);
+        else
+          console.log(
+            applied.length === 0
+              ? "schema is up to date; nothing applied"
+              : `applied migrations ${applied.join(", ")}`,
+          );
       } finally {
         await runtime.close();
       }
@@ -92,27 +102,63 @@ function buildProgram(): Command {
     .command("create")
     .argument("<table>", "table id: lowercase letters, digits, '_' and '-'")
     .description("register a table (its bucket strategy can never change)")
-    .addOption(new Option("--strategy <strategy>", "bucket strategy").choices(["year", "month", "day"]).default("year"))
-    .addOption(new Option("--format <format>", "archive format (default PULPITUM_ARCHIVE_FORMAT)").choices(["parquet", "json"]))
-    .option("--writable-buckets <n>", "accept appends only for the newest N buckets (ingestion guard)")
+    .addOption(
+      new Option("--strategy <strategy>", "bucket strategy")
+        .choices(["year", "month", "day"])
+        .default("year"),
+    )
+    .addOption(
+      new Option("--format <format>", "archive format (default PULPITUM_ARCHIVE_FORMAT)").choices([
+        "parquet",
+        "json",
+      ]),
+    )
+    .option(
+      "--writable-buckets <n>",
+      "accept appends only for the newest N buckets (ingestion guard)",
+    )
     .option("--json", "print the result as JSON")
-    .action(async (table: string, opts: { strategy: string; format?: string; writableBuckets?: string; json?: boolean }) => {
-      const tableId = parseTableId(table, "TABLE");
-      const strategy = parseBucketStrategy(opts.strategy, "--strategy");
-      let writableBuckets: number | null = null;
-      if (opts.writableBuckets !== undefined) {
-        if (!/^\d+$/.test(opts.writableBuckets) || Number(opts.writableBuckets) < 1) {
-          throw new InvalidInputError(`--writable-buckets ${JSON.stringify(opts.writableBuckets)}`, "is not a positive integer", "an integer >= 1");
+    .action(
+      async (
+        table: string,
+        opts: { strategy: string; format?: string; writableBuckets?: string; json?: boolean },
+      ) => {
+        const tableId = parseTableId(table, "TABLE");
+        const strategy = parseBucketStrategy(opts.strategy, "--strategy");
+        let writableBuckets: number | null = null;
+        if (opts.writableBuckets !== undefined) {
+          if (!/^\d+$/.test(opts.writableBuckets) || Number(opts.writableBuckets) < 1) {
+            throw new InvalidInputError(
+              `--writable-buckets ${JSON.stringify(opts.writableBuckets)}`,
+              "is not a positive integer",
+              "an integer >= 1",
+            );
+          }
+          writableBuckets = Number(opts.writableBuckets);
         }
-        writableBuckets = Number(opts.writableBuckets);
-      }
-      await withRuntime(async (rt) => {
-        const format = opts.format ? parseArchiveFormat(opts.format, "--format") : rt.config.defaultFormat;
-        const result = await rt.hotStore.registerTable({ tableId, strategy, format, writableBuckets }, rt.clock.now());
-        if (opts.json) printJson({ table_id: tableId, result, strategy, format, writable_buckets: writableBuckets });
-        else console.log(`table ${tableId}: ${result} (${strategy}, ${format}${writableBuckets ? `, writable buckets ${writableBuckets}` : ""})`);
-      });
-    });
+        await withRuntime(async (rt) => {
+          const format = opts.format
+            ? parseArchiveFormat(opts.format, "--format")
+            : rt.config.defaultFormat;
+          const result = await rt.hotStore.registerTable(
+            { tableId, strategy, format, writableBuckets },
+            rt.clock.now(),
+          );
+          if (opts.json)
+            printJson({
+              table_id: tableId,
+              result,
+              strategy,
+              format,
+              writable_buckets: writableBuckets,
+            });
+          else
+            console.log(
+              `table ${tableId}: ${result} (${strategy}, ${format}${writableBuckets ? `, writable buckets ${writableBuckets}` : ""})`,
+            );
+        });
+      },
+    );
   tables
     .command("list")
     .description("list registered tables")
@@ -121,18 +167,47 @@ function buildProgram(): Command {
       await withRuntime(async (rt) => {
         const list = await rt.hotStore.listTables();
         if (opts.json) {
-          printJson(list.map((t) => ({ table_id: t.tableId, strategy: t.strategy, format: t.format, writable_buckets: t.writableBuckets, paused: t.paused })));
+          printJson(
+            list.map((t) => ({
+              table_id: t.tableId,
+              strategy: t.strategy,
+              format: t.format,
+              writable_buckets: t.writableBuckets,
+              paused: t.paused,
+            })),
+          );
           return;
         }
-        if (list.length === 0) return console.log("no tables registered; create one with `pulpitum tables create TABLE`");
-        console.log(renderTable(["table", "strategy", "format", "writable buckets", "paused"], list.map((t) => [t.tableId, t.strategy, t.format, t.writableBuckets, t.paused ? "yes" : "no"])));
+        if (list.length === 0)
+          return console.log(
+            "no tables registered; create one with `pulpitum tables create TABLE`",
+          );
+        console.log(
+          renderTable(
+            ["table", "strategy", "format", "writable buckets", "paused"],
+            list.map((t) => [
+              t.tableId,
+              t.strategy,
+              t.format,
+              t.writableBuckets,
+              t.paused ? "yes" : "no",
+            ]),
+          ),
+        );
       });
     });
-  for (const [name, paused] of [["pause", true], ["resume", false]] as const) {
+  for (const [name, paused] of [
+    ["pause", true],
+    ["resume", false],
+  ] as const) {
     tables
       .command(name)
       .argument("<table>", "table id")
-      .description(paused ? "stop new claims for a table (buckets in flight finish)" : "allow new claims again")
+      .description(
+        paused
+          ? "stop new claims for a table (buckets in flight finish)"
+          : "allow new claims again",
+      )
       .action(async (table: string) => {
         const tableId = parseTableId(table, "TABLE");
         await withRuntime(async (rt) => {
@@ -146,14 +221,19 @@ function buildProgram(): Command {
     .command("import")
     .argument("<table>", "table id")
     .argument("[file]", "newline-delimited JSON records, or - for stdin", "-")
-    .description(`append records: one JSON object per line, {"partition_key": base64, "event_time": RFC 3339, "sort_key": base64, "value": base64}`)
+    .description(
+      `append records: one JSON object per line, {"partition_key": base64, "event_time": RFC 3339, "sort_key": base64, "value": base64}`,
+    )
     .option("--json", "print the result as JSON")
     .action(async (table: string, file: string, opts: { json?: boolean }) => {
       const tableId = parseTableId(table, "TABLE");
       await withRuntime(async (rt) => {
         const result = await importRecords(rt, tableId, file);
         if (opts.json) printJson(result);
-        else console.log(`imported ${result.inserted} records (${result.duplicates} already present) from ${result.lines} lines`);
+        else
+          console.log(
+            `imported ${result.inserted} records (${result.duplicates} already present) from ${result.lines} lines`,
+          );
         if (result.error) {
           throw new InvalidInputError(
             `${file === "-" ? "stdin" : file} line ${result.error.line}`,
@@ -178,17 +258,37 @@ function buildProgram(): Command {
           limit: Math.max(1, Math.min(10_000, Number(opts.limit) || 1000)),
           enqueuedBefore: now,
         });
-        const rows = candidates.map((c) => ({ bucket: describeBucket(c.id), table_id: c.id.tableId, partition_key_b64: Buffer.from(c.id.partitionKey).toString("base64"), bucket_key: c.id.bucketKey, kind: c.kind, state: c.state, next_phase: c.kind === "eligible" ? "claim" : c.phase, bucket_end: c.end.toISOString(), why: explain(c, rt.config) }));
-        if (opts.json) return printJson({ cutoff: rt.config.eligibleBefore.toISOString(), candidates: rows });
-        console.log(`cutoff ${rt.config.eligibleBefore.toISOString()}${rt.config.eligibleBeforeIsDefault ? " (default: January 1 of the previous UTC year)" : ""}`);
+        const rows = candidates.map((c) => ({
+          bucket: describeBucket(c.id),
+          table_id: c.id.tableId,
+          partition_key_b64: Buffer.from(c.id.partitionKey).toString("base64"),
+          bucket_key: c.id.bucketKey,
+          kind: c.kind,
+          state: c.state,
+          next_phase: c.kind === "eligible" ? "claim" : c.phase,
+          bucket_end: c.end.toISOString(),
+          why: explain(c, rt.config),
+        }));
+        if (opts.json)
+          return printJson({ cutoff: rt.config.eligibleBefore.toISOString(), candidates: rows });
+        console.log(
+          `cutoff ${rt.config.eligibleBefore.toISOString()}${rt.config.eligibleBeforeIsDefault ? " (default: January 1 of the previous UTC year)" : ""}`,
+        );
         if (rows.length === 0) return console.log("nothing to archive now");
-        console.log(renderTable(["bucket", "next phase", "why"], rows.map((r) => [r.bucket, r.next_phase, r.why])));
+        console.log(
+          renderTable(
+            ["bucket", "next phase", "why"],
+            rows.map((r) => [r.bucket, r.next_phase, r.why]),
+          ),
+        );
       });
     });
 
   program
     .command("archive")
-    .description("run the standalone archiver: discovery every ARCHIVER_INTERVAL_SECONDS and a pool of ARCHIVER_WORKERS")
+    .description(
+      "run the standalone archiver: discovery every ARCHIVER_INTERVAL_SECONDS and a pool of ARCHIVER_WORKERS",
+    )
     .option("--once", "work until nothing is left that this process can advance, then exit 0")
     .action(async (opts: { once?: boolean }) => {
       await withRuntime(async (rt) => {
@@ -197,10 +297,14 @@ function buildProgram(): Command {
         const onSignal = (signal: string) => {
           signals++;
           if (signals > 1) {
-            process.stderr.write(`pulpitum: second ${signal}; exiting now (leases expire and another worker takes over)\n`);
+            process.stderr.write(
+              `pulpitum: second ${signal}; exiting now (leases expire and another worker takes over)\n`,
+            );
             process.exit(130);
           }
-          process.stderr.write(`pulpitum: ${signal}: finishing phases in flight, taking no new work\n`);
+          process.stderr.write(
+            `pulpitum: ${signal}: finishing phases in flight, taking no new work\n`,
+          );
           controller.abort();
         };
         process.on("SIGINT", onSignal);
@@ -212,9 +316,17 @@ function buildProgram(): Command {
             intervalMs: rt.config.intervalSeconds * 1000,
             once: opts.once === true,
             signal: controller.signal,
-            onOutcome: (o) => log.info(`${o.phase ?? "-"} ${o.result}`, { bucket: describeBucket(o.bucket), next: o.next, reason: o.reason, ms: o.durationMs }),
+            onOutcome: (o) =>
+              log.info(`${o.phase ?? "-"} ${o.result}`, {
+                bucket: describeBucket(o.bucket),
+                next: o.next,
+                reason: o.reason,
+                ms: o.durationMs,
+              }),
           });
-          console.log(`archiver stopped after ${summary.rounds} discovery rounds: ${summary.advanced} phases advanced, ${summary.failures} failures`);
+          console.log(
+            `archiver stopped after ${summary.rounds} discovery rounds: ${summary.advanced} phases advanced, ${summary.failures} failures`,
+          );
           if (summary.failures > 0 && opts.once) process.exitCode = 1;
         } finally {
           process.off("SIGINT", onSignal);
@@ -225,7 +337,9 @@ function buildProgram(): Command {
 
   program
     .command("status")
-    .description("buckets per table and state, rows, bytes, deferred buckets with their last error, archival lag")
+    .description(
+      "buckets per table and state, rows, bytes, deferred buckets with their last error, archival lag",
+    )
     .option("--json", "print as JSON")
     .action(async (opts: { json?: boolean }) => {
       await withRuntime(async (rt) => {
@@ -239,31 +353,57 @@ function buildProgram(): Command {
     .command("read")
     .argument("<table>", "table id")
     .argument("[partition_key]", "partition key as UTF-8 text (or use --partition-key-b64)")
-    .description("read one partition across hot and archived buckets, in (event_time, sort_key) order, one page at a time")
+    .description(
+      "read one partition across hot and archived buckets, in (event_time, sort_key) order, one page at a time",
+    )
     .option("--partition-key-b64 <b64>", "partition key as standard base64 (for binary keys)")
     .option("--from <time>", "inclusive lower bound, RFC 3339")
     .option("--to <time>", "exclusive upper bound, RFC 3339")
     .option("--limit <n>", "records per page (1-10000)", "100")
     .option("--cursor <cursor>", "continue after the page that printed this cursor")
-    .addOption(new Option("--preset <preset>", "display mapping").choices(["raw", "chat"]).default("raw"))
+    .addOption(
+      new Option("--preset <preset>", "display mapping").choices(["raw", "chat"]).default("raw"),
+    )
     .option("--json", 'print {"records": [...], "next_cursor": ...}')
     .action(
       async (
         table: string,
         partitionKeyText: string | undefined,
-        opts: { partitionKeyB64?: string; from?: string; to?: string; limit: string; cursor?: string; preset: DisplayPreset; json?: boolean },
+        opts: {
+          partitionKeyB64?: string;
+          from?: string;
+          to?: string;
+          limit: string;
+          cursor?: string;
+          preset: DisplayPreset;
+          json?: boolean;
+        },
       ) => {
         const tableId = parseTableId(table, "TABLE");
         if ((partitionKeyText === undefined) === (opts.partitionKeyB64 === undefined)) {
-          throw new InvalidInputError("partition key", "must be given exactly once", "PARTITION_KEY as text or --partition-key-b64 B64");
+          throw new InvalidInputError(
+            "partition key",
+            "must be given exactly once",
+            "PARTITION_KEY as text or --partition-key-b64 B64",
+          );
         }
         const partitionKey =
           opts.partitionKeyB64 !== undefined
             ? parseBase64(opts.partitionKeyB64, "--partition-key-b64")
             : new TextEncoder().encode(partitionKeyText);
-        if (!/^\d+$/.test(opts.limit)) throw new InvalidInputError(`--limit ${JSON.stringify(opts.limit)}`, "is not an integer", "an integer from 1 to 10000");
+        if (!/^\d+$/.test(opts.limit))
+          throw new InvalidInputError(
+            `--limit ${JSON.stringify(opts.limit)}`,
+            "is not an integer",
+            "an integer from 1 to 10000",
+          );
         await withRuntime(async (rt) => {
-          const durable = new DurableTable({ hotStore: rt.hotStore, objectStore: rt.objectStore, clock: rt.clock, archivePrefix: rt.archivePrefix });
+          const durable = new DurableTable({
+            hotStore: rt.hotStore,
+            objectStore: rt.objectStore,
+            clock: rt.clock,
+            archivePrefix: rt.archivePrefix,
+          });
           const page = await durable.read(tableId, partitionKey, {
             from: opts.from === undefined ? undefined : parseRfc3339Micros(opts.from, "--from"),
             to: opts.to === undefined ? undefined : parseRfc3339Micros(opts.to, "--to"),
@@ -271,7 +411,9 @@ function buildProgram(): Command {
             cursor: opts.cursor,
           });
           if (opts.json) return printJson(readPageToJson(page));
-          console.log(page.records.length === 0 ? "no records" : renderRecords(page.records, opts.preset));
+          console.log(
+            page.records.length === 0 ? "no records" : renderRecords(page.records, opts.preset),
+          );
           if (page.nextCursor !== null) console.log(`\nmore: --cursor ${page.nextCursor}`);
         });
       },
@@ -279,7 +421,9 @@ function buildProgram(): Command {
 
   program
     .command("start")
-    .description("the embedded demo behind `npm start`: seed a sample chat table once, archive it, read across the cutover")
+    .description(
+      "the embedded demo behind `npm start`: seed a sample chat table once, archive it, read across the cutover",
+    )
     .action(async () => {
       await withRuntime(async (rt) => runEmbeddedDemo(rt));
     });
@@ -329,5 +473,11 @@ async function importRecords(rt: Runtime, tableId: ReturnType<typeof parseTableI
   if (error) lines.close();
   await flush();
   progress.finish();
-  return { table_id: tableId, lines: lineNumber, inserted, duplicates, ...(error ? { error } : {}) };
+  return {
+    table_id: tableId,
+    lines: lineNumber,
+    inserted,
+    duplicates,
+    ...(error ? { error } : {}),
+  };
 }

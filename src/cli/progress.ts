@@ -32,7 +32,11 @@ export class ProgressBar {
     } else {
       line = `${this.label} ${done}`;
     }
-    this.stream.write(`\r${line} ${detail}`.slice(0, (this.stream.columns ?? 120) - 1).padEnd(Math.min(this.stream.columns ?? 120, 120) - 1));
+    this.stream.write(
+      `\r${line} ${detail}`
+        .slice(0, (this.stream.columns ?? 120) - 1)
+        .padEnd(Math.min(this.stream.columns ?? 120, 120) - 1),
+    );
   }
 
   finish(): void {

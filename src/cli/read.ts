@@ -13,7 +13,8 @@ function showBytes(bytes: Uint8Array, max = 60): string {
   try {
     const text = decoder.decode(bytes);
     // eslint-disable-next-line no-control-regex
-    if (!/[\u0000-\u001f\u007f]/.test(text)) return text.length > max ? `${text.slice(0, max)}…` : text;
+    if (!/[\u0000-\u001f\u007f]/.test(text))
+      return text.length > max ? `${text.slice(0, max)}…` : text;
   } catch {
     // not UTF-8
   }
@@ -23,7 +24,8 @@ function showBytes(bytes: Uint8Array, max = 60): string {
 
 /** The chat mapping: an 8-byte big-endian message id shown as a number. */
 function showMessageId(sortKey: Uint8Array): string {
-  if (sortKey.byteLength === 8) return new DataView(sortKey.buffer, sortKey.byteOffset, 8).getBigUint64(0).toString();
+  if (sortKey.byteLength === 8)
+    return new DataView(sortKey.buffer, sortKey.byteOffset, 8).getBigUint64(0).toString();
   return showBytes(sortKey);
 }
 
@@ -31,12 +33,22 @@ export function renderRecords(records: readonly TableRecord[], preset: DisplayPr
   if (preset === "chat") {
     return renderTable(
       ["channel_id", "timestamp", "id", "message"],
-      records.map((r) => [showBytes(r.partitionKey, 24), formatMicrosRfc3339(r.eventTime), showMessageId(r.sortKey), showBytes(r.value)]),
+      records.map((r) => [
+        showBytes(r.partitionKey, 24),
+        formatMicrosRfc3339(r.eventTime),
+        showMessageId(r.sortKey),
+        showBytes(r.value),
+      ]),
     );
   }
   return renderTable(
     ["partition_key", "event_time", "sort_key", "value"],
-    records.map((r) => [showBytes(r.partitionKey, 24), formatMicrosRfc3339(r.eventTime), showBytes(r.sortKey, 24), showBytes(r.value)]),
+    records.map((r) => [
+      showBytes(r.partitionKey, 24),
+      formatMicrosRfc3339(r.eventTime),
+      showBytes(r.sortKey, 24),
+      showBytes(r.value),
+    ]),
   );
 }
 

@@ -6,7 +6,6 @@
 import { describeBucket } from "../domain/bucket.js";
 import type { TableRecord } from "../domain/record.js";
 import { parseTableId, type TableId } from "../domain/table.js";
-import { dateToMicros } from "../domain/time.js";
 import type { PhaseName } from "../ports/hot-store.js";
 import { DurableTable } from "../read/durable-table.js";
 import { runStandalone } from "../runner/standalone.js";
@@ -19,7 +18,10 @@ export const SAMPLE_TABLE: TableId = parseTableId("chat");
 const CHANNELS = ["general", "random", "ops", "dev", "support", "sales", "design", "hiring"];
 const MESSAGES_PER_CHANNEL_MONTH = 270;
 const AUTHORS = ["ada", "grace", "alan", "edsger", "barbara", "ken", "dennis", "margaret"];
-const WORDS = "archive bucket lease fence manifest parquet publish cleanup shard replica snapshot cutoff retry queue worker".split(" ");
+const WORDS =
+  "archive bucket lease fence manifest parquet publish cleanup shard replica snapshot cutoff retry queue worker".split(
+    " ",
+  );
 
 /** A small deterministic PRNG (mulberry32), so every fresh clone seeds the same sample. */
 function prng(seed: number): () => number {
@@ -45,14 +47,18 @@ export function* sampleChatMessages(now: Date): Iterable<TableRecord> {
       if (start > now.getTime()) return;
       const end = Math.min(Date.UTC(year, month + 1, 1), now.getTime());
       for (const channel of CHANNELS) {
-        const times = Array.from({ length: MESSAGES_PER_CHANNEL_MONTH }, () =>
-          BigInt(start) * 1000n + BigInt(Math.floor(random() * (end - start) * 1000)),
+        const times = Array.from(
+          { length: MESSAGES_PER_CHANNEL_MONTH },
+          () => BigInt(start) * 1000n + BigInt(Math.floor(random() * (end - start) * 1000)),
         ).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
         for (const eventTime of times) {
           id++;
           const sortKey = new Uint8Array(8);
           new DataView(sortKey.buffer).setBigUint64(0, id);
-          const text = Array.from({ length: 4 + Math.floor(random() * 8) }, () => WORDS[Math.floor(random() * WORDS.length)]).join(" ");
+          const text = Array.from(
+            { length: 4 + Math.floor(random() * 8) },
+            () => WORDS[Math.floor(random() * WORDS.length)],
+          ).join(" ");
           const author = AUTHORS[Math.floor(random() * AUTHORS.length)];
           yield {
             partitionKey: encoder.encode(channel),
@@ -73,7 +79,9 @@ export async function runEmbeddedDemo(rt: Runtime): Promise<void> {
       ? `embedded PGlite in ${rt.config.database.dataDir}, archive in ${rt.config.archive.kind === "file" ? rt.config.archive.root : "S3"}`
       : "the configured database and archive";
   console.log(`Pulpitum on ${where}`);
-  console.log(`cutoff ${rt.config.eligibleBefore.toISOString()}${rt.config.eligibleBeforeIsDefault ? " (January 1 of the previous UTC year)" : ""}`);
+  console.log(
+    `cutoff ${rt.config.eligibleBefore.toISOString()}${rt.config.eligibleBeforeIsDefault ? " (January 1 of the previous UTC year)" : ""}`,
+  );
 
   if ((await rt.hotStore.getTable(SAMPLE_TABLE)) === null) {
     await seedSample(rt);
@@ -82,14 +90,21 @@ export async function runEmbeddedDemo(rt: Runtime): Promise<void> {
   }
 
   const now = rt.clock.now();
-  const pending = await rt.hotStore.peekCandidates({ now, cutoff: rt.config.eligibleBefore, limit: 10_000, enqueuedBefore: now });
+  const pending = await rt.hotStore.peekCandidates({
+    now,
+    cutoff: rt.config.eligibleBefore,
+    limit: 10_000,
+    enqueuedBefore: now,
+  });
   if (pending.length === 0) {
     const report = await rt.hotStore.statusReport(now, rt.config.eligibleBefore);
     const archived = report.tables
       .flatMap((t) => t.states)
       .filter((s) => s.state === "archived")
       .reduce((n, s) => n + s.buckets, 0);
-    console.log(`nothing new to archive: ${archived} buckets are already archived and every other bucket is still before the cutoff`);
+    console.log(
+      `nothing new to archive: ${archived} buckets are already archived and every other bucket is still before the cutoff`,
+    );
   } else {
     await archiveWithProgress(rt, pending.length, log);
   }
@@ -98,7 +113,12 @@ export async function runEmbeddedDemo(rt: Runtime): Promise<void> {
 
 async function seedSample(rt: Runtime): Promise<void> {
   await rt.hotStore.registerTable(
-    { tableId: SAMPLE_TABLE, strategy: "CalendarMonthUtc", format: "parquet", writableBuckets: null },
+    {
+      tableId: SAMPLE_TABLE,
+      strategy: "CalendarMonthUtc",
+      format: "parquet",
+      writableBuckets: null,
+    },
     rt.clock.now(),
   );
   const now = rt.clock.now();
@@ -114,14 +134,19 @@ async function seedSample(rt: Runtime): Promise<void> {
       bar.update(total, "messages");
     }
   }
-  if (batch.length > 0) total += (await rt.hotStore.append(SAMPLE_TABLE, batch, rt.clock.now())).inserted;
+  if (batch.length > 0)
+    total += (await rt.hotStore.append(SAMPLE_TABLE, batch, rt.clock.now())).inserted;
   bar.finish();
   console.log(
     `seeded table ${SAMPLE_TABLE} (monthly buckets, Parquet): ${total} messages in ${CHANNELS.length} channels in ${((Date.now() - started) / 1000).toFixed(1)} s`,
   );
 }
 
-async function archiveWithProgress(rt: Runtime, total: number, log: ReturnType<typeof stderrLog>): Promise<void> {
+async function archiveWithProgress(
+  rt: Runtime,
+  total: number,
+  log: ReturnType<typeof stderrLog>,
+): Promise<void> {
   const bar = new ProgressBar("archiving", total);
   const perPhase = new Map<PhaseName, { runs: number; ms: number }>();
   let finished = 0;
@@ -167,7 +192,12 @@ async function archiveWithProgress(rt: Runtime, total: number, log: ReturnType<t
 /** Read one channel from its first month to now, page by page, and say which tier served each month. */
 async function showCutover(rt: Runtime): Promise<void> {
   const channel = new TextEncoder().encode(CHANNELS[0]!);
-  const table = new DurableTable({ hotStore: rt.hotStore, objectStore: rt.objectStore, clock: rt.clock, archivePrefix: rt.archivePrefix });
+  const table = new DurableTable({
+    hotStore: rt.hotStore,
+    objectStore: rt.objectStore,
+    clock: rt.clock,
+    archivePrefix: rt.archivePrefix,
+  });
   const buckets = await rt.hotStore.listPartitionBuckets(SAMPLE_TABLE, channel, {});
   let cursor: string | undefined;
   let pages = 0;
@@ -191,9 +221,12 @@ async function showCutover(rt: Runtime): Promise<void> {
   const archived = tiers.filter((t) => t.tier === "archive");
   const hot = tiers.filter((t) => t.tier === "hot store");
   const span = (list: typeof tiers) =>
-    list.length === 0 ? "none" : `${list[0]!.month} .. ${list[list.length - 1]!.month} (${list.length} months, ${list.reduce((n, t) => n + t.rows, 0)} messages)`;
-  console.log(`\nread channel "${CHANNELS[0]}" across the cutover: ${total} messages in ${pages} pages in ${Date.now() - started} ms`);
+    list.length === 0
+      ? "none"
+      : `${list[0]!.month} .. ${list[list.length - 1]!.month} (${list.length} months, ${list.reduce((n, t) => n + t.rows, 0)} messages)`;
+  console.log(
+    `\nread channel "${CHANNELS[0]}" across the cutover: ${total} messages in ${pages} pages in ${Date.now() - started} ms`,
+  );
   console.log(`  from the archive:   ${span(archived)}`);
   console.log(`  from the hot store: ${span(hot)}`);
-  void dateToMicros;
 }

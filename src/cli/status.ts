@@ -32,7 +32,10 @@ export function statusToJson(report: StatusReport, cutoff: Date) {
       lease_expires_at: l.leaseExpiresAt.toISOString(),
     })),
     oldest_eligible_hot: report.oldestEligibleHot
-      ? { bucket: describeBucket(report.oldestEligibleHot.id), bucket_end: report.oldestEligibleHot.end.toISOString() }
+      ? {
+          bucket: describeBucket(report.oldestEligibleHot.id),
+          bucket_end: report.oldestEligibleHot.end.toISOString(),
+        }
       : null,
   };
 }
@@ -45,9 +48,15 @@ export function renderStatus(report: StatusReport, cutoff: Date): string {
   }
   const rows: Array<Array<string | number>> = [];
   for (const t of report.tables) {
-    if (t.states.length === 0) rows.push([t.tableId + (t.paused ? " (paused)" : ""), "-", 0, 0, 0, "-"]);
+    if (t.states.length === 0)
+      rows.push([t.tableId + (t.paused ? " (paused)" : ""), "-", 0, 0, 0, "-"]);
     for (const s of t.states) {
-      const state = s.state === "archived" ? (s.hotDeleted ? "archived" : "archived, cleanup pending") : s.state;
+      const state =
+        s.state === "archived"
+          ? s.hotDeleted
+            ? "archived"
+            : "archived, cleanup pending"
+          : s.state;
       rows.push([
         t.tableId + (t.paused ? " (paused)" : ""),
         state,
@@ -58,7 +67,9 @@ export function renderStatus(report: StatusReport, cutoff: Date): string {
       ]);
     }
   }
-  lines.push(renderTable(["table", "state", "buckets", "hot rows", "archived rows", "archived bytes"], rows));
+  lines.push(
+    renderTable(["table", "state", "buckets", "hot rows", "archived rows", "archived bytes"], rows),
+  );
   lines.push(
     report.oldestEligibleHot
       ? `oldest eligible hot bucket: ${describeBucket(report.oldestEligibleHot.id)} (ended ${report.oldestEligibleHot.end.toISOString()})`
@@ -66,12 +77,15 @@ export function renderStatus(report: StatusReport, cutoff: Date): string {
   );
   if (report.leased.length > 0) {
     lines.push(`in flight (${report.leased.length}):`);
-    for (const l of report.leased) lines.push(`  ${describeBucket(l.id)} ${l.phase} until ${l.leaseExpiresAt.toISOString()}`);
+    for (const l of report.leased)
+      lines.push(`  ${describeBucket(l.id)} ${l.phase} until ${l.leaseExpiresAt.toISOString()}`);
   }
   if (report.deferred.length > 0) {
     lines.push(`deferred (${report.deferred.length}):`);
     for (const d of report.deferred) {
-      lines.push(`  ${describeBucket(d.id)} attempts ${d.attempts}, retry at ${d.retryAt?.toISOString() ?? "-"}: ${d.lastError ?? ""}`);
+      lines.push(
+        `  ${describeBucket(d.id)} attempts ${d.attempts}, retry at ${d.retryAt?.toISOString() ?? "-"}: ${d.lastError ?? ""}`,
+      );
     }
   }
   return lines.join("\n");

@@ -49,7 +49,12 @@ export interface BucketId {
 
 const pad = (n: number, width: number) => String(n).padStart(width, "0");
 
-function descriptor(strategy: BucketStrategy, year: number, month: number, day: number): BucketDescriptor {
+function descriptor(
+  strategy: BucketStrategy,
+  year: number,
+  month: number,
+  day: number,
+): BucketDescriptor {
   const start = utc(year, month, day);
   switch (strategy) {
     case "CalendarYearUtc":
@@ -112,7 +117,11 @@ const KEY_RULE = "year:YYYY, month:YYYY-MM or day:YYYY-MM-DD naming a real calen
  * Parse a canonical bucket key. With a strategy, the key must be of that
  * strategy; without, the strategy is read from the key's prefix.
  */
-export function parseBucketKey(key: string, strategy?: BucketStrategy, input = "bucket key"): BucketDescriptor {
+export function parseBucketKey(
+  key: string,
+  strategy?: BucketStrategy,
+  input = "bucket key",
+): BucketDescriptor {
   const candidates = strategy ? [strategy] : BUCKET_STRATEGIES;
   for (const s of candidates) {
     const m = KEY_FORMS[s].exec(key);
@@ -153,6 +162,8 @@ export function describeBucket(id: BucketId): string {
 
 export function sameBucket(a: BucketId, b: BucketId): boolean {
   return (
-    a.tableId === b.tableId && a.bucketKey === b.bucketKey && Buffer.from(a.partitionKey).equals(b.partitionKey)
+    a.tableId === b.tableId &&
+    a.bucketKey === b.bucketKey &&
+    Buffer.from(a.partitionKey).equals(b.partitionKey)
   );
 }

@@ -25,7 +25,11 @@ export const MAX_PREFIX_BYTES = 512;
 
 export function partitionKeySegment(partitionKey: Uint8Array): string {
   if (partitionKey.byteLength >= 1 && partitionKey.byteLength <= MAX_INLINE_PARTITION_KEY_BYTES) {
-    return Buffer.from(partitionKey.buffer, partitionKey.byteOffset, partitionKey.byteLength).toString("base64url");
+    return Buffer.from(
+      partitionKey.buffer,
+      partitionKey.byteOffset,
+      partitionKey.byteLength,
+    ).toString("base64url");
   }
   return `~${createHash("sha256").update(partitionKey).digest("hex")}`;
 }
@@ -48,7 +52,11 @@ export function bucketPrefix(location: BucketLocation): string {
   return joinKey(location.prefix, parts.join("/"));
 }
 
-export function payloadKey(location: BucketLocation, sha256Hex: string, format: ArchiveFormat): string {
+export function payloadKey(
+  location: BucketLocation,
+  sha256Hex: string,
+  format: ArchiveFormat,
+): string {
   return `${bucketPrefix(location)}/payloads/${sha256Hex}.${format}`;
 }
 

@@ -39,7 +39,9 @@ export function parseBase64(text: unknown, input: string): Uint8Array {
   if (typeof text !== "string" || !BASE64.test(text)) {
     throw new InvalidInputError(
       input,
-      typeof text === "string" ? `${JSON.stringify(truncate(text))} is not standard base64` : `is ${describeType(text)}`,
+      typeof text === "string"
+        ? `${JSON.stringify(truncate(text))} is not standard base64`
+        : `is ${describeType(text)}`,
       "a standard base64 string with padding (RFC 4648 §4)",
     );
   }
@@ -60,13 +62,21 @@ export function recordFromJson(value: unknown, input = "record"): TableRecord {
     (k) => !["partition_key", "event_time", "sort_key", "value"].includes(k),
   );
   if (unknownKeys.length > 0) {
-    throw new InvalidInputError(input, `has unknown field ${JSON.stringify(unknownKeys[0])}`, RECORD_JSON_FORM);
+    throw new InvalidInputError(
+      input,
+      `has unknown field ${JSON.stringify(unknownKeys[0])}`,
+      RECORD_JSON_FORM,
+    );
   }
   for (const field of ["partition_key", "event_time", "sort_key", "value"]) {
     if (!(field in obj)) throw new InvalidInputError(input, `lacks "${field}"`, RECORD_JSON_FORM);
   }
   if (typeof obj.event_time !== "string") {
-    throw new InvalidInputError(`${input} event_time`, `is ${describeType(obj.event_time)}`, "an RFC 3339 string");
+    throw new InvalidInputError(
+      `${input} event_time`,
+      `is ${describeType(obj.event_time)}`,
+      "an RFC 3339 string",
+    );
   }
   return {
     partitionKey: parseBase64(obj.partition_key, `${input} partition_key`),
@@ -111,7 +121,11 @@ export function bytesEqual(a: Uint8Array, b: Uint8Array): boolean {
 function describeType(value: unknown): string {
   if (value === null) return "null";
   if (Array.isArray(value)) return "an array";
-  return typeof value === "undefined" ? "undefined" : typeof value === "object" ? "an object" : `a ${typeof value}`;
+  return typeof value === "undefined"
+    ? "undefined"
+    : typeof value === "object"
+      ? "an object"
+      : `a ${typeof value}`;
 }
 
 function truncate(text: string): string {

@@ -10,7 +10,11 @@ export const TABLE_ID_RULE =
 
 export function parseTableId(text: string, input = "table id"): TableId {
   if (!TABLE_ID.test(text)) {
-    throw new InvalidInputError(`${input} ${JSON.stringify(text)}`, "is not a valid table id", TABLE_ID_RULE);
+    throw new InvalidInputError(
+      `${input} ${JSON.stringify(text)}`,
+      "is not a valid table id",
+      TABLE_ID_RULE,
+    );
   }
   return text as TableId;
 }
@@ -20,7 +24,11 @@ export const ARCHIVE_FORMATS: readonly ArchiveFormat[] = ["parquet", "json"];
 
 export function parseArchiveFormat(text: string, input = "archive format"): ArchiveFormat {
   if (text === "parquet" || text === "json") return text;
-  throw new InvalidInputError(`${input} ${JSON.stringify(text)}`, "is not a known format", "parquet or json");
+  throw new InvalidInputError(
+    `${input} ${JSON.stringify(text)}`,
+    "is not a known format",
+    "parquet or json",
+  );
 }
 
 /** What the registry holds for one table. */

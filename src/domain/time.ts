@@ -105,12 +105,15 @@ export function formatMicrosRfc3339(micros: EpochMicros): string {
  * (`2024-05-01 12:30:00.123456+00`, any offset, optional fraction).
  */
 export function parseSqlTimestamp(text: string): EpochMicros {
-  const m = /^(\d{4,})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?([+-])(\d{2})(?::?(\d{2}))?(?::?(\d{2}))?$/.exec(
-    text,
-  );
+  const m =
+    /^(\d{4,})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?([+-])(\d{2})(?::?(\d{2}))?(?::?(\d{2}))?$/.exec(
+      text,
+    );
   if (!m) throw new Error(`unexpected timestamp text from the database: ${JSON.stringify(text)}`);
   const [, y, mo, d, h, mi, s, frac = "", sign, oh, om = "0", os = "0"] = m;
-  const base = new Date(Date.UTC(2000, Number(mo) - 1, Number(d), Number(h), Number(mi), Number(s)));
+  const base = new Date(
+    Date.UTC(2000, Number(mo) - 1, Number(d), Number(h), Number(mi), Number(s)),
+  );
   base.setUTCFullYear(Number(y));
   const offsetSeconds = Number(oh) * 3600 + Number(om) * 60 + Number(os);
   const offsetMicros = BigInt(offsetSeconds) * 1_000_000n;

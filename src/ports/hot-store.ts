@@ -90,7 +90,8 @@ export interface ClusteringPosition {
   readonly sortKey: Uint8Array;
 }
 
-export type SnapshotPage = { readonly kind: "page"; readonly rows: readonly BucketRow[] } | LeaseLost;
+export type SnapshotPage =
+  { readonly kind: "page"; readonly rows: readonly BucketRow[] } | LeaseLost;
 
 export type CleanupBatch = { readonly kind: "deleted"; readonly count: number } | LeaseLost;
 
@@ -152,7 +153,11 @@ export interface BucketReadRange {
  */
 export type BucketRead =
   | { readonly route: "missing" }
-  | { readonly route: "hot"; readonly state: "hot" | "archiving"; readonly rows: readonly BucketRow[] }
+  | {
+      readonly route: "hot";
+      readonly state: "hot" | "archiving";
+      readonly rows: readonly BucketRow[];
+    }
   | { readonly route: "archive"; readonly manifestKey: string; readonly generation: number };
 
 export interface StatusReport {
@@ -180,7 +185,11 @@ export interface StatusReport {
     readonly lastError: string | null;
   }>;
   /** Buckets with a live lease: work in flight (at most 100). */
-  readonly leased: ReadonlyArray<{ readonly id: BucketId; readonly phase: RecordedPhase; readonly leaseExpiresAt: Date }>;
+  readonly leased: ReadonlyArray<{
+    readonly id: BucketId;
+    readonly phase: RecordedPhase;
+    readonly leaseExpiresAt: Date;
+  }>;
   /** The oldest hot bucket past the cutoff, if any: how far behind archival is. */
   readonly oldestEligibleHot: { readonly id: BucketId; readonly end: Date } | null;
 }
@@ -195,7 +204,10 @@ export interface HotStore {
    * writable-buckets setting updates the registry (earlier archives keep
    * the format their manifests name).
    */
-  registerTable(registration: TableRegistration, now: Date): Promise<"created" | "unchanged" | "updated">;
+  registerTable(
+    registration: TableRegistration,
+    now: Date,
+  ): Promise<"created" | "unchanged" | "updated">;
   getTable(tableId: TableId): Promise<TableDefinition | null>;
   listTables(): Promise<TableDefinition[]>;
   /** Pause or resume new claims for a table. Throws UnknownTableError. */
@@ -220,7 +232,11 @@ export interface HotStore {
   acquireLease(id: BucketId, now: Date, leaseMs: number): Promise<LeaseAcquisition>;
 
   /** Extend a live lease held by `lease`. */
-  renewLease(lease: Lease, now: Date, leaseMs: number): Promise<{ kind: "renewed"; lease: Lease } | LeaseLost>;
+  renewLease(
+    lease: Lease,
+    now: Date,
+    leaseMs: number,
+  ): Promise<{ kind: "renewed"; lease: Lease } | LeaseLost>;
 
   /** Give the lease up without recording anything; a no-op when it was already lost. */
   releaseLease(lease: Lease): Promise<void>;
@@ -236,7 +252,12 @@ export interface HotStore {
    * `after` (exclusive), checking the live lease and `state = 'archiving'`
    * in the same statement.
    */
-  snapshotPage(lease: Lease, now: Date, after: ClusteringPosition | null, limit: number): Promise<SnapshotPage>;
+  snapshotPage(
+    lease: Lease,
+    now: Date,
+    after: ClusteringPosition | null,
+    limit: number,
+  ): Promise<SnapshotPage>;
 
   /** Record the verified payload (phase export -> seal). Releases the lease. */
   recordPayload(lease: Lease, now: Date, payload: PayloadFacts): Promise<FencedWrite>;
@@ -265,7 +286,7 @@ export interface HotStore {
 
   /**
    * Candidates oldest `bucket_end` first, at most `limit`: eligible hot
-   * buckets of unpaused tables without a pending retry; archiving buckets
+   * buckets of unpaused tables without a pending retry or a live lease; archiving buckets
    * without a live lease; archived buckets with `hot_deleted = false` and no
    * live lease. Stamps `enqueued_at = now` on those returned.
    */

@@ -59,14 +59,20 @@ export function workItemFromObject(value: unknown, input: string, accepted: stri
   if (o.v !== 1) throw new InvalidInputError(input, `has version ${JSON.stringify(o.v)}`, accepted);
   const known = new Set(["v", "table_id", "partition_key_b64", "bucket_key"]);
   const extra = Object.keys(o).find((k) => !known.has(k));
-  if (extra !== undefined) throw new InvalidInputError(input, `has unknown field ${JSON.stringify(extra)}`, accepted);
-  if (typeof o.table_id !== "string") throw new InvalidInputError(input, "table_id is not a string", accepted);
+  if (extra !== undefined)
+    throw new InvalidInputError(input, `has unknown field ${JSON.stringify(extra)}`, accepted);
+  if (typeof o.table_id !== "string")
+    throw new InvalidInputError(input, "table_id is not a string", accepted);
   const tableId: TableId = parseTableId(o.table_id, `${input} table_id`);
   if (typeof o.partition_key_b64 !== "string" || !BASE64.test(o.partition_key_b64)) {
     throw new InvalidInputError(input, "partition_key_b64 is not standard base64", accepted);
   }
   if (typeof o.bucket_key !== "string" || !isCanonicalBucketKey(o.bucket_key)) {
-    throw new InvalidInputError(input, `bucket_key ${JSON.stringify(o.bucket_key)} is not a canonical bucket key`, accepted);
+    throw new InvalidInputError(
+      input,
+      `bucket_key ${JSON.stringify(o.bucket_key)} is not a canonical bucket key`,
+      accepted,
+    );
   }
   return {
     tableId,

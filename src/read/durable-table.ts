@@ -9,7 +9,11 @@
  * hot rows that may be kept only for cleanup.
  */
 import { parseManifest, type Manifest } from "../archive/manifest.js";
-import { objectByteSource, ParquetPayloadReader, readRecordBatches } from "../archive/payload-reader.js";
+import {
+  objectByteSource,
+  ParquetPayloadReader,
+  readRecordBatches,
+} from "../archive/payload-reader.js";
 import { validateManifest } from "../archive/manifest.js";
 import type { BucketId } from "../domain/bucket.js";
 import { bytesEqual, compareClustering, type TableRecord } from "../domain/record.js";
@@ -17,7 +21,12 @@ import type { TableId } from "../domain/table.js";
 import { microsToDate, type EpochMicros } from "../domain/time.js";
 import { InvalidInputError, UnknownTableError } from "../errors.js";
 import type { Clock } from "../ports/clock.js";
-import type { AppendResult, BucketMetadata, ClusteringPosition, HotStore } from "../ports/hot-store.js";
+import type {
+  AppendResult,
+  BucketMetadata,
+  ClusteringPosition,
+  HotStore,
+} from "../ports/hot-store.js";
 import type { ObjectStore } from "../ports/object-store.js";
 
 export const DEFAULT_READ_LIMIT = 100;
@@ -86,13 +95,24 @@ export class DurableTable {
    * bucket the range spans, chronologically by bucket bounds, one page at a
    * time.
    */
-  async read(tableId: TableId, partitionKey: Uint8Array, options: ReadOptions = {}): Promise<ReadPage> {
+  async read(
+    tableId: TableId,
+    partitionKey: Uint8Array,
+    options: ReadOptions = {},
+  ): Promise<ReadPage> {
     const limit = options.limit ?? DEFAULT_READ_LIMIT;
     if (!Number.isSafeInteger(limit) || limit < 1 || limit > MAX_READ_LIMIT) {
-      throw new InvalidInputError(`limit ${limit}`, "is out of range", `an integer from 1 to ${MAX_READ_LIMIT}`);
+      throw new InvalidInputError(
+        `limit ${limit}`,
+        "is out of range",
+        `an integer from 1 to ${MAX_READ_LIMIT}`,
+      );
     }
     const maxBytes = options.maxBytes ?? DEFAULT_READ_MAX_BYTES;
-    const after = options.cursor === undefined ? undefined : decodeCursor(options.cursor, tableId, partitionKey);
+    const after =
+      options.cursor === undefined
+        ? undefined
+        : decodeCursor(options.cursor, tableId, partitionKey);
     if ((await this.#hot.getTable(tableId)) === null) throw new UnknownTableError(tableId);
 
     const lower = maxMicros(options.from, after?.eventTime);
@@ -107,11 +127,17 @@ export class DurableTable {
     let full = false;
     for (const bucket of buckets) {
       const want = limit - records.length;
-      const chunk = await this.#readBucket(bucket, { from: options.from, to: options.to, after, limit: want });
+      const chunk = await this.#readBucket(bucket, {
+        from: options.from,
+        to: options.to,
+        after,
+        limit: want,
+      });
       fetched += chunk.fetched;
       for (const record of chunk.records) {
         records.push(record);
-        bytes += record.sortKey.byteLength + record.value.byteLength + record.partitionKey.byteLength;
+        bytes +=
+          record.sortKey.byteLength + record.value.byteLength + record.partitionKey.byteLength;
         if (records.length >= limit || bytes >= maxBytes) {
           full = true;
           break;
@@ -134,7 +160,10 @@ export class DurableTable {
     const read = await this.#hot.readBucket(bucket.id, range);
     if (read.route === "missing") return { records: [], fetched: 0 };
     if (read.route === "hot") {
-      return { records: read.rows.map((row) => ({ partitionKey: bucket.id.partitionKey, ...row })), fetched: 0 };
+      return {
+        records: read.rows.map((row) => ({ partitionKey: bucket.id.partitionKey, ...row })),
+        fetched: 0,
+      };
     }
     return await this.#readArchived(bucket.id, read.manifestKey, range);
   }
@@ -163,7 +192,11 @@ export class DurableTable {
 
     if (manifest.format === "parquet") {
       if (route.parquet === undefined) {
-        const source = await objectByteSource(this.#objects, manifest.payload_key, manifest.byte_length);
+        const source = await objectByteSource(
+          this.#objects,
+          manifest.payload_key,
+          manifest.byte_length,
+        );
         route.parquet = await ParquetPayloadReader.open(source);
       }
       const reader = route.parquet;
@@ -179,7 +212,11 @@ export class DurableTable {
       return { records: out, fetched };
     }
 
-    const source = await objectByteSource(this.#objects, manifest.payload_key, manifest.byte_length);
+    const source = await objectByteSource(
+      this.#objects,
+      manifest.payload_key,
+      manifest.byte_length,
+    );
     for await (const batch of readRecordBatches(source, manifest.format)) {
       for (const r of batch) {
         if (keep(r)) out.push(r);
@@ -204,16 +241,24 @@ function readerBytes(reader: ParquetPayloadReader): number {
   return (reader as unknown as { source: { bytesFetched: number } }).source.bytesFetched;
 }
 
-function maxMicros(a: EpochMicros | undefined, b: EpochMicros | undefined): EpochMicros | undefined {
+function maxMicros(
+  a: EpochMicros | undefined,
+  b: EpochMicros | undefined,
+): EpochMicros | undefined {
   if (a === undefined) return b;
   if (b === undefined) return a;
   return a > b ? a : b;
 }
 
-const CURSOR_RULE = "a next_cursor value returned by the previous page of the same table and partition";
+const CURSOR_RULE =
+  "a next_cursor value returned by the previous page of the same table and partition";
 
 /** Opaque cursor: the last returned `(event_time, sort_key)`, bound to its table and partition. */
-export function encodeCursor(tableId: TableId, partitionKey: Uint8Array, last: ClusteringPosition): string {
+export function encodeCursor(
+  tableId: TableId,
+  partitionKey: Uint8Array,
+  last: ClusteringPosition,
+): string {
   return Buffer.from(
     JSON.stringify({
       v: 1,
@@ -225,12 +270,20 @@ export function encodeCursor(tableId: TableId, partitionKey: Uint8Array, last: C
   ).toString("base64url");
 }
 
-export function decodeCursor(cursor: string, tableId: TableId, partitionKey: Uint8Array): ClusteringPosition {
+export function decodeCursor(
+  cursor: string,
+  tableId: TableId,
+  partitionKey: Uint8Array,
+): ClusteringPosition {
   let parsed: { v?: unknown; t?: unknown; p?: unknown; e?: unknown; k?: unknown };
   try {
     parsed = JSON.parse(Buffer.from(cursor, "base64url").toString("utf8"));
   } catch {
-    throw new InvalidInputError(`cursor ${JSON.stringify(cursor.slice(0, 40))}`, "is not a Pulpitum cursor", CURSOR_RULE);
+    throw new InvalidInputError(
+      `cursor ${JSON.stringify(cursor.slice(0, 40))}`,
+      "is not a Pulpitum cursor",
+      CURSOR_RULE,
+    );
   }
   if (
     parsed?.v !== 1 ||
@@ -239,7 +292,11 @@ export function decodeCursor(cursor: string, tableId: TableId, partitionKey: Uin
     typeof parsed.k !== "string" ||
     typeof parsed.p !== "string"
   ) {
-    throw new InvalidInputError(`cursor ${JSON.stringify(cursor.slice(0, 40))}`, "is not a Pulpitum cursor", CURSOR_RULE);
+    throw new InvalidInputError(
+      `cursor ${JSON.stringify(cursor.slice(0, 40))}`,
+      "is not a Pulpitum cursor",
+      CURSOR_RULE,
+    );
   }
   if (parsed.t !== tableId || !bytesEqual(Buffer.from(parsed.p, "base64"), partitionKey)) {
     throw new InvalidInputError("cursor", "belongs to another table or partition", CURSOR_RULE);

@@ -30,18 +30,19 @@ export interface StandaloneSummary {
  * that advances re-queues its bucket at once so a bucket flows through all
  * five phases without waiting for the next scan.
  */
-export async function runStandalone(ctx: ArchiverContext, options: StandaloneOptions): Promise<StandaloneSummary> {
+export async function runStandalone(
+  ctx: ArchiverContext,
+  options: StandaloneOptions,
+): Promise<StandaloneSummary> {
   const queue = new InProcessWorkQueue();
   let rounds = 0;
   let outcomes = 0;
   let advanced = 0;
   let failures = 0;
   let advancedThisRound = 0;
-  let inFlight = 0;
   const stopping = () => options.signal?.aborted === true;
 
   const work = async (item: WorkItem) => {
-    inFlight++;
     try {
       const outcome = await runNextPhase(ctx, item);
       outcomes++;
@@ -56,8 +57,6 @@ export async function runStandalone(ctx: ArchiverContext, options: StandaloneOpt
       failures++;
       queue.done(item);
       ctx.log.error("phase run failed", { error: errorMessage(error) });
-    } finally {
-      inFlight--;
     }
   };
 
@@ -78,7 +77,10 @@ export async function runStandalone(ctx: ArchiverContext, options: StandaloneOpt
   while (!stopping()) {
     rounds++;
     advancedThisRound = 0;
-    const candidates = await discover({ hotStore: ctx.hotStore, queue, settings: { ...ctx.settings, requeueMs: 0 } }, ctx.clock.now());
+    const candidates = await discover(
+      { hotStore: ctx.hotStore, queue, settings: { ...ctx.settings, requeueMs: 0 } },
+      ctx.clock.now(),
+    );
     options.onDiscovered?.(candidates);
     await drain();
     if (options.once) {
@@ -88,7 +90,6 @@ export async function runStandalone(ctx: ArchiverContext, options: StandaloneOpt
     await sleep(options.intervalMs, options.signal);
   }
   queue.close();
-  void inFlight;
   return { rounds, outcomes, advanced, failures };
 }
 

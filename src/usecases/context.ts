@@ -24,7 +24,10 @@ export interface ArchiverSettings {
   readonly tempDir: string | undefined;
 }
 
-export function settingsFromConfig(config: PulpitumConfig, archivePrefix: string): ArchiverSettings {
+export function settingsFromConfig(
+  config: PulpitumConfig,
+  archivePrefix: string,
+): ArchiverSettings {
   return Object.freeze({
     cutoff: config.eligibleBefore,
     leaseMs: config.leaseSeconds * 1000,

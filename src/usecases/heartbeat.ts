@@ -45,7 +45,8 @@ export class LeaseHeartbeat {
 
   start(): void {
     this.#timer = setInterval(() => {
-      if (this.#inFlight === undefined && this.healthy) this.#inFlight = this.renew().finally(() => (this.#inFlight = undefined));
+      if (this.#inFlight === undefined && this.healthy)
+        this.#inFlight = this.renew().finally(() => (this.#inFlight = undefined));
     }, this.renewalMs);
     this.#timer.unref?.();
   }

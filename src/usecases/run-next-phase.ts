@@ -1,5 +1,11 @@
 import { describeBucket, type BucketId } from "../domain/bucket.js";
-import { errorMessage, LeaseLostError, UnknownBucketError, ArchiveIntegrityError, InvariantViolationError } from "../errors.js";
+import {
+  errorMessage,
+  LeaseLostError,
+  UnknownBucketError,
+  ArchiveIntegrityError,
+  InvariantViolationError,
+} from "../errors.js";
 import type { BucketMetadata, PhaseName } from "../ports/hot-store.js";
 import type { ArchiverContext, PhaseOutcome } from "./context.js";
 import { LeaseHeartbeat } from "./heartbeat.js";
@@ -67,14 +73,26 @@ export async function runNextPhase(
   const before = await ctx.hotStore.getBucket(bucket);
   if (before === null) throw new UnknownBucketError(describeBucket(bucket));
   const planned = nextPhaseOf(before);
-  if (planned === null) return outcome({ phase: null, result: "done", next: null, reason: "already archived and hot rows deleted" });
+  if (planned === null)
+    return outcome({
+      phase: null,
+      result: "done",
+      next: null,
+      reason: "already archived and hot rows deleted",
+    });
 
   const now = ctx.clock.now();
   if (planned === "claim") {
     const reason = await reasonNotToClaim(ctx, before, now);
     if (reason !== undefined) {
       return before.retryAt !== null && before.retryAt.getTime() > now.getTime()
-        ? outcome({ phase: null, result: "deferred", next: "claim", reason, retryAt: before.retryAt })
+        ? outcome({
+            phase: null,
+            result: "deferred",
+            next: "claim",
+            reason,
+            retryAt: before.retryAt,
+          })
         : outcome({ phase: null, result: "done", next: "claim", reason });
     }
   }
@@ -94,10 +112,19 @@ export async function runNextPhase(
   const phase = nextPhaseOf(metadata);
   if (phase === null) {
     await ctx.hotStore.releaseLease(acquisition.lease);
-    return outcome({ phase: null, result: "done", next: null, reason: "already archived and hot rows deleted" });
+    return outcome({
+      phase: null,
+      result: "done",
+      next: null,
+      reason: "already archived and hot rows deleted",
+    });
   }
 
-  const fields = { bucket: describeBucket(bucket), phase, generation: acquisition.lease.generation };
+  const fields = {
+    bucket: describeBucket(bucket),
+    phase,
+    generation: acquisition.lease.generation,
+  };
   const heartbeat = new LeaseHeartbeat(
     ctx.hotStore,
     acquisition.lease,
@@ -116,25 +143,55 @@ export async function runNextPhase(
       deadline: options.deadline,
     });
     if (step.kind === "lease-lost") {
-      ctx.log.warn("lease lost; the phase stopped without committing", { ...fields, reason: step.reason });
+      // A no-op when the lease is really gone; frees it at once when only the phase's condition failed.
+      await ctx.hotStore.releaseLease(heartbeat.lease).catch(() => undefined);
+      ctx.log.warn("lease lost; the phase stopped without committing", {
+        ...fields,
+        reason: step.reason,
+      });
       return outcome({ phase, result: "lease-lost", next: phase, reason: step.reason });
     }
-    ctx.log.info("phase committed", { ...fields, next: step.next, rows: step.rows, bytes: step.bytes });
-    return outcome({ phase, result: "advanced", next: step.next, rows: step.rows, bytes: step.bytes });
+    ctx.log.info("phase committed", {
+      ...fields,
+      next: step.next,
+      rows: step.rows,
+      bytes: step.bytes,
+    });
+    return outcome({
+      phase,
+      result: "advanced",
+      next: step.next,
+      rows: step.rows,
+      bytes: step.bytes,
+    });
   } catch (error) {
     if (error instanceof LeaseLostError || !heartbeat.healthy) {
-      ctx.log.warn("lease lost; the phase stopped without committing", { ...fields, reason: errorMessage(error) });
+      ctx.log.warn("lease lost; the phase stopped without committing", {
+        ...fields,
+        reason: errorMessage(error),
+      });
       return outcome({ phase, result: "lease-lost", next: phase, reason: errorMessage(error) });
     }
-    const severity = error instanceof ArchiveIntegrityError || error instanceof InvariantViolationError ? "error" : "warn";
-    ctx.log[severity]("phase failed", { ...fields, error: errorMessage(error), errorName: (error as Error)?.name });
+    const severity =
+      error instanceof ArchiveIntegrityError || error instanceof InvariantViolationError
+        ? "error"
+        : "warn";
+    ctx.log[severity]("phase failed", {
+      ...fields,
+      error: errorMessage(error),
+      errorName: (error as Error)?.name,
+    });
     return await recoverFromFailure(ctx, heartbeat, phase, error, outcome);
   } finally {
     await heartbeat.stop();
   }
 }
 
-async function reasonNotToClaim(ctx: ArchiverContext, metadata: BucketMetadata, now: Date): Promise<string | undefined> {
+async function reasonNotToClaim(
+  ctx: ArchiverContext,
+  metadata: BucketMetadata,
+  now: Date,
+): Promise<string | undefined> {
   if (metadata.end.getTime() > ctx.settings.cutoff.getTime()) {
     return `not eligible: bucket_end ${metadata.end.toISOString()} is after the cutoff ${ctx.settings.cutoff.toISOString()}`;
   }
@@ -182,13 +239,17 @@ async function recoverFromFailure(
       () => ctx.hotStore.defer(lease, ctx.clock.now(), retryAt, reason),
       (m) => m.state === "hot" && m.generation === lease.generation && m.ownerToken === null,
     );
-    if (deferred.kind === "lease-lost") return outcome({ phase, result: "lease-lost", next: phase, reason });
+    if (deferred.kind === "lease-lost")
+      return outcome({ phase, result: "lease-lost", next: phase, reason });
     return outcome({ phase, result: "deferred", next: "claim", reason, retryAt });
   } catch (recoveryError) {
-    ctx.log.error("could not record the failure; the lease will expire and another worker takes over", {
-      phase,
-      error: errorMessage(recoveryError),
-    });
+    ctx.log.error(
+      "could not record the failure; the lease will expire and another worker takes over",
+      {
+        phase,
+        error: errorMessage(recoveryError),
+      },
+    );
     throw error;
   }
 }

@@ -8,7 +8,10 @@ export interface CliResult {
 }
 
 /** Run the CLI in-process with an environment, capturing its output. */
-export async function runCli(args: string[], env: Record<string, string | undefined>): Promise<CliResult> {
+export async function runCli(
+  args: string[],
+  env: Record<string, string | undefined>,
+): Promise<CliResult> {
   const saved: Record<string, string | undefined> = {};
   for (const [k, v] of Object.entries(env)) {
     saved[k] = process.env[k];

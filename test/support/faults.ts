@@ -35,7 +35,8 @@ export class ProcessLife {
     throw new SimulatedCrash(point);
   }
   check(): void {
-    if (this.#crashedAt !== undefined) throw new SimulatedCrash(`${this.#crashedAt} (process already dead)`);
+    if (this.#crashedAt !== undefined)
+      throw new SimulatedCrash(`${this.#crashedAt} (process already dead)`);
   }
 }
 
@@ -98,7 +99,12 @@ export function faultyHotStore(
   life: ProcessLife,
   points?: FaultPoint<HotOperation> | readonly FaultPoint<HotOperation>[],
 ): HotStore {
-  const list = points === undefined ? [] : Array.isArray(points) ? points : [points as FaultPoint<HotOperation>];
+  const list =
+    points === undefined
+      ? []
+      : Array.isArray(points)
+        ? points
+        : [points as FaultPoint<HotOperation>];
   const matchers = list.map((point) => ({ point, matches: matcher(point) }));
   const firing = (operation: string, when: "before" | "after") =>
     matchers.find((m) => m.matches(operation, when))?.point;
@@ -108,8 +114,14 @@ export function faultyHotStore(
   };
   const extra = inner as unknown as Record<string, unknown>;
   for (const name of Object.getOwnPropertyNames(Object.getPrototypeOf(inner))) {
-    if (name !== "constructor" && typeof extra[name] === "function" && !(name in wrapped) && !HOT_OPERATIONS.includes(name as HotOperation)) {
-      wrapped[name] = (...args: unknown[]) => (extra[name] as (...a: unknown[]) => unknown).apply(inner, args);
+    if (
+      name !== "constructor" &&
+      typeof extra[name] === "function" &&
+      !(name in wrapped) &&
+      !HOT_OPERATIONS.includes(name as HotOperation)
+    ) {
+      wrapped[name] = (...args: unknown[]) =>
+        (extra[name] as (...a: unknown[]) => unknown).apply(inner, args);
     }
   }
   for (const operation of HOT_OPERATIONS) {
@@ -117,7 +129,10 @@ export function faultyHotStore(
       life.check();
       const before = firing(operation, "before");
       if (before) await fire(before, life, `${operation}:before`);
-      const result = await (inner[operation] as (...a: unknown[]) => Promise<unknown>).apply(inner, args);
+      const result = await (inner[operation] as (...a: unknown[]) => Promise<unknown>).apply(
+        inner,
+        args,
+      );
       life.check();
       const after = firing(operation, "after");
       if (after) {
@@ -133,7 +148,11 @@ export function faultyHotStore(
   return wrapped as unknown as HotStore;
 }
 
-async function fire<Op extends string>(point: FaultPoint<Op>, life: ProcessLife, where: string): Promise<void> {
+async function fire<Op extends string>(
+  point: FaultPoint<Op>,
+  life: ProcessLife,
+  where: string,
+): Promise<void> {
   life.fired++;
   switch (point.kind) {
     case "crash":

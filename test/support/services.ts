@@ -13,7 +13,11 @@ export interface RunningService {
   stop(): Promise<void>;
 }
 
-const PG_BIN_DIRS = ["/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/17/bin"];
+const PG_BIN_DIRS = [
+  "/usr/lib/postgresql/15/bin",
+  "/usr/lib/postgresql/16/bin",
+  "/usr/lib/postgresql/17/bin",
+];
 
 export async function freePort(): Promise<number> {
   return await new Promise((resolve, reject) => {
@@ -44,7 +48,17 @@ export async function startPostgres(): Promise<RunningService> {
     }
   };
   if (asRoot) execFileSync("chown", ["postgres:postgres", dir]);
-  run(path.join(bin, "initdb"), ["-D", `${dir}/data`, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync"]);
+  run(path.join(bin, "initdb"), [
+    "-D",
+    `${dir}/data`,
+    "-U",
+    "postgres",
+    "-A",
+    "trust",
+    "-E",
+    "UTF8",
+    "--no-sync",
+  ]);
   run(path.join(bin, "pg_ctl"), [
     "-D",
     `${dir}/data`,
@@ -70,9 +84,13 @@ export async function startPostgres(): Promise<RunningService> {
 /** Start moto's server on a free loopback port and wait until it answers. */
 export async function startMoto(): Promise<RunningService> {
   const port = await freePort();
-  const child: ChildProcess = spawn("python3", ["-m", "moto.server", "-H", "127.0.0.1", "-p", String(port)], {
-    stdio: "ignore",
-  });
+  const child: ChildProcess = spawn(
+    "python3",
+    ["-m", "moto.server", "-H", "127.0.0.1", "-p", String(port)],
+    {
+      stdio: "ignore",
+    },
+  );
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 30_000;
   for (;;) {

@@ -15,12 +15,22 @@ import type { ArchiveFormat, TableId } from "../../src/domain/table.js";
 import { parseRfc3339Micros } from "../../src/domain/time.js";
 import { ManualClock } from "../../src/ports/clock.js";
 import type { HotStore } from "../../src/ports/hot-store.js";
-import type { ArchiverContext, ArchiverSettings, PhaseOutcome } from "../../src/usecases/context.js";
+import type {
+  ArchiverContext,
+  ArchiverSettings,
+  PhaseOutcome,
+} from "../../src/usecases/context.js";
 import { silentLog } from "../../src/usecases/context.js";
 import { discover } from "../../src/usecases/discover.js";
 import { runNextPhase } from "../../src/usecases/run-next-phase.js";
 import type { ObjectOperation } from "../../src/adapters/object-store/memory.js";
-import { faultyHotStore, objectFault, ProcessLife, type FaultPoint, type HotOperation } from "./faults.js";
+import {
+  faultyHotStore,
+  objectFault,
+  ProcessLife,
+  type FaultPoint,
+  type HotOperation,
+} from "./faults.js";
 
 export const CUTOFF = new Date("2026-01-01T00:00:00Z");
 
@@ -30,7 +40,10 @@ export interface Harness {
   readonly clock: ManualClock;
   readonly settings: ArchiverSettings;
   /** A worker process; its ports fail at the given points. */
-  process(faults?: { hot?: FaultPoint<HotOperation> | FaultPoint<HotOperation>[]; object?: FaultPoint<ObjectOperation> }): {
+  process(faults?: {
+    hot?: FaultPoint<HotOperation> | FaultPoint<HotOperation>[];
+    object?: FaultPoint<ObjectOperation>;
+  }): {
     life: ProcessLife;
     ctx: ArchiverContext;
   };
@@ -73,7 +86,11 @@ export async function makeHarness(overrides: Partial<ArchiverSettings> = {}): Pr
 }
 
 /** `count` records per month for the given months of 2025, for two channels. */
-export function chatRecords(months: number[], count: number, channels = ["c-1", "c-2"]): TableRecord[] {
+export function chatRecords(
+  months: number[],
+  count: number,
+  channels = ["c-1", "c-2"],
+): TableRecord[] {
   const records: TableRecord[] = [];
   for (const channel of channels) {
     for (const month of months) {
@@ -101,7 +118,8 @@ export async function seedTable(
   records: TableRecord[],
 ): Promise<Map<string, { id: BucketId; records: TableRecord[] }>> {
   await h.inner.registerTable({ tableId, strategy, format, writableBuckets: null }, h.clock.now());
-  for (let i = 0; i < records.length; i += 500) await h.inner.append(tableId, records.slice(i, i + 500), h.clock.now());
+  for (let i = 0; i < records.length; i += 500)
+    await h.inner.append(tableId, records.slice(i, i + 500), h.clock.now());
   const buckets = new Map<string, { id: BucketId; records: TableRecord[] }>();
   for (const r of records) {
     const bucketKey = bucketForTime(strategy, r.eventTime).key;
@@ -138,7 +156,10 @@ export async function readBucketAsReader(h: Harness, id: BucketId): Promise<Tabl
 
 export function expectSameRecords(actual: TableRecord[], expected: TableRecord[]): void {
   const show = (rs: TableRecord[]) =>
-    rs.map((r) => `${Buffer.from(r.partitionKey).toString("hex")}|${r.eventTime}|${Buffer.from(r.sortKey).toString("hex")}|${Buffer.from(r.value).toString("hex")}`);
+    rs.map(
+      (r) =>
+        `${Buffer.from(r.partitionKey).toString("hex")}|${r.eventTime}|${Buffer.from(r.sortKey).toString("hex")}|${Buffer.from(r.value).toString("hex")}`,
+    );
   expect(show(actual)).toEqual(show(expected));
 }
 
@@ -158,7 +179,10 @@ export async function converge(
   for (let round = 0; round < maxRounds; round++) {
     const { ctx } = h.process();
     const queue = new InProcessWorkQueue();
-    const candidates = await discover({ hotStore: ctx.hotStore, queue, settings: h.settings }, h.clock.now());
+    const candidates = await discover(
+      { hotStore: ctx.hotStore, queue, settings: h.settings },
+      h.clock.now(),
+    );
     if (candidates.length === 0) return outcomes;
     for (let item = queue.poll(); item !== undefined; item = queue.poll()) {
       for (let step = 0; step < 8; step++) {

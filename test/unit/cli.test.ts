@@ -80,8 +80,18 @@ describe("the pulpitum command", () => {
     await runCli(["tables", "create", "pq", "--strategy", "month", "--format", "parquet"], env);
     await runCli(["tables", "create", "js", "--strategy", "day", "--format", "json"], env);
     const lines: string[] = [];
-    for (let m = 10; m <= 12; m++) for (let i = 0; i < 30; i++) lines.push(line("c", `2025-${m}-0${1 + (i % 9)}T00:00:0${i % 10}.${String(i).padStart(6, "0")}Z`, `k${i}`, `v${m}-${i}`));
-    for (let i = 0; i < 20; i++) lines.push(line("c", `2026-02-01T00:00:${String(i).padStart(2, "0")}Z`, `h${i}`, `hot-${i}`));
+    for (let m = 10; m <= 12; m++)
+      for (let i = 0; i < 30; i++)
+        lines.push(
+          line(
+            "c",
+            `2025-${m}-0${1 + (i % 9)}T00:00:0${i % 10}.${String(i).padStart(6, "0")}Z`,
+            `k${i}`,
+            `v${m}-${i}`,
+          ),
+        );
+    for (let i = 0; i < 20; i++)
+      lines.push(line("c", `2026-02-01T00:00:${String(i).padStart(2, "0")}Z`, `h${i}`, `hot-${i}`));
     const file = path.join(home, "in.ndjson");
     writeFileSync(file, lines.join("\n"));
     expect((await runCli(["import", "pq", file], env)).code).toBe(0);
@@ -110,10 +120,25 @@ describe("the pulpitum command", () => {
         const seen: string[] = [];
         let cursor: string | undefined;
         do {
-          const r = await runCli(["read", table, "c", "--json", "--limit", String(limit), ...(cursor ? ["--cursor", cursor] : [])], env);
+          const r = await runCli(
+            [
+              "read",
+              table,
+              "c",
+              "--json",
+              "--limit",
+              String(limit),
+              ...(cursor ? ["--cursor", cursor] : []),
+            ],
+            env,
+          );
           expect(r.code).toBe(0);
           const page = JSON.parse(r.stdout);
-          seen.push(...page.records.map((x: { value: string }) => Buffer.from(x.value, "base64").toString()));
+          seen.push(
+            ...page.records.map((x: { value: string }) =>
+              Buffer.from(x.value, "base64").toString(),
+            ),
+          );
           cursor = page.next_cursor ?? undefined;
         } while (cursor !== undefined);
         expect(seen).toHaveLength(lines.length);

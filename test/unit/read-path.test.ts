@@ -5,12 +5,23 @@ import { DurableTable } from "../../src/read/durable-table.js";
 import { runNextPhase } from "../../src/usecases/run-next-phase.js";
 import { parseRfc3339Micros } from "../../src/domain/time.js";
 import type { TableRecord } from "../../src/domain/record.js";
-import { chatRecords, converge, expectSameRecords, makeHarness, seedTable, type Harness } from "../support/workflow-harness.js";
+import {
+  chatRecords,
+  converge,
+  expectSameRecords,
+  makeHarness,
+  seedTable,
+  type Harness,
+} from "../support/workflow-harness.js";
 
 const TABLE = parseTableId("chat");
 const channel = new TextEncoder().encode("c-1");
 
-async function readAll(table: DurableTable, limit: number, range: { from?: bigint; to?: bigint } = {}): Promise<TableRecord[]> {
+async function readAll(
+  table: DurableTable,
+  limit: number,
+  range: { from?: bigint; to?: bigint } = {},
+): Promise<TableRecord[]> {
   const out: TableRecord[] = [];
   let cursor: string | undefined;
   for (let pages = 0; pages < 10_000; pages++) {
@@ -28,9 +39,20 @@ describe("reads of one logical table over hot and archived buckets", () => {
   let all: TableRecord[];
   beforeEach(async () => {
     h = await makeHarness();
-    table = new DurableTable({ hotStore: h.inner, objectStore: h.objects, clock: h.clock, archivePrefix: h.settings.archivePrefix });
+    table = new DurableTable({
+      hotStore: h.inner,
+      objectStore: h.objects,
+      clock: h.clock,
+      archivePrefix: h.settings.archivePrefix,
+    });
     // November and December 2025 are archived (cutoff 2026-01-01); January and February 2026 stay hot.
-    const records = [...chatRecords([11, 12], 60, ["c-1"]), ...chatRecords([1, 2], 60, ["c-1"]).map((r) => ({ ...r, eventTime: r.eventTime + 365n * 86_400_000_000n }))];
+    const records = [
+      ...chatRecords([11, 12], 60, ["c-1"]),
+      ...chatRecords([1, 2], 60, ["c-1"]).map((r) => ({
+        ...r,
+        eventTime: r.eventTime + 365n * 86_400_000_000n,
+      })),
+    ];
     const buckets = await seedTable(h, TABLE, "CalendarMonthUtc", "parquet", records);
     await converge(h, new Map([...buckets].filter(([, b]) => b.id.bucketKey < "month:2026")));
     all = [...buckets.values()].flatMap((b) => b.records);
@@ -57,7 +79,11 @@ describe("reads of one logical table over hot and archived buckets", () => {
 
   it("hot observations are never cached: a record appended between two reads is seen by the second", async () => {
     const before = await readAll(table, 1000);
-    const late = { ...all[all.length - 1]!, eventTime: all[all.length - 1]!.eventTime + 1n, value: new Uint8Array([7]) };
+    const late = {
+      ...all[all.length - 1]!,
+      eventTime: all[all.length - 1]!.eventTime + 1n,
+      value: new Uint8Array([7]),
+    };
     await table.append(TABLE, [late]);
     const after = await readAll(table, 1000);
     expect(after).toHaveLength(before.length + 1);
@@ -90,8 +116,12 @@ describe("reads of one logical table over hot and archived buckets", () => {
 
   it("rejects a cursor from another partition and a malformed cursor, naming what is accepted", async () => {
     const page = await table.read(TABLE, channel, { limit: 2 });
-    await expect(table.read(TABLE, new TextEncoder().encode("c-2"), { cursor: page.nextCursor! })).rejects.toThrow(/another table or partition/);
-    await expect(table.read(TABLE, channel, { cursor: "not-a-cursor" })).rejects.toBeInstanceOf(InvalidInputError);
+    await expect(
+      table.read(TABLE, new TextEncoder().encode("c-2"), { cursor: page.nextCursor! }),
+    ).rejects.toThrow(/another table or partition/);
+    await expect(table.read(TABLE, channel, { cursor: "not-a-cursor" })).rejects.toBeInstanceOf(
+      InvalidInputError,
+    );
     await expect(table.read(TABLE, channel, { limit: 0 })).rejects.toThrow(/from 1 to 10000/);
   });
 });

@@ -33,30 +33,119 @@ interface Case {
 }
 
 const crashes: Case[] = [
-  { name: "a crash before the claim commits", hot: { operation: "claim", when: "before", kind: "crash" } },
-  { name: "a crash after the claim commits, before its reply", hot: { operation: "claim", when: "after", kind: "crash" } },
-  { name: "a lost reply to the claim", hot: { operation: "claim", when: "after", kind: "ambiguous" } },
-  { name: "a crash between two snapshot pages", hot: { operation: "snapshotPage", when: "before", kind: "crash", nth: 2 } },
-  { name: "a failing snapshot page", hot: { operation: "snapshotPage", when: "before", kind: "error", nth: 2 } },
-  { name: "a crash before the payload upload", object: { operation: "createIfAbsent", when: "before", kind: "crash", keyIncludes: "/payloads/" } },
-  { name: "a crash after the payload upload, before it is recorded", object: { operation: "createIfAbsent", when: "after", kind: "crash", keyIncludes: "/payloads/" } },
-  { name: "a failing payload read-back", object: { operation: "getStream", when: "before", kind: "error" } },
-  { name: "a crash before the payload is recorded", hot: { operation: "recordPayload", when: "before", kind: "crash" } },
-  { name: "a crash after the payload is recorded, before its reply", hot: { operation: "recordPayload", when: "after", kind: "crash" } },
-  { name: "a lost reply to recording the payload", hot: { operation: "recordPayload", when: "after", kind: "ambiguous" } },
-  { name: "a crash after the manifest upload", object: { operation: "createIfAbsent", when: "after", kind: "crash", keyIncludes: "/manifests/" } },
-  { name: "a failing manifest upload", object: { operation: "createIfAbsent", when: "before", kind: "error", keyIncludes: "/manifests/" } },
-  { name: "a crash after the manifest is recorded, before its reply", hot: { operation: "recordManifest", when: "after", kind: "crash" } },
-  { name: "a lost reply to recording the manifest", hot: { operation: "recordManifest", when: "after", kind: "ambiguous" } },
-  { name: "a crash before publish commits", hot: { operation: "publish", when: "before", kind: "crash" } },
-  { name: "a crash after publish commits, before its reply", hot: { operation: "publish", when: "after", kind: "crash" } },
-  { name: "a lost reply to publish", hot: { operation: "publish", when: "after", kind: "ambiguous" } },
+  {
+    name: "a crash before the claim commits",
+    hot: { operation: "claim", when: "before", kind: "crash" },
+  },
+  {
+    name: "a crash after the claim commits, before its reply",
+    hot: { operation: "claim", when: "after", kind: "crash" },
+  },
+  {
+    name: "a lost reply to the claim",
+    hot: { operation: "claim", when: "after", kind: "ambiguous" },
+  },
+  {
+    name: "a crash between two snapshot pages",
+    hot: { operation: "snapshotPage", when: "before", kind: "crash", nth: 2 },
+  },
+  {
+    name: "a failing snapshot page",
+    hot: { operation: "snapshotPage", when: "before", kind: "error", nth: 2 },
+  },
+  {
+    name: "a crash before the payload upload",
+    object: {
+      operation: "createIfAbsent",
+      when: "before",
+      kind: "crash",
+      keyIncludes: "/payloads/",
+    },
+  },
+  {
+    name: "a crash after the payload upload, before it is recorded",
+    object: {
+      operation: "createIfAbsent",
+      when: "after",
+      kind: "crash",
+      keyIncludes: "/payloads/",
+    },
+  },
+  {
+    name: "a failing payload read-back",
+    object: { operation: "getStream", when: "before", kind: "error" },
+  },
+  {
+    name: "a crash before the payload is recorded",
+    hot: { operation: "recordPayload", when: "before", kind: "crash" },
+  },
+  {
+    name: "a crash after the payload is recorded, before its reply",
+    hot: { operation: "recordPayload", when: "after", kind: "crash" },
+  },
+  {
+    name: "a lost reply to recording the payload",
+    hot: { operation: "recordPayload", when: "after", kind: "ambiguous" },
+  },
+  {
+    name: "a crash after the manifest upload",
+    object: {
+      operation: "createIfAbsent",
+      when: "after",
+      kind: "crash",
+      keyIncludes: "/manifests/",
+    },
+  },
+  {
+    name: "a failing manifest upload",
+    object: {
+      operation: "createIfAbsent",
+      when: "before",
+      kind: "error",
+      keyIncludes: "/manifests/",
+    },
+  },
+  {
+    name: "a crash after the manifest is recorded, before its reply",
+    hot: { operation: "recordManifest", when: "after", kind: "crash" },
+  },
+  {
+    name: "a lost reply to recording the manifest",
+    hot: { operation: "recordManifest", when: "after", kind: "ambiguous" },
+  },
+  {
+    name: "a crash before publish commits",
+    hot: { operation: "publish", when: "before", kind: "crash" },
+  },
+  {
+    name: "a crash after publish commits, before its reply",
+    hot: { operation: "publish", when: "after", kind: "crash" },
+  },
+  {
+    name: "a lost reply to publish",
+    hot: { operation: "publish", when: "after", kind: "ambiguous" },
+  },
   { name: "a failing publish", hot: { operation: "publish", when: "before", kind: "error" } },
-  { name: "a crash between two cleanup batches", hot: { operation: "cleanupBatch", when: "after", kind: "crash", nth: 2 } },
-  { name: "a failing cleanup batch", hot: { operation: "cleanupBatch", when: "before", kind: "error", nth: 2 } },
-  { name: "a crash before cleanup is marked complete", hot: { operation: "finishCleanup", when: "before", kind: "crash" } },
-  { name: "a crash after cleanup is marked complete, before its reply", hot: { operation: "finishCleanup", when: "after", kind: "crash" } },
-  { name: "a lost reply to marking cleanup complete", hot: { operation: "finishCleanup", when: "after", kind: "ambiguous" } },
+  {
+    name: "a crash between two cleanup batches",
+    hot: { operation: "cleanupBatch", when: "after", kind: "crash", nth: 2 },
+  },
+  {
+    name: "a failing cleanup batch",
+    hot: { operation: "cleanupBatch", when: "before", kind: "error", nth: 2 },
+  },
+  {
+    name: "a crash before cleanup is marked complete",
+    hot: { operation: "finishCleanup", when: "before", kind: "crash" },
+  },
+  {
+    name: "a crash after cleanup is marked complete, before its reply",
+    hot: { operation: "finishCleanup", when: "after", kind: "crash" },
+  },
+  {
+    name: "a lost reply to marking cleanup complete",
+    hot: { operation: "finishCleanup", when: "after", kind: "ambiguous" },
+  },
   {
     name: "a crash while deferring a failed publish",
     hot: [
@@ -108,7 +197,13 @@ describe("the archival workflow under injected failures", () => {
 
   for (const c of crashes) {
     it(`${c.name} still converges to every record archived exactly once, read from one tier throughout`, async () => {
-      const expected = await seedTable(h, TABLE, "CalendarMonthUtc", "parquet", chatRecords([3, 4], 150));
+      const expected = await seedTable(
+        h,
+        TABLE,
+        "CalendarMonthUtc",
+        "parquet",
+        chatRecords([3, 4], 150),
+      );
 
       const first = await runFaultyWorker(h, c);
       expect(first.fired, "the failure point was reached").toBeGreaterThan(0);
@@ -125,8 +220,22 @@ describe("the archival workflow under injected failures", () => {
   }
 
   it("an upload repeated after a crash reaches the same content address and leaves one payload object", async () => {
-    const expected = await seedTable(h, TABLE, "CalendarMonthUtc", "json", chatRecords([5], 120, ["solo"]));
-    await runFaultyWorker(h, { name: "crash after upload", object: { operation: "createIfAbsent", when: "after", kind: "crash", keyIncludes: "/payloads/" } });
+    const expected = await seedTable(
+      h,
+      TABLE,
+      "CalendarMonthUtc",
+      "json",
+      chatRecords([5], 120, ["solo"]),
+    );
+    await runFaultyWorker(h, {
+      name: "crash after upload",
+      object: {
+        operation: "createIfAbsent",
+        when: "after",
+        kind: "crash",
+        keyIncludes: "/payloads/",
+      },
+    });
     h.clock.advance(h.settings.leaseMs + 1_000);
     await converge(h, expected);
     await expectFullyArchived(h, expected);
@@ -134,7 +243,13 @@ describe("the archival workflow under injected failures", () => {
   });
 
   it("a lease that expires mid-export stops the stale worker and a takeover finishes the bucket", async () => {
-    const expected = await seedTable(h, TABLE, "CalendarMonthUtc", "parquet", chatRecords([6], 300, ["solo"]));
+    const expected = await seedTable(
+      h,
+      TABLE,
+      "CalendarMonthUtc",
+      "parquet",
+      chatRecords([6], 300, ["solo"]),
+    );
     const { id } = [...expected.values()][0]!;
     const { ctx: stale } = h.process({
       hot: {
@@ -154,7 +269,13 @@ describe("the archival workflow under injected failures", () => {
   });
 
   it("a stale worker cannot record its payload after another worker took the bucket over", async () => {
-    const expected = await seedTable(h, TABLE, "CalendarMonthUtc", "parquet", chatRecords([7], 150, ["solo"]));
+    const expected = await seedTable(
+      h,
+      TABLE,
+      "CalendarMonthUtc",
+      "parquet",
+      chatRecords([7], 150, ["solo"]),
+    );
     const { id } = [...expected.values()][0]!;
     const { ctx: healthy } = h.process();
     expect((await runNextPhase(healthy, id)).result).toBe("advanced"); // claim
@@ -178,7 +299,13 @@ describe("the archival workflow under injected failures", () => {
   });
 
   it("two workers racing on one bucket: one runs the phase, the other is told the bucket is busy", async () => {
-    const expected = await seedTable(h, TABLE, "CalendarMonthUtc", "parquet", chatRecords([8], 50, ["solo"]));
+    const expected = await seedTable(
+      h,
+      TABLE,
+      "CalendarMonthUtc",
+      "parquet",
+      chatRecords([8], 50, ["solo"]),
+    );
     const { id } = [...expected.values()][0]!;
     const { ctx: a } = h.process();
     const { ctx: b } = h.process();
@@ -189,7 +316,13 @@ describe("the archival workflow under injected failures", () => {
   });
 
   it("running a phase again for a finished bucket (a duplicate message) changes nothing", async () => {
-    const expected = await seedTable(h, TABLE, "CalendarMonthUtc", "parquet", chatRecords([9], 40, ["solo"]));
+    const expected = await seedTable(
+      h,
+      TABLE,
+      "CalendarMonthUtc",
+      "parquet",
+      chatRecords([9], 40, ["solo"]),
+    );
     const { id } = [...expected.values()][0]!;
     await converge(h, expected);
     const before = await h.inner.getBucket(id);
@@ -200,12 +333,24 @@ describe("the archival workflow under injected failures", () => {
   });
 
   it("an append racing the claim is either archived or rejected, never lost", async () => {
-    const expected = await seedTable(h, TABLE, "CalendarMonthUtc", "parquet", chatRecords([10], 20, ["solo"]));
+    const expected = await seedTable(
+      h,
+      TABLE,
+      "CalendarMonthUtc",
+      "parquet",
+      chatRecords([10], 20, ["solo"]),
+    );
     const [entry] = [...expected.values()];
-    const late = { ...entry!.records[0]!, eventTime: entry!.records[0]!.eventTime + 999n, value: new Uint8Array([1]) };
+    const late = {
+      ...entry!.records[0]!,
+      eventTime: entry!.records[0]!.eventTime + 999n,
+      value: new Uint8Array([1]),
+    };
     const { ctx } = h.process();
     await runNextPhase(ctx, entry!.id); // claim
-    await expect(h.inner.append(TABLE, [late], h.clock.now())).rejects.toThrow(/does not accept appends/);
+    await expect(h.inner.append(TABLE, [late], h.clock.now())).rejects.toThrow(
+      /does not accept appends/,
+    );
     await converge(h, expected);
     await expectFullyArchived(h, expected);
   });

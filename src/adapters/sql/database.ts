@@ -241,7 +241,9 @@ export interface PgliteDatabaseOptions {
 
 const PGLITE_TEXT_TYPES = [1184, 1114, 20];
 /** Timestamps and int8 as text, passed with every query so clones parse alike. */
-const PGLITE_PARSERS = Object.fromEntries(PGLITE_TEXT_TYPES.map((oid) => [oid, (value: string) => value]));
+const PGLITE_PARSERS = Object.fromEntries(
+  PGLITE_TEXT_TYPES.map((oid) => [oid, (value: string) => value]),
+);
 
 /**
  * Embedded PGlite, on disk or in memory. PGlite has one backend and

@@ -1122,7 +1122,7 @@ function discoverySql(query: DiscoveryQuery): { sql: string; params: unknown[] }
         (SELECT ${columns("eligible")}
            FROM ${METADATA_TABLE} m JOIN ${TABLES_TABLE} t ON t.table_id = m.table_id
           WHERE m.state = 'hot' AND m.hot_deleted = false AND m.bucket_end <= ${cutoff}
-            AND ${NO_PENDING_RETRY(now, "m")} AND t.paused = false
+            AND ${NO_PENDING_RETRY(now, "m")} AND ${NO_LIVE_LEASE(now, "m")} AND t.paused = false
             AND ${NOT_RECENTLY_ENQUEUED(enqueuedBefore, "m")}
           ORDER BY m.bucket_end LIMIT ${limit})
         UNION ALL

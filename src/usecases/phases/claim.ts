@@ -24,7 +24,10 @@ export async function claimBucket({ ctx, heartbeat }: PhaseInput): Promise<StepR
     (m) => m.state === "archiving" && m.generation === lease.generation,
   );
   if (written.kind === "lease-lost") {
-    return { kind: "lease-lost", reason: describeLostClaim(written.metadata?.state, ctx.settings.cutoff) };
+    return {
+      kind: "lease-lost",
+      reason: describeLostClaim(written.metadata?.state, ctx.settings.cutoff),
+    };
   }
   return { kind: "committed", next: "export" };
 }

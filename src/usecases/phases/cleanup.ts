@@ -20,13 +20,19 @@ export async function cleanupBucket({ ctx, heartbeat, deadline }: PhaseInput): P
   let deleted = 0;
   const started = Date.now();
   for (;;) {
-    if (!heartbeat.healthy) return { kind: "lease-lost", reason: heartbeat.failure ?? "heartbeat failed" };
+    if (!heartbeat.healthy)
+      return { kind: "lease-lost", reason: heartbeat.failure ?? "heartbeat failed" };
     if (deadline !== undefined && ctx.clock.now().getTime() >= deadline.getTime()) {
       await ctx.hotStore.releaseLease(heartbeat.lease);
       return { kind: "committed", next: "cleanup", rows: deleted };
     }
-    const batch = await ctx.hotStore.cleanupBatch(heartbeat.lease, ctx.clock.now(), cleanupBatchSize);
-    if (batch.kind === "lease-lost") return { kind: "lease-lost", reason: "lease lost during cleanup" };
+    const batch = await ctx.hotStore.cleanupBatch(
+      heartbeat.lease,
+      ctx.clock.now(),
+      cleanupBatchSize,
+    );
+    if (batch.kind === "lease-lost")
+      return { kind: "lease-lost", reason: "lease lost during cleanup" };
     deleted += batch.count;
     if (batch.count < cleanupBatchSize) break;
     if (cleanupMaxRowsPerSecond > 0) {
@@ -52,6 +58,7 @@ export async function cleanupBucket({ ctx, heartbeat, deadline }: PhaseInput): P
     },
     (m) => m.hotDeleted && m.generation === lease.generation,
   );
-  if (finished.kind === "lease-lost") return { kind: "lease-lost", reason: "lease lost before cleanup was marked complete" };
+  if (finished.kind === "lease-lost")
+    return { kind: "lease-lost", reason: "lease lost before cleanup was marked complete" };
   return { kind: "committed", next: null, rows: deleted };
 }

@@ -34,7 +34,8 @@ export async function exportBucket({ ctx, heartbeat, metadata }: PhaseInput): Pr
     tempDir: ctx.settings.tempDir,
   });
 
-  if (!heartbeat.healthy) return { kind: "lease-lost", reason: heartbeat.failure ?? "heartbeat failed" };
+  if (!heartbeat.healthy)
+    return { kind: "lease-lost", reason: heartbeat.failure ?? "heartbeat failed" };
   const lease = heartbeat.lease;
   const written = await commitFenced(
     ctx,
@@ -43,7 +44,8 @@ export async function exportBucket({ ctx, heartbeat, metadata }: PhaseInput): Pr
     () => ctx.hotStore.recordPayload(heartbeat.lease, ctx.clock.now(), payload),
     (m) => m.generation === lease.generation && m.payload?.key === payload.key,
   );
-  if (written.kind === "lease-lost") return { kind: "lease-lost", reason: "lease lost before the payload was recorded" };
+  if (written.kind === "lease-lost")
+    return { kind: "lease-lost", reason: "lease lost before the payload was recorded" };
   return { kind: "committed", next: "seal", rows: payload.rowCount, bytes: payload.byteLength };
 }
 
@@ -51,7 +53,10 @@ export async function exportBucket({ ctx, heartbeat, metadata }: PhaseInput): Pr
  * The bucket's rows in clustering order, one keyset page at a time, each page
  * read under the lease. Memory is bounded by one page.
  */
-export async function* fencedSnapshot(ctx: ArchiverContext, heartbeat: LeaseHeartbeat): AsyncIterable<BucketRow[]> {
+export async function* fencedSnapshot(
+  ctx: ArchiverContext,
+  heartbeat: LeaseHeartbeat,
+): AsyncIterable<BucketRow[]> {
   const pageSize = ctx.settings.snapshotPageSize;
   let after: ClusteringPosition | null = null;
   for (;;) {

@@ -15,11 +15,18 @@ import { InvariantViolationError } from "../../errors.js";
 import { verifyArchivedBucket } from "../../archive/store.js";
 import { commitFenced, formatOfPayloadKey, type PhaseInput, type StepResult } from "./step.js";
 
-export async function publishBucket({ ctx, heartbeat, metadata, takeover }: PhaseInput): Promise<StepResult> {
+export async function publishBucket({
+  ctx,
+  heartbeat,
+  metadata,
+  takeover,
+}: PhaseInput): Promise<StepResult> {
   const payload = metadata.payload;
   const manifestKey = metadata.manifestKey;
   if (payload === null || manifestKey === null) {
-    throw new InvariantViolationError("bucket in phase publish lacks a recorded payload or manifest");
+    throw new InvariantViolationError(
+      "bucket in phase publish lacks a recorded payload or manifest",
+    );
   }
   await verifyArchivedBucket(ctx.objectStore, manifestKey, {
     bucket: metadata.id,
@@ -31,7 +38,8 @@ export async function publishBucket({ ctx, heartbeat, metadata, takeover }: Phas
     verifyPayloadBytes: takeover,
   });
 
-  if (!heartbeat.healthy) return { kind: "lease-lost", reason: heartbeat.failure ?? "heartbeat failed" };
+  if (!heartbeat.healthy)
+    return { kind: "lease-lost", reason: heartbeat.failure ?? "heartbeat failed" };
   const lease = heartbeat.lease;
   const written = await commitFenced(
     ctx,
@@ -40,6 +48,7 @@ export async function publishBucket({ ctx, heartbeat, metadata, takeover }: Phas
     () => ctx.hotStore.publish(heartbeat.lease, ctx.clock.now()),
     (m) => m.state === "archived" && m.generation === lease.generation,
   );
-  if (written.kind === "lease-lost") return { kind: "lease-lost", reason: "lease lost before publication committed" };
+  if (written.kind === "lease-lost")
+    return { kind: "lease-lost", reason: "lease lost before publication committed" };
   return { kind: "committed", next: "cleanup", rows: payload.rowCount, bytes: payload.byteLength };
 }

@@ -16,10 +16,17 @@ import { InvariantViolationError } from "../../errors.js";
 import { sealManifest, verifyPayload } from "../../archive/store.js";
 import { commitFenced, formatOfPayloadKey, type PhaseInput, type StepResult } from "./step.js";
 
-export async function sealBucket({ ctx, heartbeat, metadata, takeover }: PhaseInput): Promise<StepResult> {
+export async function sealBucket({
+  ctx,
+  heartbeat,
+  metadata,
+  takeover,
+}: PhaseInput): Promise<StepResult> {
   const payload = metadata.payload;
   if (payload === null) {
-    throw new InvariantViolationError(`bucket in phase seal has no recorded payload (generation ${metadata.generation})`);
+    throw new InvariantViolationError(
+      `bucket in phase seal has no recorded payload (generation ${metadata.generation})`,
+    );
   }
   const format = formatOfPayloadKey(payload.key);
   if (takeover) await verifyPayload(ctx.objectStore, payload, format);
@@ -37,7 +44,8 @@ export async function sealBucket({ ctx, heartbeat, metadata, takeover }: PhaseIn
     payload,
   });
 
-  if (!heartbeat.healthy) return { kind: "lease-lost", reason: heartbeat.failure ?? "heartbeat failed" };
+  if (!heartbeat.healthy)
+    return { kind: "lease-lost", reason: heartbeat.failure ?? "heartbeat failed" };
   const written = await commitFenced(
     ctx,
     lease,
@@ -45,6 +53,7 @@ export async function sealBucket({ ctx, heartbeat, metadata, takeover }: PhaseIn
     () => ctx.hotStore.recordManifest(heartbeat.lease, ctx.clock.now(), manifestKey),
     (m) => m.generation === lease.generation && m.manifestKey === manifestKey,
   );
-  if (written.kind === "lease-lost") return { kind: "lease-lost", reason: "lease lost before the manifest was recorded" };
+  if (written.kind === "lease-lost")
+    return { kind: "lease-lost", reason: "lease lost before the manifest was recorded" };
   return { kind: "committed", next: "publish" };
 }
