@@ -183,14 +183,10 @@ export async function openLambdaRuntime(
         forcePathStyle: archive.forcePathStyle,
       }),
     );
-  const base = await openRuntime(config, { migrate: options.migrate === true });
-  const objectStore = new S3ObjectStore({ bucket: archive.bucket, client: s3 });
-  const runtime: Runtime = {
-    ...base,
-    objectStore,
-    context: (log) => ({ ...base.context(log), objectStore }),
-    close: () => base.close(),
-  };
+  const runtime: Runtime = await openRuntime(config, {
+    migrate: options.migrate === true,
+    objectStore: new S3ObjectStore({ bucket: archive.bucket, client: s3 }),
+  });
   return {
     config,
     runtime,

@@ -38,7 +38,12 @@ export function loadConfig(
  */
 export async function openRuntime(
   config: PulpitumConfig,
-  options: { migrate?: boolean; clock?: Clock } = {},
+  options: {
+    migrate?: boolean;
+    clock?: Clock;
+    /** Use this object store instead of opening one (Lambda clients with counters, tests). */
+    objectStore?: ObjectStore;
+  } = {},
 ): Promise<Runtime> {
   const clock = options.clock ?? systemClock;
   let hotStore: HotStore;
@@ -51,7 +56,8 @@ export async function openRuntime(
     if (options.migrate) await hotStore.migrate();
   }
   if (config.archive.kind === "file") mkdirSync(config.archive.root, { recursive: true });
-  const objectStore = openObjectStore(config.archive);
+  const objectStore =
+    options.objectStore ?? openObjectStore(config.archive, { region: process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION });
   const prefix = archivePrefix(config.archive);
   const settings = settingsFromConfig(config, prefix);
   return {

@@ -1,3 +1,4 @@
+import { SQSClient } from "@aws-sdk/client-sqs";
 import { Command, CommanderError, Option } from "commander";
 import { createReadStream } from "node:fs";
 import { createInterface } from "node:readline";
@@ -12,6 +13,7 @@ import { ConfigError, errorMessage, InvalidInputError, PulpitumError } from "../
 import type { Candidate } from "../ports/hot-store.js";
 import { loadConfig, openRuntime, type Runtime } from "../runtime.js";
 import { runStandalone } from "../runner/standalone.js";
+import { parseReplayRequest, replayDeadLetters } from "../usecases/replay-dlq.js";
 import { printJson, renderTable } from "./format.js";
 import { ProgressBar } from "./progress.js";
 import { stderrLog } from "./log.js";
@@ -418,6 +420,45 @@ function buildProgram(): Command {
         });
       },
     );
+
+  const dlq = program.command("dlq").description("the dead-letter queue of the serverless deployment");
+  dlq
+    .command("replay")
+    .description(
+      "move messages from PULPITUM_DLQ_URL back to PULPITUM_WORK_QUEUE_URL (receive, send, then delete; safe because workers re-read durable state)",
+    )
+    .option("--max <n>", "move at most this many messages", "100")
+    .option("--dry-run", "list the messages without moving them")
+    .option("--json", "print the report as JSON")
+    .action(async (opts: { max: string; dryRun?: boolean; json?: boolean }) => {
+      const config = loadConfig();
+      if (!config.deadLetterQueueUrl || !config.workQueueUrl) {
+        throw new InvalidInputError(
+          "dlq replay",
+          "needs both queue URLs",
+          "PULPITUM_DLQ_URL and PULPITUM_WORK_QUEUE_URL set to the SQS queue URLs of the deployment",
+        );
+      }
+      const request = parseReplayRequest({ max_messages: Number(opts.max), dry_run: opts.dryRun === true }, "--max/--dry-run");
+      const sqs = new SQSClient({});
+      try {
+        const report = await replayDeadLetters({
+          sqs,
+          dlqUrl: config.deadLetterQueueUrl,
+          queueUrl: config.workQueueUrl,
+          maxMessages: request.maxMessages,
+          dryRun: request.dryRun,
+        });
+        if (opts.json) printJson(report);
+        else
+          console.log(
+            `${report.dryRun ? "dry run: " : ""}received ${report.received}, replayed ${report.replayed}, not sent ${report.notSent}, sent but not deleted ${report.sentNotDeleted} (${report.stoppedBecause})`,
+          );
+        if (report.failures.length > 0) process.exitCode = 1;
+      } finally {
+        sqs.destroy();
+      }
+    });
 
   program
     .command("start")

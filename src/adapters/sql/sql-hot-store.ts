@@ -158,6 +158,15 @@ function CLEANUP_FENCE(p: Params, lease: Lease, now: Date, alias?: string): stri
 /** Assignments that give the lease up, used in the same statement that records a phase. */
 const RELEASE_LEASE = "owner_token = NULL, lease_expires_at = NULL";
 
+/**
+ * HAND_ON: release the lease and stamp `enqueued_at`, because the committer
+ * enqueues the next phase itself; discovery then leaves the bucket alone for
+ * the requeue interval instead of starting a second chain of phases.
+ */
+function HAND_ON(p: Params, now: Date): string {
+  return `${RELEASE_LEASE}, enqueued_at = ${p.time(now)}`;
+}
+
 const METADATA_COLUMNS = [
   "table_id",
   "partition_key",
@@ -553,8 +562,8 @@ export class SqlHotStore implements HotStore {
       "claim",
       lease,
       now,
-      () =>
-        `state = 'archiving', phase = 'export', retry_at = NULL, last_error = NULL, ${RELEASE_LEASE}`,
+      (p) =>
+        `state = 'archiving', phase = 'export', retry_at = NULL, last_error = NULL, ${HAND_ON(p, now)}`,
       (p) => `state = 'hot' AND bucket_end <= ${p.time(cutoff)}`,
     );
   }
@@ -605,7 +614,7 @@ export class SqlHotStore implements HotStore {
       (p) =>
         `payload_key = ${p.add(payload.key)}, payload_sha256 = ${p.add(payload.sha256)},
          payload_rows = ${p.add(payload.rowCount)}, payload_bytes = ${p.add(payload.byteLength)},
-         phase = 'seal', ${RELEASE_LEASE}`,
+         phase = 'seal', ${HAND_ON(p, now)}`,
       () => `state = 'archiving' AND phase = 'export'`,
     );
   }
@@ -615,7 +624,7 @@ export class SqlHotStore implements HotStore {
       "recordManifest",
       lease,
       now,
-      (p) => `manifest_key = ${p.add(manifestKey)}, phase = 'publish', ${RELEASE_LEASE}`,
+      (p) => `manifest_key = ${p.add(manifestKey)}, phase = 'publish', ${HAND_ON(p, now)}`,
       () => `state = 'archiving' AND phase = 'seal'`,
     );
   }
@@ -625,7 +634,7 @@ export class SqlHotStore implements HotStore {
       "publish",
       lease,
       now,
-      () => `state = 'archived', hot_deleted = false, phase = 'cleanup', ${RELEASE_LEASE}`,
+      (p) => `state = 'archived', hot_deleted = false, phase = 'cleanup', ${HAND_ON(p, now)}`,
       () => `state = 'archiving' AND phase = 'publish' AND manifest_key IS NOT NULL`,
     );
   }
