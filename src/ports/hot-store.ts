@@ -53,6 +53,12 @@ export interface BucketMetadata {
   readonly payload: PayloadFacts | null;
   readonly manifestKey: string | null;
   readonly hotDeleted: boolean;
+  /**
+   * Set while an archived bucket is being copied back to the hot store
+   * ({@link HotStore.beginRestore}): reads still go to the archive, appends
+   * are refused, cleanup never runs. Null otherwise.
+   */
+  readonly restoreStartedAt: Date | null;
   readonly enqueuedAt: Date | null;
   readonly createdAt: Date;
   readonly updatedAt: Date;
@@ -99,6 +105,27 @@ export type FinishCleanup =
   | { readonly kind: "committed"; readonly metadata: BucketMetadata }
   | { readonly kind: "rows-remain" }
   | LeaseLost;
+
+export type RestoreBatch = { readonly kind: "inserted"; readonly inserted: number; readonly verified: number } | LeaseLost;
+
+export type FinishRestore =
+  | { readonly kind: "committed"; readonly metadata: BucketMetadata }
+  /** The hot store does not hold exactly the recorded row count: the route stays on the archive. */
+  | { readonly kind: "rows-mismatch"; readonly hotRows: number; readonly expected: number }
+  | LeaseLost;
+
+/**
+ * What the archive garbage collector must keep for one bucket: the objects
+ * its metadata references, and whether anything may be writing under its
+ * prefix right now (`inFlight`: archiving, being restored, or leased).
+ */
+export interface ArchiveReference {
+  readonly id: BucketId;
+  readonly state: BucketState;
+  readonly payloadKey: string | null;
+  readonly manifestKey: string | null;
+  readonly inFlight: boolean;
+}
 
 /** Why discovery offers a bucket. */
 export type CandidateKind = "eligible" | "stalled" | "cleanup";
@@ -307,6 +334,44 @@ export interface HotStore {
     partitionKey: Uint8Array,
     range: { readonly from?: Date; readonly to?: Date },
   ): Promise<BucketMetadata[]>;
+
+  /**
+   * One page of a table's bucket references for garbage collection, in
+   * primary-key order after `after` (exclusive), at most `limit`. Read-only;
+   * `inFlight` is evaluated at `now`.
+   */
+  listArchiveReferences(
+    tableId: TableId,
+    after: { readonly partitionKey: Uint8Array; readonly bucketKey: string } | null,
+    limit: number,
+    now: Date,
+  ): Promise<ArchiveReference[]>;
+
+  /**
+   * Mark an archived bucket as being restored (`restore_started_at = now`,
+   * kept if already set) under a live lease, keeping the lease. Reads stay on
+   * the archive and appends stay refused. Refused (lease-lost) unless the
+   * bucket is archived with a manifest. Idempotent under the same lease.
+   */
+  beginRestore(lease: Lease, now: Date): Promise<FencedWrite>;
+
+  /**
+   * Insert archived records back into the hot rows of a bucket being
+   * restored, in one transaction that first locks the bucket's metadata row
+   * under the live lease (so a takeover cannot interleave). Records already
+   * present must hold the same value (RecordConflictError otherwise, nothing
+   * inserted). Safe to retry: present rows count as `verified`.
+   */
+  restoreRecords(lease: Lease, now: Date, rows: readonly BucketRow[]): Promise<RestoreBatch>;
+
+  /**
+   * archived (restoring) -> hot in one conditional statement, if the lease is
+   * live and the hot rows number exactly the recorded payload rows: the route
+   * flips to hot; payload, manifest, hot_deleted and the restore mark are
+   * cleared; phase claim, attempts 0, retry at `retryAt` (so the bucket is
+   * not re-archived before the operator is done). Releases the lease.
+   */
+  finishRestore(lease: Lease, now: Date, retryAt: Date): Promise<FinishRestore>;
 
   /** Hot rows stored for a bucket, whatever its state. */
   countHotRows(id: BucketId): Promise<number>;

@@ -794,25 +794,22 @@ export function hotStoreConformance(name: string, open: () => Promise<OpenedHotS
       }));
     }
 
-    it("offers eligible, stalled and cleanup buckets oldest bucket_end first, and nothing newer than the cutoff", async () => {
+    it("offers eligible, stalled and cleanup buckets oldest bucket_end first, nothing newer than the cutoff and no leased hot bucket", async () => {
       const tableId = await newTable(store, "disc");
       const [y2019, , y2021, y2022] = await seed(tableId, [2019, 2020, 2021, 2022, 2025]);
       await advanceTo(store, y2019!, "cleanup");
       await advanceTo(store, y2021!, "seal");
-      await acquire(store, y2022!, at("2029-01-01T00:00:00Z"));
+      await acquire(store, y2022!, now); // a live lease: someone is claiming it right now
 
       expect(summary(await store.peekCandidates(query()))).toEqual([
         "cleanup:1:year:2019",
         "eligible:1:year:2020",
         "stalled:1:year:2021",
-        "eligible:1:year:2022",
       ]);
       const candidates = await store.peekCandidates(query());
-      expect(candidates[0]).toMatchObject({
-        state: "archived",
-        phase: "cleanup",
-        enqueuedAt: null,
-      });
+      // The publish commit stamped enqueued_at: its committer enqueues the next phase itself.
+      expect(candidates[0]).toMatchObject({ state: "archived", phase: "cleanup" });
+      expect(candidates[0]?.enqueuedAt).toBeInstanceOf(Date);
       expect(candidates[0]?.end).toEqual(at("2020-01-01T00:00:00Z"));
       expect(candidates[2]).toMatchObject({ state: "archiving", phase: "seal" });
     });

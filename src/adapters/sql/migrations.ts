@@ -91,6 +91,16 @@ export const MIGRATIONS: readonly Migration[] = [
       )`,
     ],
   },
+  {
+    version: 4,
+    name: "restore marker",
+    // A column rather than a new state or phase value: the CHECK constraints
+    // of migration 2 stay valid, and ADD COLUMN IF NOT EXISTS is idempotent
+    // and race-free on PostgreSQL and CockroachDB alike.
+    statements: [
+      `ALTER TABLE ${METADATA_TABLE} ADD COLUMN IF NOT EXISTS restore_started_at TIMESTAMPTZ NULL`,
+    ],
+  },
 ];
 
 /** Concurrent `CREATE … IF NOT EXISTS` on PostgreSQL can still collide in the catalog. */

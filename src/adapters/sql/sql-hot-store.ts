@@ -149,10 +149,24 @@ function NOT_RECENTLY_ENQUEUED(param: string, alias?: string): string {
   return `(${a}enqueued_at IS NULL OR ${a}enqueued_at <= ${param})`;
 }
 
-/** CLEANUP_FENCE: an archived bucket whose hot rows are not yet all gone, under the caller's lease. */
+/**
+ * CLEANUP_FENCE: an archived bucket whose hot rows are not yet all gone and
+ * that is not being restored, under the caller's lease.
+ */
 function CLEANUP_FENCE(p: Params, lease: Lease, now: Date, alias?: string): string {
   const a = prefix(alias);
-  return `${a}state = 'archived' AND ${a}hot_deleted = false AND ${LIVE_LEASE(p, lease, now, alias)}`;
+  return `${a}state = 'archived' AND ${a}hot_deleted = false AND ${NOT_RESTORING(alias)} AND ${LIVE_LEASE(p, lease, now, alias)}`;
+}
+
+/** NOT_RESTORING: no restore is in progress (its rows must never be cleaned up). */
+function NOT_RESTORING(alias?: string): string {
+  return `${prefix(alias)}restore_started_at IS NULL`;
+}
+
+/** RESTORE_FENCE: an archived bucket marked as being restored, under the caller's lease. */
+function RESTORE_FENCE(p: Params, lease: Lease, now: Date, alias?: string): string {
+  const a = prefix(alias);
+  return `${a}state = 'archived' AND ${a}restore_started_at IS NOT NULL AND ${LIVE_LEASE(p, lease, now, alias)}`;
 }
 
 /** Assignments that give the lease up, used in the same statement that records a phase. */
@@ -188,6 +202,7 @@ const METADATA_COLUMNS = [
   "payload_bytes",
   "manifest_key",
   "hot_deleted",
+  "restore_started_at",
   "enqueued_at",
   "created_at",
   "updated_at",
@@ -214,6 +229,7 @@ interface MetadataRow {
   payload_bytes: string | number | null;
   manifest_key: string | null;
   hot_deleted: boolean;
+  restore_started_at: string | null;
   enqueued_at: string | null;
   created_at: string;
   updated_at: string;
@@ -274,6 +290,7 @@ function toMetadata(row: MetadataRow): BucketMetadata {
     payload,
     manifestKey: row.manifest_key,
     hotDeleted: row.hot_deleted,
+    restoreStartedAt: sqlDateOrNull(row.restore_started_at),
     enqueuedAt: sqlDateOrNull(row.enqueued_at),
     createdAt: sqlDate(row.created_at),
     updatedAt: sqlDate(row.updated_at),
@@ -681,7 +698,7 @@ export class SqlHotStore implements HotStore {
       now,
       () => `hot_deleted = true, phase = 'done', ${RELEASE_LEASE}`,
       (p) =>
-        `state = 'archived' AND hot_deleted = false
+        `state = 'archived' AND hot_deleted = false AND ${NOT_RESTORING()}
          AND NOT EXISTS (SELECT 1 FROM ${RECORDS_TABLE} WHERE ${BUCKET(p, lease.bucket)})`,
     );
     if (result.kind === "committed") return result;
@@ -948,6 +965,7 @@ function holdsCleanupFence(metadata: BucketMetadata, lease: Lease, now: Date): b
   return (
     metadata.state === "archived" &&
     !metadata.hotDeleted &&
+    metadata.restoreStartedAt === null &&
     metadata.ownerToken === lease.token &&
     metadata.generation === lease.generation &&
     metadata.leaseExpiresAt !== null &&
@@ -1144,7 +1162,7 @@ function discoverySql(query: DiscoveryQuery): { sql: string; params: unknown[] }
         UNION ALL
         (SELECT ${columns("cleanup")}
            FROM ${METADATA_TABLE} m
-          WHERE m.state = 'archived' AND m.hot_deleted = false
+          WHERE m.state = 'archived' AND m.hot_deleted = false AND ${NOT_RESTORING("m")}
             AND ${NO_LIVE_LEASE(now, "m")}
             AND ${NOT_RECENTLY_ENQUEUED(enqueuedBefore, "m")}
           ORDER BY m.bucket_end LIMIT ${limit})

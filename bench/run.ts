@@ -1,0 +1,639 @@
+/**
+ * Issue 8's benchmarks, side by side on one PostgreSQL:
+ *
+ *   npm run bench              # 1M-row export vs COPY, RSS at 1M and 10M, 1M discovery rows
+ *   npm run bench -- --quick   # 1M-row export vs COPY, RSS at 200k and 1M, 100k discovery rows
+ *
+ * Starts a throwaway PostgreSQL (test/support/services.ts) unless
+ * DATABASE_URL is set, prints a table and writes bench/results.json. Every
+ * figure comes from the production code paths: exports run `runNextPhase`
+ * (claim, then the timed export phase with its real lease, fenced snapshot,
+ * Zstd Parquet, SHA-256, file-store upload and read-back verification), reads
+ * go through DurableTable, appends through SqlHotStore.append. Each export
+ * runs in a child process of its own so its peak RSS (getrusage maxRSS)
+ * belongs to that size alone.
+ *
+ * Figures are printed and recorded, never asserted.
+ */
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { createHash } from "node:crypto";
+import { fileURLToPath } from "node:url";
+import pg from "pg";
+import { to as copyTo } from "pg-copy-streams";
+import { PgDatabase } from "../src/adapters/sql/database.js";
+import { METADATA_TABLE, RECORDS_TABLE } from "../src/adapters/sql/migrations.js";
+import { SqlHotStore } from "../src/adapters/sql/sql-hot-store.js";
+import { fileByteSource, inspectPayload } from "../src/archive/payload-reader.js";
+import { encodePayload, writePayloadFile } from "../src/archive/payload-writer.js";
+import { bucketForTime, type BucketId } from "../src/domain/bucket.js";
+import { formatMicrosRfc3339, parseRfc3339Micros } from "../src/domain/time.js";
+import { systemClock } from "../src/ports/clock.js";
+import type { BucketRow } from "../src/ports/hot-store.js";
+import type { ObjectStore } from "../src/ports/object-store.js";
+import { FileObjectStore } from "../src/adapters/object-store/filesystem.js";
+import { DurableTable } from "../src/read/durable-table.js";
+import { runNextPhase } from "../src/usecases/run-next-phase.js";
+import { fencedSnapshot } from "../src/usecases/phases/export.js";
+import { LeaseHeartbeat } from "../src/usecases/heartbeat.js";
+import { startPostgres, type RunningService } from "../test/support/services.js";
+import {
+  APPEND_TABLE,
+  benchContext,
+  DISCOVERY_TABLE,
+  EXPORT_TABLE,
+  exportBucketId,
+  median,
+  PARTITION_KEY,
+  PLAIN_RECORDS_TABLE,
+  runChild,
+  seedBucket,
+  seedDiscoveryMetadata,
+  sortKeyOf,
+  valueOf,
+  VALUE_BYTES,
+} from "./support.js";
+
+const SNAPSHOT_PAGE_SIZE = 5000;
+
+interface Plan {
+  readonly quick: boolean;
+  /** Export sizes; the 1M bucket is also the one compared with COPY and read from. */
+  readonly exportRows: readonly number[];
+  readonly ratioRows: number;
+  readonly discoveryRows: number;
+  readonly appendRows: number;
+  readonly appendBatch: number;
+}
+
+function planFor(quick: boolean): Plan {
+  return quick
+    ? {
+        quick,
+        exportRows: [200_000, 1_000_000],
+        ratioRows: 1_000_000,
+        discoveryRows: 100_000,
+        appendRows: 50_000,
+        appendBatch: 1000,
+      }
+    : {
+        quick,
+        exportRows: [1_000_000, 10_000_000],
+        ratioRows: 1_000_000,
+        discoveryRows: 1_000_000,
+        appendRows: 200_000,
+        appendBatch: 1000,
+      };
+}
+
+// ---------------------------------------------------------------------------
+// Child processes.
+
+interface ExportArgs {
+  readonly databaseUrl: string;
+  readonly bucketIndex: number;
+  readonly storeRoot: string;
+  readonly tempDir: string;
+}
+
+interface ExportResult {
+  readonly rows: number;
+  readonly bytes: number;
+  readonly seconds: number;
+  readonly maxRssMb: number;
+  readonly sampledPeakRssMb: number;
+}
+
+/** Claim (untimed), then the export phase through runNextPhase, timed, with its peak RSS. */
+async function exportChild(args: ExportArgs): Promise<ExportResult> {
+  const ctx = benchContext(args.databaseUrl, args.storeRoot, SNAPSHOT_PAGE_SIZE, args.tempDir);
+  try {
+    const id = exportBucketId(args.bucketIndex);
+    const claim = await runNextPhase(ctx, id);
+    if (claim.phase !== "claim" || claim.result !== "advanced")
+      throw new Error(`claim did not advance: ${JSON.stringify(claim)}`);
+    let peak = process.memoryUsage().rss;
+    const sampler = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 25);
+    const started = performance.now();
+    const outcome = await runNextPhase(ctx, id);
+    const seconds = (performance.now() - started) / 1000;
+    clearInterval(sampler);
+    if (outcome.phase !== "export" || outcome.result !== "advanced")
+      throw new Error(`export did not advance: ${JSON.stringify(outcome)}`);
+    return {
+      rows: outcome.rows ?? 0,
+      bytes: outcome.bytes ?? 0,
+      seconds,
+      maxRssMb: process.resourceUsage().maxRSS / 1024,
+      sampledPeakRssMb: peak / 2 ** 20,
+    };
+  } finally {
+    await ctx.hotStore.close();
+  }
+}
+
+type Breakdown = Record<string, { seconds: number; note: string }>;
+
+/**
+ * Where an export's time goes, stage by stage, on a bucket that has already
+ * been exported (state archiving, so a fresh lease can snapshot it again):
+ * the snapshot alone, the same rows through a bare driver query, encoding
+ * from memory, the payload file, the upload and the read-back verification.
+ */
+async function breakdownChild(args: ExportArgs): Promise<Breakdown> {
+  const ctx = benchContext(args.databaseUrl, args.storeRoot, SNAPSHOT_PAGE_SIZE, args.tempDir);
+  const out: Breakdown = {};
+  const time = async <T>(name: string, note: string, fn: () => Promise<T>): Promise<T> => {
+    const started = performance.now();
+    const result = await fn();
+    out[name] = { seconds: (performance.now() - started) / 1000, note };
+    return result;
+  };
+  const id = exportBucketId(args.bucketIndex);
+  const acquired = await ctx.hotStore.acquireLease(id, ctx.clock.now(), ctx.settings.leaseMs);
+  if (acquired.kind !== "acquired") throw new Error(`no lease for the breakdown: ${acquired.kind}`);
+  const heartbeat = new LeaseHeartbeat(
+    ctx.hotStore,
+    acquired.lease,
+    ctx.clock,
+    ctx.settings.leaseMs,
+    ctx.settings.renewalMs,
+    ctx.log,
+  );
+  heartbeat.start();
+  try {
+    await time("driver_text_rows", "same keyset pages, bare pg query, no decoding", () =>
+      bareSnapshot(args.databaseUrl, id),
+    );
+    const pages: BucketRow[][] = [];
+    await time(
+      "snapshot_decoded",
+      "fencedSnapshot: fenced pages decoded to BucketRow",
+      async () => {
+        for await (const page of fencedSnapshot(ctx, heartbeat)) pages.push(page);
+      },
+    );
+    const fromMemory = async function* () {
+      yield* pages;
+    };
+    await time("encode_parquet", "rows in memory -> Zstd Parquet bytes (no file)", async () => {
+      let bytes = 0;
+      for await (const chunk of encodePayload("parquet", PARTITION_KEY, fromMemory()))
+        bytes += chunk.byteLength;
+      return bytes;
+    });
+    const filePath = path.join(args.tempDir, "breakdown.parquet");
+    const written = await time(
+      "write_payload_file",
+      "encode + order guard + row digest + SHA-256 + file write",
+      () => writePayloadFile("parquet", PARTITION_KEY, fromMemory(), filePath),
+    );
+    const key = `bench/breakdown/${written.sha256}.parquet`;
+    await time("upload_file_store", "FileObjectStore.createIfAbsent (copy + fsync + link)", () =>
+      ctx.objectStore.createIfAbsent(key, {
+        filePath,
+        byteLength: written.byteLength,
+      }),
+    );
+    await time("readback_sha256", "stream the stored object back and hash it", async () => {
+      const hash = createHash("sha256");
+      for await (const chunk of await ctx.objectStore.getStream(key)) hash.update(chunk);
+      if (hash.digest("hex") !== written.sha256) throw new Error("read-back hash differs");
+    });
+    await time("readback_decode", "decode every row, check bounds/order, row digest", async () => {
+      const source = await fileByteSource(filePath);
+      try {
+        const content = await inspectPayload(source, "parquet", {});
+        if (content.rowsDigest !== written.rowsDigest) throw new Error("row digest differs");
+      } finally {
+        await source.close();
+      }
+    });
+    out.rows = { seconds: 0, note: String(written.rowCount) };
+    await rm(filePath, { force: true });
+    await ctx.objectStore.delete(key);
+  } finally {
+    await heartbeat.stop();
+    await ctx.hotStore.releaseLease(heartbeat.lease);
+    await ctx.hotStore.close();
+  }
+  return out;
+}
+
+/** The snapshot's keyset pages through a plain pg client with every value left as text. */
+async function bareSnapshot(databaseUrl: string, id: BucketId): Promise<number> {
+  const client = new pg.Client({
+    connectionString: databaseUrl,
+    types: { getTypeParser: () => (value: string) => value } as pg.CustomTypesConfig,
+  });
+  await client.connect();
+  try {
+    let rows = 0;
+    let after: [string, string] | null = null;
+    for (;;) {
+      const params: unknown[] = [id.tableId, id.partitionKey, id.bucketKey, SNAPSHOT_PAGE_SIZE];
+      let position = "";
+      if (after !== null) {
+        params.push(after[0], after[1]);
+        position = "AND (event_time, sort_key) > ($5::TIMESTAMPTZ, $6::BYTEA)";
+      }
+      const result: pg.QueryResult<{ event_time: string; sort_key: string; value: string }> =
+        await client.query(
+          `SELECT event_time, sort_key, value FROM ${RECORDS_TABLE}
+            WHERE table_id = $1 AND partition_key = $2::BYTEA AND bucket_key = $3 ${position}
+            ORDER BY event_time, sort_key LIMIT $4`,
+          params,
+        );
+      rows += result.rows.length;
+      if (result.rows.length < SNAPSHOT_PAGE_SIZE) return rows;
+      const last = result.rows[result.rows.length - 1]!;
+      after = [last.event_time, last.sort_key];
+    }
+  } finally {
+    await client.end();
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Measurements in the parent.
+
+/** `COPY (SELECT … one bucket …) TO STDOUT` through pg + pg-copy-streams, bytes counted. */
+async function copyBucket(
+  databaseUrl: string,
+  id: BucketId,
+): Promise<{ seconds: number; bytes: number }> {
+  const client = new pg.Client({ connectionString: databaseUrl, options: "-c TimeZone=UTC" });
+  await client.connect();
+  try {
+    const literal = `'\\x${Buffer.from(id.partitionKey).toString("hex")}'::BYTEA`;
+    const sql = `COPY (SELECT event_time, sort_key, value FROM ${RECORDS_TABLE}
+                        WHERE table_id = '${id.tableId}' AND partition_key = ${literal}
+                          AND bucket_key = '${id.bucketKey}'
+                        ORDER BY event_time, sort_key) TO STDOUT`;
+    const started = performance.now();
+    let bytes = 0;
+    for await (const chunk of client.query(copyTo(sql)) as AsyncIterable<Buffer>)
+      bytes += chunk.byteLength;
+    return { seconds: (performance.now() - started) / 1000, bytes };
+  } finally {
+    await client.end();
+  }
+}
+
+interface PageTiming {
+  readonly coldMs: number;
+  readonly warmMs: number;
+  readonly coldBytes: number;
+  readonly warmBytes: number;
+  readonly records: number;
+}
+
+/** First page (100 records) of a partition through a fresh DurableTable (cold), then 30 more (warm). */
+async function firstPage(store: SqlHotStore, objects: ObjectStore): Promise<PageTiming> {
+  const table = new DurableTable({
+    hotStore: store,
+    objectStore: objects,
+    clock: systemClock,
+    archivePrefix: "bench",
+  });
+  const from = parseRfc3339Micros("2024-01-02T00:00:00Z");
+  const to = parseRfc3339Micros("2024-01-03T00:00:00Z");
+  const read = () => table.read(EXPORT_TABLE, PARTITION_KEY, { from, to, limit: 100 });
+  let started = performance.now();
+  const cold = await read();
+  const coldMs = performance.now() - started;
+  const warm: number[] = [];
+  let warmBytes = 0;
+  for (let i = 0; i < 30; i++) {
+    started = performance.now();
+    const page = await read();
+    warm.push(performance.now() - started);
+    warmBytes = page.archiveBytesFetched;
+  }
+  return {
+    coldMs,
+    warmMs: median(warm),
+    coldBytes: cold.archiveBytesFetched,
+    warmBytes,
+    records: cold.records.length,
+  };
+}
+
+/** Appends through the fence vs plain multi-row INSERTs into a table of the same shape, alternating batches. */
+async function appendsVsInserts(
+  store: SqlHotStore,
+  db: PgDatabase,
+  rows: number,
+  batch: number,
+): Promise<{ appendSeconds: number; insertSeconds: number }> {
+  const start = parseRfc3339Micros("2024-03-01T00:00:00Z");
+  let appendSeconds = 0;
+  let insertSeconds = 0;
+  for (let first = 0; first < rows; first += batch) {
+    const records = [];
+    for (let i = first; i < Math.min(rows, first + batch); i++) {
+      records.push({
+        partitionKey: PARTITION_KEY,
+        eventTime: start + BigInt(i) * 1000n,
+        sortKey: sortKeyOf(i),
+        value: valueOf(i),
+      });
+    }
+    let started = performance.now();
+    const result = await store.append(APPEND_TABLE, records, new Date());
+    appendSeconds += (performance.now() - started) / 1000;
+    if (result.inserted !== records.length) throw new Error(`append inserted ${result.inserted}`);
+
+    started = performance.now();
+    const params: unknown[] = [];
+    const values = records.map((r) => {
+      const at = params.length;
+      params.push(
+        APPEND_TABLE,
+        r.partitionKey,
+        bucketForTime("CalendarDayUtc", r.eventTime).key,
+        formatMicrosRfc3339(r.eventTime),
+        r.sortKey,
+        r.value,
+      );
+      return `($${at + 1}, $${at + 2}::BYTEA, $${at + 3}, $${at + 4}::TIMESTAMPTZ, $${at + 5}::BYTEA, $${at + 6}::BYTEA)`;
+    });
+    await db.query(
+      `INSERT INTO ${PLAIN_RECORDS_TABLE} (table_id, partition_key, bucket_key, event_time, sort_key, value)
+       VALUES ${values.join(", ")}`,
+      params,
+    );
+    insertSeconds += (performance.now() - started) / 1000;
+  }
+  return { appendSeconds, insertSeconds };
+}
+
+async function discovery(
+  store: SqlHotStore,
+): Promise<{ peekMs: number; discoverMs: number; plan: string; usesIndex: boolean }> {
+  const now = new Date("2030-01-01T00:00:00Z");
+  const query = {
+    now,
+    cutoff: new Date("2026-01-01T00:00:00Z"),
+    enqueuedBefore: new Date(now.getTime() - 300_000),
+    limit: 64,
+  };
+  const plan = await store.explainDiscovery(query);
+  const peeks: number[] = [];
+  const discovers: number[] = [];
+  for (let i = 0; i < 20; i++) {
+    let started = performance.now();
+    await store.peekCandidates(query);
+    peeks.push(performance.now() - started);
+    started = performance.now();
+    await store.discover(query);
+    discovers.push(performance.now() - started);
+  }
+  return {
+    peekMs: median(peeks),
+    discoverMs: median(discovers),
+    plan,
+    usesIndex: /Index (Only )?Scan/.test(plan),
+  };
+}
+
+// ---------------------------------------------------------------------------
+
+const fmt = (n: number, digits = 0) =>
+  n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
+
+async function main(): Promise<void> {
+  const plan = planFor(process.argv.includes("--quick"));
+  const started = performance.now();
+  const log = (message: string) =>
+    console.error(
+      `[${((performance.now() - started) / 1000).toFixed(0).padStart(4)} s] ${message}`,
+    );
+  let service: RunningService | undefined;
+  let databaseUrl = process.env.DATABASE_URL;
+  if (!databaseUrl) {
+    service = await startPostgres();
+    databaseUrl = service.url;
+    log(`started a throwaway PostgreSQL at ${databaseUrl}`);
+  }
+  const work = await mkdtemp(path.join(os.tmpdir(), "pulpitum-bench-"));
+  const db = new PgDatabase(databaseUrl, { max: 4 });
+  const store = new SqlHotStore(db, { ownsDatabase: false });
+  try {
+    await store.migrate();
+    const server =
+      (await db.query<{ version: string }>("SELECT version() AS version")).rows[0]?.version ?? "?";
+    // A rerun against the same DATABASE_URL starts from empty bench tables.
+    for (const t of [EXPORT_TABLE, APPEND_TABLE, DISCOVERY_TABLE]) {
+      await db.query(`DELETE FROM ${RECORDS_TABLE} WHERE table_id = $1`, [t]);
+      await db.query(`DELETE FROM ${METADATA_TABLE} WHERE table_id = $1`, [t]);
+    }
+    await db.query(`DROP TABLE IF EXISTS ${PLAIN_RECORDS_TABLE}`);
+    await db.query(`CREATE TABLE ${PLAIN_RECORDS_TABLE} (LIKE ${RECORDS_TABLE} INCLUDING ALL)`);
+    for (const tableId of [EXPORT_TABLE, APPEND_TABLE, DISCOVERY_TABLE]) {
+      await store.registerTable(
+        { tableId, strategy: "CalendarDayUtc", format: "parquet", writableBuckets: null },
+        new Date(),
+      );
+    }
+
+    // Buckets: day index 1 holds ratioRows (compared with COPY, read from); others hold the other sizes.
+    const sizes = [...new Set([plan.ratioRows, ...plan.exportRows])];
+    const bucketOf = new Map<number, number>();
+    sizes.forEach((rows, i) => bucketOf.set(rows, i + 1));
+    for (const rows of sizes) {
+      await seedBucket(store, bucketOf.get(rows)!, rows, (done) =>
+        log(`seeded ${fmt(done)} / ${fmt(rows)} rows`),
+      );
+    }
+    const ratioBucket = exportBucketId(bucketOf.get(plan.ratioRows)!);
+
+    log("first page from the hot store");
+    const storeRoot = path.join(work, "store");
+    const objects = new FileObjectStore(storeRoot);
+    const hotPage = await firstPage(store, objects);
+
+    log("COPY baseline");
+    await copyBucket(databaseUrl, ratioBucket); // warm the buffers the same way the export finds them
+    const copy = await copyBucket(databaseUrl, ratioBucket);
+
+    const exports = new Map<number, ExportResult>();
+    for (const rows of [plan.ratioRows, ...plan.exportRows.filter((r) => r !== plan.ratioRows)]) {
+      log(`export of ${fmt(rows)} rows (child process)`);
+      const result = await runChild<ExportResult>("export", {
+        databaseUrl,
+        bucketIndex: bucketOf.get(rows)!,
+        storeRoot,
+        tempDir: work,
+      } satisfies ExportArgs);
+      if (result.rows !== rows)
+        throw new Error(`export wrote ${result.rows} rows, expected ${rows}`);
+      exports.set(rows, result);
+    }
+
+    log("export breakdown (child process)");
+    const breakdown = await runChild<Breakdown>("breakdown", {
+      databaseUrl,
+      bucketIndex: bucketOf.get(plan.ratioRows)!,
+      storeRoot,
+      tempDir: work,
+    } satisfies ExportArgs);
+
+    log("seal and publish the 1M bucket, then read its first page from the archive");
+    const ctx = benchContext(databaseUrl, storeRoot, SNAPSHOT_PAGE_SIZE, work);
+    try {
+      for (const phase of ["seal", "publish"]) {
+        const outcome = await runNextPhase(ctx, ratioBucket);
+        if (outcome.phase !== phase || outcome.result !== "advanced")
+          throw new Error(`${phase} did not advance: ${JSON.stringify(outcome)}`);
+      }
+    } finally {
+      await ctx.hotStore.close();
+    }
+    const archivedPage = await firstPage(store, objects);
+
+    log(`appends vs plain INSERT, ${fmt(plan.appendRows)} rows in batches of ${plan.appendBatch}`);
+    const appends = await appendsVsInserts(store, db, plan.appendRows, plan.appendBatch);
+
+    log(`discovery over ${fmt(plan.discoveryRows)} bucket-metadata rows`);
+    await seedDiscoveryMetadata(db, plan.discoveryRows);
+    const disc = await discovery(store);
+
+    const ratioExport = exports.get(plan.ratioRows)!;
+    const [smallRows, largeRows] = [Math.min(...plan.exportRows), Math.max(...plan.exportRows)];
+    const small = exports.get(smallRows)!;
+    const large = exports.get(largeRows)!;
+    const exportRowsPerS = plan.ratioRows / ratioExport.seconds;
+    const copyRowsPerS = plan.ratioRows / copy.seconds;
+    const appendRowsPerS = plan.appendRows / appends.appendSeconds;
+    const insertRowsPerS = plan.appendRows / appends.insertSeconds;
+    const results = {
+      mode: plan.quick ? "quick" : "full",
+      measured_at: new Date().toISOString(),
+      export_vs_copy_ratio: exportRowsPerS / copyRowsPerS,
+      export_rows_per_s: exportRowsPerS,
+      copy_rows_per_s: copyRowsPerS,
+      copy_bytes: copy.bytes,
+      export_rows: plan.ratioRows,
+      export_payload_bytes: ratioExport.bytes,
+      export_peak_rss_mb: Math.max(...[...exports.values()].map((e) => e.maxRssMb)),
+      export_rss_growth_ratio: large.maxRssMb / small.maxRssMb,
+      export_rss_rows: { small: smallRows, large: largeRows },
+      exports: Object.fromEntries([...exports].map(([rows, e]) => [rows, e])),
+      export_breakdown: breakdown,
+      archived_vs_hot_first_page_ratio: archivedPage.warmMs / hotPage.warmMs,
+      archived_vs_hot_first_page_ratio_cold: archivedPage.coldMs / hotPage.coldMs,
+      first_page: { hot: hotPage, archived: archivedPage, bucket_rows: plan.ratioRows },
+      discovery_ms: disc.discoverMs,
+      discovery_peek_ms: disc.peekMs,
+      discovery_metadata_rows: plan.discoveryRows,
+      discovery_uses_index: disc.usesIndex,
+      discovery_plan: disc.plan,
+      append_vs_insert_ratio: appendRowsPerS / insertRowsPerS,
+      append_rows_per_s: appendRowsPerS,
+      insert_rows_per_s: insertRowsPerS,
+      append_rows: plan.appendRows,
+      append_batch: plan.appendBatch,
+      value_bytes: VALUE_BYTES,
+      snapshot_page_size: SNAPSHOT_PAGE_SIZE,
+      machine: {
+        cpu: os.cpus()[0]?.model ?? "?",
+        cpus: os.cpus().length,
+        total_memory_mb: Math.round(os.totalmem() / 2 ** 20),
+        node: process.version,
+        platform: `${os.platform()} ${os.release()}`,
+        database: server,
+      },
+    };
+    const file = fileURLToPath(new URL("./results.json", import.meta.url));
+    await writeFile(file, `${JSON.stringify(results, null, 2)}\n`);
+
+    const line = (goal: string, measured: string, target: string, met: boolean) =>
+      console.log(
+        `${goal.padEnd(44)} ${measured.padStart(30)}  ${target.padEnd(12)} ${met ? "met" : "NOT MET"}`,
+      );
+    console.log(
+      `\nPulpitum bench (${results.mode}), ${results.machine.cpus} × ${results.machine.cpu}, Node ${process.version}`,
+    );
+    console.log(`${"goal".padEnd(44)} ${"measured".padStart(30)}  ${"target".padEnd(12)}`);
+    line(
+      `export ${fmt(plan.ratioRows)} rows vs COPY`,
+      `${fmt(exportRowsPerS)} / ${fmt(copyRowsPerS)} rows/s = ${results.export_vs_copy_ratio.toFixed(2)}`,
+      ">= 0.8",
+      results.export_vs_copy_ratio >= 0.8,
+    );
+    line(
+      "export peak RSS",
+      `${fmt(results.export_peak_rss_mb)} MB`,
+      "<= 256 MB",
+      results.export_peak_rss_mb <= 256,
+    );
+    line(
+      `peak RSS ${fmt(largeRows)} vs ${fmt(smallRows)} rows`,
+      `${fmt(large.maxRssMb)} / ${fmt(small.maxRssMb)} MB = ${results.export_rss_growth_ratio.toFixed(2)}`,
+      "<= 1.10",
+      results.export_rss_growth_ratio <= 1.1,
+    );
+    line(
+      "first page archived vs hot (warm)",
+      `${archivedPage.warmMs.toFixed(2)} / ${hotPage.warmMs.toFixed(2)} ms = ${results.archived_vs_hot_first_page_ratio.toFixed(2)}`,
+      "<= 2",
+      results.archived_vs_hot_first_page_ratio <= 2,
+    );
+    line(
+      "first page archived vs hot (cold)",
+      `${archivedPage.coldMs.toFixed(2)} / ${hotPage.coldMs.toFixed(2)} ms = ${results.archived_vs_hot_first_page_ratio_cold.toFixed(2)}`,
+      "(info)",
+      true,
+    );
+    line(
+      `discovery over ${fmt(plan.discoveryRows)} metadata rows`,
+      `${disc.discoverMs.toFixed(2)} ms (peek ${disc.peekMs.toFixed(2)})`,
+      "<= 50 ms",
+      disc.discoverMs <= 50 && disc.usesIndex,
+    );
+    line(
+      `append vs INSERT, batches of ${plan.appendBatch}`,
+      `${fmt(appendRowsPerS)} / ${fmt(insertRowsPerS)} rows/s = ${results.append_vs_insert_ratio.toFixed(2)}`,
+      ">= 0.7",
+      results.append_vs_insert_ratio >= 0.7,
+    );
+    console.log(
+      `\narchive bytes fetched for the first page: cold ${fmt(archivedPage.coldBytes)}, warm ${fmt(archivedPage.warmBytes)}`,
+    );
+    console.log("\nexports (each in its own process):");
+    for (const [rows, e] of exports) {
+      console.log(
+        `  ${fmt(rows).padStart(10)} rows  ${e.seconds.toFixed(1).padStart(6)} s  ${fmt(rows / e.seconds).padStart(9)} rows/s  ` +
+          `payload ${fmt(e.bytes / 2 ** 20)} MiB  maxRSS ${fmt(e.maxRssMb)} MB (sampled ${fmt(e.sampledPeakRssMb)})`,
+      );
+    }
+    console.log(
+      `\nexport breakdown, ${fmt(plan.ratioRows)} rows, stage by stage (not overlapped):`,
+    );
+    for (const [name, stage] of Object.entries(breakdown)) {
+      if (name === "rows") continue;
+      console.log(
+        `  ${name.padEnd(20)} ${stage.seconds.toFixed(2).padStart(6)} s  ${fmt(plan.ratioRows / stage.seconds).padStart(10)} rows/s  ${stage.note}`,
+      );
+    }
+    console.log(`\ndiscovery plan (index used: ${disc.usesIndex}):\n${disc.plan}`);
+    console.log(`\nwrote ${file}; total ${((performance.now() - started) / 1000).toFixed(0)} s`);
+  } finally {
+    await store.close();
+    await db.close();
+    await rm(work, { recursive: true, force: true });
+    await service?.stop();
+  }
+}
+
+const childIndex = process.argv.indexOf("--child");
+if (childIndex >= 0) {
+  const kind = process.argv[childIndex + 1];
+  const args = JSON.parse(process.argv[childIndex + 2] ?? "{}") as ExportArgs;
+  const result = kind === "export" ? await exportChild(args) : await breakdownChild(args);
+  console.log(JSON.stringify(result));
+} else {
+  await main();
+}
