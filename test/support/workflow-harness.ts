@@ -24,9 +24,10 @@ import { silentLog } from "../../src/usecases/context.js";
 import { discover } from "../../src/usecases/discover.js";
 import { runNextPhase } from "../../src/usecases/run-next-phase.js";
 import type { ObjectOperation } from "../../src/adapters/object-store/memory.js";
+import type { ObjectStore } from "../../src/ports/object-store.js";
 import {
   faultyHotStore,
-  objectFault,
+  faultyObjectStore,
   ProcessLife,
   type FaultPoint,
   type HotOperation,
@@ -34,9 +35,9 @@ import {
 
 export const CUTOFF = new Date("2026-01-01T00:00:00Z");
 
-export interface Harness {
+export interface Harness<O extends ObjectStore = MemoryObjectStore> {
   readonly inner: HotStore;
-  readonly objects: MemoryObjectStore;
+  readonly objects: O;
   readonly clock: ManualClock;
   readonly settings: ArchiverSettings;
   /** A worker process; its ports fail at the given points. */
@@ -51,8 +52,15 @@ export interface Harness {
 }
 
 export async function makeHarness(overrides: Partial<ArchiverSettings> = {}): Promise<Harness> {
-  const inner = await freshPgliteHotStore();
-  const objects = new MemoryObjectStore();
+  return harnessOn(await freshPgliteHotStore(), new MemoryObjectStore(), overrides);
+}
+
+/** The same world on any adapters (PostgreSQL and S3 in the integration suite). */
+export function harnessOn<O extends ObjectStore>(
+  inner: HotStore,
+  objects: O,
+  overrides: Partial<ArchiverSettings> = {},
+): Harness<O> {
   const clock = new ManualClock("2026-06-01T00:00:00Z");
   const settings: ArchiverSettings = {
     cutoff: CUTOFF,
@@ -75,9 +83,9 @@ export async function makeHarness(overrides: Partial<ArchiverSettings> = {}): Pr
     settings,
     process(faults = {}) {
       const life = new ProcessLife();
-      objects.injectFault(objectFault(life, faults.object));
       const hotStore = faultyHotStore(inner, life, faults.hot);
-      return { life, ctx: { hotStore, objectStore: objects, clock, settings, log: silentLog } };
+      const objectStore = faultyObjectStore(objects, life, faults.object);
+      return { life, ctx: { hotStore, objectStore, clock, settings, log: silentLog } };
     },
     async close() {
       await inner.close();
@@ -111,7 +119,7 @@ export function chatRecords(
 }
 
 export async function seedTable(
-  h: Harness,
+  h: Harness<ObjectStore>,
   tableId: TableId,
   strategy: BucketStrategy,
   format: ArchiveFormat,
@@ -136,7 +144,10 @@ export async function seedTable(
 }
 
 /** Records an archived bucket's published manifest routes to. */
-export async function archivedRecords(h: Harness, id: BucketId): Promise<TableRecord[]> {
+export async function archivedRecords(
+  h: Harness<ObjectStore>,
+  id: BucketId,
+): Promise<TableRecord[]> {
   const metadata = await h.inner.getBucket(id);
   if (!metadata?.manifestKey) throw new Error("bucket has no manifest");
   const manifest = parseManifest(await h.objects.get(metadata.manifestKey));
@@ -147,7 +158,10 @@ export async function archivedRecords(h: Harness, id: BucketId): Promise<TableRe
 }
 
 /** What a reader sees for a bucket: the tier its route names, never a mix. */
-export async function readBucketAsReader(h: Harness, id: BucketId): Promise<TableRecord[]> {
+export async function readBucketAsReader(
+  h: Harness<ObjectStore>,
+  id: BucketId,
+): Promise<TableRecord[]> {
   const read = await h.inner.readBucket(id, { limit: 1_000_000 });
   if (read.route === "missing") return [];
   if (read.route === "archive") return await archivedRecords(h, id);
@@ -170,7 +184,7 @@ export function expectSameRecords(actual: TableRecord[], expected: TableRecord[]
  * its records.
  */
 export async function converge(
-  h: Harness,
+  h: Harness<ObjectStore>,
   expected: Map<string, { id: BucketId; records: TableRecord[] }>,
   maxRounds = 30,
 ): Promise<PhaseOutcome[]> {
@@ -204,7 +218,7 @@ export function describe(id: BucketId): string {
 
 /** Every bucket archived, hot rows gone, archive holding exactly its records. */
 export async function expectFullyArchived(
-  h: Harness,
+  h: Harness<ObjectStore>,
   expected: Map<string, { id: BucketId; records: TableRecord[] }>,
 ): Promise<void> {
   for (const { id, records } of expected.values()) {
