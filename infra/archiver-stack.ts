@@ -104,6 +104,9 @@ export interface ArchiverSettings {
   readonly serviceName: string;
 }
 
+/** Days a version deleted by garbage collection stays recoverable in the versioned archive bucket. */
+export const GC_NONCURRENT_VERSION_DAYS = 30;
+
 /** The worker's visibility timeout is this many times its timeout (AWS guidance for SQS event sources). */
 export const VISIBILITY_TIMEOUT_FACTOR = 6;
 
@@ -269,7 +272,12 @@ export class ArchiverStack extends Stack {
   readonly discoverFunction: nodejs.NodejsFunction;
   readonly workerFunction: nodejs.NodejsFunction;
   readonly replayFunction: nodejs.NodejsFunction;
+  /** Deletes unreferenced archive objects older than ARCHIVER_GC_MIN_AGE_SECONDS, daily. */
+  readonly gcFunction: nodejs.NodejsFunction;
+  /** Copies one archived bucket back to the hot store; invoked by hand. */
+  readonly restoreFunction: nodejs.NodejsFunction;
   readonly schedule: events.Rule;
+  readonly gcSchedule: events.Rule;
   readonly alarms: {
     readonly deadLetters: cloudwatch.Alarm;
     readonly oldestMessage: cloudwatch.Alarm;
@@ -321,6 +329,11 @@ export class ArchiverStack extends Stack {
           id: "abort-incomplete-multipart-uploads",
           abortIncompleteMultipartUploadAfter: Duration.days(1),
         },
+        // Garbage collection deletes orphans; versioning keeps them recoverable for this long, then frees the space.
+        {
+          id: "expire-collected-versions",
+          noncurrentVersionExpiration: Duration.days(GC_NONCURRENT_VERSION_DAYS),
+        },
       ],
       removalPolicy: RemovalPolicy.RETAIN,
     });
@@ -366,7 +379,10 @@ export class ArchiverStack extends Stack {
         depsLockFilePath: path.join(PROJECT_ROOT, "package-lock.json"),
         runtime: lambda.Runtime.NODEJS_22_X,
         architecture: lambda.Architecture.ARM_64,
-        bundling: bundlingOptions({ parquetWasm: entry === "functions/worker.ts" }),
+        bundling: bundlingOptions({
+          // Both load the archive module, whose Parquet writer reads its wasm beside the bundle.
+          parquetWasm: entry === "functions/worker.ts" || entry === "functions/restore.ts",
+        }),
         logGroup: new logs.LogGroup(this, `${name}Logs`, {
           retention: logRetention,
           removalPolicy: RemovalPolicy.DESTROY,
@@ -401,6 +417,23 @@ export class ArchiverStack extends Stack {
       },
     });
 
+    this.gcFunction = fn("GcFunction", "functions/gc.ts", {
+      description:
+        "Pulpitum garbage collection: delete unreferenced archive objects older than the safety age",
+      timeout: Duration.seconds(900),
+      memorySize: 1024,
+      environment,
+      ...network,
+    });
+    this.restoreFunction = fn("RestoreFunction", "functions/restore.ts", {
+      description:
+        "Pulpitum restore: copy one archived bucket back to the hot store and route reads there",
+      timeout: Duration.seconds(900),
+      memorySize: settings.workerMemoryMb,
+      environment,
+      ...network,
+    });
+
     this.workerFunction.addEventSource(
       new eventSources.SqsEventSource(this.workQueue, {
         batchSize: settings.workerBatchSize,
@@ -416,6 +449,17 @@ export class ArchiverStack extends Stack {
         new targets.LambdaFunction(this.discoverFunction, {
           // A late discovery run is worthless once the next one is due.
           maxEventAge: Duration.minutes(Math.max(1, settings.scheduleMinutes)),
+          retryAttempts: 2,
+        }),
+      ],
+    });
+
+    this.gcSchedule = new events.Rule(this, "GcSchedule", {
+      description: "Runs Pulpitum archive garbage collection daily",
+      schedule: events.Schedule.rate(Duration.days(1)),
+      targets: [
+        new targets.LambdaFunction(this.gcFunction, {
+          maxEventAge: Duration.hours(1),
           retryAttempts: 2,
         }),
       ],
@@ -533,6 +577,31 @@ export class ArchiverStack extends Stack {
         conditions: { StringLike: { "s3:prefix": [`${settings.archivePrefix}/*`] } },
       }),
     );
+    this.gcFunction.addToRolePolicy(
+      new iam.PolicyStatement({
+        sid: "DeleteArchiveObjectsUnderPrefix",
+        actions: ["s3:DeleteObject"],
+        resources: [prefixObjects],
+      }),
+    );
+    this.restoreFunction.addToRolePolicy(
+      new iam.PolicyStatement({
+        sid: "ReadArchiveObjectsUnderPrefix",
+        actions: ["s3:GetObject"],
+        resources: [prefixObjects],
+      }),
+    );
+    for (const fn of [this.gcFunction, this.restoreFunction]) {
+      fn.addToRolePolicy(
+        new iam.PolicyStatement({
+          sid: "ListArchivePrefix",
+          actions: ["s3:ListBucket"],
+          resources: [this.archiveBucket.bucketArn],
+          conditions: { StringLike: { "s3:prefix": [`${settings.archivePrefix}/*`] } },
+        }),
+      );
+      this.databaseSecret.grantRead(fn);
+    }
     for (const fn of [this.workerFunction, this.discoverFunction]) {
       fn.addToRolePolicy(
         new iam.PolicyStatement({
@@ -570,7 +639,13 @@ export class ArchiverStack extends Stack {
       "AWSLambdaBasicExecutionRole",
       ...(inVpc ? ["AWSLambdaVPCAccessExecutionRole"] : []),
     ];
-    for (const fn of [this.discoverFunction, this.workerFunction, this.replayFunction]) {
+    for (const fn of [
+      this.discoverFunction,
+      this.workerFunction,
+      this.replayFunction,
+      this.gcFunction,
+      this.restoreFunction,
+    ]) {
       Validations.of(fn).acknowledge({
         id: "AwsSolutions-L1",
         reason:
@@ -586,10 +661,12 @@ export class ArchiverStack extends Stack {
       }
     }
     const bucketLogicalId = this.getLogicalId(this.archiveBucket.node.defaultChild as s3.CfnBucket);
-    Validations.of(this.workerFunction.role!).acknowledge({
-      id: `AwsSolutions-IAM5[Resource::<${bucketLogicalId}.Arn>/${settings.archivePrefix}/*]`,
-      reason: `Archive object keys are content-addressed and unknown in advance; the wildcard is confined to the archive prefix (${settings.archivePrefix}/*).`,
-    });
+    for (const fn of [this.workerFunction, this.gcFunction, this.restoreFunction]) {
+      Validations.of(fn.role!).acknowledge({
+        id: `AwsSolutions-IAM5[Resource::<${bucketLogicalId}.Arn>/${settings.archivePrefix}/*]`,
+        reason: `Archive object keys are content-addressed and unknown in advance; the wildcard is confined to the archive prefix (${settings.archivePrefix}/*).`,
+      });
+    }
   }
 
   #alarms(settings: ArchiverSettings): ArchiverStack["alarms"] {

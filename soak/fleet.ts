@@ -5,7 +5,7 @@
  * file; the outcome lines in those logs are tallied at the end.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { closeSync, openSync, readFileSync } from "node:fs";
+import { closeSync, openSync, readFileSync, statSync } from "node:fs";
 import path from "node:path";
 import type { Random } from "./random.js";
 import { sleep } from "./random.js";
@@ -92,7 +92,10 @@ export class ArchiverFleet {
     while (!until() && !signal.aborted) {
       await sleep(random.between(gapSeconds[0], gapSeconds[1]) * 1000, signal);
       if (until() || signal.aborted) break;
-      const alive = this.#slots.filter((s) => s.child !== undefined && !s.killedOnPurpose);
+      // Kill processes that are past their boot (they have logged work), so kills land mid-phase.
+      const alive = this.#slots.filter(
+        (s) => s.child !== undefined && !s.killedOnPurpose && logSize(s.logFile) > 0,
+      );
       if (alive.length === 0) continue;
       const victims = random.chance(0.15) && alive.length > 1 ? 2 : 1;
       for (let i = 0; i < victims; i++) {
@@ -169,6 +172,14 @@ export class ArchiverFleet {
   }
 }
 
+function logSize(file: string): number {
+  try {
+    return statSync(file).size;
+  } catch {
+    return 0;
+  }
+}
+
 function tail(file: string): string {
   try {
     return readFileSync(file, "utf8").trim().split("\n").slice(-3).join(" | ");
@@ -180,7 +191,8 @@ function tail(file: string): string {
 /** Outcome lines of the archivers' logs (`PULPITUM_LOG=debug`): "<phase> <result> {...}". */
 export function tallyOutcomes(files: readonly string[]): Record<string, number> {
   const counts: Record<string, number> = {};
-  const outcome = / info (claim|export|seal|publish|cleanup|-) (advanced|busy|deferred|done|lease-lost) /;
+  const outcome =
+    / info (claim|export|seal|publish|cleanup|-) (advanced|busy|deferred|done|lease-lost) /;
   for (const file of files) {
     let text: string;
     try {

@@ -176,11 +176,6 @@ export class Ledger {
   }
 }
 
-/**
- * Compare the records a tier holds for one bucket with the ledger: every
- * committed record exactly once with its value, uncertain ones at most once,
- * nothing else.
- */
 export interface Comparison {
   readonly lost: number;
   readonly duplicated: number;
@@ -190,10 +185,18 @@ export interface Comparison {
   readonly examples: string[];
 }
 
+/**
+ * Compare the records a tier holds for one bucket with the ledger: every
+ * committed record exactly once with its value, uncertain ones at most once,
+ * nothing else. With `required`, only those committed records must be
+ * present (a read of a writable bucket need not see appends that committed
+ * while it ran); without, all of them.
+ */
 export function compareWithLedger(
   found: Iterable<{ eventTime: EpochMicros; sortKey: Uint8Array; value: Uint8Array }>,
   committed: ReadonlyMap<string, string> | undefined,
   uncertain: ReadonlyMap<string, string> | undefined,
+  required?: ReadonlySet<string>,
 ): Comparison {
   const seen = new Map<string, { count: number; value: string }>();
   for (const r of found) {
@@ -213,6 +216,7 @@ export function compareWithLedger(
   for (const [key, value] of committed ?? []) {
     const s = seen.get(key);
     if (s === undefined) {
+      if (required !== undefined && !required.has(key)) continue;
       lost++;
       note(`lost ${describeRef(key)}`);
       continue;

@@ -71,7 +71,10 @@ export function buildCatalog(profile: SoakProfile): Catalog {
       partitionKey(tableIndex, i),
     );
     tables.push({ id, strategy: plan.strategy, format: plan.format, partitions });
-    const first = bucketForTime(plan.strategy, dateToMicros(new Date(`${plan.firstBucket}T00:00:00Z`)));
+    const first = bucketForTime(
+      plan.strategy,
+      dateToMicros(new Date(`${plan.firstBucket}T00:00:00Z`)),
+    );
     for (const pk of partitions) {
       for (let i = 0; i < plan.buckets; i++) {
         const descriptor = shiftBucket(first, i);

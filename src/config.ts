@@ -38,6 +38,8 @@ export interface PulpitumConfig {
   readonly cleanupBatchSize: number;
   /** Cap on hot rows deleted per second by one worker; 0 means no cap. */
   readonly cleanupMaxRowsPerSecond: number;
+  /** Garbage collection deletes unreferenced archive objects only when older than this. */
+  readonly gcMinAgeSeconds: number;
   readonly database: DatabaseLocation;
   readonly archive: ArchiveLocation;
   readonly home: string;
@@ -108,6 +110,11 @@ export const CONFIG_VARIABLES: ReadonlyArray<{ name: string; default: string; ru
     rule: "integer >= 0; per-worker delete rate cap",
   },
   {
+    name: "ARCHIVER_GC_MIN_AGE_SECONDS",
+    default: "86400 (24 hours)",
+    rule: "integer 3600..31536000; `pulpitum gc` deletes unreferenced archive objects only when older than this",
+  },
+  {
     name: "DATABASE_URL",
     default: "embedded PGlite under PULPITUM_HOME/db",
     rule: "postgres:// or postgresql:// URL (PostgreSQL or CockroachDB); set together with PULPITUM_ARCHIVE_URL",
@@ -141,6 +148,12 @@ export const CONFIG_VARIABLES: ReadonlyArray<{ name: string; default: string; ru
 ];
 
 type Env = Readonly<Record<string, string | undefined>>;
+
+/**
+ * Default safety age of garbage collection: a day, far longer than any phase
+ * or lease, so an object is never judged by a view of metadata older than it.
+ */
+export const GC_DEFAULT_MIN_AGE_SECONDS = 86_400;
 
 /** The default cutoff: January 1 of the previous UTC year, relative to `now`. */
 export function defaultEligibleBefore(now: Date): Date {
@@ -237,6 +250,13 @@ export function parseConfig(env: Env, options: { now: Date; cwd: string }): Pulp
     100_000_000,
   );
 
+  const gcMinAgeSeconds = integer(
+    "ARCHIVER_GC_MIN_AGE_SECONDS",
+    GC_DEFAULT_MIN_AGE_SECONDS,
+    3600,
+    31_536_000,
+  );
+
   const home = path.resolve(options.cwd, raw("PULPITUM_HOME") ?? ".pulpitum");
 
   let defaultFormat: ArchiveFormat = "parquet";
@@ -314,6 +334,7 @@ export function parseConfig(env: Env, options: { now: Date; cwd: string }): Pulp
     snapshotPageSize,
     cleanupBatchSize,
     cleanupMaxRowsPerSecond,
+    gcMinAgeSeconds,
     database: Object.freeze(database),
     archive: Object.freeze(archive),
     home,

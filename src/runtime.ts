@@ -57,7 +57,10 @@ export async function openRuntime(
   }
   if (config.archive.kind === "file") mkdirSync(config.archive.root, { recursive: true });
   const objectStore =
-    options.objectStore ?? openObjectStore(config.archive, { region: process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION });
+    options.objectStore ??
+    openObjectStore(config.archive, {
+      region: process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION,
+    });
   const prefix = archivePrefix(config.archive);
   const settings = settingsFromConfig(config, prefix);
   return {

@@ -87,20 +87,46 @@ const MAX_NANOS = 2n ** 63n - 1n;
  * The partition key is the bucket's and is not part of it.
  */
 export class RowDigest {
+  static readonly #BUFFER_BYTES = 256 * 1024;
   readonly #hash = createHash("sha256");
-  readonly #header = Buffer.alloc(12);
-  readonly #length = Buffer.alloc(4);
+  // Rows are framed into one buffer and hashed in large updates: four small
+  // updates per row cost more than the hashing itself.
+  readonly #buffer = Buffer.allocUnsafe(RowDigest.#BUFFER_BYTES);
+  readonly #time = new BigInt64Array(1);
+  readonly #timeBytes = new Uint8Array(this.#time.buffer);
+  readonly #bigEndian = new Uint8Array(new Uint16Array([1]).buffer)[0] === 0;
+  #used = 0;
   #count = 0;
 
   add(eventTime: EpochMicros, sortKey: Uint8Array, value: Uint8Array): void {
-    this.#header.writeBigInt64BE(BigInt.asIntN(64, eventTime), 0);
-    this.#header.writeUInt32BE(sortKey.byteLength, 8);
-    this.#hash.update(this.#header);
-    this.#hash.update(sortKey);
-    this.#length.writeUInt32BE(value.byteLength, 0);
-    this.#hash.update(this.#length);
-    this.#hash.update(value);
+    const need = 16 + sortKey.byteLength + value.byteLength;
+    if (this.#used + need > RowDigest.#BUFFER_BYTES) this.#flush();
+    const buffer = this.#buffer;
+    let at = this.#used;
+    this.#time[0] = eventTime;
+    const time = this.#timeBytes;
+    if (this.#bigEndian) buffer.set(time, at);
+    else for (let i = 0; i < 8; i++) buffer[at + i] = time[7 - i]!;
+    at = buffer.writeUInt32BE(sortKey.byteLength, at + 8);
+    if (need > RowDigest.#BUFFER_BYTES) {
+      this.#hash.update(buffer.subarray(0, at));
+      this.#hash.update(sortKey);
+      buffer.writeUInt32BE(value.byteLength, 0);
+      this.#hash.update(buffer.subarray(0, 4));
+      this.#hash.update(value);
+      this.#used = 0;
+    } else {
+      buffer.set(sortKey, at);
+      at = buffer.writeUInt32BE(value.byteLength, at + sortKey.byteLength);
+      buffer.set(value, at);
+      this.#used = at + value.byteLength;
+    }
     this.#count++;
+  }
+
+  #flush(): void {
+    if (this.#used > 0) this.#hash.update(this.#buffer.subarray(0, this.#used));
+    this.#used = 0;
   }
 
   get count(): number {
@@ -108,6 +134,7 @@ export class RowDigest {
   }
 
   digest(): string {
+    this.#flush();
     return this.#hash.digest("hex");
   }
 }
@@ -407,18 +434,29 @@ async function* encodeParquet(
   let exhausted = false;
   let batchesSent = 0;
   const builder = new BatchBuilder(batchRows);
+  // The next page is requested as soon as the current one arrives, so the
+  // database produces it while this one is encoded. A failed prefetch is
+  // observed (and rethrown) when its page is due, never left unhandled.
+  let prefetched: Promise<IteratorResult<readonly BucketRow[]>> | undefined;
+  const prefetch = () => {
+    const next = source.next();
+    next.catch(() => undefined);
+    return next;
+  };
 
   /** The next full batch (or the last, partial one) as IPC, or undefined at the end. */
   const nextBatch = async (): Promise<Uint8Array | undefined> => {
     while (!builder.full && !exhausted) {
       if (pageIndex >= page.length) {
-        const next = await source.next();
+        const next = await (prefetched ?? prefetch());
+        prefetched = undefined;
         if (next.done === true) {
           exhausted = true;
           break;
         }
         page = next.value;
         pageIndex = 0;
+        prefetched = prefetch();
         continue;
       }
       const row = page[pageIndex++]!;

@@ -14,6 +14,14 @@ import type { Candidate } from "../ports/hot-store.js";
 import { loadConfig, openRuntime, type Runtime } from "../runtime.js";
 import { runStandalone } from "../runner/standalone.js";
 import { parseReplayRequest, replayDeadLetters } from "../usecases/replay-dlq.js";
+import { collectGarbage, type GcReport } from "../usecases/gc.js";
+import {
+  DEFAULT_RESTORE_HOLD_SECONDS,
+  MAX_RESTORE_HOLD_SECONDS,
+  restoreBucket,
+  type RestoreReport,
+} from "../usecases/restore.js";
+import { parseBucketKey } from "../domain/bucket.js";
 import { printJson, renderTable } from "./format.js";
 import { ProgressBar } from "./progress.js";
 import { stderrLog } from "./log.js";
@@ -421,7 +429,125 @@ function buildProgram(): Command {
       },
     );
 
-  const dlq = program.command("dlq").description("the dead-letter queue of the serverless deployment");
+  program
+    .command("gc")
+    .description(
+      "delete archive objects no bucket references (and no archival or restore in flight may need) that are older than ARCHIVER_GC_MIN_AGE_SECONDS",
+    )
+    .option("--dry-run", "list the objects that would be deleted, with sizes; delete nothing")
+    .option("--min-age-seconds <n>", "override ARCHIVER_GC_MIN_AGE_SECONDS for this run (>= 3600)")
+    .option(
+      "--include-unowned",
+      "also delete old objects of buckets that have no metadata row at all (kept by default: after a database restore from backup they may be the only copy)",
+    )
+    .option("--json", "print the report as JSON")
+    .action(
+      async (opts: {
+        dryRun?: boolean;
+        minAgeSeconds?: string;
+        includeUnowned?: boolean;
+        json?: boolean;
+      }) => {
+        let minAgeSeconds: number | undefined;
+        if (opts.minAgeSeconds !== undefined) {
+          if (!/^\d+$/.test(opts.minAgeSeconds) || Number(opts.minAgeSeconds) < 3600) {
+            throw new InvalidInputError(
+              `--min-age-seconds ${JSON.stringify(opts.minAgeSeconds)}`,
+              "is not an integer of at least 3600",
+              "a number of seconds >= 3600 (one hour)",
+            );
+          }
+          minAgeSeconds = Number(opts.minAgeSeconds);
+        }
+        await withRuntime(async (rt) => {
+          const report = await collectGarbage(
+            {
+              hotStore: rt.hotStore,
+              objectStore: rt.objectStore,
+              clock: rt.clock,
+              archivePrefix: rt.archivePrefix,
+              log: stderrLog(process.env.PULPITUM_LOG === "debug"),
+            },
+            {
+              minAgeMs: (minAgeSeconds ?? rt.config.gcMinAgeSeconds) * 1000,
+              dryRun: opts.dryRun === true,
+              includeUnowned: opts.includeUnowned === true,
+              leaseMs: rt.config.leaseSeconds * 1000,
+            },
+          );
+          if (opts.json) printJson(report);
+          else console.log(renderGcReport(report));
+        });
+      },
+    );
+
+  program
+    .command("restore")
+    .argument("<table>", "table id")
+    .argument(
+      "<partition>",
+      "partition key as UTF-8 text, or the bucket key when --partition-key-b64 is given",
+    )
+    .argument("[bucket]", "bucket key: year:YYYY, month:YYYY-MM or day:YYYY-MM-DD")
+    .description(
+      "copy an archived bucket's records back into the hot store and route its reads there again (fenced like archival; resumable)",
+    )
+    .option("--partition-key-b64 <b64>", "partition key as standard base64 (for binary keys)")
+    .option(
+      "--hold-seconds <n>",
+      `keep the restored bucket out of archival this long (0..${MAX_RESTORE_HOLD_SECONDS})`,
+      String(DEFAULT_RESTORE_HOLD_SECONDS),
+    )
+    .option("--json", "print the report as JSON")
+    .action(
+      async (
+        table: string,
+        first: string,
+        second: string | undefined,
+        opts: { partitionKeyB64?: string; holdSeconds: string; json?: boolean },
+      ) => {
+        const tableId = parseTableId(table, "TABLE");
+        const usage = "TABLE PARTITION BUCKET, or TABLE BUCKET --partition-key-b64 B64";
+        let partitionKey: Uint8Array;
+        let bucketText: string;
+        if (opts.partitionKeyB64 !== undefined) {
+          if (second !== undefined)
+            throw new InvalidInputError("restore arguments", "name the partition twice", usage);
+          partitionKey = parseBase64(opts.partitionKeyB64, "--partition-key-b64");
+          bucketText = first;
+        } else {
+          if (second === undefined)
+            throw new InvalidInputError("restore arguments", "lack the bucket key", usage);
+          partitionKey = new TextEncoder().encode(first);
+          bucketText = second;
+        }
+        const bucketKey = parseBucketKey(bucketText, undefined, "BUCKET").key;
+        if (
+          !/^\d+$/.test(opts.holdSeconds) ||
+          Number(opts.holdSeconds) > MAX_RESTORE_HOLD_SECONDS
+        ) {
+          throw new InvalidInputError(
+            `--hold-seconds ${JSON.stringify(opts.holdSeconds)}`,
+            "is out of range",
+            `an integer from 0 to ${MAX_RESTORE_HOLD_SECONDS}`,
+          );
+        }
+        await withRuntime(async (rt) => {
+          const report = await restoreBucket(
+            rt.context(stderrLog(process.env.PULPITUM_LOG === "debug")),
+            { tableId, partitionKey, bucketKey },
+            { holdMs: Number(opts.holdSeconds) * 1000 },
+          );
+          if (opts.json) printJson(report);
+          else console.log(renderRestoreReport(report));
+          if (report.result === "busy" || report.result === "lease-lost") process.exitCode = 1;
+        });
+      },
+    );
+
+  const dlq = program
+    .command("dlq")
+    .description("the dead-letter queue of the serverless deployment");
   dlq
     .command("replay")
     .description(
@@ -439,7 +565,10 @@ function buildProgram(): Command {
           "PULPITUM_DLQ_URL and PULPITUM_WORK_QUEUE_URL set to the SQS queue URLs of the deployment",
         );
       }
-      const request = parseReplayRequest({ max_messages: Number(opts.max), dry_run: opts.dryRun === true }, "--max/--dry-run");
+      const request = parseReplayRequest(
+        { max_messages: Number(opts.max), dry_run: opts.dryRun === true },
+        "--max/--dry-run",
+      );
       const sqs = new SQSClient({});
       try {
         const report = await replayDeadLetters({
@@ -470,6 +599,46 @@ function buildProgram(): Command {
     });
 
   return program;
+}
+
+function renderGcReport(report: GcReport): string {
+  const mib = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(2)} MiB`;
+  const lines = [
+    `${report.dry_run ? "dry run: " : ""}scanned ${report.scanned_objects} objects (${mib(report.scanned_bytes)}) under ${report.prefix}`,
+    `kept: ${report.kept.referenced} referenced, ${report.kept.in_flight} of buckets in flight, ${report.kept.young} younger than ${report.min_age_seconds} s, ${report.kept.busy} of busy buckets, ${report.kept.unowned} unowned, ${report.kept.unrecognized} unrecognized`,
+  ];
+  if (report.orphans.length > 0) {
+    lines.push(
+      renderTable(
+        ["action", "bytes", "last modified", "key"],
+        report.orphans.map((o) => [o.action, o.size, o.last_modified, o.key]),
+      ),
+    );
+  }
+  lines.push(
+    report.dry_run
+      ? `would delete ${report.orphans.filter((o) => o.action === "would-delete").length} objects (${mib(report.orphans.filter((o) => o.action === "would-delete").reduce((n, o) => n + o.size, 0))})`
+      : `deleted ${report.deleted_objects} objects (${mib(report.deleted_bytes)})${report.stopped_because === "deadline" ? "; stopped at the deadline" : ""}`,
+  );
+  return lines.join("\n");
+}
+
+function renderRestoreReport(report: RestoreReport): string {
+  const bucket = `${report.bucket.table_id}/${report.bucket.partition_key_b64}/${report.bucket.bucket_key}`;
+  switch (report.result) {
+    case "restored":
+      return (
+        `restored ${bucket}${report.resumed ? " (resumed an interrupted restore)" : ""}: ` +
+        `${report.rows_inserted} rows inserted, ${report.rows_verified} already present; reads go to the hot store; ` +
+        `not re-archived before ${report.retry_at}`
+      );
+    case "already-hot":
+      return `${bucket} is hot: nothing to restore`;
+    case "busy":
+      return `${bucket} is busy (${report.reason ?? "leased"}); try again later`;
+    case "lease-lost":
+      return `${bucket}: ${report.reason ?? "lease lost"}; the bucket still reads from the archive; run the restore again`;
+  }
 }
 
 function explain(c: Candidate, config: PulpitumConfig): string {

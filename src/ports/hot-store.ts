@@ -106,7 +106,8 @@ export type FinishCleanup =
   | { readonly kind: "rows-remain" }
   | LeaseLost;
 
-export type RestoreBatch = { readonly kind: "inserted"; readonly inserted: number; readonly verified: number } | LeaseLost;
+export type RestoreBatch =
+  { readonly kind: "inserted"; readonly inserted: number; readonly verified: number } | LeaseLost;
 
 export type FinishRestore =
   | { readonly kind: "committed"; readonly metadata: BucketMetadata }

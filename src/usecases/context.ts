@@ -59,7 +59,13 @@ export interface ArchiverContext {
   readonly clock: Clock;
   readonly settings: ArchiverSettings;
   readonly log: WorkflowLog;
+  /** Wait this long (cleanup throttling); tests pass one that moves a manual clock. Default: a timer. */
+  readonly sleep?: (ms: number) => Promise<void>;
 }
+
+/** The default {@link ArchiverContext.sleep}. */
+export const timerSleep = (ms: number): Promise<void> =>
+  new Promise((resolve) => setTimeout(resolve, ms));
 
 export interface DiscoveryContext {
   readonly hotStore: HotStore;

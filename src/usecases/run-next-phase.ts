@@ -29,10 +29,16 @@ const PHASES: Record<PhaseName, (input: PhaseInput) => Promise<StepResult>> = {
  * any message: archived buckets need cleanup until their hot rows are gone;
  * archiving buckets need export, seal or publish depending on what is
  * recorded; hot buckets need a claim. Null: nothing is left to do.
+ *
+ * A bucket being restored (archived with a restore mark) has no archival
+ * phase: its hot rows are being written back, not waiting for deletion, so
+ * cleanup must never be picked for it. Only the restore use case advances
+ * it (the SQL fences refuse cleanup for it as well).
  */
 export function nextPhaseOf(metadata: BucketMetadata): PhaseName | null {
   switch (metadata.state) {
     case "archived":
+      if (metadata.restoreStartedAt !== null) return null;
       return metadata.hotDeleted ? null : "cleanup";
     case "archiving":
       if (metadata.payload === null) return "export";
@@ -74,12 +80,7 @@ export async function runNextPhase(
   if (before === null) throw new UnknownBucketError(describeBucket(bucket));
   const planned = nextPhaseOf(before);
   if (planned === null)
-    return outcome({
-      phase: null,
-      result: "done",
-      next: null,
-      reason: "already archived and hot rows deleted",
-    });
+    return outcome({ phase: null, result: "done", next: null, reason: nothingToDo(before) });
 
   const now = ctx.clock.now();
   if (planned === "claim") {
@@ -112,12 +113,7 @@ export async function runNextPhase(
   const phase = nextPhaseOf(metadata);
   if (phase === null) {
     await ctx.hotStore.releaseLease(acquisition.lease);
-    return outcome({
-      phase: null,
-      result: "done",
-      next: null,
-      reason: "already archived and hot rows deleted",
-    });
+    return outcome({ phase: null, result: "done", next: null, reason: nothingToDo(metadata) });
   }
 
   const fields = {
@@ -185,6 +181,12 @@ export async function runNextPhase(
   } finally {
     await heartbeat.stop();
   }
+}
+
+function nothingToDo(metadata: BucketMetadata): string {
+  return metadata.restoreStartedAt !== null
+    ? `being restored to the hot store since ${metadata.restoreStartedAt.toISOString()}; \`pulpitum restore\` finishes it`
+    : "already archived and hot rows deleted";
 }
 
 async function reasonNotToClaim(

@@ -72,7 +72,10 @@ describe("reads during publish and cleanup on PostgreSQL", () => {
       clock: h.clock,
     });
     expect((await reader.store.readBucket(id, { limit: 1 })).route).toBe("hot");
-    expectSameRecords((await durable.read(table, id.partitionKey, { limit: 10_000 })).records, records);
+    expectSameRecords(
+      (await durable.read(table, id.partitionKey, { limit: 10_000 })).records,
+      records,
+    );
     let stop = false;
     let reads = 0;
     const tiers = new Set<string>();

@@ -14,6 +14,7 @@
 import { AmbiguousCommitError, TransientStoreError } from "../../src/errors.js";
 import type { HotStore } from "../../src/ports/hot-store.js";
 import type { ObjectFault, ObjectOperation } from "../../src/adapters/object-store/memory.js";
+import type { ObjectStore } from "../../src/ports/object-store.js";
 
 export class SimulatedCrash extends Error {
   constructor(point: string) {
@@ -91,6 +92,10 @@ const HOT_OPERATIONS: readonly HotOperation[] = [
   "listPartitionBuckets",
   "countHotRows",
   "statusReport",
+  "listArchiveReferences",
+  "beginRestore",
+  "restoreRecords",
+  "finishRestore",
 ];
 
 /** A HotStore that behaves like `inner` except at one failure point. */
@@ -189,5 +194,33 @@ export function objectFault(life: ProcessLife, point?: FaultPoint<ObjectOperatio
       case "hook":
         void point!.hook?.();
     }
+  };
+}
+
+/** Any ObjectStore (S3, filesystem) with the same failure points as {@link objectFault}. */
+export function faultyObjectStore(
+  inner: ObjectStore,
+  life: ProcessLife,
+  point?: FaultPoint<ObjectOperation>,
+): ObjectStore {
+  const hook = objectFault(life, point);
+  const wrap =
+    <A extends unknown[], R>(
+      operation: ObjectOperation,
+      fn: (key: string, ...rest: A) => Promise<R>,
+    ) =>
+    async (key: string, ...rest: A): Promise<R> => {
+      hook(operation, key, "before");
+      const result = await fn.call(inner, key, ...rest);
+      hook(operation, key, "after");
+      return result;
+    };
+  return {
+    createIfAbsent: wrap("createIfAbsent", inner.createIfAbsent),
+    get: wrap("get", inner.get),
+    getStream: wrap("getStream", inner.getStream),
+    head: wrap("head", inner.head),
+    list: wrap("list", inner.list),
+    delete: wrap("delete", inner.delete),
   };
 }

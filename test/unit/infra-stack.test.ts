@@ -159,7 +159,7 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
 
   it("runs every function on nodejs22.x as an ESM bundle with the database secret, never a database URL, in its environment", () => {
     const functions = synth.template.findResources("AWS::Lambda::Function");
-    expect(Object.keys(functions)).toHaveLength(3);
+    expect(Object.keys(functions)).toHaveLength(5);
     for (const fn of Object.values(functions)) {
       expect(fn.Properties.Runtime).toBe("nodejs22.x");
       expect(fn.Properties.Handler).toBe("index.handler");
@@ -225,6 +225,69 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
     )) {
       expect(s.Resource).toEqual(workQueueArn);
     }
+  });
+
+  it("runs garbage collection daily and lets it only list the archive prefix, delete under it, and read the secret", () => {
+    const { template, stack } = synth;
+    const archiveId = stack.getLogicalId(stack.archiveBucket.node.defaultChild as never);
+    template.hasResourceProperties("AWS::Events::Rule", {
+      ScheduleExpression: "rate(1 day)",
+      Targets: [
+        Match.objectLike({
+          Arn: { "Fn::GetAtt": [fnLogicalId(stack, stack.gcFunction), "Arn"] },
+        }),
+      ],
+    });
+    const statements = statementsOf(template, stack, stack.gcFunction.role!);
+    expect(statements).toContainEqual({
+      Sid: "DeleteArchiveObjectsUnderPrefix",
+      Effect: "Allow",
+      Action: "s3:DeleteObject",
+      Resource: { "Fn::Join": ["", [{ "Fn::GetAtt": [archiveId, "Arn"] }, "/pulpitum/*"]] },
+    });
+    expect(statements).toContainEqual({
+      Sid: "ListArchivePrefix",
+      Effect: "Allow",
+      Action: "s3:ListBucket",
+      Resource: { "Fn::GetAtt": [archiveId, "Arn"] },
+      Condition: { StringLike: { "s3:prefix": ["pulpitum/*"] } },
+    });
+    const actions = statements.flatMap((s) => [s.Action].flat()).sort();
+    expect(actions).toEqual(
+      [
+        "s3:DeleteObject",
+        "s3:ListBucket",
+        "secretsmanager:DescribeSecret",
+        "secretsmanager:GetSecretValue",
+      ].sort(),
+    );
+    // Deleted versions stay recoverable for a while, then stop costing storage.
+    template.hasResourceProperties("AWS::S3::Bucket", {
+      VersioningConfiguration: { Status: "Enabled" },
+      LifecycleConfiguration: {
+        Rules: Match.arrayWith([
+          Match.objectLike({ NoncurrentVersionExpiration: { NoncurrentDays: 30 } }),
+        ]),
+      },
+    });
+  });
+
+  it("gives the restore function read access to archive objects and the secret, and nothing that writes or deletes", () => {
+    const { template, stack } = synth;
+    const statements = statementsOf(template, stack, stack.restoreFunction.role!);
+    const actions = statements.flatMap((s) => [s.Action].flat()).sort();
+    expect(actions).toEqual(
+      [
+        "s3:GetObject",
+        "s3:ListBucket",
+        "secretsmanager:DescribeSecret",
+        "secretsmanager:GetSecretValue",
+      ].sort(),
+    );
+    template.hasResourceProperties("AWS::Lambda::Function", {
+      Description: Match.stringLikeRegexp("Pulpitum restore"),
+      Timeout: 900,
+    });
   });
 
   it("lets the replay function drain only the DLQ and send only to the work queue", () => {
@@ -323,13 +386,31 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
       /RESULT InvalidInputError: DLQ replay request: max_messages -1 is not an integer/,
       false,
     ],
+    [
+      "gc",
+      { dry_run: "yes" },
+      /RESULT InvalidInputError: GC event: dry_run is "yes", not a boolean/,
+      false,
+    ],
+    [
+      "restore",
+      { v: 1 },
+      /RESULT InvalidInputError: restore event: table_id is not a string/,
+      true,
+    ],
   ] as const)(
     "bundles the %s function as an ESM module that loads on plain Node and validates its event",
     async (name, event, expected, parquetWasm) => {
       const fn = synth.template.findResources("AWS::Lambda::Function", {
         Properties: {
           Description: Match.stringLikeRegexp(
-            name === "discovery" ? "discovery" : name === "replay" ? "DLQ replay" : "worker",
+            {
+              discovery: "discovery",
+              replay: "DLQ replay",
+              worker: "worker",
+              gc: "garbage collection",
+              restore: "Pulpitum restore",
+            }[name],
           ),
         },
       });

@@ -21,6 +21,7 @@
  */
 import { randomUUID } from "node:crypto";
 import {
+  InvalidInputError,
   InvariantViolationError,
   BucketNotWritableError,
   RecordConflictError,
@@ -30,6 +31,7 @@ import {
 import {
   bucketForTime,
   describeBucket,
+  parseBucketKey,
   shiftBucket,
   type BucketDescriptor,
   type BucketId,
@@ -46,6 +48,7 @@ import {
 } from "../../domain/time.js";
 import type {
   AppendResult,
+  ArchiveReference,
   BucketMetadata,
   BucketRead,
   BucketReadRange,
@@ -59,15 +62,18 @@ import type {
   DiscoveryQuery,
   FencedWrite,
   FinishCleanup,
+  FinishRestore,
   HotStore,
   Lease,
   LeaseAcquisition,
   LeaseLost,
   PayloadFacts,
   RecordedPhase,
+  RestoreBatch,
   SnapshotPage,
   TableRegistration,
 } from "../../ports/hot-store.js";
+import { MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES } from "../../domain/limits.js";
 import type { SqlDatabase, SqlExecutor } from "./database.js";
 import { METADATA_TABLE, RECORDS_TABLE, runMigrations, TABLES_TABLE } from "./migrations.js";
 
@@ -107,6 +113,60 @@ function asBuffer(bytes: Uint8Array): Buffer {
 /** Copy driver bytes (a pooled Buffer from pg, a Uint8Array from PGlite) into a plain Uint8Array. */
 function toBytes(value: Uint8Array): Uint8Array {
   return new Uint8Array(value);
+}
+
+/**
+ * A plain Uint8Array over driver bytes without copying them. For snapshot
+ * pages, which are consumed right away: a pooled Buffer stays alive only as
+ * long as the page does, and a copy per value was a tenth of the export's time.
+ */
+function viewBytes(value: Uint8Array): Uint8Array {
+  return new Uint8Array(value.buffer, value.byteOffset, value.byteLength);
+}
+
+const FRACTION_SCALE = [1, 100_000, 10_000, 1000, 100, 10, 1];
+
+/**
+ * TIMESTAMPTZ text to epoch microseconds for a run of rows, exactly as
+ * {@link parseSqlTimestamp} reads it. Rows of a snapshot page are in time
+ * order, so consecutive values share everything up to the second and the
+ * offset; that part is parsed once and reused, and only the fraction is read
+ * per row. Anything unusual falls back to the full parser (and its errors).
+ */
+class SqlTimestampDecoder {
+  #head = "";
+  #offset = "";
+  #base: EpochMicros = 0n;
+
+  decode(text: string): EpochMicros {
+    let sign = -1;
+    for (let i = text.length - 1; i >= 10; i--) {
+      const c = text.charCodeAt(i);
+      if (c === 43 /* + */ || c === 45 /* - */) {
+        sign = i;
+        break;
+      }
+    }
+    if (sign < 0) return parseSqlTimestamp(text);
+    const dot = text.indexOf(".", 10);
+    const hasFraction = dot > 0 && dot < sign;
+    const digits = hasFraction ? sign - dot - 1 : 0;
+    if (hasFraction && (digits < 1 || digits > 6)) return parseSqlTimestamp(text);
+    let fraction = 0;
+    for (let i = 1; i <= digits; i++) {
+      const d = text.charCodeAt(dot + i) - 48;
+      if (d < 0 || d > 9) return parseSqlTimestamp(text);
+      fraction = fraction * 10 + d;
+    }
+    const head = text.slice(0, hasFraction ? dot : sign);
+    const offset = text.slice(sign);
+    if (head !== this.#head || offset !== this.#offset) {
+      this.#base = parseSqlTimestamp(head + offset);
+      this.#head = head;
+      this.#offset = offset;
+    }
+    return fraction === 0 ? this.#base : this.#base + BigInt(fraction * FRACTION_SCALE[digits]!);
+  }
 }
 
 const prefix = (alias: string | undefined) => (alias === undefined ? "" : `${alias}.`);
@@ -450,6 +510,7 @@ export class SqlHotStore implements HotStore {
     now: Date,
   ): Promise<AppendResult> {
     if (records.length === 0) return { inserted: 0, duplicates: 0 };
+    checkKeySizes(tableId, records);
     return await this.db.transaction(async (tx) => {
       const table = await readTable(tx, tableId);
       if (table === null) throw new UnknownTableError(tableId);
@@ -612,12 +673,13 @@ export class SqlHotStore implements HotStore {
     }>(sql, p.values);
     if (rows.length === 0) return await this.#leaseLost(lease.bucket);
     const page: BucketRow[] = [];
+    const times = new SqlTimestampDecoder();
     for (const row of rows) {
       if (row.event_time === null || row.sort_key === null || row.value === null) continue;
       page.push({
-        eventTime: parseSqlTimestamp(row.event_time),
-        sortKey: toBytes(row.sort_key),
-        value: toBytes(row.value),
+        eventTime: times.decode(row.event_time),
+        sortKey: viewBytes(row.sort_key),
+        value: viewBytes(row.value),
       });
     }
     return { kind: "page", rows: page };
@@ -926,6 +988,133 @@ export class SqlHotStore implements HotStore {
     };
   }
 
+  // ---- garbage collection ----
+
+  async listArchiveReferences(
+    tableId: TableId,
+    after: { readonly partitionKey: Uint8Array; readonly bucketKey: string } | null,
+    limit: number,
+    now: Date,
+  ): Promise<ArchiveReference[]> {
+    const p = new Params();
+    const nowParam = p.time(now);
+    const conditions = [`table_id = ${p.add(tableId)}`];
+    if (after !== null) {
+      conditions.push(
+        `(partition_key, bucket_key) > (${p.bytes(after.partitionKey)}, ${p.add(after.bucketKey)})`,
+      );
+    }
+    const { rows } = await this.db.query<{
+      table_id: string;
+      partition_key: Uint8Array;
+      bucket_key: string;
+      state: string;
+      payload_key: string | null;
+      manifest_key: string | null;
+      in_flight: boolean;
+    }>(
+      `SELECT table_id, partition_key, bucket_key, state, payload_key, manifest_key,
+              (state = 'archiving' OR restore_started_at IS NOT NULL OR NOT ${NO_LIVE_LEASE(nowParam)}) AS in_flight
+         FROM ${METADATA_TABLE}
+        WHERE ${conditions.join(" AND ")}
+        ORDER BY partition_key, bucket_key
+        LIMIT ${p.add(limit)}`,
+      p.values,
+    );
+    return rows.map((r) => ({
+      id: {
+        tableId: r.table_id as TableId,
+        partitionKey: toBytes(r.partition_key),
+        bucketKey: r.bucket_key,
+      },
+      state: r.state as BucketState,
+      payloadKey: r.payload_key,
+      manifestKey: r.manifest_key,
+      inFlight: r.in_flight,
+    }));
+  }
+
+  // ---- restore ----
+
+  async beginRestore(lease: Lease, now: Date): Promise<FencedWrite> {
+    return await this.#fencedUpdate(
+      "beginRestore",
+      lease,
+      now,
+      (p) => `restore_started_at = COALESCE(restore_started_at, ${p.time(now)})`,
+      () => `state = 'archived' AND manifest_key IS NOT NULL AND payload_rows IS NOT NULL`,
+    );
+  }
+
+  async restoreRecords(lease: Lease, now: Date, rows: readonly BucketRow[]): Promise<RestoreBatch> {
+    const id = lease.bucket;
+    const bucket: PendingBucket = { id, descriptor: parseBucketKey(id.bucketKey) };
+    const result = await this.db.transaction(async (tx) => {
+      // Lock the metadata row under the restore fence first: a takeover's
+      // acquireLease waits for this transaction, so no stale owner inserts.
+      const f = new Params();
+      const { rows: fenced } = await tx.query(
+        `UPDATE ${METADATA_TABLE} SET updated_at = ${f.time(now)}
+          WHERE ${BUCKET(f, id)} AND ${RESTORE_FENCE(f, lease, now)}
+      RETURNING state`,
+        f.values,
+      );
+      if (fenced.length === 0) return null;
+      const pending: PendingRecord[] = rows.map((row) => ({
+        bucket,
+        record: { partitionKey: id.partitionKey, ...row },
+        identity: identityKey(id.partitionKey, id.bucketKey, row.eventTime, row.sortKey),
+      }));
+      let inserted = 0;
+      let verified = 0;
+      for (let i = 0; i < pending.length; i += APPEND_ROWS_PER_STATEMENT) {
+        const chunk = pending.slice(i, i + APPEND_ROWS_PER_STATEMENT);
+        const stored = await insertRecords(tx, id.tableId, chunk);
+        inserted += stored.size;
+        const skipped = chunk.filter((r) => !stored.has(r.identity));
+        if (skipped.length > 0) await compareExisting(tx, id.tableId, skipped);
+        verified += skipped.length;
+      }
+      return { inserted, verified };
+    }, "restoreRecords");
+    if (result === null) return await this.#leaseLost(id);
+    return { kind: "inserted", ...result };
+  }
+
+  async finishRestore(lease: Lease, now: Date, retryAt: Date): Promise<FinishRestore> {
+    const result = await this.#fencedUpdate(
+      "finishRestore",
+      lease,
+      now,
+      (p) =>
+        `state = 'hot', phase = 'claim', payload_key = NULL, payload_sha256 = NULL,
+         payload_rows = NULL, payload_bytes = NULL, manifest_key = NULL, hot_deleted = false,
+         restore_started_at = NULL, attempts = 0, retry_at = ${p.time(retryAt)},
+         last_error = NULL, enqueued_at = NULL, ${RELEASE_LEASE}`,
+      (p) =>
+        `state = 'archived' AND restore_started_at IS NOT NULL
+         AND payload_rows = (SELECT count(*) FROM ${RECORDS_TABLE} WHERE ${BUCKET(p, lease.bucket)})`,
+    );
+    if (result.kind === "committed") return result;
+    const m = result.metadata;
+    if (
+      m !== null &&
+      m.state === "archived" &&
+      m.restoreStartedAt !== null &&
+      m.ownerToken === lease.token &&
+      m.generation === lease.generation &&
+      m.leaseExpiresAt !== null &&
+      m.leaseExpiresAt.getTime() > now.getTime()
+    ) {
+      return {
+        kind: "rows-mismatch",
+        hotRows: await this.countHotRows(lease.bucket),
+        expected: m.payload?.rowCount ?? 0,
+      };
+    }
+    return result;
+  }
+
   async close(): Promise<void> {
     if (this.#ownsDatabase) await this.db.close();
   }
@@ -958,6 +1147,24 @@ export class SqlHotStore implements HotStore {
 
   async #leaseLost(id: BucketId): Promise<LeaseLost> {
     return { kind: "lease-lost", metadata: await this.getBucket(id) };
+  }
+}
+
+/** Refuse keys the primary-key indexes cannot hold (see domain/limits.ts). */
+function checkKeySizes(tableId: TableId, records: readonly TableRecord[]): void {
+  for (const [index, record] of records.entries()) {
+    for (const [field, bytes, max] of [
+      ["partition_key", record.partitionKey, MAX_PARTITION_KEY_BYTES],
+      ["sort_key", record.sortKey, MAX_SORT_KEY_BYTES],
+    ] as const) {
+      if (bytes.byteLength > max) {
+        throw new InvalidInputError(
+          `record ${index} of the append to table ${tableId}`,
+          `its ${field} is ${bytes.byteLength} bytes long`,
+          `a ${field} of at most ${max} bytes; nothing of this append was stored`,
+        );
+      }
+    }
   }
 }
 

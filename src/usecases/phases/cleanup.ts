@@ -12,13 +12,22 @@
  * back. A failing heartbeat stops the loop before the next batch.
  */
 import { InvariantViolationError } from "../../errors.js";
+import { timerSleep } from "../context.js";
 import type { PhaseInput, StepResult } from "./step.js";
 import { commitFenced } from "./step.js";
 
+/**
+ * Throttling: with a cap of R rows per second, the next batch starts no
+ * earlier than `deleted / R` seconds after the first one, so by any instant t
+ * after the start at most `R × t + batch size` rows were deleted. Each batch
+ * is one bounded statement of at most ARCHIVER_CLEANUP_BATCH_SIZE rows, so
+ * the hot store's write load and lock time per statement stay bounded too.
+ */
 export async function cleanupBucket({ ctx, heartbeat, deadline }: PhaseInput): Promise<StepResult> {
   const { cleanupBatchSize, cleanupMaxRowsPerSecond } = ctx.settings;
+  const sleep = ctx.sleep ?? timerSleep;
   let deleted = 0;
-  const started = Date.now();
+  const started = ctx.clock.now().getTime();
   for (;;) {
     if (!heartbeat.healthy)
       return { kind: "lease-lost", reason: heartbeat.failure ?? "heartbeat failed" };
@@ -37,8 +46,8 @@ export async function cleanupBucket({ ctx, heartbeat, deadline }: PhaseInput): P
     if (batch.count < cleanupBatchSize) break;
     if (cleanupMaxRowsPerSecond > 0) {
       const earliest = started + (deleted / cleanupMaxRowsPerSecond) * 1000;
-      const wait = earliest - Date.now();
-      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+      const wait = earliest - ctx.clock.now().getTime();
+      if (wait > 0) await sleep(wait);
     }
   }
 

@@ -1,0 +1,51 @@
+/**
+ * The garbage-collection function, run daily by an EventBridge schedule (or
+ * invoked by hand with `{"dry_run": true}`): delete archive objects no
+ * bucket needs that are older than ARCHIVER_GC_MIN_AGE_SECONDS. See
+ * src/usecases/gc.ts for why this never collects an object in use.
+ */
+import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
+import middy from "@middy/core";
+import type { Context } from "aws-lambda";
+import type { PulpitumConfig } from "../src/config.js";
+import type { Runtime } from "../src/runtime.js";
+import { collectGarbage, parseGcRequest, type GcReport } from "../src/usecases/gc.js";
+import { logger, workflowLog } from "./observability.js";
+import { cachedPerContainer, openLambdaRuntime } from "./runtime.js";
+
+export interface GcDependencies {
+  readonly config: Pick<PulpitumConfig, "gcMinAgeSeconds" | "leaseSeconds">;
+  readonly runtime: Pick<Runtime, "hotStore" | "objectStore" | "clock" | "archivePrefix">;
+}
+
+/** Start no new bucket with less time than this left. */
+const GC_DEADLINE_MARGIN_MS = 30_000;
+
+export function createGcHandler(open: () => Promise<GcDependencies>) {
+  return middy(async (event: unknown, context: Context): Promise<GcReport> => {
+    const request = parseGcRequest(event, "GC event");
+    const { config, runtime } = await open();
+    const report = await collectGarbage(
+      { ...runtime, log: workflowLog(logger) },
+      {
+        minAgeMs: config.gcMinAgeSeconds * 1000,
+        dryRun: request.dryRun,
+        includeUnowned: request.includeUnowned,
+        leaseMs: config.leaseSeconds * 1000,
+        deadline: new Date(
+          runtime.clock.now().getTime() +
+            context.getRemainingTimeInMillis() -
+            GC_DEADLINE_MARGIN_MS,
+        ),
+      },
+    );
+    return report;
+  }).use(injectLambdaContext(logger, { resetKeys: true }));
+}
+
+export const handler = createGcHandler(
+  cachedPerContainer(async () => {
+    const lambda = await openLambdaRuntime();
+    return { config: lambda.config, runtime: lambda.runtime };
+  }),
+);

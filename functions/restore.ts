@@ -1,0 +1,33 @@
+/**
+ * The restore function, invoked by hand with one bucket
+ * (events/restore-bucket.json): copy its archived records back into the hot
+ * store and route its reads there again. Safe to invoke again after a
+ * timeout or a failure: the restore resumes (see src/usecases/restore.ts).
+ */
+import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
+import middy from "@middy/core";
+import type { Runtime } from "../src/runtime.js";
+import { parseRestoreRequest, restoreBucket, type RestoreReport } from "../src/usecases/restore.js";
+import { bucketLogger, logger, workflowLog } from "./observability.js";
+import { cachedPerContainer, openLambdaRuntime } from "./runtime.js";
+
+export interface RestoreDependencies {
+  readonly runtime: Pick<Runtime, "context">;
+}
+
+export function createRestoreHandler(open: () => Promise<RestoreDependencies>) {
+  return middy(async (event: unknown): Promise<RestoreReport> => {
+    const request = parseRestoreRequest(event, "restore event");
+    const { runtime } = await open();
+    const log = bucketLogger(request.item);
+    const report = await restoreBucket(runtime.context(workflowLog(log)), request.item, {
+      holdMs: request.holdSeconds * 1000,
+    });
+    log.info("restore finished", { result: report.result, reason: report.reason });
+    return report;
+  }).use(injectLambdaContext(logger, { resetKeys: true }));
+}
+
+export const handler = createRestoreHandler(
+  cachedPerContainer(async () => ({ runtime: (await openLambdaRuntime()).runtime })),
+);

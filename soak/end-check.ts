@@ -1,0 +1,196 @@
+/**
+ * The end check, after the kills stopped and a clean `archive --once` ran:
+ * every eligible bucket archived with hot_deleted and no hot rows left;
+ * every manifest verified against its payload's bytes; every committed
+ * record exactly once, in the tier its bucket's route names (the manifest's
+ * payload for archived buckets, readBucket for the rest).
+ */
+import type pg from "pg";
+import { METADATA_TABLE } from "../src/adapters/sql/migrations.js";
+import { parseManifest } from "../src/archive/manifest.js";
+import { objectByteSource, readRecords } from "../src/archive/payload-reader.js";
+import { verifyArchivedBucket } from "../src/archive/store.js";
+import { describeBucket, type BucketId } from "../src/domain/bucket.js";
+import type { TableRecord } from "../src/domain/record.js";
+import type { TableId } from "../src/domain/table.js";
+import { errorMessage } from "../src/errors.js";
+import type { BucketMetadata, BucketRow, ClusteringPosition } from "../src/ports/hot-store.js";
+import type { Runtime } from "../src/runtime.js";
+import { bucketRef, compareWithLedger, type Ledger } from "./ledger.js";
+
+export interface EndCheck {
+  buckets: number;
+  eligibleBuckets: number;
+  archivedBuckets: number;
+  manifestsVerified: number;
+  badManifests: number;
+  /** Eligible buckets not archived with hot_deleted, or archived with hot rows left. */
+  unconverged: number;
+  hotRowsInArchived: number;
+  archivedRecords: number;
+  hotRecords: number;
+  lost: number;
+  duplicated: number;
+  phantom: number;
+  valueMismatches: number;
+  problems: string[];
+}
+
+export async function runEndCheck(options: {
+  runtime: Runtime;
+  admin: pg.Pool;
+  ledger: Ledger;
+  cutoff: Date;
+  concurrency: number;
+}): Promise<EndCheck> {
+  const { runtime, admin, ledger, cutoff } = options;
+  const result: EndCheck = {
+    buckets: 0,
+    eligibleBuckets: 0,
+    archivedBuckets: 0,
+    manifestsVerified: 0,
+    badManifests: 0,
+    unconverged: 0,
+    hotRowsInArchived: 0,
+    archivedRecords: 0,
+    hotRecords: 0,
+    lost: 0,
+    duplicated: 0,
+    phantom: 0,
+    valueMismatches: 0,
+    problems: [],
+  };
+  const problem = (text: string) => {
+    if (result.problems.length < 20) result.problems.push(text);
+  };
+
+  const { rows } = await admin.query<{
+    table_id: string;
+    partition_key: Buffer;
+    bucket_key: string;
+  }>(
+    `SELECT table_id, partition_key, bucket_key FROM ${METADATA_TABLE} ORDER BY table_id, partition_key, bucket_key`,
+  );
+  const ids: BucketId[] = rows.map((r) => ({
+    tableId: r.table_id as TableId,
+    partitionKey: new Uint8Array(r.partition_key),
+    bucketKey: r.bucket_key,
+  }));
+  const checked = new Set<string>();
+  let next = 0;
+  const lane = async () => {
+    for (;;) {
+      const id = ids[next++];
+      if (id === undefined) return;
+      checked.add(bucketRef(id.tableId, id.partitionKey, id.bucketKey));
+      await checkBucket(id);
+    }
+  };
+
+  async function checkBucket(id: BucketId): Promise<void> {
+    const name = describeBucket(id);
+    const meta = await runtime.hotStore.getBucket(id);
+    if (meta === null) throw new Error(`bucket ${name} vanished during the end check`);
+    result.buckets++;
+    const eligible = meta.end.getTime() <= cutoff.getTime();
+    if (eligible) result.eligibleBuckets++;
+    const hotRows = await runtime.hotStore.countHotRows(id);
+    const entry = ledger.get(bucketRef(id.tableId, id.partitionKey, id.bucketKey));
+
+    if (eligible && !(meta.state === "archived" && meta.hotDeleted)) {
+      result.unconverged++;
+      problem(
+        `${name} is eligible but ${meta.state}${meta.state === "archived" ? " with hot rows not deleted" : ""} (last error: ${meta.lastError ?? "none"})`,
+      );
+    }
+
+    let found: Iterable<BucketRow>;
+    if (meta.state === "archived") {
+      result.archivedBuckets++;
+      found = await archivedRecords(meta, name);
+      if (meta.hotDeleted && hotRows > 0) {
+        result.unconverged++;
+        result.hotRowsInArchived += hotRows;
+        // Rows in both tiers: every one of them is a second copy.
+        result.duplicated += hotRows;
+        problem(`${name} is archived with hot_deleted but still has ${hotRows} hot rows`);
+      }
+    } else {
+      found = await hotRecords(id, name);
+    }
+    const cmp = compareWithLedger(found, entry?.committed, entry?.uncertain);
+    result.lost += cmp.lost;
+    result.duplicated += cmp.duplicated;
+    result.phantom += cmp.phantom;
+    result.valueMismatches += cmp.valueMismatches;
+    if (cmp.lost + cmp.duplicated + cmp.phantom + cmp.valueMismatches > 0) {
+      problem(`${name} (${meta.state}): ${cmp.examples.join("; ")}`);
+    }
+  }
+
+  async function archivedRecords(meta: BucketMetadata, name: string): Promise<TableRecord[]> {
+    if (meta.manifestKey === null) {
+      result.badManifests++;
+      problem(`${name} is archived without a manifest key`);
+      return [];
+    }
+    try {
+      await verifyArchivedBucket(runtime.objectStore, meta.manifestKey, {
+        prefix: runtime.archivePrefix,
+        bucket: meta.id,
+        strategy: meta.strategy,
+        start: meta.start,
+        end: meta.end,
+        payload: meta.payload ?? undefined,
+        verifyPayloadBytes: true,
+      });
+      result.manifestsVerified++;
+    } catch (error) {
+      result.badManifests++;
+      problem(`${name}: manifest ${meta.manifestKey} does not verify: ${errorMessage(error)}`);
+    }
+    const out: TableRecord[] = [];
+    try {
+      const manifest = parseManifest(await runtime.objectStore.get(meta.manifestKey));
+      const source = await objectByteSource(
+        runtime.objectStore,
+        manifest.payload_key,
+        manifest.byte_length,
+      );
+      for await (const r of readRecords(source, manifest.format)) out.push(r);
+    } catch (error) {
+      problem(`${name}: payload unreadable: ${errorMessage(error)}`);
+    }
+    result.archivedRecords += out.length;
+    return out;
+  }
+
+  async function hotRecords(id: BucketId, name: string): Promise<BucketRow[]> {
+    const out: BucketRow[] = [];
+    let after: ClusteringPosition | undefined;
+    for (;;) {
+      const read = await runtime.hotStore.readBucket(id, { after, limit: 10_000 });
+      if (read.route !== "hot") {
+        problem(`${name}: readBucket answered ${read.route} for a bucket that is not archived`);
+        return out;
+      }
+      out.push(...read.rows);
+      const last = read.rows[read.rows.length - 1];
+      if (last === undefined || read.rows.length < 10_000) break;
+      after = { eventTime: last.eventTime, sortKey: last.sortKey };
+    }
+    result.hotRecords += out.length;
+    return out;
+  }
+
+  await Promise.all(Array.from({ length: options.concurrency }, lane));
+
+  // Committed records of buckets the hot store has no metadata for are lost.
+  for (const entry of ledger.buckets()) {
+    const ref = bucketRef(entry.tableId, entry.partitionKey, entry.bucketKey);
+    if (checked.has(ref)) continue;
+    result.lost += entry.committed.size;
+    problem(`no metadata for ${ref} holding ${entry.committed.size} committed records`);
+  }
+  return result;
+}

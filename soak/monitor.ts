@@ -1,0 +1,92 @@
+/**
+ * Watches bucket metadata twice a second: the states appenders aim at,
+ * progress towards convergence, and leases that expired without being
+ * released (a phase whose process was killed, or stalled past its lease,
+ * and had to be taken over).
+ */
+import type pg from "pg";
+import { METADATA_TABLE } from "../src/adapters/sql/migrations.js";
+import type { BucketState } from "../src/ports/hot-store.js";
+import { sleep } from "./random.js";
+
+export interface ObservedBucket {
+  readonly state: BucketState;
+  readonly hotDeleted: boolean;
+  readonly end: Date;
+}
+
+export class MetadataMonitor {
+  readonly #admin: pg.Pool;
+  #states = new Map<string, ObservedBucket>();
+  readonly #expired = new Set<string>();
+  #errors = 0;
+
+  constructor(admin: pg.Pool) {
+    this.#admin = admin;
+  }
+
+  /** Latest observed state per bucket ref (`table|pk hex|bucket key`). */
+  get states(): ReadonlyMap<string, ObservedBucket> {
+    return this.#states;
+  }
+
+  /** Distinct (bucket, generation) leases seen expired while still held. */
+  get expiredLeases(): number {
+    return this.#expired.size;
+  }
+
+  get errors(): number {
+    return this.#errors;
+  }
+
+  /** Buckets with `bucket_end <= cutoff` that are not yet archived with their hot rows deleted. */
+  pending(cutoff: Date): number {
+    let n = 0;
+    for (const b of this.#states.values()) {
+      if (b.end.getTime() <= cutoff.getTime() && !(b.state === "archived" && b.hotDeleted)) n++;
+    }
+    return n;
+  }
+
+  count(predicate: (b: ObservedBucket) => boolean): number {
+    let n = 0;
+    for (const b of this.#states.values()) if (predicate(b)) n++;
+    return n;
+  }
+
+  async refresh(): Promise<void> {
+    const { rows } = await this.#admin.query<{
+      table_id: string;
+      pk: string;
+      bucket_key: string;
+      state: BucketState;
+      hot_deleted: boolean;
+      bucket_end: Date;
+      generation: string;
+      expired: boolean;
+    }>(
+      `SELECT table_id, encode(partition_key, 'hex') AS pk, bucket_key, state, hot_deleted, bucket_end,
+              generation::text AS generation,
+              (owner_token IS NOT NULL AND lease_expires_at < now()) AS expired
+         FROM ${METADATA_TABLE}`,
+    );
+    const next = new Map<string, ObservedBucket>();
+    for (const r of rows) {
+      const ref = `${r.table_id}|${r.pk}|${r.bucket_key}`;
+      next.set(ref, { state: r.state, hotDeleted: r.hot_deleted, end: new Date(r.bucket_end) });
+      if (r.expired) this.#expired.add(`${ref}#${r.generation}`);
+    }
+    this.#states = next;
+  }
+
+  async run(signal: AbortSignal): Promise<void> {
+    while (!signal.aborted) {
+      try {
+        await this.refresh();
+      } catch {
+        this.#errors++;
+      }
+      await sleep(500, signal);
+    }
+  }
+}

@@ -1,0 +1,144 @@
+/**
+ * Reader loops: read whole partitions through DurableTable (across hot,
+ * archiving and archived buckets, page by page) while archivers die and
+ * appenders write, and hold every bucket's share of the read to the ledger.
+ *
+ * Per bucket the check is:
+ * - fenced for the whole read (not hot before or after, no defer in
+ *   between: `attempts` unchanged): the read equals exactly the committed
+ *   records, because no append can commit behind the fence and every append
+ *   in flight when the read began has settled;
+ * - otherwise: the read holds every record committed before it began, and
+ *   nothing that no append committed.
+ * Either way each record at most once and with its value. A bucket read that
+ * fails the check is a wrong-tier read: it showed a mix, or a tier that was
+ * not the whole truth.
+ */
+import { describeBucket } from "../src/domain/bucket.js";
+import type { TableRecord } from "../src/domain/record.js";
+import { errorMessage } from "../src/errors.js";
+import type { BucketMetadata, HotStore } from "../src/ports/hot-store.js";
+import type { DurableTable } from "../src/read/durable-table.js";
+import { bucketRef, compareWithLedger, type Ledger } from "./ledger.js";
+import type { Random } from "./random.js";
+import { sleep } from "./random.js";
+import type { Catalog } from "./workload.js";
+
+export interface ReadFigures {
+  partitionReads: number;
+  bucketReads: number;
+  /** Bucket reads that were fenced throughout (held to exact equality). */
+  fencedBucketReads: number;
+  /** Of those, reads served from the archive (archived before and after). */
+  archivedBucketReads: number;
+  wrongTierReads: number;
+  readErrors: number;
+  examples: string[];
+}
+
+export function newReadFigures(): ReadFigures {
+  return {
+    partitionReads: 0,
+    bucketReads: 0,
+    fencedBucketReads: 0,
+    archivedBucketReads: 0,
+    wrongTierReads: 0,
+    readErrors: 0,
+    examples: [],
+  };
+}
+
+const PAGE = 2000;
+
+export async function runReader(options: {
+  durable: DurableTable;
+  hot: HotStore;
+  catalog: Catalog;
+  ledger: Ledger;
+  random: Random;
+  figures: ReadFigures;
+  signal: AbortSignal;
+  log: (line: string) => void;
+}): Promise<void> {
+  const { durable, hot, catalog, ledger, random, figures, signal, log } = options;
+  while (!signal.aborted) {
+    const table = random.pick(catalog.tables);
+    const partitionKey = random.pick(table.partitions);
+    try {
+      await checkPartitionRead({ durable, hot, ledger, figures, log }, table.id, partitionKey);
+    } catch (error) {
+      figures.readErrors++;
+      const text = `read of ${table.id} failed: ${errorMessage(error)}`;
+      if (figures.examples.length < 10) figures.examples.push(text);
+      if (figures.readErrors <= 5) log(text);
+    }
+    await sleep(random.between(100, 400), signal);
+  }
+}
+
+async function checkPartitionRead(
+  ctx: {
+    durable: DurableTable;
+    hot: HotStore;
+    ledger: Ledger;
+    figures: ReadFigures;
+    log: (line: string) => void;
+  },
+  tableId: Catalog["tables"][number]["id"],
+  partitionKey: Uint8Array,
+): Promise<void> {
+  const { durable, hot, ledger, figures } = ctx;
+  const byKey = (list: BucketMetadata[]) => new Map(list.map((m) => [m.id.bucketKey, m]));
+  const before = byKey(await hot.listPartitionBuckets(tableId, partitionKey, {}));
+  await ledger.settle(tableId, partitionKey);
+  const committedAtStart = ledger.snapshotPartition(tableId, partitionKey);
+
+  const found = new Map<string, TableRecord[]>();
+  let cursor: string | undefined;
+  do {
+    const page = await durable.read(tableId, partitionKey, { limit: PAGE, cursor });
+    for (const r of page.records) {
+      const key = ledger.bucketOf(tableId, r.eventTime);
+      let list = found.get(key);
+      if (list === undefined) found.set(key, (list = []));
+      list.push(r);
+    }
+    cursor = page.nextCursor ?? undefined;
+  } while (cursor !== undefined);
+
+  const after = byKey(await hot.listPartitionBuckets(tableId, partitionKey, {}));
+  await ledger.settle(tableId, partitionKey);
+  figures.partitionReads++;
+
+  const keys = new Set([...before.keys(), ...after.keys(), ...found.keys()]);
+  for (const key of committedAtStart.keys()) keys.add(key);
+  for (const key of keys) {
+    const b0 = before.get(key);
+    const b1 = after.get(key);
+    const fenced =
+      b0 !== undefined &&
+      b1 !== undefined &&
+      b0.state !== "hot" &&
+      b1.state !== "hot" &&
+      b0.attempts === b1.attempts;
+    const entry = ledger.get(bucketRef(tableId, partitionKey, key));
+    const cmp = compareWithLedger(
+      found.get(key) ?? [],
+      entry?.committed,
+      entry?.uncertain,
+      fenced ? undefined : (committedAtStart.get(key) ?? new Set()),
+    );
+    figures.bucketReads++;
+    if (fenced) figures.fencedBucketReads++;
+    if (fenced && b0.state === "archived" && b1.state === "archived") figures.archivedBucketReads++;
+    if (cmp.lost + cmp.duplicated + cmp.phantom + cmp.valueMismatches === 0) continue;
+    figures.wrongTierReads++;
+    const tier = `${b0?.state ?? "absent"}->${b1?.state ?? "absent"}${fenced ? " (fenced throughout)" : ""}`;
+    const text =
+      `wrong-tier read of ${describeBucket({ tableId, partitionKey, bucketKey: key })} [${tier}]: ` +
+      `${cmp.lost} missing, ${cmp.duplicated} duplicated, ${cmp.phantom} never committed, ` +
+      `${cmp.valueMismatches} wrong values; ${cmp.examples.join("; ")}`;
+    if (figures.examples.length < 10) figures.examples.push(text);
+    if (figures.wrongTierReads <= 10) ctx.log(text);
+  }
+}

@@ -1,0 +1,415 @@
+/**
+ * The chaos soak (`npm run soak`, `npm run soak -- --quick`).
+ *
+ * Real `pulpitum archive` processes archive a PostgreSQL hot store into S3
+ * while the soak SIGKILLs them at random moments and restarts them;
+ * appenders keep writing (also into buckets being fenced) and readers keep
+ * reading across tiers, each read held to the ledger of committed appends.
+ * When the chaos stops, a clean `archive --once` finishes the work and the
+ * end check proves every committed record is stored exactly once, in the
+ * tier its bucket's route names, behind a manifest that verifies.
+ *
+ * Stages: environment -> seed -> chaos (kills, appends, reads) -> quiesce ->
+ * final archive --once -> end check. The last line printed is one JSON
+ * object with the figures; the exit code is 0 only when nothing was lost,
+ * duplicated or read from the wrong tier and every bucket converged.
+ */
+import { spawn } from "node:child_process";
+import { mkdtempSync, openSync, closeSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { S3ObjectStore } from "../src/adapters/object-store/s3.js";
+import { parseConfig } from "../src/config.js";
+import { systemClock } from "../src/ports/clock.js";
+import { DurableTable } from "../src/read/durable-table.js";
+import { openRuntime, type Runtime } from "../src/runtime.js";
+import type { RunningService } from "../test/support/services.js";
+import { newAppendFigures, runAppender } from "./appenders.js";
+import { runEndCheck, type EndCheck } from "./end-check.js";
+import { prepareEnvironment, type SoakEnvironment } from "./environment.js";
+import { ArchiverFleet, REPO_ROOT, tallyOutcomes } from "./fleet.js";
+import { Ledger } from "./ledger.js";
+import { MetadataMonitor } from "./monitor.js";
+import {
+  CUTOFF_FINAL,
+  CUTOFF_START,
+  parseSoakOptions,
+  USAGE,
+  type SoakOptions,
+} from "./profile.js";
+import { Random, sleep } from "./random.js";
+import { newReadFigures, runReader } from "./readers.js";
+import { sabotage } from "./sabotage.js";
+import { buildCatalog, seed } from "./workload.js";
+
+const LEASE_SECONDS = 3;
+/** Clean `archive --once` runs allowed after the chaos before the soak gives up on convergence. */
+const FINAL_RUNS = 4;
+const FINAL_RUN_TIMEOUT_MS = 240_000;
+
+const startedAt = Date.now();
+const elapsed = () => (Date.now() - startedAt) / 1000;
+const log = (line: string) => process.stderr.write(`[soak ${elapsed().toFixed(1)}s] ${line}\n`);
+
+async function main(argv: string[]): Promise<number> {
+  let options: SoakOptions | "help";
+  try {
+    options = parseSoakOptions(argv);
+  } catch (error) {
+    process.stderr.write(`${(error as Error).message}\n${USAGE}\n`);
+    return 2;
+  }
+  if (options === "help") {
+    console.log(USAGE);
+    return 0;
+  }
+  const { profile } = options;
+  const random = new Random(options.seed);
+  const workDir = mkdtempSync(path.join(os.tmpdir(), "pulpitum-soak-"));
+  log(
+    `${profile.name} soak, seed ${options.seed}, sabotage ${options.sabotage}, work folder ${workDir}`,
+  );
+
+  const services: RunningService[] = [];
+  const stop = new AbortController();
+  let env: SoakEnvironment | undefined;
+  let runtime: Runtime | undefined;
+  let fleet: ArchiverFleet | undefined;
+  let finalChild: ReturnType<typeof spawn> | undefined;
+  let cleanedUp = false;
+  const cleanup = async (keepData: boolean) => {
+    if (cleanedUp) return;
+    cleanedUp = true;
+    stop.abort();
+    fleet?.killAllNow();
+    finalChild?.kill("SIGKILL");
+    await runtime?.close().catch(() => undefined);
+    await env?.teardown(keepData).catch(() => undefined);
+    for (const s of services.reverse()) await s.stop().catch(() => undefined);
+  };
+  const figures: Record<string, unknown> = {
+    buckets: 0,
+    kills: 0,
+    records: 0,
+    lost: 0,
+    duplicated: 0,
+    wrong_tier_reads: 0,
+  };
+  const interrupt = (signal: NodeJS.Signals) => {
+    log(`${signal}: stopping the archivers and services`);
+    void cleanup(false).finally(() => {
+      console.log(JSON.stringify({ ...figures, converged: false, aborted: signal }));
+      process.exit(130);
+    });
+  };
+  process.once("SIGINT", interrupt);
+  process.once("SIGTERM", interrupt);
+  // A crash of the soak itself must not leave archivers running against the services.
+  const crash = (error: unknown) => {
+    log(`soak crashed: ${(error as Error)?.stack ?? String(error)}`);
+    fleet?.killAllNow();
+    void cleanup(false).finally(() => {
+      console.log(JSON.stringify({ ...figures, converged: false, aborted: "crash" }));
+      process.exit(1);
+    });
+  };
+  process.once("uncaughtException", crash);
+  process.once("unhandledRejection", crash);
+  const deadline = setTimeout(() => {
+    log(`deadline of ${profile.deadlineSeconds}s reached: aborting`);
+    void cleanup(false).finally(() => {
+      console.log(JSON.stringify({ ...figures, converged: false, aborted: "deadline" }));
+      process.exit(1);
+    });
+  }, profile.deadlineSeconds * 1000);
+  deadline.unref();
+
+  let passed = false;
+  try {
+    env = await prepareEnvironment(log, services);
+    const workerEnv = (cutoff: Date): NodeJS.ProcessEnv => ({
+      ...env!.baseEnv,
+      ARCHIVER_ELIGIBLE_BEFORE: cutoff.toISOString(),
+      ARCHIVER_LEASE_SECONDS: String(LEASE_SECONDS),
+      ARCHIVER_LEASE_RENEWAL_SECONDS: "1",
+      ARCHIVER_RETRY_SECONDS: "1",
+      ARCHIVER_INTERVAL_SECONDS: "1",
+      ARCHIVER_WORKERS: String(profile.phasesPerProcess),
+      // Small pages and batches: more fenced statements for a kill to land between.
+      ARCHIVER_SNAPSHOT_PAGE_SIZE: "250",
+      ARCHIVER_CLEANUP_BATCH_SIZE: "100",
+    });
+    const config = parseConfig(workerEnv(CUTOFF_FINAL), { now: new Date(), cwd: REPO_ROOT });
+    // The soak's own S3 client carries the emulator's credentials; the archivers get them by environment.
+    runtime = await openRuntime(config, {
+      migrate: true,
+      objectStore: new S3ObjectStore({ bucket: env.s3Bucket, client: env.s3 }),
+    });
+    const catalog = buildCatalog(profile);
+    const ledger = new Ledger(catalog.strategies, path.join(workDir, "ledger.jsonl"));
+
+    const seedStarted = Date.now();
+    await seed(runtime.hotStore, catalog, profile, ledger, random, () => new Date());
+    const seedSeconds = (Date.now() - seedStarted) / 1000;
+    log(
+      `seeded ${ledger.records} records into ${catalog.buckets.length} buckets of ${catalog.tables.length} tables in ${seedSeconds.toFixed(1)}s`,
+    );
+
+    const monitor = new MetadataMonitor(env.admin);
+    await monitor.refresh();
+    void monitor.run(stop.signal);
+
+    const chaosStarted = Date.now();
+    const chaosElapsed = () => (Date.now() - chaosStarted) / 1000;
+    // The cutoff moves forward during the first part of the chaos: restarted archivers see later ones.
+    const currentCutoff = () => {
+      const share = Math.min(1, chaosElapsed() / (profile.chaosMinSeconds * 0.6));
+      const t = CUTOFF_START.getTime() + share * (CUTOFF_FINAL.getTime() - CUTOFF_START.getTime());
+      return new Date(Math.floor(t));
+    };
+    fleet = new ArchiverFleet({
+      processes: profile.workerProcesses,
+      envFor: () => workerEnv(currentCutoff()),
+      logDir: workDir,
+      log,
+    });
+    fleet.start();
+
+    const appendStop = new AbortController();
+    const appendFigures = newAppendFigures();
+    const appenders = Array.from({ length: profile.appenders }, (_, i) =>
+      runAppender({
+        name: `a${i}`,
+        hot: runtime!.hotStore,
+        catalog,
+        ledger,
+        monitor,
+        random: new Random(options.seed + 1000 + i),
+        figures: appendFigures,
+        signal: AbortSignal.any([appendStop.signal, stop.signal]),
+      }),
+    );
+    const readStop = new AbortController();
+    const readFigures = newReadFigures();
+    const readers = Array.from({ length: profile.readers }, (_, i) =>
+      runReader({
+        durable: new DurableTable({
+          hotStore: runtime!.hotStore,
+          objectStore: runtime!.objectStore,
+          clock: systemClock,
+          archivePrefix: runtime!.archivePrefix,
+        }),
+        hot: runtime!.hotStore,
+        catalog,
+        ledger,
+        random: new Random(options.seed + 2000 + i),
+        figures: readFigures,
+        signal: AbortSignal.any([readStop.signal, stop.signal]),
+        log,
+      }),
+    );
+    const sabotageDone = sabotage({
+      kind: options.sabotage,
+      env,
+      catalog,
+      ledger,
+      monitor,
+      random: new Random(options.seed + 3000),
+      signal: stop.signal,
+      log,
+    }).catch((error: unknown) => `sabotage failed: ${(error as Error).message}`);
+
+    const progress = setInterval(() => {
+      log(
+        `chaos: ${fleet!.figures.kills} kills, ${monitor.pending(CUTOFF_FINAL)} eligible buckets pending ` +
+          `(cutoff now ${currentCutoff().toISOString().slice(0, 16)}), ` +
+          `${monitor.count((b) => b.state === "archived")} archived, ${appendFigures.committed} appends committed / ` +
+          `${appendFigures.rejected} fenced off, ${readFigures.partitionReads} partition reads, ` +
+          `${readFigures.wrongTierReads} wrong-tier, ${monitor.expiredLeases} expired leases`,
+      );
+    }, 15_000);
+
+    await fleet.chaos(
+      random,
+      profile.killGapSeconds,
+      () => {
+        const t = chaosElapsed();
+        if (t >= profile.chaosMaxSeconds) return true;
+        return (
+          fleet!.figures.kills >= profile.minKills &&
+          t >= profile.chaosMinSeconds &&
+          monitor.pending(CUTOFF_FINAL) === 0
+        );
+      },
+      stop.signal,
+    );
+    clearInterval(progress);
+    const chaosSeconds = chaosElapsed();
+    log(
+      `chaos over after ${chaosSeconds.toFixed(0)}s and ${fleet.figures.kills} kills; stopping appenders and archivers`,
+    );
+    appendStop.abort();
+    await Promise.all(appenders);
+    await fleet.stop();
+    const sabotaged = await Promise.race([sabotageDone, Promise.resolve("not done")]);
+
+    // Leases of the killed archivers must expire before a clean run can take them over.
+    await sleep((LEASE_SECONDS + 1) * 1000, stop.signal);
+    const finalLogs: string[] = [];
+    let finalRuns = 0;
+    let finalFailures = 0;
+    for (; finalRuns < FINAL_RUNS;) {
+      await monitor.refresh();
+      if (finalRuns > 0 && monitor.pending(CUTOFF_FINAL) === 0) break;
+      finalRuns++;
+      const logFile = path.join(workDir, `final-${finalRuns}.log`);
+      finalLogs.push(logFile);
+      const code = await runOnce(
+        { ...workerEnv(CUTOFF_FINAL), ARCHIVER_WORKERS: "4" },
+        logFile,
+        (c) => (finalChild = c),
+      );
+      log(`final archive --once #${finalRuns} exited with ${code} (log ${logFile})`);
+      if (code !== 0) finalFailures++;
+      await monitor.refresh();
+      if (monitor.pending(CUTOFF_FINAL) === 0) break;
+      await sleep((LEASE_SECONDS + 1) * 1000, stop.signal);
+    }
+    readStop.abort();
+    await Promise.all(readers);
+
+    log("end check: every bucket, manifest and committed record");
+    const checkStarted = Date.now();
+    const check: EndCheck = await runEndCheck({
+      runtime,
+      admin: env.admin,
+      ledger,
+      cutoff: CUTOFF_FINAL,
+      concurrency: 4,
+    });
+    const checkSeconds = (Date.now() - checkStarted) / 1000;
+    for (const p of check.problems) log(`problem: ${p}`);
+    for (const e of readFigures.examples) log(`read: ${e}`);
+    for (const e of appendFigures.errorExamples) log(`append error: ${e}`);
+    for (const e of fleet.figures.unexpectedExitDetails.slice(0, 5)) log(`archiver: ${e}`);
+
+    const outcomes = tallyOutcomes([...fleet.logFiles, ...finalLogs]);
+    const converged =
+      check.unconverged === 0 &&
+      check.badManifests === 0 &&
+      check.buckets >= catalog.buckets.length;
+    passed =
+      converged &&
+      check.lost === 0 &&
+      check.duplicated === 0 &&
+      readFigures.wrongTierReads === 0 &&
+      check.phantom === 0 &&
+      check.valueMismatches === 0 &&
+      appendFigures.acceptedAfterFence === 0 &&
+      fleet.figures.kills >= profile.minKills;
+    Object.assign(figures, {
+      buckets: check.buckets,
+      kills: fleet.figures.kills,
+      records: ledger.records,
+      lost: check.lost,
+      duplicated: check.duplicated,
+      wrong_tier_reads: readFigures.wrongTierReads,
+      profile: profile.name,
+      seed: options.seed,
+      sabotage: options.sabotage,
+      sabotaged:
+        options.sabotage === "none" ? undefined : (sabotaged ?? "nothing found to sabotage"),
+      converged,
+      passed,
+      eligible_buckets: check.eligibleBuckets,
+      archived_buckets: check.archivedBuckets,
+      unconverged_buckets: check.unconverged,
+      manifests_verified: check.manifestsVerified,
+      bad_manifests: check.badManifests,
+      hot_rows_in_archived: check.hotRowsInArchived,
+      archived_records: check.archivedRecords,
+      hot_records: check.hotRecords,
+      phantom_records: check.phantom,
+      value_mismatches: check.valueMismatches,
+      uncertain_records: ledger.uncertainRecords,
+      min_kills: profile.minKills,
+      archiver_processes: profile.workerProcesses,
+      archiver_starts: fleet.figures.starts,
+      unexpected_archiver_exits: fleet.figures.unexpectedExits,
+      expired_leases_taken_over: monitor.expiredLeases,
+      archiver_outcomes: outcomes,
+      appends_committed: appendFigures.committed,
+      appended_records: appendFigures.committedRecords,
+      appends_fenced_off: appendFigures.rejected,
+      appends_accepted_after_fence: appendFigures.acceptedAfterFence,
+      appends_ambiguous: appendFigures.ambiguous,
+      append_errors: appendFigures.otherErrors,
+      partition_reads: readFigures.partitionReads,
+      bucket_reads_checked: readFigures.bucketReads,
+      fenced_bucket_reads: readFigures.fencedBucketReads,
+      archived_bucket_reads: readFigures.archivedBucketReads,
+      read_errors: readFigures.readErrors,
+      final_runs: finalRuns,
+      final_run_failures: finalFailures,
+      seconds: {
+        seed: round(seedSeconds),
+        chaos: round(chaosSeconds),
+        end_check: round(checkSeconds),
+        total: 0,
+      },
+    });
+    await ledger.close();
+  } catch (error) {
+    log(`soak failed: ${(error as Error).stack ?? String(error)}`);
+    passed = false;
+    figures.converged = false;
+    figures.error = (error as Error).message;
+  } finally {
+    clearTimeout(deadline);
+    await cleanup(options.keep || !passed);
+    process.off("SIGINT", interrupt);
+    process.off("SIGTERM", interrupt);
+    process.off("uncaughtException", crash);
+    process.off("unhandledRejection", crash);
+  }
+  if (passed && !options.keep) rmSync(workDir, { recursive: true, force: true });
+  else log(`work folder kept: ${workDir} (archiver logs, ledger.jsonl)`);
+  if (typeof figures.seconds === "object" && figures.seconds !== null)
+    (figures.seconds as Record<string, number>).total = round(elapsed());
+  console.log(JSON.stringify(figures));
+  return passed ? 0 : 1;
+}
+
+/** One clean `pulpitum archive --once`, bounded in time. */
+async function runOnce(
+  env: NodeJS.ProcessEnv,
+  logFile: string,
+  track: (child: ReturnType<typeof spawn>) => void,
+): Promise<number> {
+  const fd = openSync(logFile, "a");
+  const child = spawn(
+    process.execPath,
+    [path.join(REPO_ROOT, "bin", "pulpitum.js"), "archive", "--once"],
+    {
+      cwd: REPO_ROOT,
+      env,
+      stdio: ["ignore", fd, fd],
+    },
+  );
+  closeSync(fd);
+  track(child);
+  const timer = setTimeout(() => child.kill("SIGKILL"), FINAL_RUN_TIMEOUT_MS);
+  try {
+    return await new Promise<number>((resolve) =>
+      child.once("exit", (code, signal) => resolve(code ?? (signal ? 128 : 1))),
+    );
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function round(n: number): number {
+  return Math.round(n * 10) / 10;
+}
+
+process.exitCode = await main(process.argv.slice(2));

@@ -1,0 +1,360 @@
+/**
+ * Orphan garbage collection: delete archive objects that no bucket needs.
+ *
+ * Invariant: an object that a bucket's metadata references (payload or
+ * manifest, in any state), or that an archival or restore in flight may be
+ * about to reference, is never deleted.
+ *
+ * Ordering argument:
+ *
+ * 1. List the objects first, then read the references of their table. An
+ *    object created after its table's references were read is younger than
+ *    the safety age and is kept, so a stale view of metadata can only keep
+ *    too much, never delete what it had not seen referenced.
+ * 2. Keep everything under the prefix of a bucket that is archiving, being
+ *    restored, or leased: its export may have uploaded a payload (or its
+ *    seal a manifest) that is not recorded yet.
+ * 3. Delete only under the bucket's own lease, re-reading its metadata when
+ *    taking it. Content addressing makes this necessary: a deferred or
+ *    restored bucket that is archived again produces the same bytes, and its
+ *    export finds the old object at the same key ("already exists") and
+ *    adopts it. Holding the lease excludes that export for the duration of
+ *    the deletes; deleting on the strength of the first read alone could
+ *    remove an object that a claim, export and seal adopted in between, and
+ *    after publish and cleanup that would lose the bucket. Deletes stop when
+ *    half the lease has passed.
+ * 4. Objects of buckets with no metadata row at all ("unowned": a table
+ *    dropped by hand, another deployment's prefix, or a database restored
+ *    from an older backup) are kept and reported unless the operator asks
+ *    for them to go too: after a database restore they may be the only copy.
+ *    Keys that do not have the archive's layout are never touched.
+ *
+ * Memory: the references of one table at a time (a few hundred bytes per
+ * bucket), because object keys group by table and list in key order.
+ */
+import { describeBucket, type BucketId } from "../domain/bucket.js";
+import { bucketPrefix, joinKey } from "../domain/object-keys.js";
+import { parseTableId, type TableId } from "../domain/table.js";
+import { InvalidInputError } from "../errors.js";
+import type { Clock } from "../ports/clock.js";
+import type { HotStore } from "../ports/hot-store.js";
+import { listAll, type ObjectInfo, type ObjectStore } from "../ports/object-store.js";
+import type { WorkflowLog } from "./context.js";
+
+export interface GcContext {
+  readonly hotStore: HotStore;
+  readonly objectStore: ObjectStore;
+  readonly clock: Clock;
+  /** The archive prefix (may be empty); only `{prefix}/v4/` is examined. */
+  readonly archivePrefix: string;
+  readonly log: WorkflowLog;
+}
+
+export interface GcOptions {
+  /** Unreferenced objects younger than this are kept. */
+  readonly minAgeMs: number;
+  /** List what would be deleted; delete nothing, take no lease. */
+  readonly dryRun: boolean;
+  /** Also delete old objects of buckets without any metadata row (default false). */
+  readonly includeUnowned?: boolean;
+  /** The lease taken on a bucket while its orphans are deleted. */
+  readonly leaseMs: number;
+  /** Start no new bucket after this instant (a Lambda's remaining time). */
+  readonly deadline?: Date;
+  /** Bucket references read per query. Default 1000. */
+  readonly referencePageSize?: number;
+}
+
+export type GcAction =
+  /** Deleted (or, in a dry run, would be deleted). */
+  | "deleted"
+  | "would-delete"
+  /** Old and unreferenced, but its bucket was leased by a worker: kept this time. */
+  | "kept-busy"
+  /** Old and unreferenced, but its bucket has no metadata row: kept unless asked otherwise. */
+  | "kept-unowned";
+
+export interface GcObject {
+  readonly key: string;
+  readonly size: number;
+  readonly last_modified: string;
+  readonly bucket: string | null;
+  readonly action: GcAction;
+}
+
+export interface GcReport {
+  readonly dry_run: boolean;
+  readonly prefix: string;
+  readonly min_age_seconds: number;
+  readonly scanned_objects: number;
+  readonly scanned_bytes: number;
+  /** Why objects were kept, by reason. */
+  readonly kept: {
+    readonly referenced: number;
+    readonly in_flight: number;
+    readonly young: number;
+    readonly busy: number;
+    readonly unowned: number;
+    readonly unrecognized: number;
+  };
+  readonly deleted_objects: number;
+  readonly deleted_bytes: number;
+  /** Every unreferenced old object and what was done with it. */
+  readonly orphans: readonly GcObject[];
+  /** Keys under the prefix without the archive layout (at most 100 listed). */
+  readonly unrecognized_keys: readonly string[];
+  readonly stopped_because: "done" | "deadline";
+}
+
+export const GC_REQUEST_FORM =
+  '{} or an EventBridge scheduled event, optionally with "dry_run": boolean and "include_unowned": boolean';
+
+export interface GcRequest {
+  readonly dryRun: boolean;
+  readonly includeUnowned: boolean;
+}
+
+/** Validate a GC invocation: the schedule's event, `{}`, or explicit options; unknown fields are refused. */
+export function parseGcRequest(value: unknown, input = "GC request"): GcRequest {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new InvalidInputError(input, "is not a JSON object", GC_REQUEST_FORM);
+  }
+  const o = value as Record<string, unknown>;
+  if (o.source === "aws.events" && o["detail-type"] === "Scheduled Event") {
+    return { dryRun: false, includeUnowned: false };
+  }
+  const extra = Object.keys(o).find((k) => k !== "dry_run" && k !== "include_unowned");
+  if (extra !== undefined) {
+    throw new InvalidInputError(
+      input,
+      `has unknown field ${JSON.stringify(extra)}`,
+      GC_REQUEST_FORM,
+    );
+  }
+  for (const field of ["dry_run", "include_unowned"] as const) {
+    if (o[field] !== undefined && typeof o[field] !== "boolean") {
+      throw new InvalidInputError(
+        input,
+        `${field} is ${JSON.stringify(o[field])}, not a boolean`,
+        GC_REQUEST_FORM,
+      );
+    }
+  }
+  return { dryRun: o.dry_run === true, includeUnowned: o.include_unowned === true };
+}
+
+interface BucketRefs {
+  readonly id: BucketId;
+  readonly referenced: ReadonlySet<string>;
+  readonly inFlight: boolean;
+}
+
+const MAX_LISTED_UNRECOGNIZED = 100;
+
+/** Collect (or, in a dry run, list) the orphans under `{prefix}/v4/`. */
+export async function collectGarbage(ctx: GcContext, options: GcOptions): Promise<GcReport> {
+  if (!Number.isFinite(options.minAgeMs) || options.minAgeMs < 0) {
+    throw new InvalidInputError(
+      `GC minimum age ${options.minAgeMs} ms`,
+      "is not a non-negative number",
+      "a safety age of 0 or more milliseconds",
+    );
+  }
+  const root = `${joinKey(ctx.archivePrefix, "v4")}/`;
+  const pageSize = options.referencePageSize ?? 1000;
+  const kept = { referenced: 0, in_flight: 0, young: 0, busy: 0, unowned: 0, unrecognized: 0 };
+  const orphans: GcObject[] = [];
+  const unrecognized: string[] = [];
+  let scannedObjects = 0;
+  let scannedBytes = 0;
+  let deletedObjects = 0;
+  let deletedBytes = 0;
+  let stoppedBecause: GcReport["stopped_because"] = "done";
+
+  let tableSegment: string | undefined;
+  let tableRefs: Map<string, BucketRefs> | null = null;
+  let group: { prefix: string; objects: ObjectInfo[] } | undefined;
+
+  const unrecognizedKey = (key: string) => {
+    kept.unrecognized++;
+    if (unrecognized.length < MAX_LISTED_UNRECOGNIZED) unrecognized.push(key);
+  };
+
+  const flush = async () => {
+    if (group === undefined) return;
+    const current = group;
+    group = undefined;
+    const refs = tableRefs?.get(current.prefix);
+    const now = ctx.clock.now();
+    const candidates: ObjectInfo[] = [];
+    for (const object of current.objects) {
+      if (refs?.referenced.has(object.key)) kept.referenced++;
+      else if (refs?.inFlight) kept.in_flight++;
+      else if (now.getTime() - object.lastModified.getTime() < options.minAgeMs) kept.young++;
+      else candidates.push(object);
+    }
+    if (candidates.length === 0) return;
+    const record = (object: ObjectInfo, action: GcAction) =>
+      orphans.push({
+        key: object.key,
+        size: object.size,
+        last_modified: object.lastModified.toISOString(),
+        bucket: refs === undefined ? null : describeBucket(refs.id),
+        action,
+      });
+    if (refs === undefined && options.includeUnowned !== true) {
+      for (const object of candidates) record(object, "kept-unowned");
+      kept.unowned += candidates.length;
+      return;
+    }
+    if (options.dryRun) {
+      for (const object of candidates) record(object, "would-delete");
+      return;
+    }
+    const deleteOne = async (object: ObjectInfo) => {
+      await ctx.objectStore.delete(object.key);
+      deletedObjects++;
+      deletedBytes += object.size;
+      record(object, "deleted");
+    };
+    if (refs === undefined) {
+      for (const object of candidates) await deleteOne(object);
+      return;
+    }
+    const taken = await ctx.hotStore.acquireLease(refs.id, ctx.clock.now(), options.leaseMs);
+    if (taken.kind !== "acquired") {
+      // Busy: a worker holds it; missing: the row vanished under us. Keep either way.
+      for (const object of candidates) record(object, "kept-busy");
+      kept.busy += candidates.length;
+      return;
+    }
+    const acquiredAt = ctx.clock.now().getTime();
+    try {
+      const m = taken.metadata;
+      if (m.state === "archiving" || m.restoreStartedAt !== null) {
+        kept.in_flight += candidates.length;
+        return;
+      }
+      const referenced = new Set([m.payload?.key, m.manifestKey].filter((k) => k != null));
+      for (const [i, object] of candidates.entries()) {
+        if (referenced.has(object.key)) {
+          kept.referenced++;
+          continue;
+        }
+        if (ctx.clock.now().getTime() - acquiredAt >= options.leaseMs / 2) {
+          for (const rest of candidates.slice(i)) record(rest, "kept-busy");
+          kept.busy += candidates.length - i;
+          break;
+        }
+        await deleteOne(object);
+      }
+    } finally {
+      await ctx.hotStore.releaseLease(taken.lease);
+    }
+  };
+
+  for await (const object of listAll(ctx.objectStore, root)) {
+    scannedObjects++;
+    scannedBytes += object.size;
+    const parts = object.key.slice(root.length).split("/");
+    if (
+      parts.length !== 5 ||
+      (parts[3] !== "payloads" && parts[3] !== "manifests") ||
+      parts.some((p) => p === "")
+    ) {
+      unrecognizedKey(object.key);
+      continue;
+    }
+    const [table, partition, bucket] = parts as [string, string, string];
+    if (table !== tableSegment) {
+      await flush();
+      if (options.deadline !== undefined && ctx.clock.now() >= options.deadline) {
+        stoppedBecause = "deadline";
+        break;
+      }
+      tableSegment = table;
+      tableRefs = await loadTableReferences(ctx, table, pageSize);
+    }
+    if (tableRefs === null) {
+      unrecognizedKey(object.key);
+      continue;
+    }
+    const prefix = `${root}${table}/${partition}/${bucket}`;
+    if (group?.prefix !== prefix) {
+      await flush();
+      if (options.deadline !== undefined && ctx.clock.now() >= options.deadline) {
+        stoppedBecause = "deadline";
+        break;
+      }
+      group = { prefix, objects: [] };
+    }
+    group.objects.push(object);
+  }
+  if (stoppedBecause === "done") await flush();
+
+  const report: GcReport = {
+    dry_run: options.dryRun,
+    prefix: root,
+    min_age_seconds: Math.round(options.minAgeMs / 1000),
+    scanned_objects: scannedObjects,
+    scanned_bytes: scannedBytes,
+    kept,
+    deleted_objects: deletedObjects,
+    deleted_bytes: deletedBytes,
+    orphans,
+    unrecognized_keys: unrecognized,
+    stopped_because: stoppedBecause,
+  };
+  ctx.log.info("garbage collection finished", {
+    dry_run: report.dry_run,
+    scanned_objects: scannedObjects,
+    deleted_objects: deletedObjects,
+    deleted_bytes: deletedBytes,
+    orphans: orphans.length,
+    kept,
+    stopped_because: stoppedBecause,
+  });
+  return report;
+}
+
+/**
+ * Every bucket of one table by its object-key prefix; null when the segment
+ * is not a valid table id (such keys are not the archiver's).
+ */
+async function loadTableReferences(
+  ctx: GcContext,
+  segment: string,
+  pageSize: number,
+): Promise<Map<string, BucketRefs> | null> {
+  let tableId: TableId;
+  try {
+    tableId = parseTableId(segment);
+  } catch {
+    return null;
+  }
+  const refs = new Map<string, BucketRefs>();
+  let after: { partitionKey: Uint8Array; bucketKey: string } | null = null;
+  for (;;) {
+    const page = await ctx.hotStore.listArchiveReferences(
+      tableId,
+      after,
+      pageSize,
+      ctx.clock.now(),
+    );
+    for (const r of page) {
+      const key = bucketPrefix({
+        prefix: ctx.archivePrefix,
+        tableId,
+        partitionKey: r.id.partitionKey,
+        bucketKey: r.id.bucketKey,
+      });
+      const referenced = new Set<string>();
+      if (r.payloadKey !== null) referenced.add(r.payloadKey);
+      if (r.manifestKey !== null) referenced.add(r.manifestKey);
+      refs.set(key, { id: r.id, referenced, inFlight: r.inFlight });
+    }
+    if (page.length < pageSize) return refs;
+    const last = page[page.length - 1]!;
+    after = { partitionKey: last.id.partitionKey, bucketKey: last.id.bucketKey };
+  }
+}

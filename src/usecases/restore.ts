@@ -1,0 +1,291 @@
+/**
+ * Restore: copy an archived bucket's records back into the hot store and
+ * route its reads to the hot store again, so an operator can correct
+ * history and let the bucket be archived anew.
+ *
+ * Invariant: a reader sees either the whole archive or the whole set of
+ * restored hot rows, never a mix and never a partial copy; and the rows that
+ * come back are exactly the archive's, each once.
+ *
+ * Ordering argument:
+ *
+ * 1. Take the bucket's lease and verify the archive in full (manifest,
+ *    payload SHA-256, length, decoded rows) before changing anything, so a
+ *    corrupt archive is refused with the bucket untouched.
+ * 2. Mark the bucket as being restored (still archived: reads stay on the
+ *    manifest, appends stay refused, cleanup is fenced off so it cannot
+ *    delete what is being written back).
+ * 3. Insert the records in batches, each one transaction that locks the
+ *    metadata row under the live lease first: a stale owner can never insert
+ *    after a takeover. Inserts are idempotent (present rows must hold equal
+ *    values), so a takeover after a crash simply starts again from the top.
+ * 4. Flip the route to hot in one conditional statement that also checks the
+ *    hot row count equals the recorded payload row count. Before this commit
+ *    every read goes to the archive; after it, to a hot store that holds every
+ *    row. Flipping first would serve a partial bucket; inserting without the
+ *    mark would let cleanup delete the rows as they arrive.
+ *
+ * The flip clears payload, manifest and hot_deleted, resets the phase to
+ * claim and sets a retry time, so discovery leaves the bucket hot for the
+ * hold period. The archive objects it no longer references are removed by
+ * garbage collection once they are older than its safety age.
+ */
+import { describeBucket, type BucketId } from "../domain/bucket.js";
+import { toBase64 } from "../domain/record.js";
+import {
+  InvalidInputError,
+  InvariantViolationError,
+  LeaseLostError,
+  UnknownBucketError,
+} from "../errors.js";
+import { objectByteSource, readRecordBatches } from "../archive/payload-reader.js";
+import { verifyArchivedBucket } from "../archive/store.js";
+import type { BucketRow } from "../ports/hot-store.js";
+import { WORK_MESSAGE_FORM, workItemFromObject, type WorkItem } from "../ports/work-queue.js";
+import type { ArchiverContext } from "./context.js";
+import { LeaseHeartbeat } from "./heartbeat.js";
+import { commitFenced, formatOfPayloadKey } from "./phases/step.js";
+
+/** Rows per restore transaction by default. */
+export const DEFAULT_RESTORE_BATCH_ROWS = 1000;
+/** How long a restored bucket stays hot before discovery may archive it again, by default: 7 days. */
+export const DEFAULT_RESTORE_HOLD_SECONDS = 7 * 86_400;
+export const MAX_RESTORE_HOLD_SECONDS = 366 * 86_400;
+
+export interface RestoreOptions {
+  /** Keep the restored bucket out of archival this long. */
+  readonly holdMs: number;
+  readonly batchRows?: number;
+}
+
+export type RestoreResult =
+  /** The route is hot again and every archived row is in the hot store. */
+  | "restored"
+  /** The bucket was already hot (a repeated request, or never archived): nothing changed. */
+  | "already-hot"
+  /** Another worker holds the lease; try again after it expires. */
+  | "busy"
+  /** The lease was lost mid-restore; the bucket stays archived and marked; run again. */
+  | "lease-lost";
+
+export interface RestoreReport {
+  readonly bucket: {
+    readonly table_id: string;
+    readonly partition_key_b64: string;
+    readonly bucket_key: string;
+  };
+  readonly result: RestoreResult;
+  /** True when an earlier, interrupted restore was resumed. */
+  readonly resumed: boolean;
+  readonly manifest_key: string | null;
+  readonly rows_inserted: number;
+  /** Rows that were already present with equal values (resumed or cleanup-pending buckets). */
+  readonly rows_verified: number;
+  readonly retry_at: string | null;
+  readonly reason?: string;
+}
+
+/** A bucket that is being archived right now cannot be restored. */
+export class BucketNotRestorableError extends InvalidInputError {}
+
+export async function restoreBucket(
+  ctx: ArchiverContext,
+  id: BucketId,
+  options: RestoreOptions,
+): Promise<RestoreReport> {
+  const batchRows = options.batchRows ?? DEFAULT_RESTORE_BATCH_ROWS;
+  const report = (
+    result: RestoreResult,
+    fields: Partial<Omit<RestoreReport, "bucket" | "result">> = {},
+  ): RestoreReport => ({
+    bucket: {
+      table_id: id.tableId,
+      partition_key_b64: toBase64(id.partitionKey),
+      bucket_key: id.bucketKey,
+    },
+    result,
+    resumed: false,
+    manifest_key: null,
+    rows_inserted: 0,
+    rows_verified: 0,
+    retry_at: null,
+    ...fields,
+  });
+
+  const before = await ctx.hotStore.getBucket(id);
+  if (before === null) throw new UnknownBucketError(describeBucket(id));
+  if (before.state === "hot") {
+    return report("already-hot", {
+      reason: "the bucket is hot: reads already go to the hot store",
+    });
+  }
+  if (before.state === "archiving") throw notRestorable(id);
+
+  const acquisition = await ctx.hotStore.acquireLease(id, ctx.clock.now(), ctx.settings.leaseMs);
+  if (acquisition.kind === "missing") throw new UnknownBucketError(describeBucket(id));
+  if (acquisition.kind === "busy") {
+    return report("busy", {
+      reason: `leased until ${acquisition.metadata.leaseExpiresAt?.toISOString() ?? "?"}`,
+    });
+  }
+  const metadata = acquisition.metadata;
+  if (metadata.state !== "archived") {
+    await ctx.hotStore.releaseLease(acquisition.lease);
+    if (metadata.state === "hot") return report("already-hot");
+    throw notRestorable(id);
+  }
+  const payload = metadata.payload;
+  const manifestKey = metadata.manifestKey;
+  if (payload === null || manifestKey === null) {
+    await ctx.hotStore.releaseLease(acquisition.lease);
+    throw new InvariantViolationError(
+      `archived bucket ${describeBucket(id)} lacks a recorded payload or manifest`,
+    );
+  }
+  const resumed = metadata.restoreStartedAt !== null;
+  const heartbeat = new LeaseHeartbeat(
+    ctx.hotStore,
+    acquisition.lease,
+    ctx.clock,
+    ctx.settings.leaseMs,
+    ctx.settings.renewalMs,
+    ctx.log,
+  );
+  const lost = (reason: string) =>
+    report("lease-lost", { resumed, manifest_key: manifestKey, reason });
+  heartbeat.start();
+  try {
+    const format = formatOfPayloadKey(payload.key);
+    await verifyArchivedBucket(ctx.objectStore, manifestKey, {
+      prefix: ctx.settings.archivePrefix,
+      bucket: id,
+      strategy: metadata.strategy,
+      start: metadata.start,
+      end: metadata.end,
+      format,
+      payload,
+      verifyPayloadBytes: true,
+      tempDir: ctx.settings.tempDir,
+    });
+
+    const lease = heartbeat.lease;
+    const begun = await commitFenced(
+      ctx,
+      lease,
+      "begin restore",
+      () => ctx.hotStore.beginRestore(heartbeat.lease, ctx.clock.now()),
+      (m) => m.restoreStartedAt !== null && m.generation === lease.generation,
+    );
+    if (begun.kind === "lease-lost") return lost("lease lost before the restore mark committed");
+
+    let inserted = 0;
+    let verified = 0;
+    const source = await objectByteSource(ctx.objectStore, payload.key, payload.byteLength);
+    try {
+      let pending: BucketRow[] = [];
+      const flush = async (): Promise<boolean> => {
+        if (pending.length === 0) return true;
+        if (!heartbeat.healthy) return false;
+        const batch = await ctx.hotStore.restoreRecords(heartbeat.lease, ctx.clock.now(), pending);
+        pending = [];
+        if (batch.kind === "lease-lost") return false;
+        inserted += batch.inserted;
+        verified += batch.verified;
+        return true;
+      };
+      for await (const records of readRecordBatches(source, format)) {
+        for (const r of records) {
+          pending.push({ eventTime: r.eventTime, sortKey: r.sortKey, value: r.value });
+          if (pending.length >= batchRows && !(await flush())) {
+            return lost("lease lost while inserting restored rows");
+          }
+        }
+      }
+      if (!(await flush())) return lost("lease lost while inserting restored rows");
+    } finally {
+      await source.close();
+    }
+
+    if (!heartbeat.healthy) return lost(heartbeat.failure ?? "heartbeat failed");
+    const retryAt = new Date(ctx.clock.now().getTime() + options.holdMs);
+    const finished = await commitFenced(
+      ctx,
+      lease,
+      "finish restore",
+      async () => {
+        const result = await ctx.hotStore.finishRestore(heartbeat.lease, ctx.clock.now(), retryAt);
+        if (result.kind === "rows-mismatch") {
+          throw new InvariantViolationError(
+            `restoring ${describeBucket(id)}: the hot store holds ${result.hotRows} rows after every ` +
+              `archived row was inserted or verified, but the archive has ${result.expected}; ` +
+              "the route stays on the archive",
+          );
+        }
+        return result;
+      },
+      (m) => m.state === "hot" && m.generation === lease.generation && m.ownerToken === null,
+    );
+    if (finished.kind === "lease-lost") return lost("lease lost before the route flipped to hot");
+    ctx.log.info("bucket restored to the hot store", {
+      bucket: describeBucket(id),
+      rows_inserted: inserted,
+      rows_verified: verified,
+      retry_at: retryAt.toISOString(),
+    });
+    return report("restored", {
+      resumed,
+      manifest_key: manifestKey,
+      rows_inserted: inserted,
+      rows_verified: verified,
+      retry_at: retryAt.toISOString(),
+    });
+  } catch (error) {
+    if (error instanceof LeaseLostError || !heartbeat.healthy) {
+      return lost(error instanceof Error ? error.message : String(error));
+    }
+    // Free the bucket at once; the restore mark (if set) keeps reads on the archive until a rerun.
+    await ctx.hotStore.releaseLease(heartbeat.lease).catch(() => undefined);
+    throw error;
+  } finally {
+    await heartbeat.stop();
+  }
+}
+
+function notRestorable(id: BucketId): BucketNotRestorableError {
+  return new BucketNotRestorableError(
+    `bucket ${describeBucket(id)}`,
+    "is being archived right now",
+    "an archived bucket; wait until `pulpitum status` shows it archived, then restore it",
+  );
+}
+
+export const RESTORE_REQUEST_FORM = `${WORK_MESSAGE_FORM.slice(0, -1)},"hold_seconds"?:integer 0..${MAX_RESTORE_HOLD_SECONDS}}`;
+
+export interface RestoreRequest {
+  readonly item: WorkItem;
+  readonly holdSeconds: number;
+}
+
+/** Validate a restore invocation: the work message fields plus an optional `hold_seconds`. */
+export function parseRestoreRequest(value: unknown, input = "restore request"): RestoreRequest {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new InvalidInputError(input, "is not a JSON object", RESTORE_REQUEST_FORM);
+  }
+  const { hold_seconds: holdSeconds = DEFAULT_RESTORE_HOLD_SECONDS, ...message } = value as Record<
+    string,
+    unknown
+  >;
+  if (
+    typeof holdSeconds !== "number" ||
+    !Number.isInteger(holdSeconds) ||
+    holdSeconds < 0 ||
+    holdSeconds > MAX_RESTORE_HOLD_SECONDS
+  ) {
+    throw new InvalidInputError(
+      input,
+      `hold_seconds ${JSON.stringify(holdSeconds)} is not an integer from 0 to ${MAX_RESTORE_HOLD_SECONDS}`,
+      RESTORE_REQUEST_FORM,
+    );
+  }
+  return { item: workItemFromObject(message, input, RESTORE_REQUEST_FORM), holdSeconds };
+}
