@@ -19,6 +19,8 @@ import {
   vi,
 } from "vitest";
 import { createDiscoveryHandler } from "../../functions/discover.js";
+import { createGcHandler } from "../../functions/gc.js";
+import { createRestoreHandler } from "../../functions/restore.js";
 import { createReplayHandler } from "../../functions/replay-dlq.js";
 import { createWorkerHandler, type WorkerDependencies } from "../../functions/worker.js";
 import type { BucketId, BucketStrategy } from "../../src/domain/bucket.js";
@@ -27,10 +29,15 @@ import { parseTableId, type ArchiveFormat } from "../../src/domain/table.js";
 import { parseRfc3339Micros } from "../../src/domain/time.js";
 import { InvalidInputError } from "../../src/errors.js";
 import { encodeWorkMessage, type WorkItem, type WorkQueue } from "../../src/ports/work-queue.js";
+import { ManualClock } from "../../src/ports/clock.js";
+import type { GcReport } from "../../src/usecases/gc.js";
 import type { ManualRunReport } from "../../src/usecases/manual-run.js";
+import type { RestoreReport } from "../../src/usecases/restore.js";
 import { parseReplayRequest } from "../../src/usecases/replay-dlq.js";
 import {
   archivedRecords,
+  converge,
+  readBucketAsReader,
   expectSameRecords,
   makeHarness,
   seedTable,
@@ -559,4 +566,92 @@ describe("the DLQ replay request", () => {
     await expect(replay(event, lambdaContext())).rejects.toThrow(message);
     await expect(replay(event, lambdaContext())).rejects.toThrow(/expected \{"max_messages"/);
   });
+});
+
+describe("the restore and GC handlers", () => {
+  let output: ReturnType<typeof captureOutput>;
+  beforeEach(() => {
+    output = captureOutput();
+  });
+  afterEach(() => {
+    output.restore();
+  });
+
+  it("events/restore-bucket.json brings the bucket back to hot; events/gc-dry-run.json then lists its old archive, and the scheduled run deletes it", async () => {
+    // A separate database: the sample event names table "events".
+    const h = await makeHarness();
+    onTestFinished(() => h.close());
+    const expected = recordsIn(TENANT, "2024-02-10T00:00:00Z", 25);
+    const buckets = await seed(h, "events", "CalendarMonthUtc", "parquet", expected);
+    await converge(h, buckets);
+    const id: BucketId = {
+      tableId: parseTableId("events"),
+      partitionKey: TENANT,
+      bucketKey: "month:2024-02",
+    };
+    const archived = (await h.inner.getBucket(id))!;
+    expect(archived).toMatchObject({ state: "archived", hotDeleted: true });
+    const oldKeys = [archived.payload!.key, archived.manifestKey!].sort();
+
+    const restore = createRestoreHandler(async () => ({
+      runtime: { context: (log) => ({ ...h.process().ctx, log }) },
+    }));
+    const report = (await restore(
+      eventFile("restore-bucket.json"),
+      lambdaContext(),
+    )) as RestoreReport;
+    expect(report).toMatchObject({
+      bucket: {
+        table_id: "events",
+        partition_key_b64: "dGVuYW50LTQy",
+        bucket_key: "month:2024-02",
+      },
+      result: "restored",
+      rows_inserted: 25,
+    });
+    expect(await h.inner.getBucket(id)).toMatchObject({ state: "hot", manifestKey: null });
+    expect((await h.inner.readBucket(id, { limit: 1000 })).route).toBe("hot");
+    expectSameRecords(await readBucketAsReader(h, id), expected);
+    expect(
+      ((await restore(eventFile("restore-bucket.json"), lambdaContext())) as RestoreReport).result,
+    ).toBe("already-hot");
+
+    // The memory store stamps objects with the real time; GC runs two days later.
+    const gcClock = new ManualClock(new Date(Date.now() + 2 * 86_400_000));
+    const gc = createGcHandler(async () => ({
+      config: { gcMinAgeSeconds: 86_400, leaseSeconds: 60 },
+      runtime: {
+        hotStore: h.inner,
+        objectStore: h.objects,
+        clock: gcClock,
+        archivePrefix: h.settings.archivePrefix,
+      },
+    }));
+    const dry = (await gc(eventFile("gc-dry-run.json"), lambdaContext())) as GcReport;
+    expect(dry).toMatchObject({ dry_run: true, deleted_objects: 0 });
+    expect(dry.orphans.map((o) => [o.key, o.action]).sort()).toEqual(
+      oldKeys.map((k) => [k, "would-delete"]),
+    );
+    for (const key of oldKeys) expect(await h.objects.head(key)).not.toBeNull();
+
+    const scheduled = (await gc(eventFile("schedule.json"), lambdaContext())) as GcReport;
+    expect(scheduled).toMatchObject({ dry_run: false, deleted_objects: 2 });
+    for (const key of oldKeys) expect(await h.objects.head(key)).toBeNull();
+    // Deleting the old archive took nothing from the restored bucket.
+    expect(await h.inner.countHotRows(id)).toBe(25);
+  });
+
+  it.each([
+    ["restore", { table_id: "events" }, /restore event/],
+    ["gc", { dry_run: "yes" }, /GC event/],
+  ])(
+    "the %s handler rejects %j before opening anything, naming the event",
+    async (kind, event, message) => {
+      const fail = () => {
+        throw new Error("must not open the runtime for an invalid event");
+      };
+      const handler = kind === "gc" ? createGcHandler(fail) : createRestoreHandler(fail);
+      await expect(handler(event, lambdaContext())).rejects.toThrow(message);
+    },
+  );
 });
