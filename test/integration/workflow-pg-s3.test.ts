@@ -151,7 +151,7 @@ describe("the archival workflow on PostgreSQL and S3", () => {
     await expectFullyArchived(a, expected);
   });
 
-  it("pulpitum archive --once archives imported tables of both formats and leaves no hot rows in archived buckets", async () => {
+  it("pulpitum archive --once archives imported tables of both formats and leaves no hot rows in archived buckets; restore brings one back from S3", async () => {
     const home = mkdtempSync(path.join(os.tmpdir(), "pulpitum-it-"));
     try {
       const env = {
@@ -218,6 +218,32 @@ describe("the archival workflow on PostgreSQL and S3", () => {
         }
         expect(total).toBe(lines.length);
       }
+
+      // Restore one archived bucket from S3 into PostgreSQL: every row comes back once.
+      const restored = await runCli(["restore", "cli_pq", "p0", "month:2025-10", "--json"], env);
+      expect(restored.code, restored.stderr).toBe(0);
+      const inBucket = lines.filter((l) => {
+        const r = JSON.parse(l) as { partition_key: string; event_time: string };
+        return (
+          r.partition_key === Buffer.from("p0").toString("base64") &&
+          r.event_time.startsWith("2025-10")
+        );
+      }).length;
+      expect(JSON.parse(restored.stdout)).toMatchObject({
+        result: "restored",
+        rows_inserted: inBucket,
+        rows_verified: 0,
+      });
+      const p0 = await runCli(["read", "cli_pq", "p0", "--json", "--limit", "1000"], env);
+      const p0Records = JSON.parse(p0.stdout).records as Array<{ event_time: string }>;
+      expect(p0Records.filter((r) => r.event_time.startsWith("2025-10"))).toHaveLength(inBucket);
+      // Its old archive objects are unreferenced now but young: a dry run keeps them.
+      const gc = await runCli(["gc", "--dry-run", "--json"], env);
+      expect(gc.code, gc.stderr).toBe(0);
+      const report = JSON.parse(gc.stdout);
+      expect(report).toMatchObject({ dry_run: true, deleted_objects: 0, orphans: [] });
+      expect(report.kept.young).toBeGreaterThanOrEqual(2);
+      expect(report.kept.referenced).toBeGreaterThan(0);
     } finally {
       rmSync(home, { recursive: true, force: true });
     }
