@@ -5,11 +5,14 @@
  *   npm run bench -- --quick   # 1M-row export vs COPY, RSS at 200k and 1M, 100k discovery rows
  *
  * Starts a throwaway PostgreSQL (test/support/services.ts) unless
- * DATABASE_URL is set, prints a table and writes bench/results.json. Every
+ * DATABASE_URL is set, and moto's S3 unless AWS_ENDPOINT_URL is set, prints
+ * a table and writes bench/results.json. Every
  * figure comes from the production code paths: exports run `runNextPhase`
  * (claim, then the timed export phase with its real lease, fenced snapshot,
  * Zstd Parquet, SHA-256, file-store upload and read-back verification), reads
- * go through DurableTable, appends through SqlHotStore.append. Each export
+ * go through DurableTable (first page of the archived bucket on the file
+ * store and, copied there, on moto S3), appends through SqlHotStore.append.
+ * Each export
  * runs in a child process of its own so its peak RSS (getrusage maxRSS)
  * belongs to that size alone.
  *
@@ -37,7 +40,13 @@ import { DurableTable } from "../src/read/durable-table.js";
 import { runNextPhase } from "../src/usecases/run-next-phase.js";
 import { fencedSnapshot } from "../src/usecases/phases/export.js";
 import { LeaseHeartbeat } from "../src/usecases/heartbeat.js";
-import { startPostgres, type RunningService } from "../test/support/services.js";
+import { startMoto, startPostgres, type RunningService } from "../test/support/services.js";
+import {
+  bundleExportChild,
+  exportChild,
+  type ExportArgs,
+  type ExportResult,
+} from "./export-child.js";
 import {
   APPEND_TABLE,
   benchContext,
@@ -48,6 +57,7 @@ import {
   PARTITION_KEY,
   PLAIN_RECORDS_TABLE,
   runChild,
+  SNAPSHOT_PAGE_SIZE,
   seedBucket,
   seedDiscoveryMetadata,
   sortKeyOf,
@@ -55,7 +65,8 @@ import {
   VALUE_BYTES,
 } from "./support.js";
 
-const SNAPSHOT_PAGE_SIZE = 5000;
+/** Buckets of the bundled exports are this many days after the tsx exports' ones. */
+const BUNDLED_BUCKET_OFFSET = 10;
 
 interface Plan {
   readonly quick: boolean;
@@ -89,49 +100,6 @@ function planFor(quick: boolean): Plan {
 
 // ---------------------------------------------------------------------------
 // Child processes.
-
-interface ExportArgs {
-  readonly databaseUrl: string;
-  readonly bucketIndex: number;
-  readonly storeRoot: string;
-  readonly tempDir: string;
-}
-
-interface ExportResult {
-  readonly rows: number;
-  readonly bytes: number;
-  readonly seconds: number;
-  readonly maxRssMb: number;
-  readonly sampledPeakRssMb: number;
-}
-
-/** Claim (untimed), then the export phase through runNextPhase, timed, with its peak RSS. */
-async function exportChild(args: ExportArgs): Promise<ExportResult> {
-  const ctx = benchContext(args.databaseUrl, args.storeRoot, SNAPSHOT_PAGE_SIZE, args.tempDir);
-  try {
-    const id = exportBucketId(args.bucketIndex);
-    const claim = await runNextPhase(ctx, id);
-    if (claim.phase !== "claim" || claim.result !== "advanced")
-      throw new Error(`claim did not advance: ${JSON.stringify(claim)}`);
-    let peak = process.memoryUsage().rss;
-    const sampler = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 25);
-    const started = performance.now();
-    const outcome = await runNextPhase(ctx, id);
-    const seconds = (performance.now() - started) / 1000;
-    clearInterval(sampler);
-    if (outcome.phase !== "export" || outcome.result !== "advanced")
-      throw new Error(`export did not advance: ${JSON.stringify(outcome)}`);
-    return {
-      rows: outcome.rows ?? 0,
-      bytes: outcome.bytes ?? 0,
-      seconds,
-      maxRssMb: process.resourceUsage().maxRSS / 1024,
-      sampledPeakRssMb: peak / 2 ** 20,
-    };
-  } finally {
-    await ctx.hotStore.close();
-  }
-}
 
 type Breakdown = Record<string, { seconds: number; note: string }>;
 
@@ -320,6 +288,53 @@ async function firstPage(store: SqlHotStore, objects: ObjectStore): Promise<Page
   };
 }
 
+/**
+ * Copy the published bucket's manifest and payload to a fresh bucket on moto
+ * S3 (AWS_ENDPOINT_URL, or a moto server started here) under the same keys,
+ * then time the same first page through an S3ObjectStore. The S3 client is
+ * imported here only, so the export children never load it.
+ */
+async function firstPageOnS3(
+  store: SqlHotStore,
+  objects: ObjectStore,
+  id: BucketId,
+  log: (message: string) => void,
+): Promise<PageTiming & { endpoint: string }> {
+  const { S3Client, CreateBucketCommand } = await import("@aws-sdk/client-s3");
+  const { S3ObjectStore } = await import("../src/adapters/object-store/s3.js");
+  const { parseManifest } = await import("../src/archive/manifest.js");
+  let moto: RunningService | undefined;
+  let endpoint = process.env.AWS_ENDPOINT_URL;
+  if (!endpoint) {
+    moto = await startMoto();
+    endpoint = moto.url;
+    log(`started moto at ${endpoint}`);
+  }
+  const client = new S3Client({
+    endpoint,
+    region: process.env.AWS_REGION ?? "us-east-1",
+    forcePathStyle: true,
+    ...(process.env.AWS_ACCESS_KEY_ID
+      ? {}
+      : { credentials: { accessKeyId: "test", secretAccessKey: "test" } }),
+  });
+  try {
+    const bucket = `pulpitum-bench-${Date.now()}`;
+    await client.send(new CreateBucketCommand({ Bucket: bucket }));
+    const s3 = new S3ObjectStore({ bucket, client });
+    const manifestKey = (await store.getBucket(id))?.manifestKey;
+    if (!manifestKey) throw new Error("the bench bucket has no manifest");
+    const manifestBytes = await objects.get(manifestKey);
+    const payloadKey = parseManifest(manifestBytes).payload_key;
+    await s3.createIfAbsent(manifestKey, manifestBytes);
+    await s3.createIfAbsent(payloadKey, await objects.get(payloadKey));
+    return { ...(await firstPage(store, s3)), endpoint };
+  } finally {
+    client.destroy();
+    await moto?.stop();
+  }
+}
+
 /** Appends through the fence vs plain multi-row INSERTs into a table of the same shape, alternating batches. */
 async function appendsVsInserts(
   store: SqlHotStore,
@@ -472,6 +487,25 @@ async function main(): Promise<void> {
       exports.set(rows, result);
     }
 
+    // The same exports once more, from the worker's esbuild bundle under
+    // plain node: what a deployed worker holds, without tsx's loader thread.
+    log("bundling the export child with esbuild, as the worker Lambda is bundled");
+    const bundle = await bundleExportChild(work);
+    const bundled = new Map<number, ExportResult>();
+    for (const rows of plan.exportRows) {
+      const index = BUNDLED_BUCKET_OFFSET + bucketOf.get(rows)!;
+      await seedBucket(store, index, rows);
+      log(`export of ${fmt(rows)} rows (bundled child process)`);
+      const result = await runChild<ExportResult>(
+        "export",
+        { databaseUrl, bucketIndex: index, storeRoot, tempDir: work } satisfies ExportArgs,
+        bundle,
+      );
+      if (result.rows !== rows)
+        throw new Error(`bundled export wrote ${result.rows} rows, expected ${rows}`);
+      bundled.set(rows, result);
+    }
+
     log("export breakdown (child process)");
     const breakdown = await runChild<Breakdown>("breakdown", {
       databaseUrl,
@@ -492,6 +526,9 @@ async function main(): Promise<void> {
       await ctx.hotStore.close();
     }
     const archivedPage = await firstPage(store, objects);
+
+    log("the same archived bucket on moto S3: first page");
+    const s3Page = await firstPageOnS3(store, objects, ratioBucket, log);
 
     log(`appends vs plain INSERT, ${fmt(plan.appendRows)} rows in batches of ${plan.appendBatch}`);
     const appends = await appendsVsInserts(store, db, plan.appendRows, plan.appendBatch);
@@ -520,11 +557,22 @@ async function main(): Promise<void> {
       export_peak_rss_mb: Math.max(...[...exports.values()].map((e) => e.maxRssMb)),
       export_rss_growth_ratio: large.maxRssMb / small.maxRssMb,
       export_rss_rows: { small: smallRows, large: largeRows },
+      export_peak_rss_mb_bundled: Math.max(...[...bundled.values()].map((e) => e.maxRssMb)),
+      export_rss_growth_ratio_bundled:
+        bundled.get(largeRows)!.maxRssMb / bundled.get(smallRows)!.maxRssMb,
       exports: Object.fromEntries([...exports].map(([rows, e]) => [rows, e])),
+      exports_bundled: Object.fromEntries([...bundled].map(([rows, e]) => [rows, e])),
       export_breakdown: breakdown,
       archived_vs_hot_first_page_ratio: archivedPage.warmMs / hotPage.warmMs,
       archived_vs_hot_first_page_ratio_cold: archivedPage.coldMs / hotPage.coldMs,
-      first_page: { hot: hotPage, archived: archivedPage, bucket_rows: plan.ratioRows },
+      archived_s3_vs_hot_first_page_ratio: s3Page.warmMs / hotPage.warmMs,
+      archived_s3_vs_hot_first_page_ratio_cold: s3Page.coldMs / hotPage.coldMs,
+      first_page: {
+        hot: hotPage,
+        archived: archivedPage,
+        archived_s3: s3Page,
+        bucket_rows: plan.ratioRows,
+      },
       discovery_ms: disc.discoverMs,
       discovery_peek_ms: disc.peekMs,
       discovery_metadata_rows: plan.discoveryRows,
@@ -564,7 +612,7 @@ async function main(): Promise<void> {
       results.export_vs_copy_ratio >= 0.8,
     );
     line(
-      "export peak RSS",
+      "export peak RSS (tsx)",
       `${fmt(results.export_peak_rss_mb)} MB`,
       "<= 256 MB",
       results.export_peak_rss_mb <= 256,
@@ -576,6 +624,18 @@ async function main(): Promise<void> {
       results.export_rss_growth_ratio <= 1.1,
     );
     line(
+      "export peak RSS, worker bundle (plain node)",
+      `${fmt(results.export_peak_rss_mb_bundled)} MB`,
+      "<= 256 MB",
+      results.export_peak_rss_mb_bundled <= 256,
+    );
+    line(
+      `bundled: peak RSS ${fmt(largeRows)} vs ${fmt(smallRows)} rows`,
+      `${fmt(bundled.get(largeRows)!.maxRssMb)} / ${fmt(bundled.get(smallRows)!.maxRssMb)} MB = ${results.export_rss_growth_ratio_bundled.toFixed(2)}`,
+      "<= 1.10",
+      results.export_rss_growth_ratio_bundled <= 1.1,
+    );
+    line(
       "first page archived vs hot (warm)",
       `${archivedPage.warmMs.toFixed(2)} / ${hotPage.warmMs.toFixed(2)} ms = ${results.archived_vs_hot_first_page_ratio.toFixed(2)}`,
       "<= 2",
@@ -584,6 +644,18 @@ async function main(): Promise<void> {
     line(
       "first page archived vs hot (cold)",
       `${archivedPage.coldMs.toFixed(2)} / ${hotPage.coldMs.toFixed(2)} ms = ${results.archived_vs_hot_first_page_ratio_cold.toFixed(2)}`,
+      "(info)",
+      true,
+    );
+    line(
+      "first page archived on moto S3 vs hot (warm)",
+      `${s3Page.warmMs.toFixed(2)} / ${hotPage.warmMs.toFixed(2)} ms = ${results.archived_s3_vs_hot_first_page_ratio.toFixed(2)}`,
+      "<= 2",
+      results.archived_s3_vs_hot_first_page_ratio <= 2,
+    );
+    line(
+      "first page archived on moto S3 vs hot (cold)",
+      `${s3Page.coldMs.toFixed(2)} / ${hotPage.coldMs.toFixed(2)} ms = ${results.archived_s3_vs_hot_first_page_ratio_cold.toFixed(2)}`,
       "(info)",
       true,
     );
@@ -600,10 +672,11 @@ async function main(): Promise<void> {
       results.append_vs_insert_ratio >= 0.7,
     );
     console.log(
-      `\narchive bytes fetched for the first page: cold ${fmt(archivedPage.coldBytes)}, warm ${fmt(archivedPage.warmBytes)}`,
+      `\narchive bytes fetched for the first page: file store cold ${fmt(archivedPage.coldBytes)}, warm ${fmt(archivedPage.warmBytes)}; ` +
+        `moto S3 cold ${fmt(s3Page.coldBytes)}, warm ${fmt(s3Page.warmBytes)}`,
     );
-    console.log("\nexports (each in its own process):");
-    for (const [rows, e] of exports) {
+    console.log("\nexports (each in its own process; tsx, then the esbuild bundle):");
+    for (const [rows, e] of [...exports, ...bundled]) {
       console.log(
         `  ${fmt(rows).padStart(10)} rows  ${e.seconds.toFixed(1).padStart(6)} s  ${fmt(rows / e.seconds).padStart(9)} rows/s  ` +
           `payload ${fmt(e.bytes / 2 ** 20)} MiB  maxRSS ${fmt(e.maxRssMb)} MB (sampled ${fmt(e.sampledPeakRssMb)})`,

@@ -18,6 +18,8 @@ import { systemClock } from "../src/ports/clock.js";
 import type { ArchiverContext, ArchiverSettings } from "../src/usecases/context.js";
 
 export const VALUE_BYTES = 200;
+/** Snapshot page size of every measured export (the default of ARCHIVER_SNAPSHOT_PAGE_SIZE). */
+export const SNAPSHOT_PAGE_SIZE = 5000;
 export const EXPORT_TABLE: TableId = parseTableId("bench_export");
 export const APPEND_TABLE: TableId = parseTableId("bench_append");
 export const DISCOVERY_TABLE: TableId = parseTableId("bench_discovery");
@@ -169,13 +171,21 @@ export function benchContext(
   };
 }
 
-/** Run this script as a child (`--child kind`) with JSON arguments; resolve its last stdout line. */
-export async function runChild<T>(kind: string, args: unknown): Promise<T> {
+/**
+ * Run a child process and resolve its last stdout line as JSON: by default
+ * bench/run.ts under tsx with `--child kind args`; with `bundle`, that
+ * esbuild bundle under plain node with `--export-child args`.
+ */
+export async function runChild<T>(kind: string, args: unknown, bundle?: string): Promise<T> {
   const script = fileURLToPath(new URL("./run.ts", import.meta.url));
+  const argv =
+    bundle === undefined
+      ? ["--import", "tsx", script, "--child", kind, JSON.stringify(args)]
+      : [bundle, "--export-child", JSON.stringify(args)];
   return await new Promise((resolve, reject) => {
     const child = execFile(
       process.execPath,
-      ["--import", "tsx", script, "--child", kind, JSON.stringify(args)],
+      argv,
       { encoding: "utf8", maxBuffer: 16 << 20, env: process.env },
       (error, stdout) => {
         if (error) {

@@ -18,6 +18,14 @@ import { createReadStream } from "node:fs";
 import { open, type FileHandle } from "node:fs/promises";
 import { decompress as zstdDecompress } from "fzstd";
 import {
+  tableFromIPC,
+  TimeUnit,
+  Timestamp,
+  Type as ArrowType,
+  type RecordBatch,
+} from "apache-arrow";
+import * as parquetWasm from "parquet-wasm";
+import {
   parquetMetadataAsync,
   parquetRead,
   type AsyncBuffer,
@@ -42,7 +50,7 @@ import {
 import { formatMicrosRfc3339, type EpochMicros } from "../domain/time.js";
 import type { ArchiveFormat } from "../domain/table.js";
 import type { ObjectStore } from "../ports/object-store.js";
-import { ENVELOPE_COLUMNS, RowDigest } from "./payload-writer.js";
+import { ENVELOPE_COLUMNS, RowDigest, type BinaryColumn } from "./payload-writer.js";
 
 // ---------------------------------------------------------------------------
 // Byte sources: a local file or an object, read by range or streamed.
@@ -244,6 +252,10 @@ export async function inspectPayload(
   format: ArchiveFormat,
   expected: PayloadExpectations = {},
 ): Promise<PayloadContent> {
+  if (format === "parquet") {
+    const content = await inspectParquetColumns(source, expected);
+    if (content !== undefined) return content;
+  }
   const digest = new RowDigest();
   let previous: TableRecord | undefined;
   for await (const batch of wholeBatches(source, format)) {
@@ -284,6 +296,226 @@ export async function inspectPayload(
     }
   }
   return { rowCount: digest.count, rowsDigest: digest.digest() };
+}
+
+/**
+ * {@link inspectPayload} for Parquet, a row group at a time through
+ * parquet-wasm's decoder, with every check made on the Arrow columns instead
+ * of one record object per row. The footer and schema are checked first by
+ * {@link ParquetPayloadReader}. Returns undefined when the file decodes to
+ * Arrow types other than the envelope's (a foreign writer's embedded Arrow
+ * schema, say), so the caller falls back to decoding records.
+ */
+async function inspectParquetColumns(
+  source: ByteSource,
+  expected: PayloadExpectations,
+): Promise<PayloadContent | undefined> {
+  const reader = await ParquetPayloadReader.open(source);
+  let file: parquetWasm.ParquetFile;
+  try {
+    file = await parquetWasm.ParquetFile.fromFile(blobOf(source));
+  } catch (error) {
+    throw integrityFailure(source, "not a readable Parquet file", error);
+  }
+  try {
+    const check = new ColumnChecks(source, expected);
+    for (const group of reader.rowGroups) {
+      if (group.rowCount === 0) continue;
+      let rows = 0;
+      let batches: ReadableStreamDefaultReader<parquetWasm.RecordBatch> | undefined;
+      try {
+        // Batches of a row group, one at a time: wasm memory (which never
+        // shrinks) holds one batch of decoded rows, not the whole group.
+        const stream = (await file.stream({
+          rowGroups: [group.index],
+          batchSize: VERIFY_BATCH_ROWS,
+        })) as ReadableStream<parquetWasm.RecordBatch>;
+        batches = stream.getReader();
+        for (;;) {
+          let batch: RecordBatch | undefined;
+          try {
+            const next = await batches.read();
+            if (next.done) break;
+            batch = tableFromIPC(next.value.intoIPCStream()).batches[0];
+          } catch (error) {
+            throw integrityFailure(source, `row group ${group.index} does not decode`, error);
+          }
+          if (batch === undefined) continue;
+          const columns = envelopeColumns(batch);
+          if (columns === undefined) return undefined;
+          check.add(columns, group.rowStart + rows);
+          rows += batch.numRows;
+        }
+      } finally {
+        await batches?.cancel().catch(() => undefined);
+      }
+      if (rows !== group.rowCount) {
+        throw new ArchiveIntegrityError(
+          source.name,
+          `row group ${group.index} decoded ${rows} of its ${group.rowCount} rows`,
+        );
+      }
+    }
+    return check.finish();
+  } finally {
+    file.free();
+  }
+}
+
+/**
+ * The byte source as the Blob parquet-wasm's async reader asks for: it only
+ * reads `size` and calls `slice(start, end).arrayBuffer()`, so ranges go
+ * through the source (and its byte accounting) rather than a second handle.
+ */
+function blobOf(source: ByteSource): Blob {
+  const blob = {
+    size: source.byteLength,
+    slice: (start = 0, end = source.byteLength) => ({
+      arrayBuffer: async () => ownArrayBuffer(await source.read(start, end)),
+    }),
+  };
+  return blob as unknown as Blob;
+}
+
+/** The bytes as an ArrayBuffer of their own: the backing buffer when they fill it, else a copy. */
+function ownArrayBuffer(bytes: Uint8Array): ArrayBuffer {
+  const buffer = bytes.buffer as ArrayBuffer;
+  return bytes.byteOffset === 0 && bytes.byteLength === buffer.byteLength
+    ? buffer
+    : buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength);
+}
+
+interface EnvelopeColumns {
+  readonly length: number;
+  readonly partitionKeys: BinaryColumn;
+  readonly nanos: BigInt64Array;
+  readonly sortKeys: BinaryColumn;
+  readonly values: BinaryColumn;
+}
+
+function envelopeColumns(batch: RecordBatch): EnvelopeColumns | undefined {
+  const binary = (index: number): BinaryColumn | undefined => {
+    const data = batch.data.children[index];
+    if (data === undefined || data.typeId !== ArrowType.Binary || data.nullCount > 0)
+      return undefined;
+    const offsets = data.valueOffsets as Int32Array | undefined;
+    if (!(offsets instanceof Int32Array) || offsets.length < data.length + 1) return undefined;
+    // A sliced batch starts its offsets at data.offset; re-base so row 0 is offsets[0].
+    return {
+      offsets: offsets.subarray(data.offset, data.offset + data.length + 1),
+      data: data.values,
+    };
+  };
+  const time = batch.data.children[1];
+  if (
+    time === undefined ||
+    !(time.type instanceof Timestamp) ||
+    time.type.unit !== TimeUnit.NANOSECOND ||
+    time.nullCount > 0 ||
+    !(time.values instanceof BigInt64Array)
+  ) {
+    return undefined;
+  }
+  const partitionKeys = binary(0);
+  const sortKeys = binary(2);
+  const values = binary(3);
+  if (partitionKeys === undefined || sortKeys === undefined || values === undefined)
+    return undefined;
+  return {
+    length: batch.numRows,
+    partitionKeys,
+    nanos: time.values.subarray(time.offset, time.offset + time.length),
+    sortKeys,
+    values,
+  };
+}
+
+/** What {@link inspectPayload} checks, on columns: key, bounds, order and the row digest. */
+class ColumnChecks {
+  readonly #digest = new RowDigest();
+  #micros = new BigInt64Array(0);
+  #previousTime: EpochMicros | undefined;
+  #previousSortKey = Buffer.alloc(0);
+
+  constructor(
+    private readonly source: ByteSource,
+    private readonly expected: PayloadExpectations,
+  ) {}
+
+  add(columns: EnvelopeColumns, firstRow: number): void {
+    const { length, nanos, sortKeys } = columns;
+    const { partitionKey, start, end } = this.expected;
+    const fail = (row: number, problem: string): never => {
+      throw new ArchiveIntegrityError(this.source.name, `record ${firstRow + row} ${problem}`);
+    };
+    if (partitionKey !== undefined) {
+      const keys = columns.partitionKeys;
+      const data = Buffer.from(keys.data.buffer, keys.data.byteOffset, keys.data.byteLength);
+      const want = Buffer.from(
+        partitionKey.buffer,
+        partitionKey.byteOffset,
+        partitionKey.byteLength,
+      );
+      for (let i = 0; i < length; i++) {
+        const from = keys.offsets[i]!;
+        const to = keys.offsets[i + 1]!;
+        if (
+          to - from !== want.byteLength ||
+          data.compare(want, 0, want.byteLength, from, to) !== 0
+        ) {
+          fail(i, "has a partition key of another bucket");
+        }
+      }
+    }
+    if (this.#micros.length < length) this.#micros = new BigInt64Array(length);
+    const micros = this.#micros;
+    const sortData = Buffer.from(
+      sortKeys.data.buffer,
+      sortKeys.data.byteOffset,
+      sortKeys.data.byteLength,
+    );
+    let previousTime = this.#previousTime;
+    let previousStart = -1;
+    let previousEnd = -1;
+    for (let i = 0; i < length; i++) {
+      const ns = nanos[i]!;
+      if (ns % 1000n !== 0n) {
+        throw new ArchiveIntegrityError(
+          this.source.name,
+          `row ${firstRow + i} has event_time ${ns} ns, which is not a whole number of microseconds`,
+        );
+      }
+      const time = ns / 1000n;
+      if ((start !== undefined && time < start) || (end !== undefined && time >= end)) {
+        fail(i, `has event_time ${formatMicrosRfc3339(time)} outside the bucket`);
+      }
+      const from = sortKeys.offsets[i]!;
+      const to = sortKeys.offsets[i + 1]!;
+      if (previousTime !== undefined && time <= previousTime) {
+        const order =
+          time < previousTime
+            ? 1
+            : previousStart < 0
+              ? this.#previousSortKey.compare(sortData, from, to)
+              : sortData.compare(sortData, from, to, previousStart, previousEnd);
+        if (order >= 0)
+          fail(i, `is not after record ${firstRow + i - 1} in (event_time, sort_key) order`);
+      }
+      previousTime = time;
+      previousStart = from;
+      previousEnd = to;
+      micros[i] = time;
+    }
+    if (length > 0) {
+      this.#previousTime = previousTime;
+      this.#previousSortKey = Buffer.from(sortData.subarray(previousStart, previousEnd));
+    }
+    this.#digest.addColumns(micros, sortKeys, columns.values, 0, length);
+  }
+
+  finish(): PayloadContent {
+    return { rowCount: this.#digest.count, rowsDigest: this.#digest.digest() };
+  }
 }
 
 /** Every record, a whole row group at a time for Parquet (verification reads everything anyway). */
@@ -446,6 +678,12 @@ const PARSERS: Partial<ParquetParsers> = {
 /** Rows decoded first when a range read starts at the beginning of a row group. */
 const FIRST_SLICE_ROWS = 1024;
 
+/** Rows per decoded batch when a whole payload is verified. */
+const VERIFY_BATCH_ROWS = 8192;
+
+/** Larger reads past the start of the page indexes are not kept (a foreign file's odd layout). */
+const MAX_CACHED_INDEX_BYTES = 1 << 20;
+
 /** Enough for the footer of a payload with hundreds of row groups; larger footers take a second read. */
 const FOOTER_FETCH_BYTES = 64 * 1024;
 
@@ -496,14 +734,26 @@ export class ParquetPayloadReader {
   }
 
   static async open(source: ByteSource): Promise<ParquetPayloadReader> {
+    // Page indexes sit between the last row group and the footer. Like the
+    // footer they are metadata, read again by every range read, so the ranges
+    // read from there are kept for the life of the reader (a few kilobytes
+    // per column chunk read); data pages are never kept.
+    let indexStart = Number.POSITIVE_INFINITY;
+    const indexes = new Map<string, Promise<ArrayBuffer>>();
+    const read = async (start: number, end: number) =>
+      ownArrayBuffer(await source.read(start, end));
     const file: AsyncBuffer = {
       byteLength: source.byteLength,
-      slice: async (start, end) => {
-        const bytes = await source.read(start, end ?? source.byteLength);
-        return bytes.buffer.slice(
-          bytes.byteOffset,
-          bytes.byteOffset + bytes.byteLength,
-        ) as ArrayBuffer;
+      slice: (start, end = source.byteLength) => {
+        if (start < indexStart || end - start > MAX_CACHED_INDEX_BYTES) return read(start, end);
+        const key = `${start}:${end}`;
+        let cached = indexes.get(key);
+        if (cached === undefined) {
+          cached = read(start, end);
+          cached.catch(() => indexes.delete(key));
+          indexes.set(key, cached);
+        }
+        return cached;
       },
     };
     let metadata: FileMetaData;
@@ -516,6 +766,7 @@ export class ParquetPayloadReader {
       throw integrityFailure(source, "not a readable Parquet file", error);
     }
     checkEnvelopeSchema(source, metadata.schema);
+    indexStart = pageIndexStart(metadata);
     return new ParquetPayloadReader(source, file, metadata);
   }
 
@@ -613,8 +864,14 @@ export class ParquetPayloadReader {
   /**
    * Records with `from <= event_time < to` in clustering order, one batch per
    * row group read; row groups outside the range are never fetched.
+   * `firstSliceRows` (at most {@link FIRST_SLICE_ROWS}) is how many rows the
+   * first slice decodes: a caller that wants a page of n records passes n.
    */
-  async *readRange(from?: EpochMicros, to?: EpochMicros): AsyncIterable<TableRecord[]> {
+  async *readRange(
+    from?: EpochMicros,
+    to?: EpochMicros,
+    firstSliceRows = FIRST_SLICE_ROWS,
+  ): AsyncIterable<TableRecord[]> {
     const groups = this.rowGroupsOverlapping(from, to);
     const inRange = (records: TableRecord[]) =>
       from === undefined && to === undefined
@@ -634,13 +891,27 @@ export class ParquetPayloadReader {
       // group in growing slices, so a caller that stops early fetches a few
       // pages instead of the whole group (and one that reads on decodes at
       // most a third more than the group).
-      for (let offset = 0, count = FIRST_SLICE_ROWS; offset < group.rowCount; count *= 4) {
+      const first = Math.max(1, Math.min(FIRST_SLICE_ROWS, Math.floor(firstSliceRows)));
+      for (let offset = 0, count = first; offset < group.rowCount; count *= 4) {
         const records = inRange(await this.#readRows(group, offset, count));
         offset += count;
         if (records.length > 0) yield records;
       }
     }
   }
+}
+
+/** Where the page indexes (column and offset indexes) begin; Infinity when the file has none. */
+function pageIndexStart(metadata: FileMetaData): number {
+  let start = Number.POSITIVE_INFINITY;
+  for (const group of metadata.row_groups) {
+    for (const column of group.columns) {
+      for (const offset of [column.offset_index_offset, column.column_index_offset]) {
+        if (offset !== undefined && Number(offset) < start) start = Number(offset);
+      }
+    }
+  }
+  return start;
 }
 
 function nanosToMicros(source: ByteSource, nanos: bigint, row: number): EpochMicros {

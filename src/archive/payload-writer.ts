@@ -39,9 +39,13 @@ import type { ArchiveFormat } from "../domain/table.js";
 import type { BucketRow } from "../ports/hot-store.js";
 
 /** Rows per Parquet row group unless configured otherwise. */
-export const DEFAULT_ROW_GROUP_ROWS = 65_536;
-/** Rows per Arrow batch handed to the Parquet writer; a multiple of the writer's 1,024-row mini-batches. */
+export const DEFAULT_ROW_GROUP_ROWS = 32_768;
+/** Rows per Arrow batch handed to the Parquet writer; a multiple of {@link DATA_PAGE_ROWS}. */
 export const DEFAULT_BATCH_ROWS = 8_192;
+/** Most rows in one data page (the writer's write batch size). */
+export const DATA_PAGE_ROWS = 128;
+/** A data page is closed once it holds this many bytes (checked every {@link DATA_PAGE_ROWS} rows). */
+export const DATA_PAGE_BYTES = 16 * 1024;
 
 /** Written into the Parquet footer's `created_by`; fixed so output does not depend on library versions. */
 export const PARQUET_CREATED_BY = "pulpitum record schema v2";
@@ -79,6 +83,18 @@ export interface WrittenPayload {
 /** Event times a Parquet TIMESTAMP(NANOS) can hold: signed 64-bit nanoseconds. */
 const MIN_NANOS = -(2n ** 63n);
 const MAX_NANOS = 2n ** 63n - 1n;
+
+/** A binary column as Arrow lays it out: row i is `data[offsets[i] .. offsets[i + 1])`. */
+export interface BinaryColumn {
+  readonly offsets: Int32Array;
+  readonly data: Uint8Array;
+}
+
+function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.isBuffer(bytes)
+    ? bytes
+    : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
 
 /**
  * Canonical digest of a row sequence: for each row, the event time as a
@@ -124,6 +140,50 @@ export class RowDigest {
     this.#count++;
   }
 
+  /**
+   * Rows `[from, to)` of decoded columns, framed exactly as {@link add}
+   * frames them: `micros[i]` is the event time, and row i's sort key and
+   * value are `sortKeys.data[sortKeys.offsets[i] .. sortKeys.offsets[i + 1])`
+   * and likewise for values. Used on whole Arrow batches, where a view per
+   * value would cost more than the hashing.
+   */
+  addColumns(
+    micros: BigInt64Array,
+    sortKeys: BinaryColumn,
+    values: BinaryColumn,
+    from: number,
+    to: number,
+  ): void {
+    const buffer = this.#buffer;
+    const sortData = asBuffer(sortKeys.data);
+    const valueData = asBuffer(values.data);
+    const sortOffsets = sortKeys.offsets;
+    const valueOffsets = values.offsets;
+    for (let i = from; i < to; i++) {
+      const sortStart = sortOffsets[i]!;
+      const sortLength = sortOffsets[i + 1]! - sortStart;
+      const valueStart = valueOffsets[i]!;
+      const valueLength = valueOffsets[i + 1]! - valueStart;
+      const need = 16 + sortLength + valueLength;
+      if (need > RowDigest.#BUFFER_BYTES) {
+        this.add(
+          micros[i]!,
+          sortData.subarray(sortStart, sortStart + sortLength),
+          valueData.subarray(valueStart, valueStart + valueLength),
+        );
+        continue;
+      }
+      if (this.#used + need > RowDigest.#BUFFER_BYTES) this.#flush();
+      let at = buffer.writeBigInt64BE(micros[i]!, this.#used);
+      at = buffer.writeUInt32BE(sortLength, at);
+      at += sortData.copy(buffer, at, sortStart, sortStart + sortLength);
+      at = buffer.writeUInt32BE(valueLength, at);
+      at += valueData.copy(buffer, at, valueStart, valueStart + valueLength);
+      this.#used = at;
+      this.#count++;
+    }
+  }
+
   #flush(): void {
     if (this.#used > 0) this.#hash.update(this.#buffer.subarray(0, this.#used));
     this.#used = 0;
@@ -140,15 +200,44 @@ export class RowDigest {
 }
 
 /**
+ * What an encoder reports rows to. `accept` takes one row for the order
+ * check and the digest; an encoder that builds columns may instead call
+ * `checkOrder` per row and hand the digest whole columns through
+ * `digestColumns`, in the same row order.
+ */
+export interface RowGuard {
+  accept(row: BucketRow): void;
+  checkOrder(row: BucketRow): void;
+  digestColumns(
+    micros: BigInt64Array,
+    sortKeys: BinaryColumn,
+    values: BinaryColumn,
+    rows: number,
+  ): void;
+}
+
+const NO_GUARD: RowGuard = {
+  accept: () => undefined,
+  checkOrder: () => undefined,
+  digestColumns: () => undefined,
+};
+
+/**
  * Checks the snapshot contract the payload relies on: rows arrive in strictly
  * increasing `(event_time, sort_key)` order (row-group statistics and range
  * reads depend on it), and each is fed to the row digest.
  */
-class RowStreamGuard {
-  #previous: { eventTime: EpochMicros; sortKey: Uint8Array } | undefined;
+class RowStreamGuard implements RowGuard {
+  #previous: BucketRow | undefined;
+  #rows = 0;
   readonly digest = new RowDigest();
 
   accept(row: BucketRow): void {
+    this.checkOrder(row);
+    this.digest.add(row.eventTime, row.sortKey, row.value);
+  }
+
+  checkOrder(row: BucketRow): void {
     const previous = this.#previous;
     if (previous !== undefined) {
       const order =
@@ -159,13 +248,22 @@ class RowStreamGuard {
           : compareBytes(previous.sortKey, row.sortKey);
       if (order >= 0) {
         throw new InvariantViolationError(
-          `snapshot row ${this.digest.count} at ${formatMicrosRfc3339(row.eventTime)} is not after the ` +
+          `snapshot row ${this.#rows} at ${formatMicrosRfc3339(row.eventTime)} is not after the ` +
             `previous row in (event_time, sort_key) order: the snapshot must be strictly ordered and free of duplicates`,
         );
       }
     }
-    this.#previous = { eventTime: row.eventTime, sortKey: row.sortKey };
-    this.digest.add(row.eventTime, row.sortKey, row.value);
+    this.#previous = row;
+    this.#rows++;
+  }
+
+  digestColumns(
+    micros: BigInt64Array,
+    sortKeys: BinaryColumn,
+    values: BinaryColumn,
+    rows: number,
+  ): void {
+    this.digest.addColumns(micros, sortKeys, values, 0, rows);
   }
 }
 
@@ -174,7 +272,7 @@ export function encodePayload(
   format: ArchiveFormat,
   partitionKey: Uint8Array,
   pages: AsyncIterable<readonly BucketRow[]>,
-  guard: { accept(row: BucketRow): void } = { accept: () => undefined },
+  guard: RowGuard = NO_GUARD,
   options: PayloadEncodingOptions = {},
 ): AsyncIterable<Uint8Array> {
   return format === "parquet"
@@ -197,8 +295,8 @@ export async function writePayloadFile(
   const hash = createHash("sha256");
   let byteLength = 0;
   const file = await open(filePath, "wx");
+  const sink = new CoalescingWriter((chunk) => file.write(chunk).then(() => undefined));
   try {
-    const sink = new CoalescingWriter((chunk) => file.write(chunk).then(() => undefined));
     for await (const chunk of encodePayload(format, partitionKey, pages, guard, options)) {
       hash.update(chunk);
       byteLength += chunk.byteLength;
@@ -207,6 +305,7 @@ export async function writePayloadFile(
     // No fsync: the file only feeds the upload, whose read-back is what is verified.
     await sink.flush();
   } finally {
+    await sink.settle().catch(() => undefined);
     await file.close();
   }
   return {
@@ -218,11 +317,21 @@ export async function writePayloadFile(
   };
 }
 
-/** Batches small chunks into ~1 MiB writes; the Parquet writer emits many small ones. */
+/**
+ * Batches small chunks into ~1 MiB writes (the Parquet writer emits many
+ * small ones), with one write in flight while the next buffer fills, so
+ * encoding does not wait for the disk. `out` must be done with a chunk when
+ * its promise settles (a file write is): its buffer is then reused.
+ */
 class CoalescingWriter {
   static readonly SIZE = 1 << 20;
-  #buffer = Buffer.allocUnsafe(CoalescingWriter.SIZE);
+  readonly #buffers = [
+    Buffer.allocUnsafe(CoalescingWriter.SIZE),
+    Buffer.allocUnsafe(CoalescingWriter.SIZE),
+  ];
+  #current = 0;
   #used = 0;
+  #inFlight: Promise<void> | undefined;
 
   constructor(private readonly out: (chunk: Uint8Array) => Promise<void>) {}
 
@@ -232,18 +341,35 @@ class CoalescingWriter {
       await this.out(chunk);
       return;
     }
-    if (this.#used + chunk.byteLength > CoalescingWriter.SIZE) await this.flush();
-    this.#buffer.set(chunk, this.#used);
+    if (this.#used + chunk.byteLength > CoalescingWriter.SIZE) await this.#startWrite();
+    this.#buffers[this.#current]!.set(chunk, this.#used);
     this.#used += chunk.byteLength;
   }
 
+  /** Write what is buffered and wait until every write is done. */
   async flush(): Promise<void> {
+    await this.#startWrite();
+    await this.settle();
+  }
+
+  /** Wait for the write in flight, if any (rethrowing its failure). */
+  async settle(): Promise<void> {
+    const inFlight = this.#inFlight;
+    this.#inFlight = undefined;
+    await inFlight;
+  }
+
+  async #startWrite(): Promise<void> {
     if (this.#used === 0) return;
-    const full = this.#buffer.subarray(0, this.#used);
-    // The buffer is handed over, so the next writes need a fresh one.
-    this.#buffer = Buffer.allocUnsafe(CoalescingWriter.SIZE);
+    // The other buffer is free once the write before this one is done.
+    await this.settle();
+    const full = this.#buffers[this.#current]!.subarray(0, this.#used);
+    this.#current ^= 1;
     this.#used = 0;
-    await this.out(full);
+    const write = this.out(full);
+    // Observed by the next settle(); never an unhandled rejection meanwhile.
+    write.catch(() => undefined);
+    this.#inFlight = write;
   }
 }
 
@@ -253,7 +379,7 @@ class CoalescingWriter {
 async function* encodeNdjson(
   partitionKey: Uint8Array,
   pages: AsyncIterable<readonly BucketRow[]>,
-  guard: { accept(row: BucketRow): void },
+  guard: RowGuard,
 ): AsyncIterable<Uint8Array> {
   const target = 1 << 20;
   let lines: string[] = [];
@@ -294,6 +420,12 @@ function parquetWriterProperties(rowGroupRows: number): parquetWasm.WriterProper
       .setCompression(Compression.ZSTD)
       .setMaxRowGroupSize(rowGroupRows)
       .setCreatedBy(PARQUET_CREATED_BY)
+      // Small data pages, so a first page of records fetches a few tens of
+      // kilobytes through the offset index instead of a 1 MiB page per
+      // column. The writer checks the page size after every write batch, so
+      // the batch size bounds a page in rows as well.
+      .setWriteBatchSize(DATA_PAGE_ROWS)
+      .setDataPageSizeLimit(DATA_PAGE_BYTES)
       .setKeyValueMetadata(
         new Map([["pulpitum.record_schema_version", String(RECORD_SCHEMA_VERSION)]]),
       )
@@ -308,15 +440,72 @@ function parquetWriterProperties(rowGroupRows: number): parquetWasm.WriterProper
   );
 }
 
-/** Rows collected for one Arrow batch, in flat buffers. */
+/** A binary column being filled row by row; its buffers are reused from batch to batch. */
+class BinaryColumnBuilder {
+  readonly offsets: Int32Array;
+  #data: Buffer;
+
+  constructor(capacity: number, bytesPerRow: number) {
+    this.offsets = new Int32Array(capacity + 1);
+    this.#data = Buffer.allocUnsafe(Math.max(1024, capacity * bytesPerRow));
+  }
+
+  /** Append `bytes` as row `index` (rows are appended in order from 0). */
+  set(index: number, bytes: Uint8Array): void {
+    const at = this.offsets[index]!;
+    const end = at + bytes.byteLength;
+    if (end > 0x7fffffff) {
+      throw new InvalidInputError(
+        "an Arrow batch",
+        `holds more than 2 GiB in one binary column`,
+        "less than 2 GiB per batch; lower batchRows",
+      );
+    }
+    if (end > this.#data.byteLength) {
+      const grown = Buffer.allocUnsafe(
+        Math.min(0x7fffffff, Math.max(end, this.#data.byteLength * 2)),
+      );
+      this.#data.copy(grown, 0, 0, at);
+      this.#data = grown;
+    }
+    this.#data.set(bytes, at);
+    this.offsets[index + 1] = end;
+  }
+
+  /** The first `rows` rows; valid until the next {@link set}. */
+  view(rows: number): BinaryColumn {
+    return {
+      offsets: this.offsets.subarray(0, rows + 1),
+      data: this.#data.subarray(0, this.offsets[rows]!),
+    };
+  }
+}
+
+/** Rows collected for one Arrow batch, in flat column buffers. */
 class BatchBuilder {
-  readonly eventTimes: BigInt64Array;
-  sortKeys: Uint8Array[] = [];
-  values: Uint8Array[] = [];
+  readonly #micros: BigInt64Array;
+  readonly #nanos: BigInt64Array;
+  readonly #sortKeys: BinaryColumnBuilder;
+  readonly #values: BinaryColumnBuilder;
+  readonly #partitionKeys: BinaryColumn;
   length = 0;
 
-  constructor(readonly capacity: number) {
-    this.eventTimes = new BigInt64Array(capacity);
+  constructor(
+    readonly capacity: number,
+    partitionKey: Uint8Array,
+  ) {
+    this.#micros = new BigInt64Array(capacity);
+    this.#nanos = new BigInt64Array(capacity);
+    this.#sortKeys = new BinaryColumnBuilder(capacity, 16);
+    this.#values = new BinaryColumnBuilder(capacity, 256);
+    // Every row carries the bucket's partition key: one column, built once.
+    const offsets = new Int32Array(capacity + 1);
+    const data = new Uint8Array(capacity * partitionKey.byteLength);
+    for (let i = 0; i < capacity; i++) {
+      data.set(partitionKey, i * partitionKey.byteLength);
+      offsets[i + 1] = (i + 1) * partitionKey.byteLength;
+    }
+    this.#partitionKeys = { offsets, data };
   }
 
   add(row: BucketRow): void {
@@ -328,69 +517,57 @@ class BatchBuilder {
         "a time between 1677-09-21T00:12:43.145225Z and 2262-04-11T23:47:16.854775Z; archive such a table as json",
       );
     }
-    this.eventTimes[this.length] = nanos;
-    this.sortKeys.push(row.sortKey);
-    this.values.push(row.value);
-    this.length++;
+    const i = this.length;
+    this.#micros[i] = row.eventTime;
+    this.#nanos[i] = nanos;
+    this.#sortKeys.set(i, row.sortKey);
+    this.#values.set(i, row.value);
+    this.length = i + 1;
   }
 
   get full(): boolean {
     return this.length === this.capacity;
   }
 
-  /** An Arrow IPC stream holding this batch; resets the builder. */
-  takeIpc(partitionKey: Uint8Array): Uint8Array {
+  /** Hand the batch's rows to the digest, then return them as an Arrow IPC stream; resets the builder. */
+  takeIpc(guard: RowGuard): Uint8Array {
     const length = this.length;
-    const partitionKeys = new Array<Uint8Array>(length).fill(partitionKey);
+    const sortKeys = this.#sortKeys.view(length);
+    const values = this.#values.view(length);
+    guard.digestColumns(this.#micros, sortKeys, values, length);
+    const keyBytes = this.#partitionKeys.offsets[length]!;
     const data = makeData({
       type: ARROW_STRUCT,
       length,
       nullCount: 0,
       children: [
-        binaryData(partitionKeys),
+        binaryData(length, {
+          offsets: this.#partitionKeys.offsets.subarray(0, length + 1),
+          data: this.#partitionKeys.data.subarray(0, keyBytes),
+        }),
         makeData({
           type: new TimestampNanosecond("UTC"),
           length,
           nullCount: 0,
-          data: this.eventTimes.slice(0, length),
+          data: this.#nanos.subarray(0, length),
         }),
-        binaryData(this.sortKeys),
-        binaryData(this.values),
+        binaryData(length, sortKeys),
+        binaryData(length, values),
       ],
     });
-    const batch = new RecordBatch(ARROW_SCHEMA, data);
-    this.sortKeys = [];
-    this.values = [];
     this.length = 0;
-    return tableToIPC(new Table([batch]), "stream");
+    // The IPC stream is a copy, so the builder's buffers are free for the next batch.
+    return tableToIPC(new Table([new RecordBatch(ARROW_SCHEMA, data)]), "stream");
   }
 }
 
-function binaryData(items: readonly Uint8Array[]) {
-  let total = 0;
-  for (const item of items) total += item.byteLength;
-  if (total > 0x7fffffff) {
-    throw new InvalidInputError(
-      "an Arrow batch",
-      `holds ${total} bytes in one binary column`,
-      "less than 2 GiB per batch; lower batchRows",
-    );
-  }
-  const offsets = new Int32Array(items.length + 1);
-  const bytes = new Uint8Array(total);
-  let at = 0;
-  for (let i = 0; i < items.length; i++) {
-    const item = items[i]!;
-    bytes.set(item, at);
-    at += item.byteLength;
-    offsets[i + 1] = at;
-  }
+function binaryData(length: number, column: BinaryColumn) {
   return makeData({
     type: new Binary(),
-    length: items.length,
+    length,
     nullCount: 0,
-    valueOffsets: offsets,
-    data: bytes,
+    valueOffsets: column.offsets,
+    data: column.data,
   });
 }
 
@@ -416,7 +593,7 @@ function positiveInteger(value: number, name: string): number {
 async function* encodeParquet(
   partitionKey: Uint8Array,
   pages: AsyncIterable<readonly BucketRow[]>,
-  guard: { accept(row: BucketRow): void },
+  guard: RowGuard,
   options: PayloadEncodingOptions,
 ): AsyncIterable<Uint8Array> {
   const rowGroupRows = positiveInteger(
@@ -433,7 +610,7 @@ async function* encodeParquet(
   let pageIndex = 0;
   let exhausted = false;
   let batchesSent = 0;
-  const builder = new BatchBuilder(batchRows);
+  const builder = new BatchBuilder(batchRows, partitionKey);
   // The next page is requested as soon as the current one arrives, so the
   // database produces it while this one is encoded. A failed prefetch is
   // observed (and rethrown) when its page is due, never left unhandled.
@@ -460,13 +637,13 @@ async function* encodeParquet(
         continue;
       }
       const row = page[pageIndex++]!;
-      guard.accept(row);
+      guard.checkOrder(row);
       builder.add(row);
     }
     // An empty bucket still gets one empty batch so the file carries the schema.
     if (builder.length === 0 && batchesSent > 0) return undefined;
     batchesSent++;
-    return builder.takeIpc(partitionKey);
+    return builder.takeIpc(guard);
   };
 
   let sourceError: unknown;

@@ -13,7 +13,10 @@
  *    already-existing object is not an error but something to verify.
  * 2. Read the stored object back and verify it before returning. Verifying
  *    the local file instead would prove only that we can encode, not that the
- *    store holds what we sent.
+ *    store holds what we sent. The rows are decoded from the local file (and
+ *    that starts while the upload is in flight), but the decoded count and
+ *    row digest are accepted only after the stored bytes hashed the same as
+ *    the file, which makes them the rows of the stored object.
  * 3. The manifest is written only after its payload was verified, and is
  *    itself read back and validated, and its payload re-checked by HEAD, so a
  *    manifest key never points at a missing or different payload.
@@ -49,7 +52,12 @@ import {
   type ManifestBucket,
   type ManifestExpectations,
 } from "./manifest.js";
-import { fileByteSource, inspectPayload, type PayloadExpectations } from "./payload-reader.js";
+import {
+  fileByteSource,
+  inspectPayload,
+  type PayloadContent,
+  type PayloadExpectations,
+} from "./payload-reader.js";
 import {
   writePayloadFile,
   type PayloadEncodingOptions,
@@ -105,12 +113,22 @@ export async function storePayload(input: StorePayloadInput): Promise<StoredPayl
       input.encoding,
     );
     const key = payloadKey(location(input.prefix, bucket), written.sha256, format);
-    const outcome = await store.createIfAbsent(
-      key,
-      { filePath: written.filePath, byteLength: written.byteLength },
-      { contentType: PAYLOAD_CONTENT_TYPES[format] },
-    );
-    await verifyStoredPayload(store, key, written, format, bucketExpectations(bucket));
+    // Decoding the local file runs while the upload and its read-back wait
+    // on I/O; its result counts only once the stored bytes hash the same.
+    const decoding = decodeWrittenPayload(written, key, format, bucketExpectations(bucket));
+    let outcome: CreateResult;
+    try {
+      outcome = await store.createIfAbsent(
+        key,
+        { filePath: written.filePath, byteLength: written.byteLength },
+        { contentType: PAYLOAD_CONTENT_TYPES[format] },
+      );
+      await verifyStoredBytes(store, key, written);
+    } finally {
+      // Never leave the decoder reading a file the caller is about to remove.
+      await decoding.catch(() => undefined);
+    }
+    checkDecodedRows(await decoding, key, written);
     return {
       key,
       sha256: written.sha256,
@@ -145,15 +163,12 @@ function bucketExpectations(bucket: ArchiveBucketRef): PayloadExpectations {
  * Check the stored object against the file we wrote: size (HEAD), then the
  * SHA-256 and length of the bytes streamed back. Equal hashes make the stored
  * object and the local file the same bytes, so decoding the local file is
- * decoding the stored object: its rows must reproduce the writer's count and
- * row digest, carry the bucket's partition key and stay inside its bounds.
+ * decoding the stored object (see {@link checkDecodedRows}).
  */
-async function verifyStoredPayload(
+async function verifyStoredBytes(
   store: ObjectStore,
   key: string,
   written: WrittenPayload,
-  format: ArchiveFormat,
-  expected: PayloadExpectations,
 ): Promise<void> {
   const info = await store.head(key);
   if (info === null)
@@ -177,20 +192,33 @@ async function verifyStoredPayload(
       `stored bytes hash to ${readBack.sha256}, ${written.sha256} were written`,
     );
   }
+}
+
+/** Decode every row of the written file, checking partition key, bounds and order. */
+async function decodeWrittenPayload(
+  written: WrittenPayload,
+  key: string,
+  format: ArchiveFormat,
+  expected: PayloadExpectations,
+): Promise<PayloadContent> {
   const source = await fileByteSource(written.filePath, key);
   try {
-    const content = await inspectPayload(source, format, expected);
-    if (content.rowCount !== written.rowCount) {
-      throw new ArchiveIntegrityError(
-        key,
-        `payload decodes to ${content.rowCount} rows, ${written.rowCount} were written`,
-      );
-    }
-    if (content.rowsDigest !== written.rowsDigest) {
-      throw new ArchiveIntegrityError(key, "decoded rows differ from the rows that were written");
-    }
+    return await inspectPayload(source, format, expected);
   } finally {
     await source.close();
+  }
+}
+
+/** The decoded rows must reproduce the writer's count and row digest. */
+function checkDecodedRows(content: PayloadContent, key: string, written: WrittenPayload): void {
+  if (content.rowCount !== written.rowCount) {
+    throw new ArchiveIntegrityError(
+      key,
+      `payload decodes to ${content.rowCount} rows, ${written.rowCount} were written`,
+    );
+  }
+  if (content.rowsDigest !== written.rowsDigest) {
+    throw new ArchiveIntegrityError(key, "decoded rows differ from the rows that were written");
   }
 }
 

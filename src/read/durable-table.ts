@@ -201,7 +201,7 @@ export class DurableTable {
       }
       const reader = route.parquet;
       const before = readerBytes(reader);
-      for await (const batch of reader.readRange(lower, range.to)) {
+      for await (const batch of reader.readRange(lower, range.to, range.limit)) {
         for (const r of batch) {
           if (keep(r)) out.push(r);
           if (out.length >= range.limit) break;

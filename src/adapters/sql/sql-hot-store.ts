@@ -20,6 +20,7 @@
  * record and cleanup would delete it.
  */
 import { randomUUID } from "node:crypto";
+import pg from "pg";
 import {
   InvalidInputError,
   InvariantViolationError,
@@ -74,7 +75,12 @@ import type {
   TableRegistration,
 } from "../../ports/hot-store.js";
 import { MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES } from "../../domain/limits.js";
-import type { SqlDatabase, SqlExecutor } from "./database.js";
+import {
+  canCopyOutBinary,
+  isUniqueViolation,
+  type SqlDatabase,
+  type SqlExecutor,
+} from "./database.js";
 import { METADATA_TABLE, RECORDS_TABLE, runMigrations, TABLES_TABLE } from "./migrations.js";
 
 /** Rows per multi-row INSERT: 1,000 rows × 5 parameters stays far below the 65,535 limit. */
@@ -122,6 +128,68 @@ function toBytes(value: Uint8Array): Uint8Array {
  */
 function viewBytes(value: Uint8Array): Uint8Array {
   return new Uint8Array(value.buffer, value.byteOffset, value.byteLength);
+}
+
+/**
+ * A statement's `$n` parameters as SQL literals, for COPY, which takes no
+ * parameters. Only the kinds {@link Params} produces are accepted: strings
+ * (escaped by the driver), safe integers and bytes (as `decode(hex)`, which
+ * no string setting can reinterpret).
+ */
+function inlineParams(sql: string, values: readonly unknown[]): string {
+  return sql.replace(/\$(\d+)/g, (_, n: string) => {
+    const value = values[Number(n) - 1];
+    if (typeof value === "string" && !value.includes("\0")) return pg.escapeLiteral(value);
+    if (typeof value === "number" && Number.isSafeInteger(value)) return String(value);
+    if (value instanceof Uint8Array) return `decode('${asBuffer(value).toString("hex")}', 'hex')`;
+    throw new TypeError(`parameter $${n} cannot be written as a literal`);
+  });
+}
+
+const COPY_SIGNATURE = Buffer.from("PGCOPY\n\xff\r\n\0", "latin1");
+/** 2000-01-01T00:00:00Z, PostgreSQL's binary timestamp epoch, in Unix microseconds. */
+const PG_EPOCH_MICROS = 946_684_800_000_000n;
+const INT64_MAX = 2n ** 63n - 1n;
+const INT64_MIN = -(2n ** 63n);
+
+/**
+ * Rows of a snapshot page from the binary COPY of its query (columns
+ * event_time, sort_key, value). Keys and values are views into `bytes`,
+ * which lives as long as the page.
+ */
+function decodeBinarySnapshot(bytes: Buffer): BucketRow[] {
+  const fail = (what: string): never => {
+    throw new InvariantViolationError(`binary COPY of a snapshot page ${what}`);
+  };
+  if (bytes.byteLength < 19 || !bytes.subarray(0, 11).equals(COPY_SIGNATURE)) fail("has no header");
+  let at = 19 + bytes.readUInt32BE(15);
+  const rows: BucketRow[] = [];
+  const field = (): number => {
+    if (at + 4 > bytes.byteLength) fail("is truncated");
+    const length = bytes.readInt32BE(at);
+    at += 4;
+    if (length < 0) fail("has a null column");
+    if (at + length > bytes.byteLength) fail("is truncated");
+    return length;
+  };
+  for (;;) {
+    if (at + 2 > bytes.byteLength) fail("is truncated");
+    const fields = bytes.readInt16BE(at);
+    at += 2;
+    if (fields === -1) return rows;
+    if (fields !== 3) fail(`has ${fields} columns, not 3`);
+    if (field() !== 8) fail("has a timestamp that is not 8 bytes");
+    const pgMicros = bytes.readBigInt64BE(at);
+    at += 8;
+    if (pgMicros === INT64_MAX || pgMicros === INT64_MIN) fail("has an infinite event_time");
+    const sortLength = field();
+    const sortKey = new Uint8Array(bytes.buffer, bytes.byteOffset + at, sortLength);
+    at += sortLength;
+    const valueLength = field();
+    const value = new Uint8Array(bytes.buffer, bytes.byteOffset + at, valueLength);
+    at += valueLength;
+    rows.push({ eventTime: pgMicros + PG_EPOCH_MICROS, sortKey, value });
+  }
 }
 
 const FRACTION_SCALE = [1, 100_000, 10_000, 1000, 100, 10, 1];
@@ -420,6 +488,8 @@ export class SqlHotStore implements HotStore {
   /** The database underneath, for operational queries and tests. */
   readonly db: SqlDatabase;
   readonly #ownsDatabase: boolean;
+  /** Size of the last binary snapshot page, to size the next one's buffer. */
+  #snapshotPageBytes = 0;
 
   constructor(db: SqlDatabase, options: SqlHotStoreOptions = {}) {
     this.db = db;
@@ -511,6 +581,24 @@ export class SqlHotStore implements HotStore {
   ): Promise<AppendResult> {
     if (records.length === 0) return { inserted: 0, duplicates: 0 };
     checkKeySizes(tableId, records);
+    // Most appends store only new records, and a plain INSERT is cheaper than
+    // one that checks every row for a conflict. When a record is already
+    // stored (a retried append), the unique violation rolls the whole
+    // transaction back and it runs again, skipping and comparing those.
+    try {
+      return await this.#appendOnce(tableId, records, now, false);
+    } catch (error) {
+      if (!isUniqueViolation(error)) throw error;
+      return await this.#appendOnce(tableId, records, now, true);
+    }
+  }
+
+  async #appendOnce(
+    tableId: TableId,
+    records: readonly TableRecord[],
+    now: Date,
+    skipExisting: boolean,
+  ): Promise<AppendResult> {
     return await this.db.transaction(async (tx) => {
       const table = await readTable(tx, tableId);
       if (table === null) throw new UnknownTableError(tableId);
@@ -560,11 +648,9 @@ export class SqlHotStore implements HotStore {
       let inserted = 0;
       for (let i = 0; i < pending.length; i += APPEND_ROWS_PER_STATEMENT) {
         const chunk = pending.slice(i, i + APPEND_ROWS_PER_STATEMENT);
-        const stored = await insertRecords(tx, tableId, chunk);
-        inserted += stored.size;
-        const skipped = chunk.filter((r) => !stored.has(r.identity));
-        if (skipped.length > 0) await compareExisting(tx, tableId, skipped);
-        duplicates += skipped.length;
+        const stored = await insertAppendChunk(tx, tableId, chunk, skipExisting);
+        inserted += stored;
+        duplicates += chunk.length - stored;
       }
       return { inserted, duplicates };
     }, "append");
@@ -659,30 +745,49 @@ export class SqlHotStore implements HotStore {
       after === null
         ? ""
         : `AND (event_time, sort_key) > (${p.micros(after.eventTime)}, ${p.bytes(after.sortKey)})`;
-    const sql = `SELECT f.ok, r.event_time, r.sort_key, r.value
-                   FROM (SELECT 1 AS ok FROM ${METADATA_TABLE} WHERE ${fence}) f
-              LEFT JOIN (SELECT event_time, sort_key, value FROM ${RECORDS_TABLE}
-                          WHERE ${bucket} ${position}
-                          ORDER BY event_time, sort_key LIMIT ${p.add(limit)}) r ON true
-               ORDER BY r.event_time, r.sort_key`;
-    const { rows } = await this.db.query<{
-      ok: number;
-      event_time: string | null;
-      sort_key: Uint8Array | null;
-      value: Uint8Array | null;
-    }>(sql, p.values);
-    if (rows.length === 0) return await this.#leaseLost(lease.bucket);
-    const page: BucketRow[] = [];
-    const times = new SqlTimestampDecoder();
-    for (const row of rows) {
-      if (row.event_time === null || row.sort_key === null || row.value === null) continue;
-      page.push({
-        eventTime: times.decode(row.event_time),
-        sortKey: viewBytes(row.sort_key),
-        value: viewBytes(row.value),
-      });
+    // The fence is an uncorrelated EXISTS, so it is a one-time filter of the
+    // same statement and the rows come straight off the primary key in
+    // clustering order, with no sort. An empty page is then told apart from
+    // a lost lease by checking the fence again: a lost lease never comes back.
+    const sql = `SELECT event_time, sort_key, value FROM ${RECORDS_TABLE}
+                  WHERE ${bucket} ${position}
+                    AND EXISTS (SELECT 1 FROM ${METADATA_TABLE} WHERE ${fence})
+                  ORDER BY event_time, sort_key LIMIT ${p.add(limit)}`;
+    let page: BucketRow[] | undefined;
+    if (canCopyOutBinary(this.db)) {
+      const copied = await this.db.copyOutBinary(
+        inlineParams(sql, p.values),
+        this.#snapshotPageBytes,
+      );
+      if (copied !== null) {
+        this.#snapshotPageBytes = copied.byteLength;
+        page = decodeBinarySnapshot(copied);
+      }
     }
-    return { kind: "page", rows: page };
+    if (page === undefined) {
+      const { rows } = await this.db.query<{
+        event_time: string;
+        sort_key: Uint8Array;
+        value: Uint8Array;
+      }>(sql, p.values);
+      page = [];
+      const times = new SqlTimestampDecoder();
+      for (const row of rows) {
+        page.push({
+          eventTime: times.decode(row.event_time),
+          sortKey: viewBytes(row.sort_key),
+          value: viewBytes(row.value),
+        });
+      }
+    }
+    if (page.length > 0) return { kind: "page", rows: page };
+    const f = new Params();
+    const { rows } = await this.db.query(
+      `SELECT 1 AS ok FROM ${METADATA_TABLE}
+        WHERE ${BUCKET(f, lease.bucket)} AND state = 'archiving' AND ${LIVE_LEASE(f, lease, now)}`,
+      f.values,
+    );
+    return rows.length > 0 ? { kind: "page", rows: [] } : await this.#leaseLost(lease.bucket);
   }
 
   async recordPayload(lease: Lease, now: Date, payload: PayloadFacts): Promise<FencedWrite> {
@@ -1286,6 +1391,39 @@ async function insertRecords(
       identityKey(r.partition_key, r.bucket_key, parseSqlTimestamp(r.event_time), r.sort_key),
     ),
   );
+}
+
+/**
+ * Insert one chunk of an append and return how many rows it stored. Only
+ * the count comes back (returning every stored key cost as much as the
+ * insert). Without `skipExisting` a stored record fails the statement with a
+ * unique violation. With it, stored records are skipped, and then the whole
+ * chunk is compared with what is stored: the rows this statement stored
+ * match trivially, and a retried record with a different value conflicts.
+ */
+async function insertAppendChunk(
+  tx: SqlExecutor,
+  tableId: TableId,
+  chunk: readonly PendingRecord[],
+  skipExisting: boolean,
+): Promise<number> {
+  const p = new Params();
+  const table = p.add(tableId);
+  const values = chunk
+    .map(
+      ({ bucket, record }) =>
+        `(${table}, ${p.bytes(record.partitionKey)}, ${p.add(bucket.id.bucketKey)}, ` +
+        `${p.micros(record.eventTime)}, ${p.bytes(record.sortKey)}, ${p.bytes(record.value)})`,
+    )
+    .join(", ");
+  const { rowCount } = await tx.query(
+    `INSERT INTO ${RECORDS_TABLE} (table_id, partition_key, bucket_key, event_time, sort_key, value)
+     VALUES ${values}
+     ${skipExisting ? "ON CONFLICT (table_id, partition_key, bucket_key, event_time, sort_key) DO NOTHING" : ""}`,
+    p.values,
+  );
+  if (rowCount < chunk.length) await compareExisting(tx, tableId, chunk);
+  return rowCount;
 }
 
 /** Records that were already stored must hold the same value, or the append conflicts. */

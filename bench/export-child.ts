@@ -1,0 +1,98 @@
+/**
+ * The export bench's child process: claim (untimed), then the export phase
+ * through runNextPhase, timed, with its peak RSS. It imports only what an
+ * export needs, and runs either under tsx (`bench/run.ts --child export`) or
+ * bundled by esbuild the way the worker Lambda is bundled
+ * ({@link bundleExportChild}), so its memory can be measured both ways.
+ */
+import { copyFile } from "node:fs/promises";
+import { createRequire } from "node:module";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { runNextPhase } from "../src/usecases/run-next-phase.js";
+import { benchContext, exportBucketId, SNAPSHOT_PAGE_SIZE } from "./support.js";
+
+export interface ExportArgs {
+  readonly databaseUrl: string;
+  readonly bucketIndex: number;
+  readonly storeRoot: string;
+  readonly tempDir: string;
+}
+
+export interface ExportResult {
+  readonly rows: number;
+  readonly bytes: number;
+  readonly seconds: number;
+  readonly maxRssMb: number;
+  readonly sampledPeakRssMb: number;
+}
+
+/** Claim (untimed), then the export phase through runNextPhase, timed, with its peak RSS. */
+export async function exportChild(args: ExportArgs): Promise<ExportResult> {
+  const ctx = benchContext(args.databaseUrl, args.storeRoot, SNAPSHOT_PAGE_SIZE, args.tempDir);
+  try {
+    const id = exportBucketId(args.bucketIndex);
+    const claim = await runNextPhase(ctx, id);
+    if (claim.phase !== "claim" || claim.result !== "advanced")
+      throw new Error(`claim did not advance: ${JSON.stringify(claim)}`);
+    let peak = process.memoryUsage().rss;
+    const sampler = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 25);
+    const started = performance.now();
+    const outcome = await runNextPhase(ctx, id);
+    const seconds = (performance.now() - started) / 1000;
+    clearInterval(sampler);
+    if (outcome.phase !== "export" || outcome.result !== "advanced")
+      throw new Error(`export did not advance: ${JSON.stringify(outcome)}`);
+    return {
+      rows: outcome.rows ?? 0,
+      bytes: outcome.bytes ?? 0,
+      seconds,
+      maxRssMb: process.resourceUsage().maxRSS / 1024,
+      sampledPeakRssMb: peak / 2 ** 20,
+    };
+  } finally {
+    await ctx.hotStore.close();
+  }
+}
+
+/** What infra's bundles start with: CommonJS dependencies (pg, parquet-wasm) need both. */
+const ESM_BANNER =
+  "import { createRequire as __pulpitumCreateRequire } from 'node:module';" +
+  "import { fileURLToPath as __pulpitumFileUrlToPath } from 'node:url';" +
+  "import { dirname as __pulpitumDirname } from 'node:path';" +
+  "const require = __pulpitumCreateRequire(import.meta.url);" +
+  "const __filename = __pulpitumFileUrlToPath(import.meta.url);" +
+  "const __dirname = __pulpitumDirname(__filename);";
+
+/**
+ * Bundle this file into `dir` with the esbuild options infra uses for the
+ * worker (ESM, minified, parquet-wasm's binary beside the bundle); returns
+ * the bundle's path.
+ */
+export async function bundleExportChild(dir: string): Promise<string> {
+  const { build } = await import("esbuild");
+  const outfile = path.join(dir, "export-child.mjs");
+  await build({
+    entryPoints: [fileURLToPath(import.meta.url)],
+    outfile,
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: `node${process.versions.node.split(".")[0]}`,
+    mainFields: ["module", "main"],
+    banner: { js: ESM_BANNER },
+    minify: true,
+    keepNames: true,
+    external: ["pg-native", "esbuild"],
+    logLevel: "warning",
+  });
+  const wasm = createRequire(import.meta.url).resolve("parquet-wasm/node/parquet_wasm_bg.wasm");
+  await copyFile(wasm, path.join(dir, "parquet_wasm_bg.wasm"));
+  return outfile;
+}
+
+const childIndex = process.argv.indexOf("--export-child");
+if (childIndex >= 0) {
+  const args = JSON.parse(process.argv[childIndex + 1] ?? "{}") as ExportArgs;
+  console.log(JSON.stringify(await exportChild(args)));
+}
