@@ -10,6 +10,7 @@ import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { runNextPhase } from "../src/usecases/run-next-phase.js";
+import { ESM_BANNER } from "../infra/esm-banner.js";
 import { benchContext, exportBucketId, SNAPSHOT_PAGE_SIZE } from "./support.js";
 
 export interface ExportArgs {
@@ -54,15 +55,6 @@ export async function exportChild(args: ExportArgs): Promise<ExportResult> {
     await ctx.hotStore.close();
   }
 }
-
-/** What infra's bundles start with: CommonJS dependencies (pg, parquet-wasm) need both. */
-const ESM_BANNER =
-  "import { createRequire as __pulpitumCreateRequire } from 'node:module';" +
-  "import { fileURLToPath as __pulpitumFileUrlToPath } from 'node:url';" +
-  "import { dirname as __pulpitumDirname } from 'node:path';" +
-  "const require = __pulpitumCreateRequire(import.meta.url);" +
-  "const __filename = __pulpitumFileUrlToPath(import.meta.url);" +
-  "const __dirname = __pulpitumDirname(__filename);";
 
 /**
  * Bundle this file into `dir` with the esbuild options infra uses for the

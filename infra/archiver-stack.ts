@@ -35,6 +35,7 @@ import {
 import type { Construct } from "constructs";
 import { DEFAULT_SERVICE_NAME, METRIC, METRICS_NAMESPACE } from "../functions/observability.js";
 import { parseConfig } from "../src/config.js";
+import { ESM_BANNER } from "./esm-banner.js";
 
 export const PROJECT_ROOT = fileURLToPath(new URL("..", import.meta.url));
 
@@ -215,18 +216,6 @@ export function archiverSettings(props: ArchiverStackProps): ArchiverSettings {
     serviceName,
   });
 }
-
-/**
- * ESM bundles still meet CommonJS code (pg, parquet-wasm's Node build) that
- * calls `require` or reads `__dirname`; the banner defines both.
- */
-export const ESM_BANNER =
-  "import { createRequire as __pulpitumCreateRequire } from 'node:module';" +
-  "import { fileURLToPath as __pulpitumFileUrlToPath } from 'node:url';" +
-  "import { dirname as __pulpitumDirname } from 'node:path';" +
-  "const require = __pulpitumCreateRequire(import.meta.url);" +
-  "const __filename = __pulpitumFileUrlToPath(import.meta.url);" +
-  "const __dirname = __pulpitumDirname(__filename);";
 
 /**
  * Local esbuild bundling (no Docker), ESM for Node 22. `parquetWasm`: the

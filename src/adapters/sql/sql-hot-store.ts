@@ -1359,6 +1359,18 @@ async function lockHotBucket(tx: SqlExecutor, bucket: PendingBucket, now: Date):
   );
 }
 
+/** The VALUES rows of a records INSERT: table_id, partition_key, bucket_key, event_time, sort_key, value. */
+function recordValues(p: Params, tableId: TableId, chunk: readonly PendingRecord[]): string {
+  const table = p.add(tableId);
+  return chunk
+    .map(
+      ({ bucket, record }) =>
+        `(${table}, ${p.bytes(record.partitionKey)}, ${p.add(bucket.id.bucketKey)}, ` +
+        `${p.micros(record.eventTime)}, ${p.bytes(record.sortKey)}, ${p.bytes(record.value)})`,
+    )
+    .join(", ");
+}
+
 /** Insert one chunk; returns the identities actually stored by this statement. */
 async function insertRecords(
   tx: SqlExecutor,
@@ -1366,14 +1378,7 @@ async function insertRecords(
   chunk: readonly PendingRecord[],
 ): Promise<Set<string>> {
   const p = new Params();
-  const table = p.add(tableId);
-  const values = chunk
-    .map(
-      ({ bucket, record }) =>
-        `(${table}, ${p.bytes(record.partitionKey)}, ${p.add(bucket.id.bucketKey)}, ` +
-        `${p.micros(record.eventTime)}, ${p.bytes(record.sortKey)}, ${p.bytes(record.value)})`,
-    )
-    .join(", ");
+  const values = recordValues(p, tableId, chunk);
   const { rows } = await tx.query<{
     partition_key: Uint8Array;
     bucket_key: string;
@@ -1408,14 +1413,7 @@ async function insertAppendChunk(
   skipExisting: boolean,
 ): Promise<number> {
   const p = new Params();
-  const table = p.add(tableId);
-  const values = chunk
-    .map(
-      ({ bucket, record }) =>
-        `(${table}, ${p.bytes(record.partitionKey)}, ${p.add(bucket.id.bucketKey)}, ` +
-        `${p.micros(record.eventTime)}, ${p.bytes(record.sortKey)}, ${p.bytes(record.value)})`,
-    )
-    .join(", ");
+  const values = recordValues(p, tableId, chunk);
   const { rowCount } = await tx.query(
     `INSERT INTO ${RECORDS_TABLE} (table_id, partition_key, bucket_key, event_time, sort_key, value)
      VALUES ${values}
