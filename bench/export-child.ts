@@ -26,6 +26,9 @@ export interface ExportResult {
   readonly seconds: number;
   readonly maxRssMb: number;
   readonly sampledPeakRssMb: number;
+  /** Peaks of the V8 heap in use and of memory outside it (Buffers, Arrow, WebAssembly). */
+  readonly sampledPeakHeapMb: number;
+  readonly sampledPeakExternalMb: number;
 }
 
 /** Claim (untimed), then the export phase through runNextPhase, timed, with its peak RSS. */
@@ -36,8 +39,13 @@ export async function exportChild(args: ExportArgs): Promise<ExportResult> {
     const claim = await runNextPhase(ctx, id);
     if (claim.phase !== "claim" || claim.result !== "advanced")
       throw new Error(`claim did not advance: ${JSON.stringify(claim)}`);
-    let peak = process.memoryUsage().rss;
-    const sampler = setInterval(() => (peak = Math.max(peak, process.memoryUsage().rss)), 25);
+    const peak = { rss: 0, heapUsed: 0, external: 0, arrayBuffers: 0 };
+    const sample = () => {
+      const m = process.memoryUsage();
+      for (const k of Object.keys(peak) as (keyof typeof peak)[]) peak[k] = Math.max(peak[k], m[k]);
+    };
+    sample();
+    const sampler = setInterval(sample, 25);
     const started = performance.now();
     const outcome = await runNextPhase(ctx, id);
     const seconds = (performance.now() - started) / 1000;
@@ -49,7 +57,9 @@ export async function exportChild(args: ExportArgs): Promise<ExportResult> {
       bytes: outcome.bytes ?? 0,
       seconds,
       maxRssMb: process.resourceUsage().maxRSS / 1024,
-      sampledPeakRssMb: peak / 2 ** 20,
+      sampledPeakRssMb: peak.rss / 2 ** 20,
+      sampledPeakHeapMb: peak.heapUsed / 2 ** 20,
+      sampledPeakExternalMb: peak.external / 2 ** 20,
     };
   } finally {
     await ctx.hotStore.close();

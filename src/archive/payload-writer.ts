@@ -38,8 +38,13 @@ import { formatMicrosRfc3339, type EpochMicros } from "../domain/time.js";
 import type { ArchiveFormat } from "../domain/table.js";
 import type { BucketRow } from "../ports/hot-store.js";
 
-/** Rows per Parquet row group unless configured otherwise. */
-export const DEFAULT_ROW_GROUP_ROWS = 32_768;
+/**
+ * Rows per Parquet row group unless configured otherwise. The wasm writer
+ * holds a whole row group before flushing it, and its memory never shrinks:
+ * 16,384 rows of 200-byte values keep a 10M-row export's peak RSS near
+ * 220 MB (32,768 measured 234–259 MB) at the same speed and size.
+ */
+export const DEFAULT_ROW_GROUP_ROWS = 16_384;
 /** Rows per Arrow batch handed to the Parquet writer; a multiple of {@link DATA_PAGE_ROWS}. */
 export const DEFAULT_BATCH_ROWS = 8_192;
 /** Most rows in one data page (the writer's write batch size). */
