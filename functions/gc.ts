@@ -5,12 +5,13 @@
  * src/usecases/gc.ts for why this never collects an object in use.
  */
 import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
+import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
 import middy from "@middy/core";
 import type { Context } from "aws-lambda";
 import type { PulpitumConfig } from "../src/config.js";
 import type { Runtime } from "../src/runtime.js";
 import { collectGarbage, parseGcRequest, type GcReport } from "../src/usecases/gc.js";
-import { logger, workflowLog } from "./observability.js";
+import { logger, metrics, recordGc, workflowLog } from "./observability.js";
 import { cachedPerContainer, openLambdaRuntime } from "./runtime.js";
 
 export interface GcDependencies {
@@ -39,8 +40,11 @@ export function createGcHandler(open: () => Promise<GcDependencies>) {
         ),
       },
     );
+    recordGc(report);
     return report;
-  }).use(injectLambdaContext(logger, { resetKeys: true }));
+  })
+    .use(injectLambdaContext(logger, { resetKeys: true }))
+    .use(logMetrics(metrics));
 }
 
 export const handler = createGcHandler(

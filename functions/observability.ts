@@ -17,6 +17,8 @@ import { Logger } from "@aws-lambda-powertools/logger";
 import { Metrics, MetricUnit } from "@aws-lambda-powertools/metrics";
 import type { BucketId } from "../src/domain/bucket.js";
 import type { PhaseOutcome, WorkflowLog } from "../src/usecases/context.js";
+import type { GcReport } from "../src/usecases/gc.js";
+import type { RestoreReport } from "../src/usecases/restore.js";
 
 export const METRICS_NAMESPACE = "Pulpitum";
 export const DEFAULT_SERVICE_NAME = "pulpitum";
@@ -45,6 +47,16 @@ export const METRIC = {
   PhaseDuration: "PhaseDuration",
   /** Buckets one discovery scan enqueued. Alarm "EligibleBucketsNotDraining" and dashboard "Discovery". */
   DiscoveryCandidates: "DiscoveryCandidates",
+  /** Unreferenced archive objects past the safety age that one GC run found (dry runs too). Dashboard "Maintenance". */
+  GcOrphansFound: "GcOrphansFound",
+  /** Archive objects GC deleted. Dashboard "Maintenance". */
+  GcObjectsDeleted: "GcObjectsDeleted",
+  /** Bytes of archive objects GC deleted. Dashboard "Maintenance". */
+  GcBytesDeleted: "GcBytesDeleted",
+  /** Buckets a restore brought back to hot. Dashboard "Maintenance". */
+  BucketsRestored: "BucketsRestored",
+  /** Records a restore inserted back into the hot store. Dashboard "Maintenance". */
+  RowsRestored: "RowsRestored",
 } as const;
 
 export type MetricName = (typeof METRIC)[keyof typeof METRIC];
@@ -118,4 +130,17 @@ export function recordPhaseFailure(): void {
 
 export function recordDiscovery(candidates: number): void {
   metrics.addMetric(METRIC.DiscoveryCandidates, MetricUnit.Count, candidates);
+}
+
+/** What one GC run found and deleted. */
+export function recordGc(report: GcReport): void {
+  metrics.addMetric(METRIC.GcOrphansFound, MetricUnit.Count, report.orphans.length);
+  metrics.addMetric(METRIC.GcObjectsDeleted, MetricUnit.Count, report.deleted_objects);
+  metrics.addMetric(METRIC.GcBytesDeleted, MetricUnit.Bytes, report.deleted_bytes);
+}
+
+/** What one restore invocation moved back to the hot store. */
+export function recordRestore(report: RestoreReport): void {
+  metrics.addMetric(METRIC.BucketsRestored, MetricUnit.Count, report.result === "restored" ? 1 : 0);
+  metrics.addMetric(METRIC.RowsRestored, MetricUnit.Count, report.rows_inserted);
 }

@@ -5,10 +5,11 @@
  * timeout or a failure: the restore resumes (see src/usecases/restore.ts).
  */
 import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
+import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
 import middy from "@middy/core";
 import type { Runtime } from "../src/runtime.js";
 import { parseRestoreRequest, restoreBucket, type RestoreReport } from "../src/usecases/restore.js";
-import { bucketLogger, logger, workflowLog } from "./observability.js";
+import { bucketLogger, logger, metrics, recordRestore, workflowLog } from "./observability.js";
 import { cachedPerContainer, openLambdaRuntime } from "./runtime.js";
 
 export interface RestoreDependencies {
@@ -24,8 +25,11 @@ export function createRestoreHandler(open: () => Promise<RestoreDependencies>) {
       holdMs: request.holdSeconds * 1000,
     });
     log.info("restore finished", { result: report.result, reason: report.reason });
+    recordRestore(report);
     return report;
-  }).use(injectLambdaContext(logger, { resetKeys: true }));
+  })
+    .use(injectLambdaContext(logger, { resetKeys: true }))
+    .use(logMetrics(metrics));
 }
 
 export const handler = createRestoreHandler(

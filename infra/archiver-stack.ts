@@ -837,6 +837,23 @@ export class ArchiverStack extends Stack {
         ],
       }),
     );
+    dashboard.addWidgets(
+      new cloudwatch.GraphWidget({
+        title: "Maintenance (GC and restore)",
+        width: 24,
+        left: [
+          sum(METRIC.GcOrphansFound),
+          sum(METRIC.GcObjectsDeleted),
+          sum(METRIC.BucketsRestored),
+          sum(METRIC.RowsRestored),
+        ],
+        right: [
+          sum(METRIC.GcBytesDeleted),
+          this.gcFunction.metricErrors({ period, label: "GC errors" }),
+          this.restoreFunction.metricErrors({ period, label: "restore errors" }),
+        ],
+      }),
+    );
     return dashboard;
   }
 }

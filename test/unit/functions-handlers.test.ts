@@ -612,9 +612,14 @@ describe("the restore and GC handlers", () => {
     expect(await h.inner.getBucket(id)).toMatchObject({ state: "hot", manifestKey: null });
     expect((await h.inner.readBucket(id, { limit: 1000 })).route).toBe("hot");
     expectSameRecords(await readBucketAsReader(h, id), expected);
+    expect(sumMetric(output.metrics(), "BucketsRestored")).toBe(1);
+    expect(sumMetric(output.metrics(), "RowsRestored")).toBe(25);
     expect(
       ((await restore(eventFile("restore-bucket.json"), lambdaContext())) as RestoreReport).result,
     ).toBe("already-hot");
+    // Restoring again moved nothing and counts nothing.
+    expect(sumMetric(output.metrics(), "BucketsRestored")).toBe(1);
+    expect(sumMetric(output.metrics(), "RowsRestored")).toBe(25);
 
     // The memory store stamps objects with the real time; GC runs two days later.
     const gcClock = new ManualClock(new Date(Date.now() + 2 * 86_400_000));
@@ -633,9 +638,14 @@ describe("the restore and GC handlers", () => {
       oldKeys.map((k) => [k, "would-delete"]),
     );
     for (const key of oldKeys) expect(await h.objects.head(key)).not.toBeNull();
+    expect(sumMetric(output.metrics(), "GcOrphansFound")).toBe(2);
+    expect(sumMetric(output.metrics(), "GcObjectsDeleted")).toBe(0);
 
     const scheduled = (await gc(eventFile("schedule.json"), lambdaContext())) as GcReport;
     expect(scheduled).toMatchObject({ dry_run: false, deleted_objects: 2 });
+    expect(sumMetric(output.metrics(), "GcObjectsDeleted")).toBe(2);
+    expect(sumMetric(output.metrics(), "GcBytesDeleted")).toBe(scheduled.deleted_bytes);
+    expect(scheduled.deleted_bytes).toBeGreaterThan(0);
     for (const key of oldKeys) expect(await h.objects.head(key)).toBeNull();
     // Deleting the old archive took nothing from the restored bucket.
     expect(await h.inner.countHotRows(id)).toBe(25);

@@ -356,6 +356,9 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
     });
     template.resourceCountIs("AWS::CloudWatch::Alarm", 5);
     template.resourceCountIs("AWS::CloudWatch::Dashboard", 1);
+    // The dashboard graphs every metric the functions emit, GC and restore included.
+    const body = JSON.stringify(template.findResources("AWS::CloudWatch::Dashboard"));
+    for (const name of Object.values(METRIC)) expect(body).toContain(`\\"${name}\\"`);
   });
 
   it("passes the cdk-nag AwsSolutions checks, and CDK reports no warnings or errors", () => {
