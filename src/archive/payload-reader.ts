@@ -42,6 +42,7 @@ import {
   PulpitumError,
 } from "../errors.js";
 import {
+  bufferView,
   bytesEqual,
   recordFromJson,
   recordFromJsonLine,
@@ -450,12 +451,8 @@ class ColumnChecks {
     };
     if (partitionKey !== undefined) {
       const keys = columns.partitionKeys;
-      const data = Buffer.from(keys.data.buffer, keys.data.byteOffset, keys.data.byteLength);
-      const want = Buffer.from(
-        partitionKey.buffer,
-        partitionKey.byteOffset,
-        partitionKey.byteLength,
-      );
+      const data = bufferView(keys.data);
+      const want = bufferView(partitionKey);
       for (let i = 0; i < length; i++) {
         const from = keys.offsets[i]!;
         const to = keys.offsets[i + 1]!;
@@ -469,22 +466,14 @@ class ColumnChecks {
     }
     if (this.#micros.length < length) this.#micros = new BigInt64Array(length);
     const micros = this.#micros;
-    const sortData = Buffer.from(
-      sortKeys.data.buffer,
-      sortKeys.data.byteOffset,
-      sortKeys.data.byteLength,
-    );
+    const sortData = bufferView(sortKeys.data);
     let previousTime = this.#previousTime;
     let previousStart = -1;
     let previousEnd = -1;
     for (let i = 0; i < length; i++) {
       const ns = nanos[i]!;
-      if (ns % 1000n !== 0n) {
-        throw new ArchiveIntegrityError(
-          this.source.name,
-          `row ${firstRow + i} has event_time ${ns} ns, which is not a whole number of microseconds`,
-        );
-      }
+      if (ns % 1000n !== 0n)
+        fail(i, `has event_time ${ns} ns, which is not a whole number of microseconds`);
       const time = ns / 1000n;
       if ((start !== undefined && time < start) || (end !== undefined && time >= end)) {
         fail(i, `has event_time ${formatMicrosRfc3339(time)} outside the bucket`);

@@ -33,7 +33,7 @@ import {
 } from "apache-arrow";
 import * as parquetWasm from "parquet-wasm";
 import { InvalidInputError, InvariantViolationError } from "../errors.js";
-import { compareBytes, recordToJson } from "../domain/record.js";
+import { bufferView, compareBytes, recordToJson } from "../domain/record.js";
 import { formatMicrosRfc3339, type EpochMicros } from "../domain/time.js";
 import type { ArchiveFormat } from "../domain/table.js";
 import type { BucketRow } from "../ports/hot-store.js";
@@ -95,12 +95,6 @@ export interface BinaryColumn {
   readonly data: Uint8Array;
 }
 
-function asBuffer(bytes: Uint8Array): Buffer {
-  return Buffer.isBuffer(bytes)
-    ? bytes
-    : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-}
-
 /**
  * Canonical digest of a row sequence: for each row, the event time as a
  * signed 64-bit big-endian integer of microseconds, then the sort key and
@@ -160,8 +154,8 @@ export class RowDigest {
     to: number,
   ): void {
     const buffer = this.#buffer;
-    const sortData = asBuffer(sortKeys.data);
-    const valueData = asBuffer(values.data);
+    const sortData = bufferView(sortKeys.data);
+    const valueData = bufferView(values.data);
     const sortOffsets = sortKeys.offsets;
     const valueOffsets = values.offsets;
     for (let i = from; i < to; i++) {

@@ -48,8 +48,15 @@ export function parseBase64(text: unknown, input: string): Uint8Array {
   return new Uint8Array(Buffer.from(text, "base64"));
 }
 
+/** The same bytes as a Buffer, without copying (a Buffer is returned as it is). */
+export function bufferView(bytes: Uint8Array): Buffer {
+  return Buffer.isBuffer(bytes)
+    ? bytes
+    : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
 export function toBase64(bytes: Uint8Array): string {
-  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("base64");
+  return bufferView(bytes).toString("base64");
 }
 
 /** Validate and convert a parsed JSON value into a record; `input` names it in errors (e.g. "line 12"). */
@@ -99,10 +106,7 @@ export function recordFromJsonLine(line: string, input = "record"): TableRecord 
 
 /** Byte-wise comparison, the order BYTEA uses: `k` < `k\x00` < `k\xff`. */
 export function compareBytes(a: Uint8Array, b: Uint8Array): number {
-  return Buffer.compare(
-    Buffer.from(a.buffer, a.byteOffset, a.byteLength),
-    Buffer.from(b.buffer, b.byteOffset, b.byteLength),
-  );
+  return Buffer.compare(bufferView(a), bufferView(b));
 }
 
 /** Clustering order within a bucket: `(event_time, sort_key)`. */

@@ -38,7 +38,7 @@ import {
   type BucketId,
   type BucketStrategy,
 } from "../../domain/bucket.js";
-import { bytesEqual, toBase64, type TableRecord } from "../../domain/record.js";
+import { bufferView, bytesEqual, toBase64, type TableRecord } from "../../domain/record.js";
 import type { ArchiveFormat, TableDefinition, TableId } from "../../domain/table.js";
 import {
   dateToMicros,
@@ -106,14 +106,8 @@ class Params {
   }
 
   bytes(bytes: Uint8Array): string {
-    return `${this.add(asBuffer(bytes))}::BYTEA`;
+    return `${this.add(bufferView(bytes))}::BYTEA`;
   }
-}
-
-function asBuffer(bytes: Uint8Array): Buffer {
-  return Buffer.isBuffer(bytes)
-    ? bytes
-    : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }
 
 /** Copy driver bytes (a pooled Buffer from pg, a Uint8Array from PGlite) into a plain Uint8Array. */
@@ -141,7 +135,7 @@ function inlineParams(sql: string, values: readonly unknown[]): string {
     const value = values[Number(n) - 1];
     if (typeof value === "string" && !value.includes("\0")) return pg.escapeLiteral(value);
     if (typeof value === "number" && Number.isSafeInteger(value)) return String(value);
-    if (value instanceof Uint8Array) return `decode('${asBuffer(value).toString("hex")}', 'hex')`;
+    if (value instanceof Uint8Array) return `decode('${bufferView(value).toString("hex")}', 'hex')`;
     throw new TypeError(`parameter $${n} cannot be written as a literal`);
   });
 }
@@ -450,7 +444,7 @@ function toCandidate(row: CandidateRow): Candidate {
   };
 }
 
-const hex = (bytes: Uint8Array) => asBuffer(bytes).toString("hex");
+const hex = (bytes: Uint8Array) => bufferView(bytes).toString("hex");
 
 interface PendingBucket {
   readonly id: BucketId;
