@@ -15,14 +15,15 @@
  *    restored, or leased: its export may have uploaded a payload (or its
  *    seal a manifest) that is not recorded yet.
  * 3. Delete only under the bucket's own lease, re-reading its metadata when
- *    taking it. Content addressing makes this necessary: a deferred or
- *    restored bucket that is archived again produces the same bytes, and its
- *    export finds the old object at the same key ("already exists") and
- *    adopts it. Holding the lease excludes that export for the duration of
- *    the deletes; deleting on the strength of the first read alone could
- *    remove an object that a claim, export and seal adopted in between, and
- *    after publish and cleanup that would lose the bucket. Deletes stop when
- *    half the lease has passed.
+ *    taking it, and only objects that metadata does not reference while the
+ *    bucket is neither archiving nor being restored. What makes a delete
+ *    safe even when it lands long after that check (a request stalled past
+ *    the lease, a paused process, a skewed clock) is how objects are named,
+ *    not the lease: a payload's key names the export attempt that wrote it
+ *    and a manifest's key the hash of bytes that name its sealing generation
+ *    and payload, so no later attempt can adopt an object this pass found
+ *    unreferenced (see domain/object-keys.ts). The lease keeps GC out of the
+ *    way of a worker; deletes still stop once half the lease has passed.
  * 4. Objects of buckets with no metadata row at all ("unowned": a table
  *    dropped by hand, another deployment's prefix, or a database restored
  *    from an older backup) are kept and reported unless the operator asks

@@ -11,6 +11,7 @@ import { FileObjectStore } from "../../src/adapters/object-store/filesystem.js";
 import type { BucketId } from "../../src/domain/bucket.js";
 import { payloadKey } from "../../src/domain/object-keys.js";
 import type { TableRecord } from "../../src/domain/record.js";
+import type { ObjectStore } from "../../src/ports/object-store.js";
 import { parseTableId } from "../../src/domain/table.js";
 import { verifyArchivedBucket } from "../../src/archive/store.js";
 import { silentLog } from "../../src/usecases/context.js";
@@ -192,7 +193,105 @@ describe("archive garbage collection", () => {
     h.clock.advance(h.settings.retryMs + 1);
     await converge(h, expected());
     await expectFullyArchived(h, expected());
-    expect((await h.inner.getBucket(id))!.payload!.key).toBe(orphan);
+    const payload = (await h.inner.getBucket(id))!.payload!;
+    expect(payload.key).not.toBe(orphan);
+    expect(orphan).toContain(`/payloads/${payload.sha256}-g`);
+  });
+
+  it("a GC delete that stalls past GC's lease while the bucket is archived again loses no record", async () => {
+    // An attempt uploads its payload, then its seal fails and the bucket is
+    // deferred: the payload is an orphan.
+    const { ctx } = h.process({
+      object: {
+        operation: "createIfAbsent",
+        when: "before",
+        kind: "error",
+        keyIncludes: "/manifests/",
+      },
+    });
+    for (const phase of ["claim", "export"]) {
+      expect(await runNextPhase(ctx, id)).toMatchObject({ phase, result: "advanced" });
+    }
+    expect(await runNextPhase(ctx, id)).toMatchObject({ phase: "seal", result: "deferred" });
+    const [orphan] = await keys();
+    h.clock.advance(2 * DAY);
+    age(orphan!, 2 * DAY);
+
+    // GC takes the bucket's lease and sends the delete, which stalls.
+    let deleteSent!: () => void;
+    const sent = new Promise<void>((resolve) => (deleteSent = resolve));
+    let releaseDelete!: () => void;
+    const stalled = new Promise<void>((resolve) => (releaseDelete = resolve));
+    const objects = h.objects;
+    const stallingStore: ObjectStore = {
+      createIfAbsent: (key, body) => objects.createIfAbsent(key, body),
+      get: (key, range) => objects.get(key, range),
+      getStream: (key) => objects.getStream(key),
+      head: (key) => objects.head(key),
+      list: (prefix, options) => objects.list(prefix, options),
+      delete: async (key) => {
+        deleteSent();
+        await stalled;
+        await objects.delete(key);
+      },
+    };
+    const collecting = collectGarbage(
+      {
+        hotStore: h.inner,
+        objectStore: stallingStore,
+        clock: h.clock,
+        archivePrefix: h.settings.archivePrefix,
+        log: silentLog,
+      },
+      { minAgeMs: DAY, dryRun: false, leaseMs: h.settings.leaseMs },
+    );
+    await sent;
+
+    // GC's lease expires while its request hangs; workers archive the bucket
+    // again from claim to cleanup.
+    h.clock.advance(h.settings.leaseMs + 1);
+    await converge(h, expected());
+
+    // The stalled delete lands at last.
+    releaseDelete();
+    expect(await collecting).toMatchObject({
+      deleted_objects: 1,
+      orphans: [expect.objectContaining({ key: orphan, action: "deleted" })],
+    });
+    await expectFullyArchived(h, expected());
+    expect((await h.inner.getBucket(id))!.payload!.key).not.toBe(orphan);
+  });
+
+  it("cleanup refuses to delete hot rows when the published payload is missing", async () => {
+    for (const phase of ["claim", "export", "seal", "publish"]) {
+      expect(await runNextPhase(h.process().ctx, id)).toMatchObject({ phase, result: "advanced" });
+    }
+    const published = await h.inner.getBucket(id);
+    await h.objects.delete(published!.payload!.key);
+
+    const outcome = await runNextPhase(h.process().ctx, id);
+
+    expect(outcome).toMatchObject({ phase: "cleanup", result: "deferred" });
+    expect(outcome.reason).toMatch(/payload is missing/);
+    expect(await h.inner.countHotRows(id)).toBe(records.length);
+    expect(await h.inner.getBucket(id)).toMatchObject({
+      state: "archived",
+      hotDeleted: false,
+      ownerToken: null,
+    });
+  });
+
+  it("cleanup refuses to delete hot rows when the published manifest is missing", async () => {
+    for (const phase of ["claim", "export", "seal", "publish"]) {
+      expect(await runNextPhase(h.process().ctx, id)).toMatchObject({ phase, result: "advanced" });
+    }
+    await h.objects.delete((await h.inner.getBucket(id))!.manifestKey!);
+
+    const outcome = await runNextPhase(h.process().ctx, id);
+
+    expect(outcome).toMatchObject({ phase: "cleanup", result: "deferred" });
+    expect(outcome.reason).toMatch(/published manifest is missing/);
+    expect(await h.inner.countHotRows(id)).toBe(records.length);
   });
 
   it("keeps the objects of a bucket another worker has leased", async () => {

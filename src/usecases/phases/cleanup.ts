@@ -9,8 +9,12 @@
  * to a hot store missing rows. Deletion runs in bounded batches, each one a
  * fenced statement, so an interruption leaves a resumable bucket (some rows
  * gone, route already on the archive) rather than a long transaction to roll
- * back. A failing heartbeat stops the loop before the next batch.
+ * back. A failing heartbeat stops the loop before the next batch. Before the
+ * first delete of every invocation the published manifest and payload are
+ * checked to exist (HEAD): defence in depth, so that if the archive lost an
+ * object by any route, the hot rows are not deleted too.
  */
+import { checkPublishedObjects } from "../../archive/store.js";
 import { InvariantViolationError } from "../../errors.js";
 import { timerSleep } from "../context.js";
 import type { PhaseInput, StepResult } from "./step.js";
@@ -23,8 +27,19 @@ import { commitFenced } from "./step.js";
  * is one bounded statement of at most ARCHIVER_CLEANUP_BATCH_SIZE rows, so
  * the hot store's write load and lock time per statement stay bounded too.
  */
-export async function cleanupBucket({ ctx, heartbeat, deadline }: PhaseInput): Promise<StepResult> {
+export async function cleanupBucket({
+  ctx,
+  heartbeat,
+  metadata,
+  deadline,
+}: PhaseInput): Promise<StepResult> {
   const { cleanupBatchSize, cleanupMaxRowsPerSecond } = ctx.settings;
+  if (metadata.manifestKey === null || metadata.payload === null) {
+    throw new InvariantViolationError(
+      "archived bucket in phase cleanup lacks a manifest or payload",
+    );
+  }
+  await checkPublishedObjects(ctx.objectStore, metadata.manifestKey, metadata.payload);
   const sleep = ctx.sleep ?? timerSleep;
   let deleted = 0;
   const started = ctx.clock.now().getTime();
