@@ -10,7 +10,11 @@
  * 1. List the objects first, then read the references of their table. An
  *    object created after its table's references were read is younger than
  *    the safety age and is kept, so a stale view of metadata can only keep
- *    too much, never delete what it had not seen referenced.
+ *    too much, never delete what it had not seen referenced. An object's age
+ *    counts from its creation or from the moment its bucket stopped
+ *    referencing objects (a deferral, a restore's flip to hot), whichever is
+ *    later, so a reader that followed a route just before it changed still
+ *    finds what the route named.
  * 2. Keep everything under the prefix of a bucket that is archiving, being
  *    restored, or leased: its export may have uploaded a payload (or its
  *    seal a manifest) that is not recorded yet.
@@ -147,7 +151,24 @@ export function parseGcRequest(value: unknown, input = "GC request"): GcRequest 
 interface BucketRefs {
   readonly id: BucketId;
   readonly referenced: ReadonlySet<string>;
+  readonly dereferencedAt: Date | null;
   readonly inFlight: boolean;
+}
+
+/**
+ * An unreferenced object is young until the safety age has passed both since
+ * it was created and since its bucket last dropped references: a restore
+ * flipping the route to hot makes the old archive unreferenced at once, and
+ * a reader that followed the archive route just before must still find it.
+ */
+function isYoung(
+  object: ObjectInfo,
+  dereferencedAt: Date | null,
+  now: Date,
+  minAgeMs: number,
+): boolean {
+  const since = Math.max(object.lastModified.getTime(), dereferencedAt?.getTime() ?? 0);
+  return now.getTime() - since < minAgeMs;
 }
 
 const MAX_LISTED_UNRECOGNIZED = 100;
@@ -191,7 +212,7 @@ export async function collectGarbage(ctx: GcContext, options: GcOptions): Promis
     for (const object of current.objects) {
       if (refs?.referenced.has(object.key)) kept.referenced++;
       else if (refs?.inFlight) kept.in_flight++;
-      else if (now.getTime() - object.lastModified.getTime() < options.minAgeMs) kept.young++;
+      else if (isYoung(object, refs?.dereferencedAt ?? null, now, options.minAgeMs)) kept.young++;
       else candidates.push(object);
     }
     if (candidates.length === 0) return;
@@ -240,6 +261,10 @@ export async function collectGarbage(ctx: GcContext, options: GcOptions): Promis
       for (const [i, object] of candidates.entries()) {
         if (referenced.has(object.key)) {
           kept.referenced++;
+          continue;
+        }
+        if (isYoung(object, m.dereferencedAt, ctx.clock.now(), options.minAgeMs)) {
+          kept.young++;
           continue;
         }
         if (ctx.clock.now().getTime() - acquiredAt >= options.leaseMs / 2) {
@@ -352,7 +377,12 @@ async function loadTableReferences(
       const referenced = new Set<string>();
       if (r.payloadKey !== null) referenced.add(r.payloadKey);
       if (r.manifestKey !== null) referenced.add(r.manifestKey);
-      refs.set(key, { id: r.id, referenced, inFlight: r.inFlight });
+      refs.set(key, {
+        id: r.id,
+        referenced,
+        dereferencedAt: r.dereferencedAt,
+        inFlight: r.inFlight,
+      });
     }
     if (page.length < pageSize) return refs;
     const last = page[page.length - 1]!;
