@@ -47,9 +47,11 @@ import {
   type ExportArgs,
   type ExportResult,
 } from "./export-child.js";
+import { cleanupCurve, hotBucketContention } from "./hot-store.js";
 import {
   APPEND_TABLE,
   benchContext,
+  CONTENTION_TABLE,
   DISCOVERY_TABLE,
   EXPORT_TABLE,
   exportBucketId,
@@ -440,13 +442,13 @@ async function main(): Promise<void> {
     const server =
       (await db.query<{ version: string }>("SELECT version() AS version")).rows[0]?.version ?? "?";
     // A rerun against the same DATABASE_URL starts from empty bench tables.
-    for (const t of [EXPORT_TABLE, APPEND_TABLE, DISCOVERY_TABLE]) {
+    for (const t of [EXPORT_TABLE, APPEND_TABLE, DISCOVERY_TABLE, CONTENTION_TABLE]) {
       await db.query(`DELETE FROM ${RECORDS_TABLE} WHERE table_id = $1`, [t]);
       await db.query(`DELETE FROM ${METADATA_TABLE} WHERE table_id = $1`, [t]);
     }
     await db.query(`DROP TABLE IF EXISTS ${PLAIN_RECORDS_TABLE}`);
     await db.query(`CREATE TABLE ${PLAIN_RECORDS_TABLE} (LIKE ${RECORDS_TABLE} INCLUDING ALL)`);
-    for (const tableId of [EXPORT_TABLE, APPEND_TABLE, DISCOVERY_TABLE]) {
+    for (const tableId of [EXPORT_TABLE, APPEND_TABLE, DISCOVERY_TABLE, CONTENTION_TABLE]) {
       await store.registerTable(
         { tableId, strategy: "CalendarDayUtc", format: "parquet", writableBuckets: null },
         new Date(),
@@ -537,6 +539,12 @@ async function main(): Promise<void> {
     await seedDiscoveryMetadata(db, plan.discoveryRows);
     const disc = await discovery(store);
 
+    log("30 appenders on one hot bucket vs on 30 buckets, 10 s each");
+    const contention = await hotBucketContention(databaseUrl, CONTENTION_TABLE);
+
+    log(`cleanup of the archived ${fmt(plan.ratioRows)}-row bucket, batch by batch`);
+    const cleanup = await cleanupCurve(store, ratioBucket, 5000);
+
     const ratioExport = exports.get(plan.ratioRows)!;
     const [smallRows, largeRows] = [Math.min(...plan.exportRows), Math.max(...plan.exportRows)];
     const small = exports.get(smallRows)!;
@@ -583,6 +591,11 @@ async function main(): Promise<void> {
       insert_rows_per_s: insertRowsPerS,
       append_rows: plan.appendRows,
       append_batch: plan.appendBatch,
+      hot_bucket_append_failures: contention.oneBucket.failures + contention.spread.failures,
+      hot_bucket_append_ratio: contention.oneBucket.perS / contention.spread.perS,
+      hot_bucket_contention: contention,
+      cleanup_batch_ms_first_vs_last: cleanup.lastMs / cleanup.firstMs,
+      cleanup_curve: cleanup,
       value_bytes: VALUE_BYTES,
       snapshot_page_size: SNAPSHOT_PAGE_SIZE,
       machine: {
@@ -671,6 +684,24 @@ async function main(): Promise<void> {
       `${fmt(appendRowsPerS)} / ${fmt(insertRowsPerS)} rows/s = ${results.append_vs_insert_ratio.toFixed(2)}`,
       ">= 0.7",
       results.append_vs_insert_ratio >= 0.7,
+    );
+    line(
+      `${contention.appenders} appenders on one bucket, ${contention.seconds} s`,
+      `${results.hot_bucket_append_failures} failed appends`,
+      "0",
+      results.hot_bucket_append_failures === 0,
+    );
+    line(
+      "one hot bucket vs one bucket per appender",
+      `${fmt(contention.oneBucket.perS)} / ${fmt(contention.spread.perS)} rec/s = ${results.hot_bucket_append_ratio.toFixed(2)}`,
+      ">= 0.7",
+      results.hot_bucket_append_ratio >= 0.7,
+    );
+    line(
+      `cleanup batches of ${fmt(cleanup.batchRows)}, last vs first`,
+      `${cleanup.lastMs.toFixed(1)} / ${cleanup.firstMs.toFixed(1)} ms = ${results.cleanup_batch_ms_first_vs_last.toFixed(2)}`,
+      "<= 1.5",
+      results.cleanup_batch_ms_first_vs_last <= 1.5,
     );
     console.log(
       `\narchive bytes fetched for the first page: file store cold ${fmt(archivedPage.coldBytes)}, warm ${fmt(archivedPage.warmBytes)}; ` +

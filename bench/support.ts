@@ -23,6 +23,7 @@ export const SNAPSHOT_PAGE_SIZE = 5000;
 export const EXPORT_TABLE: TableId = parseTableId("bench_export");
 export const APPEND_TABLE: TableId = parseTableId("bench_append");
 export const DISCOVERY_TABLE: TableId = parseTableId("bench_discovery");
+export const CONTENTION_TABLE: TableId = parseTableId("bench_contention");
 export const PLAIN_RECORDS_TABLE = "bench_plain_records";
 export const PARTITION_KEY = Buffer.from("tenant-0001");
 /** Rows are 8 ms apart (plus a sub-millisecond part), so 10M rows fit in one day bucket. */
