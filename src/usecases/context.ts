@@ -4,6 +4,7 @@ import type { Clock } from "../ports/clock.js";
 import type { HotStore, PhaseName } from "../ports/hot-store.js";
 import type { ObjectStore } from "../ports/object-store.js";
 import type { WorkQueue } from "../ports/work-queue.js";
+import type { RenewalTimer } from "./heartbeat.js";
 
 /** Tunables of the archival workflow, derived once from the validated configuration. */
 export interface ArchiverSettings {
@@ -61,6 +62,8 @@ export interface ArchiverContext {
   readonly log: WorkflowLog;
   /** Wait this long (cleanup throttling); tests pass one that moves a manual clock. Default: a timer. */
   readonly sleep?: (ms: number) => Promise<void>;
+  /** Schedules lease renewals; tests pass one they fire as a manual clock moves. Default: an interval. */
+  readonly renewalTimer?: RenewalTimer;
 }
 
 /** The default {@link ArchiverContext.sleep}. */

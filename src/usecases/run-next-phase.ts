@@ -128,6 +128,7 @@ export async function runNextPhase(
     ctx.settings.leaseMs,
     ctx.settings.renewalMs,
     ctx.log,
+    ctx.renewalTimer,
   );
   heartbeat.start();
   try {
