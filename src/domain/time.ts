@@ -68,7 +68,7 @@ export function parseRfc3339Micros(text: string, input = "timestamp"): EpochMicr
     throw new InvalidInputError(
       `${input} ${JSON.stringify(text)}`,
       "has sub-microsecond digits, which the hot store cannot keep",
-      "at most 6 fractional digits (microseconds); round the time before appending",
+      "at most 6 fractional digits (microseconds), the precision the hot store keeps",
     );
   }
   const micros = BigInt((frac + "000000").slice(0, 6));

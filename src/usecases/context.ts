@@ -1,5 +1,6 @@
 import type { PulpitumConfig } from "../config.js";
 import type { BucketId } from "../domain/bucket.js";
+import type { CutoffPolicy } from "../domain/cutoff.js";
 import type { Clock } from "../ports/clock.js";
 import type { HotStore, PhaseName } from "../ports/hot-store.js";
 import type { ObjectStore } from "../ports/object-store.js";
@@ -8,8 +9,11 @@ import type { RenewalTimer } from "./heartbeat.js";
 
 /** Tunables of the archival workflow, derived once from the validated configuration. */
 export interface ArchiverSettings {
-  /** A hot bucket may be claimed when `bucket_end <= cutoff`. */
-  readonly cutoff: Date;
+  /**
+   * A hot bucket may be claimed when `bucket_end <= cutoff`, the cutoff
+   * evaluated at the `now` of the decision (`cutoffAt`), never cached.
+   */
+  readonly cutoff: CutoffPolicy;
   readonly leaseMs: number;
   readonly renewalMs: number;
   readonly retryMs: number;
@@ -30,7 +34,7 @@ export function settingsFromConfig(
   archivePrefix: string,
 ): ArchiverSettings {
   return Object.freeze({
-    cutoff: config.eligibleBefore,
+    cutoff: config.cutoff,
     leaseMs: config.leaseSeconds * 1000,
     renewalMs: config.leaseRenewalSeconds * 1000,
     retryMs: config.retrySeconds * 1000,
