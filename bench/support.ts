@@ -12,6 +12,7 @@ import { PgDatabase } from "../src/adapters/sql/database.js";
 import { METADATA_TABLE, RECORDS_TABLE } from "../src/adapters/sql/migrations.js";
 import { SqlHotStore } from "../src/adapters/sql/sql-hot-store.js";
 import { bucketForTime, type BucketId } from "../src/domain/bucket.js";
+import { fixedCutoff } from "../src/domain/cutoff.js";
 import { parseTableId, type TableId } from "../src/domain/table.js";
 import { formatMicrosRfc3339, parseRfc3339Micros, type EpochMicros } from "../src/domain/time.js";
 import { systemClock } from "../src/ports/clock.js";
@@ -138,7 +139,7 @@ export async function seedDiscoveryMetadata(db: PgDatabase, rows: number): Promi
 
 export function benchSettings(snapshotPageSize: number, tempDir: string): ArchiverSettings {
   return Object.freeze({
-    cutoff: CUTOFF,
+    cutoff: fixedCutoff(CUTOFF),
     leaseMs: 120_000,
     renewalMs: 30_000,
     retryMs: 60_000,

@@ -24,7 +24,7 @@ export function openQueueRuntime(
     PULPITUM_WORK_QUEUE_URL: env.PULPITUM_WORK_QUEUE_URL,
     PULPITUM_DLQ_URL: env.PULPITUM_DLQ_URL,
   };
-  const config = parseConfig(queues, { now: new Date(), cwd: process.cwd() });
+  const config = parseConfig(queues, { cwd: process.cwd() });
   const missing = [
     config.workQueueUrl === undefined && "PULPITUM_WORK_QUEUE_URL",
     config.deadLetterQueueUrl === undefined && "PULPITUM_DLQ_URL",

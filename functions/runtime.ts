@@ -24,6 +24,7 @@ import type { PulpitumConfig } from "../src/config.js";
 import { ConfigError, errorMessage } from "../src/errors.js";
 import { S3ObjectStore } from "../src/adapters/object-store/s3.js";
 import { SqsWorkQueue } from "../src/adapters/queue/sqs.js";
+import type { Clock } from "../src/ports/clock.js";
 import type { WorkQueue } from "../src/ports/work-queue.js";
 import { loadConfig, openRuntime, type Runtime } from "../src/runtime.js";
 
@@ -141,10 +142,14 @@ export async function resolveDatabaseEnv(
   return { ...env, DATABASE_URL: databaseUrlFromSecret(secretString, arn) };
 }
 
-/** Open the runtime of a worker or discovery function. */
+/**
+ * Open the runtime of a worker or discovery function. It lives as long as the
+ * container; nothing time-dependent is fixed here: the cutoff is evaluated at
+ * each invocation's `now` from `clock` (the system clock; tests pass one).
+ */
 export async function openLambdaRuntime(
   env: Env = process.env,
-  options: { clients?: AwsClients; migrate?: boolean } = {},
+  options: { clients?: AwsClients; migrate?: boolean; clock?: Clock } = {},
 ): Promise<LambdaRuntime> {
   const region = env.AWS_REGION ?? env.AWS_DEFAULT_REGION;
   const owned: Array<{ destroy(): void }> = [];
@@ -185,6 +190,7 @@ export async function openLambdaRuntime(
     );
   const runtime: Runtime = await openRuntime(config, {
     migrate: options.migrate === true,
+    clock: options.clock,
     objectStore: new S3ObjectStore({ bucket: archive.bucket, client: s3 }),
   });
   return {

@@ -186,7 +186,7 @@ export function archiverSettings(props: ArchiverStackProps): ArchiverSettings {
     );
   } else {
     try {
-      parseConfig(archiverEnvironment, { now: new Date(), cwd: "/tmp" });
+      parseConfig(archiverEnvironment, { cwd: "/tmp" });
     } catch (error) {
       problems.push(`archiverEnvironment: ${(error as Error).message}`);
     }

@@ -139,7 +139,7 @@ async function main(argv: string[]): Promise<number> {
       ARCHIVER_SNAPSHOT_PAGE_SIZE: "250",
       ARCHIVER_CLEANUP_BATCH_SIZE: "100",
     });
-    const config = parseConfig(workerEnv(CUTOFF_FINAL), { now: new Date(), cwd: REPO_ROOT });
+    const config = parseConfig(workerEnv(CUTOFF_FINAL), { cwd: REPO_ROOT });
     // The soak's own S3 client carries the emulator's credentials; the archivers get them by environment.
     runtime = await openRuntime(config, {
       migrate: true,

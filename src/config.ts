@@ -1,7 +1,14 @@
 import path from "node:path";
-import { ConfigError, type ConfigProblem } from "./errors.js";
+import { ConfigError, InvalidInputError, type ConfigProblem } from "./errors.js";
+import {
+  DEFAULT_CUTOFF_DESCRIPTION,
+  DEFAULT_CUTOFF_POLICY,
+  describeCutoffPolicy,
+  fixedCutoff,
+  type CutoffPolicy,
+} from "./domain/cutoff.js";
 import { MAX_PREFIX_BYTES } from "./domain/object-keys.js";
-import { parseRfc3339Micros, microsToDate } from "./domain/time.js";
+import { parseRfc3339Micros } from "./domain/time.js";
 import type { ArchiveFormat } from "./domain/table.js";
 
 export type DatabaseLocation =
@@ -20,9 +27,12 @@ export type ArchiveLocation =
 
 /** The validated configuration: the only form of settings the archiver accepts. */
 export interface PulpitumConfig {
-  /** Buckets with `bucket_end <= eligibleBefore` may be archived. */
-  readonly eligibleBefore: Date;
-  readonly eligibleBeforeIsDefault: boolean;
+  /**
+   * Buckets with `bucket_end <= cutoff` may be archived, the cutoff evaluated
+   * at the moment of asking (domain/cutoff.ts): the default moves with the
+   * clock, an explicit ARCHIVER_ELIGIBLE_BEFORE does not.
+   */
+  readonly cutoff: CutoffPolicy;
   readonly intervalSeconds: number;
   readonly leaseSeconds: number;
   readonly leaseRenewalSeconds: number;
@@ -60,13 +70,13 @@ export const OBSOLETE_VARIABLES: Readonly<Record<string, string>> = {
 export const CONFIG_VARIABLES: ReadonlyArray<{ name: string; default: string; rule: string }> = [
   {
     name: "ARCHIVER_ELIGIBLE_BEFORE",
-    default: "January 1 of the previous UTC year",
-    rule: "RFC 3339 timestamp with offset; a bucket is eligible when bucket_end <= cutoff",
+    default: `${DEFAULT_CUTOFF_DESCRIPTION}, evaluated at every scan and claim`,
+    rule: "RFC 3339 timestamp with offset, at most microseconds; a bucket is eligible when bucket_end <= cutoff",
   },
   {
     name: "ARCHIVER_INTERVAL_SECONDS",
     default: "15",
-    rule: "seconds > 0; standalone discovery interval",
+    rule: "seconds > 0; `pulpitum archive` scans for work this often, also while phases run",
   },
   { name: "ARCHIVER_LEASE_SECONDS", default: "60", rule: "seconds > 0" },
   {
@@ -155,16 +165,14 @@ type Env = Readonly<Record<string, string | undefined>>;
  */
 export const GC_DEFAULT_MIN_AGE_SECONDS = 86_400;
 
-/** The default cutoff: January 1 of the previous UTC year, relative to `now`. */
-export function defaultEligibleBefore(now: Date): Date {
-  return new Date(Date.UTC(now.getUTCFullYear() - 1, 0, 1));
-}
+export const CUTOFF_FORM =
+  "an RFC 3339 timestamp with an offset and at most 6 fractional digits (microseconds), such as 2025-01-01T00:00:00Z";
 
 /**
  * Parse and validate the whole configuration at once. Every problem is
  * reported together in one {@link ConfigError}; secrets are redacted.
  */
-export function parseConfig(env: Env, options: { now: Date; cwd: string }): PulpitumConfig {
+export function parseConfig(env: Env, options: { cwd: string }): PulpitumConfig {
   const problems: ConfigProblem[] = [];
   const bad = (variable: string, value: string | undefined, accepted: string) =>
     problems.push({ variable, value, accepted });
@@ -204,19 +212,15 @@ export function parseConfig(env: Env, options: { now: Date; cwd: string }): Pulp
     return n;
   };
 
-  let eligibleBefore = defaultEligibleBefore(options.now);
+  let cutoff = DEFAULT_CUTOFF_POLICY;
   const cutoffText = raw("ARCHIVER_ELIGIBLE_BEFORE");
   if (cutoffText !== undefined) {
     try {
-      const micros = parseRfc3339Micros(cutoffText, "ARCHIVER_ELIGIBLE_BEFORE");
-      if (micros % 1000n !== 0n) throw new Error("sub-millisecond");
-      eligibleBefore = microsToDate(micros);
-    } catch {
-      bad(
-        "ARCHIVER_ELIGIBLE_BEFORE",
-        cutoffText,
-        "an RFC 3339 timestamp with an offset and at most millisecond precision, such as 2025-01-01T00:00:00Z",
-      );
+      cutoff = fixedCutoff(parseRfc3339Micros(cutoffText, "ARCHIVER_ELIGIBLE_BEFORE"));
+    } catch (error) {
+      if (!(error instanceof InvalidInputError)) throw error;
+      // The same refusal as an event time's (sub-microsecond digits, a day that does not exist).
+      bad("ARCHIVER_ELIGIBLE_BEFORE", cutoffText, `${error.problem}; expected ${CUTOFF_FORM}`);
     }
   }
 
@@ -322,8 +326,7 @@ export function parseConfig(env: Env, options: { now: Date; cwd: string }): Pulp
   if (problems.length > 0) throw new ConfigError(problems);
 
   return Object.freeze({
-    eligibleBefore,
-    eligibleBeforeIsDefault: cutoffText === undefined,
+    cutoff,
     intervalSeconds,
     leaseSeconds,
     leaseRenewalSeconds,
@@ -430,7 +433,7 @@ export function redactUrl(text: string): string {
 export function describeConfig(config: PulpitumConfig): Record<string, unknown> {
   return {
     ...config,
-    eligibleBefore: config.eligibleBefore.toISOString(),
+    cutoff: describeCutoffPolicy(config.cutoff),
     database:
       config.database.kind === "postgres"
         ? { kind: "postgres", url: redactUrl(config.database.url) }

@@ -47,11 +47,13 @@ export class ConfigError extends PulpitumError {
  */
 export class InvalidInputError extends PulpitumError {
   readonly input: string;
+  readonly problem: string;
   readonly accepted: string;
 
   constructor(input: string, problem: string, accepted: string, options: { cause?: unknown } = {}) {
     super(`${input}: ${problem}; expected ${accepted}`, options);
     this.input = input;
+    this.problem = problem;
     this.accepted = accepted;
   }
 }

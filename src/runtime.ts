@@ -24,11 +24,8 @@ export interface Runtime {
   close(): Promise<void>;
 }
 
-export function loadConfig(
-  env: NodeJS.ProcessEnv = process.env,
-  clock: Clock = systemClock,
-): PulpitumConfig {
-  return parseConfig(env, { now: clock.now(), cwd: process.cwd() });
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): PulpitumConfig {
+  return parseConfig(env, { cwd: process.cwd() });
 }
 
 /**

@@ -53,6 +53,9 @@ import type { ArchiveFormat } from "../domain/table.js";
 import type { ObjectStore } from "../ports/object-store.js";
 import { ENVELOPE_COLUMNS, RowDigest, type BinaryColumn } from "./payload-writer.js";
 
+/** A published payload is read as written: the event-time range guards what enters the hot store, not what already left it. */
+const PUBLISHED = { checkEventTimeRange: false } as const;
+
 // ---------------------------------------------------------------------------
 // Byte sources: a local file or an object, read by range or streamed.
 
@@ -576,7 +579,7 @@ async function* readNdjson(
   const parseLine = (line: string): TableRecord => {
     lineNumber++;
     try {
-      return recordFromJsonLine(line, `line ${lineNumber}`);
+      return recordFromJsonLine(line, `line ${lineNumber}`, PUBLISHED);
     } catch (error) {
       throw new ArchiveIntegrityError(source.name, `JSON payload ${errorMessage(error)}`, {
         cause: error,
@@ -628,7 +631,7 @@ async function* readLegacyJsonArray(
   let batch: TableRecord[] = [];
   for (let i = 0; i < parsed.length; i++) {
     try {
-      batch.push(recordFromJson(parsed[i], `element ${i}`));
+      batch.push(recordFromJson(parsed[i], `element ${i}`, PUBLISHED));
     } catch (error) {
       throw new ArchiveIntegrityError(source.name, `legacy JSON payload ${errorMessage(error)}`, {
         cause: error,

@@ -2,8 +2,9 @@ import { SQSClient } from "@aws-sdk/client-sqs";
 import { Command, CommanderError, Option } from "commander";
 import { createReadStream } from "node:fs";
 import { createInterface } from "node:readline";
-import { CONFIG_VARIABLES, type PulpitumConfig } from "../config.js";
+import { CONFIG_VARIABLES } from "../config.js";
 import { parseBucketStrategy, describeBucket } from "../domain/bucket.js";
+import { cutoffAt, formatCutoffAt } from "../domain/cutoff.js";
 import { parseBase64, recordFromJsonLine, type TableRecord } from "../domain/record.js";
 import { parseRfc3339Micros } from "../domain/time.js";
 import { DurableTable } from "../read/durable-table.js";
@@ -262,9 +263,10 @@ function buildProgram(): Command {
     .action(async (opts: { json?: boolean; limit: string }) => {
       await withRuntime(async (rt) => {
         const now = rt.clock.now();
+        const cutoff = formatCutoffAt(rt.config.cutoff, now);
         const candidates = await rt.hotStore.peekCandidates({
           now,
-          cutoff: rt.config.eligibleBefore,
+          cutoff: cutoffAt(rt.config.cutoff, now),
           limit: Math.max(1, Math.min(10_000, Number(opts.limit) || 1000)),
           enqueuedBefore: now,
         });
@@ -277,12 +279,11 @@ function buildProgram(): Command {
           state: c.state,
           next_phase: c.kind === "eligible" ? "claim" : c.phase,
           bucket_end: c.end.toISOString(),
-          why: explain(c, rt.config),
+          why: explain(c, cutoff),
         }));
-        if (opts.json)
-          return printJson({ cutoff: rt.config.eligibleBefore.toISOString(), candidates: rows });
+        if (opts.json) return printJson({ cutoff, candidates: rows });
         console.log(
-          `cutoff ${rt.config.eligibleBefore.toISOString()}${rt.config.eligibleBeforeIsDefault ? " (default: January 1 of the previous UTC year)" : ""}`,
+          `cutoff ${cutoff}${rt.config.cutoff.kind === "previous-utc-year" ? " (default: January 1 of the previous UTC year)" : ""}`,
         );
         if (rows.length === 0) return console.log("nothing to archive now");
         console.log(
@@ -353,9 +354,11 @@ function buildProgram(): Command {
     .option("--json", "print as JSON")
     .action(async (opts: { json?: boolean }) => {
       await withRuntime(async (rt) => {
-        const report = await rt.hotStore.statusReport(rt.clock.now(), rt.config.eligibleBefore);
-        if (opts.json) printJson(statusToJson(report, rt.config.eligibleBefore));
-        else console.log(renderStatus(report, rt.config.eligibleBefore));
+        const now = rt.clock.now();
+        const report = await rt.hotStore.statusReport(now, cutoffAt(rt.config.cutoff, now));
+        const cutoff = formatCutoffAt(rt.config.cutoff, now);
+        if (opts.json) printJson(statusToJson(report, cutoff));
+        else console.log(renderStatus(report, cutoff));
       });
     });
 
@@ -641,10 +644,10 @@ function renderRestoreReport(report: RestoreReport): string {
   }
 }
 
-function explain(c: Candidate, config: PulpitumConfig): string {
+function explain(c: Candidate, cutoff: string): string {
   switch (c.kind) {
     case "eligible":
-      return `hot; bucket_end ${c.end.toISOString()} <= cutoff ${config.eligibleBefore.toISOString()}`;
+      return `hot; bucket_end ${c.end.toISOString()} <= cutoff ${cutoff}`;
     case "stalled":
       return `archiving with no live lease; resumes at ${c.phase}`;
     case "cleanup":

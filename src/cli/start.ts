@@ -4,6 +4,7 @@
  * channel across archived and hot months to show the cutover.
  */
 import { describeBucket } from "../domain/bucket.js";
+import { cutoffAt, formatCutoffAt } from "../domain/cutoff.js";
 import type { TableRecord } from "../domain/record.js";
 import { parseTableId, type TableId } from "../domain/table.js";
 import type { PhaseName } from "../ports/hot-store.js";
@@ -80,7 +81,7 @@ export async function runEmbeddedDemo(rt: Runtime): Promise<void> {
       : "the configured database and archive";
   console.log(`Pulpitum on ${where}`);
   console.log(
-    `cutoff ${rt.config.eligibleBefore.toISOString()}${rt.config.eligibleBeforeIsDefault ? " (January 1 of the previous UTC year)" : ""}`,
+    `cutoff ${formatCutoffAt(rt.config.cutoff, rt.clock.now())}${rt.config.cutoff.kind === "previous-utc-year" ? " (January 1 of the previous UTC year)" : ""}`,
   );
 
   if ((await rt.hotStore.getTable(SAMPLE_TABLE)) === null) {
@@ -92,12 +93,12 @@ export async function runEmbeddedDemo(rt: Runtime): Promise<void> {
   const now = rt.clock.now();
   const pending = await rt.hotStore.peekCandidates({
     now,
-    cutoff: rt.config.eligibleBefore,
+    cutoff: cutoffAt(rt.config.cutoff, now),
     limit: 10_000,
     enqueuedBefore: now,
   });
   if (pending.length === 0) {
-    const report = await rt.hotStore.statusReport(now, rt.config.eligibleBefore);
+    const report = await rt.hotStore.statusReport(now, cutoffAt(rt.config.cutoff, now));
     const archived = report.tables
       .flatMap((t) => t.states)
       .filter((s) => s.state === "archived")

@@ -3,9 +3,9 @@ import type { StatusReport } from "../ports/hot-store.js";
 import { formatBytes, renderTable } from "./format.js";
 
 /** `status --json`: stable snake_case field names. */
-export function statusToJson(report: StatusReport, cutoff: Date) {
+export function statusToJson(report: StatusReport, cutoff: string) {
   return {
-    cutoff: cutoff.toISOString(),
+    cutoff,
     tables: report.tables.map((t) => ({
       table_id: t.tableId,
       strategy: t.strategy,
@@ -40,8 +40,8 @@ export function statusToJson(report: StatusReport, cutoff: Date) {
   };
 }
 
-export function renderStatus(report: StatusReport, cutoff: Date): string {
-  const lines: string[] = [`cutoff ${cutoff.toISOString()}`];
+export function renderStatus(report: StatusReport, cutoff: string): string {
+  const lines: string[] = [`cutoff ${cutoff}`];
   if (report.tables.length === 0) {
     lines.push("no tables registered; create one with `pulpitum tables create TABLE`");
     return lines.join("\n");

@@ -1,6 +1,6 @@
 import { InvalidInputError } from "../errors.js";
 import type { TableId } from "./table.js";
-import { dateToMicros, daysInMonth, type EpochMicros, floorDiv } from "./time.js";
+import { checkEventTime, dateToMicros, daysInMonth, type EpochMicros, floorDiv } from "./time.js";
 
 export type BucketStrategy = "CalendarYearUtc" | "CalendarMonthUtc" | "CalendarDayUtc";
 export const BUCKET_STRATEGIES: readonly BucketStrategy[] = [
@@ -79,8 +79,13 @@ function utc(year: number, month: number, day: number): Date {
   return d;
 }
 
-/** The bucket that holds an event time under a strategy. */
+/**
+ * The bucket that holds an event time under a strategy. Every append files
+ * each record through here, so a time outside the range of event times is
+ * refused here, before anything is stored (see {@link checkEventTime}).
+ */
 export function bucketForTime(strategy: BucketStrategy, eventTime: EpochMicros): BucketDescriptor {
+  checkEventTime(eventTime);
   const d = new Date(Number(floorDiv(eventTime, 1000n)));
   const year = d.getUTCFullYear();
   const month = strategy === "CalendarYearUtc" ? 1 : d.getUTCMonth() + 1;

@@ -1,5 +1,10 @@
 import { InvalidInputError } from "../errors.js";
-import { formatMicrosRfc3339, parseRfc3339Micros, type EpochMicros } from "./time.js";
+import {
+  checkEventTime,
+  formatMicrosRfc3339,
+  parseRfc3339Micros,
+  type EpochMicros,
+} from "./time.js";
 
 /**
  * One immutable record. Identity within a table is
@@ -22,6 +27,15 @@ export interface RecordJson {
 
 export const RECORD_JSON_FORM =
   '{"partition_key": base64, "event_time": RFC 3339 UTC with at most 6 fractional digits, "sort_key": base64, "value": base64}';
+
+export interface RecordJsonOptions {
+  /**
+   * Whether `event_time` must lie in the range of event times (default
+   * true). Only a reader of an already published archive passes false: what
+   * was archived stays readable as it was written.
+   */
+  readonly checkEventTimeRange?: boolean;
+}
 
 export function recordToJson(record: TableRecord): RecordJson {
   return {
@@ -60,7 +74,11 @@ export function toBase64(bytes: Uint8Array): string {
 }
 
 /** Validate and convert a parsed JSON value into a record; `input` names it in errors (e.g. "line 12"). */
-export function recordFromJson(value: unknown, input = "record"): TableRecord {
+export function recordFromJson(
+  value: unknown,
+  input = "record",
+  options: RecordJsonOptions = {},
+): TableRecord {
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
     throw new InvalidInputError(input, `is ${describeType(value)}`, RECORD_JSON_FORM);
   }
@@ -85,23 +103,29 @@ export function recordFromJson(value: unknown, input = "record"): TableRecord {
       "an RFC 3339 string",
     );
   }
+  const eventTime = parseRfc3339Micros(obj.event_time, `${input} event_time`);
+  if (options.checkEventTimeRange !== false) checkEventTime(eventTime, `${input} event_time`);
   return {
     partitionKey: parseBase64(obj.partition_key, `${input} partition_key`),
-    eventTime: parseRfc3339Micros(obj.event_time, `${input} event_time`),
+    eventTime,
     sortKey: parseBase64(obj.sort_key, `${input} sort_key`),
     value: parseBase64(obj.value, `${input} value`),
   };
 }
 
 /** Parse one line of newline-delimited JSON records. */
-export function recordFromJsonLine(line: string, input = "record"): TableRecord {
+export function recordFromJsonLine(
+  line: string,
+  input = "record",
+  options: RecordJsonOptions = {},
+): TableRecord {
   let parsed: unknown;
   try {
     parsed = JSON.parse(line);
   } catch (error) {
     throw new InvalidInputError(input, "is not valid JSON", RECORD_JSON_FORM, { cause: error });
   }
-  return recordFromJson(parsed, input);
+  return recordFromJson(parsed, input, options);
 }
 
 /** Byte-wise comparison, the order BYTEA uses: `k` < `k\x00` < `k\xff`. */

@@ -8,6 +8,48 @@ import { InvalidInputError } from "../errors.js";
 export type EpochMicros = bigint;
 
 const MICROS_PER_MS = 1000n;
+
+/**
+ * The event times a record may have, both ends included, in epoch
+ * microseconds: 1677-09-21T00:12:43.145225Z to 2262-04-11T23:47:16.854775Z.
+ *
+ * Each place an event time lives bounds it: RFC 3339 (the record JSON form)
+ * writes years 0000-9999; PostgreSQL TIMESTAMPTZ holds 4713 BC to 294276 AD
+ * and has no year 0000 (it refuses it as out of range); CockroachDB holds
+ * 4714-11-24 BC to 294276-12-31; a Parquet TIMESTAMP(NANOS) column is a
+ * signed 64-bit count of nanoseconds, -2^63 to 2^63 - 1. The last is the
+ * narrowest, so it is the range, rounded inwards to whole microseconds. One
+ * range for both archive formats keeps what a table accepts independent of
+ * how it is archived.
+ */
+export const MIN_EVENT_TIME: EpochMicros = -9_223_372_036_854_775n;
+export const MAX_EVENT_TIME: EpochMicros = 9_223_372_036_854_775n;
+export const EVENT_TIME_RANGE =
+  "an event time from 1677-09-21T00:12:43.145225Z to 2262-04-11T23:47:16.854775Z (UTC, both included; the range of a Parquet TIMESTAMP(NANOS) column, which PostgreSQL and CockroachDB TIMESTAMPTZ contain)";
+
+/**
+ * Refuse an event time outside {@link MIN_EVENT_TIME}..{@link MAX_EVENT_TIME}
+ * before it reaches the hot store (which would fail with an untyped
+ * "out of range", or accept a time no Parquet payload can hold).
+ */
+export function checkEventTime(micros: EpochMicros, input = "event time"): EpochMicros {
+  if (micros < MIN_EVENT_TIME || micros > MAX_EVENT_TIME) {
+    throw new InvalidInputError(
+      `${input} ${describeMicros(micros)}`,
+      "is outside the range of event times",
+      EVENT_TIME_RANGE,
+    );
+  }
+  return micros;
+}
+
+/** RFC 3339 when the time has a four-digit year, else the raw count of microseconds. */
+function describeMicros(micros: EpochMicros): string {
+  const years0000to9999 = micros >= -62_167_219_200_000_000n && micros < 253_402_300_800_000_000n;
+  return years0000to9999
+    ? JSON.stringify(formatMicrosRfc3339(micros))
+    : `${micros} µs since 1970-01-01T00:00:00Z`;
+}
 const RFC3339 =
   /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:([Zz])|([+-])(\d{2}):(\d{2}))$/;
 
@@ -68,7 +110,7 @@ export function parseRfc3339Micros(text: string, input = "timestamp"): EpochMicr
     throw new InvalidInputError(
       `${input} ${JSON.stringify(text)}`,
       "has sub-microsecond digits, which the hot store cannot keep",
-      "at most 6 fractional digits (microseconds); round the time before appending",
+      "at most 6 fractional digits (microseconds), the precision the hot store keeps",
     );
   }
   const micros = BigInt((frac + "000000").slice(0, 6));

@@ -8,6 +8,7 @@ import { runNextPhase } from "../usecases/run-next-phase.js";
 
 export interface StandaloneOptions {
   readonly workers: number;
+  /** Scan cadence: a scan is due every `intervalMs`, whether or not phases are running. */
   readonly intervalMs: number;
   /** Stop once a discovery round leaves nothing this process can advance. */
   readonly once: boolean;
@@ -15,9 +16,12 @@ export interface StandaloneOptions {
   readonly signal?: AbortSignal;
   readonly onOutcome?: (outcome: PhaseOutcome) => void;
   readonly onDiscovered?: (candidates: Candidate[]) => void;
+  /** Wait for the next scan; tests pass one that moves a manual clock. Default: a timer the signal cuts short. */
+  readonly sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
 }
 
 export interface StandaloneSummary {
+  /** Discovery scans run. */
   readonly rounds: number;
   readonly outcomes: number;
   readonly advanced: number;
@@ -25,75 +29,127 @@ export interface StandaloneSummary {
 }
 
 /**
- * The standalone archiver: discovery every `intervalMs`, a bounded pool of
- * workers on an in-process queue, one fenced phase per work item. A phase
- * that advances re-queues its bucket at once so a bucket flows through all
- * five phases without waiting for the next scan.
+ * The standalone archiver: a pool of `workers`, each running one bucket's
+ * fenced phases back to back, fed by discovery scans.
+ *
+ * Scans follow the clock, not the work: one is due at start and every
+ * `intervalMs` after it, so a long export in one worker never delays the
+ * scan that gives the others newly eligible buckets. A scan asks for at most
+ * as many buckets as there are idle workers (a due scan waits while none is
+ * idle), so nothing waits in this process for a worker while its lease could
+ * be taken by another archiver, and the in-process queue never holds a
+ * bucket twice, queued or running. When a scan filled every idle worker and
+ * its work advances, more is likely waiting: the next scan runs as soon as a
+ * worker is idle again rather than at the next tick, so a backlog drains at
+ * full speed. `once` scans whenever the pool is idle and stops when a scan
+ * finds nothing or nothing it found could advance.
  */
 export async function runStandalone(
   ctx: ArchiverContext,
   options: StandaloneOptions,
 ): Promise<StandaloneSummary> {
   const queue = new InProcessWorkQueue();
+  const running = new Set<Promise<void>>();
+  const sleep = options.sleep ?? abortableSleep;
+  const stopping = () => options.signal?.aborted === true;
+  const aborted = new Promise<void>((resolve) => {
+    if (options.signal?.aborted) resolve();
+    options.signal?.addEventListener("abort", () => resolve(), { once: true });
+  });
   let rounds = 0;
   let outcomes = 0;
   let advanced = 0;
   let failures = 0;
-  let advancedThisRound = 0;
-  const stopping = () => options.signal?.aborted === true;
+
+  let scanDue = true;
+  /** The last scan returned as many buckets as it asked for. */
+  let lastScanFull = false;
+  /** The last scan returned at least one bucket. */
+  let lastScanFound = false;
+  /** A phase advanced since the last scan. */
+  let progressed = false;
+  let nextTickAt = ctx.clock.now().getTime() + options.intervalMs;
+  let tick: Promise<void> | undefined;
+
+  const idleWorkers = () => options.workers - running.size - queue.waiting;
 
   const work = async (item: WorkItem) => {
     try {
-      const outcome = await runNextPhase(ctx, item);
-      outcomes++;
-      options.onOutcome?.(outcome);
-      queue.done(item);
-      if (outcome.result === "advanced") {
+      for (;;) {
+        const outcome = await runNextPhase(ctx, item);
+        outcomes++;
+        options.onOutcome?.(outcome);
+        if (outcome.result !== "advanced") break;
         advanced++;
-        advancedThisRound++;
-        if (outcome.next !== null && !stopping()) await queue.send(item);
+        progressed = true;
+        if (outcome.next === null || stopping()) break;
       }
     } catch (error) {
       failures++;
-      queue.done(item);
       ctx.log.error("phase run failed", { error: errorMessage(error) });
+    } finally {
+      queue.done(item);
     }
   };
 
-  const drain = async () => {
-    const running = new Set<Promise<void>>();
-    for (;;) {
-      while (running.size < options.workers && !stopping()) {
-        const item = queue.poll();
-        if (item === undefined) break;
-        const p = work(item).finally(() => running.delete(p));
-        running.add(p);
-      }
-      if (running.size === 0) return;
-      await Promise.race(running);
+  const scan = async () => {
+    const limit = Math.min(ctx.settings.scanLimit, idleWorkers());
+    rounds++;
+    const candidates = await discover(
+      {
+        hotStore: ctx.hotStore,
+        queue,
+        settings: { ...ctx.settings, scanLimit: limit, requeueMs: 0 },
+      },
+      ctx.clock.now(),
+    );
+    options.onDiscovered?.(candidates);
+    lastScanFull = candidates.length === limit;
+    lastScanFound = candidates.length > 0;
+    progressed = false;
+  };
+
+  const startQueued = () => {
+    while (running.size < options.workers && !stopping()) {
+      const item = queue.poll();
+      if (item === undefined) return;
+      const p = work(item).finally(() => running.delete(p));
+      running.add(p);
     }
   };
 
   while (!stopping()) {
-    rounds++;
-    advancedThisRound = 0;
-    const candidates = await discover(
-      { hotStore: ctx.hotStore, queue, settings: { ...ctx.settings, requeueMs: 0 } },
-      ctx.clock.now(),
-    );
-    options.onDiscovered?.(candidates);
-    await drain();
-    if (options.once) {
-      if (candidates.length === 0 || advancedThisRound === 0) break;
+    if (idleWorkers() > 0 && (scanDue || (lastScanFull && progressed))) {
+      scanDue = false;
+      await scan();
+      startQueued();
       continue;
     }
-    await sleep(options.intervalMs, options.signal);
+    if (options.once) {
+      if (running.size === 0) {
+        if (!lastScanFound || !progressed) break;
+        scanDue = true;
+        continue;
+      }
+      await Promise.race([...running, aborted]);
+      continue;
+    }
+    tick ??= sleep(Math.max(0, nextTickAt - ctx.clock.now().getTime()), options.signal).then(() => {
+      tick = undefined;
+      scanDue = true;
+      const now = ctx.clock.now().getTime();
+      nextTickAt += options.intervalMs;
+      // Ticks missed while the process was stalled are skipped, not caught up on.
+      if (nextTickAt <= now) nextTickAt = now + options.intervalMs;
+    });
+    await Promise.race([...running, tick, aborted]);
   }
+  await Promise.all(running);
   queue.close();
   return { rounds, outcomes, advanced, failures };
 }
 
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     if (signal?.aborted) return resolve();
     const timer = setTimeout(done, ms);

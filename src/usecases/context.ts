@@ -1,14 +1,19 @@
 import type { PulpitumConfig } from "../config.js";
 import type { BucketId } from "../domain/bucket.js";
+import type { CutoffPolicy } from "../domain/cutoff.js";
 import type { Clock } from "../ports/clock.js";
 import type { HotStore, PhaseName } from "../ports/hot-store.js";
 import type { ObjectStore } from "../ports/object-store.js";
 import type { WorkQueue } from "../ports/work-queue.js";
+import type { RenewalTimer } from "./heartbeat.js";
 
 /** Tunables of the archival workflow, derived once from the validated configuration. */
 export interface ArchiverSettings {
-  /** A hot bucket may be claimed when `bucket_end <= cutoff`. */
-  readonly cutoff: Date;
+  /**
+   * A hot bucket may be claimed when `bucket_end <= cutoff`, the cutoff
+   * evaluated at the `now` of the decision (`cutoffAt`), never cached.
+   */
+  readonly cutoff: CutoffPolicy;
   readonly leaseMs: number;
   readonly renewalMs: number;
   readonly retryMs: number;
@@ -29,7 +34,7 @@ export function settingsFromConfig(
   archivePrefix: string,
 ): ArchiverSettings {
   return Object.freeze({
-    cutoff: config.eligibleBefore,
+    cutoff: config.cutoff,
     leaseMs: config.leaseSeconds * 1000,
     renewalMs: config.leaseRenewalSeconds * 1000,
     retryMs: config.retrySeconds * 1000,
@@ -61,6 +66,8 @@ export interface ArchiverContext {
   readonly log: WorkflowLog;
   /** Wait this long (cleanup throttling); tests pass one that moves a manual clock. Default: a timer. */
   readonly sleep?: (ms: number) => Promise<void>;
+  /** Schedules lease renewals; tests pass one they fire as a manual clock moves. Default: an interval. */
+  readonly renewalTimer?: RenewalTimer;
 }
 
 /** The default {@link ArchiverContext.sleep}. */

@@ -1,3 +1,4 @@
+import { cutoffAt } from "../domain/cutoff.js";
 import type { Candidate } from "../ports/hot-store.js";
 import type { DiscoveryContext } from "./context.js";
 
@@ -5,12 +6,13 @@ import type { DiscoveryContext } from "./context.js";
  * Find buckets that need work and enqueue them. The scan stamps
  * `enqueued_at`, so a bucket already queued is not offered again until
  * `requeueMs` has passed; a message lost on the way is found again then.
- * The queue is a wake-up, never the source of truth.
+ * The queue is a wake-up, never the source of truth. The cutoff is the one
+ * in force at `now`, so a scan after 1 January sees the new default.
  */
 export async function discover(ctx: DiscoveryContext, now: Date): Promise<Candidate[]> {
   const candidates = await ctx.hotStore.discover({
     now,
-    cutoff: ctx.settings.cutoff,
+    cutoff: cutoffAt(ctx.settings.cutoff, now),
     limit: ctx.settings.scanLimit,
     enqueuedBefore: new Date(now.getTime() - ctx.settings.requeueMs),
   });

@@ -4,6 +4,20 @@ import { errorMessage } from "../errors.js";
 import type { WorkflowLog } from "./context.js";
 
 /**
+ * Calls `tick` every `everyMs` until the returned function cancels it. The
+ * tick's promise settles when that renewal finished; a timer driven by a
+ * test awaits it, the interval timer does not.
+ */
+export type RenewalTimer = (everyMs: number, tick: () => Promise<void>) => () => void;
+
+/** The production {@link RenewalTimer}: a Node interval that does not keep the process alive. */
+export const intervalRenewalTimer: RenewalTimer = (everyMs, tick) => {
+  const timer = setInterval(() => void tick(), everyMs);
+  timer.unref?.();
+  return () => clearInterval(timer);
+};
+
+/**
  * Renews a lease every `renewalMs` while a phase runs. The first failed
  * renewal (lost, expired, or an error we cannot tell from either) marks the
  * heartbeat unhealthy for good and aborts `signal`: the phase must then start
@@ -11,7 +25,7 @@ import type { WorkflowLog } from "./context.js";
  */
 export class LeaseHeartbeat {
   #lease: Lease;
-  #timer: NodeJS.Timeout | undefined;
+  #cancelTimer: (() => void) | undefined;
   #inFlight: Promise<void> | undefined;
   readonly #abort = new AbortController();
   #failure: string | undefined;
@@ -23,6 +37,7 @@ export class LeaseHeartbeat {
     private readonly leaseMs: number,
     private readonly renewalMs: number,
     private readonly log: WorkflowLog,
+    private readonly timer: RenewalTimer = intervalRenewalTimer,
   ) {
     this.#lease = lease;
   }
@@ -44,11 +59,11 @@ export class LeaseHeartbeat {
   }
 
   start(): void {
-    this.#timer = setInterval(() => {
+    this.#cancelTimer = this.timer(this.renewalMs, () => {
       if (this.#inFlight === undefined && this.healthy)
         this.#inFlight = this.renew().finally(() => (this.#inFlight = undefined));
-    }, this.renewalMs);
-    this.#timer.unref?.();
+      return this.#inFlight ?? Promise.resolve();
+    });
   }
 
   /** Renew once now; exposed so long loops can renew between batches and tests can drive it. */
@@ -72,8 +87,8 @@ export class LeaseHeartbeat {
   }
 
   async stop(): Promise<void> {
-    if (this.#timer) clearInterval(this.#timer);
-    this.#timer = undefined;
+    this.#cancelTimer?.();
+    this.#cancelTimer = undefined;
     await this.#inFlight;
   }
 

@@ -1,4 +1,5 @@
 import { describeBucket, type BucketId } from "../domain/bucket.js";
+import { cutoffAt, formatCutoffAt } from "../domain/cutoff.js";
 import {
   errorMessage,
   LeaseLostError,
@@ -128,6 +129,7 @@ export async function runNextPhase(
     ctx.settings.leaseMs,
     ctx.settings.renewalMs,
     ctx.log,
+    ctx.renewalTimer,
   );
   heartbeat.start();
   try {
@@ -194,8 +196,8 @@ async function reasonNotToClaim(
   metadata: BucketMetadata,
   now: Date,
 ): Promise<string | undefined> {
-  if (metadata.end.getTime() > ctx.settings.cutoff.getTime()) {
-    return `not eligible: bucket_end ${metadata.end.toISOString()} is after the cutoff ${ctx.settings.cutoff.toISOString()}`;
+  if (metadata.end.getTime() > cutoffAt(ctx.settings.cutoff, now).getTime()) {
+    return `not eligible: bucket_end ${metadata.end.toISOString()} is after the cutoff ${formatCutoffAt(ctx.settings.cutoff, now)}`;
   }
   if (metadata.retryAt !== null && metadata.retryAt.getTime() > now.getTime()) {
     return `deferred until ${metadata.retryAt.toISOString()} after: ${metadata.lastError ?? "an earlier failure"}`;

@@ -10,6 +10,7 @@ import { freshPgliteHotStore } from "./pglite-template.js";
 import { objectByteSource, readRecords } from "../../src/archive/payload-reader.js";
 import { parseManifest } from "../../src/archive/manifest.js";
 import { bucketForTime, type BucketId, type BucketStrategy } from "../../src/domain/bucket.js";
+import { fixedCutoff } from "../../src/domain/cutoff.js";
 import { compareClustering, type TableRecord } from "../../src/domain/record.js";
 import type { ArchiveFormat, TableId } from "../../src/domain/table.js";
 import { parseRfc3339Micros } from "../../src/domain/time.js";
@@ -63,7 +64,7 @@ export function harnessOn<O extends ObjectStore>(
 ): Harness<O> {
   const clock = new ManualClock("2026-06-01T00:00:00Z");
   const settings: ArchiverSettings = {
-    cutoff: CUTOFF,
+    cutoff: fixedCutoff(CUTOFF),
     leaseMs: 60_000,
     renewalMs: 20_000,
     retryMs: 5_000,

@@ -95,8 +95,7 @@ async function corruptedPayload(w: World, mutate: (bytes: Uint8Array) => Uint8Ar
   });
 }
 
-const config = (env: Record<string, string>) =>
-  parseConfig(env, { now: new Date("2026-06-01T00:00:00Z"), cwd: "/srv" });
+const config = (env: Record<string, string>) => parseConfig(env, { cwd: "/srv" });
 
 const cases: BadInput[] = [
   // ---- malformed SQS bodies and worker events ----

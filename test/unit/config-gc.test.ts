@@ -2,8 +2,7 @@ import { describe, expect, it } from "vitest";
 import { CONFIG_VARIABLES, GC_DEFAULT_MIN_AGE_SECONDS, parseConfig } from "../../src/config.js";
 import { ConfigError } from "../../src/errors.js";
 
-const parse = (env: Record<string, string>) =>
-  parseConfig(env, { now: new Date("2026-06-01T00:00:00Z"), cwd: "/srv/app" });
+const parse = (env: Record<string, string>) => parseConfig(env, { cwd: "/srv/app" });
 
 describe("ARCHIVER_GC_MIN_AGE_SECONDS", () => {
   it("defaults to 24 hours and is documented with the other variables", () => {

@@ -2,12 +2,12 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import {
   CONFIG_VARIABLES,
-  defaultEligibleBefore,
   describeConfig,
   parseArchiveUrl,
   parseConfig,
   redactUrl,
 } from "../../src/config.js";
+import { cutoffAt } from "../../src/domain/cutoff.js";
 import { ConfigError, PulpitumError } from "../../src/errors.js";
 
 type Env = Record<string, string | undefined>;
@@ -19,8 +19,8 @@ const EXTERNAL: Env = {
   PULPITUM_ARCHIVE_URL: "s3://pulpitum-archive/records",
 };
 
-function parse(env: Env, now: Date = NOW) {
-  return parseConfig(env, { now, cwd: CWD });
+function parse(env: Env) {
+  return parseConfig(env, { cwd: CWD });
 }
 
 function configErrorFor(env: Env): ConfigError {
@@ -50,7 +50,7 @@ describe("configuration defaults", () => {
 
     // Assess
     expect(config).toMatchObject({
-      eligibleBeforeIsDefault: true,
+      cutoff: { kind: "previous-utc-year" },
       intervalSeconds: 15,
       leaseSeconds: 60,
       leaseRenewalSeconds: 20,
@@ -85,14 +85,13 @@ describe("configuration defaults", () => {
     ["2024-02-29T00:00:00Z", "2023-01-01T00:00:00.000Z"],
   ])("the default cutoff at %s is January 1 of the previous UTC year, %s", (now, expected) => {
     // Prepare
-    const clock = new Date(now);
+    const config = parse({});
 
     // Act
-    const config = parse({}, clock);
+    const cutoff = cutoffAt(config.cutoff, new Date(now));
 
     // Assess
-    expect(config.eligibleBefore.toISOString()).toBe(expected);
-    expect(defaultEligibleBefore(clock).toISOString()).toBe(expected);
+    expect(cutoff.toISOString()).toBe(expected);
   });
 
   it("the default cutoff follows the injected clock in UTC, not the local time zone", () => {
@@ -100,10 +99,10 @@ describe("configuration defaults", () => {
     const now = new Date("2025-12-31T19:30:00-05:00");
 
     // Act
-    const config = parse({}, now);
+    const cutoff = cutoffAt(parse({}).cutoff, now);
 
     // Assess
-    expect(config.eligibleBefore.toISOString()).toBe("2025-01-01T00:00:00.000Z");
+    expect(cutoff.toISOString()).toBe("2025-01-01T00:00:00.000Z");
   });
 
   it("an explicit cutoff is used as given and is not marked as the default", () => {
@@ -114,8 +113,8 @@ describe("configuration defaults", () => {
     const config = parse(env);
 
     // Assess
-    expect(config.eligibleBefore.toISOString()).toBe("2025-01-01T00:00:00.250Z");
-    expect(config.eligibleBeforeIsDefault).toBe(false);
+    expect(config.cutoff).toEqual({ kind: "fixed", micros: 1_735_689_600_250_000n });
+    expect(cutoffAt(config.cutoff, NOW).toISOString()).toBe("2025-01-01T00:00:00.250Z");
   });
 
   it("the renewal interval defaults to a third of the default lease", () => {
@@ -391,7 +390,8 @@ describe("external locations", () => {
 });
 
 describe("configuration refusals", () => {
-  const cutoffForm = "an RFC 3339 timestamp with an offset and at most millisecond precision";
+  const cutoffForm =
+    "an RFC 3339 timestamp with an offset and at most 6 fractional digits (microseconds)";
 
   it.each([
     ["not RFC 3339", "last tuesday"],
@@ -399,7 +399,6 @@ describe("configuration refusals", () => {
     ["a time without an offset", "2025-01-01T00:00:00"],
     ["a day that does not exist", "2023-02-29T00:00:00Z"],
     ["an hour out of range", "2025-01-01T24:00:00Z"],
-    ["sub-millisecond precision", "2025-01-01T00:00:00.000100Z"],
     ["sub-microsecond precision", "2025-01-01T00:00:00.0000001Z"],
   ])(
     "an ARCHIVER_ELIGIBLE_BEFORE that is %s is refused, naming the variable, value and form",
@@ -685,7 +684,9 @@ describe("secret redaction", () => {
       kind: "postgres",
       url: "postgresql://archiver:***@db.internal:5432/app",
     });
-    expect(described.eligibleBefore).toBe("2024-01-01T00:00:00.000Z");
+    expect(described.cutoff).toBe(
+      "January 1 of the previous UTC year (evaluated at every scan and claim)",
+    );
   });
 
   it("a password passed as a query parameter is redacted as well", () => {

@@ -11,22 +11,29 @@
  * rejected. Snapshotting first would let an append land behind the snapshot's
  * position; cleanup would then delete a record the archive never received.
  */
+import { cutoffAt } from "../../domain/cutoff.js";
 import type { PhaseInput, StepResult } from "./step.js";
 import { commitFenced } from "./step.js";
 
 export async function claimBucket({ ctx, heartbeat }: PhaseInput): Promise<StepResult> {
   const lease = heartbeat.lease;
+  let cutoff = cutoffAt(ctx.settings.cutoff, ctx.clock.now());
   const written = await commitFenced(
     ctx,
     lease,
     "claim",
-    () => ctx.hotStore.claim(heartbeat.lease, ctx.clock.now(), ctx.settings.cutoff),
+    () => {
+      // The statement checks the lease at `now`, so it must check eligibility at the same `now`.
+      const now = ctx.clock.now();
+      cutoff = cutoffAt(ctx.settings.cutoff, now);
+      return ctx.hotStore.claim(heartbeat.lease, now, cutoff);
+    },
     (m) => m.state === "archiving" && m.generation === lease.generation,
   );
   if (written.kind === "lease-lost") {
     return {
       kind: "lease-lost",
-      reason: describeLostClaim(written.metadata?.state, ctx.settings.cutoff),
+      reason: describeLostClaim(written.metadata?.state, cutoff),
     };
   }
   return { kind: "committed", next: "export" };

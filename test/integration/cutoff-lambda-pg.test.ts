@@ -1,0 +1,214 @@
+/**
+ * A warm Lambda container crossing New Year, on PostgreSQL and the emulator's
+ * SQS and S3: the discovery and worker functions are opened once through
+ * openLambdaRuntime with the default cutoff and a manual clock, and archive a
+ * 2025 bucket at their first invocations after midnight UTC on 1 January.
+ */
+import { randomUUID } from "node:crypto";
+import {
+  CreateQueueCommand,
+  DeleteMessageCommand,
+  ReceiveMessageCommand,
+  SendMessageCommand,
+  SQSClient,
+} from "@aws-sdk/client-sqs";
+import type { Context, SQSBatchResponse, SQSEvent } from "aws-lambda";
+import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
+import { createDiscoveryHandler, type DiscoveryReport } from "../../functions/discover.js";
+import {
+  cachedPerContainer,
+  openLambdaRuntime,
+  type LambdaRuntime,
+} from "../../functions/runtime.js";
+import { createWorkerHandler } from "../../functions/worker.js";
+import type { BucketId } from "../../src/domain/bucket.js";
+import { DEFAULT_CUTOFF_POLICY } from "../../src/domain/cutoff.js";
+import type { TableRecord } from "../../src/domain/record.js";
+import { parseTableId } from "../../src/domain/table.js";
+import { parseRfc3339Micros } from "../../src/domain/time.js";
+import { ManualClock } from "../../src/ports/clock.js";
+import { encodeWorkMessage } from "../../src/ports/work-queue.js";
+import { freshBucket, freshDatabase, s3Client } from "../support/integration-resources.js";
+
+vi.hoisted(() => {
+  process.env.POWERTOOLS_LOG_LEVEL = "WARN";
+});
+
+const endpoint = inject("awsEndpointUrl");
+const serverUrl = inject("databaseUrl");
+const clientConfig = {
+  endpoint,
+  region: "us-east-1",
+  credentials: { accessKeyId: "test", secretAccessKey: "test" },
+};
+
+const TABLE = parseTableId("newyear");
+const BUCKET: BucketId = {
+  tableId: TABLE,
+  partitionKey: new TextEncoder().encode("tenant-1"),
+  bucketKey: "year:2025",
+};
+
+function records(): TableRecord[] {
+  const base = parseRfc3339Micros("2025-02-01T00:00:00Z");
+  return Array.from({ length: 50 }, (_, i) => ({
+    partitionKey: BUCKET.partitionKey,
+    eventTime: base + BigInt(i) * 3_600_000_000n,
+    sortKey: new Uint8Array([i]),
+    value: new TextEncoder().encode(`event ${i}`),
+  }));
+}
+
+function lambdaContext(): Context {
+  return {
+    functionName: "Pulpitum-Function",
+    functionVersion: "$LATEST",
+    invokedFunctionArn: "arn:aws:lambda:us-east-1:123456789012:function:Pulpitum-Function",
+    memoryLimitInMB: "1024",
+    awsRequestId: randomUUID(),
+    logGroupName: "/aws/lambda/Pulpitum-Function",
+    logStreamName: "cutoff",
+    callbackWaitsForEmptyEventLoop: true,
+    getRemainingTimeInMillis: () => 300_000,
+    done: () => {},
+    fail: () => {},
+    succeed: () => {},
+  };
+}
+
+describe("a warm Lambda container crossing New Year", () => {
+  const sqs = new SQSClient(clientConfig);
+  const s3 = s3Client(endpoint);
+  const clock = new ManualClock("2026-12-31T23:59:30Z");
+  const runtimes: LambdaRuntime[] = [];
+  let drop: () => Promise<void>;
+  let queueUrl: string;
+  let opens = 0;
+  let discovery: ReturnType<typeof createDiscoveryHandler>;
+  let worker: ReturnType<typeof createWorkerHandler>;
+  let inspector: LambdaRuntime;
+
+  beforeAll(async () => {
+    vi.spyOn(process.stdout, "write").mockImplementation(() => true);
+    vi.spyOn(process.stderr, "write").mockImplementation(() => true);
+    const database = await freshDatabase(serverUrl);
+    drop = database.drop;
+    const bucket = await freshBucket(endpoint);
+    queueUrl = (
+      await sqs.send(
+        new CreateQueueCommand({ QueueName: `pulpitum-newyear-${randomUUID().slice(0, 8)}` }),
+      )
+    ).QueueUrl!;
+    // No ARCHIVER_ELIGIBLE_BEFORE: the default cutoff.
+    const env = {
+      AWS_REGION: "us-east-1",
+      DATABASE_URL: database.url,
+      PULPITUM_ARCHIVE_URL: `s3://${bucket}/newyear`,
+      AWS_ENDPOINT_URL: endpoint,
+      PULPITUM_WORK_QUEUE_URL: queueUrl,
+      ARCHIVER_REQUEUE_SECONDS: "0",
+    };
+    const container = (migrate: boolean) =>
+      cachedPerContainer(async () => {
+        opens++;
+        const runtime = await openLambdaRuntime(env, { clients: { sqs, s3 }, migrate, clock });
+        runtimes.push(runtime);
+        return runtime;
+      });
+    discovery = createDiscoveryHandler(container(true));
+    worker = createWorkerHandler(container(false));
+    expect(await discovery({}, lambdaContext())).toEqual({ candidates: 0, by_kind: {} });
+    inspector = await openLambdaRuntime(env, { clients: { sqs, s3 } });
+    runtimes.push(inspector);
+    const store = inspector.runtime.hotStore;
+    await store.registerTable(
+      { tableId: TABLE, strategy: "CalendarYearUtc", format: "parquet", writableBuckets: null },
+      clock.now(),
+    );
+    await store.append(TABLE, records(), clock.now());
+  });
+
+  afterAll(async () => {
+    for (const runtime of runtimes) await runtime.close();
+    await drop?.();
+    sqs.destroy();
+    s3.destroy();
+    vi.restoreAllMocks();
+  });
+
+  /** Receive what the queue holds and hand it to the worker as the event source mapping would. */
+  async function deliver(): Promise<{ delivered: number; failures: number }> {
+    const received = await sqs.send(
+      new ReceiveMessageCommand({
+        QueueUrl: queueUrl,
+        MaxNumberOfMessages: 10,
+        WaitTimeSeconds: 0,
+      }),
+    );
+    const messages = received.Messages ?? [];
+    if (messages.length === 0) return { delivered: 0, failures: 0 };
+    const event: SQSEvent = {
+      Records: messages.map((m) => ({
+        messageId: m.MessageId!,
+        receiptHandle: m.ReceiptHandle!,
+        body: m.Body!,
+        attributes: {
+          ApproximateReceiveCount: "1",
+          SentTimestamp: "0",
+          SenderId: "AIDATEST",
+          ApproximateFirstReceiveTimestamp: "0",
+        },
+        messageAttributes: {},
+        md5OfBody: "",
+        eventSource: "aws:sqs",
+        eventSourceARN: "arn:aws:sqs:us-east-1:123456789012:work",
+        awsRegion: "us-east-1",
+      })),
+    };
+    const response = (await worker(event, lambdaContext())) as SQSBatchResponse;
+    const failed = new Set(response.batchItemFailures.map((f) => f.itemIdentifier));
+    for (const m of messages) {
+      if (!failed.has(m.MessageId!))
+        await sqs.send(
+          new DeleteMessageCommand({ QueueUrl: queueUrl, ReceiptHandle: m.ReceiptHandle! }),
+        );
+    }
+    return { delivered: messages.length, failures: failed.size };
+  }
+
+  it("finds nothing on 31 December and archives the 2025 bucket after midnight, without reopening", async () => {
+    // Act: the last minute of 2026; a message for the bucket (a replay, say) warms the worker
+    const before = (await discovery({}, lambdaContext())) as DiscoveryReport;
+    await sqs.send(
+      new SendMessageCommand({ QueueUrl: queueUrl, MessageBody: encodeWorkMessage(BUCKET) }),
+    );
+    const deliveredBefore = await deliver();
+    const stateBefore = (await inspector.runtime.hotStore.getBucket(BUCKET))?.state;
+    const opensBefore = opens;
+
+    // Act: the first minute of 2027, same containers
+    clock.set("2027-01-01T00:00:30Z");
+    const after = (await discovery({}, lambdaContext())) as DiscoveryReport;
+    let delivered = 0;
+    for (let round = 0; round < 10; round++) {
+      const { delivered: n, failures } = await deliver();
+      expect(failures).toBe(0);
+      delivered += n;
+      if (n === 0) break;
+    }
+    const metadata = await inspector.runtime.hotStore.getBucket(BUCKET);
+
+    // Assess
+    expect(before.candidates).toBe(0);
+    expect(deliveredBefore).toEqual({ delivered: 1, failures: 0 });
+    expect(stateBefore).toBe("hot");
+    expect(after).toEqual({ candidates: 1, by_kind: { eligible: 1 } });
+    expect(delivered).toBe(5);
+    expect(metadata).toMatchObject({ state: "archived", hotDeleted: true });
+    expect(await inspector.runtime.hotStore.countHotRows(BUCKET)).toBe(0);
+    // Both containers were opened before midnight and never again.
+    expect(opensBefore).toBe(2);
+    expect(opens).toBe(2);
+    for (const r of runtimes) expect(r.config.cutoff).toEqual(DEFAULT_CUTOFF_POLICY);
+  });
+});
