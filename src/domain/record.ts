@@ -21,7 +21,7 @@ export interface RecordJson {
 }
 
 export const RECORD_JSON_FORM =
-  '{"partition_key": base64, "event_time": RFC 3339 UTC with at most 6 fractional digits, "sort_key": base64, "value": base64}';
+  '{"partition_key": base64, "event_time": RFC 3339 with Z or an offset and at most 6 fractional digits, "sort_key": base64, "value": base64}';
 
 export function recordToJson(record: TableRecord): RecordJson {
   return {

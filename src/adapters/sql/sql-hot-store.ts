@@ -82,6 +82,14 @@ import {
   type SqlExecutor,
 } from "./database.js";
 import { METADATA_TABLE, RECORDS_TABLE, runMigrations, TABLES_TABLE } from "./migrations.js";
+import type {
+  ArchivedBucket,
+  DropBatch,
+  HeldBucket,
+  TableDropStart,
+} from "../../ports/hot-store-operations.js";
+import { listArchivedBuckets, listHeldBuckets } from "./operator-queries.js";
+import { beginTableDrop, dropBucketBatch } from "./table-drop.js";
 
 /** Rows per multi-row INSERT: 1,000 rows × 5 parameters stays far below the 65,535 limit. */
 export const APPEND_ROWS_PER_STATEMENT = 1000;
@@ -1246,6 +1254,27 @@ export class SqlHotStore implements HotStore {
 
   async #leaseLost(id: BucketId): Promise<LeaseLost> {
     return { kind: "lease-lost", metadata: await this.getBucket(id) };
+  }
+
+  // ---- operator views and table removal (SQL in operator-queries.ts and table-drop.ts) ----
+
+  async listArchivedBuckets(
+    tableId: TableId,
+    options: Parameters<HotStore["listArchivedBuckets"]>[1],
+  ): Promise<ArchivedBucket[]> {
+    return await listArchivedBuckets(this.db, tableId, options);
+  }
+
+  async listHeldBuckets(query: Parameters<HotStore["listHeldBuckets"]>[0]): Promise<HeldBucket[]> {
+    return await listHeldBuckets(this.db, query);
+  }
+
+  async beginTableDrop(tableId: TableId, now: Date): Promise<TableDropStart> {
+    return await beginTableDrop(this.db, tableId, now);
+  }
+
+  async dropBucketBatch(lease: Lease, now: Date, limit: number): Promise<DropBatch> {
+    return await dropBucketBatch(this.db, lease, now, limit);
   }
 }
 
