@@ -7,7 +7,7 @@ import type { HotStore } from "../../ports/hot-store.js";
 import { runStandalone } from "../../runner/standalone.js";
 import type { PhaseOutcome } from "../../usecases/context.js";
 import { bucketJson, showBucket } from "../display.js";
-import { formatBytes } from "../format.js";
+import { count, formatBytes } from "../format.js";
 import { cliLog, withRuntime } from "../session.js";
 
 export interface ArchiveTotals {
@@ -170,10 +170,10 @@ export async function archiveCommand(opts: { once?: boolean; json?: boolean }): 
         );
       } else {
         console.log(
-          `${opts.once ? "archive finished" : "archiver stopped"}: ${t.buckets} buckets archived ` +
-            `(${t.rows} rows, ${formatBytes(t.bytes)}), ${t.deferred} deferred, ` +
-            `${summary.failures} failed phase runs; ${summary.advanced} phases in ` +
-            `${summary.rounds} discovery rounds, ${seconds.toFixed(1)} s`,
+          `${opts.once ? "archive finished" : "archiver stopped"}: ${count(t.buckets, "bucket")} archived ` +
+            `(${count(t.rows, "row")}, ${formatBytes(t.bytes)}), ${t.deferred} deferred, ` +
+            `${count(summary.failures, "failed phase run")}; ${count(summary.advanced, "phase")} in ` +
+            `${count(summary.rounds, "discovery round")}, ${seconds.toFixed(1)} s`,
         );
       }
       if (summary.failures > 0 && opts.once) process.exitCode = 1;

@@ -10,7 +10,7 @@ import {
   type ImportStop,
 } from "../../usecases/import-records.js";
 import { EXIT } from "../exit-codes.js";
-import { printJson } from "../format.js";
+import { count, printJson } from "../format.js";
 import { restoreCommand } from "../display.js";
 import { ProgressBar } from "../progress.js";
 import { withRuntime } from "../session.js";
@@ -82,7 +82,7 @@ function lineRange(through: number): string {
 
 export function renderImportReport(report: ImportReport): string {
   if (report.dry_run) {
-    const head = `dry run: ${report.records} records on ${report.lines_read} lines of ${report.source} checked; nothing was written`;
+    const head = `dry run: ${count(report.records, "record")} on ${count(report.lines_read, "line")} of ${report.source} checked; nothing was written`;
     if (report.problems_total === 0)
       return `${head}; every record parses and its bucket accepts appends now (conflicts with stored records are not checked)`;
     const shown = report.problems.map((p) => `  ${p.message}`).join("\n");
@@ -90,15 +90,15 @@ export function renderImportReport(report: ImportReport): string {
       report.problems_total > report.problems.length
         ? `\n  … and ${report.problems_total - report.problems.length} more`
         : "";
-    return `${head}; ${report.problems_total} lines would be refused:\n${shown}${more}`;
+    return `${head}; ${count(report.problems_total, "line")} would be refused:\n${shown}${more}`;
   }
   const counts = `${report.inserted} new, ${report.duplicates} already present`;
   if (report.stopped === null) {
-    return `imported ${report.inserted + report.duplicates} records into ${report.table_id} from ${report.source} (${counts}; ${lineRange(report.lines_read)})`;
+    return `imported ${count(report.inserted + report.duplicates, "record")} into ${report.table_id} from ${report.source} (${counts}; ${lineRange(report.lines_read)})`;
   }
   if (report.stored_through_line === 0)
     return `stored no records into ${report.table_id} from ${report.source}: the import stopped at line ${report.stopped.line}`;
-  return `stored ${report.inserted + report.duplicates} records into ${report.table_id} from ${lineRange(report.stored_through_line)} of ${report.source} (${counts}); nothing from line ${report.stopped.line} on`;
+  return `stored ${count(report.inserted + report.duplicates, "record")} into ${report.table_id} from ${lineRange(report.stored_through_line)} of ${report.source} (${counts}); nothing from line ${report.stopped.line} on`;
 }
 
 /**
@@ -115,14 +115,14 @@ function stopMessage(tableId: TableId, report: ImportReport, stop: ImportStop): 
     through === 0
       ? `The import stopped at line ${stop.line}; nothing was stored`
       : `The import stopped at line ${stop.line}: ${stored}, nothing from line ${stop.line} on`;
-  const rerun = "importing the file again is safe: stored lines count as already present";
+  const rerun = "import the file again: lines already stored count as already present";
   switch (stop.kind) {
     case "invalid-record":
-      return `${stop.message}. ${account}. Fix the line; ${rerun}.`;
+      return `${stop.message}. ${account}. Fix the line, then ${rerun}.`;
     case "rejected": {
       const where = `${report.source} line ${stop.line}`;
       const bucket = stop.bucket;
-      let fix = `Fix the line; ${rerun}.`;
+      let fix = `Fix the line, then ${rerun}.`;
       if (bucket !== undefined && (bucket.state === "archived" || bucket.state === "archiving")) {
         const id = {
           tableId,
@@ -142,7 +142,7 @@ function stopMessage(tableId: TableId, report: ImportReport, stop: ImportStop): 
         uncertain === undefined
           ? account
           : `The import stopped at line ${stop.line}: ${stored}; lines ${stop.line}-${uncertain} may or may not be (the reply to their commit was lost); nothing after line ${uncertain} is`;
-      return `${report.source} line ${stop.line}: storing failed: ${stop.message}. ${what}. When the store is back, ${rerun}.`;
+      return `${report.source} line ${stop.line}: storing failed: ${stop.message}. ${what}. When the store works again, ${rerun}.`;
     }
   }
 }

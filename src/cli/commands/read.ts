@@ -1,5 +1,6 @@
 /** `pulpitum read`, `pulpitum export` and `pulpitum buckets`: seeing what is stored where. */
 import { randomUUID } from "node:crypto";
+import { once } from "node:events";
 import { open, rename, rm } from "node:fs/promises";
 import path from "node:path";
 import { parseBucketKey, type BucketId } from "../../domain/bucket.js";
@@ -74,7 +75,23 @@ export async function exportCommand(
       counts,
     );
     if (toStdout) {
-      for await (const chunk of bytes) await writeStdout(chunk);
+      // A reader that stops early (`| head`) closes the pipe: stop exporting, as `cat` does.
+      let closed: Error | undefined;
+      const onError = (error: Error) => (closed = error);
+      process.stdout.on("error", onError);
+      try {
+        for await (const chunk of bytes) {
+          if (closed !== undefined) break;
+          await writeStdout(chunk).catch((error: Error) => (closed = error));
+        }
+      } finally {
+        process.stdout.off("error", onError);
+      }
+      if (closed !== undefined) {
+        if ((closed as { code?: string }).code !== "EPIPE") throw closed;
+        process.stderr.write("pulpitum: export stopped: the reader closed stdout\n");
+        return;
+      }
     } else {
       await writeFileAtomically(opts.output!, bytes);
     }
@@ -95,10 +112,9 @@ export async function exportCommand(
   });
 }
 
-function writeStdout(chunk: Uint8Array): Promise<void> {
-  return new Promise((resolve, reject) => {
-    process.stdout.write(chunk, (error) => (error ? reject(error) : resolve()));
-  });
+/** Write with backpressure: wait for `drain` when stdout's buffer is full. */
+async function writeStdout(chunk: Uint8Array): Promise<void> {
+  if (!process.stdout.write(chunk)) await once(process.stdout, "drain");
 }
 
 /** Write to a temporary file beside `target` and rename it: a failed export leaves nothing behind. */
