@@ -12,7 +12,8 @@
  * stay in the archive, unreferenced, until `pulpitum gc --include-unowned`
  * removes them (it keeps anything younger than the GC safety age).
  */
-import { describeBucket, type BucketId } from "../domain/bucket.js";
+import type { BucketId } from "../domain/bucket.js";
+import { showBucket } from "../domain/display.js";
 import type { TableId } from "../domain/table.js";
 import { PulpitumError, UnknownTableError } from "../errors.js";
 import type { InFlightBucket } from "../ports/hot-store-operations.js";
@@ -29,7 +30,7 @@ export class TableInFlightError extends PulpitumError {
   constructor(tableId: TableId, buckets: readonly InFlightBucket[]) {
     const shown = buckets
       .slice(0, 5)
-      .map((b) => `${describeBucket(b.id)} (${inFlightReason(b)})`)
+      .map((b) => `${showBucket(b.id)} (${inFlightReason(b)})`)
       .join(", ");
     super(
       `table ${tableId} cannot be dropped while buckets are in flight: ${shown}` +
@@ -101,7 +102,7 @@ export async function dropTable(
     for (const ref of page) {
       const removed = await dropBucket(ctx, ref.id, batchRows);
       if (removed === null) {
-        busy.push(describeBucket(ref.id));
+        busy.push(showBucket(ref.id));
         continue;
       }
       bucketsRemoved++;

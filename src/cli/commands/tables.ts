@@ -2,7 +2,7 @@
 import type { BucketStrategy } from "../../domain/bucket.js";
 import { parseArchiveFormat, type TableId } from "../../domain/table.js";
 import { dropTable, type DropReport } from "../../usecases/drop-table.js";
-import { printJson, renderTable } from "../format.js";
+import { count, printJson, renderTable } from "../format.js";
 import { strategyName } from "../display.js";
 import { cliLog, withRuntime } from "../session.js";
 
@@ -89,19 +89,19 @@ export async function dropTableCommand(tableId: TableId, opts: { json?: boolean 
 function renderDropReport(report: DropReport, gcMinAgeSeconds: number): string {
   const lines = [
     `${report.resumed ? "finished dropping" : "dropped"} table ${report.table_id}: ` +
-      `${report.buckets_removed} buckets and ${report.hot_rows_deleted} hot rows deleted; ` +
+      `${count(report.buckets_removed, "bucket")} and ${count(report.hot_rows_deleted, "hot row")} deleted; ` +
       `the table is no longer registered`,
   ];
   if (report.archived_buckets_removed > 0) {
     lines.push(
-      `the archive objects of its ${report.archived_buckets_removed} archived buckets stay in the archive, ` +
+      `the archive objects of its ${count(report.archived_buckets_removed, "archived bucket")} stay in the archive, ` +
         `referenced by nothing; \`pulpitum gc --include-unowned\` deletes them once they are older ` +
         `than ARCHIVER_GC_MIN_AGE_SECONDS (${gcMinAgeSeconds} s)`,
     );
   }
   if (report.busy.length > 0) {
     lines.push(
-      `${report.busy.length} buckets were held by another process and remain (${report.busy.slice(0, 5).join(", ")}${report.busy.length > 5 ? ", …" : ""}); run \`pulpitum tables drop ${report.table_id} --yes\` again once their leases expire`,
+      `${count(report.busy.length, "bucket")} held by another process and remain (${report.busy.slice(0, 5).join(", ")}${report.busy.length > 5 ? ", …" : ""}); run \`pulpitum tables drop ${report.table_id} --yes\` again once their leases expire`,
     );
   }
   if (report.stopped_because === "re-registered") {
