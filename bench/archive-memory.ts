@@ -140,6 +140,7 @@ async function child(rows: number, format: "parquet" | "json"): Promise<void> {
     const store = new BenchFileStore(path.join(dir, "store"));
     const started = performance.now();
     const payload = await storePayload({
+      attempt: { generation: 1, ownerToken: "bench-attempt" },
       store,
       prefix: "bench",
       bucket: {

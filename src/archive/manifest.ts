@@ -18,7 +18,7 @@ import { parseBucketKey, type BucketStrategy, BUCKET_STRATEGIES } from "../domai
 import {
   bucketPrefix,
   manifestKey,
-  payloadKey,
+  parsePayloadName,
   type BucketLocation,
 } from "../domain/object-keys.js";
 import { parseBase64, toBase64 } from "../domain/record.js";
@@ -292,7 +292,9 @@ export function validateManifest(
     fail("created_by", `is ${JSON.stringify(m.created_by)}, expected a string`);
   }
 
-  // The payload must live in this bucket's payloads/ folder under its own content address.
+  // The payload must live in this bucket's payloads/ folder, named by its own
+  // content address (and, for payloads written since attempts were named, the
+  // export attempt: see domain/object-keys.ts).
   const payloadKeyText = string("payload_key");
   const location: BucketLocation = {
     prefix: expected.prefix ?? "",
@@ -300,16 +302,20 @@ export function validateManifest(
     partitionKey,
     bucketKey,
   };
-  const contentKey = payloadKey(location, sha256, format as ArchiveFormat);
-  const keyMatches =
+  const folder = `${bucketPrefix(location)}/payloads/`;
+  const inFolder =
     expected.prefix !== undefined
-      ? payloadKeyText === contentKey
-      : payloadKeyText === contentKey || payloadKeyText.endsWith(`/${contentKey}`);
-  if (!keyMatches) {
+      ? payloadKeyText.startsWith(folder)
+      : payloadKeyText.startsWith(folder) || payloadKeyText.includes(`/${folder}`);
+  const name = inFolder
+    ? parsePayloadName(payloadKeyText.slice(payloadKeyText.lastIndexOf("/") + 1))
+    : null;
+  if (name === null || name.sha256 !== sha256 || name.format !== format) {
     fail(
       "payload_key",
-      `is ${JSON.stringify(payloadKeyText)}, expected ${expected.prefix !== undefined ? "" : "…/"}${contentKey} ` +
-        "(inside the bucket's payloads/ folder, named by sha256 and format)",
+      `is ${JSON.stringify(payloadKeyText)}, expected ${expected.prefix !== undefined ? "" : "…/"}${folder}` +
+        `${sha256}[-g{generation}-{attempt tag}].${format} ` +
+        "(inside the bucket's payloads/ folder, named by sha256, the export attempt and format)",
     );
   }
 

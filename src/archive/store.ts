@@ -7,10 +7,13 @@
  * decoded rows). Ordering argument:
  *
  * 1. Encode to a temporary file while hashing, then create the object at the
- *    key derived from the hash. The content address must be known before the
- *    upload, and a conditional create (never an overwrite) makes a retry or a
- *    takeover that produced the same bytes land on the same key; so an
- *    already-existing object is not an error but something to verify.
+ *    key derived from the hash and the export attempt. The content address
+ *    must be known before the upload, and a conditional create (never an
+ *    overwrite) makes a retried request of the same attempt land on the same
+ *    key; so an already-existing object is not an error but something to
+ *    verify. A different attempt (a takeover, a retry after a deferral) writes
+ *    under its own name and never adopts an earlier attempt's object, which
+ *    garbage collection may be deleting.
  * 2. Read the stored object back and verify it before returning. Verifying
  *    the local file instead would prove only that we can encode, not that the
  *    store holds what we sent. The rows are decoded from the local file (and
@@ -37,7 +40,7 @@ import { pipeline } from "node:stream/promises";
 import { Readable, Transform } from "node:stream";
 import { ArchiveIntegrityError, ObjectNotFoundError } from "../errors.js";
 import { parseBucketKey, type BucketStrategy } from "../domain/bucket.js";
-import { payloadKey, type BucketLocation } from "../domain/object-keys.js";
+import { payloadKey, type BucketLocation, type PayloadAttempt } from "../domain/object-keys.js";
 import type { ArchiveFormat, TableId } from "../domain/table.js";
 import { dateToMicros } from "../domain/time.js";
 import type { BucketRow, PayloadFacts } from "../ports/hot-store.js";
@@ -83,6 +86,11 @@ export interface StorePayloadInput {
   readonly prefix: string;
   readonly bucket: ArchiveBucketRef;
   readonly format: ArchiveFormat;
+  /**
+   * The export attempt (its lease), named in the payload key so that no other
+   * attempt can ever adopt this object (see domain/object-keys.ts).
+   */
+  readonly attempt: PayloadAttempt;
   /** Pages of the fenced snapshot in `(event_time, sort_key)` order. */
   readonly rows: AsyncIterable<readonly BucketRow[]>;
   /** Where the temporary payload file goes (default: the OS temp folder). */
@@ -112,7 +120,7 @@ export async function storePayload(input: StorePayloadInput): Promise<StoredPayl
       path.join(dir, `payload.${format}`),
       input.encoding,
     );
-    const key = payloadKey(location(input.prefix, bucket), written.sha256, format);
+    const key = payloadKey(location(input.prefix, bucket), written.sha256, format, input.attempt);
     // Decoding the local file runs while the upload and its read-back wait
     // on I/O; its result counts only once the stored bytes hash the same.
     const decoding = decodeWrittenPayload(written, key, format, bucketExpectations(bucket));
@@ -313,6 +321,23 @@ async function checkPayloadSize(
       `payload is ${info.size} bytes, ${byteLength} ${recordedBy}`,
     );
   }
+}
+
+/**
+ * Check by HEAD that a published bucket's manifest exists and its payload
+ * exists with the recorded size. Cleanup runs it before deleting any hot
+ * row: whatever went wrong in the archive, the hot rows are never the last
+ * copy to go.
+ */
+export async function checkPublishedObjects(
+  store: ObjectStore,
+  manifestKey: string,
+  payload: PayloadFacts,
+): Promise<void> {
+  if ((await store.head(manifestKey)) === null) {
+    throw new ArchiveIntegrityError(manifestKey, "the published manifest is missing");
+  }
+  await checkPayloadSize(store, payload.key, payload.byteLength, `by the published bucket`);
 }
 
 export interface PayloadVerification {

@@ -4,8 +4,18 @@ import type { ArchiveFormat, TableId } from "./table.js";
 /**
  * Object keys for archive artifacts.
  *
- *   {prefix}/v4/{table_id}/{partition segment}/{bucket_key}/payloads/{sha256}.{parquet|json}
+ *   {prefix}/v4/{table_id}/{partition segment}/{bucket_key}/payloads/{sha256}-g{generation}-{attempt tag}.{parquet|json}
  *   {prefix}/v4/{table_id}/{partition segment}/{bucket_key}/manifests/{sha256 of manifest}.json
+ *
+ * A payload's name carries the export attempt that wrote it: the lease
+ * generation and a tag derived from the lease's owner token. Two attempts
+ * therefore never share a payload key, even for identical bytes, so an
+ * attempt can only ever adopt (find `already-exists`) an object it wrote
+ * itself, and an orphan of an abandoned attempt is never adopted by a later
+ * one. That is what makes garbage collection safe whatever its delete
+ * requests do in flight: an object it decided to delete can never become
+ * referenced afterwards. Payloads written before attempts were named
+ * (`payloads/{sha256}.{format}`) stay valid and readable.
  *
  * The partition segment encodes user bytes so they can never be confused with
  * a separator or a path trick:
@@ -52,12 +62,69 @@ export function bucketPrefix(location: BucketLocation): string {
   return joinKey(location.prefix, parts.join("/"));
 }
 
+/** The export attempt that writes a payload: its lease generation and owner token. */
+export interface PayloadAttempt {
+  readonly generation: number;
+  readonly ownerToken: string;
+}
+
+/** Hex characters of the attempt tag: enough that two attempts never collide, short in a key. */
+export const ATTEMPT_TAG_LENGTH = 12;
+
+/**
+ * The tag naming an export attempt in its payload key: a prefix of the
+ * SHA-256 of the lease's owner token (the token itself is a fencing
+ * credential and never appears in a key).
+ */
+export function attemptTag(ownerToken: string): string {
+  return createHash("sha256").update(ownerToken).digest("hex").slice(0, ATTEMPT_TAG_LENGTH);
+}
+
+/**
+ * A payload's key. With `attempt` (every payload this version writes) the
+ * name is unique to the export attempt; without it, the content-only name
+ * of earlier versions, which readers still accept.
+ */
 export function payloadKey(
   location: BucketLocation,
   sha256Hex: string,
   format: ArchiveFormat,
+  attempt?: PayloadAttempt,
 ): string {
-  return `${bucketPrefix(location)}/payloads/${sha256Hex}.${format}`;
+  return `${bucketPrefix(location)}/payloads/${payloadName(sha256Hex, format, attempt)}`;
+}
+
+export function payloadName(
+  sha256Hex: string,
+  format: ArchiveFormat,
+  attempt?: PayloadAttempt,
+): string {
+  if (attempt === undefined) return `${sha256Hex}.${format}`;
+  return `${sha256Hex}-g${attempt.generation}-${attemptTag(attempt.ownerToken)}.${format}`;
+}
+
+export interface ParsedPayloadName {
+  readonly sha256: string;
+  readonly format: ArchiveFormat;
+  /** Null for a content-only name written before attempts were named. */
+  readonly generation: number | null;
+  readonly tag: string | null;
+}
+
+const PAYLOAD_NAME = new RegExp(
+  `^([0-9a-f]{64})(?:-g(0|[1-9][0-9]{0,15})-([0-9a-f]{${ATTEMPT_TAG_LENGTH}}))?\\.(parquet|json)$`,
+);
+
+/** Parse the last segment of a payload key; null when it is not a payload name. */
+export function parsePayloadName(name: string): ParsedPayloadName | null {
+  const match = PAYLOAD_NAME.exec(name);
+  if (match === null) return null;
+  return {
+    sha256: match[1]!,
+    generation: match[2] === undefined ? null : Number(match[2]),
+    tag: match[3] ?? null,
+    format: match[4] as ArchiveFormat,
+  };
 }
 
 export function manifestKey(location: BucketLocation, sha256Hex: string): string {

@@ -4,18 +4,19 @@
  *
  * Guarantees every adapter gives (checked by test/conformance/hot-store.ts):
  *
- * - Each operation is one conditional statement or one SERIALIZABLE
- *   transaction. Serialization failures (SQLSTATE 40001) are retried inside
- *   the adapter with bounded, jittered backoff.
+ * - Each operation is one conditional statement or one transaction whose
+ *   correctness does not depend on the isolation level (locks, not snapshot
+ *   tricks). Serialization failures (SQLSTATE 40001) are retried inside the
+ *   adapter with bounded, jittered backoff, for reads as well as writes.
  * - A lost reply to COMMIT raises AmbiguousCommitError. The caller re-reads
  *   with {@link HotStore.getBucket}; it never redoes blindly.
  * - Every fenced write names its condition: the owner token and generation of
  *   a live lease (`lease_expires_at > now`). A write whose condition fails
  *   returns `{ kind: "lease-lost" }` with the current metadata: losing a race
  *   is an outcome, not an exception.
- * - Appends check `state = 'hot'` and insert in the same transaction, locking
- *   the bucket's metadata row, so a claim can never commit between the check
- *   and the insert.
+ * - Appends check `state = 'hot'` and insert in the same transaction, holding
+ *   a share lock on the bucket's metadata row, so a claim can never commit
+ *   between the check and the insert.
  * - `now` is always passed in; adapters never read the clock.
  */
 import type { BucketId, BucketStrategy } from "../domain/bucket.js";
@@ -65,6 +66,14 @@ export interface BucketMetadata {
    * are refused, cleanup never runs. Null otherwise.
    */
   readonly restoreStartedAt: Date | null;
+  /**
+   * When the bucket last stopped referencing archive objects (a deferral
+   * that cleared a recorded payload or manifest, or a restore's flip to
+   * hot); null if it never did. Garbage collection measures an unreferenced
+   * object's age from this instant as well as from its creation, so a reader
+   * that followed the old route a moment before still finds the objects.
+   */
+  readonly dereferencedAt: Date | null;
   readonly enqueuedAt: Date | null;
   readonly createdAt: Date;
   readonly updatedAt: Date;
@@ -105,7 +114,18 @@ export interface ClusteringPosition {
 export type SnapshotPage =
   { readonly kind: "page"; readonly rows: readonly BucketRow[] } | LeaseLost;
 
-export type CleanupBatch = { readonly kind: "deleted"; readonly count: number } | LeaseLost;
+export type CleanupBatch =
+  | {
+      readonly kind: "deleted";
+      readonly count: number;
+      /**
+       * The last key deleted, when the batch was full (rows may remain after
+       * it): pass it as `after` to the next batch. Absent when the batch
+       * deleted every row after `after`.
+       */
+      readonly last?: ClusteringPosition;
+    }
+  | LeaseLost;
 
 export type FinishCleanup =
   | { readonly kind: "committed"; readonly metadata: BucketMetadata }
@@ -131,6 +151,8 @@ export interface ArchiveReference {
   readonly state: BucketState;
   readonly payloadKey: string | null;
   readonly manifestKey: string | null;
+  /** See {@link BucketMetadata.dereferencedAt}. */
+  readonly dereferencedAt: Date | null;
   readonly inFlight: boolean;
 }
 
@@ -276,8 +298,9 @@ export interface HotStore {
   releaseLease(lease: Lease): Promise<void>;
 
   /**
-   * hot -> archiving, phase export, if the lease is live and `bucket_end <= cutoff`.
-   * This commit fences appends. Releases the lease.
+   * hot -> archiving, phase export, if the lease is live, `bucket_end <= cutoff`,
+   * no retry is pending at `now` and the table is not paused. This commit
+   * fences appends. Releases the lease.
    */
   claim(lease: Lease, now: Date, cutoff: Date): Promise<FencedWrite>;
 
@@ -305,16 +328,29 @@ export interface HotStore {
    */
   publish(lease: Lease, now: Date): Promise<FencedWrite>;
 
-  /** Delete up to `limit` hot rows of an archived bucket under a live lease. */
-  cleanupBatch(lease: Lease, now: Date, limit: number): Promise<CleanupBatch>;
+  /**
+   * Delete up to `limit` hot rows of an archived bucket under a live lease,
+   * the first ones in clustering order after `after` (exclusive; null: from
+   * the start). The deletes and the check of the lease are one transaction
+   * that locks the bucket's metadata row first, so no takeover or restore
+   * can interleave. Pass the previous batch's `last` as `after`, so deleted
+   * rows are not scanned again.
+   */
+  cleanupBatch(
+    lease: Lease,
+    now: Date,
+    limit: number,
+    after?: ClusteringPosition | null,
+  ): Promise<CleanupBatch>;
 
   /** Set `hot_deleted = true` (phase done) if no hot rows remain. Releases the lease. */
   finishCleanup(lease: Lease, now: Date): Promise<FinishCleanup>;
 
   /**
    * Give up an attempt before publication: back to hot, phase claim, payload
-   * and manifest cleared, attempts + 1, retry at `retryAt`, error recorded.
-   * Refused (lease-lost) for an archived bucket. Releases the lease.
+   * and manifest cleared (stamping `dereferencedAt` if there were any),
+   * attempts + 1, retry at `retryAt`, error recorded. Refused (lease-lost)
+   * for an archived bucket. Releases the lease.
    */
   defer(lease: Lease, now: Date, retryAt: Date, error: string): Promise<FencedWrite>;
 
@@ -375,8 +411,9 @@ export interface HotStore {
    * archived (restoring) -> hot in one conditional statement, if the lease is
    * live and the hot rows number exactly the recorded payload rows: the route
    * flips to hot; payload, manifest, hot_deleted and the restore mark are
-   * cleared; phase claim, attempts 0, retry at `retryAt` (so the bucket is
-   * not re-archived before the operator is done). Releases the lease.
+   * cleared and `dereferencedAt` set to `now`; phase claim, attempts 0,
+   * retry at `retryAt` (so the bucket is not re-archived before the operator
+   * is done). Releases the lease.
    */
   finishRestore(lease: Lease, now: Date, retryAt: Date): Promise<FinishRestore>;
 

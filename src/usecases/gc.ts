@@ -10,19 +10,24 @@
  * 1. List the objects first, then read the references of their table. An
  *    object created after its table's references were read is younger than
  *    the safety age and is kept, so a stale view of metadata can only keep
- *    too much, never delete what it had not seen referenced.
+ *    too much, never delete what it had not seen referenced. An object's age
+ *    counts from its creation or from the moment its bucket stopped
+ *    referencing objects (a deferral, a restore's flip to hot), whichever is
+ *    later, so a reader that followed a route just before it changed still
+ *    finds what the route named.
  * 2. Keep everything under the prefix of a bucket that is archiving, being
  *    restored, or leased: its export may have uploaded a payload (or its
  *    seal a manifest) that is not recorded yet.
  * 3. Delete only under the bucket's own lease, re-reading its metadata when
- *    taking it. Content addressing makes this necessary: a deferred or
- *    restored bucket that is archived again produces the same bytes, and its
- *    export finds the old object at the same key ("already exists") and
- *    adopts it. Holding the lease excludes that export for the duration of
- *    the deletes; deleting on the strength of the first read alone could
- *    remove an object that a claim, export and seal adopted in between, and
- *    after publish and cleanup that would lose the bucket. Deletes stop when
- *    half the lease has passed.
+ *    taking it, and only objects that metadata does not reference while the
+ *    bucket is neither archiving nor being restored. What makes a delete
+ *    safe even when it lands long after that check (a request stalled past
+ *    the lease, a paused process, a skewed clock) is how objects are named,
+ *    not the lease: a payload's key names the export attempt that wrote it
+ *    and a manifest's key the hash of bytes that name its sealing generation
+ *    and payload, so no later attempt can adopt an object this pass found
+ *    unreferenced (see domain/object-keys.ts). The lease keeps GC out of the
+ *    way of a worker; deletes still stop once half the lease has passed.
  * 4. Objects of buckets with no metadata row at all ("unowned": a table
  *    dropped by hand, another deployment's prefix, or a database restored
  *    from an older backup) are kept and reported unless the operator asks
@@ -146,7 +151,24 @@ export function parseGcRequest(value: unknown, input = "GC request"): GcRequest 
 interface BucketRefs {
   readonly id: BucketId;
   readonly referenced: ReadonlySet<string>;
+  readonly dereferencedAt: Date | null;
   readonly inFlight: boolean;
+}
+
+/**
+ * An unreferenced object is young until the safety age has passed both since
+ * it was created and since its bucket last dropped references: a restore
+ * flipping the route to hot makes the old archive unreferenced at once, and
+ * a reader that followed the archive route just before must still find it.
+ */
+function isYoung(
+  object: ObjectInfo,
+  dereferencedAt: Date | null,
+  now: Date,
+  minAgeMs: number,
+): boolean {
+  const since = Math.max(object.lastModified.getTime(), dereferencedAt?.getTime() ?? 0);
+  return now.getTime() - since < minAgeMs;
 }
 
 const MAX_LISTED_UNRECOGNIZED = 100;
@@ -190,7 +212,7 @@ export async function collectGarbage(ctx: GcContext, options: GcOptions): Promis
     for (const object of current.objects) {
       if (refs?.referenced.has(object.key)) kept.referenced++;
       else if (refs?.inFlight) kept.in_flight++;
-      else if (now.getTime() - object.lastModified.getTime() < options.minAgeMs) kept.young++;
+      else if (isYoung(object, refs?.dereferencedAt ?? null, now, options.minAgeMs)) kept.young++;
       else candidates.push(object);
     }
     if (candidates.length === 0) return;
@@ -239,6 +261,10 @@ export async function collectGarbage(ctx: GcContext, options: GcOptions): Promis
       for (const [i, object] of candidates.entries()) {
         if (referenced.has(object.key)) {
           kept.referenced++;
+          continue;
+        }
+        if (isYoung(object, m.dereferencedAt, ctx.clock.now(), options.minAgeMs)) {
+          kept.young++;
           continue;
         }
         if (ctx.clock.now().getTime() - acquiredAt >= options.leaseMs / 2) {
@@ -351,7 +377,12 @@ async function loadTableReferences(
       const referenced = new Set<string>();
       if (r.payloadKey !== null) referenced.add(r.payloadKey);
       if (r.manifestKey !== null) referenced.add(r.manifestKey);
-      refs.set(key, { id: r.id, referenced, inFlight: r.inFlight });
+      refs.set(key, {
+        id: r.id,
+        referenced,
+        dereferencedAt: r.dereferencedAt,
+        inFlight: r.inFlight,
+      });
     }
     if (page.length < pageSize) return refs;
     const last = page[page.length - 1]!;

@@ -10,10 +10,22 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { SqlHotStore } from "../../src/adapters/sql/sql-hot-store.js";
+import {
+  parameterBytes,
+  recordingOf,
+  untypedPlaceholders,
+  type RecordedStatement,
+} from "../support/recording-database.js";
 import { MIGRATIONS } from "../../src/adapters/sql/migrations.js";
+import {
+  MAX_APPEND_RECORDS,
+  MAX_STATEMENT_BYTES,
+  MAX_VALUE_BYTES,
+} from "../../src/domain/limits.js";
 import {
   AmbiguousCommitError,
   BucketNotWritableError,
+  InvalidInputError,
   RecordConflictError,
   TableStrategyConflictError,
   UnknownTableError,
@@ -400,6 +412,27 @@ export function hotStoreConformance(name: string, open: () => Promise<OpenedHotS
         expect(rows.map((r) => Buffer.from(r.sortKey).toString())).toEqual(["a"]);
       });
 
+      it("refuses an oversized value or an append of too many records with a typed error, storing nothing", async () => {
+        const tableId = await newTable(store, "append-limits");
+        const big = rec("2023-02-02T00:00:00Z", "big", new Uint8Array(MAX_VALUE_BYTES + 1));
+        const fine = rec("2023-02-02T00:00:01Z", "fine", "ok");
+        await expect(store.append(tableId, [fine, big], NOW)).rejects.toThrow(
+          new RegExp(
+            `its value is ${MAX_VALUE_BYTES + 1} bytes long.*at most ${MAX_VALUE_BYTES} bytes`,
+          ),
+        );
+        const many = Array.from({ length: MAX_APPEND_RECORDS + 1 }, (_, i) =>
+          rec("2023-02-03T00:00:00Z", `k${i}`, "v"),
+        );
+        await expect(store.append(tableId, many, NOW)).rejects.toThrow(
+          new RegExp(`at most ${MAX_APPEND_RECORDS} records per append`),
+        );
+        await expect(store.append(tableId, many, NOW)).rejects.toBeInstanceOf(InvalidInputError);
+        expect(
+          await store.getBucket({ tableId, partitionKey: bytes(1), bucketKey: "year:2023" }),
+        ).toBeNull();
+      });
+
       it("stores a batch larger than one statement in one transaction", async () => {
         const tableId = await newTable(store, "large");
         const records = Array.from({ length: 2_345 }, (_, i) =>
@@ -713,6 +746,31 @@ export function hotStoreConformance(name: string, open: () => Promise<OpenedHotS
         );
       }, 300_000);
 
+      it("deletes each cleanup batch after the previous batch's last key, never touching rows before it", async () => {
+        const tableId = await newTable(store, "keyset-cleanup");
+        const id = await hotBucket(store, tableId, bytes(1), 25);
+        const read = await store.readBucket(id, { limit: 100 });
+        if (read.route !== "hot") throw new Error("expected a hot bucket");
+        const keyOf = (row: BucketRow) => ({ eventTime: row.eventTime, sortKey: row.sortKey });
+        await advanceTo(store, id, "cleanup");
+        const lease = await acquire(store, id);
+
+        // Starting after row 5 leaves rows 1 to 5 alone.
+        const first = await store.cleanupBatch(lease, NOW, 10, keyOf(read.rows[4]!));
+        expect(first).toEqual({ kind: "deleted", count: 10, last: keyOf(read.rows[14]!) });
+        expect(await store.countHotRows(id)).toBe(15);
+        const second = await store.cleanupBatch(lease, NOW, 10, keyOf(read.rows[14]!));
+        expect(second).toEqual({ kind: "deleted", count: 10, last: keyOf(read.rows[24]!) });
+        expect(await store.countHotRows(id)).toBe(5);
+        const past = await store.cleanupBatch(lease, NOW, 10, keyOf(read.rows[24]!));
+        expect(past).toEqual({ kind: "deleted", count: 0 });
+        expect(await store.finishCleanup(lease, NOW)).toEqual({ kind: "rows-remain" });
+
+        const rest = await store.cleanupBatch(lease, NOW, 10, null);
+        expect(rest).toEqual({ kind: "deleted", count: 5 });
+        expect((await store.finishCleanup(lease, NOW)).kind).toBe("committed");
+      });
+
       it("defers an attempt back to hot with attempts + 1, the retry time and the truncated error, accepting appends again", async () => {
         const tableId = await newTable(store, "defer");
         const id = await hotBucket(store, tableId);
@@ -740,6 +798,47 @@ export function hotStoreConformance(name: string, open: () => Promise<OpenedHotS
           inserted: 1,
           duplicates: 0,
         });
+      });
+
+      it("refuses the claim itself while a retry is pending or the table is paused, whoever holds the lease", async () => {
+        const tableId = await newTable(store, "claim-guard");
+        const id = await hotBucket(store, tableId);
+        const retryAt = later(NOW, 30_000);
+        committed(await store.defer(await acquire(store, id), NOW, retryAt, "boom"));
+
+        const early = await acquire(store, id);
+        expect(await store.claim(early, NOW, CUTOFF)).toMatchObject({
+          kind: "lease-lost",
+          metadata: { state: "hot", retryAt },
+        });
+
+        const due = later(NOW, LEASE_MS + 1);
+        await store.setPaused(tableId, true, NOW);
+        const paused = await acquire(store, id, due);
+        expect(await store.claim(paused, due, CUTOFF)).toMatchObject({
+          kind: "lease-lost",
+          metadata: { state: "hot" },
+        });
+        await store.setPaused(tableId, false, NOW);
+        expect(await store.claim(paused, due, CUTOFF)).toMatchObject({
+          kind: "committed",
+          metadata: { state: "archiving", retryAt: null },
+        });
+      });
+
+      it("stamps dereferencedAt when a deferral clears a recorded payload, and not when there was none", async () => {
+        const tableId = await newTable(store, "dereference");
+        const id = await hotBucket(store, tableId);
+        await advanceTo(store, id, "export");
+        const bare = committed(await store.defer(await acquire(store, id), NOW, NOW, "early"));
+        expect(bare.metadata.dereferencedAt).toBeNull();
+
+        await advanceTo(store, id, "seal");
+        const dropped = later(NOW, 5_000);
+        const cleared = committed(
+          await store.defer(await acquire(store, id, dropped), dropped, dropped, "late"),
+        );
+        expect(cleared.metadata).toMatchObject({ payload: null, dereferencedAt: dropped });
       });
 
       it("refuses to defer an archived bucket", async () => {
@@ -819,6 +918,7 @@ export function hotStoreConformance(name: string, open: () => Promise<OpenedHotS
             ownerToken: null,
             attempts: 0,
             retryAt,
+            dereferencedAt: NOW,
           },
         });
         const read = await store.readBucket(id, { limit: 100 });
@@ -1089,7 +1189,7 @@ export function sqlHotStoreConformance(
 
     it("applies every migration once: a second run applies nothing", async () => {
       const versions = MIGRATIONS.map((m) => m.version);
-      expect(versions).toEqual([1, 2, 3, 4]);
+      expect(versions).toEqual([1, 2, 3, 4, 5]);
       expect(firstRun).toEqual(versions);
       expect(secondRun).toEqual([]);
       const { rows } = await store.db.query<{ version: string }>(
@@ -1153,6 +1253,61 @@ export function sqlHotStoreConformance(
       expect(await store.getBucket(id)).toMatchObject({ state: "archived", phase: "cleanup" });
     });
 
+    it("retries reads outside a transaction that fail with a serialization failure (40001)", async () => {
+      const tableId = await newTable(store, "read-retry");
+      const id = await hotBucket(store, tableId);
+      await advanceTo(store, id, "export");
+      const lease = await acquire(store, id);
+      const attempts = new Map<string, number>();
+      let injected = 0;
+      store.db.faults = {
+        beforeQuery(text) {
+          const n = (attempts.get(text) ?? 0) + 1;
+          attempts.set(text, n);
+          if (n > 2) return;
+          injected++;
+          throw Object.assign(new Error("restart transaction: read too old (injected)"), {
+            code: "40001",
+            severity: "ERROR",
+          });
+        },
+      };
+
+      expect(await store.getBucket(id)).toMatchObject({ state: "archiving" });
+      const read = await store.readBucket(id, { limit: 10 });
+      expect(read.route === "hot" ? read.rows : read).toHaveLength(3);
+      const page = await store.snapshotPage(lease, NOW, null, 10);
+      expect(page.kind === "page" ? page.rows : page).toHaveLength(3);
+      expect(injected).toBeGreaterThanOrEqual(6);
+    });
+
+    it("keeps every statement of an append and a restore within the message budget, with 100 KiB values", async () => {
+      const statements = recordingOf(store).statements;
+      const tableId = await newTable(store, "budget");
+      const value = new Uint8Array(100 * 1024).fill(7);
+      const rows = Array.from({ length: 120 }, (_, i) =>
+        rec(`2023-06-01T00:00:00.${String(i).padStart(6, "0")}Z`, `k${i}`, value),
+      );
+      const from = statements.length;
+      await store.append(tableId, rows, NOW);
+      const id = { tableId, partitionKey: bytes(1), bucketKey: "year:2023" };
+      await advanceTo(store, id, "cleanup");
+      const lease = await acquire(store, id);
+      committed(await store.beginRestore(lease, NOW));
+      const restored = await store.restoreRecords(
+        lease,
+        NOW,
+        rows.map((r) => ({ eventTime: r.eventTime, sortKey: r.sortKey, value: r.value })),
+      );
+      expect(restored).toEqual({ kind: "inserted", inserted: 0, verified: 120 });
+
+      const sent = statements.slice(from);
+      const inserts = sent.filter((st) => st.text.includes("INSERT INTO pulpitum_v4_records"));
+      const perStatement = Math.floor(MAX_STATEMENT_BYTES / (100 * 1024));
+      expect(inserts.length).toBeGreaterThanOrEqual(2 * Math.ceil(120 / perStatement));
+      expect(Math.max(...sent.map(parameterBytes))).toBeLessThanOrEqual(MAX_STATEMENT_BYTES);
+    });
+
     it("writes nothing when a transaction fails just before COMMIT", async () => {
       const tableId = await newTable(store, "before-commit");
       store.db.faults = {
@@ -1169,6 +1324,40 @@ export function sqlHotStoreConformance(
       expect(
         await store.getBucket({ tableId, partitionKey: bytes(1), bucketKey: "year:2023" }),
       ).toBeNull();
+    });
+  });
+}
+
+/**
+ * Run after the other suites of a file: every statement the SQL hot store
+ * sent through them carries a cast on each placeholder. CockroachDB cannot
+ * infer a placeholder's type inside VALUES or in a SELECT list ("could not
+ * determine data type of placeholder"), so none may be left to inference.
+ */
+export function typedPlaceholderConformance(
+  name: string,
+  statements: readonly RecordedStatement[],
+): void {
+  describe(`statements the SQL hot store sent: ${name}`, () => {
+    it("casts every placeholder, so CockroachDB can type each one wherever it appears", () => {
+      expect(statements.length).toBeGreaterThan(500);
+      for (const shape of [
+        /JOIN \(VALUES/,
+        /FROM \(VALUES/,
+        /WITH c AS/,
+        /FOR SHARE OF m/,
+        /FOR UPDATE/,
+        /INSERT INTO pulpitum_v4_records/,
+        /INSERT INTO pulpitum_v4_bucket_metadata/,
+        /INSERT INTO pulpitum_v4_tables/,
+        /LIMIT \$\d+/,
+      ]) {
+        expect(
+          statements.some((st) => shape.test(st.text)),
+          String(shape),
+        ).toBe(true);
+      }
+      expect(untypedPlaceholders(statements)).toEqual([]);
     });
   });
 }

@@ -1,10 +1,20 @@
-import { openPgliteHotStore } from "../../src/adapters/sql/index.js";
-import { hotStoreConformance, sqlHotStoreConformance } from "./hot-store.js";
+import { PgliteDatabase, SqlHotStore } from "../../src/adapters/sql/index.js";
+import { RecordingDatabase, type RecordedStatement } from "../support/recording-database.js";
+import {
+  hotStoreConformance,
+  sqlHotStoreConformance,
+  typedPlaceholderConformance,
+} from "./hot-store.js";
+
+const statements: RecordedStatement[] = [];
 
 const openInMemory = async () => {
-  const store = await openPgliteHotStore(undefined);
+  const store = new SqlHotStore(
+    new RecordingDatabase(await PgliteDatabase.open(undefined), statements),
+  );
   return { store, cleanup: () => store.close() };
 };
 
 hotStoreConformance("PGlite (in memory)", openInMemory);
 sqlHotStoreConformance("PGlite (in memory)", openInMemory);
+typedPlaceholderConformance("PGlite (in memory)", statements);

@@ -65,6 +65,7 @@ describe.each(["parquet", "json"] as const)("a bucket of one million %s records"
 
     let started = performance.now();
     const payload = await storePayload({
+      attempt: { generation: 1, ownerToken: "test-attempt" },
       store,
       prefix: "it",
       bucket,

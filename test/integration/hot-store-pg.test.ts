@@ -6,7 +6,7 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import pg from "pg";
-import { PgDatabase } from "../../src/adapters/sql/database.js";
+import { PgDatabase, type IsolationLevel } from "../../src/adapters/sql/database.js";
 import { openPgHotStore } from "../../src/adapters/sql/index.js";
 import { DISCOVERY_INDEX } from "../../src/adapters/sql/migrations.js";
 import { SqlHotStore } from "../../src/adapters/sql/sql-hot-store.js";
@@ -15,7 +15,12 @@ import { AmbiguousCommitError, BucketNotWritableError } from "../../src/errors.j
 import { parseTableId, type TableId } from "../../src/domain/table.js";
 import type { TableRecord } from "../../src/domain/record.js";
 import type { BucketRow, Lease } from "../../src/ports/hot-store.js";
-import { hotStoreConformance, sqlHotStoreConformance } from "../conformance/hot-store.js";
+import {
+  hotStoreConformance,
+  sqlHotStoreConformance,
+  typedPlaceholderConformance,
+} from "../conformance/hot-store.js";
+import { RecordingDatabase, type RecordedStatement } from "../support/recording-database.js";
 
 const serverUrl = inject("databaseUrl");
 const created: string[] = [];
@@ -46,13 +51,18 @@ afterAll(async () => {
   }
 });
 
+const statements: RecordedStatement[] = [];
+
 const openFresh = async () => {
-  const store = await openPgHotStore(await freshDatabaseUrl());
+  const store = new SqlHotStore(
+    new RecordingDatabase(new PgDatabase(await freshDatabaseUrl()), statements),
+  );
   return { store, cleanup: () => store.close() };
 };
 
 hotStoreConformance("PostgreSQL", openFresh);
 sqlHotStoreConformance("PostgreSQL", openFresh);
+typedPlaceholderConformance("PostgreSQL", statements);
 
 const NOW = new Date("2025-06-01T00:00:00Z");
 const CUTOFF = new Date("2025-01-01T00:00:00Z");
@@ -105,102 +115,37 @@ describe("PostgreSQL hot store under real concurrency", () => {
   });
 
   it("never loses an append that races a claim: each either lands in the snapshot or is rejected as not writable", async () => {
-    const tableId = parseTableId("race");
-    await main.registerTable(
-      { tableId, strategy: "CalendarYearUtc", format: "json", writableBuckets: null },
-      NOW,
-    );
-    const appenders = await Promise.all(
-      Array.from({ length: 4 }, () => openPgHotStore(url, { max: 2 })),
-    );
-    const claimer = await openPgHotStore(url, { max: 2 });
-    let rejected = 0;
-    let committedTotal = 0;
-    try {
-      for (let iteration = 0; iteration < 40; iteration++) {
-        const partition = iteration + 1;
-        await main.append(tableId, [record(partition, 0)], NOW);
-        const id: BucketId = {
-          tableId,
-          partitionKey: record(partition, 0).partitionKey,
-          bucketKey: "year:2023",
-        };
-        const committed = new Set<string>([identity(record(partition, 0))]);
-        const attempted = new Set<string>(committed);
-        let next = 1;
-        let claimed = false;
-
-        const appendLoop = async (store: SqlHotStore) => {
-          for (;;) {
-            const batch = Array.from({ length: 1 + (next % 3) }, () => record(partition, next++));
-            for (const r of batch) attempted.add(identity(r));
-            try {
-              await store.append(tableId, batch, NOW);
-              for (const r of batch) committed.add(identity(r));
-            } catch (error) {
-              if (!(error instanceof BucketNotWritableError)) throw error;
-              rejected++;
-              return;
-            }
-            if (claimed && next > 10_000)
-              throw new Error("appends kept succeeding after the claim");
-          }
-        };
-        const claimAndSnapshot = async () => {
-          await new Promise((r) => setTimeout(r, Math.random() * 15));
-          const lease = await acquire(claimer, id);
-          const result = await claimer.claim(lease, NOW, CUTOFF);
-          expect(result.kind).toBe("committed");
-          claimed = true;
-          return await readAll(claimer, await acquire(claimer, id), 3);
-        };
-
-        const [snapshot] = await Promise.all([
-          claimAndSnapshot(),
-          ...appenders.map((store) => appendLoop(store)),
-        ]);
-
-        const seen = new Set(snapshot.map(identity));
-        expect(seen.size).toBe(snapshot.length);
-        for (const key of committed)
-          expect(seen.has(key), `committed record ${key} missing`).toBe(true);
-        for (const key of seen) expect(attempted.has(key)).toBe(true);
-        committedTotal += committed.size;
-      }
-    } finally {
-      await Promise.all([...appenders, claimer].map((s) => s.close()));
-    }
-    expect(rejected).toBe(4 * 40);
-    expect(committedTotal).toBeGreaterThan(40);
+    await raceAppendsAgainstClaims(url, main, "race", 40, "serializable");
   });
 
-  it("retries serialization failures (40001) of concurrent appends to one bucket until all succeed", async () => {
-    const tableId = parseTableId("retries");
+  it("lets 30 concurrent appenders share one bucket: every append succeeds and every record is stored", async () => {
+    const tableId = parseTableId("hot-bucket");
     await main.registerTable(
       { tableId, strategy: "CalendarYearUtc", format: "json", writableBuckets: null },
       NOW,
     );
-    const databases = Array.from({ length: 6 }, () => new PgDatabase(url, { max: 1 }));
+    const databases = Array.from({ length: 30 }, () => new PgDatabase(url, { max: 1 }));
     const stores = databases.map((db) => new SqlHotStore(db));
+    let failures = 0;
     try {
       await Promise.all(
         stores.map(async (store, s) => {
-          for (let round = 0; round < 15; round++) {
+          for (let round = 0; round < 10; round++) {
             const base = s * 1_000 + round * 10;
-            await store.append(
-              tableId,
-              Array.from({ length: 5 }, (_, i) => record(7, base + i)),
-              NOW,
-            );
+            await store
+              .append(
+                tableId,
+                Array.from({ length: 5 }, (_, i) => record(7, base + i)),
+                NOW,
+              )
+              .catch(() => failures++);
           }
         }),
       );
     } finally {
       await Promise.all(stores.map((s) => s.close()));
     }
-    const retries = databases.reduce((sum, db) => sum + db.stats.serializationRetries, 0);
-    expect(retries).toBeGreaterThan(0);
-
+    expect(failures).toBe(0);
     const id: BucketId = {
       tableId,
       partitionKey: record(7, 0).partitionKey,
@@ -208,7 +153,45 @@ describe("PostgreSQL hot store under real concurrency", () => {
     };
     const claim = await main.claim(await acquire(main, id), NOW, CUTOFF);
     expect(claim.kind).toBe("committed");
-    expect(await readAll(main, await acquire(main, id), 1_000)).toHaveLength(6 * 15 * 5);
+    expect(await readAll(main, await acquire(main, id), 1_000)).toHaveLength(30 * 10 * 5);
+  });
+
+  it("retries a transaction that fails with a serialization failure (40001) until it commits", async () => {
+    const tableId = parseTableId("retry-40001");
+    await main.registerTable(
+      { tableId, strategy: "CalendarYearUtc", format: "json", writableBuckets: null },
+      NOW,
+    );
+    // Two registrations both read the table row, then both update it: under
+    // SERIALIZABLE the second update must fail with 40001 and run again.
+    let arrived = 0;
+    let bothRead!: () => void;
+    const barrier = new Promise<void>((resolve) => (bothRead = resolve));
+    const faults = {
+      async afterStatement(operation: string, statement: number) {
+        if (operation !== "registerTable" || statement !== 1) return;
+        if (++arrived === 2) bothRead();
+        await Promise.race([barrier, new Promise((r) => setTimeout(r, 2_000))]);
+      },
+    };
+    const databases = [new PgDatabase(url, { faults }), new PgDatabase(url, { faults })];
+    const stores = databases.map((db) => new SqlHotStore(db));
+    try {
+      const results = await Promise.all(
+        stores.map((store, i) =>
+          store.registerTable(
+            { tableId, strategy: "CalendarYearUtc", format: "json", writableBuckets: 10 + i },
+            NOW,
+          ),
+        ),
+      );
+      expect(results).toEqual(["updated", "updated"]);
+    } finally {
+      await Promise.all(stores.map((s) => s.close()));
+    }
+    expect(databases.reduce((sum, db) => sum + db.stats.serializationRetries, 0)).toBeGreaterThan(
+      0,
+    );
   });
 
   it("reports a lost commit reply on append as AmbiguousCommitError, and a re-read finds the records", async () => {
@@ -278,3 +261,170 @@ describe("PostgreSQL hot store under real concurrency", () => {
     expect(candidates.every((c, i) => i === 0 || candidates[i - 1]!.end <= c.end)).toBe(true);
   });
 });
+
+/**
+ * Appenders on four pools race a claim and a snapshot, `iterations` times:
+ * every committed append must be in the snapshot and every append after the
+ * claim refused.
+ */
+async function raceAppendsAgainstClaims(
+  url: string,
+  main: SqlHotStore,
+  label: string,
+  iterations: number,
+  isolation: IsolationLevel,
+): Promise<void> {
+  const tableId = parseTableId(label);
+  await main.registerTable(
+    { tableId, strategy: "CalendarYearUtc", format: "json", writableBuckets: null },
+    NOW,
+  );
+  const appenders = await Promise.all(
+    Array.from({ length: 4 }, () => openPgHotStore(url, { max: 2, isolation })),
+  );
+  const claimer = await openPgHotStore(url, { max: 2, isolation });
+  let rejected = 0;
+  let committedTotal = 0;
+  try {
+    for (let iteration = 0; iteration < iterations; iteration++) {
+      const partition = iteration + 1;
+      await main.append(tableId, [record(partition, 0)], NOW);
+      const id: BucketId = {
+        tableId,
+        partitionKey: record(partition, 0).partitionKey,
+        bucketKey: "year:2023",
+      };
+      const committed = new Set<string>([identity(record(partition, 0))]);
+      const attempted = new Set<string>(committed);
+      let next = 1;
+      let claimed = false;
+
+      const appendLoop = async (store: SqlHotStore) => {
+        for (;;) {
+          const batch = Array.from({ length: 1 + (next % 3) }, () => record(partition, next++));
+          for (const r of batch) attempted.add(identity(r));
+          try {
+            await store.append(tableId, batch, NOW);
+            for (const r of batch) committed.add(identity(r));
+          } catch (error) {
+            if (!(error instanceof BucketNotWritableError)) throw error;
+            rejected++;
+            return;
+          }
+          if (claimed && next > 10_000) throw new Error("appends kept succeeding after the claim");
+        }
+      };
+      const claimAndSnapshot = async () => {
+        await new Promise((r) => setTimeout(r, Math.random() * 15));
+        const lease = await acquire(claimer, id);
+        const result = await claimer.claim(lease, NOW, CUTOFF);
+        expect(result.kind).toBe("committed");
+        claimed = true;
+        return await readAll(claimer, await acquire(claimer, id), 3);
+      };
+
+      const [snapshot] = await Promise.all([
+        claimAndSnapshot(),
+        ...appenders.map((store) => appendLoop(store)),
+      ]);
+
+      const seen = new Set(snapshot.map(identity));
+      expect(seen.size).toBe(snapshot.length);
+      for (const key of committed)
+        expect(seen.has(key), `committed record ${key} missing`).toBe(true);
+      for (const key of seen) expect(attempted.has(key)).toBe(true);
+      committedTotal += committed.size;
+    }
+  } finally {
+    await Promise.all([...appenders, claimer].map((s) => s.close()));
+  }
+  expect(rejected).toBe(4 * iterations);
+  expect(committedTotal).toBeGreaterThan(iterations);
+}
+
+/** An archived bucket of `count` records whose payload row count matches, for restore races. */
+async function archivedBucket(store: SqlHotStore, label: string, count: number) {
+  const tableId = parseTableId(label);
+  await store.registerTable(
+    { tableId, strategy: "CalendarYearUtc", format: "json", writableBuckets: null },
+    NOW,
+  );
+  const rows = Array.from({ length: count }, (_, i) => record(11, i));
+  await store.append(tableId, rows, NOW);
+  const id: BucketId = { tableId, partitionKey: rows[0]!.partitionKey, bucketKey: "year:2023" };
+  const payload = {
+    key: "p/restore-race.json",
+    sha256: "c".repeat(64),
+    rowCount: count,
+    byteLength: 1,
+  };
+  expect((await store.claim(await acquire(store, id), NOW, CUTOFF)).kind).toBe("committed");
+  expect((await store.recordPayload(await acquire(store, id), NOW, payload)).kind).toBe(
+    "committed",
+  );
+  expect((await store.recordManifest(await acquire(store, id), NOW, "m/x.json")).kind).toBe(
+    "committed",
+  );
+  expect((await store.publish(await acquire(store, id), NOW)).kind).toBe("committed");
+  return { id, rows };
+}
+
+describe.each(["serializable", "repeatable read", "read committed"] as const)(
+  "PostgreSQL hot store at %s isolation",
+  (isolation) => {
+    let url: string;
+    let main: SqlHotStore;
+    const label = isolation.replace(" ", "-");
+
+    beforeAll(async () => {
+      url = await freshDatabaseUrl();
+      main = await openPgHotStore(url, { migrate: true });
+    });
+
+    afterAll(async () => {
+      await main?.close();
+    });
+
+    it("never loses an append that races a claim", async () => {
+      await raceAppendsAgainstClaims(url, main, `race-${label}`, 12, isolation);
+    });
+
+    it("a cleanup whose lease a restore takes over mid-transaction never deletes the restored rows", async () => {
+      const { id, rows } = await archivedBucket(main, `cleanup-restore-${label}`, 200);
+      const cleanerDb = new PgDatabase(url, { isolation });
+      const cleaner = new SqlHotStore(cleanerDb);
+      const stale = await acquire(cleaner, id, NOW);
+      const restoreAt = new Date(NOW.getTime() + LEASE_MS + 1);
+      const restore = async () => {
+        const lease = await acquire(main, id, restoreAt);
+        expect((await main.beginRestore(lease, restoreAt)).kind).toBe("committed");
+        const batch = await main.restoreRecords(
+          lease,
+          restoreAt,
+          rows.map((r) => ({ eventTime: r.eventTime, sortKey: r.sortKey, value: r.value })),
+        );
+        expect(batch.kind).toBe("inserted");
+        return (await main.finishRestore(lease, restoreAt, restoreAt)).kind;
+      };
+      // The restore runs right after the cleanup's first statement, while its
+      // transaction is open, and gets half a second before cleanup goes on.
+      let rival: Promise<string> | undefined;
+      cleanerDb.faults = {
+        async afterStatement(operation, statement) {
+          if (operation !== "cleanupBatch" || statement !== 1 || rival !== undefined) return;
+          rival = restore();
+          await Promise.race([rival, new Promise((r) => setTimeout(r, 500))]);
+        },
+      };
+      try {
+        await cleaner.cleanupBatch(stale, NOW, 1_000);
+        expect(await rival).toBe("committed");
+      } finally {
+        await cleaner.close();
+      }
+      const after = await main.getBucket(id);
+      expect(after?.state).toBe("hot");
+      expect(await main.countHotRows(id)).toBe(rows.length);
+    });
+  },
+);

@@ -96,6 +96,26 @@ describe("manifest v4", () => {
       "payload_key",
       { payload_key: `pre/fix/v4/orders/AP8Q/month:2024-02/manifests/${SHA}.parquet` },
     ],
+    [
+      "payload_key",
+      {
+        payload_key: `pre/fix/v4/orders/AP8Q/month:2024-02/payloads/${"cd".repeat(32)}-g4-0123456789ab.parquet`,
+      },
+    ],
+    [
+      "payload_key",
+      { payload_key: `pre/fix/v4/orders/AP8Q/month:2024-02/payloads/${SHA}-g4-0123456789ab.json` },
+    ],
+    [
+      "payload_key",
+      {
+        payload_key: `pre/fix/v4/orders/AP8Q/month:2024-02/payloads/${SHA}-g04-0123456789ab.parquet`,
+      },
+    ],
+    [
+      "payload_key",
+      { payload_key: `pre/fix/v4/orders/AP8Q/month:2024-02/payloads/${SHA}-g4-XYZ.parquet` },
+    ],
   ])("rejects a wrong %s, naming the field", (field, change) => {
     expect(() => validateManifest(mutated(change))).toThrow(ArchiveIntegrityError);
     expect(() => validateManifest(mutated(change))).toThrow(new RegExp(`manifest field ${field}`));
@@ -115,6 +135,33 @@ describe("manifest v4", () => {
     expect(() => validateManifest(manifest, expected)).toThrow(
       new RegExp(`manifest field ${field}`),
     );
+  });
+
+  it("accepts a payload named for its export attempt as well as the content-only name of earlier versions", () => {
+    const attemptPayload = {
+      ...payload,
+      key: payloadKey({ prefix: "pre/fix", ...bucket }, SHA, "parquet", {
+        generation: 7,
+        ownerToken: "a-lease-token",
+      }),
+    };
+    expect(attemptPayload.key).toMatch(new RegExp(`/payloads/${SHA}-g7-[0-9a-f]{12}\\.parquet$`));
+    const named = buildManifest({
+      bucket,
+      generation: 8,
+      format: "parquet",
+      payload: attemptPayload,
+    });
+    expect(
+      validateManifest(serializeManifest(named), {
+        prefix: "pre/fix",
+        bucket,
+        payload: attemptPayload,
+      }),
+    ).toEqual(named);
+    expect(
+      validateManifest(serializeManifest(manifest), { prefix: "pre/fix", bucket, payload }),
+    ).toEqual(manifest);
   });
 
   it("rejects bytes that are not a JSON object", () => {

@@ -19,7 +19,7 @@ import {
 } from "../../src/archive/store.js";
 import { objectByteSource, readRecords } from "../../src/archive/payload-reader.js";
 import { parseBucketKey } from "../../src/domain/bucket.js";
-import { manifestKey } from "../../src/domain/object-keys.js";
+import { attemptTag, manifestKey } from "../../src/domain/object-keys.js";
 import type { TableRecord } from "../../src/domain/record.js";
 import { parseTableId } from "../../src/domain/table.js";
 import { parseRfc3339Micros } from "../../src/domain/time.js";
@@ -64,6 +64,7 @@ async function archive(
   generation = 1,
 ) {
   const payload = await storePayload({
+    attempt: { generation: 1, ownerToken: "test-attempt" },
     store,
     prefix: PREFIX,
     bucket: ref,
@@ -103,10 +104,11 @@ function flipByte(store: MemoryObjectStore, bytes: Uint8Array, key: string, at: 
 }
 
 describe.each(FORMATS)("storing %s payloads", (format) => {
-  it("stores a payload at its content address and returns verified facts", async () => {
+  it("stores a payload at its content address named for the export attempt and returns verified facts", async () => {
     const store = new MemoryObjectStore();
     const rows = makeRows(1200);
     const payload = await storePayload({
+      attempt: { generation: 1, ownerToken: "test-attempt" },
       store,
       prefix: PREFIX,
       bucket: bucket("p"),
@@ -117,7 +119,7 @@ describe.each(FORMATS)("storing %s payloads", (format) => {
     expect(payload.outcome).toBe("created");
     expect(payload.rowCount).toBe(1200);
     expect(payload.key).toBe(
-      `${PREFIX}/v4/events/cA/year:2024/payloads/${payload.sha256}.${format}`,
+      `${PREFIX}/v4/events/cA/year:2024/payloads/${payload.sha256}-g1-${attemptTag("test-attempt")}.${format}`,
     );
     const bytes = await store.get(payload.key);
     expect(bytes.byteLength).toBe(payload.byteLength);
@@ -129,9 +131,10 @@ describe.each(FORMATS)("storing %s payloads", (format) => {
     expect(await readdir(tempDir)).toEqual([]);
   });
 
-  it("storing the same records twice yields one object, found and verified the second time", async () => {
+  it("storing the same records twice in one attempt yields one object, found and verified the second time", async () => {
     const store = new MemoryObjectStore();
     const first = await storePayload({
+      attempt: { generation: 1, ownerToken: "test-attempt" },
       store,
       prefix: PREFIX,
       bucket: bucket("p"),
@@ -140,6 +143,7 @@ describe.each(FORMATS)("storing %s payloads", (format) => {
       tempDir,
     });
     const second = await storePayload({
+      attempt: { generation: 1, ownerToken: "test-attempt" },
       store,
       prefix: PREFIX,
       bucket: bucket("p"),
@@ -151,6 +155,31 @@ describe.each(FORMATS)("storing %s payloads", (format) => {
     expect(second.key).toBe(first.key);
     expect(second.sha256).toBe(first.sha256);
     expect(store.keys()).toEqual([first.key]);
+  });
+
+  it("another attempt storing the same records writes its own object and never adopts the first", async () => {
+    const store = new MemoryObjectStore();
+    const input = {
+      store,
+      prefix: PREFIX,
+      bucket: bucket("p"),
+      format,
+      tempDir,
+    };
+    const first = await storePayload({
+      ...input,
+      attempt: { generation: 3, ownerToken: "first-attempt" },
+      rows: pages(makeRows(500)),
+    });
+    const second = await storePayload({
+      ...input,
+      attempt: { generation: 5, ownerToken: "second-attempt" },
+      rows: pages(makeRows(500)),
+    });
+    expect([first.outcome, second.outcome]).toEqual(["created", "created"]);
+    expect(second.sha256).toBe(first.sha256);
+    expect(second.key).not.toBe(first.key);
+    expect(store.keys().sort()).toEqual([first.key, second.key].sort());
   });
 
   it("an empty bucket stores, seals and verifies with zero rows", async () => {
@@ -168,6 +197,7 @@ describe.each(FORMATS)("storing %s payloads", (format) => {
     const store = new CorruptingStore();
     await expect(
       storePayload({
+        attempt: { generation: 1, ownerToken: "test-attempt" },
         store,
         prefix: PREFIX,
         bucket: bucket("p"),
@@ -183,6 +213,7 @@ describe.each(FORMATS)("storing %s payloads", (format) => {
     const store = new MemoryObjectStore();
     const rows = makeRows(300);
     const payload = await storePayload({
+      attempt: { generation: 1, ownerToken: "test-attempt" },
       store,
       prefix: PREFIX,
       bucket: bucket("p"),
@@ -194,6 +225,7 @@ describe.each(FORMATS)("storing %s payloads", (format) => {
     store.tamper(payload.key, bytes.subarray(0, bytes.length - 1));
     await expect(
       storePayload({
+        attempt: { generation: 1, ownerToken: "test-attempt" },
         store,
         prefix: PREFIX,
         bucket: bucket("p"),
@@ -316,6 +348,7 @@ describe("storing payloads", () => {
     const rows = makeRows(3, "2025-01-01T00:00:00Z");
     await expect(
       storePayload({
+        attempt: { generation: 1, ownerToken: "test-attempt" },
         store,
         prefix: PREFIX,
         bucket: bucket("p"),

@@ -48,9 +48,9 @@ async function publishedBucket(
     ...base,
     hotStore: {
       ...base.hotStore,
-      cleanupBatch: async (lease, now, limit) => {
+      cleanupBatch: async (lease, now, limit, after) => {
         const startedAt = h.clock.now().getTime();
-        const result = await base.hotStore.cleanupBatch(lease, now, limit);
+        const result = await base.hotStore.cleanupBatch(lease, now, limit, after);
         h.clock.advance(statementMs);
         const count = result.kind === "deleted" ? result.count : -1;
         observed.batches.push({ limit, count, startedAt, deletedBefore: deleted });

@@ -5,6 +5,7 @@ import { mkdtempSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync }
 import os from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { PgliteDatabase } from "../../src/adapters/sql/database.js";
 import { runCli } from "../support/cli.js";
 
 const line = (pk: string, t: string, sk: string, v: string) =>
@@ -58,7 +59,7 @@ describe("pulpitum gc and restore", () => {
     );
   };
 
-  it("restore brings an archived bucket back to the hot store, reads stay whole, and gc then lists its old objects in a dry run", async () => {
+  it("restore brings an archived bucket back to the hot store, reads stay whole, and gc collects its old objects once the safety age has passed since the flip", async () => {
     const before = await readValues();
     expect(before).toHaveLength(30);
     const r = await runCli(
@@ -77,14 +78,28 @@ describe("pulpitum gc and restore", () => {
       expect.objectContaining({ state: "hot", buckets: 1, hot_rows: 30 }),
     ]);
 
-    // The old payload and manifest are now unreferenced; age them past the safety age.
+    // The old payload and manifest are now unreferenced. However old the
+    // objects, they count as young until the safety age has passed since the
+    // flip: a reader that followed the archive route just before may still
+    // be reading them.
     const archive = path.join(home, "archive");
     const objects = filesUnder(archive);
     expect(objects).toHaveLength(2);
     const bytes = objects.reduce((n, f) => n + statSync(f).size, 0);
     const old = new Date(Date.now() - 2 * 86_400_000);
     for (const f of objects) utimesSync(f, old, old);
+    const young = JSON.parse((await runCli(["gc", "--dry-run", "--json"], env)).stdout);
+    expect(young).toMatchObject({ kept: { young: 2 }, orphans: [] });
 
+    // Two days later (moved back in the database: the CLI reads the real clock).
+    const db = await PgliteDatabase.open(path.join(home, "db"));
+    try {
+      await db.query(
+        "UPDATE pulpitum_v4_bucket_metadata SET dereferenced_at = dereferenced_at - interval '2 days'",
+      );
+    } finally {
+      await db.close();
+    }
     const dry = await runCli(["gc", "--dry-run"], env);
     expect(dry.code).toBe(0);
     expect(dry.stdout).toMatch(/dry run: scanned 2 objects/);

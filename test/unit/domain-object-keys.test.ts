@@ -1,13 +1,15 @@
-import { createHash } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { InvalidInputError } from "../../src/errors.js";
 import { validateListPrefix, validateObjectKey } from "../../src/adapters/object-store/keys.js";
 import {
   MAX_INLINE_PARTITION_KEY_BYTES,
   MAX_PREFIX_BYTES,
+  attemptTag,
   bucketPrefix,
   joinKey,
   manifestKey,
+  parsePayloadName,
   partitionKeySegment,
   payloadKey,
   tablePrefix,
@@ -112,6 +114,9 @@ describe("partition key segment", () => {
   });
 });
 
+/** The largest generation a key can name (16 digits) with a real lease token. */
+const LONGEST_ATTEMPT = { generation: 9_007_199_254_740_991, ownerToken: randomUUID() };
+
 describe("archive object keys", () => {
   it("payload and manifest keys follow the documented layout", () => {
     // Prepare
@@ -126,6 +131,43 @@ describe("archive object keys", () => {
     expect(payload).toBe(`archive/v4/events/dGVuYW50LTQy/month:2024-02/payloads/${SHA}.parquet`);
     expect(jsonPayload).toBe(`archive/v4/events/dGVuYW50LTQy/month:2024-02/payloads/${SHA}.json`);
     expect(manifest).toBe(`archive/v4/events/dGVuYW50LTQy/month:2024-02/manifests/${SHA}.json`);
+  });
+
+  it("names a payload for its export attempt, which parses back, so two attempts never share a key", () => {
+    // Prepare
+    const location = aLocation({ bucketKey: "month:2024-02" });
+    const first = { generation: 7, ownerToken: "token-one" };
+    const second = { generation: 7, ownerToken: "token-two" };
+
+    // Act
+    const key = payloadKey(location, SHA, "parquet", first);
+    const name = key.slice(key.lastIndexOf("/") + 1);
+
+    // Assess
+    expect(name).toBe(`${SHA}-g7-${attemptTag("token-one")}.parquet`);
+    expect(attemptTag("token-one")).toMatch(/^[0-9a-f]{12}$/);
+    expect(key).not.toContain("token-one");
+    expect(payloadKey(location, SHA, "parquet", second)).not.toBe(key);
+    expect(payloadKey(location, SHA, "parquet", { ...first, generation: 8 })).not.toBe(key);
+    expect(parsePayloadName(name)).toEqual({
+      sha256: SHA,
+      format: "parquet",
+      generation: 7,
+      tag: attemptTag("token-one"),
+    });
+    expect(parsePayloadName(`${SHA}.json`)).toEqual({
+      sha256: SHA,
+      format: "json",
+      generation: null,
+      tag: null,
+    });
+    for (const bad of [
+      `${SHA}.csv`,
+      `${SHA}-g7.parquet`,
+      `${SHA}-g07-${"a".repeat(12)}.json`,
+      "x.json",
+    ])
+      expect(parsePayloadName(bad)).toBeNull();
   });
 
   it.each([
@@ -167,6 +209,7 @@ describe("archive object keys", () => {
     const keys = [
       payloadKey(location, SHA, "parquet"),
       payloadKey(location, SHA, "json"),
+      payloadKey(location, SHA, "parquet", LONGEST_ATTEMPT),
       manifestKey(location, SHA),
     ];
 
@@ -190,7 +233,7 @@ describe("archive object keys", () => {
     });
 
     // Act
-    const key = payloadKey(location, SHA, "parquet");
+    const key = payloadKey(location, SHA, "parquet", LONGEST_ATTEMPT);
 
     // Assess
     expect(Buffer.byteLength(key)).toBeLessThan(1024);

@@ -11,6 +11,7 @@ import { FileObjectStore } from "../../src/adapters/object-store/filesystem.js";
 import type { BucketId } from "../../src/domain/bucket.js";
 import { payloadKey } from "../../src/domain/object-keys.js";
 import type { TableRecord } from "../../src/domain/record.js";
+import type { ObjectStore } from "../../src/ports/object-store.js";
 import { parseTableId } from "../../src/domain/table.js";
 import { verifyArchivedBucket } from "../../src/archive/store.js";
 import { silentLog } from "../../src/usecases/context.js";
@@ -181,18 +182,118 @@ describe("archive garbage collection", () => {
     const [orphan] = await keys();
     expect(orphan).toMatch(/\/payloads\//);
 
+    h.clock.advance(HOUR);
     age(orphan!, HOUR);
     expect(await gc()).toMatchObject({ deleted_objects: 0, kept: { young: 1 } });
     expect(await keys()).toEqual([orphan]);
 
-    age(orphan!, DAY + 1000);
+    h.clock.advance(DAY);
+    age(orphan!, DAY + HOUR);
     expect(await gc()).toMatchObject({ deleted_objects: 1 });
     expect(await keys()).toEqual([]);
 
     h.clock.advance(h.settings.retryMs + 1);
     await converge(h, expected());
     await expectFullyArchived(h, expected());
-    expect((await h.inner.getBucket(id))!.payload!.key).toBe(orphan);
+    const payload = (await h.inner.getBucket(id))!.payload!;
+    expect(payload.key).not.toBe(orphan);
+    expect(orphan).toContain(`/payloads/${payload.sha256}-g`);
+  });
+
+  it("a GC delete that stalls past GC's lease while the bucket is archived again loses no record", async () => {
+    // An attempt uploads its payload, then its seal fails and the bucket is
+    // deferred: the payload is an orphan.
+    const { ctx } = h.process({
+      object: {
+        operation: "createIfAbsent",
+        when: "before",
+        kind: "error",
+        keyIncludes: "/manifests/",
+      },
+    });
+    for (const phase of ["claim", "export"]) {
+      expect(await runNextPhase(ctx, id)).toMatchObject({ phase, result: "advanced" });
+    }
+    expect(await runNextPhase(ctx, id)).toMatchObject({ phase: "seal", result: "deferred" });
+    const [orphan] = await keys();
+    h.clock.advance(2 * DAY);
+    age(orphan!, 2 * DAY);
+
+    // GC takes the bucket's lease and sends the delete, which stalls.
+    let deleteSent!: () => void;
+    const sent = new Promise<void>((resolve) => (deleteSent = resolve));
+    let releaseDelete!: () => void;
+    const stalled = new Promise<void>((resolve) => (releaseDelete = resolve));
+    const objects = h.objects;
+    const stallingStore: ObjectStore = {
+      createIfAbsent: (key, body) => objects.createIfAbsent(key, body),
+      get: (key, range) => objects.get(key, range),
+      getStream: (key) => objects.getStream(key),
+      head: (key) => objects.head(key),
+      list: (prefix, options) => objects.list(prefix, options),
+      delete: async (key) => {
+        deleteSent();
+        await stalled;
+        await objects.delete(key);
+      },
+    };
+    const collecting = collectGarbage(
+      {
+        hotStore: h.inner,
+        objectStore: stallingStore,
+        clock: h.clock,
+        archivePrefix: h.settings.archivePrefix,
+        log: silentLog,
+      },
+      { minAgeMs: DAY, dryRun: false, leaseMs: h.settings.leaseMs },
+    );
+    await sent;
+
+    // GC's lease expires while its request hangs; workers archive the bucket
+    // again from claim to cleanup.
+    h.clock.advance(h.settings.leaseMs + 1);
+    await converge(h, expected());
+
+    // The stalled delete lands at last.
+    releaseDelete();
+    expect(await collecting).toMatchObject({
+      deleted_objects: 1,
+      orphans: [expect.objectContaining({ key: orphan, action: "deleted" })],
+    });
+    await expectFullyArchived(h, expected());
+    expect((await h.inner.getBucket(id))!.payload!.key).not.toBe(orphan);
+  });
+
+  it("cleanup refuses to delete hot rows when the published payload is missing", async () => {
+    for (const phase of ["claim", "export", "seal", "publish"]) {
+      expect(await runNextPhase(h.process().ctx, id)).toMatchObject({ phase, result: "advanced" });
+    }
+    const published = await h.inner.getBucket(id);
+    await h.objects.delete(published!.payload!.key);
+
+    const outcome = await runNextPhase(h.process().ctx, id);
+
+    expect(outcome).toMatchObject({ phase: "cleanup", result: "deferred" });
+    expect(outcome.reason).toMatch(/payload is missing/);
+    expect(await h.inner.countHotRows(id)).toBe(records.length);
+    expect(await h.inner.getBucket(id)).toMatchObject({
+      state: "archived",
+      hotDeleted: false,
+      ownerToken: null,
+    });
+  });
+
+  it("cleanup refuses to delete hot rows when the published manifest is missing", async () => {
+    for (const phase of ["claim", "export", "seal", "publish"]) {
+      expect(await runNextPhase(h.process().ctx, id)).toMatchObject({ phase, result: "advanced" });
+    }
+    await h.objects.delete((await h.inner.getBucket(id))!.manifestKey!);
+
+    const outcome = await runNextPhase(h.process().ctx, id);
+
+    expect(outcome).toMatchObject({ phase: "cleanup", result: "deferred" });
+    expect(outcome.reason).toMatch(/published manifest is missing/);
+    expect(await h.inner.countHotRows(id)).toBe(records.length);
   });
 
   it("keeps the objects of a bucket another worker has leased", async () => {
@@ -228,7 +329,7 @@ describe("archive garbage collection", () => {
     expect((await h.inner.getBucket(id))!.ownerToken).toBeNull();
   });
 
-  it("keeps the objects of a bucket being restored, and collects its old archive once the restore made it hot", async () => {
+  it("keeps the objects of a bucket being restored, and collects its old archive only once the safety age has passed since the flip to hot", async () => {
     await converge(h, expected());
     const archivedKeys = await keys();
     await ageAll(30 * DAY);
@@ -241,6 +342,12 @@ describe("archive garbage collection", () => {
     expect(await keys()).toEqual(archivedKeys);
 
     expect((await restoreBucket(h.process().ctx, id, { holdMs: HOUR })).result).toBe("restored");
+    // Old objects, but unreferenced only since the flip: a reader that
+    // followed the archive route a moment ago may still be fetching them.
+    expect(await gc()).toMatchObject({ deleted_objects: 0, kept: { young: 2 } });
+    expect(await keys()).toEqual(archivedKeys);
+
+    h.clock.advance(DAY);
     const report = await gc();
     expect(report.deleted_objects).toBe(2);
     expect(await keys()).toEqual([]);

@@ -219,7 +219,7 @@ describe("the archival workflow under injected failures", () => {
     });
   }
 
-  it("an upload repeated after a crash reaches the same content address and leaves one payload object", async () => {
+  it("an upload repeated by a takeover after a crash writes under its own attempt's key and never adopts the crashed attempt's object", async () => {
     const expected = await seedTable(
       h,
       TABLE,
@@ -227,6 +227,7 @@ describe("the archival workflow under injected failures", () => {
       "json",
       chatRecords([5], 120, ["solo"]),
     );
+    const { id } = [...expected.values()][0]!;
     await runFaultyWorker(h, {
       name: "crash after upload",
       object: {
@@ -236,10 +237,18 @@ describe("the archival workflow under injected failures", () => {
         keyIncludes: "/payloads/",
       },
     });
+    const [orphan, ...others] = h.objects.keys().filter((k) => k.includes("/payloads/"));
+    expect(others).toEqual([]);
     h.clock.advance(h.settings.leaseMs + 1_000);
     await converge(h, expected);
     await expectFullyArchived(h, expected);
-    expect(h.objects.keys().filter((k) => k.includes("/payloads/"))).toHaveLength(1);
+    const payloads = h.objects.keys().filter((k) => k.includes("/payloads/"));
+    const recorded = (await h.inner.getBucket(id))?.payload?.key;
+    expect(payloads.sort()).toEqual([orphan, recorded].sort());
+    expect(recorded).not.toBe(orphan);
+    // Same bytes, so the same content hash; only the attempt part of the name differs.
+    const hashOf = (key: string | undefined) => key?.split("/").pop()?.slice(0, 64);
+    expect(hashOf(recorded)).toBe(hashOf(orphan));
   });
 
   it("a lease that expires mid-export stops the stale worker and a takeover finishes the bucket", async () => {

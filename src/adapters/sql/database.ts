@@ -2,13 +2,25 @@
  * A minimal SQL executor that both drivers satisfy, so the hot store is
  * written once: `pg` (PostgreSQL, CockroachDB) and PGlite (embedded).
  *
- * Transactions are SERIALIZABLE. A serialization failure (SQLSTATE 40001) or
- * a deadlock (40P01) rolls the transaction back and runs the whole function
- * again with bounded, jittered exponential backoff, so the function must have
- * no effects outside the database. A transport failure while COMMIT is in
- * flight is ambiguous (the commit may or may not have landed) and surfaces as
- * {@link AmbiguousCommitError}; it is never retried here, because only a
- * re-read of durable state can tell what happened.
+ * Three ways to run SQL, each retried the same way: a serialization failure
+ * (SQLSTATE 40001) or a deadlock (40P01) rolls the work back and runs it
+ * again with bounded, jittered exponential backoff.
+ *
+ * - {@link SqlExecutor.query}: one statement on its own, for reads. Retried
+ *   because CockroachDB may refuse even a single read with 40001 once its
+ *   result outgrows the server's buffer, where it cannot retry by itself.
+ * - {@link SqlDatabase.write}: one conditional statement that commits on its
+ *   own (an implicit transaction): one round trip, and on CockroachDB the
+ *   one-phase-commit fast path.
+ * - {@link SqlDatabase.transaction}: several statements in one transaction
+ *   (SERIALIZABLE unless configured otherwise; the hot store does not rely
+ *   on the level, see sql-hot-store.ts). The function runs again on a retry,
+ *   so it must have no effects outside the database.
+ *
+ * A transport failure while a write's commit is in flight is ambiguous (it
+ * may or may not have landed) and surfaces as {@link AmbiguousCommitError};
+ * it is never retried here, because only a re-read of durable state can tell
+ * what happened.
  */
 import type { PGlite } from "@electric-sql/pglite";
 import pg from "pg";
@@ -51,23 +63,37 @@ export interface SqlDatabase extends SqlExecutor {
   /** Fault injection for tests; replace or clear at any time. */
   faults: TransactionFaults | undefined;
   /**
-   * Run `fn` in one SERIALIZABLE transaction, retried on serialization
-   * failures. `operation` names the work in errors and fault hooks.
+   * Run `fn` in one transaction, retried on serialization failures.
+   * `operation` names the work in errors and fault hooks.
    */
   transaction<T>(fn: (tx: SqlExecutor) => Promise<T>, operation: string): Promise<T>;
+  /**
+   * Run one statement that commits by itself, retried on serialization
+   * failures. A lost reply (a transport error, or CockroachDB's 40003) is
+   * {@link AmbiguousCommitError}: the caller re-reads to learn the outcome.
+   */
+  write<T>(text: string, params: unknown[], operation: string): Promise<QueryResult<T>>;
   close(): Promise<void>;
 }
 
 /**
  * Fault injection points for tests. A throw from `beforeCommit` aborts the
- * transaction (nothing is written); a throw from `afterCommit` simulates a
- * lost commit reply: the commit happened, the caller gets
- * {@link AmbiguousCommitError}.
+ * transaction or write (nothing is written); a throw from `afterCommit`
+ * simulates a lost commit reply: the commit happened, the caller gets
+ * {@link AmbiguousCommitError}. `beforeQuery` runs before every statement
+ * outside a transaction (a throw fails that attempt, as the server would);
+ * `afterStatement` runs after each statement inside a transaction and may
+ * pause it, so a test can interleave a rival exactly there.
  */
 export interface TransactionFaults {
   beforeCommit?(operation: string): void;
   afterCommit?(operation: string): void;
+  beforeQuery?(text: string): void;
+  afterStatement?(operation: string, statement: number, text: string): void | Promise<void>;
 }
+
+/** Isolation of multi-statement transactions. SERIALIZABLE unless a test asks otherwise. */
+export type IsolationLevel = "serializable" | "repeatable read" | "read committed";
 
 export interface RetryPolicy {
   /** Attempts in total, including the first. */
@@ -123,10 +149,7 @@ function backoffDelay(policy: RetryPolicy, attempt: number): number {
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-/**
- * The retry loop both drivers share. `attempt` runs one transaction and
- * reports whether COMMIT was in flight when it failed.
- */
+/** The retry loop both drivers share for transactions, writes and reads. */
 async function withSerializationRetry<T>(
   operation: string,
   policy: RetryPolicy,
@@ -160,6 +183,8 @@ export interface PgDatabaseOptions {
   readonly pool?: Omit<pg.PoolConfig, "types" | "connectionString">;
   /** Send `-c TimeZone=UTC` at connect. Parsing handles any offset either way. */
   readonly sessionTimeZoneUtc?: boolean;
+  /** Isolation of multi-statement transactions (default serializable). */
+  readonly isolation?: IsolationLevel;
 }
 
 /**
@@ -179,6 +204,7 @@ export class PgDatabase implements SqlDatabase, BinaryCopyReader {
   readonly #pool: pg.Pool;
   #binaryCopy: Promise<boolean> | undefined;
   readonly #retry: RetryPolicy;
+  readonly #begin: string;
   faults: TransactionFaults | undefined;
   readonly stats: TransactionStats = { committed: 0, serializationRetries: 0 };
 
@@ -194,12 +220,39 @@ export class PgDatabase implements SqlDatabase, BinaryCopyReader {
     // pool discards it and the next checkout gets a fresh one.
     this.#pool.on("error", () => {});
     this.#retry = options.retry ?? DEFAULT_RETRY_POLICY;
+    this.#begin = `BEGIN ISOLATION LEVEL ${(options.isolation ?? "serializable").toUpperCase()}`;
     this.faults = options.faults;
   }
 
   async query<T>(text: string, params: unknown[] = []): Promise<QueryResult<T>> {
-    const result = await this.#pool.query(text, params);
-    return { rows: result.rows as T[], rowCount: result.rowCount ?? result.rows.length };
+    return await withSerializationRetry("query", this.#retry, this.stats, async () => {
+      this.faults?.beforeQuery?.(text);
+      const result = await this.#pool.query(text, params);
+      return { rows: result.rows as T[], rowCount: result.rowCount ?? result.rows.length };
+    });
+  }
+
+  async write<T>(text: string, params: unknown[], operation: string): Promise<QueryResult<T>> {
+    return await withSerializationRetry(operation, this.#retry, this.stats, async () => {
+      this.faults?.beforeQuery?.(text);
+      this.faults?.beforeCommit?.(operation);
+      let result: pg.QueryResult;
+      try {
+        result = await this.#pool.query(text, params);
+      } catch (error) {
+        const state = sqlState(error);
+        if (state === undefined || AMBIGUOUS_SQLSTATES.has(state)) {
+          throw new AmbiguousCommitError(operation, { cause: error });
+        }
+        throw error;
+      }
+      try {
+        this.faults?.afterCommit?.(operation);
+      } catch (error) {
+        throw new AmbiguousCommitError(operation, { cause: error });
+      }
+      return { rows: result.rows as T[], rowCount: result.rowCount ?? result.rows.length };
+    });
   }
 
   async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>, operation: string): Promise<T> {
@@ -218,6 +271,13 @@ export class PgDatabase implements SqlDatabase, BinaryCopyReader {
       },
     );
     if (!(await this.#binaryCopy)) return null;
+    return await withSerializationRetry("copy", this.#retry, this.stats, () =>
+      this.#copyOutBinaryOnce(query, expectedBytes),
+    );
+  }
+
+  async #copyOutBinaryOnce(query: string, expectedBytes: number): Promise<Buffer> {
+    this.faults?.beforeQuery?.(query);
     const client = await this.#pool.connect();
     let broken: Error | undefined;
     try {
@@ -245,10 +305,12 @@ export class PgDatabase implements SqlDatabase, BinaryCopyReader {
     let discard: Error | undefined;
     let committing = false;
     try {
-      await client.query("BEGIN ISOLATION LEVEL SERIALIZABLE");
+      await client.query(this.#begin);
+      let statements = 0;
       const executor: SqlExecutor = {
         query: async <R>(text: string, params: unknown[] = []) => {
           const result = await client.query(text, params);
+          await this.faults?.afterStatement?.(operation, ++statements, text);
           return { rows: result.rows as R[], rowCount: result.rowCount ?? result.rows.length };
         },
       };
@@ -405,17 +467,42 @@ export class PgliteDatabase implements SqlDatabase {
   }
 
   async query<T>(text: string, params: unknown[] = []): Promise<QueryResult<T>> {
-    const result = await this.#db.query<T>(text, params, { parsers: PGLITE_PARSERS });
-    return { rows: result.rows, rowCount: Math.max(result.affectedRows ?? 0, result.rows.length) };
+    return await withSerializationRetry("query", this.#retry, this.stats, async () => {
+      this.faults?.beforeQuery?.(text);
+      const result = await this.#db.query<T>(text, params, { parsers: PGLITE_PARSERS });
+      return {
+        rows: result.rows,
+        rowCount: Math.max(result.affectedRows ?? 0, result.rows.length),
+      };
+    });
+  }
+
+  async write<T>(text: string, params: unknown[], operation: string): Promise<QueryResult<T>> {
+    return await withSerializationRetry(operation, this.#retry, this.stats, async () => {
+      this.faults?.beforeQuery?.(text);
+      this.faults?.beforeCommit?.(operation);
+      const result = await this.#db.query<T>(text, params, { parsers: PGLITE_PARSERS });
+      try {
+        this.faults?.afterCommit?.(operation);
+      } catch (error) {
+        throw new AmbiguousCommitError(operation, { cause: error });
+      }
+      return {
+        rows: result.rows,
+        rowCount: Math.max(result.affectedRows ?? 0, result.rows.length),
+      };
+    });
   }
 
   async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>, operation: string): Promise<T> {
     return await withSerializationRetry(operation, this.#retry, this.stats, async () => {
       const result = await this.#db.transaction(async (tx) => {
         await tx.query("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE");
+        let statements = 0;
         const value = await fn({
           query: async <R>(text: string, params: unknown[] = []) => {
             const r = await tx.query<R>(text, params, { parsers: PGLITE_PARSERS });
+            await this.faults?.afterStatement?.(operation, ++statements, text);
             return { rows: r.rows, rowCount: Math.max(r.affectedRows ?? 0, r.rows.length) };
           },
         });

@@ -101,6 +101,15 @@ export const MIGRATIONS: readonly Migration[] = [
       `ALTER TABLE ${METADATA_TABLE} ADD COLUMN IF NOT EXISTS restore_started_at TIMESTAMPTZ NULL`,
     ],
   },
+  {
+    version: 5,
+    name: "dereference time",
+    // When a bucket last stopped referencing archive objects; garbage
+    // collection ages its unreferenced objects from then.
+    statements: [
+      `ALTER TABLE ${METADATA_TABLE} ADD COLUMN IF NOT EXISTS dereferenced_at TIMESTAMPTZ NULL`,
+    ],
+  },
 ];
 
 /** Concurrent `CREATE … IF NOT EXISTS` on PostgreSQL can still collide in the catalog. */
@@ -130,7 +139,7 @@ export async function runMigrations(
     for (const statement of migration.statements) await ddl(db, statement);
     // The ledger is an audit trail; its timestamp is the database's own clock.
     const recorded = await db.query(
-      `INSERT INTO ${MIGRATIONS_TABLE} (version, name, applied_at) VALUES ($1, $2, now())
+      `INSERT INTO ${MIGRATIONS_TABLE} (version, name, applied_at) VALUES ($1::INT8, $2::TEXT, now())
        ON CONFLICT (version) DO NOTHING RETURNING version`,
       [migration.version, migration.name],
     );

@@ -3,21 +3,33 @@
  * (both through `pg`) and PGlite, which speak the same SQL subset.
  *
  * The invariant it protects: every record whose append committed is either in
- * the fenced snapshot of its bucket or was rejected. It holds because
+ * the fenced snapshot of its bucket or was rejected, and no hot row is deleted
+ * unless the bucket is archived under the deleter's live lease. It holds
+ * because
  *
- * 1. an append upserts (and so locks) the bucket's metadata row, checking
- *    `state = 'hot'`, in the same transaction that inserts the records; a
- *    claim updating that row therefore commits either before the append's
- *    check (the append sees `archiving` and is refused) or after the append
- *    commits (the records are visible to every later snapshot page);
- * 2. every later transition, snapshot page and cleanup batch is one
- *    statement conditioned on a named predicate over durable state
- *    ({@link LIVE_LEASE} and the state/phase it expects), so a stale owner can
- *    never act after a takeover.
+ * 1. an append locks every bucket it writes to (the metadata row, in share
+ *    mode, creating it if needed) and checks `state = 'hot'` in the same
+ *    transaction that inserts the records; a claim updating that row must
+ *    wait for the lock, so it commits either before the append's check (the
+ *    append sees `archiving` and is refused) or after the append commits (the
+ *    records are visible to every later snapshot page). Share locks let any
+ *    number of appends to one bucket run at once;
+ * 2. every later transition and snapshot page is one statement conditioned on
+ *    a named predicate over durable state ({@link LIVE_LEASE} and the state
+ *    and phase it expects), so a stale owner can never act after a takeover;
+ * 3. a statement that deletes or inserts rows for a fenced owner (cleanup,
+ *    restore) first locks the metadata row under its fence in the same
+ *    transaction, so no takeover can commit until it is done.
  *
+ * None of this depends on the isolation level: locks and conditional
+ * statements hold the invariant under READ COMMITTED, REPEATABLE READ and
+ * SERIALIZABLE alike (the PostgreSQL conformance suite races them at each).
  * Reversing (1), checking the state in one transaction and inserting in
  * another, would let a claim slip between the two; the export would miss the
  * record and cleanup would delete it.
+ *
+ * Every placeholder carries a cast (`$1::TEXT`): CockroachDB cannot infer
+ * the type of a placeholder inside VALUES or a bare SELECT list.
  */
 import { randomUUID } from "node:crypto";
 import pg from "pg";
@@ -74,7 +86,14 @@ import type {
   SnapshotPage,
   TableRegistration,
 } from "../../ports/hot-store.js";
-import { MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES } from "../../domain/limits.js";
+import {
+  MAX_APPEND_BYTES,
+  MAX_APPEND_RECORDS,
+  MAX_PARTITION_KEY_BYTES,
+  MAX_SORT_KEY_BYTES,
+  MAX_STATEMENT_BYTES,
+  MAX_VALUE_BYTES,
+} from "../../domain/limits.js";
 import {
   canCopyOutBinary,
   isUniqueViolation,
@@ -96,25 +115,42 @@ export const APPEND_ROWS_PER_STATEMENT = 1000;
 /** `last_error` is kept to this many characters. */
 export const MAX_ERROR_LENGTH = 2000;
 
-/** Positional parameters, numbered as they are added. */
+/**
+ * Positional parameters, numbered as they are added, each with the cast that
+ * fixes its type: CockroachDB refuses a placeholder whose type its context
+ * does not determine (inside VALUES, in a SELECT list), and a cast
+ * everywhere keeps every statement valid wherever it is moved.
+ */
 class Params {
   readonly values: unknown[] = [];
 
-  add(value: unknown): string {
+  #add(value: unknown, type: string): string {
     this.values.push(value);
-    return `$${this.values.length}`;
+    return `$${this.values.length}::${type}`;
+  }
+
+  text(value: string | null): string {
+    return this.#add(value, "TEXT");
+  }
+
+  int(value: number | null): string {
+    return this.#add(value, "INT8");
+  }
+
+  bool(value: boolean): string {
+    return this.#add(value, "BOOL");
   }
 
   time(date: Date): string {
-    return `${this.add(date.toISOString())}::TIMESTAMPTZ`;
+    return this.#add(date.toISOString(), "TIMESTAMPTZ");
   }
 
   micros(micros: EpochMicros): string {
-    return `${this.add(formatMicrosRfc3339(micros))}::TIMESTAMPTZ`;
+    return this.#add(formatMicrosRfc3339(micros), "TIMESTAMPTZ");
   }
 
   bytes(bytes: Uint8Array): string {
-    return `${this.add(bufferView(bytes))}::BYTEA`;
+    return this.#add(bufferView(bytes), "BYTEA");
   }
 }
 
@@ -247,8 +283,8 @@ const prefix = (alias: string | undefined) => (alias === undefined ? "" : `${ali
 function BUCKET(p: Params, id: BucketId, alias?: string): string {
   const a = prefix(alias);
   return (
-    `${a}table_id = ${p.add(id.tableId)} AND ${a}partition_key = ${p.bytes(id.partitionKey)} ` +
-    `AND ${a}bucket_key = ${p.add(id.bucketKey)}`
+    `${a}table_id = ${p.text(id.tableId)} AND ${a}partition_key = ${p.bytes(id.partitionKey)} ` +
+    `AND ${a}bucket_key = ${p.text(id.bucketKey)}`
   );
 }
 
@@ -256,7 +292,7 @@ function BUCKET(p: Params, id: BucketId, alias?: string): string {
 function LIVE_LEASE(p: Params, lease: Lease, now: Date, alias?: string): string {
   const a = prefix(alias);
   return (
-    `${a}owner_token = ${p.add(lease.token)} AND ${a}generation = ${p.add(lease.generation)} ` +
+    `${a}owner_token = ${p.text(lease.token)} AND ${a}generation = ${p.int(lease.generation)} ` +
     `AND ${a}lease_expires_at > ${p.time(now)}`
   );
 }
@@ -299,6 +335,21 @@ function RESTORE_FENCE(p: Params, lease: Lease, now: Date, alias?: string): stri
   return `${a}state = 'archived' AND ${a}restore_started_at IS NOT NULL AND ${LIVE_LEASE(p, lease, now, alias)}`;
 }
 
+/**
+ * CLAIMABLE: a hot bucket closed by the cutoff, with no retry pending and in
+ * a table that is not paused. Checked by the claim itself, not only by the
+ * read before the lease, so a deferral or a pause that lands in between is
+ * honoured.
+ */
+function CLAIMABLE(p: Params, now: Date, cutoff: Date): string {
+  const nowParam = p.time(now);
+  return (
+    `state = 'hot' AND bucket_end <= ${p.time(cutoff)} AND ${NO_PENDING_RETRY(nowParam)} ` +
+    `AND NOT EXISTS (SELECT 1 FROM ${TABLES_TABLE} t ` +
+    `WHERE t.table_id = ${METADATA_TABLE}.table_id AND t.paused)`
+  );
+}
+
 /** Assignments that give the lease up, used in the same statement that records a phase. */
 const RELEASE_LEASE = "owner_token = NULL, lease_expires_at = NULL";
 
@@ -333,6 +384,7 @@ const METADATA_COLUMNS = [
   "manifest_key",
   "hot_deleted",
   "restore_started_at",
+  "dereferenced_at",
   "enqueued_at",
   "created_at",
   "updated_at",
@@ -360,6 +412,7 @@ interface MetadataRow {
   manifest_key: string | null;
   hot_deleted: boolean;
   restore_started_at: string | null;
+  dereferenced_at: string | null;
   enqueued_at: string | null;
   created_at: string;
   updated_at: string;
@@ -421,6 +474,7 @@ function toMetadata(row: MetadataRow): BucketMetadata {
     manifestKey: row.manifest_key,
     hotDeleted: row.hot_deleted,
     restoreStartedAt: sqlDateOrNull(row.restore_started_at),
+    dereferencedAt: sqlDateOrNull(row.dereferenced_at),
     enqueuedAt: sqlDateOrNull(row.enqueued_at),
     createdAt: sqlDate(row.created_at),
     updatedAt: sqlDate(row.updated_at),
@@ -463,6 +517,10 @@ interface PendingRecord {
   readonly bucket: PendingBucket;
   readonly record: TableRecord;
   readonly identity: string;
+}
+
+function bucketIdentityKey(partitionKey: Uint8Array, bucketKey: string): string {
+  return `${hex(partitionKey)}|${bucketKey}`;
 }
 
 function identityKey(
@@ -516,8 +574,8 @@ export class SqlHotStore implements HotStore {
         await tx.query(
           `INSERT INTO ${TABLES_TABLE}
              (table_id, bucket_strategy, archive_format, writable_buckets, paused, created_at, updated_at)
-           VALUES (${p.add(registration.tableId)}, ${p.add(registration.strategy)},
-                   ${p.add(registration.format)}, ${p.add(registration.writableBuckets)}, false, ${at}, ${at})`,
+           VALUES (${p.text(registration.tableId)}, ${p.text(registration.strategy)},
+                   ${p.text(registration.format)}, ${p.int(registration.writableBuckets)}, false, ${at}, ${at})`,
           p.values,
         );
         return "created";
@@ -538,10 +596,10 @@ export class SqlHotStore implements HotStore {
       const p = new Params();
       await tx.query(
         `UPDATE ${TABLES_TABLE}
-            SET archive_format = ${p.add(registration.format)},
-                writable_buckets = ${p.add(registration.writableBuckets)},
+            SET archive_format = ${p.text(registration.format)},
+                writable_buckets = ${p.int(registration.writableBuckets)},
                 updated_at = ${p.time(now)}
-          WHERE table_id = ${p.add(registration.tableId)}`,
+          WHERE table_id = ${p.text(registration.tableId)}`,
         p.values,
       );
       return "updated";
@@ -562,13 +620,10 @@ export class SqlHotStore implements HotStore {
 
   async setPaused(tableId: TableId, paused: boolean, now: Date): Promise<TableDefinition> {
     const p = new Params();
-    const sql = `UPDATE ${TABLES_TABLE} SET paused = ${p.add(paused)}, updated_at = ${p.time(now)}
-                  WHERE table_id = ${p.add(tableId)}
+    const sql = `UPDATE ${TABLES_TABLE} SET paused = ${p.bool(paused)}, updated_at = ${p.time(now)}
+                  WHERE table_id = ${p.text(tableId)}
               RETURNING table_id, bucket_strategy, archive_format, writable_buckets, paused`;
-    const { rows } = await this.db.transaction(
-      (tx) => tx.query<TableRow>(sql, p.values),
-      "setPaused",
-    );
+    const { rows } = await this.db.write<TableRow>(sql, p.values, "setPaused");
     const row = rows[0];
     if (row === undefined) throw new UnknownTableError(tableId);
     return toTable(row);
@@ -582,7 +637,7 @@ export class SqlHotStore implements HotStore {
     now: Date,
   ): Promise<AppendResult> {
     if (records.length === 0) return { inserted: 0, duplicates: 0 };
-    checkKeySizes(tableId, records);
+    checkAppendSizes(tableId, records);
     // Most appends store only new records, and a plain INSERT is cheaper than
     // one that checks every row for a conflict. When a record is already
     // stored (a retried append), the unique violation rolls the whole
@@ -610,7 +665,7 @@ export class SqlHotStore implements HotStore {
       let duplicates = 0;
       for (const record of records) {
         const descriptor = bucketForTime(table.strategy, record.eventTime);
-        const bucketIdentity = `${hex(record.partitionKey)}|${descriptor.key}`;
+        const bucketIdentity = bucketIdentityKey(record.partitionKey, descriptor.key);
         let bucket = buckets.get(bucketIdentity);
         if (bucket === undefined) {
           bucket = {
@@ -638,18 +693,18 @@ export class SqlHotStore implements HotStore {
         unique.set(identity, { bucket, record, identity });
       }
 
-      const ordered = [...buckets.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+      const ordered = [...buckets.entries()]
+        .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+        .map(([, bucket]) => bucket);
       checkWritableWindow(
         table,
-        ordered.map(([, b]) => b.descriptor),
+        ordered.map((b) => b.descriptor),
         now,
       );
-      for (const [, bucket] of ordered) await lockHotBucket(tx, bucket, now);
+      await fenceHotBuckets(tx, tableId, ordered, now);
 
-      const pending = [...unique.values()];
       let inserted = 0;
-      for (let i = 0; i < pending.length; i += APPEND_ROWS_PER_STATEMENT) {
-        const chunk = pending.slice(i, i + APPEND_ROWS_PER_STATEMENT);
+      for (const chunk of statementChunks([...unique.values()])) {
         const stored = await insertAppendChunk(tx, tableId, chunk, skipExisting);
         inserted += stored;
         duplicates += chunk.length - stored;
@@ -669,15 +724,12 @@ export class SqlHotStore implements HotStore {
     const token = randomUUID();
     const nowParam = p.time(now);
     const sql = `UPDATE ${METADATA_TABLE}
-                    SET owner_token = ${p.add(token)}, generation = generation + 1,
+                    SET owner_token = ${p.text(token)}, generation = generation + 1,
                         lease_expires_at = ${p.time(new Date(now.getTime() + leaseMs))},
                         updated_at = ${nowParam}
                   WHERE ${BUCKET(p, id)} AND ${NO_LIVE_LEASE(nowParam)}
               RETURNING ${METADATA_COLUMNS}`;
-    const { rows } = await this.db.transaction(
-      (tx) => tx.query<MetadataRow>(sql, p.values),
-      "acquireLease",
-    );
+    const { rows } = await this.db.write<MetadataRow>(sql, p.values, "acquireLease");
     const row = rows[0];
     if (row !== undefined) {
       const metadata = toMetadata(row);
@@ -716,9 +768,9 @@ export class SqlHotStore implements HotStore {
   async releaseLease(lease: Lease): Promise<void> {
     const p = new Params();
     const sql = `UPDATE ${METADATA_TABLE} SET ${RELEASE_LEASE}
-                  WHERE ${BUCKET(p, lease.bucket)} AND owner_token = ${p.add(lease.token)}
-                    AND generation = ${p.add(lease.generation)}`;
-    await this.db.transaction((tx) => tx.query(sql, p.values), "releaseLease");
+                  WHERE ${BUCKET(p, lease.bucket)} AND owner_token = ${p.text(lease.token)}
+                    AND generation = ${p.int(lease.generation)}`;
+    await this.db.write(sql, p.values, "releaseLease");
   }
 
   // ---- phases ----
@@ -730,7 +782,7 @@ export class SqlHotStore implements HotStore {
       now,
       (p) =>
         `state = 'archiving', phase = 'export', retry_at = NULL, last_error = NULL, ${HAND_ON(p, now)}`,
-      (p) => `state = 'hot' AND bucket_end <= ${p.time(cutoff)}`,
+      (p) => CLAIMABLE(p, now, cutoff),
     );
   }
 
@@ -754,7 +806,7 @@ export class SqlHotStore implements HotStore {
     const sql = `SELECT event_time, sort_key, value FROM ${RECORDS_TABLE}
                   WHERE ${bucket} ${position}
                     AND EXISTS (SELECT 1 FROM ${METADATA_TABLE} WHERE ${fence})
-                  ORDER BY event_time, sort_key LIMIT ${p.add(limit)}`;
+                  ORDER BY event_time, sort_key LIMIT ${p.int(limit)}`;
     let page: BucketRow[] | undefined;
     if (canCopyOutBinary(this.db)) {
       const copied = await this.db.copyOutBinary(
@@ -798,8 +850,8 @@ export class SqlHotStore implements HotStore {
       lease,
       now,
       (p) =>
-        `payload_key = ${p.add(payload.key)}, payload_sha256 = ${p.add(payload.sha256)},
-         payload_rows = ${p.add(payload.rowCount)}, payload_bytes = ${p.add(payload.byteLength)},
+        `payload_key = ${p.text(payload.key)}, payload_sha256 = ${p.text(payload.sha256)},
+         payload_rows = ${p.int(payload.rowCount)}, payload_bytes = ${p.int(payload.byteLength)},
          phase = 'seal', ${HAND_ON(p, now)}`,
       () => `state = 'archiving' AND phase = 'export'`,
     );
@@ -810,7 +862,7 @@ export class SqlHotStore implements HotStore {
       "recordManifest",
       lease,
       now,
-      (p) => `manifest_key = ${p.add(manifestKey)}, phase = 'publish', ${HAND_ON(p, now)}`,
+      (p) => `manifest_key = ${p.text(manifestKey)}, phase = 'publish', ${HAND_ON(p, now)}`,
       () => `state = 'archiving' AND phase = 'seal'`,
     );
   }
@@ -825,39 +877,66 @@ export class SqlHotStore implements HotStore {
     );
   }
 
-  async cleanupBatch(lease: Lease, now: Date, limit: number): Promise<CleanupBatch> {
+  async cleanupBatch(
+    lease: Lease,
+    now: Date,
+    limit: number,
+    after: ClusteringPosition | null = null,
+  ): Promise<CleanupBatch> {
     const id = lease.bucket;
-    // Find the last key of this batch first, then delete a key range: both are
-    // index range scans whatever the table statistics say. (A `DELETE … IN
-    // (SELECT … LIMIT n)` degrades to a quadratic plan on a freshly loaded,
-    // not yet analyzed table.)
-    const { rowCount } = await this.db.transaction(async (tx) => {
+    const deleted = await this.db.transaction(async (tx) => {
+      // Lock the metadata row under the cleanup fence first. A restore (or
+      // any takeover) must update that row to take the bucket, so it waits
+      // for this transaction, and a stale cleanup finds the fence failed:
+      // whatever the isolation level, rows are deleted only while the bucket
+      // is archived, not being restored, and leased by us.
+      const f = new Params();
+      const { rows: fenced } = await tx.query(
+        `SELECT 1 AS ok FROM ${METADATA_TABLE}
+          WHERE ${BUCKET(f, id)} AND ${CLEANUP_FENCE(f, lease, now)}
+            FOR UPDATE`,
+        f.values,
+      );
+      if (fenced.length === 0) return null;
+      // Then find this batch's last key and delete a key range, both keyset
+      // range scans from the previous batch's end: deleted rows are never
+      // rescanned (on CockroachDB they stay as tombstones for hours).
       const b = new Params();
+      const from =
+        after === null
+          ? ""
+          : `AND (event_time, sort_key) > (${b.micros(after.eventTime)}, ${b.bytes(after.sortKey)})`;
       const { rows } = await tx.query<{ event_time: string; sort_key: Uint8Array }>(
-        `SELECT event_time, sort_key FROM ${RECORDS_TABLE} WHERE ${BUCKET(b, id)}
-          ORDER BY event_time, sort_key OFFSET ${b.add(Math.max(0, limit - 1))} LIMIT 1`,
+        `SELECT event_time, sort_key FROM ${RECORDS_TABLE} WHERE ${BUCKET(b, id)} ${from}
+          ORDER BY event_time, sort_key OFFSET ${b.int(Math.max(0, limit - 1))} LIMIT 1`,
         b.values,
       );
-      const last = rows[0];
+      const last: ClusteringPosition | undefined =
+        rows[0] === undefined
+          ? undefined
+          : {
+              eventTime: parseSqlTimestamp(rows[0].event_time),
+              sortKey: toBytes(rows[0].sort_key),
+            };
       const p = new Params();
-      const upTo =
+      const lower =
+        after === null
+          ? ""
+          : `AND (event_time, sort_key) > (${p.micros(after.eventTime)}, ${p.bytes(after.sortKey)})`;
+      const upper =
         last === undefined
           ? ""
-          : `AND (event_time, sort_key) <= (${p.micros(parseSqlTimestamp(last.event_time))}, ${p.bytes(last.sort_key)})`;
-      return await tx.query(
-        `DELETE FROM ${RECORDS_TABLE}
-          WHERE ${BUCKET(p, id)} ${upTo}
-            AND EXISTS (SELECT 1 FROM ${METADATA_TABLE}
-                         WHERE ${BUCKET(p, id)} AND ${CLEANUP_FENCE(p, lease, now)})`,
+          : `AND (event_time, sort_key) <= (${p.micros(last.eventTime)}, ${p.bytes(last.sortKey)})`;
+      const { rowCount } = await tx.query(
+        `DELETE FROM ${RECORDS_TABLE} WHERE ${BUCKET(p, id)} ${lower} ${upper}`,
         p.values,
       );
+      return { count: rowCount, last };
     }, "cleanupBatch");
-    if (rowCount > 0) return { kind: "deleted", count: rowCount };
-    const metadata = await this.getBucket(id);
-    if (metadata !== null && holdsCleanupFence(metadata, lease, now)) {
-      return { kind: "deleted", count: 0 };
-    }
-    return { kind: "lease-lost", metadata };
+    if (deleted === null) return await this.#leaseLost(id);
+    return deleted.last === undefined
+      ? { kind: "deleted", count: deleted.count }
+      : { kind: "deleted", count: deleted.count, last: deleted.last };
   }
 
   async finishCleanup(lease: Lease, now: Date): Promise<FinishCleanup> {
@@ -883,10 +962,13 @@ export class SqlHotStore implements HotStore {
       lease,
       now,
       (p) =>
-        `state = 'hot', phase = 'claim', payload_key = NULL, payload_sha256 = NULL,
+        `state = 'hot', phase = 'claim',
+         dereferenced_at = CASE WHEN payload_key IS NULL AND manifest_key IS NULL
+                                THEN dereferenced_at ELSE ${p.time(now)} END,
+         payload_key = NULL, payload_sha256 = NULL,
          payload_rows = NULL, payload_bytes = NULL, manifest_key = NULL,
          attempts = attempts + 1, retry_at = ${p.time(retryAt)},
-         last_error = ${p.add(error.slice(0, MAX_ERROR_LENGTH))}, ${RELEASE_LEASE}`,
+         last_error = ${p.text(error.slice(0, MAX_ERROR_LENGTH))}, ${RELEASE_LEASE}`,
       () => `state <> 'archived'`,
     );
   }
@@ -894,35 +976,21 @@ export class SqlHotStore implements HotStore {
   // ---- discovery ----
 
   async discover(query: DiscoveryQuery): Promise<Candidate[]> {
-    return await this.db.transaction(async (tx) => {
-      const candidates = await selectCandidates(tx, query);
-      if (candidates.length === 0) return [];
-      const p = new Params();
-      const keys = candidates
-        .map(
-          (c) =>
-            `(${p.add(c.id.tableId)}, ${p.bytes(c.id.partitionKey)}, ${p.add(c.id.bucketKey)})`,
-        )
-        .join(", ");
-      // UPDATE … FROM VALUES, not a row-value IN list (see compareExisting).
-      await tx.query(
-        `UPDATE ${METADATA_TABLE} AS m SET enqueued_at = ${p.time(query.now)}
-           FROM (VALUES ${keys}) AS k (table_id, partition_key, bucket_key)
-          WHERE m.table_id = k.table_id AND m.partition_key = k.partition_key
-            AND m.bucket_key = k.bucket_key`,
-        p.values,
-      );
-      return candidates.map((c) => ({ ...c, enqueuedAt: query.now }));
-    }, "discover");
+    // One statement: select the candidates and stamp them as enqueued.
+    const { sql, params } = discoverySql(query, true);
+    const { rows } = await this.db.write<CandidateRow>(sql, params, "discover");
+    return sortCandidates(rows.map(toCandidate));
   }
 
   async peekCandidates(query: DiscoveryQuery): Promise<Candidate[]> {
-    return await selectCandidates(this.db, query);
+    const { sql, params } = discoverySql(query, false);
+    const { rows } = await this.db.query<CandidateRow>(sql, params);
+    return rows.map(toCandidate);
   }
 
   /** The plan PostgreSQL chooses for discovery, for operators and the index test. */
   async explainDiscovery(query: DiscoveryQuery): Promise<string> {
-    const { sql, params } = discoverySql(query);
+    const { sql, params } = discoverySql(query, false);
     const { rows } = await this.db.query<Record<string, string>>(`EXPLAIN ${sql}`, params);
     return rows.map((r) => Object.values(r).join(" ")).join("\n");
   }
@@ -945,7 +1013,7 @@ export class SqlHotStore implements HotStore {
                    FROM (SELECT state, manifest_key, generation FROM ${METADATA_TABLE} WHERE ${BUCKET(p, id)}) m
               LEFT JOIN LATERAL (SELECT event_time, sort_key, value FROM ${RECORDS_TABLE}
                                   WHERE m.state <> 'archived' AND ${conditions.join(" AND ")}
-                                  ORDER BY event_time, sort_key LIMIT ${p.add(range.limit)}) r ON true
+                                  ORDER BY event_time, sort_key LIMIT ${p.int(range.limit)}) r ON true
                ORDER BY r.event_time, r.sort_key`;
     const { rows } = await this.db.query<{
       state: string;
@@ -987,7 +1055,10 @@ export class SqlHotStore implements HotStore {
     range: { readonly from?: Date; readonly to?: Date },
   ): Promise<BucketMetadata[]> {
     const p = new Params();
-    const conditions = [`table_id = ${p.add(tableId)}`, `partition_key = ${p.bytes(partitionKey)}`];
+    const conditions = [
+      `table_id = ${p.text(tableId)}`,
+      `partition_key = ${p.bytes(partitionKey)}`,
+    ];
     if (range.from !== undefined) conditions.push(`bucket_end > ${p.time(range.from)}`);
     if (range.to !== undefined) conditions.push(`bucket_start < ${p.time(range.to)}`);
     const { rows } = await this.db.query<MetadataRow>(
@@ -1040,10 +1111,11 @@ export class SqlHotStore implements HotStore {
     const order = { hot: 0, archiving: 1, archived: 2 } as const;
     const p = new Params();
     const nowParam = p.time(now);
+    // NULLS LAST spelled out: CockroachDB sorts NULLs first by default, PostgreSQL last.
     const { rows: deferred } = await this.db.query<MetadataRow>(
       `SELECT ${METADATA_COLUMNS} FROM ${METADATA_TABLE}
         WHERE state = 'hot' AND attempts > 0 AND last_error IS NOT NULL
-        ORDER BY retry_at LIMIT 100`,
+        ORDER BY retry_at NULLS LAST, table_id, partition_key, bucket_key LIMIT 100`,
     );
     const { rows: leased } = await this.db.query<MetadataRow>(
       `SELECT ${METADATA_COLUMNS} FROM ${METADATA_TABLE}
@@ -1105,10 +1177,10 @@ export class SqlHotStore implements HotStore {
   ): Promise<ArchiveReference[]> {
     const p = new Params();
     const nowParam = p.time(now);
-    const conditions = [`table_id = ${p.add(tableId)}`];
+    const conditions = [`table_id = ${p.text(tableId)}`];
     if (after !== null) {
       conditions.push(
-        `(partition_key, bucket_key) > (${p.bytes(after.partitionKey)}, ${p.add(after.bucketKey)})`,
+        `(partition_key, bucket_key) > (${p.bytes(after.partitionKey)}, ${p.text(after.bucketKey)})`,
       );
     }
     const { rows } = await this.db.query<{
@@ -1118,14 +1190,15 @@ export class SqlHotStore implements HotStore {
       state: string;
       payload_key: string | null;
       manifest_key: string | null;
+      dereferenced_at: string | null;
       in_flight: boolean;
     }>(
-      `SELECT table_id, partition_key, bucket_key, state, payload_key, manifest_key,
+      `SELECT table_id, partition_key, bucket_key, state, payload_key, manifest_key, dereferenced_at,
               (state = 'archiving' OR restore_started_at IS NOT NULL OR NOT ${NO_LIVE_LEASE(nowParam)}) AS in_flight
          FROM ${METADATA_TABLE}
         WHERE ${conditions.join(" AND ")}
         ORDER BY partition_key, bucket_key
-        LIMIT ${p.add(limit)}`,
+        LIMIT ${p.int(limit)}`,
       p.values,
     );
     return rows.map((r) => ({
@@ -1137,6 +1210,7 @@ export class SqlHotStore implements HotStore {
       state: r.state as BucketState,
       payloadKey: r.payload_key,
       manifestKey: r.manifest_key,
+      dereferencedAt: sqlDateOrNull(r.dereferenced_at),
       inFlight: r.in_flight,
     }));
   }
@@ -1161,9 +1235,9 @@ export class SqlHotStore implements HotStore {
       // acquireLease waits for this transaction, so no stale owner inserts.
       const f = new Params();
       const { rows: fenced } = await tx.query(
-        `UPDATE ${METADATA_TABLE} SET updated_at = ${f.time(now)}
+        `SELECT 1 AS ok FROM ${METADATA_TABLE}
           WHERE ${BUCKET(f, id)} AND ${RESTORE_FENCE(f, lease, now)}
-      RETURNING state`,
+            FOR UPDATE`,
         f.values,
       );
       if (fenced.length === 0) return null;
@@ -1174,8 +1248,7 @@ export class SqlHotStore implements HotStore {
       }));
       let inserted = 0;
       let verified = 0;
-      for (let i = 0; i < pending.length; i += APPEND_ROWS_PER_STATEMENT) {
-        const chunk = pending.slice(i, i + APPEND_ROWS_PER_STATEMENT);
+      for (const chunk of statementChunks(pending)) {
         const stored = await insertRecords(tx, id.tableId, chunk);
         inserted += stored.size;
         const skipped = chunk.filter((r) => !stored.has(r.identity));
@@ -1196,8 +1269,8 @@ export class SqlHotStore implements HotStore {
       (p) =>
         `state = 'hot', phase = 'claim', payload_key = NULL, payload_sha256 = NULL,
          payload_rows = NULL, payload_bytes = NULL, manifest_key = NULL, hot_deleted = false,
-         restore_started_at = NULL, attempts = 0, retry_at = ${p.time(retryAt)},
-         last_error = NULL, enqueued_at = NULL, ${RELEASE_LEASE}`,
+         restore_started_at = NULL, dereferenced_at = ${p.time(now)}, attempts = 0,
+         retry_at = ${p.time(retryAt)}, last_error = NULL, enqueued_at = NULL, ${RELEASE_LEASE}`,
       (p) =>
         `state = 'archived' AND restore_started_at IS NOT NULL
          AND payload_rows = (SELECT count(*) FROM ${RECORDS_TABLE} WHERE ${BUCKET(p, lease.bucket)})`,
@@ -1228,7 +1301,8 @@ export class SqlHotStore implements HotStore {
 
   /**
    * One conditional UPDATE of a bucket's metadata under {@link LIVE_LEASE}
-   * plus `condition`; on failure, the current metadata for the caller.
+   * plus `condition`, committed on its own; on failure, the current metadata
+   * for the caller.
    */
   async #fencedUpdate(
     operation: string,
@@ -1243,10 +1317,7 @@ export class SqlHotStore implements HotStore {
                   WHERE ${BUCKET(p, lease.bucket)} AND ${LIVE_LEASE(p, lease, now)}
                     AND ${condition(p)}
               RETURNING ${METADATA_COLUMNS}`;
-    const { rows } = await this.db.transaction(
-      (tx) => tx.query<MetadataRow>(sql, p.values),
-      operation,
-    );
+    const { rows } = await this.db.write<MetadataRow>(sql, p.values, operation);
     const row = rows[0];
     if (row !== undefined) return { kind: "committed", metadata: toMetadata(row) };
     return await this.#leaseLost(lease.bucket);
@@ -1278,22 +1349,74 @@ export class SqlHotStore implements HotStore {
   }
 }
 
-/** Refuse keys the primary-key indexes cannot hold (see domain/limits.ts). */
-function checkKeySizes(tableId: TableId, records: readonly TableRecord[]): void {
+/**
+ * Refuse what the hot store cannot hold or send (see domain/limits.ts):
+ * oversized keys or values, and appends larger than one transaction should be.
+ */
+function checkAppendSizes(tableId: TableId, records: readonly TableRecord[]): void {
+  const input = `the append to table ${tableId}`;
+  if (records.length > MAX_APPEND_RECORDS) {
+    throw new InvalidInputError(
+      input,
+      `has ${records.length} records`,
+      `at most ${MAX_APPEND_RECORDS} records per append; split it into several appends`,
+    );
+  }
+  let total = 0;
   for (const [index, record] of records.entries()) {
     for (const [field, bytes, max] of [
       ["partition_key", record.partitionKey, MAX_PARTITION_KEY_BYTES],
       ["sort_key", record.sortKey, MAX_SORT_KEY_BYTES],
+      ["value", record.value, MAX_VALUE_BYTES],
     ] as const) {
       if (bytes.byteLength > max) {
         throw new InvalidInputError(
-          `record ${index} of the append to table ${tableId}`,
+          `record ${index} of ${input}`,
           `its ${field} is ${bytes.byteLength} bytes long`,
           `a ${field} of at most ${max} bytes; nothing of this append was stored`,
         );
       }
     }
+    total += recordBytes(record);
   }
+  if (total > MAX_APPEND_BYTES) {
+    throw new InvalidInputError(
+      input,
+      `holds ${total} bytes of keys and values`,
+      `at most ${MAX_APPEND_BYTES} bytes per append; split it into several appends`,
+    );
+  }
+}
+
+/** Keys and value of a record: what it adds to a statement's parameters. */
+function recordBytes(record: TableRecord): number {
+  return record.partitionKey.byteLength + record.sortKey.byteLength + record.value.byteLength;
+}
+
+/**
+ * Records cut into INSERT statements of at most {@link APPEND_ROWS_PER_STATEMENT}
+ * rows and {@link MAX_STATEMENT_BYTES} of keys and values (a single larger
+ * record goes alone), so no statement nears a server's message limit.
+ */
+export function* statementChunks<T extends { readonly record: TableRecord }>(
+  pending: readonly T[],
+): Iterable<T[]> {
+  let chunk: T[] = [];
+  let bytes = 0;
+  for (const item of pending) {
+    const size = recordBytes(item.record);
+    if (
+      chunk.length > 0 &&
+      (chunk.length >= APPEND_ROWS_PER_STATEMENT || bytes + size > MAX_STATEMENT_BYTES)
+    ) {
+      yield chunk;
+      chunk = [];
+      bytes = 0;
+    }
+    chunk.push(item);
+    bytes += size;
+  }
+  if (chunk.length > 0) yield chunk;
 }
 
 function holdsCleanupFence(metadata: BucketMetadata, lease: Lease, now: Date): boolean {
@@ -1309,10 +1432,11 @@ function holdsCleanupFence(metadata: BucketMetadata, lease: Lease, now: Date): b
 }
 
 async function readTable(db: SqlExecutor, tableId: string): Promise<TableDefinition | null> {
+  const p = new Params();
   const { rows } = await db.query<TableRow>(
     `SELECT table_id, bucket_strategy, archive_format, writable_buckets, paused
-       FROM ${TABLES_TABLE} WHERE table_id = $1`,
-    [tableId],
+       FROM ${TABLES_TABLE} WHERE table_id = ${p.text(tableId)}`,
+    p.values,
   );
   return rows[0] === undefined ? null : toTable(rows[0]);
 }
@@ -1352,43 +1476,87 @@ function checkWritableWindow(
 }
 
 /**
- * THE append fence: create the bucket's metadata row, or lock it if it is
- * still hot, in the transaction that inserts the records. No row back means
- * the bucket is archiving or archived.
+ * THE append fence, for every bucket of a batch at once: lock each bucket's
+ * metadata row in share mode and read its state (one statement); create the
+ * rows of buckets written for the first time and lock those too; refuse the
+ * batch if any bucket is not hot. Share locks do not conflict with each
+ * other, so appends to one busy bucket run side by side, while a claim's
+ * update of the row waits for every append holding it. `buckets` is sorted,
+ * so concurrent batches lock in the same order.
  */
-async function lockHotBucket(tx: SqlExecutor, bucket: PendingBucket, now: Date): Promise<void> {
+async function fenceHotBuckets(
+  tx: SqlExecutor,
+  tableId: TableId,
+  buckets: readonly PendingBucket[],
+  now: Date,
+): Promise<void> {
+  const states = await lockBuckets(tx, tableId, buckets);
+  const missing = buckets.filter(
+    (b) => !states.has(bucketIdentityKey(b.id.partitionKey, b.id.bucketKey)),
+  );
+  if (missing.length > 0) {
+    const p = new Params();
+    const at = p.time(now);
+    const rows = missing.map(
+      (b) =>
+        `(${p.text(tableId)}, ${p.bytes(b.id.partitionKey)}, ${p.text(b.id.bucketKey)}, ` +
+        `${p.text(b.descriptor.strategy)}, ${p.time(b.descriptor.start)}, ${p.time(b.descriptor.end)}, ` +
+        `'hot', 'claim', 0, 0, false, ${at}, ${at})`,
+    );
+    await tx.query(
+      `INSERT INTO ${METADATA_TABLE}
+         (table_id, partition_key, bucket_key, bucket_strategy, bucket_start, bucket_end,
+          state, phase, generation, attempts, hot_deleted, created_at, updated_at)
+       VALUES ${rows.join(", ")}
+       ON CONFLICT (table_id, partition_key, bucket_key) DO NOTHING`,
+      p.values,
+    );
+    for (const [key, state] of await lockBuckets(tx, tableId, missing)) states.set(key, state);
+  }
+  for (const bucket of buckets) {
+    const state = states.get(bucketIdentityKey(bucket.id.partitionKey, bucket.id.bucketKey));
+    if (state === "hot") continue;
+    throw new BucketNotWritableError(
+      bucket.id.tableId,
+      bucket.id.bucketKey,
+      `it is ${state ?? "not hot"} (partition ${describeBucket(bucket.id)}); ` +
+        `records of a bucket that is being or has been archived cannot change`,
+    );
+  }
+}
+
+/** Share-lock the metadata rows of `buckets` that exist; their states by bucket identity. */
+async function lockBuckets(
+  tx: SqlExecutor,
+  tableId: TableId,
+  buckets: readonly PendingBucket[],
+): Promise<Map<string, string>> {
   const p = new Params();
-  const at = p.time(now);
-  const { rows } = await tx.query<{ state: string }>(
-    `INSERT INTO ${METADATA_TABLE}
-       (table_id, partition_key, bucket_key, bucket_strategy, bucket_start, bucket_end,
-        state, phase, generation, attempts, hot_deleted, created_at, updated_at)
-     VALUES (${p.add(bucket.id.tableId)}, ${p.bytes(bucket.id.partitionKey)}, ${p.add(bucket.id.bucketKey)},
-             ${p.add(bucket.descriptor.strategy)}, ${p.time(bucket.descriptor.start)},
-             ${p.time(bucket.descriptor.end)}, 'hot', 'claim', 0, 0, false, ${at}, ${at})
-     ON CONFLICT (table_id, partition_key, bucket_key)
-     DO UPDATE SET updated_at = excluded.updated_at
-     WHERE ${METADATA_TABLE}.state = 'hot'
-     RETURNING state`,
+  const table = p.text(tableId);
+  const keys = buckets
+    .map((b) => `(${p.bytes(b.id.partitionKey)}, ${p.text(b.id.bucketKey)})`)
+    .join(", ");
+  // A join against VALUES rather than a row-value IN list (see compareExisting).
+  const { rows } = await tx.query<{ partition_key: Uint8Array; bucket_key: string; state: string }>(
+    `SELECT m.partition_key, m.bucket_key, m.state
+       FROM ${METADATA_TABLE} m
+       JOIN (VALUES ${keys}) AS k (partition_key, bucket_key)
+         ON m.partition_key = k.partition_key AND m.bucket_key = k.bucket_key
+      WHERE m.table_id = ${table}
+      ORDER BY m.partition_key, m.bucket_key
+        FOR SHARE OF m`,
     p.values,
   );
-  if (rows.length > 0) return;
-  const current = await readBucket(tx, bucket.id);
-  throw new BucketNotWritableError(
-    bucket.id.tableId,
-    bucket.id.bucketKey,
-    `it is ${current?.state ?? "not hot"} (partition ${describeBucket(bucket.id)}); ` +
-      `records of a bucket that is being or has been archived cannot change`,
-  );
+  return new Map(rows.map((r) => [bucketIdentityKey(r.partition_key, r.bucket_key), r.state]));
 }
 
 /** The VALUES rows of a records INSERT: table_id, partition_key, bucket_key, event_time, sort_key, value. */
 function recordValues(p: Params, tableId: TableId, chunk: readonly PendingRecord[]): string {
-  const table = p.add(tableId);
+  const table = p.text(tableId);
   return chunk
     .map(
       ({ bucket, record }) =>
-        `(${table}, ${p.bytes(record.partitionKey)}, ${p.add(bucket.id.bucketKey)}, ` +
+        `(${table}, ${p.bytes(record.partitionKey)}, ${p.text(bucket.id.bucketKey)}, ` +
         `${p.micros(record.eventTime)}, ${p.bytes(record.sortKey)}, ${p.bytes(record.value)})`,
     )
     .join(", ");
@@ -1454,11 +1622,11 @@ async function compareExisting(
   skipped: readonly PendingRecord[],
 ): Promise<void> {
   const p = new Params();
-  const table = p.add(tableId);
+  const table = p.text(tableId);
   const keys = skipped
     .map(
       ({ bucket, record }) =>
-        `(${p.bytes(record.partitionKey)}, ${p.add(bucket.id.bucketKey)}, ` +
+        `(${p.bytes(record.partitionKey)}, ${p.text(bucket.id.bucketKey)}, ` +
         `${p.micros(record.eventTime)}, ${p.bytes(record.sortKey)})`,
     )
     .join(", ");
@@ -1499,17 +1667,18 @@ async function compareExisting(
 /**
  * Discovery as one statement: three index range scans over
  * `(state, hot_deleted, bucket_end)`, each already in `bucket_end` order and
- * limited, merged and limited again.
+ * limited, merged and limited again. With `stamp`, the same statement sets
+ * `enqueued_at = now` on the candidates it returns.
  */
-function discoverySql(query: DiscoveryQuery): { sql: string; params: unknown[] } {
+function discoverySql(query: DiscoveryQuery, stamp: boolean): { sql: string; params: unknown[] } {
   const p = new Params();
   const now = p.time(query.now);
   const cutoff = p.time(query.cutoff);
   const enqueuedBefore = p.time(query.enqueuedBefore);
-  const limit = p.add(query.limit);
+  const limit = p.int(query.limit);
   const columns = (kind: CandidateKind) =>
     `'${kind}' AS kind, m.table_id, m.partition_key, m.bucket_key, m.state, m.phase, m.bucket_end, m.enqueued_at`;
-  const sql = `
+  const candidates = `
     SELECT c.kind, c.table_id, c.partition_key, c.bucket_key, c.state, c.phase, c.bucket_end, c.enqueued_at
       FROM (
         (SELECT ${columns("eligible")}
@@ -1535,11 +1704,27 @@ function discoverySql(query: DiscoveryQuery): { sql: string; params: unknown[] }
       ) c
      ORDER BY c.bucket_end, c.table_id, c.partition_key, c.bucket_key
      LIMIT ${limit}`;
+  if (!stamp) return { sql: candidates, params: p.values };
+  const sql = `
+    WITH c AS (${candidates})
+    UPDATE ${METADATA_TABLE} AS m SET enqueued_at = ${now}
+      FROM c
+     WHERE m.table_id = c.table_id AND m.partition_key = c.partition_key
+       AND m.bucket_key = c.bucket_key
+    RETURNING c.kind, c.table_id, c.partition_key, c.bucket_key, c.state, c.phase, c.bucket_end,
+              m.enqueued_at`;
   return { sql, params: p.values };
 }
 
-async function selectCandidates(db: SqlExecutor, query: DiscoveryQuery): Promise<Candidate[]> {
-  const { sql, params } = discoverySql(query);
-  const { rows } = await db.query<CandidateRow>(sql, params);
-  return rows.map(toCandidate);
+/** The discovery order: oldest `bucket_end` first, then by key (RETURNING has no order). */
+function sortCandidates(candidates: Candidate[]): Candidate[] {
+  const key = (c: Candidate) =>
+    `${c.id.tableId}\u0000${bufferView(c.id.partitionKey).toString("hex")}\u0000${c.id.bucketKey}`;
+  return candidates.sort((a, b) => {
+    const byEnd = a.end.getTime() - b.end.getTime();
+    if (byEnd !== 0) return byEnd;
+    const ka = key(a);
+    const kb = key(b);
+    return ka < kb ? -1 : ka > kb ? 1 : 0;
+  });
 }

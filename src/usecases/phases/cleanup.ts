@@ -9,9 +9,15 @@
  * to a hot store missing rows. Deletion runs in bounded batches, each one a
  * fenced statement, so an interruption leaves a resumable bucket (some rows
  * gone, route already on the archive) rather than a long transaction to roll
- * back. A failing heartbeat stops the loop before the next batch.
+ * back. Each batch starts after the previous one's last key, so rows already
+ * deleted (tombstones on CockroachDB) are not scanned again. A failing heartbeat stops the loop before the next batch. Before the
+ * first delete of every invocation the published manifest and payload are
+ * checked to exist (HEAD): defence in depth, so that if the archive lost an
+ * object by any route, the hot rows are not deleted too.
  */
+import { checkPublishedObjects } from "../../archive/store.js";
 import { InvariantViolationError } from "../../errors.js";
+import type { ClusteringPosition } from "../../ports/hot-store.js";
 import { timerSleep } from "../context.js";
 import type { PhaseInput, StepResult } from "./step.js";
 import { commitFenced } from "./step.js";
@@ -23,10 +29,22 @@ import { commitFenced } from "./step.js";
  * is one bounded statement of at most ARCHIVER_CLEANUP_BATCH_SIZE rows, so
  * the hot store's write load and lock time per statement stay bounded too.
  */
-export async function cleanupBucket({ ctx, heartbeat, deadline }: PhaseInput): Promise<StepResult> {
+export async function cleanupBucket({
+  ctx,
+  heartbeat,
+  metadata,
+  deadline,
+}: PhaseInput): Promise<StepResult> {
   const { cleanupBatchSize, cleanupMaxRowsPerSecond } = ctx.settings;
+  if (metadata.manifestKey === null || metadata.payload === null) {
+    throw new InvariantViolationError(
+      "archived bucket in phase cleanup lacks a manifest or payload",
+    );
+  }
+  await checkPublishedObjects(ctx.objectStore, metadata.manifestKey, metadata.payload);
   const sleep = ctx.sleep ?? timerSleep;
   let deleted = 0;
+  let after: ClusteringPosition | null = null;
   const started = ctx.clock.now().getTime();
   for (;;) {
     if (!heartbeat.healthy)
@@ -39,11 +57,13 @@ export async function cleanupBucket({ ctx, heartbeat, deadline }: PhaseInput): P
       heartbeat.lease,
       ctx.clock.now(),
       cleanupBatchSize,
+      after,
     );
     if (batch.kind === "lease-lost")
       return { kind: "lease-lost", reason: "lease lost during cleanup" };
     deleted += batch.count;
-    if (batch.count < cleanupBatchSize) break;
+    if (batch.last === undefined) break;
+    after = batch.last;
     if (cleanupMaxRowsPerSecond > 0) {
       const earliest = started + (deleted / cleanupMaxRowsPerSecond) * 1000;
       const wait = earliest - ctx.clock.now().getTime();

@@ -7,11 +7,13 @@
  *
  * Ordering: every snapshot page checks the lease in the same statement, so a
  * worker that lost the bucket stops reading before it can record anything;
- * the payload is created if absent at a key derived from its bytes, so a
- * retry or a takeover writing the same records reaches the same object
- * instead of a second one; the record commit comes last and is itself
- * fenced. A crash anywhere before that commit leaves the bucket archiving
- * with no payload recorded, and the next owner simply exports again.
+ * the payload is created if absent at a key derived from its bytes and this
+ * attempt's lease, so a retried request finds its own object and no other
+ * attempt ever adopts it (an abandoned attempt's object is an orphan that
+ * garbage collection may be deleting at any moment); the record commit comes
+ * last and is itself fenced. A crash anywhere before that commit leaves the
+ * bucket archiving with no payload recorded, and the next owner simply
+ * exports again under its own name.
  */
 import { LeaseLostError } from "../../errors.js";
 import type { BucketRow, ClusteringPosition } from "../../ports/hot-store.js";
@@ -30,6 +32,7 @@ export async function exportBucket({ ctx, heartbeat, metadata }: PhaseInput): Pr
     prefix: ctx.settings.archivePrefix,
     bucket: metadata.id,
     format: table.format,
+    attempt: { generation: heartbeat.lease.generation, ownerToken: heartbeat.lease.token },
     rows: fencedSnapshot(ctx, heartbeat),
     tempDir: ctx.settings.tempDir,
   });
