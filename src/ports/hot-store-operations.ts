@@ -4,7 +4,13 @@
  * methods that use these types are on {@link HotStore}.
  */
 import type { BucketId, BucketStrategy } from "../domain/bucket.js";
-import type { BucketState, LeaseLost, PayloadFacts, RecordedPhase } from "./hot-store.js";
+import type {
+  BucketState,
+  ClusteringPosition,
+  LeaseLost,
+  PayloadFacts,
+  RecordedPhase,
+} from "./hot-store.js";
 
 /** An archived bucket and the objects its reads go to: what an external engine should read. */
 export interface ArchivedBucket {
@@ -54,14 +60,17 @@ export interface InFlightBucket {
 
 /** The first step of dropping a table. */
 export type TableDropStart =
-  /** The registration was removed now; appends and new claims are refused from here on. */
-  | { readonly kind: "unregistered" }
-  /** No registration, but buckets remain: an interrupted drop to finish. */
+  /** Nothing is in flight; the table is paused now, so no bucket of it starts archiving. */
+  | { readonly kind: "paused" }
+  /** No registration, but buckets remain: what an earlier drop left, to finish. */
   | { readonly kind: "resumed" }
   /** Nothing of the table exists. */
   | { readonly kind: "unknown" }
   /** Nothing was changed: these buckets (at most 20) are in flight. */
   | { readonly kind: "in-flight"; readonly buckets: readonly InFlightBucket[] };
+
+/** The last step: the registration is gone, or buckets (appended meanwhile) remain. */
+export type TableDropFinish = "dropped" | "buckets-remain";
 
 export type DropBatch =
   | {
@@ -70,5 +79,7 @@ export type DropBatch =
       readonly rows: number;
       /** The bucket's metadata row was deleted too (no hot rows were left). */
       readonly bucketRemoved: boolean;
+      /** The last key deleted when the batch was full: pass it as `after` to the next batch. */
+      readonly last?: ClusteringPosition;
     }
   | LeaseLost;

@@ -27,6 +27,7 @@ import type {
   ArchivedBucket,
   DropBatch,
   HeldBucket,
+  TableDropFinish,
   TableDropStart,
 } from "./hot-store-operations.js";
 
@@ -451,15 +452,26 @@ export interface HotStore {
   }): Promise<HeldBucket[]>;
 
   /**
-   * Remove a table's registration in one transaction that first checks no
-   * bucket of it is in flight (archiving, cleanup pending, being restored,
-   * leased); changes nothing when one is. Safe to retry.
+   * Begin dropping a table: in one transaction that locks its registration,
+   * check that no bucket of it is in flight (archiving, cleanup pending,
+   * being restored, leased) and pause it; change nothing when one is.
+   * Safe to retry.
    */
   beginTableDrop(tableId: TableId, now: Date): Promise<TableDropStart>;
 
   /**
-   * Under a live lease on the bucket: delete up to `limit` of its hot rows,
-   * or, when none are left, its metadata row. Safe to retry.
+   * Under a live lease on the bucket: delete up to `limit` of its hot rows
+   * after `after` (exclusive; null: from the start), or, when none are
+   * left, its metadata row. Locks the metadata row under the lease first.
+   * Safe to retry.
    */
-  dropBucketBatch(lease: Lease, now: Date, limit: number): Promise<DropBatch>;
+  dropBucketBatch(
+    lease: Lease,
+    now: Date,
+    limit: number,
+    after: ClusteringPosition | null,
+  ): Promise<DropBatch>;
+
+  /** Delete a table's registration if none of its buckets remain. Safe to retry. */
+  finishTableDrop(tableId: TableId): Promise<TableDropFinish>;
 }

@@ -3,10 +3,12 @@
  *
  * It refuses while any bucket is in flight, because a half-archived bucket's
  * objects could be published after its metadata is gone, and a restore could
- * re-insert rows into a table that no longer exists. The registration goes
- * first (appends and discovery stop), then each bucket under its own lease
- * (see adapters/sql/table-drop.ts), so a drop interrupted anywhere is
- * finished by running it again.
+ * re-insert rows into a table that no longer exists. The table is paused
+ * first (no bucket of it starts archiving), then each bucket goes under its
+ * own lease, and the registration goes last, once no bucket remains (see
+ * adapters/sql/table-drop.ts). A drop interrupted anywhere leaves a paused
+ * table, or buckets without a registration, and running it again finishes
+ * it.
  *
  * Archive objects are not touched: archived buckets' payloads and manifests
  * stay in the archive, unreferenced, until `pulpitum gc --include-unowned`
@@ -16,12 +18,15 @@ import type { BucketId } from "../domain/bucket.js";
 import { showBucket } from "../domain/display.js";
 import type { TableId } from "../domain/table.js";
 import { PulpitumError, UnknownTableError } from "../errors.js";
+import type { ClusteringPosition } from "../ports/hot-store.js";
 import type { InFlightBucket } from "../ports/hot-store-operations.js";
 import type { ArchiverContext } from "./context.js";
 import { LeaseHeartbeat } from "./heartbeat.js";
 
-/** Buckets listed per metadata page, and hot rows deleted per statement. */
+/** Buckets listed per metadata page. */
 const PAGE_BUCKETS = 100;
+/** Passes over the table's buckets before giving up on buckets that keep appearing. */
+const MAX_PASSES = 3;
 
 /** A bucket of the table is archiving, awaiting cleanup, being restored or leased. */
 export class TableInFlightError extends PulpitumError {
@@ -53,15 +58,15 @@ export function inFlightReason(b: InFlightBucket): string {
 
 export interface DropReport {
   readonly table_id: string;
-  /** True when an interrupted drop was finished. */
+  /** True when the registration was already gone: an earlier drop's leftovers were removed. */
   readonly resumed: boolean;
   readonly buckets_removed: number;
   readonly archived_buckets_removed: number;
   readonly hot_rows_deleted: number;
-  /** Buckets another process held; run the drop again once their leases expire. */
+  /** Buckets another process held, or that kept receiving appends; run the drop again. */
   readonly busy: readonly string[];
-  /** Set when the table was registered again while it was being dropped. */
-  readonly stopped_because: "re-registered" | null;
+  /** Whether the registration is gone (false: the table is still registered, paused). */
+  readonly dropped: boolean;
 }
 
 export interface DropOptions {
@@ -82,33 +87,34 @@ export async function dropTable(
   let bucketsRemoved = 0;
   let archivedRemoved = 0;
   let rowsDeleted = 0;
-  const busy: string[] = [];
-  let stoppedBecause: DropReport["stopped_because"] = null;
-  let after: { partitionKey: Uint8Array; bucketKey: string } | null = null;
-  for (;;) {
-    if ((await ctx.hotStore.getTable(tableId)) !== null) {
-      stoppedBecause = "re-registered";
-      break;
-    }
-    const page = await ctx.hotStore.listArchiveReferences(
-      tableId,
-      after,
-      PAGE_BUCKETS,
-      ctx.clock.now(),
-    );
-    const last = page[page.length - 1];
-    if (last === undefined) break;
-    after = { partitionKey: last.id.partitionKey, bucketKey: last.id.bucketKey };
-    for (const ref of page) {
-      const removed = await dropBucket(ctx, ref.id, batchRows);
-      if (removed === null) {
-        busy.push(showBucket(ref.id));
-        continue;
+  let busy: string[] = [];
+  let dropped = false;
+  for (let pass = 0; pass < MAX_PASSES && !dropped; pass++) {
+    busy = [];
+    let after: { partitionKey: Uint8Array; bucketKey: string } | null = null;
+    for (;;) {
+      const page = await ctx.hotStore.listArchiveReferences(
+        tableId,
+        after,
+        PAGE_BUCKETS,
+        ctx.clock.now(),
+      );
+      const last = page[page.length - 1];
+      if (last === undefined) break;
+      after = { partitionKey: last.id.partitionKey, bucketKey: last.id.bucketKey };
+      for (const ref of page) {
+        const removed = await dropBucket(ctx, ref.id, batchRows);
+        if (removed === null) {
+          busy.push(showBucket(ref.id));
+          continue;
+        }
+        bucketsRemoved++;
+        rowsDeleted += removed;
+        if (ref.state === "archived") archivedRemoved++;
       }
-      bucketsRemoved++;
-      rowsDeleted += removed;
-      if (ref.state === "archived") archivedRemoved++;
     }
+    if (busy.length > 0) break;
+    dropped = (await ctx.hotStore.finishTableDrop(tableId)) === "dropped";
   }
   return {
     table_id: tableId,
@@ -117,11 +123,14 @@ export async function dropTable(
     archived_buckets_removed: archivedRemoved,
     hot_rows_deleted: rowsDeleted,
     busy,
-    stopped_because: stoppedBecause,
+    dropped,
   };
 }
 
-/** Remove one bucket under its lease; the hot rows it deleted, or null when it was busy. */
+/**
+ * Remove one bucket under its lease: the hot rows it deleted, or null when
+ * another process holds it (or appends kept arriving).
+ */
 async function dropBucket(
   ctx: ArchiverContext,
   id: BucketId,
@@ -140,13 +149,29 @@ async function dropBucket(
   );
   heartbeat.start();
   let rows = 0;
+  let after: ClusteringPosition | null = null;
+  let restarts = 0;
   try {
     for (;;) {
       if (!heartbeat.healthy) return null;
-      const batch = await ctx.hotStore.dropBucketBatch(heartbeat.lease, ctx.clock.now(), batchRows);
+      const batch = await ctx.hotStore.dropBucketBatch(
+        heartbeat.lease,
+        ctx.clock.now(),
+        batchRows,
+        after,
+      );
       if (batch.kind === "lease-lost") return null;
       rows += batch.rows;
       if (batch.bucketRemoved) return rows;
+      if (batch.last !== undefined) after = batch.last;
+      else {
+        // Rows appeared behind the batches (an application still appending): start over, a few times.
+        if (++restarts > MAX_PASSES) {
+          await ctx.hotStore.releaseLease(heartbeat.lease);
+          return null;
+        }
+        after = null;
+      }
     }
   } finally {
     await heartbeat.stop();

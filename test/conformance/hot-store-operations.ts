@@ -195,14 +195,14 @@ export function hotStoreOperationsConformance(name: string, open: () => Promise<
       expect(await store.getTable(t)).not.toBeNull();
     });
 
-    it("unregisters a table with nothing in flight: appends are refused, discovery no longer offers it, and a second start resumes", async () => {
+    it("pauses a table to drop with nothing in flight, removes its buckets under their leases, and unregisters it once none remain", async () => {
       const t = await newTable(store, "drop");
       const hot = await bucket(store, t, "p", 2023);
       const done = await bucket(store, t, "q", 2022);
       await advanceTo(store, done, "done");
-      expect(await store.beginTableDrop(t, NOW)).toEqual({ kind: "unregistered" });
-      expect(await store.getTable(t)).toBeNull();
-      await expect(bucket(store, t, "p", 2024)).rejects.toBeInstanceOf(UnknownTableError);
+      expect(await store.beginTableDrop(t, NOW)).toEqual({ kind: "paused" });
+      expect((await store.getTable(t))?.paused).toBe(true);
+      const hotLease = await lease(store, hot);
       const offered = await store.peekCandidates({
         now: NOW,
         cutoff: CUTOFF,
@@ -210,41 +210,88 @@ export function hotStoreOperationsConformance(name: string, open: () => Promise<
         enqueuedBefore: NOW,
       });
       expect(offered.filter((c) => c.id.tableId === t)).toEqual([]);
-      expect(await store.beginTableDrop(t, NOW)).toEqual({ kind: "resumed" });
-      for (const id of [hot, done]) {
-        const l = await lease(store, id);
-        let removed = false;
-        while (!removed) {
-          const batch = await store.dropBucketBatch(l, NOW, 2);
+      expect(await store.finishTableDrop(t)).toBe("buckets-remain");
+      for (const [id, l] of [
+        [hot, hotLease],
+        [done, await lease(store, done)],
+      ] as const) {
+        let after = null;
+        for (;;) {
+          const batch = await store.dropBucketBatch(l, NOW, 2, after);
           if (batch.kind !== "deleted") throw new Error(batch.kind);
-          removed = batch.bucketRemoved;
+          if (batch.bucketRemoved) break;
+          after = batch.last ?? null;
         }
+        expect(await store.getBucket(id)).toBeNull();
       }
+      expect(await store.finishTableDrop(t)).toBe("dropped");
+      expect(await store.getTable(t)).toBeNull();
+      await expect(bucket(store, t, "p", 2024)).rejects.toBeInstanceOf(UnknownTableError);
       expect(await store.beginTableDrop(t, NOW)).toEqual({ kind: "unknown" });
     });
 
-    it("deletes a bucket's hot rows in batches and then its metadata, only under the live lease", async () => {
+    it("refuses to claim a bucket of a table being dropped, so no archival starts after the check", async () => {
+      const t = await newTable(store, "noclaim");
+      const id = await bucket(store, t, "p", 2023);
+      expect(await store.beginTableDrop(t, NOW)).toEqual({ kind: "paused" });
+      expect((await store.claim(await lease(store, id), NOW, CUTOFF)).kind).toBe("lease-lost");
+      expect((await store.getBucket(id))?.state).toBe("hot");
+    });
+
+    it("deletes a bucket's hot rows in key-range batches and then its metadata, only under the live lease", async () => {
       const t = await newTable(store, "batches");
       const id = await bucket(store, t, "p", 2023, 5);
       const stale = await lease(store, id, NOW, 1_000);
       const current = await lease(store, id, later(2_000));
-      expect((await store.dropBucketBatch(stale, later(2_000), 2)).kind).toBe("lease-lost");
+      expect((await store.dropBucketBatch(stale, later(2_000), 2, null)).kind).toBe("lease-lost");
       expect(await store.countHotRows(id)).toBe(5);
       const batches = [];
+      let after = null;
       for (;;) {
-        const b = await store.dropBucketBatch(current, later(2_000), 2);
+        const b = await store.dropBucketBatch(current, later(2_000), 2, after);
         if (b.kind !== "deleted") throw new Error(b.kind);
         batches.push([b.rows, b.bucketRemoved]);
         if (b.bucketRemoved) break;
+        after = b.last ?? null;
       }
       expect(batches).toEqual([
         [2, false],
         [2, false],
-        [1, false],
-        [0, true],
+        [1, true],
       ]);
       expect(await store.getBucket(id)).toBeNull();
       expect(await store.countHotRows(id)).toBe(0);
+      // A retried batch whose first reply was lost finds the bucket gone and says so.
+      expect(await store.dropBucketBatch(current, later(2_000), 2, null)).toEqual({
+        kind: "deleted",
+        rows: 0,
+        bucketRemoved: true,
+      });
+    });
+
+    it("starts over when rows appear before where the batches are (appends during the drop)", async () => {
+      const t = await newTable(store, "appends");
+      const id = await bucket(store, t, "p", 2023, 3);
+      const l = await lease(store, id);
+      const first = await store.dropBucketBatch(l, NOW, 2, null);
+      expect(first).toMatchObject({ kind: "deleted", rows: 2, bucketRemoved: false });
+      await store.append(
+        t,
+        [
+          {
+            partitionKey: text("p"),
+            eventTime: parseRfc3339Micros("2023-01-01T00:00:00Z"),
+            sortKey: text("early"),
+            value: text("x"),
+          },
+        ],
+        NOW,
+      );
+      const after = first.kind === "deleted" ? (first.last ?? null) : null;
+      const second = await store.dropBucketBatch(l, NOW, 2, after);
+      expect(second).toEqual({ kind: "deleted", rows: 1, bucketRemoved: false });
+      const third = await store.dropBucketBatch(l, NOW, 2, null);
+      expect(third).toEqual({ kind: "deleted", rows: 1, bucketRemoved: true });
     });
   });
 }

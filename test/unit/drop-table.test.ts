@@ -9,6 +9,7 @@ import type { TableRecord } from "../../src/domain/record.js";
 import { parseTableId } from "../../src/domain/table.js";
 import { parseRfc3339Micros } from "../../src/domain/time.js";
 import { UnknownTableError } from "../../src/errors.js";
+import type { SqlHotStore } from "../../src/adapters/sql/sql-hot-store.js";
 import type { HotStore } from "../../src/ports/hot-store.js";
 import type { ArchiverContext } from "../../src/usecases/context.js";
 import { dropTable, TableInFlightError } from "../../src/usecases/drop-table.js";
@@ -63,7 +64,7 @@ describe("dropping a table", () => {
       archived_buckets_removed: 4,
       hot_rows_deleted: 30,
       busy: [],
-      stopped_because: null,
+      dropped: true,
     });
     expect(await h.inner.getTable(table)).toBeNull();
     expect(await h.inner.listArchiveReferences(table, null, 100, h.clock.now())).toEqual([]);
@@ -116,7 +117,7 @@ describe("dropping a table", () => {
     expect(await h.inner.countHotRows(id)).toBe(15);
   });
 
-  it("finishes a drop interrupted after its first bucket when run again", async () => {
+  it("finishes a drop interrupted after its first bucket when run again; the table stays registered and paused meanwhile", async () => {
     let batches = 0;
     const crashing = new Proxy(h.inner, {
       get(target, name, receiver) {
@@ -132,19 +133,29 @@ describe("dropping a table", () => {
     await expect(dropTable({ ...ctx, hotStore: crashing }, table)).rejects.toThrow(
       "simulated crash",
     );
-    expect(await h.inner.getTable(table)).toBeNull();
+    expect((await h.inner.getTable(table))?.paused).toBe(true);
     expect(
       (await h.inner.listArchiveReferences(table, null, 100, h.clock.now())).length,
     ).toBeGreaterThan(0);
+    expect(
+      await h.inner
+        .peekCandidates({
+          now: h.clock.now(),
+          cutoff: new Date("2027-01-01T00:00:00Z"),
+          limit: 100,
+          enqueuedBefore: h.clock.now(),
+        })
+        .then((c) => c.filter((x) => x.id.tableId === table)),
+    ).toEqual([]);
 
     h.clock.advance(61_000);
     const report = await dropTable(ctx, table);
-    expect(report.resumed).toBe(true);
+    expect(report).toMatchObject({ resumed: false, dropped: true });
     expect(await h.inner.listArchiveReferences(table, null, 100, h.clock.now())).toEqual([]);
     await expect(dropTable(ctx, table)).rejects.toBeInstanceOf(UnknownTableError);
   });
 
-  it("leaves a bucket a worker leased during the drop, reports it busy, and removes it on the next run", async () => {
+  it("leaves a bucket a worker leased during the drop, reports it, keeps the table registered, and finishes on the next run", async () => {
     const raced = {
       tableId: table,
       partitionKey: new TextEncoder().encode("c-1"),
@@ -155,7 +166,7 @@ describe("dropping a table", () => {
         if (name === "beginTableDrop")
           return async (...args: Parameters<HotStore["beginTableDrop"]>) => {
             const start = await target.beginTableDrop(...args);
-            // A worker with an old queue message takes the lease right after the registration went.
+            // A worker with an old queue message takes the lease right after the check.
             expect((await target.acquireLease(raced, h.clock.now(), 60_000)).kind).toBe("acquired");
             return start;
           };
@@ -164,17 +175,30 @@ describe("dropping a table", () => {
       },
     });
     const first = await dropTable({ ...ctx, hotStore: racing }, table);
-    expect(first.busy).toEqual(["chat/c-1/month:2026-03"]);
-    expect(first.buckets_removed).toBe(5);
+    expect(first).toMatchObject({
+      busy: ["chat/c-1/month:2026-03"],
+      buckets_removed: 5,
+      dropped: false,
+    });
     expect(await h.inner.countHotRows(raced)).toBe(15);
+    expect((await h.inner.getTable(table))?.paused).toBe(true);
 
     h.clock.advance(61_000);
     const second = await dropTable(ctx, table);
     expect(second).toMatchObject({
-      resumed: true,
       buckets_removed: 1,
       hot_rows_deleted: 15,
       busy: [],
+      dropped: true,
     });
+  });
+
+  it("removes buckets left without a registration (an append that landed after an earlier drop) and says it resumed", async () => {
+    await (h.inner as SqlHotStore).db.query("DELETE FROM pulpitum_v4_tables WHERE table_id = $1", [
+      table,
+    ]);
+    const report = await dropTable(ctx, table);
+    expect(report).toMatchObject({ resumed: true, buckets_removed: 6, dropped: true });
+    expect(await h.inner.listArchiveReferences(table, null, 100, h.clock.now())).toEqual([]);
   });
 });

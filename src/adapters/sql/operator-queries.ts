@@ -48,7 +48,7 @@ export async function listArchivedBuckets(
 ): Promise<ArchivedBucket[]> {
   const p = new SqlParams();
   const conditions = [
-    `table_id = ${p.add(tableId)}`,
+    `table_id = ${p.text(tableId)}`,
     `state = 'archived'`,
     `manifest_key IS NOT NULL`,
     `payload_key IS NOT NULL`,
@@ -57,7 +57,7 @@ export async function listArchivedBuckets(
     conditions.push(`partition_key = ${p.bytes(options.partitionKey)}`);
   if (options.after !== null) {
     conditions.push(
-      `(partition_key, bucket_key) > (${p.bytes(options.after.partitionKey)}, ${p.add(options.after.bucketKey)})`,
+      `(partition_key, bucket_key) > (${p.bytes(options.after.partitionKey)}, ${p.text(options.after.bucketKey)})`,
     );
   }
   const { rows } = await db.query<ArchivedRow>(
@@ -67,7 +67,7 @@ export async function listArchivedBuckets(
        FROM ${METADATA_TABLE}
       WHERE ${conditions.join(" AND ")}
       ORDER BY partition_key, bucket_key
-      LIMIT ${p.add(options.limit)}`,
+      LIMIT ${p.int(options.limit)}`,
     p.values,
   );
   return rows.map((r) => ({
@@ -115,7 +115,7 @@ export async function listHeldBuckets(
   const p = new SqlParams();
   const now = p.time(query.now);
   const cutoff = p.time(query.cutoff);
-  const limit = p.add(query.limit);
+  const limit = p.int(query.limit);
   const live = someLiveLease(now, "m");
   const columns = `m.table_id, m.partition_key, m.bucket_key, m.state, m.phase, m.bucket_end,
          m.attempts, m.retry_at, m.last_error,

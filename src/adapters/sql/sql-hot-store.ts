@@ -105,10 +105,11 @@ import type {
   ArchivedBucket,
   DropBatch,
   HeldBucket,
+  TableDropFinish,
   TableDropStart,
 } from "../../ports/hot-store-operations.js";
 import { listArchivedBuckets, listHeldBuckets } from "./operator-queries.js";
-import { beginTableDrop, dropBucketBatch } from "./table-drop.js";
+import { beginTableDrop, dropBucketBatch, finishTableDrop } from "./table-drop.js";
 
 /** Rows per multi-row INSERT: 1,000 rows × 5 parameters stays far below the 65,535 limit. */
 export const APPEND_ROWS_PER_STATEMENT = 1000;
@@ -1344,8 +1345,17 @@ export class SqlHotStore implements HotStore {
     return await beginTableDrop(this.db, tableId, now);
   }
 
-  async dropBucketBatch(lease: Lease, now: Date, limit: number): Promise<DropBatch> {
-    return await dropBucketBatch(this.db, lease, now, limit);
+  async dropBucketBatch(
+    lease: Lease,
+    now: Date,
+    limit: number,
+    after: ClusteringPosition | null,
+  ): Promise<DropBatch> {
+    return await dropBucketBatch(this.db, lease, now, limit, after);
+  }
+
+  async finishTableDrop(tableId: TableId): Promise<TableDropFinish> {
+    return await finishTableDrop(this.db, tableId);
   }
 }
 

@@ -5,32 +5,52 @@
 import { bufferView } from "../../domain/record.js";
 import type { BucketId } from "../../domain/bucket.js";
 import type { TableId } from "../../domain/table.js";
-import { microsToDate, parseSqlTimestamp } from "../../domain/time.js";
+import {
+  formatMicrosRfc3339,
+  microsToDate,
+  parseSqlTimestamp,
+  type EpochMicros,
+} from "../../domain/time.js";
 import type { Lease } from "../../ports/hot-store.js";
 
-/** `$n` parameters, numbered as they are added. */
+/**
+ * `$n` parameters, numbered as they are added, each cast to its type: a
+ * placeholder whose type the context does not fix is refused by CockroachDB.
+ */
 export class SqlParams {
   readonly values: unknown[] = [];
 
-  add(value: unknown): string {
+  #add(value: unknown, type: string): string {
     this.values.push(value);
-    return `$${this.values.length}`;
+    return `$${this.values.length}::${type}`;
+  }
+
+  text(value: string): string {
+    return this.#add(value, "TEXT");
+  }
+
+  int(value: number): string {
+    return this.#add(value, "INT8");
   }
 
   time(date: Date): string {
-    return `${this.add(date.toISOString())}::TIMESTAMPTZ`;
+    return this.#add(date.toISOString(), "TIMESTAMPTZ");
+  }
+
+  micros(micros: EpochMicros): string {
+    return this.#add(formatMicrosRfc3339(micros), "TIMESTAMPTZ");
   }
 
   bytes(bytes: Uint8Array): string {
-    return `${this.add(bufferView(bytes))}::BYTEA`;
+    return this.#add(bufferView(bytes), "BYTEA");
   }
 
   /** The key columns of one bucket (metadata or records). */
   bucket(id: BucketId, alias = ""): string {
     const a = alias === "" ? "" : `${alias}.`;
     return (
-      `${a}table_id = ${this.add(id.tableId)} AND ${a}partition_key = ${this.bytes(id.partitionKey)} ` +
-      `AND ${a}bucket_key = ${this.add(id.bucketKey)}`
+      `${a}table_id = ${this.text(id.tableId)} AND ${a}partition_key = ${this.bytes(id.partitionKey)} ` +
+      `AND ${a}bucket_key = ${this.text(id.bucketKey)}`
     );
   }
 
@@ -38,7 +58,7 @@ export class SqlParams {
   liveLease(lease: Lease, now: Date, alias = ""): string {
     const a = alias === "" ? "" : `${alias}.`;
     return (
-      `${a}owner_token = ${this.add(lease.token)} AND ${a}generation = ${this.add(lease.generation)} ` +
+      `${a}owner_token = ${this.text(lease.token)} AND ${a}generation = ${this.int(lease.generation)} ` +
       `AND ${a}lease_expires_at > ${this.time(now)}`
     );
   }

@@ -12,7 +12,7 @@ import { exportRecords, type ExportFormat } from "../../read/export-records.js";
 import type { Runtime } from "../../runtime.js";
 import { bucketJson, showBucket, showBytes, strategyName } from "../display.js";
 import { UsageError } from "../exit-codes.js";
-import { formatBytes, printJson, renderTable } from "../format.js";
+import { count as countOf, formatBytes, printJson, renderTable } from "../format.js";
 import type { TimeRange } from "../options.js";
 import { readPageToJson, renderRecords, type DisplayPreset } from "../read.js";
 import { withRuntime } from "../session.js";
@@ -232,6 +232,6 @@ export async function bucketsCommand(
       rt.config.archive.kind === "s3"
         ? `s3://${rt.config.archive.bucket}/`
         : `${rt.config.archive.root}/`;
-    console.log(`${count} archived buckets; keys are relative to ${root}`);
+    console.log(`${countOf(count, "archived bucket")}; keys are relative to ${root}`);
   });
 }

@@ -82,15 +82,16 @@ export async function dropTableCommand(tableId: TableId, opts: { json?: boolean 
     const report = await dropTable(rt.context(cliLog()), tableId);
     if (opts.json) printJson(report);
     else console.log(renderDropReport(report, rt.config.gcMinAgeSeconds));
-    if (report.busy.length > 0 || report.stopped_because !== null) process.exitCode = 1;
+    if (!report.dropped) process.exitCode = 1;
   });
 }
 
 function renderDropReport(report: DropReport, gcMinAgeSeconds: number): string {
+  const removed = `${count(report.buckets_removed, "bucket")} and ${count(report.hot_rows_deleted, "hot row")} deleted`;
   const lines = [
-    `${report.resumed ? "finished dropping" : "dropped"} table ${report.table_id}: ` +
-      `${count(report.buckets_removed, "bucket")} and ${count(report.hot_rows_deleted, "hot row")} deleted; ` +
-      `the table is no longer registered`,
+    report.dropped
+      ? `${report.resumed ? "finished dropping" : "dropped"} table ${report.table_id}: ${removed}; the table is no longer registered`
+      : `table ${report.table_id} is not dropped yet: ${removed}; it stays registered and paused`,
   ];
   if (report.archived_buckets_removed > 0) {
     lines.push(
@@ -99,14 +100,13 @@ function renderDropReport(report: DropReport, gcMinAgeSeconds: number): string {
         `than ARCHIVER_GC_MIN_AGE_SECONDS (${gcMinAgeSeconds} s)`,
     );
   }
-  if (report.busy.length > 0) {
+  if (!report.dropped) {
+    const busy =
+      report.busy.length > 0
+        ? `${count(report.busy.length, "bucket")} held by another process or still receiving appends (${report.busy.slice(0, 5).join(", ")}${report.busy.length > 5 ? ", …" : ""})`
+        : "new buckets kept appearing: something still appends to the table";
     lines.push(
-      `${count(report.busy.length, "bucket")} held by another process and remain (${report.busy.slice(0, 5).join(", ")}${report.busy.length > 5 ? ", …" : ""}); run \`pulpitum tables drop ${report.table_id} --yes\` again once their leases expire`,
-    );
-  }
-  if (report.stopped_because === "re-registered") {
-    lines.push(
-      `stopped: table ${report.table_id} was registered again while it was being dropped; its remaining buckets belong to the new registration`,
+      `${busy}; stop what writes to the table, then run \`pulpitum tables drop ${report.table_id} --yes\` again (leases expire after ARCHIVER_LEASE_SECONDS)`,
     );
   }
   return lines.join("\n");
