@@ -128,8 +128,9 @@ function buildProgram(): Command {
           ? "stop new claims for a table (buckets in flight finish)"
           : "allow new claims again",
       )
-      .action(async (table: string) =>
-        (await tablesModule()).setPaused(parseTableId(table, "TABLE"), paused),
+      .option("--json", "print the result as JSON")
+      .action(async (table: string, opts: { json?: boolean }) =>
+        (await tablesModule()).setPaused(parseTableId(table, "TABLE"), paused, opts),
       );
   }
   tables

@@ -70,10 +70,15 @@ export async function listTables(opts: { json?: boolean }): Promise<void> {
   });
 }
 
-export async function setPaused(tableId: TableId, paused: boolean): Promise<void> {
+export async function setPaused(
+  tableId: TableId,
+  paused: boolean,
+  opts: { json?: boolean },
+): Promise<void> {
   await withRuntime(async (rt) => {
-    await rt.hotStore.setPaused(tableId, paused, rt.clock.now());
-    console.log(`table ${tableId} ${paused ? "paused" : "resumed"}`);
+    const table = await rt.hotStore.setPaused(tableId, paused, rt.clock.now());
+    if (opts.json) printJson({ table_id: table.tableId, paused: table.paused });
+    else console.log(`table ${tableId} ${paused ? "paused" : "resumed"}`);
   });
 }
 
