@@ -14,7 +14,12 @@
  * count as already present, never as new.
  */
 import { bucketForTime, shiftBucket } from "../domain/bucket.js";
-import { MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES } from "../domain/limits.js";
+import {
+  MAX_APPEND_BYTES,
+  MAX_PARTITION_KEY_BYTES,
+  MAX_SORT_KEY_BYTES,
+  MAX_VALUE_BYTES,
+} from "../domain/limits.js";
 import { recordFromJsonLine, toBase64, type TableRecord } from "../domain/record.js";
 import type { TableDefinition, TableId } from "../domain/table.js";
 import { dateToMicros } from "../domain/time.js";
@@ -30,6 +35,8 @@ import {
 import type { BucketState, HotStore } from "../ports/hot-store.js";
 
 export const IMPORT_BATCH_RECORDS = 1000;
+/** Keys and values per append, at most (a quarter of what one append may carry). */
+export const IMPORT_BATCH_BYTES = MAX_APPEND_BYTES / 4;
 /** A dry run names at most this many problems (and counts them all). */
 export const DRY_RUN_PROBLEMS_SHOWN = 20;
 
@@ -40,6 +47,8 @@ export interface ImportOptions {
   readonly dryRun: boolean;
   readonly now: () => Date;
   readonly batchRecords?: number;
+  /** Keys and values per append, at most (default {@link IMPORT_BATCH_BYTES}). */
+  readonly batchBytes?: number;
   /** Called after each stored batch with the running totals. */
   readonly onProgress?: (stored: number) => void;
 }
@@ -111,6 +120,7 @@ export async function importRecords(
   const table = await hotStore.getTable(options.tableId);
   if (table === null) throw new UnknownTableError(options.tableId);
   const batchRecords = options.batchRecords ?? IMPORT_BATCH_RECORDS;
+  const budget = options.batchBytes ?? IMPORT_BATCH_BYTES;
   const dryRun = options.dryRun ? new DryRunChecker(hotStore, table, options.now()) : null;
 
   let linesRead = 0;
@@ -121,6 +131,7 @@ export async function importRecords(
   const problems: ImportProblem[] = [];
   let problemsTotal = 0;
   let batch: PendingLine[] = [];
+  let batchBytes = 0;
 
   const store = async (pending: PendingLine[]): Promise<void> => {
     const outcome = await appendUntilRejected(hotStore, options.tableId, pending, options.now);
@@ -166,10 +177,20 @@ export async function importRecords(
       if (refusal !== undefined) problem(linesRead, refusal);
       continue;
     }
+    const size = recordBytes(record);
+    if (batch.length > 0 && batchBytes + size > budget) {
+      const pending = batch;
+      batch = [];
+      batchBytes = 0;
+      await store(pending);
+      if (stop !== null) break;
+    }
     batch.push({ line: linesRead, record });
+    batchBytes += size;
     if (batch.length >= batchRecords) {
       const pending = batch;
       batch = [];
+      batchBytes = 0;
       await store(pending);
       if (stop !== null) break;
     }
@@ -300,10 +321,16 @@ function bucketKeyOf(table: TableDefinition | null, record: TableRecord): string
   return table === null ? undefined : bucketForTime(table.strategy, record.eventTime).key;
 }
 
+function recordBytes(record: TableRecord): number {
+  return record.partitionKey.byteLength + record.sortKey.byteLength + record.value.byteLength;
+}
+
+/** The store's per-record limits (domain/limits.ts), checked per line so the error names it. */
 function checkKeySizes(record: TableRecord, input: string): void {
   for (const [field, bytes, max] of [
     ["partition_key", record.partitionKey, MAX_PARTITION_KEY_BYTES],
     ["sort_key", record.sortKey, MAX_SORT_KEY_BYTES],
+    ["value", record.value, MAX_VALUE_BYTES],
   ] as const) {
     if (bytes.byteLength > max) {
       throw new InvalidInputError(

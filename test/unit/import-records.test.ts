@@ -4,6 +4,7 @@
  * nothing.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { MAX_VALUE_BYTES } from "../../src/domain/limits.js";
 import { toBase64 } from "../../src/domain/record.js";
 import { parseTableId } from "../../src/domain/table.js";
 import { formatMicrosRfc3339, parseRfc3339Micros } from "../../src/domain/time.js";
@@ -168,6 +169,46 @@ describe("importing records", () => {
       stored_through_line: 30,
     });
     expect(await storedKeys(h.inner, [3])).toEqual(keysOf(1, 30));
+  });
+
+  it("keeps each append within the byte budget, and stops at a value larger than the store takes", async () => {
+    const appends: number[] = [];
+    const counting = new Proxy(h.inner, {
+      get(target, name, receiver) {
+        if (name === "append")
+          return async (...args: Parameters<HotStore["append"]>) => {
+            appends.push(
+              args[1].reduce(
+                (n, r) => n + r.partitionKey.byteLength + r.sortKey.byteLength + r.value.byteLength,
+                0,
+              ),
+            );
+            return await target.append(...args);
+          };
+        const value = Reflect.get(target, name, receiver);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    const report = await importRecords(counting, linesOf(keysOf(1, 12).map((k) => line(3, k))), {
+      tableId: table,
+      source: "f.ndjson",
+      dryRun: false,
+      now: () => h.clock.now(),
+      batchBytes: 40,
+    });
+    expect(report.inserted).toBe(12);
+    expect(appends).toEqual([28, 28, 28, 28, 28, 28]);
+
+    const huge = JSON.stringify({
+      ...JSON.parse(line(3, "k100")),
+      value: Buffer.alloc(MAX_VALUE_BYTES + 1).toString("base64"),
+    });
+    const error = await stopped(run(h.inner, [line(3, "k101"), huge]));
+    expect(error.stop).toMatchObject({ kind: "invalid-record", line: 2 });
+    expect(error.stop.message).toMatch(
+      /f\.ndjson line 2 value: is 4194305 bytes long; expected at most 4194304 bytes/,
+    );
+    expect(error.report.stored_through_line).toBe(1);
   });
 
   it("checks every line in a dry run, naming each line that would be refused, and writes nothing", async () => {
