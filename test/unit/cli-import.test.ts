@@ -77,6 +77,20 @@ describe("pulpitum import", () => {
     expect(stored).not.toContain("late");
   }, 120_000);
 
+  it("stores every line of a large file, numbering lines from the first", async () => {
+    const lines = Array.from({ length: 20_000 }, (_, i) => line("bulk", december(i), `b${i + 1}`));
+    const file = path.join(home, "bulk.ndjson");
+    writeFileSync(file, `${lines.join("\n")}\n`);
+    const r = await runCli(["import", "sensors", file, "--json"], env);
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({
+      lines_read: 20_000,
+      records: 20_000,
+      inserted: 20_000,
+      stored_through_line: 20_000,
+    });
+  }, 120_000);
+
   it("prints the same account as JSON", async () => {
     const file = path.join(home, "two.ndjson");
     writeFileSync(

@@ -1,6 +1,5 @@
 /** `pulpitum import TABLE [FILE|-] [--dry-run]`. */
 import { open, type FileHandle } from "node:fs/promises";
-import { createInterface } from "node:readline";
 import type { TableId } from "../../domain/table.js";
 import { errorMessage, InvalidInputError } from "../../errors.js";
 import {
@@ -11,6 +10,7 @@ import {
 } from "../../usecases/import-records.js";
 import { EXIT } from "../exit-codes.js";
 import { count, printJson } from "../format.js";
+import { readLines } from "../lines.js";
 import { restoreCommand } from "../display.js";
 import { ProgressBar } from "../progress.js";
 import { withRuntime } from "../session.js";
@@ -25,7 +25,7 @@ export async function importCommand(
   const handle = file === "-" ? null : await openInput(file);
   await withRuntime(async (rt) => {
     const input = handle === null ? process.stdin : handle.createReadStream();
-    const lines = createInterface({ input, crlfDelay: Infinity });
+    const lines = readLines(input);
     const progress = new ProgressBar(`importing into ${tableId}`, undefined);
     try {
       const report = await importRecords(rt.hotStore, lines, {
