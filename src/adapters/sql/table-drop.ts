@@ -16,6 +16,13 @@
  *    the registration's lock. An application still appending to the table
  *    creates buckets faster than they go; the caller sees `buckets-remain`
  *    and passes again instead of leaving rows of an unregistered table.
+ *    Appends key-share-lock the registration row, so the final delete waits
+ *    for every append in flight; under READ COMMITTED the check then sees
+ *    their buckets, under SERIALIZABLE a racing append aborts the drop. At
+ *    REPEATABLE READ the check reads the snapshot taken before that wait, so
+ *    a bucket created by an append committing during the wait can outlive
+ *    the registration: its rows stay, and running the drop again (it
+ *    resumes on any bucket left) removes them.
  *
  * Unregistering first instead would let an unpaused claim of a queued
  * bucket archive it after the check, and would strand rows appended during
