@@ -210,6 +210,14 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
     });
   });
 
+  it("runs these tests, and the bundles loaded below, on the Node major the functions deploy on", () => {
+    // npm scripts put the `node` devDependency first on PATH; a test worker on any other major proves nothing about Lambda.
+    const runtimes = Object.values(synth.template.findResources("AWS::Lambda::Function")).map(
+      (fn) => fn.Properties.Runtime as string,
+    );
+    expect(new Set(runtimes)).toEqual(new Set([`nodejs${process.versions.node.split(".")[0]}.x`]));
+  });
+
   it("limits the worker to objects under its prefix, a prefix-conditioned list, sending to the work queue, and the secret", () => {
     const { template, stack } = synth;
     const archiveId = stack.getLogicalId(stack.archiveBucket.node.defaultChild as never);
