@@ -55,12 +55,8 @@ import {
   type ManifestBucket,
   type ManifestExpectations,
 } from "./manifest.js";
-import {
-  fileByteSource,
-  inspectPayload,
-  type PayloadContent,
-  type PayloadExpectations,
-} from "./payload-reader.js";
+import { inspectPayload, type PayloadContent, type PayloadExpectations } from "./payload-reader.js";
+import { fileByteSource } from "./byte-sources.js";
 import {
   writePayloadFile,
   type PayloadEncodingOptions,

@@ -38,7 +38,8 @@ import {
   LeaseLostError,
   UnknownBucketError,
 } from "../errors.js";
-import { objectByteSource, readRecordBatches } from "../archive/payload-reader.js";
+import { readRecordBatches } from "../archive/payload-reader.js";
+import { objectByteSource } from "../archive/byte-sources.js";
 import { verifyArchivedBucket } from "../archive/store.js";
 import type { BucketRow } from "../ports/hot-store.js";
 import { WORK_MESSAGE_FORM, workItemFromObject, type WorkItem } from "../ports/work-queue.js";

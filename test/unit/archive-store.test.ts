@@ -17,7 +17,8 @@ import {
   verifyPayload,
   type ArchiveBucketRef,
 } from "../../src/archive/store.js";
-import { objectByteSource, readRecords } from "../../src/archive/payload-reader.js";
+import { readRecords } from "../../src/archive/payload-reader.js";
+import { objectByteSource } from "../../src/archive/byte-sources.js";
 import { parseBucketKey } from "../../src/domain/bucket.js";
 import { attemptTag, manifestKey } from "../../src/domain/object-keys.js";
 import type { TableRecord } from "../../src/domain/record.js";
