@@ -40,7 +40,7 @@ import {
 } from "../errors.js";
 import { readRecordBatches } from "../archive/payload-reader.js";
 import { objectByteSource } from "../archive/byte-sources.js";
-import { verifyArchivedBucket } from "../archive/store.js";
+import { verifyArchivedBucket } from "../archive/verify.js";
 import type { BucketRow } from "../ports/hot-store.js";
 import { WORK_MESSAGE_FORM, workItemFromObject, type WorkItem } from "../ports/work-queue.js";
 import type { ArchiverContext } from "./context.js";

@@ -10,13 +10,8 @@ import {
   serializeManifest,
   sha256Hex,
 } from "../../src/archive/manifest.js";
-import {
-  sealManifest,
-  storePayload,
-  verifyArchivedBucket,
-  verifyPayload,
-  type ArchiveBucketRef,
-} from "../../src/archive/store.js";
+import { sealManifest, storePayload, type ArchiveBucketRef } from "../../src/archive/store.js";
+import { verifyArchivedBucket, verifyPayload } from "../../src/archive/verify.js";
 import { readRecords } from "../../src/archive/payload-reader.js";
 import { objectByteSource } from "../../src/archive/byte-sources.js";
 import { parseBucketKey } from "../../src/domain/bucket.js";
