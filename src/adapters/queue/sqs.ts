@@ -15,6 +15,7 @@ import {
 } from "@aws-sdk/client-sqs";
 import { TransientStoreError, errorMessage } from "../../errors.js";
 import { describeBucket } from "../../domain/bucket.js";
+import { sleep } from "../../ports/clock.js";
 import { encodeWorkMessage, type WorkItem, type WorkQueue } from "../../ports/work-queue.js";
 
 /** SQS accepts at most 10 entries per SendMessageBatch. */
@@ -139,8 +140,4 @@ export class SqsSendError extends TransientStoreError {
     );
     this.failed = failed;
   }
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -25,6 +25,7 @@
 import type { PGlite } from "@electric-sql/pglite";
 import pg from "pg";
 import { AmbiguousCommitError, TransientStoreError } from "../../errors.js";
+import { sleep } from "../../ports/clock.js";
 import { EMBEDDED_POSTGRESQL_CONF } from "./pglite-template.js";
 
 export interface QueryResult<T> {
@@ -146,8 +147,6 @@ function backoffDelay(policy: RetryPolicy, attempt: number): number {
   const ceiling = Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** (attempt - 1));
   return Math.random() * ceiling;
 }
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** The retry loop both drivers share for transactions, writes and reads. */
 async function withSerializationRetry<T>(
