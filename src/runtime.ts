@@ -7,6 +7,8 @@ import { mkdirSync } from "node:fs";
 import type { PulpitumConfig } from "./config.js";
 import { parseConfig } from "./config.js";
 import { archivePrefix, openObjectStore } from "./adapters/object-store/index.js";
+import { httpTimeoutsFromSeconds, type HttpClientTimeouts } from "./adapters/http-timeouts.js";
+import type { PgTimeouts } from "./adapters/sql/database.js";
 import { openPgHotStore, openPgliteHotStore } from "./adapters/sql/index.js";
 import type { Clock } from "./ports/clock.js";
 import { systemClock } from "./ports/clock.js";
@@ -22,6 +24,32 @@ export interface Runtime {
   readonly clock: Clock;
   context(log: WorkflowLog): ArchiverContext;
   close(): Promise<void>;
+}
+
+/** The database timeouts of the configuration, for the `pg` pool. */
+export function pgTimeouts(config: PulpitumConfig): PgTimeouts {
+  const t = config.timeouts;
+  return {
+    connectMs: t.databaseConnectSeconds * 1000,
+    statementMs: t.databaseStatementSeconds * 1000,
+    idleInTransactionMs: t.databaseIdleInTransactionSeconds * 1000,
+  };
+}
+
+/** The S3 client timeouts of the configuration. */
+export function s3Timeouts(config: PulpitumConfig): HttpClientTimeouts {
+  return httpTimeoutsFromSeconds(
+    config.timeouts.s3ConnectSeconds,
+    config.timeouts.s3RequestSeconds,
+  );
+}
+
+/** The SQS client timeouts of the configuration. */
+export function sqsTimeouts(config: Pick<PulpitumConfig, "timeouts">): HttpClientTimeouts {
+  return httpTimeoutsFromSeconds(
+    config.timeouts.sqsConnectSeconds,
+    config.timeouts.sqsRequestSeconds,
+  );
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): PulpitumConfig {
@@ -49,7 +77,7 @@ export async function openRuntime(
     hotStore = await openPgliteHotStore(config.database.dataDir);
     await hotStore.migrate();
   } else {
-    hotStore = await openPgHotStore(config.database.url);
+    hotStore = await openPgHotStore(config.database.url, { timeouts: pgTimeouts(config) });
     if (options.migrate) await hotStore.migrate();
   }
   if (config.archive.kind === "file") mkdirSync(config.archive.root, { recursive: true });
@@ -57,6 +85,7 @@ export async function openRuntime(
     options.objectStore ??
     openObjectStore(config.archive, {
       region: process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION,
+      timeouts: s3Timeouts(config),
     });
   const prefix = archivePrefix(config.archive);
   const settings = settingsFromConfig(config, prefix);
