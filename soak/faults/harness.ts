@@ -103,6 +103,11 @@ export class FaultHarness {
   }
 
   async start(): Promise<void> {
+    if (new URL(this.#env.endpoint).protocol !== "http:") {
+      throw new Error(
+        `--faults proxies S3 over plain HTTP on loopback; AWS_ENDPOINT_URL=${this.#env.endpoint} is not an http:// emulator endpoint (unset it to let the soak start moto)`,
+      );
+    }
     const s3Weather = () => this.weather.current.s3;
     this.#s3 = new S3FaultProxy({
       upstream: this.#env.endpoint,
