@@ -237,6 +237,9 @@ export function bundlingOptions(options: { parquetWasm: boolean }): nodejs.Bundl
     bundleAwsSDK: true,
     // pg's optional native binding is never used.
     externalModules: ["pg-native"],
+    // Warnings and errors only: esbuild's per-bundle size summary (with its
+    // ⚠️ over 1 MB) is expected for bundles that carry the SDK and parquet-wasm.
+    logLevel: nodejs.LogLevel.WARNING,
     commandHooks: {
       beforeBundling: () => [],
       beforeInstall: () => [],

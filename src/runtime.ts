@@ -2,19 +2,25 @@
  * The outermost layer: turns the validated configuration into open adapters.
  * Only this layer (and the CLI/Lambda entry points) reads the environment or
  * the clock.
+ *
+ * Adapters are loaded when they are used: PGlite only for the embedded store,
+ * the AWS SDK only once the archive is touched. A CLI call against an
+ * external database then loads `pg` and little else.
  */
 import { mkdirSync } from "node:fs";
 import type { PulpitumConfig } from "./config.js";
 import { parseConfig } from "./config.js";
-import { archivePrefix, openObjectStore } from "./adapters/object-store/index.js";
+import type { EmbeddedStoreLock } from "./adapters/sql/embedded-lock.js";
+import { LazyObjectStore } from "./adapters/object-store/lazy.js";
 import { httpTimeoutsFromSeconds, type HttpClientTimeouts } from "./adapters/http-timeouts.js";
 import type { PgTimeouts } from "./adapters/sql/database.js";
-import { openPgHotStore, openPgliteHotStore } from "./adapters/sql/index.js";
+import type { SqlHotStore } from "./adapters/sql/sql-hot-store.js";
 import type { Clock } from "./ports/clock.js";
 import { systemClock } from "./ports/clock.js";
 import type { HotStore } from "./ports/hot-store.js";
 import type { ObjectStore } from "./ports/object-store.js";
 import { settingsFromConfig, type ArchiverContext, type WorkflowLog } from "./usecases/context.js";
+import { DatabaseUnreachableError } from "./adapters/sql/connection-error.js";
 
 export interface Runtime {
   readonly config: PulpitumConfig;
@@ -22,6 +28,8 @@ export interface Runtime {
   readonly objectStore: ObjectStore;
   readonly archivePrefix: string;
   readonly clock: Clock;
+  /** The embedded store's lock, when this runtime holds one. */
+  readonly lock: EmbeddedStoreLock | null;
   context(log: WorkflowLog): ArchiverContext;
   close(): Promise<void>;
 }
@@ -58,8 +66,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): PulpitumConfig
 
 /**
  * Open the hot store and the archive named by the configuration. The
- * embedded database migrates itself; an external one must have been migrated
- * with `pulpitum migrate` unless `migrate` is true.
+ * embedded database takes its exclusive lock before PGlite opens the
+ * directory, and migrates itself; an external one must have been migrated
+ * with `pulpitum migrate` unless `migrate` is true, and is probed once so an
+ * unreachable server is reported as such.
  */
 export async function openRuntime(
   config: PulpitumConfig,
@@ -68,26 +78,57 @@ export async function openRuntime(
     clock?: Clock;
     /** Use this object store instead of opening one (Lambda clients with counters, tests). */
     objectStore?: ObjectStore;
+    /** Names this process in the embedded store's lock (shown to a refused second process). */
+    command?: string;
   } = {},
 ): Promise<Runtime> {
   const clock = options.clock ?? systemClock;
   let hotStore: HotStore;
+  let lock: EmbeddedStoreLock | null = null;
   if (config.database.kind === "pglite") {
-    mkdirSync(config.database.dataDir, { recursive: true });
-    hotStore = await openPgliteHotStore(config.database.dataDir);
-    await hotStore.migrate();
+    const dataDir = config.database.dataDir;
+    mkdirSync(config.home, { recursive: true });
+    const { EmbeddedStoreLock } = await import("./adapters/sql/embedded-lock.js");
+    lock = EmbeddedStoreLock.acquire(dataDir, {
+      command: options.command ?? commandLine(),
+      now: clock.now(),
+    });
+    try {
+      const { seedFromTemplate } = await import("./adapters/sql/pglite-template.js");
+      seedFromTemplate(dataDir);
+      mkdirSync(dataDir, { recursive: true });
+      const { openPgliteHotStore } = await import("./adapters/sql/index.js");
+      hotStore = await openPgliteHotStore(dataDir, { migrate: true });
+    } catch (error) {
+      lock.release();
+      throw error;
+    }
   } else {
-    hotStore = await openPgHotStore(config.database.url, { timeouts: pgTimeouts(config) });
-    if (options.migrate) await hotStore.migrate();
+    hotStore = await openExternalHotStore(
+      config.database.url,
+      options.migrate === true,
+      pgTimeouts(config),
+    );
   }
-  if (config.archive.kind === "file") mkdirSync(config.archive.root, { recursive: true });
+  const archive = config.archive;
+  if (archive.kind === "file") mkdirSync(archive.root, { recursive: true });
   const objectStore =
     options.objectStore ??
-    openObjectStore(config.archive, {
-      region: process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION,
-      timeouts: s3Timeouts(config),
+    new LazyObjectStore(async () => {
+      if (archive.kind === "file") {
+        const { FileObjectStore } = await import("./adapters/object-store/filesystem.js");
+        return new FileObjectStore(archive.root);
+      }
+      const { S3ObjectStore } = await import("./adapters/object-store/s3.js");
+      return new S3ObjectStore({
+        bucket: archive.bucket,
+        region: process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION,
+        endpoint: archive.endpoint,
+        forcePathStyle: archive.forcePathStyle,
+        timeouts: s3Timeouts(config),
+      });
     });
-  const prefix = archivePrefix(config.archive);
+  const prefix = archive.prefix;
   const settings = settingsFromConfig(config, prefix);
   return {
     config,
@@ -95,10 +136,50 @@ export async function openRuntime(
     objectStore,
     archivePrefix: prefix,
     clock,
+    lock,
     context: (log) => ({ hotStore, objectStore, clock, settings, log }),
     async close() {
-      await hotStore.close();
-      await objectStore.close?.();
+      try {
+        await hotStore.close();
+        await objectStore.close?.();
+      } finally {
+        // Only after PGlite has closed: its last checkpoint is still a write.
+        lock?.release();
+      }
     },
   };
+}
+
+/**
+ * The pool's connect timeout (PULPITUM_DB_CONNECT_TIMEOUT_SECONDS) also bounds
+ * the probe: an unreachable server is reported as such after that long.
+ */
+async function openExternalHotStore(
+  url: string,
+  migrate: boolean,
+  timeouts: PgTimeouts,
+): Promise<SqlHotStore> {
+  const { openPgHotStore } = await import("./adapters/sql/index.js");
+  const store = await openPgHotStore(url, { timeouts });
+  try {
+    await store.db.query("SELECT 1");
+  } catch (error) {
+    await store.close().catch(() => undefined);
+    throw DatabaseUnreachableError.from(url, error);
+  }
+  if (migrate) {
+    try {
+      await store.migrate();
+    } catch (error) {
+      await store.close().catch(() => undefined);
+      throw error;
+    }
+  }
+  return store;
+}
+
+/** `pulpitum archive --once`, from the process's arguments. */
+function commandLine(): string {
+  const args = process.argv.slice(2).join(" ");
+  return args === "" ? "pulpitum" : `pulpitum ${args}`;
 }

@@ -29,3 +29,8 @@ export function printJson(value: unknown): void {
     `${JSON.stringify(value, (_key, v) => (typeof v === "bigint" ? v.toString() : v instanceof Uint8Array ? Buffer.from(v).toString("base64") : v), 2)}\n`,
   );
 }
+
+/** `1 record`, `2 records`. */
+export function count(n: number, noun: string): string {
+  return `${n} ${noun}${n === 1 ? "" : "s"}`;
+}

@@ -2,25 +2,10 @@ import type { TableRecord } from "../domain/record.js";
 import { recordToJson } from "../domain/record.js";
 import { formatMicrosRfc3339 } from "../domain/time.js";
 import type { ReadPage } from "../read/durable-table.js";
+import { showBytes } from "./display.js";
 import { renderTable } from "./format.js";
 
 export type DisplayPreset = "raw" | "chat";
-
-const decoder = new TextDecoder("utf-8", { fatal: true });
-
-/** Bytes as UTF-8 text when they are printable text, else `b64:` base64. */
-function showBytes(bytes: Uint8Array, max = 60): string {
-  try {
-    const text = decoder.decode(bytes);
-    // eslint-disable-next-line no-control-regex
-    if (!/[\u0000-\u001f\u007f]/.test(text))
-      return text.length > max ? `${text.slice(0, max)}…` : text;
-  } catch {
-    // not UTF-8
-  }
-  const b64 = Buffer.from(bytes).toString("base64");
-  return `b64:${b64.length > max ? `${b64.slice(0, max)}…` : b64}`;
-}
 
 /** The chat mapping: an 8-byte big-endian message id shown as a number. */
 function showMessageId(sortKey: Uint8Array): string {

@@ -98,13 +98,19 @@ export async function runEmbeddedDemo(rt: Runtime): Promise<void> {
     enqueuedBefore: now,
   });
   if (pending.length === 0) {
-    const report = await rt.hotStore.statusReport(now, cutoffAt(rt.config.cutoff, now));
+    const cutoff = cutoffAt(rt.config.cutoff, now);
+    const report = await rt.hotStore.statusReport(now, cutoff);
     const archived = report.tables
       .flatMap((t) => t.states)
       .filter((s) => s.state === "archived")
       .reduce((n, s) => n + s.buckets, 0);
+    const held = await rt.hotStore.listHeldBuckets({ now, cutoff, limit: 1000 });
     console.log(
-      `nothing new to archive: ${archived} buckets are already archived and every other bucket is still before the cutoff`,
+      `nothing new to archive: ${archived} buckets are already archived and every other bucket ` +
+        `ends after the cutoff ${formatCutoffAt(rt.config.cutoff, now)}` +
+        (held.length === 0
+          ? ""
+          : `, or is held back (${held.length}: a paused table, a restore's hold, a retry or work in flight; \`pulpitum plan\` lists them with the reason)`),
     );
   } else {
     await archiveWithProgress(rt, pending.length, log);

@@ -1,5 +1,5 @@
-import { describeBucket } from "../domain/bucket.js";
 import type { StatusReport } from "../ports/hot-store.js";
+import { bucketJson, showBucket, strategyName } from "./display.js";
 import { formatBytes, renderTable } from "./format.js";
 
 /** `status --json`: stable snake_case field names. */
@@ -8,7 +8,8 @@ export function statusToJson(report: StatusReport, cutoff: string) {
     cutoff,
     tables: report.tables.map((t) => ({
       table_id: t.tableId,
-      strategy: t.strategy,
+      strategy: strategyName(t.strategy),
+      bucket_strategy: t.strategy,
       format: t.format,
       paused: t.paused,
       states: t.states.map((s) => ({
@@ -21,19 +22,22 @@ export function statusToJson(report: StatusReport, cutoff: string) {
       })),
     })),
     deferred: report.deferred.map((d) => ({
-      bucket: describeBucket(d.id),
+      bucket: showBucket(d.id),
+      ...bucketJson(d.id),
       attempts: d.attempts,
       retry_at: d.retryAt?.toISOString() ?? null,
       last_error: d.lastError,
     })),
     leased: report.leased.map((l) => ({
-      bucket: describeBucket(l.id),
+      bucket: showBucket(l.id),
+      ...bucketJson(l.id),
       phase: l.phase,
       lease_expires_at: l.leaseExpiresAt.toISOString(),
     })),
     oldest_eligible_hot: report.oldestEligibleHot
       ? {
-          bucket: describeBucket(report.oldestEligibleHot.id),
+          bucket: showBucket(report.oldestEligibleHot.id),
+          ...bucketJson(report.oldestEligibleHot.id),
           bucket_end: report.oldestEligibleHot.end.toISOString(),
         }
       : null,
@@ -48,8 +52,8 @@ export function renderStatus(report: StatusReport, cutoff: string): string {
   }
   const rows: Array<Array<string | number>> = [];
   for (const t of report.tables) {
-    if (t.states.length === 0)
-      rows.push([t.tableId + (t.paused ? " (paused)" : ""), "-", 0, 0, 0, "-"]);
+    const name = `${t.tableId} (${strategyName(t.strategy)}, ${t.format}${t.paused ? ", paused" : ""})`;
+    if (t.states.length === 0) rows.push([name, "-", 0, 0, 0, "-"]);
     for (const s of t.states) {
       const state =
         s.state === "archived"
@@ -58,7 +62,7 @@ export function renderStatus(report: StatusReport, cutoff: string): string {
             : "archived, cleanup pending"
           : s.state;
       rows.push([
-        t.tableId + (t.paused ? " (paused)" : ""),
+        name,
         state,
         s.buckets,
         s.hotRows,
@@ -72,19 +76,19 @@ export function renderStatus(report: StatusReport, cutoff: string): string {
   );
   lines.push(
     report.oldestEligibleHot
-      ? `oldest eligible hot bucket: ${describeBucket(report.oldestEligibleHot.id)} (ended ${report.oldestEligibleHot.end.toISOString()})`
+      ? `oldest eligible hot bucket: ${showBucket(report.oldestEligibleHot.id)} (ended ${report.oldestEligibleHot.end.toISOString()})`
       : "no eligible bucket is waiting in the hot store",
   );
   if (report.leased.length > 0) {
     lines.push(`in flight (${report.leased.length}):`);
     for (const l of report.leased)
-      lines.push(`  ${describeBucket(l.id)} ${l.phase} until ${l.leaseExpiresAt.toISOString()}`);
+      lines.push(`  ${showBucket(l.id)} ${l.phase} until ${l.leaseExpiresAt.toISOString()}`);
   }
   if (report.deferred.length > 0) {
     lines.push(`deferred (${report.deferred.length}):`);
     for (const d of report.deferred) {
       lines.push(
-        `  ${describeBucket(d.id)} attempts ${d.attempts}, retry at ${d.retryAt?.toISOString() ?? "-"}: ${d.lastError ?? ""}`,
+        `  ${showBucket(d.id)} attempts ${d.attempts}, retry at ${d.retryAt?.toISOString() ?? "-"}: ${d.lastError ?? ""}`,
       );
     }
   }

@@ -23,6 +23,13 @@ import type { BucketId, BucketStrategy } from "../domain/bucket.js";
 import type { TableRecord } from "../domain/record.js";
 import type { ArchiveFormat, TableDefinition, TableId } from "../domain/table.js";
 import type { EpochMicros } from "../domain/time.js";
+import type {
+  ArchivedBucket,
+  DropBatch,
+  HeldBucket,
+  TableDropFinish,
+  TableDropStart,
+} from "./hot-store-operations.js";
 
 export type BucketState = "hot" | "archiving" | "archived";
 
@@ -418,4 +425,53 @@ export interface HotStore {
   statusReport(now: Date, cutoff: Date): Promise<StatusReport>;
 
   close(): Promise<void>;
+
+  /**
+   * One page of a table's archived buckets (optionally of one partition) in
+   * primary-key order after `after` (exclusive), with the payload and
+   * manifest each one's reads go to. Read-only.
+   */
+  listArchivedBuckets(
+    tableId: TableId,
+    options: {
+      readonly partitionKey?: Uint8Array;
+      readonly after: { readonly partitionKey: Uint8Array; readonly bucketKey: string } | null;
+      readonly limit: number;
+    },
+  ): Promise<ArchivedBucket[]>;
+
+  /**
+   * Hot buckets with `bucket_end <= cutoff` that discovery does not offer
+   * (paused table, pending retry or restore hold, live lease) and buckets in
+   * flight, oldest `bucket_end` first, at most `limit`. Read-only.
+   */
+  listHeldBuckets(query: {
+    readonly now: Date;
+    readonly cutoff: Date;
+    readonly limit: number;
+  }): Promise<HeldBucket[]>;
+
+  /**
+   * Begin dropping a table: in one transaction that locks its registration,
+   * check that no bucket of it is in flight (archiving, cleanup pending,
+   * being restored, leased) and pause it; change nothing when one is.
+   * Safe to retry.
+   */
+  beginTableDrop(tableId: TableId, now: Date): Promise<TableDropStart>;
+
+  /**
+   * Under a live lease on the bucket: delete up to `limit` of its hot rows
+   * after `after` (exclusive; null: from the start), or, when none are
+   * left, its metadata row. Locks the metadata row under the lease first.
+   * Safe to retry.
+   */
+  dropBucketBatch(
+    lease: Lease,
+    now: Date,
+    limit: number,
+    after: ClusteringPosition | null,
+  ): Promise<DropBatch>;
+
+  /** Delete a table's registration if none of its buckets remain. Safe to retry. */
+  finishTableDrop(tableId: TableId): Promise<TableDropFinish>;
 }

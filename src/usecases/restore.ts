@@ -48,6 +48,12 @@ import { commitFenced, formatOfPayloadKey } from "./phases/step.js";
 
 /** Rows per restore transaction by default. */
 export const DEFAULT_RESTORE_BATCH_ROWS = 1000;
+/**
+ * Keys and values per restore transaction by default: whatever the value
+ * sizes, one transaction stays small enough to commit quickly and to redo
+ * on a serialization retry (its statements are cut smaller by the adapter).
+ */
+export const DEFAULT_RESTORE_BATCH_BYTES = 16 * 1024 * 1024;
 /** How long a restored bucket stays hot before discovery may archive it again, by default: 7 days. */
 export const DEFAULT_RESTORE_HOLD_SECONDS = 7 * 86_400;
 export const MAX_RESTORE_HOLD_SECONDS = 366 * 86_400;
@@ -56,6 +62,7 @@ export interface RestoreOptions {
   /** Keep the restored bucket out of archival this long. */
   readonly holdMs: number;
   readonly batchRows?: number;
+  readonly batchBytes?: number;
 }
 
 export type RestoreResult =
@@ -94,6 +101,7 @@ export async function restoreBucket(
   options: RestoreOptions,
 ): Promise<RestoreReport> {
   const batchRows = options.batchRows ?? DEFAULT_RESTORE_BATCH_ROWS;
+  const batchBytes = options.batchBytes ?? DEFAULT_RESTORE_BATCH_BYTES;
   const report = (
     result: RestoreResult,
     fields: Partial<Omit<RestoreReport, "bucket" | "result">> = {},
@@ -183,11 +191,13 @@ export async function restoreBucket(
     const source = await objectByteSource(ctx.objectStore, payload.key, payload.byteLength);
     try {
       let pending: BucketRow[] = [];
+      let pendingBytes = 0;
       const flush = async (): Promise<boolean> => {
         if (pending.length === 0) return true;
         if (!heartbeat.healthy) return false;
         const batch = await ctx.hotStore.restoreRecords(heartbeat.lease, ctx.clock.now(), pending);
         pending = [];
+        pendingBytes = 0;
         if (batch.kind === "lease-lost") return false;
         inserted += batch.inserted;
         verified += batch.verified;
@@ -196,7 +206,9 @@ export async function restoreBucket(
       for await (const records of readRecordBatches(source, format)) {
         for (const r of records) {
           pending.push({ eventTime: r.eventTime, sortKey: r.sortKey, value: r.value });
-          if (pending.length >= batchRows && !(await flush())) {
+          pendingBytes += r.sortKey.byteLength + r.value.byteLength;
+          const full = pending.length >= batchRows || pendingBytes >= batchBytes;
+          if (full && !(await flush())) {
             return lost("lease lost while inserting restored rows");
           }
         }

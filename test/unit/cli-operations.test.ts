@@ -143,30 +143,44 @@ describe("pulpitum gc and restore arguments", () => {
   it.each([
     [
       ["restore", "chat", "room"],
-      /restore arguments: lack the bucket key; expected TABLE PARTITION BUCKET/,
+      /the bucket key is missing; usage: restore TABLE PARTITION BUCKET/,
     ],
-    [["restore", "chat", "room", "month:2025-13"], /BUCKET "month:2025-13"/],
     [
       ["restore", "chat", "month:2025-03", "x", "--partition-key-b64", "cm9vbQ=="],
-      /name the partition twice/,
+      /the partition is named twice/,
     ],
-    [
-      ["restore", "chat", "room", "month:2025-03", "--hold-seconds", "-5"],
-      /--hold-seconds "-5": is out of range/,
-    ],
-    [
-      ["gc", "--min-age-seconds", "60"],
-      /--min-age-seconds "60": is not an integer of at least 3600/,
-    ],
-  ])("refuses %j with exit code 2 and the accepted form", async (args, message) => {
+  ])("refuses %j as a usage error (exit code 2) with the usage", async (args, message) => {
     const r = await runCli(args, env);
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(message);
   });
 
-  it("refuses to restore a bucket that was never written, naming it", async () => {
+  it.each([
+    [["restore", "chat", "room", "month:2025-13"], /BUCKET "month:2025-13"/],
+    [
+      ["restore", "chat", "room", "month:2025-03", "--hold-seconds", "-5"],
+      /--hold-seconds "-5": is out of range or not an integer; expected an integer from 0 to/,
+    ],
+    [
+      ["gc", "--min-age-seconds", "60"],
+      /--min-age-seconds "60": is out of range or not an integer; expected an integer from 3600/,
+    ],
+  ])("refuses %j as invalid input (exit code 3) with the accepted form", async (args, message) => {
+    const r = await runCli(args, env);
+    expect(r.code).toBe(3);
+    expect(r.stderr).toMatch(message);
+  });
+
+  it("refuses to restore from a table that is not registered, saying so", async () => {
     const r = await runCli(["restore", "chat", "room", "month:2019-01"], env);
-    expect(r.code).toBe(1);
+    expect(r.code).toBe(3);
+    expect(r.stderr).toMatch(/table "chat" is not registered/);
+  });
+
+  it("refuses to restore a bucket that was never written, naming it", async () => {
+    await runCli(["tables", "create", "chat", "--strategy", "month"], env);
+    const r = await runCli(["restore", "chat", "room", "month:2019-01"], env);
+    expect(r.code).toBe(3);
     expect(r.stderr).toMatch(/no bucket metadata for chat\/cm9vbQ==\/month:2019-01/);
   });
 });

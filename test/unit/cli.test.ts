@@ -30,13 +30,13 @@ describe("the pulpitum command", () => {
 
   it("refuses an invalid variable before doing anything, naming it and the accepted form", async () => {
     const r = await runCli(["status"], { ...env, ARCHIVER_SCAN_LIMIT: "0" });
-    expect(r.code).toBe(2);
+    expect(r.code).toBe(3);
     expect(r.stderr).toMatch(/ARCHIVER_SCAN_LIMIT="0" is invalid: an integer from 1 to 10000/);
   });
 
   it("refuses an obsolete variable, naming ARCHIVER_ELIGIBLE_BEFORE as the replacement", async () => {
     const r = await runCli(["plan"], { ...env, ARCHIVER_KEEP_HOT_BUCKETS: "2" });
-    expect(r.code).toBe(2);
+    expect(r.code).toBe(3);
     expect(r.stderr).toMatch(/ARCHIVER_KEEP_HOT_BUCKETS.*ARCHIVER_ELIGIBLE_BEFORE/s);
   });
 
@@ -44,14 +44,14 @@ describe("the pulpitum command", () => {
     const file = path.join(home, "in.ndjson");
     writeFileSync(file, `${line("c", "2025-01-01T00:00:00Z", "a", "x")}\n`);
     const r = await runCli(["import", "nope", file], env);
-    expect(r.code).toBe(1);
+    expect(r.code).toBe(3);
     expect(r.stderr).toMatch(/pulpitum tables create nope/);
   });
 
   it("refuses to change a table's strategy and names the fix", async () => {
     expect((await runCli(["tables", "create", "t1", "--strategy", "month"], env)).code).toBe(0);
     const r = await runCli(["tables", "create", "t1", "--strategy", "day"], env);
-    expect(r.code).toBe(1);
+    expect(r.code).toBe(3);
     expect(r.stderr).toMatch(/new table id/);
   });
 
@@ -68,9 +68,17 @@ describe("the pulpitum command", () => {
       ].join("\n"),
     );
     const r = await runCli(["import", "t1", file], env);
-    expect(r.code).toBe(2);
-    expect(r.stderr).toMatch(/line 3/);
-    expect(r.stderr).toMatch(/sub-microsecond/);
+    expect(r.code).toBe(3);
+    expect(r.stderr).toMatch(/in\.ndjson line 3 event_time .* has sub-microsecond digits/);
+    expect(r.stderr).toMatch(
+      /The import stopped at line 3: lines 1-2 are stored, nothing from line 3 on/,
+    );
+    // Each part of the message once: no "line 3: line 3", one "expected".
+    expect(r.stderr).not.toMatch(/line 3: line 3/);
+    expect(r.stderr.match(/expected/g)).toHaveLength(1);
+    expect(r.stdout).toMatch(
+      /stored 2 records into t1 from lines 1-2 of .*in\.ndjson \(2 new, 0 already present\); nothing from line 3 on/,
+    );
     const read = await runCli(["read", "t1", "c", "--json"], env);
     const records = JSON.parse(read.stdout).records as Array<{ sort_key: string }>;
     expect(records.map((x) => Buffer.from(x.sort_key, "base64").toString())).toEqual(["1", "2"]);

@@ -158,7 +158,7 @@ describe("event times on import", () => {
     const read = await runCli(["read", "t1", "p", "--json"], env);
 
     // Assess
-    expect(result.code).toBe(2);
+    expect(result.code).toBe(3);
     expect(result.stderr).toContain(
       'line 2 event_time "0000-01-01T00:00:00.000000Z": is outside the range of event times',
     );

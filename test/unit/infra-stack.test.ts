@@ -1,12 +1,13 @@
-import { existsSync, statSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, statSync } from "node:fs";
 import { execFile } from "node:child_process";
+import os from "node:os";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { promisify } from "node:util";
 import { App, Validations, aws_secretsmanager as secretsmanager, Stack } from "aws-cdk-lib";
 import { Annotations, Match, Template } from "aws-cdk-lib/assertions";
 import cdkNag from "cdk-nag";
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { stackPropsFrom } from "../../infra/app-props.js";
 import {
   ArchiverStack,
@@ -18,17 +19,43 @@ import { METRIC, METRICS_NAMESPACE } from "../../functions/observability.js";
 
 const execFileAsync = promisify(execFile);
 
+/**
+ * Every app synthesizes into a folder under this one, removed when the file
+ * is done (left to itself, CDK makes a new `cdk.out*` in the temp dir per app).
+ */
+const OUT_ROOT = mkdtempSync(path.join(os.tmpdir(), "pulpitum-infra-test-"));
+afterAll(() => rmSync(OUT_ROOT, { recursive: true, force: true }));
+const outdir = () => mkdtempSync(path.join(OUT_ROOT, "cdk.out-"));
+
 /** A stack with cdk-nag registered as the app's validation plugin, as infra/app.ts does. */
 function synthesize(
   props: ArchiverStackProps = {},
   options: { bundle: boolean } = { bundle: false },
 ) {
   // Skipping bundling is CDK's own switch (what `cdk synth --exclusively` uses); the default-stack suite bundles for real.
-  const app = new App(options.bundle ? {} : { context: { "aws:cdk:bundling-stacks": [] } });
-  const stack = new ArchiverStack(app, "Pulpitum", props);
-  const nag = new cdkNag.AwsSolutionsChecks(app, { verbose: true });
-  Validations.of(app).addPlugins(nag);
-  return { app, stack, nag, template: Template.fromStack(stack) };
+  const app = new App(
+    options.bundle
+      ? { outdir: outdir() }
+      : { outdir: outdir(), context: { "aws:cdk:bundling-stacks": [] } },
+  );
+  // CDK bundles while it constructs the stack and announces each asset on
+  // stderr ("Bundling asset …"): expected, so kept off the test output.
+  const write = process.stderr.write.bind(process.stderr);
+  const quiet = vi
+    .spyOn(process.stderr, "write")
+    .mockImplementation((chunk: string | Uint8Array, ...rest: unknown[]) =>
+      String(chunk).startsWith("Bundling asset ")
+        ? true
+        : write(chunk, ...(rest as [BufferEncoding, (error?: Error | null) => void])),
+    );
+  try {
+    const stack = new ArchiverStack(app, "Pulpitum", props);
+    const nag = new cdkNag.AwsSolutionsChecks(app, { verbose: true });
+    Validations.of(app).addPlugins(nag);
+    return { app, stack, nag, template: Template.fromStack(stack) };
+  } finally {
+    quiet.mockRestore();
+  }
 }
 
 /** IAM statements of one role, with action lists sorted (their order depends on feature flags). */
@@ -181,6 +208,14 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
         }),
       },
     });
+  });
+
+  it("runs these tests, and the bundles loaded below, on the Node major the functions deploy on", () => {
+    // npm scripts put the `node` devDependency first on PATH; a test worker on any other major proves nothing about Lambda.
+    const runtimes = Object.values(synth.template.findResources("AWS::Lambda::Function")).map(
+      (fn) => fn.Properties.Runtime as string,
+    );
+    expect(new Set(runtimes)).toEqual(new Set([`nodejs${process.versions.node.split(".")[0]}.x`]));
   });
 
   it("limits the worker to objects under its prefix, a prefix-conditioned list, sending to the work queue, and the secret", () => {
@@ -446,15 +481,18 @@ describe("the archiver stack with deployment props", () => {
   it("places discovery and the worker in the given subnets and security group without looking anything up", () => {
     const { app, template, stack } = synthesize({
       network: {
-        vpcId: "vpc-0abc",
-        subnetIds: ["subnet-0a", "subnet-0b"],
-        securityGroupId: "sg-0123",
+        vpcId: "vpc-0abc1234",
+        subnetIds: ["subnet-0a1b2c3d", "subnet-0e4f5a6b"],
+        securityGroupId: "sg-0123456789abcdef0",
       },
     });
     for (const fn of [stack.discoverFunction, stack.workerFunction]) {
       template.hasResource("AWS::Lambda::Function", {
         Properties: Match.objectLike({
-          VpcConfig: { SubnetIds: ["subnet-0a", "subnet-0b"], SecurityGroupIds: ["sg-0123"] },
+          VpcConfig: {
+            SubnetIds: ["subnet-0a1b2c3d", "subnet-0e4f5a6b"],
+            SecurityGroupIds: ["sg-0123456789abcdef0"],
+          },
         }),
       });
       expect(fnLogicalId(stack, fn)).toBeTruthy();
@@ -489,7 +527,7 @@ describe("the archiver stack with deployment props", () => {
   });
 
   it("accepts an ISecret", () => {
-    const app = new App({ context: { "aws:cdk:bundling-stacks": [] } });
+    const app = new App({ outdir: outdir(), context: { "aws:cdk:bundling-stacks": [] } });
     const shared = new Stack(app, "Shared");
     const secret = new secretsmanager.Secret(shared, "Db");
     const stack = new ArchiverStack(app, "Pulpitum", { databaseSecret: secret });

@@ -84,6 +84,29 @@ describe("restoring an archived bucket", () => {
     expect(after!.retryAt?.getTime()).toBe(h.clock.now().getTime() + HOLD_MS);
   });
 
+  it("closes each restore transaction at its byte bound as well as its row bound", async () => {
+    const { ctx } = h.process();
+    const batches: number[] = [];
+    const counting = {
+      ...ctx,
+      hotStore: Object.assign(Object.create(ctx.hotStore) as typeof ctx.hotStore, {
+        restoreRecords: (...args: Parameters<typeof ctx.hotStore.restoreRecords>) => {
+          batches.push(args[2].reduce((n, r) => n + r.sortKey.byteLength + r.value.byteLength, 0));
+          return ctx.hotStore.restoreRecords(...args);
+        },
+      }),
+    };
+    const rowBytes = records[0]!.sortKey.byteLength + records[0]!.value.byteLength;
+    const batchBytes = 20 * rowBytes;
+
+    const report = await restoreBucket(counting, id, { holdMs: HOLD_MS, batchBytes });
+
+    expect(report).toMatchObject({ result: "restored", rows_inserted: records.length });
+    expect(batches.length).toBeGreaterThanOrEqual(Math.ceil(records.length / 21));
+    expect(Math.max(...batches)).toBeLessThan(batchBytes + 2 * rowBytes);
+    expectSameRecords(await hotRecords(h, id), records);
+  });
+
   it("keeps a restored bucket out of discovery until its hold passes, then archives it again: same bytes, a new attempt's key", async () => {
     const before = await h.inner.getBucket(id);
     await restoreBucket(h.process().ctx, id, { holdMs: HOLD_MS });

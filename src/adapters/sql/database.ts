@@ -22,9 +22,10 @@
  * it is never retried here, because only a re-read of durable state can tell
  * what happened.
  */
-import { PGlite } from "@electric-sql/pglite";
+import type { PGlite } from "@electric-sql/pglite";
 import pg from "pg";
 import { AmbiguousCommitError, TransientStoreError } from "../../errors.js";
+import { EMBEDDED_POSTGRESQL_CONF } from "./pglite-template.js";
 
 export interface QueryResult<T> {
   rows: T[];
@@ -503,7 +504,12 @@ export class PgliteDatabase implements SqlDatabase {
     dataDir: string | undefined,
     options: PgliteDatabaseOptions = {},
   ): Promise<PgliteDatabase> {
-    const db = await PGlite.create(dataDir, { parsers: PGLITE_PARSERS });
+    // Imported on first use: only the embedded store pays for loading PGlite.
+    const { PGlite } = await import("@electric-sql/pglite");
+    const db = await PGlite.create(dataDir, {
+      parsers: PGLITE_PARSERS,
+      postgresqlconf: EMBEDDED_POSTGRESQL_CONF,
+    });
     await db.query("SET TimeZone = 'UTC'");
     return new PgliteDatabase(db, options);
   }

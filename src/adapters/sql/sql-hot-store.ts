@@ -101,6 +101,15 @@ import {
   type SqlExecutor,
 } from "./database.js";
 import { METADATA_TABLE, RECORDS_TABLE, runMigrations, TABLES_TABLE } from "./migrations.js";
+import type {
+  ArchivedBucket,
+  DropBatch,
+  HeldBucket,
+  TableDropFinish,
+  TableDropStart,
+} from "../../ports/hot-store-operations.js";
+import { listArchivedBuckets, listHeldBuckets } from "./operator-queries.js";
+import { beginTableDrop, dropBucketBatch, finishTableDrop } from "./table-drop.js";
 
 /** Rows per multi-row INSERT: 1,000 rows × 5 parameters stays far below the 65,535 limit. */
 export const APPEND_ROWS_PER_STATEMENT = 1000;
@@ -649,7 +658,10 @@ export class SqlHotStore implements HotStore {
     skipExisting: boolean,
   ): Promise<AppendResult> {
     return await this.db.transaction(async (tx) => {
-      const table = await readTable(tx, tableId);
+      // Key-share-lock the registration too: `tables drop` deletes it only once
+      // no append holds it, so no append can leave a bucket behind a dropped
+      // table; pausing or updating the table (no key change) does not wait.
+      const table = await readTable(tx, tableId, "FOR KEY SHARE");
       if (table === null) throw new UnknownTableError(tableId);
 
       const buckets = new Map<string, PendingBucket>();
@@ -1318,6 +1330,36 @@ export class SqlHotStore implements HotStore {
   async #leaseLost(id: BucketId): Promise<LeaseLost> {
     return { kind: "lease-lost", metadata: await this.getBucket(id) };
   }
+
+  // ---- operator views and table removal (SQL in operator-queries.ts and table-drop.ts) ----
+
+  async listArchivedBuckets(
+    tableId: TableId,
+    options: Parameters<HotStore["listArchivedBuckets"]>[1],
+  ): Promise<ArchivedBucket[]> {
+    return await listArchivedBuckets(this.db, tableId, options);
+  }
+
+  async listHeldBuckets(query: Parameters<HotStore["listHeldBuckets"]>[0]): Promise<HeldBucket[]> {
+    return await listHeldBuckets(this.db, query);
+  }
+
+  async beginTableDrop(tableId: TableId, now: Date): Promise<TableDropStart> {
+    return await beginTableDrop(this.db, tableId, now);
+  }
+
+  async dropBucketBatch(
+    lease: Lease,
+    now: Date,
+    limit: number,
+    after: ClusteringPosition | null,
+  ): Promise<DropBatch> {
+    return await dropBucketBatch(this.db, lease, now, limit, after);
+  }
+
+  async finishTableDrop(tableId: TableId): Promise<TableDropFinish> {
+    return await finishTableDrop(this.db, tableId);
+  }
 }
 
 /**
@@ -1402,11 +1444,15 @@ function holdsCleanupFence(metadata: BucketMetadata, lease: Lease, now: Date): b
   );
 }
 
-async function readTable(db: SqlExecutor, tableId: string): Promise<TableDefinition | null> {
+async function readTable(
+  db: SqlExecutor,
+  tableId: string,
+  lock: "" | "FOR KEY SHARE" = "",
+): Promise<TableDefinition | null> {
   const p = new Params();
   const { rows } = await db.query<TableRow>(
     `SELECT table_id, bucket_strategy, archive_format, writable_buckets, paused
-       FROM ${TABLES_TABLE} WHERE table_id = ${p.text(tableId)}`,
+       FROM ${TABLES_TABLE} WHERE table_id = ${p.text(tableId)} ${lock}`,
     p.values,
   );
   return rows[0] === undefined ? null : toTable(rows[0]);

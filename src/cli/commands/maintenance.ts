@@ -1,0 +1,161 @@
+/** `pulpitum migrate`, `gc`, `restore` and `dlq replay`. */
+import type { BucketId } from "../../domain/bucket.js";
+import { ConfigError, UnknownTableError } from "../../errors.js";
+import { collectGarbage, type GcReport } from "../../usecases/gc.js";
+import {
+  DEFAULT_RESTORE_HOLD_SECONDS,
+  MAX_RESTORE_HOLD_SECONDS,
+  restoreBucket,
+  type RestoreReport,
+} from "../../usecases/restore.js";
+import { parseReplayRequest, replayDeadLetters } from "../../usecases/replay-dlq.js";
+import type { PulpitumConfig } from "../../config.js";
+import { showBucket } from "../display.js";
+import { printJson, renderTable } from "../format.js";
+import { integerOption } from "../options.js";
+import { cliLog, loadCliConfig, withRuntime } from "../session.js";
+
+export async function migrateCommand(opts: { json?: boolean }): Promise<void> {
+  await withRuntime(async (rt) => {
+    const applied = await rt.hotStore.migrate();
+    if (opts.json) printJson({ applied });
+    else
+      console.log(
+        applied.length === 0
+          ? "schema is up to date; nothing applied"
+          : `applied migrations ${applied.join(", ")}`,
+      );
+  });
+}
+
+export async function gcCommand(opts: {
+  dryRun?: boolean;
+  minAgeSeconds?: number;
+  includeUnowned?: boolean;
+  json?: boolean;
+}): Promise<void> {
+  await withRuntime(async (rt) => {
+    const report = await collectGarbage(
+      {
+        hotStore: rt.hotStore,
+        objectStore: rt.objectStore,
+        clock: rt.clock,
+        archivePrefix: rt.archivePrefix,
+        log: cliLog(),
+      },
+      {
+        minAgeMs: (opts.minAgeSeconds ?? rt.config.gcMinAgeSeconds) * 1000,
+        dryRun: opts.dryRun === true,
+        includeUnowned: opts.includeUnowned === true,
+        leaseMs: rt.config.leaseSeconds * 1000,
+      },
+    );
+    if (opts.json) printJson(report);
+    else console.log(renderGcReport(report));
+  });
+}
+
+function renderGcReport(report: GcReport): string {
+  const mib = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(2)} MiB`;
+  const lines = [
+    `${report.dry_run ? "dry run: " : ""}scanned ${report.scanned_objects} objects (${mib(report.scanned_bytes)}) under ${report.prefix}`,
+    `kept: ${report.kept.referenced} referenced, ${report.kept.in_flight} of buckets in flight, ${report.kept.young} younger than ${report.min_age_seconds} s, ${report.kept.busy} of busy buckets, ${report.kept.unowned} unowned, ${report.kept.unrecognized} unrecognized`,
+  ];
+  if (report.orphans.length > 0) {
+    lines.push(
+      renderTable(
+        ["action", "bytes", "last modified", "key"],
+        report.orphans.map((o) => [o.action, o.size, o.last_modified, o.key]),
+      ),
+    );
+  }
+  const wouldDelete = report.orphans.filter((o) => o.action === "would-delete");
+  lines.push(
+    report.dry_run
+      ? `would delete ${wouldDelete.length} objects (${mib(wouldDelete.reduce((n, o) => n + o.size, 0))})`
+      : `deleted ${report.deleted_objects} objects (${mib(report.deleted_bytes)})${report.stopped_because === "deadline" ? "; stopped at the deadline" : ""}`,
+  );
+  return lines.join("\n");
+}
+
+export async function restoreCommand(
+  id: BucketId,
+  opts: { holdSeconds?: string; json?: boolean },
+): Promise<void> {
+  const holdSeconds =
+    opts.holdSeconds === undefined
+      ? DEFAULT_RESTORE_HOLD_SECONDS
+      : integerOption(opts.holdSeconds, "--hold-seconds", 0, MAX_RESTORE_HOLD_SECONDS);
+  await withRuntime(async (rt) => {
+    if ((await rt.hotStore.getTable(id.tableId)) === null) throw new UnknownTableError(id.tableId);
+    const report = await restoreBucket(rt.context(cliLog()), id, {
+      holdMs: holdSeconds * 1000,
+    });
+    if (opts.json) printJson(report);
+    else console.log(renderRestoreReport(id, report));
+    if (report.result === "busy" || report.result === "lease-lost") process.exitCode = 1;
+  });
+}
+
+function renderRestoreReport(id: BucketId, report: RestoreReport): string {
+  const bucket = showBucket(id);
+  switch (report.result) {
+    case "restored":
+      return (
+        `restored ${bucket}${report.resumed ? " (resumed an interrupted restore)" : ""}: ` +
+        `${report.rows_inserted} rows inserted, ${report.rows_verified} already present; reads go to the hot store; ` +
+        `not re-archived before ${report.retry_at}`
+      );
+    case "already-hot":
+      return `${bucket} is hot: nothing to restore`;
+    case "busy":
+      return `${bucket} is busy (${report.reason ?? "leased"}); try again later`;
+    case "lease-lost":
+      return `${bucket}: ${report.reason ?? "lease lost"}; the bucket still reads from the archive; run the restore again`;
+  }
+}
+
+export async function dlqReplayCommand(opts: {
+  max: number;
+  dryRun?: boolean;
+  json?: boolean;
+}): Promise<void> {
+  const config: PulpitumConfig = loadCliConfig();
+  if (!config.deadLetterQueueUrl || !config.workQueueUrl) {
+    throw new ConfigError(
+      (["PULPITUM_DLQ_URL", "PULPITUM_WORK_QUEUE_URL"] as const)
+        .filter(
+          (v) => !(v === "PULPITUM_DLQ_URL" ? config.deadLetterQueueUrl : config.workQueueUrl),
+        )
+        .map((variable) => ({
+          variable,
+          value: undefined,
+          accepted:
+            "is unset; `pulpitum dlq replay` needs the SQS queue URLs of the deployment in PULPITUM_DLQ_URL and PULPITUM_WORK_QUEUE_URL",
+        })),
+    );
+  }
+  const request = parseReplayRequest(
+    { max_messages: opts.max, dry_run: opts.dryRun === true },
+    "--max/--dry-run",
+  );
+  const { SQSClient } = await import("@aws-sdk/client-sqs");
+  const sqs = new SQSClient({});
+  try {
+    const report = await replayDeadLetters({
+      sqs,
+      dlqUrl: config.deadLetterQueueUrl,
+      queueUrl: config.workQueueUrl,
+      maxMessages: request.maxMessages,
+      dryRun: request.dryRun,
+    });
+    if (opts.json) printJson(report);
+    else
+      console.log(
+        `${report.dryRun ? "dry run: " : ""}received ${report.received}, replayed ${report.replayed}, not sent ${report.notSent}, sent but not deleted ${report.sentNotDeleted} (${report.stoppedBecause})`,
+      );
+    if (report.failures.length > 0) process.exitCode = 1;
+  } finally {
+    sqs.destroy();
+  }
+}

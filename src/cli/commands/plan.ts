@@ -1,0 +1,94 @@
+/** `pulpitum plan`: what archival would do now, and what it leaves alone and why. */
+import { cutoffAt, formatCutoffAt } from "../../domain/cutoff.js";
+import type { Candidate } from "../../ports/hot-store.js";
+import type { HeldBucket } from "../../ports/hot-store-operations.js";
+import { bucketJson, showBucket } from "../display.js";
+import { printJson, renderTable } from "../format.js";
+import { withRuntime } from "../session.js";
+
+export async function planCommand(opts: { json?: boolean; limit: number }): Promise<void> {
+  await withRuntime(async (rt) => {
+    const now = rt.clock.now();
+    const cutoff = cutoffAt(rt.config.cutoff, now);
+    const cutoffText = formatCutoffAt(rt.config.cutoff, now);
+    const candidates = await rt.hotStore.peekCandidates({
+      now,
+      cutoff,
+      limit: opts.limit,
+      enqueuedBefore: now,
+    });
+    const held = await rt.hotStore.listHeldBuckets({ now, cutoff, limit: opts.limit });
+    const planned = candidates.map((c) => ({
+      bucket: showBucket(c.id),
+      ...bucketJson(c.id),
+      kind: c.kind,
+      state: c.state,
+      next_phase: c.kind === "eligible" ? "claim" : c.phase,
+      bucket_end: c.end.toISOString(),
+      why: explainCandidate(c, cutoff),
+    }));
+    const notNow = held.map((h) => ({
+      bucket: showBucket(h.id),
+      ...bucketJson(h.id),
+      state: h.state,
+      bucket_end: h.end.toISOString(),
+      why: heldReasons(h, now),
+    }));
+    if (opts.json) {
+      printJson({ cutoff: cutoffText, candidates: planned, held: notNow });
+      return;
+    }
+    console.log(
+      `cutoff ${cutoffText}${rt.config.cutoff.kind === "previous-utc-year" ? " (default: January 1 of the previous UTC year)" : ""}`,
+    );
+    if (planned.length === 0) console.log("nothing to archive now");
+    else
+      console.log(
+        renderTable(
+          ["bucket", "next phase", "why"],
+          planned.map((r) => [r.bucket, r.next_phase, r.why]),
+        ),
+      );
+    if (notNow.length > 0) {
+      console.log(`\nnot offered now (${notNow.length}):`);
+      console.log(
+        renderTable(
+          ["bucket", "state", "why"],
+          notNow.map((r) => [r.bucket, r.state, r.why.join("; ")]),
+        ),
+      );
+    }
+  });
+}
+
+function explainCandidate(c: Candidate, cutoff: Date): string {
+  switch (c.kind) {
+    case "eligible":
+      return `hot; bucket_end ${c.end.toISOString()} <= cutoff ${cutoff.toISOString()}`;
+    case "stalled":
+      return `archiving with no live lease; resumes at ${c.phase}`;
+    case "cleanup":
+      return "archived; hot rows not yet deleted";
+  }
+}
+
+/** Every reason discovery skips or cannot yet finish a bucket, most decisive first. */
+export function heldReasons(h: HeldBucket, now: Date): string[] {
+  const reasons: string[] = [];
+  if (h.restoring) reasons.push("being restored to the hot store (`pulpitum restore` finishes it)");
+  if (h.leaseExpiresAt !== null) {
+    const phase = h.state === "hot" ? "claim" : h.phase;
+    reasons.push(`in flight: ${phase} leased until ${h.leaseExpiresAt.toISOString()}`);
+  }
+  if (h.state === "hot" && h.tablePaused)
+    reasons.push(`table ${h.id.tableId} is paused (\`pulpitum tables resume ${h.id.tableId}\`)`);
+  if (h.state === "hot" && h.retryAt !== null && h.retryAt.getTime() > now.getTime()) {
+    reasons.push(
+      h.attempts > 0
+        ? `deferred after ${h.attempts} failed attempt${h.attempts === 1 ? "" : "s"} until ${h.retryAt.toISOString()}: ${h.lastError ?? "?"}`
+        : `restored to the hot store; held out of archival until ${h.retryAt.toISOString()}`,
+    );
+  }
+  if (reasons.length === 0 && h.state === "archived") reasons.push("cleanup pending");
+  return reasons;
+}

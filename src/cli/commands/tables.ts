@@ -1,0 +1,118 @@
+/** `pulpitum tables create|list|pause|resume|drop`. */
+import type { BucketStrategy } from "../../domain/bucket.js";
+import { parseArchiveFormat, type TableId } from "../../domain/table.js";
+import { dropTable, type DropReport } from "../../usecases/drop-table.js";
+import { count, printJson, renderTable } from "../format.js";
+import { strategyName } from "../display.js";
+import { cliLog, withRuntime } from "../session.js";
+
+export async function createTable(
+  tableId: TableId,
+  strategy: BucketStrategy,
+  opts: { format?: string; writableBuckets: number | null; json?: boolean },
+): Promise<void> {
+  await withRuntime(async (rt) => {
+    const format = opts.format
+      ? parseArchiveFormat(opts.format, "--format")
+      : rt.config.defaultFormat;
+    const result = await rt.hotStore.registerTable(
+      { tableId, strategy, format, writableBuckets: opts.writableBuckets },
+      rt.clock.now(),
+    );
+    if (opts.json) {
+      printJson({
+        table_id: tableId,
+        result,
+        strategy: strategyName(strategy),
+        bucket_strategy: strategy,
+        format,
+        writable_buckets: opts.writableBuckets,
+      });
+      return;
+    }
+    const guard = opts.writableBuckets ? `, writable buckets ${opts.writableBuckets}` : "";
+    console.log(`table ${tableId}: ${result} (${strategyName(strategy)}, ${format}${guard})`);
+  });
+}
+
+export async function listTables(opts: { json?: boolean }): Promise<void> {
+  await withRuntime(async (rt) => {
+    const list = await rt.hotStore.listTables();
+    if (opts.json) {
+      printJson(
+        list.map((t) => ({
+          table_id: t.tableId,
+          strategy: strategyName(t.strategy),
+          bucket_strategy: t.strategy,
+          format: t.format,
+          writable_buckets: t.writableBuckets,
+          paused: t.paused,
+        })),
+      );
+      return;
+    }
+    if (list.length === 0) {
+      console.log("no tables registered; create one with `pulpitum tables create TABLE`");
+      return;
+    }
+    console.log(
+      renderTable(
+        ["table", "strategy", "format", "writable buckets", "paused"],
+        list.map((t) => [
+          t.tableId,
+          strategyName(t.strategy),
+          t.format,
+          t.writableBuckets,
+          t.paused ? "yes" : "no",
+        ]),
+      ),
+    );
+  });
+}
+
+export async function setPaused(
+  tableId: TableId,
+  paused: boolean,
+  opts: { json?: boolean },
+): Promise<void> {
+  await withRuntime(async (rt) => {
+    const table = await rt.hotStore.setPaused(tableId, paused, rt.clock.now());
+    if (opts.json) printJson({ table_id: table.tableId, paused: table.paused });
+    else console.log(`table ${tableId} ${paused ? "paused" : "resumed"}`);
+  });
+}
+
+export async function dropTableCommand(tableId: TableId, opts: { json?: boolean }): Promise<void> {
+  await withRuntime(async (rt) => {
+    const report = await dropTable(rt.context(cliLog()), tableId);
+    if (opts.json) printJson(report);
+    else console.log(renderDropReport(report, rt.config.gcMinAgeSeconds));
+    if (!report.dropped) process.exitCode = 1;
+  });
+}
+
+function renderDropReport(report: DropReport, gcMinAgeSeconds: number): string {
+  const removed = `${count(report.buckets_removed, "bucket")} and ${count(report.hot_rows_deleted, "hot row")} deleted`;
+  const lines = [
+    report.dropped
+      ? `${report.resumed ? "finished dropping" : "dropped"} table ${report.table_id}: ${removed}; the table is no longer registered`
+      : `table ${report.table_id} is not dropped yet: ${removed}; it stays registered and paused`,
+  ];
+  if (report.archived_buckets_removed > 0) {
+    lines.push(
+      `the archive objects of its ${count(report.archived_buckets_removed, "archived bucket")} stay in the archive, ` +
+        `referenced by nothing; \`pulpitum gc --include-unowned\` deletes them once they are older ` +
+        `than ARCHIVER_GC_MIN_AGE_SECONDS (${gcMinAgeSeconds} s)`,
+    );
+  }
+  if (!report.dropped) {
+    const busy =
+      report.busy.length > 0
+        ? `${count(report.busy.length, "bucket")} held by another process or still receiving appends (${report.busy.slice(0, 5).join(", ")}${report.busy.length > 5 ? ", …" : ""})`
+        : "new buckets kept appearing: something still appends to the table";
+    lines.push(
+      `${busy}; stop what writes to the table, then run \`pulpitum tables drop ${report.table_id} --yes\` again (leases expire after ARCHIVER_LEASE_SECONDS)`,
+    );
+  }
+  return lines.join("\n");
+}

@@ -1,0 +1,85 @@
+/**
+ * Operator views and table removal on the hot store: what `pulpitum tables
+ * buckets`, `plan` and `tables drop` need beyond the archival workflow. The
+ * methods that use these types are on {@link HotStore}.
+ */
+import type { BucketId, BucketStrategy } from "../domain/bucket.js";
+import type {
+  BucketState,
+  ClusteringPosition,
+  LeaseLost,
+  PayloadFacts,
+  RecordedPhase,
+} from "./hot-store.js";
+
+/** An archived bucket and the objects its reads go to: what an external engine should read. */
+export interface ArchivedBucket {
+  readonly id: BucketId;
+  readonly strategy: BucketStrategy;
+  readonly start: Date;
+  readonly end: Date;
+  readonly generation: number;
+  /** The current payload (its key, checksum, rows and bytes). */
+  readonly payload: PayloadFacts;
+  /** The current manifest: the bucket's read route. */
+  readonly manifestKey: string;
+  /** False while cleanup of the hot rows is still pending. */
+  readonly hotDeleted: boolean;
+  /** Set while the bucket is being copied back to the hot store. */
+  readonly restoreStartedAt: Date | null;
+}
+
+/**
+ * A bucket discovery does not offer although it ended before the cutoff, or
+ * one in flight. The CLI derives the reasons from these facts.
+ */
+export interface HeldBucket {
+  readonly id: BucketId;
+  readonly state: BucketState;
+  readonly phase: RecordedPhase;
+  readonly end: Date;
+  readonly tablePaused: boolean;
+  readonly attempts: number;
+  /** A future retry time: a deferral after a failure, or the hold after a restore. */
+  readonly retryAt: Date | null;
+  readonly lastError: string | null;
+  /** Expiry of a live lease, null when no lease is live. */
+  readonly leaseExpiresAt: Date | null;
+  readonly restoring: boolean;
+}
+
+/** A bucket whose archival or restore is unfinished; a table holding one cannot be dropped. */
+export interface InFlightBucket {
+  readonly id: BucketId;
+  readonly state: BucketState;
+  readonly phase: RecordedPhase;
+  readonly hotDeleted: boolean;
+  readonly restoring: boolean;
+  readonly leaseExpiresAt: Date | null;
+}
+
+/** The first step of dropping a table. */
+export type TableDropStart =
+  /** Nothing is in flight; the table is paused now, so no bucket of it starts archiving. */
+  | { readonly kind: "paused" }
+  /** No registration, but buckets remain: what an earlier drop left, to finish. */
+  | { readonly kind: "resumed" }
+  /** Nothing of the table exists. */
+  | { readonly kind: "unknown" }
+  /** Nothing was changed: these buckets (at most 20) are in flight. */
+  | { readonly kind: "in-flight"; readonly buckets: readonly InFlightBucket[] };
+
+/** The last step: the registration is gone, or buckets (appended meanwhile) remain. */
+export type TableDropFinish = "dropped" | "buckets-remain";
+
+export type DropBatch =
+  | {
+      readonly kind: "deleted";
+      /** Hot rows deleted by this batch. */
+      readonly rows: number;
+      /** The bucket's metadata row was deleted too (no hot rows were left). */
+      readonly bucketRemoved: boolean;
+      /** The last key deleted when the batch was full: pass it as `after` to the next batch. */
+      readonly last?: ClusteringPosition;
+    }
+  | LeaseLost;
