@@ -3,9 +3,11 @@
  * no database. Kept apart from functions/runtime.ts so the replay bundle
  * does not carry the database and archive code.
  */
-import { SQSClient } from "@aws-sdk/client-sqs";
+import type { SQSClient } from "@aws-sdk/client-sqs";
+import { createSqsClient } from "../src/adapters/queue/sqs.js";
 import { parseConfig } from "../src/config.js";
 import { ConfigError } from "../src/errors.js";
+import { httpTimeoutsFromSeconds } from "../src/adapters/http-timeouts.js";
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -23,6 +25,8 @@ export function openQueueRuntime(
   const queues = {
     PULPITUM_WORK_QUEUE_URL: env.PULPITUM_WORK_QUEUE_URL,
     PULPITUM_DLQ_URL: env.PULPITUM_DLQ_URL,
+    PULPITUM_SQS_CONNECT_TIMEOUT_SECONDS: env.PULPITUM_SQS_CONNECT_TIMEOUT_SECONDS,
+    PULPITUM_SQS_REQUEST_TIMEOUT_SECONDS: env.PULPITUM_SQS_REQUEST_TIMEOUT_SECONDS,
   };
   const config = parseConfig(queues, { cwd: process.cwd() });
   const missing = [
@@ -35,7 +39,15 @@ export function openQueueRuntime(
     );
   }
   return {
-    sqs: clients.sqs ?? new SQSClient({ region: env.AWS_REGION ?? env.AWS_DEFAULT_REGION }),
+    sqs:
+      clients.sqs ??
+      createSqsClient({
+        region: env.AWS_REGION ?? env.AWS_DEFAULT_REGION,
+        timeouts: httpTimeoutsFromSeconds(
+          config.timeouts.sqsConnectSeconds,
+          config.timeouts.sqsRequestSeconds,
+        ),
+      }),
     workQueueUrl: config.workQueueUrl!,
     deadLetterQueueUrl: config.deadLetterQueueUrl!,
   };

@@ -19,14 +19,15 @@
  */
 import { S3Client } from "@aws-sdk/client-s3";
 import { GetSecretValueCommand, SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
-import { SQSClient } from "@aws-sdk/client-sqs";
+import type { SQSClient } from "@aws-sdk/client-sqs";
 import type { PulpitumConfig } from "../src/config.js";
 import { ConfigError, errorMessage } from "../src/errors.js";
 import { S3ObjectStore } from "../src/adapters/object-store/s3.js";
-import { SqsWorkQueue } from "../src/adapters/queue/sqs.js";
+import { createSqsClient, SqsWorkQueue } from "../src/adapters/queue/sqs.js";
+import { httpHandlerSettings } from "../src/adapters/http-timeouts.js";
 import type { Clock } from "../src/ports/clock.js";
 import type { WorkQueue } from "../src/ports/work-queue.js";
-import { loadConfig, openRuntime, type Runtime } from "../src/runtime.js";
+import { loadConfig, openRuntime, s3Timeouts, sqsTimeouts, type Runtime } from "../src/runtime.js";
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -175,7 +176,9 @@ export async function openLambdaRuntime(
       },
     ]);
   }
-  const sqs = options.clients?.sqs ?? remember(owned, new SQSClient({ region }));
+  const sqs =
+    options.clients?.sqs ??
+    remember(owned, createSqsClient({ region, timeouts: sqsTimeouts(config) }));
   const archive = config.archive;
   // The archive's S3 client gets the function's region and, in tests, request counters.
   const s3 =
@@ -186,6 +189,7 @@ export async function openLambdaRuntime(
         region: region ?? "us-east-1",
         ...(archive.endpoint !== undefined && { endpoint: archive.endpoint }),
         forcePathStyle: archive.forcePathStyle,
+        requestHandler: httpHandlerSettings(s3Timeouts(config)),
       }),
     );
   const runtime: Runtime = await openRuntime(config, {

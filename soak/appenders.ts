@@ -4,11 +4,14 @@
  * hot and complete); most of the rest race the fence on eligible buckets
  * that are still hot, and some aim at buckets already archiving or archived,
  * which must refuse them with BucketNotWritableError. One append in ten
- * spans two buckets, so a refusal must take the whole batch with it.
+ * spans two buckets, so a refusal must take the whole batch with it. An
+ * append accepted by a bucket last seen archived is a fence failure, unless a
+ * restore of that bucket ran since it was seen (it is hot again then).
  */
 import { BucketNotWritableError, errorMessage } from "../src/errors.js";
 import type { HotStore } from "../src/ports/hot-store.js";
 import type { Ledger } from "./ledger.js";
+import type { RestoreTracker } from "./maintenance.js";
 import type { MetadataMonitor } from "./monitor.js";
 import type { Random } from "./random.js";
 import { sleep } from "./random.js";
@@ -47,8 +50,13 @@ export async function runAppender(options: {
   random: Random;
   figures: AppendFigures;
   signal: AbortSignal;
+  /** Restores running in the soak: a bucket seen archived may be hot again since. */
+  restores?: RestoreTracker;
+  /** Leave these buckets alone for now (a sabotage that needs them unchanged). */
+  avoid?: (bucket: SoakBucket) => boolean;
 }): Promise<void> {
   const { hot, catalog, ledger, monitor, random, figures, signal } = options;
+  const avoid = options.avoid ?? (() => false);
   const factory = new RecordFactory(options.name, random);
   const future = catalog.buckets.filter((b) => !b.eligible);
   const eligible = catalog.buckets.filter((b) => b.eligible);
@@ -71,7 +79,12 @@ export async function runAppender(options: {
       const sameTable = catalog.buckets.filter((b) => b.tableId === first.tableId && b !== first);
       targets.push(random.pick(sameTable));
     }
-    const seenArchived = targets.some((b) => stateOf(b) === "archived");
+    if (targets.some(avoid)) {
+      await sleep(random.between(10, 50), signal);
+      continue;
+    }
+    const seenAt = monitor.takenAt;
+    const seenArchived = targets.filter((b) => stateOf(b) === "archived");
     const records = targets.flatMap((b) => factory.make(b, random.int(1, 8)));
     try {
       await ledger.track(
@@ -82,7 +95,9 @@ export async function runAppender(options: {
       );
       figures.committed++;
       figures.committedRecords += records.length;
-      if (seenArchived) figures.acceptedAfterFence++;
+      // Seen archived and no restore since: nothing could have made the bucket writable.
+      if (seenArchived.some((b) => !options.restores?.touchedSince(b.ref, seenAt)))
+        figures.acceptedAfterFence++;
     } catch (error) {
       if (error instanceof BucketNotWritableError) {
         figures.rejected++;

@@ -3,7 +3,9 @@
  * every eligible bucket archived with hot_deleted and no hot rows left;
  * every manifest verified against its payload's bytes; every committed
  * record exactly once, in the tier its bucket's route names (the manifest's
- * payload for archived buckets, readBucket for the rest).
+ * payload for archived buckets, readBucket for the rest). With restores in
+ * the run: every restored bucket archived again, and no restore left half
+ * done (a restore mark on an archived bucket).
  */
 import type pg from "pg";
 import { METADATA_TABLE } from "../src/adapters/sql/migrations.js";
@@ -34,6 +36,10 @@ export interface EndCheck {
   duplicated: number;
   phantom: number;
   valueMismatches: number;
+  /** Restored buckets that did not end archived with their hot rows deleted. */
+  restoredNotRearchived: number;
+  /** Archived buckets still marked as being restored. */
+  unfinishedRestores: number;
   problems: string[];
 }
 
@@ -43,6 +49,8 @@ export async function runEndCheck(options: {
   ledger: Ledger;
   cutoff: Date;
   concurrency: number;
+  /** Refs of the buckets restores flipped to hot during the run. */
+  restored?: ReadonlySet<string>;
 }): Promise<EndCheck> {
   const { runtime, admin, ledger, cutoff } = options;
   const result: EndCheck = {
@@ -59,6 +67,8 @@ export async function runEndCheck(options: {
     duplicated: 0,
     phantom: 0,
     valueMismatches: 0,
+    restoredNotRearchived: 0,
+    unfinishedRestores: 0,
     problems: [],
   };
   const problem = (text: string) => {
@@ -96,7 +106,17 @@ export async function runEndCheck(options: {
     const eligible = meta.end.getTime() <= cutoff.getTime();
     if (eligible) result.eligibleBuckets++;
     const hotRows = await runtime.hotStore.countHotRows(id);
-    const entry = ledger.get(bucketRef(id.tableId, id.partitionKey, id.bucketKey));
+    const ref = bucketRef(id.tableId, id.partitionKey, id.bucketKey);
+    const entry = ledger.get(ref);
+    if (options.restored?.has(ref) && !(meta.state === "archived" && meta.hotDeleted)) {
+      result.restoredNotRearchived++;
+      problem(`${name} was restored and ended ${meta.state}, not archived again`);
+    }
+    if (meta.restoreStartedAt !== null) {
+      result.unfinishedRestores++;
+      result.unconverged++;
+      problem(`${name} is still marked as being restored`);
+    }
 
     if (eligible && !(meta.state === "archived" && meta.hotDeleted)) {
       result.unconverged++;

@@ -13,7 +13,12 @@ import {
   S3Client,
 } from "@aws-sdk/client-s3";
 import pg from "pg";
-import { startMoto, startPostgres, type RunningService } from "../test/support/services.js";
+import {
+  startMoto,
+  startPostgres,
+  type RunningPostgres,
+  type RunningService,
+} from "../test/support/services.js";
 
 export interface SoakEnvironment {
   readonly databaseUrl: string;
@@ -25,6 +30,10 @@ export interface SoakEnvironment {
   /** Admin connections to the soak's database (monitoring, sabotage, end-check queries). */
   readonly admin: pg.Pool;
   readonly s3: S3Client;
+  readonly credentials: { readonly accessKeyId: string; readonly secretAccessKey: string };
+  readonly region: string;
+  /** The PostgreSQL cluster the soak started, which it may restart; undefined with DATABASE_URL. */
+  readonly postgres: RunningPostgres | undefined;
   teardown(keepData: boolean): Promise<void>;
 }
 
@@ -38,9 +47,11 @@ export async function prepareEnvironment(
   let endpoint = process.env.AWS_ENDPOINT_URL?.trim() || undefined;
   const externalDatabase = serverUrl !== undefined;
   const externalS3 = endpoint !== undefined;
+  let postgres: RunningPostgres | undefined;
   if (serverUrl === undefined) {
     const service = await startPostgres();
     started.push(service);
+    postgres = service;
     serverUrl = service.url;
     log(`started a throwaway PostgreSQL at ${serverUrl}`);
   }
@@ -103,6 +114,9 @@ export async function prepareEnvironment(
     baseEnv,
     admin,
     s3,
+    credentials,
+    region,
+    postgres,
     async teardown(keepData: boolean) {
       if (tornDown) return;
       tornDown = true;

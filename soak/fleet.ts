@@ -1,7 +1,8 @@
 /**
- * The archiver fleet: real `pulpitum archive` processes, each SIGKILLed at a
- * random moment and restarted, so every phase gets interrupted somewhere
- * between its lease and its commit. Each process's stderr goes to its own log
+ * The archiver fleet: real `pulpitum archive` processes (with `--faults`, the
+ * soak's own entry to the same runtime, soak/archiver.ts, each start with its
+ * own clock skew), each SIGKILLed at a random moment and restarted, so every
+ * phase gets interrupted somewhere between its lease and its commit. Each process's stderr goes to its own log
  * file; the outcome lines in those logs are tallied at the end.
  */
 import { spawn, type ChildProcess } from "node:child_process";
@@ -34,6 +35,7 @@ export interface FleetFigures {
 export class ArchiverFleet {
   readonly #slots: Slot[];
   readonly #envFor: () => NodeJS.ProcessEnv;
+  readonly #argsFor: () => string[];
   readonly #logDir: string;
   readonly #log: (line: string) => void;
   #stopping = false;
@@ -45,6 +47,8 @@ export class ArchiverFleet {
   constructor(options: {
     processes: number;
     envFor: () => NodeJS.ProcessEnv;
+    /** Node arguments of each process started; default `bin/pulpitum.js archive`. */
+    argsFor?: () => string[];
     logDir: string;
     log: (line: string) => void;
   }) {
@@ -57,6 +61,7 @@ export class ArchiverFleet {
       restartAfterMs: 0,
     }));
     this.#envFor = options.envFor;
+    this.#argsFor = options.argsFor ?? (() => [CLI, "archive"]);
     this.#logDir = options.logDir;
     this.#log = options.log;
   }
@@ -143,7 +148,7 @@ export class ArchiverFleet {
     slot.logFile = path.join(this.#logDir, `archiver-${slot.index}-${this.#starts}.log`);
     this.#logFiles.push(slot.logFile);
     const fd = openSync(slot.logFile, "a");
-    const child = spawn(process.execPath, [CLI, "archive"], {
+    const child = spawn(process.execPath, this.#argsFor(), {
       cwd: REPO_ROOT,
       env: this.#envFor(),
       stdio: ["ignore", fd, fd],

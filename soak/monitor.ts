@@ -20,6 +20,7 @@ export class MetadataMonitor {
   #states = new Map<string, ObservedBucket>();
   readonly #expired = new Set<string>();
   #errors = 0;
+  #takenAt = 0;
 
   constructor(admin: pg.Pool) {
     this.#admin = admin;
@@ -39,6 +40,11 @@ export class MetadataMonitor {
     return this.#errors;
   }
 
+  /** When the query behind {@link states} was sent (ms since the epoch). */
+  get takenAt(): number {
+    return this.#takenAt;
+  }
+
   /** Buckets with `bucket_end <= cutoff` that are not yet archived with their hot rows deleted. */
   pending(cutoff: Date): number {
     let n = 0;
@@ -55,6 +61,7 @@ export class MetadataMonitor {
   }
 
   async refresh(): Promise<void> {
+    const takenAt = Date.now();
     const { rows } = await this.#admin.query<{
       table_id: string;
       pk: string;
@@ -77,6 +84,7 @@ export class MetadataMonitor {
       if (r.expired) this.#expired.add(`${ref}#${r.generation}`);
     }
     this.#states = next;
+    this.#takenAt = takenAt;
   }
 
   async run(signal: AbortSignal): Promise<void> {

@@ -2,13 +2,28 @@
  * The soak's command line and its two profiles. The full profile is the
  * evidence issue 7 asks for (at least 1,000 buckets and 50 kills); the quick
  * one keeps the same shape at a tenth of the size so it finishes in minutes.
+ * `--faults` adds issue 13's infrastructure faults, GC and restores, with the
+ * goals of each profile's fault plan.
  */
 import { parseArgs } from "node:util";
 import type { BucketStrategy } from "../src/domain/bucket.js";
 import type { ArchiveFormat } from "../src/domain/table.js";
 
 /** A sabotage proves the soak can fail: it breaks an invariant behind the archiver's back. */
-export type Sabotage = "none" | "hot-row" | "payload";
+export type Sabotage = "none" | "hot-row" | "payload" | "adopt-orphans";
+
+/** What the fault soak injects and runs beside archival, and the least it must have survived. */
+export interface FaultPlan {
+  readonly minS3Faults: number;
+  readonly minDbRestarts: number;
+  readonly minSkewedProcesses: number;
+  readonly minGcRuns: number;
+  readonly minRestores: number;
+  /** Random pause between PostgreSQL restarts, in seconds. */
+  readonly restartGapSeconds: readonly [number, number];
+  readonly gcGapSeconds: readonly [number, number];
+  readonly restoreGapSeconds: readonly [number, number];
+}
 
 export interface TablePlan {
   readonly id: string;
@@ -41,6 +56,7 @@ export interface SoakProfile {
   readonly readers: number;
   /** The whole soak is aborted (and fails) after this long. */
   readonly deadlineSeconds: number;
+  readonly faults: FaultPlan;
 }
 
 /**
@@ -100,6 +116,16 @@ const FULL: SoakProfile = {
   appenders: 4,
   readers: 2,
   deadlineSeconds: 3600,
+  faults: {
+    minS3Faults: 500,
+    minDbRestarts: 5,
+    minSkewedProcesses: 4,
+    minGcRuns: 20,
+    minRestores: 50,
+    restartGapSeconds: [45, 85],
+    gcGapSeconds: [4, 12],
+    restoreGapSeconds: [3, 7],
+  },
 };
 
 const QUICK: SoakProfile = {
@@ -150,23 +176,43 @@ const QUICK: SoakProfile = {
   appenders: 4,
   readers: 2,
   deadlineSeconds: 570,
+  faults: {
+    minS3Faults: 50,
+    minDbRestarts: 1,
+    minSkewedProcesses: 4,
+    minGcRuns: 5,
+    minRestores: 5,
+    restartGapSeconds: [25, 50],
+    gcGapSeconds: [3, 8],
+    restoreGapSeconds: [3, 7],
+  },
 };
 
 export interface SoakOptions {
   readonly profile: SoakProfile;
+  /** Infrastructure faults, clock skew, GC and restores (issue 13). */
+  readonly faults: boolean;
   readonly sabotage: Sabotage;
   readonly seed: number;
   /** Keep the work folder (worker logs, ledger) even when the soak passes. */
   readonly keep: boolean;
 }
 
-export const USAGE = `usage: npm run soak -- [--quick] [--sabotage hot-row|payload] [--seed N] [--keep]
+export const USAGE = `usage: npm run soak -- [--quick] [--faults] [--sabotage hot-row|payload|adopt-orphans] [--seed N] [--keep]
 
   --quick       100+ buckets and 10+ kills, under 10 minutes (default: the full soak,
                 1,000+ buckets and 50+ kills)
+  --faults      also inject infrastructure faults through loopback proxies (S3 latency,
+                SlowDown, InternalError, resets, stalls longer than a lease; database
+                latency, resets, blackholed connections), restart PostgreSQL, skew each
+                archiver's clock, and run GC and restores beside archival
+                (quick: 50+ S3 faults, 1+ restart, 5+ restores; full: 500+, 5+, 50+,
+                and 20+ GC runs)
   --sabotage    break an invariant behind the archiver's back to prove the soak fails:
                 hot-row deletes one committed hot row of an eligible bucket;
-                payload overwrites a published payload object with other bytes
+                payload overwrites a published payload object with other bytes;
+                adopt-orphans (with --faults) takes the export attempt out of payload
+                keys, the adoption race issue 12 closed, and stalls GC's deletes
   --seed N      seed of the random choices (default: time-based; printed)
   --keep        keep the work folder (worker logs, ledger) after a passing run
 
@@ -180,6 +226,7 @@ export function parseSoakOptions(argv: readonly string[]): SoakOptions | "help" 
     args: [...argv],
     options: {
       quick: { type: "boolean", default: false },
+      faults: { type: "boolean", default: false },
       sabotage: { type: "string" },
       seed: { type: "string" },
       keep: { type: "boolean", default: false },
@@ -190,8 +237,18 @@ export function parseSoakOptions(argv: readonly string[]): SoakOptions | "help" 
   });
   if (values.help) return "help";
   const sabotage = values.sabotage ?? "none";
-  if (sabotage !== "none" && sabotage !== "hot-row" && sabotage !== "payload") {
-    throw new Error(`--sabotage ${JSON.stringify(sabotage)}: expected hot-row or payload`);
+  if (
+    sabotage !== "none" &&
+    sabotage !== "hot-row" &&
+    sabotage !== "payload" &&
+    sabotage !== "adopt-orphans"
+  ) {
+    throw new Error(
+      `--sabotage ${JSON.stringify(sabotage)}: expected hot-row, payload or adopt-orphans`,
+    );
+  }
+  if (sabotage === "adopt-orphans" && !values.faults) {
+    throw new Error("--sabotage adopt-orphans needs --faults (it races GC's stalled deletes)");
   }
   let seed = Date.now() % 1_000_000_007;
   if (values.seed !== undefined) {
@@ -199,5 +256,11 @@ export function parseSoakOptions(argv: readonly string[]): SoakOptions | "help" 
       throw new Error(`--seed ${JSON.stringify(values.seed)}: expected a non-negative integer`);
     seed = Number(values.seed);
   }
-  return { profile: values.quick ? QUICK : FULL, sabotage, seed, keep: values.keep };
+  return {
+    profile: values.quick ? QUICK : FULL,
+    faults: values.faults,
+    sabotage,
+    seed,
+    keep: values.keep,
+  };
 }

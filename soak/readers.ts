@@ -10,7 +10,9 @@
  *   in flight when the read began has settled;
  * - otherwise: the read holds every record committed before it began, and
  *   nothing that no append committed.
- * Either way each record at most once and with its value. A bucket read that
+ * Either way each record at most once and with its value. A restore run by
+ * the soak during the read makes the bucket not fenced throughout, whatever
+ * the states before and after say (it was hot in between). A bucket read that
  * fails the check is a wrong-tier read: it showed a mix, or a tier that was
  * not the whole truth.
  */
@@ -20,6 +22,7 @@ import { errorMessage } from "../src/errors.js";
 import type { BucketMetadata, HotStore } from "../src/ports/hot-store.js";
 import type { DurableTable } from "../src/read/durable-table.js";
 import { bucketRef, compareWithLedger, type Ledger } from "./ledger.js";
+import type { RestoreTracker } from "./maintenance.js";
 import type { Random } from "./random.js";
 import { sleep } from "./random.js";
 import type { Catalog } from "./workload.js";
@@ -59,13 +62,19 @@ export async function runReader(options: {
   figures: ReadFigures;
   signal: AbortSignal;
   log: (line: string) => void;
+  /** Restores running in the soak: a bucket restored during a read was hot for part of it. */
+  restores?: RestoreTracker;
 }): Promise<void> {
   const { durable, hot, catalog, ledger, random, figures, signal, log } = options;
   while (!signal.aborted) {
     const table = random.pick(catalog.tables);
     const partitionKey = random.pick(table.partitions);
     try {
-      await checkPartitionRead({ durable, hot, ledger, figures, log }, table.id, partitionKey);
+      await checkPartitionRead(
+        { durable, hot, ledger, figures, log, restores: options.restores },
+        table.id,
+        partitionKey,
+      );
     } catch (error) {
       figures.readErrors++;
       const text = `read of ${table.id} failed: ${errorMessage(error)}`;
@@ -83,12 +92,14 @@ async function checkPartitionRead(
     ledger: Ledger;
     figures: ReadFigures;
     log: (line: string) => void;
+    restores?: RestoreTracker;
   },
   tableId: Catalog["tables"][number]["id"],
   partitionKey: Uint8Array,
 ): Promise<void> {
   const { durable, hot, ledger, figures } = ctx;
   const byKey = (list: BucketMetadata[]) => new Map(list.map((m) => [m.id.bucketKey, m]));
+  const startedAt = Date.now();
   const before = byKey(await hot.listPartitionBuckets(tableId, partitionKey, {}));
   await ledger.settle(tableId, partitionKey);
   const committedAtStart = ledger.snapshotPartition(tableId, partitionKey);
@@ -120,7 +131,8 @@ async function checkPartitionRead(
       b1 !== undefined &&
       b0.state !== "hot" &&
       b1.state !== "hot" &&
-      b0.attempts === b1.attempts;
+      b0.attempts === b1.attempts &&
+      ctx.restores?.touchedSince(bucketRef(tableId, partitionKey, key), startedAt) !== true;
     const entry = ledger.get(bucketRef(tableId, partitionKey, key));
     const cmp = compareWithLedger(
       found.get(key) ?? [],

@@ -9,13 +9,20 @@
  * end check proves every committed record is stored exactly once, in the
  * tier its bucket's route names, behind a manifest that verifies.
  *
- * Stages: environment -> seed -> chaos (kills, appends, reads) -> quiesce ->
- * final archive --once -> end check. The last line printed is one JSON
- * object with the figures; the exit code is 0 only when nothing was lost,
- * duplicated or read from the wrong tier and every bucket converged.
+ * With `--faults` (issue 13) the chaos also injects infrastructure faults
+ * through loopback proxies in front of S3 and PostgreSQL, restarts
+ * PostgreSQL, runs the soak's own archiver entry (soak/archiver.ts) with a
+ * skewed clock per process, and runs GC and restores beside archival; every
+ * restored bucket must end archived again (soak/fault-mode.ts).
+ *
+ * Stages: environment -> seed -> chaos (kills, appends, reads; faults, GC,
+ * restores) -> quiesce -> final archive --once -> end check. The last line
+ * printed is one JSON object with the figures; the exit code is 0 only when
+ * nothing was lost, duplicated or read from the wrong tier, every bucket
+ * converged and the profile's goals were met.
  */
 import { spawn } from "node:child_process";
-import { mkdtempSync, openSync, closeSync, rmSync } from "node:fs";
+import { mkdtempSync, openSync, closeSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { S3ObjectStore } from "../src/adapters/object-store/s3.js";
@@ -41,6 +48,8 @@ import { Random, sleep } from "./random.js";
 import { newReadFigures, runReader } from "./readers.js";
 import { sabotage } from "./sabotage.js";
 import { buildCatalog, seed } from "./workload.js";
+import { FaultMode } from "./fault-mode.js";
+import { FaultHarness } from "./faults/harness.js";
 
 const LEASE_SECONDS = 3;
 /** Clean `archive --once` runs allowed after the chaos before the soak gives up on convergence. */
@@ -67,7 +76,7 @@ async function main(argv: string[]): Promise<number> {
   const random = new Random(options.seed);
   const workDir = mkdtempSync(path.join(os.tmpdir(), "pulpitum-soak-"));
   log(
-    `${profile.name} soak, seed ${options.seed}, sabotage ${options.sabotage}, work folder ${workDir}`,
+    `${profile.name}${options.faults ? " fault" : ""} soak, seed ${options.seed}, sabotage ${options.sabotage}, work folder ${workDir}`,
   );
 
   const services: RunningService[] = [];
@@ -76,6 +85,7 @@ async function main(argv: string[]): Promise<number> {
   let runtime: Runtime | undefined;
   let fleet: ArchiverFleet | undefined;
   let finalChild: ReturnType<typeof spawn> | undefined;
+  let faultMode: FaultMode | undefined;
   let cleanedUp = false;
   const cleanup = async (keepData: boolean) => {
     if (cleanedUp) return;
@@ -83,6 +93,7 @@ async function main(argv: string[]): Promise<number> {
     stop.abort();
     fleet?.killAllNow();
     finalChild?.kill("SIGKILL");
+    await faultMode?.close();
     await runtime?.close().catch(() => undefined);
     await env?.teardown(keepData).catch(() => undefined);
     for (const s of services.reverse()) await s.stop().catch(() => undefined);
@@ -94,6 +105,12 @@ async function main(argv: string[]): Promise<number> {
     lost: 0,
     duplicated: 0,
     wrong_tier_reads: 0,
+    s3_faults: 0,
+    db_restarts: 0,
+    skewed_processes: 0,
+    gc_runs: 0,
+    gc_deleted: 0,
+    restores: 0,
   };
   const interrupt = (signal: NodeJS.Signals) => {
     log(`${signal}: stopping the archivers and services`);
@@ -127,8 +144,22 @@ async function main(argv: string[]): Promise<number> {
   let passed = false;
   try {
     env = await prepareEnvironment(log, services);
-    const workerEnv = (cutoff: Date): NodeJS.ProcessEnv => ({
+    if (options.faults) {
+      const harness = new FaultHarness({
+        env,
+        random: new Random(options.seed + 4000),
+        leaseMs: LEASE_SECONDS * 1000,
+        plan: profile.faults,
+        sabotage: options.sabotage,
+        log,
+      });
+      faultMode = new FaultMode(options, harness, LEASE_SECONDS * 1000);
+      await harness.start();
+    }
+    /** Settings of an archiver; `throughFaults`: its clients go through the fault proxies. */
+    const workerEnv = (cutoff: Date, throughFaults = false): NodeJS.ProcessEnv => ({
       ...env!.baseEnv,
+      ...(throughFaults ? faultMode?.harness.clientEnv() : {}),
       ARCHIVER_ELIGIBLE_BEFORE: cutoff.toISOString(),
       ARCHIVER_LEASE_SECONDS: String(LEASE_SECONDS),
       ARCHIVER_LEASE_RENEWAL_SECONDS: "1",
@@ -145,6 +176,11 @@ async function main(argv: string[]): Promise<number> {
       migrate: true,
       objectStore: new S3ObjectStore({ bucket: env.s3Bucket, client: env.s3 }),
     });
+    // The chaos clients (appenders, readers, GC, restores): through the fault proxies with --faults.
+    const clients =
+      faultMode === undefined
+        ? runtime
+        : await faultMode.openClients(workerEnv(CUTOFF_FINAL, true), REPO_ROOT);
     const catalog = buildCatalog(profile);
     const ledger = new Ledger(catalog.strategies, path.join(workDir, "ledger.jsonl"));
 
@@ -169,7 +205,8 @@ async function main(argv: string[]): Promise<number> {
     };
     fleet = new ArchiverFleet({
       processes: profile.workerProcesses,
-      envFor: () => workerEnv(currentCutoff()),
+      envFor: () => workerEnv(currentCutoff(), true),
+      argsFor: faultMode && (() => faultMode!.harness.archiverArgs()),
       logDir: workDir,
       log,
     });
@@ -180,7 +217,9 @@ async function main(argv: string[]): Promise<number> {
     const appenders = Array.from({ length: profile.appenders }, (_, i) =>
       runAppender({
         name: `a${i}`,
-        hot: runtime!.hotStore,
+        hot: clients.hotStore,
+        restores: faultMode?.tracker,
+        avoid: faultMode && ((b) => faultMode!.avoid(b.ref)),
         catalog,
         ledger,
         monitor,
@@ -194,12 +233,13 @@ async function main(argv: string[]): Promise<number> {
     const readers = Array.from({ length: profile.readers }, (_, i) =>
       runReader({
         durable: new DurableTable({
-          hotStore: runtime!.hotStore,
-          objectStore: runtime!.objectStore,
+          hotStore: clients.hotStore,
+          objectStore: clients.objectStore,
           clock: systemClock,
-          archivePrefix: runtime!.archivePrefix,
+          archivePrefix: clients.archivePrefix,
         }),
-        hot: runtime!.hotStore,
+        hot: clients.hotStore,
+        restores: faultMode?.tracker,
         catalog,
         ledger,
         random: new Random(options.seed + 2000 + i),
@@ -219,13 +259,46 @@ async function main(argv: string[]): Promise<number> {
       log,
     }).catch((error: unknown) => `sabotage failed: ${(error as Error).message}`);
 
+    const plan = profile.faults;
+    const maintenance = faultMode?.maintenance;
+    faultMode?.start(
+      catalog,
+      monitor,
+      // Restores stop once their goal is met late in the chaos, so the fleet can drain; the
+      // sabotage restores throughout the minimum chaos, each restore a chance for its race.
+      () =>
+        faultMode!.sabotaged
+          ? chaosElapsed() < profile.chaosMinSeconds
+          : !(
+              maintenance!.restores >= plan.minRestores &&
+              chaosElapsed() >= profile.chaosMinSeconds * 0.7
+            ),
+    );
+    /** The fault goals of the profile, met so far (always with --faults off). */
+    const faultGoalsMet = () => {
+      if (faultMode === undefined) return true;
+      const h = faultMode.harness;
+      return (
+        h.s3Faults >= plan.minS3Faults &&
+        (h.restarts >= plan.minDbRestarts || !h.restartsPossible) &&
+        h.skewedProcesses >= plan.minSkewedProcesses &&
+        maintenance!.gcRuns >= plan.minGcRuns &&
+        maintenance!.restores >= plan.minRestores
+      );
+    };
+
     const progress = setInterval(() => {
       log(
         `chaos: ${fleet!.figures.kills} kills, ${monitor.pending(CUTOFF_FINAL)} eligible buckets pending ` +
           `(cutoff now ${currentCutoff().toISOString().slice(0, 16)}), ` +
           `${monitor.count((b) => b.state === "archived")} archived, ${appendFigures.committed} appends committed / ` +
           `${appendFigures.rejected} fenced off, ${readFigures.partitionReads} partition reads, ` +
-          `${readFigures.wrongTierReads} wrong-tier, ${monitor.expiredLeases} expired leases`,
+          `${readFigures.wrongTierReads} wrong-tier, ${monitor.expiredLeases} expired leases` +
+          (faultMode === undefined
+            ? ""
+            : `; faults: ${faultMode.harness.weather.current.spell} weather, ${faultMode.harness.s3Faults} S3 faults, ` +
+              `${faultMode.harness.restarts} restarts, ${maintenance!.gcRuns} GC runs (${maintenance!.gcDeleted} deleted), ` +
+              `${maintenance!.restores} restores`),
       );
     }, 15_000);
 
@@ -238,6 +311,7 @@ async function main(argv: string[]): Promise<number> {
         return (
           fleet!.figures.kills >= profile.minKills &&
           t >= profile.chaosMinSeconds &&
+          faultGoalsMet() &&
           monitor.pending(CUTOFF_FINAL) === 0
         );
       },
@@ -251,6 +325,7 @@ async function main(argv: string[]): Promise<number> {
     appendStop.abort();
     await Promise.all(appenders);
     await fleet.stop();
+    await faultMode?.windDown(runtime, log);
     const sabotaged = await Promise.race([sabotageDone, Promise.resolve("not done")]);
 
     // Leases of the killed archivers must expire before a clean run can take them over.
@@ -286,6 +361,7 @@ async function main(argv: string[]): Promise<number> {
       ledger,
       cutoff: CUTOFF_FINAL,
       concurrency: 4,
+      restored: maintenance?.restored,
     });
     const checkSeconds = (Date.now() - checkStarted) / 1000;
     for (const p of check.problems) log(`problem: ${p}`);
@@ -298,8 +374,11 @@ async function main(argv: string[]): Promise<number> {
       check.unconverged === 0 &&
       check.badManifests === 0 &&
       check.buckets >= catalog.buckets.length;
+    const faultFigures = faultMode?.harness.figures();
     passed =
       converged &&
+      faultGoalsMet() &&
+      check.restoredNotRearchived === 0 &&
       check.lost === 0 &&
       check.duplicated === 0 &&
       readFigures.wrongTierReads === 0 &&
@@ -314,11 +393,22 @@ async function main(argv: string[]): Promise<number> {
       lost: check.lost,
       duplicated: check.duplicated,
       wrong_tier_reads: readFigures.wrongTierReads,
+      s3_faults: faultFigures?.s3Faults ?? 0,
+      db_restarts: faultFigures?.dbRestarts ?? 0,
+      skewed_processes: faultFigures?.skewedProcesses ?? 0,
+      gc_runs: maintenance?.gcRuns ?? 0,
+      gc_deleted: maintenance?.gcDeleted ?? 0,
+      restores: maintenance?.restores ?? 0,
       profile: profile.name,
+      faults: options.faults,
       seed: options.seed,
       sabotage: options.sabotage,
       sabotaged:
-        options.sabotage === "none" ? undefined : (sabotaged ?? "nothing found to sabotage"),
+        options.sabotage === "none"
+          ? undefined
+          : options.sabotage === "adopt-orphans"
+            ? adoptionsSabotaged([...fleet.logFiles], faultMode!)
+            : (sabotaged ?? "nothing found to sabotage"),
       converged,
       passed,
       eligible_buckets: check.eligibleBuckets,
@@ -349,6 +439,9 @@ async function main(argv: string[]): Promise<number> {
       fenced_bucket_reads: readFigures.fencedBucketReads,
       archived_bucket_reads: readFigures.archivedBucketReads,
       read_errors: readFigures.readErrors,
+      restored_not_rearchived: check.restoredNotRearchived,
+      unfinished_restores: check.unfinishedRestores,
+      fault_details: faultMode?.report(),
       final_runs: finalRuns,
       final_run_failures: finalFailures,
       seconds: {
@@ -406,6 +499,20 @@ async function runOnce(
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** What the adopt-orphans sabotage did: adoptions the archivers logged, GC deletes that landed late. */
+function adoptionsSabotaged(logFiles: readonly string[], faultMode: FaultMode): string {
+  let adoptions = 0;
+  for (const file of logFiles) {
+    try {
+      adoptions += readFileSync(file, "utf8").split("SABOTAGE adopted").length - 1;
+    } catch {
+      // a log that was never written
+    }
+  }
+  const late = faultMode.harness.figures().report.gc_deletes_landed_late;
+  return `adopt-orphans: ${adoptions} existing payload objects adopted by a later attempt; ${String(late)} GC deletes landed after their client gave up`;
 }
 
 function round(n: number): number {

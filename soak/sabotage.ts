@@ -25,7 +25,8 @@ export async function sabotage(options: {
   log: (line: string) => void;
 }): Promise<string | undefined> {
   const { kind, env, catalog, ledger, monitor, random, signal, log } = options;
-  if (kind === "none") return undefined;
+  // adopt-orphans works inside the archivers and through GC (faults/adopt-orphans.ts).
+  if (kind === "none" || kind === "adopt-orphans") return undefined;
   async function deleteOneHotRow(): Promise<string | undefined> {
     const bucket = random.pick(catalog.buckets.filter((b) => b.eligible));
     if (monitor.states.get(bucket.ref)?.state !== "hot") return undefined;

@@ -50,6 +50,8 @@ export interface PulpitumConfig {
   readonly cleanupMaxRowsPerSecond: number;
   /** Garbage collection deletes unreferenced archive objects only when older than this. */
   readonly gcMinAgeSeconds: number;
+  /** Bounds on calls to the database, S3 and SQS: a stalled dependency fails a call instead of holding it. */
+  readonly timeouts: ClientTimeouts;
   readonly database: DatabaseLocation;
   readonly archive: ArchiveLocation;
   readonly home: string;
@@ -57,6 +59,28 @@ export interface PulpitumConfig {
   readonly defaultFormat: ArchiveFormat;
   readonly workQueueUrl: string | undefined;
   readonly deadLetterQueueUrl: string | undefined;
+}
+
+/**
+ * Client timeouts, in seconds; 0 disables the ones documented as optional.
+ * Each turns a stalled server or network into an error the archiver already
+ * handles (a deferral, a retry, a re-read), instead of a call that never
+ * returns while its lease runs out.
+ */
+export interface ClientTimeouts {
+  /** Opening a database connection (TCP, TLS, startup) or waiting for a pooled one. */
+  readonly databaseConnectSeconds: number;
+  /** The server's `statement_timeout`; 0: none. */
+  readonly databaseStatementSeconds: number;
+  /** The server's `idle_in_transaction_session_timeout`; 0: none. */
+  readonly databaseIdleInTransactionSeconds: number;
+  /** Establishing a TCP connection to S3. */
+  readonly s3ConnectSeconds: number;
+  /** An S3 request that sends or receives nothing for this long fails; 0: none. */
+  readonly s3RequestSeconds: number;
+  readonly sqsConnectSeconds: number;
+  /** As for S3; must outlast the longest SQS long poll (20 s). */
+  readonly sqsRequestSeconds: number;
 }
 
 export const OBSOLETE_VARIABLES: Readonly<Record<string, string>> = {
@@ -125,6 +149,41 @@ export const CONFIG_VARIABLES: ReadonlyArray<{ name: string; default: string; ru
     rule: "integer 3600..31536000; `pulpitum gc` deletes unreferenced archive objects only when older than this",
   },
   {
+    name: "PULPITUM_DB_CONNECT_TIMEOUT_SECONDS",
+    default: "10",
+    rule: "seconds > 0; opening a database connection, or waiting for a pooled one, fails after this long",
+  },
+  {
+    name: "PULPITUM_DB_STATEMENT_TIMEOUT_SECONDS",
+    default: "60",
+    rule: "seconds >= 0 (0: none); the server cancels a statement running longer (statement_timeout); must exceed the slowest snapshot page and cleanup batch",
+  },
+  {
+    name: "PULPITUM_DB_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS",
+    default: "60",
+    rule: "seconds >= 0 (0: none); the server ends a session whose transaction waits on its client longer (idle_in_transaction_session_timeout)",
+  },
+  {
+    name: "PULPITUM_S3_CONNECT_TIMEOUT_SECONDS",
+    default: "10",
+    rule: "seconds > 0; connecting to S3 fails after this long",
+  },
+  {
+    name: "PULPITUM_S3_REQUEST_TIMEOUT_SECONDS",
+    default: "30",
+    rule: "seconds >= 0 (0: none); an S3 request that sends or receives nothing for this long fails and is retried",
+  },
+  {
+    name: "PULPITUM_SQS_CONNECT_TIMEOUT_SECONDS",
+    default: "10",
+    rule: "seconds > 0; connecting to SQS fails after this long",
+  },
+  {
+    name: "PULPITUM_SQS_REQUEST_TIMEOUT_SECONDS",
+    default: "30",
+    rule: "0 (none) or seconds > 20 (the longest SQS long poll); an SQS request that sends or receives nothing for this long fails and is retried",
+  },
+  {
     name: "DATABASE_URL",
     default: "embedded PGlite under PULPITUM_HOME/db",
     rule: "postgres:// or postgresql:// URL (PostgreSQL or CockroachDB); set together with PULPITUM_ARCHIVE_URL",
@@ -164,6 +223,9 @@ type Env = Readonly<Record<string, string | undefined>>;
  * or lease, so an object is never judged by a view of metadata older than it.
  */
 export const GC_DEFAULT_MIN_AGE_SECONDS = 86_400;
+
+/** SQS holds a ReceiveMessage silent for at most this long (WaitTimeSeconds <= 20). */
+export const SQS_LONGEST_POLL_SECONDS = 20;
 
 export const CUTOFF_FORM =
   "an RFC 3339 timestamp with an offset and at most 6 fractional digits (microseconds), such as 2025-01-01T00:00:00Z";
@@ -261,6 +323,37 @@ export function parseConfig(env: Env, options: { cwd: string }): PulpitumConfig 
     31_536_000,
   );
 
+  const sqsRequestText = raw("PULPITUM_SQS_REQUEST_TIMEOUT_SECONDS");
+  const timeouts: ClientTimeouts = Object.freeze({
+    databaseConnectSeconds: seconds("PULPITUM_DB_CONNECT_TIMEOUT_SECONDS", 10, {
+      allowZero: false,
+    }),
+    databaseStatementSeconds: seconds("PULPITUM_DB_STATEMENT_TIMEOUT_SECONDS", 60, {
+      allowZero: true,
+    }),
+    databaseIdleInTransactionSeconds: seconds(
+      "PULPITUM_DB_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS",
+      60,
+      { allowZero: true },
+    ),
+    s3ConnectSeconds: seconds("PULPITUM_S3_CONNECT_TIMEOUT_SECONDS", 10, { allowZero: false }),
+    s3RequestSeconds: seconds("PULPITUM_S3_REQUEST_TIMEOUT_SECONDS", 30, { allowZero: true }),
+    sqsConnectSeconds: seconds("PULPITUM_SQS_CONNECT_TIMEOUT_SECONDS", 10, { allowZero: false }),
+    sqsRequestSeconds: seconds("PULPITUM_SQS_REQUEST_TIMEOUT_SECONDS", 30, { allowZero: true }),
+  });
+  if (
+    sqsRequestText !== undefined &&
+    timeouts.sqsRequestSeconds > 0 &&
+    timeouts.sqsRequestSeconds <= SQS_LONGEST_POLL_SECONDS
+  ) {
+    // A long poll is silent until a message arrives: a shorter timeout would cut every idle one.
+    bad(
+      "PULPITUM_SQS_REQUEST_TIMEOUT_SECONDS",
+      sqsRequestText,
+      `0 (no timeout) or a number of seconds > ${SQS_LONGEST_POLL_SECONDS} (the longest SQS long poll) and at most 31536000`,
+    );
+  }
+
   const home = path.resolve(options.cwd, raw("PULPITUM_HOME") ?? ".pulpitum");
 
   let defaultFormat: ArchiveFormat = "parquet";
@@ -338,6 +431,7 @@ export function parseConfig(env: Env, options: { cwd: string }): PulpitumConfig 
     cleanupBatchSize,
     cleanupMaxRowsPerSecond,
     gcMinAgeSeconds,
+    timeouts,
     database: Object.freeze(database),
     archive: Object.freeze(archive),
     home,

@@ -12,6 +12,8 @@ import type { PulpitumConfig } from "./config.js";
 import { parseConfig } from "./config.js";
 import type { EmbeddedStoreLock } from "./adapters/sql/embedded-lock.js";
 import { LazyObjectStore } from "./adapters/object-store/lazy.js";
+import { httpTimeoutsFromSeconds, type HttpClientTimeouts } from "./adapters/http-timeouts.js";
+import type { PgTimeouts } from "./adapters/sql/database.js";
 import type { SqlHotStore } from "./adapters/sql/sql-hot-store.js";
 import type { Clock } from "./ports/clock.js";
 import { systemClock } from "./ports/clock.js";
@@ -32,12 +34,35 @@ export interface Runtime {
   close(): Promise<void>;
 }
 
+/** The database timeouts of the configuration, for the `pg` pool. */
+export function pgTimeouts(config: PulpitumConfig): PgTimeouts {
+  const t = config.timeouts;
+  return {
+    connectMs: t.databaseConnectSeconds * 1000,
+    statementMs: t.databaseStatementSeconds * 1000,
+    idleInTransactionMs: t.databaseIdleInTransactionSeconds * 1000,
+  };
+}
+
+/** The S3 client timeouts of the configuration. */
+export function s3Timeouts(config: PulpitumConfig): HttpClientTimeouts {
+  return httpTimeoutsFromSeconds(
+    config.timeouts.s3ConnectSeconds,
+    config.timeouts.s3RequestSeconds,
+  );
+}
+
+/** The SQS client timeouts of the configuration. */
+export function sqsTimeouts(config: Pick<PulpitumConfig, "timeouts">): HttpClientTimeouts {
+  return httpTimeoutsFromSeconds(
+    config.timeouts.sqsConnectSeconds,
+    config.timeouts.sqsRequestSeconds,
+  );
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): PulpitumConfig {
   return parseConfig(env, { cwd: process.cwd() });
 }
-
-/** How long a connection attempt to an external database may take before it counts as unreachable. */
-export const DATABASE_CONNECT_TIMEOUT_MS = 10_000;
 
 /**
  * Open the hot store and the archive named by the configuration. The
@@ -79,7 +104,11 @@ export async function openRuntime(
       throw error;
     }
   } else {
-    hotStore = await openExternalHotStore(config.database.url, options.migrate === true);
+    hotStore = await openExternalHotStore(
+      config.database.url,
+      options.migrate === true,
+      pgTimeouts(config),
+    );
   }
   const archive = config.archive;
   if (archive.kind === "file") mkdirSync(archive.root, { recursive: true });
@@ -96,6 +125,7 @@ export async function openRuntime(
         region: process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION,
         endpoint: archive.endpoint,
         forcePathStyle: archive.forcePathStyle,
+        timeouts: s3Timeouts(config),
       });
     });
   const prefix = archive.prefix;
@@ -120,11 +150,17 @@ export async function openRuntime(
   };
 }
 
-async function openExternalHotStore(url: string, migrate: boolean): Promise<SqlHotStore> {
+/**
+ * The pool's connect timeout (PULPITUM_DB_CONNECT_TIMEOUT_SECONDS) also bounds
+ * the probe: an unreachable server is reported as such after that long.
+ */
+async function openExternalHotStore(
+  url: string,
+  migrate: boolean,
+  timeouts: PgTimeouts,
+): Promise<SqlHotStore> {
   const { openPgHotStore } = await import("./adapters/sql/index.js");
-  const store = await openPgHotStore(url, {
-    pool: { connectionTimeoutMillis: DATABASE_CONNECT_TIMEOUT_MS },
-  });
+  const store = await openPgHotStore(url, { timeouts });
   try {
     await store.db.query("SELECT 1");
   } catch (error) {

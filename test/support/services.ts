@@ -2,7 +2,8 @@
  * Throwaway PostgreSQL and moto servers for the integration suite, the soak
  * and the benches, used when DATABASE_URL / AWS_ENDPOINT_URL are not set.
  */
-import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { execFile, execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { promisify } from "node:util";
 import { mkdtempSync, chmodSync, existsSync, rmSync } from "node:fs";
 import net from "node:net";
 import os from "node:os";
@@ -11,6 +12,16 @@ import path from "node:path";
 export interface RunningService {
   readonly url: string;
   stop(): Promise<void>;
+}
+
+/** A PostgreSQL cluster this process started, so it may also restart it. */
+export interface RunningPostgres extends RunningService {
+  /**
+   * `pg_ctl restart -m immediate`: every backend is killed without a clean
+   * shutdown (crash recovery runs at start), as when the server's host dies,
+   * and the server listens again on the same port when this resolves.
+   */
+  restartImmediate(): Promise<void>;
 }
 
 const PG_BIN_DIRS = [
@@ -32,20 +43,25 @@ export async function freePort(): Promise<number> {
 }
 
 /** Start a PostgreSQL cluster in a temporary folder on a free loopback port. */
-export async function startPostgres(): Promise<RunningService> {
+export async function startPostgres(): Promise<RunningPostgres> {
   const bin = PG_BIN_DIRS.find((d) => existsSync(path.join(d, "initdb")));
   if (!bin) throw new Error(`PostgreSQL server binaries not found in ${PG_BIN_DIRS.join(", ")}`);
   const port = await freePort();
   const dir = mkdtempSync(path.join(os.tmpdir(), "pulpitum-pg-"));
   chmodSync(dir, 0o777);
   const asRoot = process.getuid?.() === 0;
+  // As root, PostgreSQL's tools must run as the postgres user.
+  const command = (cmd: string, args: string[]): [string, string[]] => {
+    if (!asRoot) return [cmd, args];
+    const quoted = [cmd, ...args].map((a) => `'${a.replace(/'/g, "'\\''")}'`).join(" ");
+    return ["su", ["postgres", "-c", quoted]];
+  };
   const run = (cmd: string, args: string[]) => {
-    if (asRoot) {
-      const quoted = [cmd, ...args].map((a) => `'${a.replace(/'/g, "'\\''")}'`).join(" ");
-      execFileSync("su", ["postgres", "-c", quoted], { stdio: "pipe" });
-    } else {
-      execFileSync(cmd, args, { stdio: "pipe" });
-    }
+    execFileSync(...command(cmd, args), { stdio: "pipe" });
+  };
+  // Asynchronous, so the caller's event loop (a soak's fault proxies) keeps running meanwhile.
+  const runAsync = async (cmd: string, args: string[]) => {
+    await promisify(execFile)(...command(cmd, args));
   };
   if (asRoot) execFileSync("chown", ["postgres:postgres", dir]);
   run(path.join(bin, "initdb"), [
@@ -71,6 +87,19 @@ export async function startPostgres(): Promise<RunningService> {
   ]);
   return {
     url: `postgresql://postgres@127.0.0.1:${port}/postgres`,
+    async restartImmediate() {
+      // The options of the first start are kept in postmaster.opts; the log must be named again.
+      await runAsync(path.join(bin, "pg_ctl"), [
+        "-D",
+        `${dir}/data`,
+        "-l",
+        `${dir}/log`,
+        "-m",
+        "immediate",
+        "-w",
+        "restart",
+      ]);
+    },
     async stop() {
       try {
         run(path.join(bin, "pg_ctl"), ["-D", `${dir}/data`, "-m", "immediate", "-w", "stop"]);

@@ -1,5 +1,6 @@
 import type { ArchiveLocation } from "../../config.js";
 import type { ObjectStore } from "../../ports/object-store.js";
+import type { HttpClientTimeouts } from "../http-timeouts.js";
 import { FileObjectStore } from "./filesystem.js";
 import { S3ObjectStore } from "./s3.js";
 
@@ -13,6 +14,8 @@ export interface OpenObjectStoreOptions {
    * from AWS_REGION; us-east-1 when undefined.
    */
   readonly region?: string;
+  /** Connection and request timeouts of the S3 client; the SDK's (none) when undefined. */
+  readonly timeouts?: HttpClientTimeouts;
 }
 
 /**
@@ -33,6 +36,7 @@ export function openObjectStore(
         region: options.region,
         endpoint: location.endpoint,
         forcePathStyle: location.forcePathStyle,
+        timeouts: options.timeouts,
       });
   }
 }

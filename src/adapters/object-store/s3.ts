@@ -45,6 +45,7 @@ import type {
   ObjectInfo,
   ObjectStore,
 } from "../../ports/object-store.js";
+import { httpHandlerSettings, type HttpClientTimeouts } from "../http-timeouts.js";
 import {
   fileBodyLengthMismatch,
   unreadableFileBody,
@@ -79,6 +80,8 @@ export interface S3ObjectStoreOptions {
   readonly endpoint?: string;
   /** Path-style addressing, needed by emulators on localhost. */
   readonly forcePathStyle?: boolean;
+  /** Connection and request timeouts of the client this store builds (a ready client keeps its own). */
+  readonly timeouts?: HttpClientTimeouts;
   /** File bodies larger than this are uploaded in parts. Default 64 MiB. */
   readonly multipartThresholdBytes?: number;
   /** Size of each part but the last. Default 16 MiB; at least 5 MiB (S3's minimum). */
@@ -125,6 +128,8 @@ export class S3ObjectStore implements ObjectStore {
       config.region = options.region ?? options.clientConfig?.region ?? "us-east-1";
       if (options.endpoint !== undefined) config.endpoint = options.endpoint;
       if (options.forcePathStyle !== undefined) config.forcePathStyle = options.forcePathStyle;
+      if (options.timeouts !== undefined)
+        config.requestHandler = httpHandlerSettings(options.timeouts);
       this.#client = new S3Client(config);
       this.#ownsClient = true;
     }

@@ -10,13 +10,30 @@
 import {
   SendMessageBatchCommand,
   SendMessageCommand,
+  SQSClient,
   type SendMessageBatchRequestEntry,
-  type SQSClient,
 } from "@aws-sdk/client-sqs";
 import { TransientStoreError, errorMessage } from "../../errors.js";
 import { describeBucket } from "../../domain/bucket.js";
 import { sleep } from "../../ports/clock.js";
 import { encodeWorkMessage, type WorkItem, type WorkQueue } from "../../ports/work-queue.js";
+import { httpHandlerSettings, type HttpClientTimeouts } from "../http-timeouts.js";
+
+/**
+ * An SQS client whose requests are bounded: a connection that is never
+ * accepted or a request that is never answered fails (and is retried by the
+ * SDK) instead of holding a Lambda invocation until its own timeout.
+ * `requestTimeoutMs` must outlast the longest long poll (20 s).
+ */
+export function createSqsClient(options: {
+  region: string | undefined;
+  timeouts: HttpClientTimeouts;
+}): SQSClient {
+  return new SQSClient({
+    region: options.region,
+    requestHandler: httpHandlerSettings(options.timeouts),
+  });
+}
 
 /** SQS accepts at most 10 entries per SendMessageBatch. */
 export const SQS_MAX_BATCH = 10;

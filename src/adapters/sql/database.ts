@@ -182,6 +182,46 @@ export interface PgDatabaseOptions {
   readonly sessionTimeZoneUtc?: boolean;
   /** Isolation of multi-statement transactions (default serializable). */
   readonly isolation?: IsolationLevel;
+  /** Bounds on connecting and on each statement; none when undefined. */
+  readonly timeouts?: PgTimeouts;
+}
+
+/**
+ * What turns a stalled database or network into an error, in milliseconds
+ * (0 disables one). A statement the server cancels (57014) or a session it
+ * ends for idling in a transaction (25P03) rolled back: the hot store treats
+ * it as any other failed write. A reply that never comes is different: the
+ * client gives up `PG_CLIENT_BACKSTOP_MS` after the statement timeout, and a
+ * write cut off that way is ambiguous, as any transport failure is.
+ */
+export interface PgTimeouts {
+  /** Opening a connection (TCP, TLS, startup), and waiting for a pooled one. */
+  readonly connectMs: number;
+  /** The server's `statement_timeout`. */
+  readonly statementMs: number;
+  /** The server's `idle_in_transaction_session_timeout`. */
+  readonly idleInTransactionMs: number;
+}
+
+/** How much longer than the server's statement timeout the client waits for a reply. */
+export const PG_CLIENT_BACKSTOP_MS = 5000;
+
+function poolTimeouts(timeouts: PgTimeouts | undefined): Partial<pg.PoolConfig> {
+  if (timeouts === undefined) return {};
+  const positive = (ms: number) => (ms > 0 ? Math.round(ms) : undefined);
+  return {
+    connectionTimeoutMillis: positive(timeouts.connectMs),
+    statement_timeout: positive(timeouts.statementMs),
+    idle_in_transaction_session_timeout: positive(timeouts.idleInTransactionMs),
+    // The server cannot cancel a statement whose connection is silently gone (a blackholed
+    // network): the client stops waiting a little after the server would have.
+    query_timeout:
+      timeouts.statementMs > 0
+        ? Math.round(timeouts.statementMs) + PG_CLIENT_BACKSTOP_MS
+        : undefined,
+    // Detect a peer that vanished while the connection sat idle in the pool.
+    keepAlive: true,
+  };
 }
 
 /**
@@ -207,6 +247,7 @@ export class PgDatabase implements SqlDatabase, BinaryCopyReader {
 
   constructor(connectionString: string, options: PgDatabaseOptions = {}) {
     this.#pool = new pg.Pool({
+      ...poolTimeouts(options.timeouts),
       ...options.pool,
       connectionString,
       max: options.max ?? options.pool?.max ?? 10,
@@ -276,6 +317,7 @@ export class PgDatabase implements SqlDatabase, BinaryCopyReader {
   async #copyOutBinaryOnce(query: string, expectedBytes: number): Promise<Buffer> {
     this.faults?.beforeQuery?.(query);
     const client = await this.#pool.connect();
+    const stopListening = listenForSessionEnd(client);
     let broken: Error | undefined;
     try {
       return await new Promise<Buffer>((resolve, reject) => {
@@ -293,12 +335,14 @@ export class PgDatabase implements SqlDatabase, BinaryCopyReader {
         broken = error instanceof Error ? error : new Error(String(error));
       throw error;
     } finally {
+      stopListening();
       client.release(broken);
     }
   }
 
   async #attempt<T>(fn: (tx: SqlExecutor) => Promise<T>, operation: string): Promise<T> {
     const client = await this.#pool.connect();
+    const stopListening = listenForSessionEnd(client);
     let discard: Error | undefined;
     let committing = false;
     try {
@@ -345,6 +389,7 @@ export class PgDatabase implements SqlDatabase, BinaryCopyReader {
       }
       throw error;
     } finally {
+      stopListening();
       client.release(discard);
     }
   }
@@ -352,6 +397,19 @@ export class PgDatabase implements SqlDatabase, BinaryCopyReader {
   async close(): Promise<void> {
     await this.#pool.end();
   }
+}
+
+/**
+ * A checked-out client hears of a session that ended between its statements
+ * (the idle-in-transaction timeout, a server restart, a reset connection) as
+ * an `error` event; unheard, that event would crash the process. Listening
+ * is enough: the client is then unqueryable, its next statement fails, and
+ * the pool discards it on release.
+ */
+function listenForSessionEnd(client: pg.PoolClient): () => void {
+  const ignore = () => {};
+  client.on("error", ignore);
+  return () => client.off("error", ignore);
 }
 
 /**

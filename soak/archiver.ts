@@ -1,0 +1,97 @@
+/**
+ * The fault soak's archiver process: the runtime of `pulpitum archive`
+ * (configuration from the environment, src/runtime.ts, the standalone runner)
+ * composed with what only the soak may inject, so no production entry point
+ * grows a switch for it:
+ *
+ *   --clock-skew-ms N       this process's clock runs N ms ahead (negative:
+ *                           behind) of the host's; every lease, retry time and
+ *                           cutoff it computes uses it
+ *   --sabotage adopt-orphans  payload keys lose their attempt part (see
+ *                           faults/adopt-orphans.ts)
+ *
+ * It logs outcomes exactly as `pulpitum archive` does with PULPITUM_LOG=debug,
+ * so the soak tallies both alike. The fault proxies are not started here: the
+ * soak points DATABASE_URL and AWS_ENDPOINT_URL at them.
+ */
+import { parseArgs } from "node:util";
+import { openObjectStore } from "../src/adapters/object-store/index.js";
+import { stderrLog } from "../src/cli/log.js";
+import { describeBucket } from "../src/domain/bucket.js";
+import { errorMessage } from "../src/errors.js";
+import type { Clock } from "../src/ports/clock.js";
+import { runStandalone } from "../src/runner/standalone.js";
+import { loadConfig, openRuntime, s3Timeouts } from "../src/runtime.js";
+import { ContentOnlyPayloadStore, recordingContentOnlyKeys } from "./faults/adopt-orphans.js";
+
+/** A clock `skewMs` ahead of the host's (behind when negative). */
+function skewedClock(skewMs: number): Clock {
+  return { now: () => new Date(Date.now() + skewMs) };
+}
+
+async function main(argv: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      "clock-skew-ms": { type: "string", default: "0" },
+      sabotage: { type: "string", default: "none" },
+    },
+    strict: true,
+  });
+  const skewMs = Number(values["clock-skew-ms"]);
+  if (!Number.isInteger(skewMs)) throw new Error("--clock-skew-ms: expected an integer");
+  const sabotage = values.sabotage;
+  if (sabotage !== "none" && sabotage !== "adopt-orphans")
+    throw new Error(`--sabotage ${sabotage}: expected none or adopt-orphans`);
+
+  const log = stderrLog(process.env.PULPITUM_LOG === "debug");
+  const config = loadConfig();
+  let objectStore;
+  if (sabotage === "adopt-orphans") {
+    if (config.archive.kind !== "s3") throw new Error("the soak archiver expects an s3:// archive");
+    const store = openObjectStore(config.archive, {
+      region: process.env.AWS_REGION,
+      timeouts: s3Timeouts(config),
+    });
+    objectStore = new ContentOnlyPayloadStore(store, (key) =>
+      log.warn("SABOTAGE adopted an existing payload object", { key }),
+    );
+  }
+  const runtime = await openRuntime(config, { clock: skewedClock(skewMs), objectStore });
+  log.warn("soak archiver started", { clock_skew_ms: skewMs, sabotage });
+  const controller = new AbortController();
+  const onSignal = () => controller.abort();
+  process.on("SIGINT", onSignal);
+  process.on("SIGTERM", onSignal);
+  try {
+    const base = runtime.context(log);
+    const ctx =
+      sabotage === "adopt-orphans"
+        ? { ...base, hotStore: recordingContentOnlyKeys(base.hotStore) }
+        : base;
+    const summary = await runStandalone(ctx, {
+      workers: config.workers,
+      intervalMs: config.intervalSeconds * 1000,
+      once: false,
+      signal: controller.signal,
+      onOutcome: (o) =>
+        log.info(`${o.phase ?? "-"} ${o.result}`, {
+          bucket: describeBucket(o.bucket),
+          next: o.next,
+          reason: o.reason,
+          ms: o.durationMs,
+        }),
+    });
+    log.warn("soak archiver stopped", { ...summary });
+    return 0;
+  } finally {
+    await runtime.close();
+  }
+}
+
+try {
+  process.exitCode = await main(process.argv.slice(2));
+} catch (error) {
+  process.stderr.write(`soak archiver: ${errorMessage(error)}\n`);
+  process.exitCode = 1;
+}

@@ -1,0 +1,273 @@
+/**
+ * Everything `--faults` adds around the soak's services, started and stopped
+ * by the soak: the S3 fault proxy the archivers, readers and restores use, a
+ * second one for GC's client (so its deletes can be stalled on their own),
+ * the database fault proxy every client of the run but the soak's checks
+ * goes through, the weather that drives all three, PostgreSQL restarts, and
+ * the per-process settings of the archivers (clock skew, client timeouts).
+ */
+import path from "node:path";
+import { S3ObjectStore } from "../../src/adapters/object-store/s3.js";
+import { httpTimeoutsFromSeconds } from "../../src/adapters/http-timeouts.js";
+import type { Clock } from "../../src/ports/clock.js";
+import type { SoakEnvironment } from "../environment.js";
+import type { FaultPlan, Sabotage } from "../profile.js";
+import type { Random } from "../random.js";
+import { sleep } from "../random.js";
+import {
+  newS3FaultFigures,
+  NO_DELETE_STALL,
+  S3FaultProxy,
+  totalS3Faults,
+  type DeleteStall,
+  type S3FaultFigures,
+} from "./s3-proxy.js";
+import { newDbFaultFigures, TcpFaultProxy, type DbFaultFigures } from "./tcp-proxy.js";
+import { FaultWeather } from "./weather.js";
+
+const ARCHIVER = path.resolve(import.meta.dirname, "..", "archiver.ts");
+
+/** Client timeouts of every process in the fault soak: short, so faults end within a lease or two. */
+const CLIENT_TIMEOUTS = {
+  PULPITUM_DB_CONNECT_TIMEOUT_SECONDS: "3",
+  PULPITUM_DB_STATEMENT_TIMEOUT_SECONDS: "15",
+  PULPITUM_DB_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS: "10",
+  PULPITUM_S3_CONNECT_TIMEOUT_SECONDS: "2",
+};
+
+export interface FaultFigures {
+  readonly s3Faults: number;
+  readonly dbRestarts: number;
+  readonly skewedProcesses: number;
+  readonly report: Record<string, unknown>;
+}
+
+export class FaultHarness {
+  readonly weather: FaultWeather;
+  readonly #env: SoakEnvironment;
+  readonly #random: Random;
+  readonly #leaseMs: number;
+  readonly #plan: FaultPlan;
+  readonly #sabotage: Sabotage;
+  readonly #log: (line: string) => void;
+  readonly #s3Figures = newS3FaultFigures();
+  readonly #gcS3Figures = newS3FaultFigures();
+  readonly #dbFigures: DbFaultFigures = newDbFaultFigures();
+  #s3: S3FaultProxy | undefined;
+  #gcS3: S3FaultProxy | undefined;
+  #db: TcpFaultProxy | undefined;
+  #s3Url = "";
+  #gcS3Url = "";
+  #dbUrl = "";
+  #restarts = 0;
+  #restartFailures = 0;
+  readonly #skews: number[] = [];
+  #chaos: Promise<unknown> | undefined;
+
+  constructor(options: {
+    env: SoakEnvironment;
+    random: Random;
+    leaseMs: number;
+    plan: FaultPlan;
+    sabotage: Sabotage;
+    log: (line: string) => void;
+  }) {
+    this.#env = options.env;
+    this.#random = options.random;
+    this.#leaseMs = options.leaseMs;
+    this.#plan = options.plan;
+    this.#sabotage = options.sabotage;
+    this.#log = options.log;
+    this.weather = new FaultWeather(options.random, options.leaseMs);
+  }
+
+  get restartsPossible(): boolean {
+    return this.#env.postgres !== undefined;
+  }
+
+  get restarts(): number {
+    return this.#restarts;
+  }
+
+  get s3Faults(): number {
+    return totalS3Faults(this.#s3Figures) + totalS3Faults(this.#gcS3Figures);
+  }
+
+  get skewedProcesses(): number {
+    return this.#skews.filter((s) => s !== 0).length;
+  }
+
+  /** The URL of the soak's database through the fault proxy. */
+  get databaseUrl(): string {
+    return this.#dbUrl;
+  }
+
+  async start(): Promise<void> {
+    if (new URL(this.#env.endpoint).protocol !== "http:") {
+      throw new Error(
+        `--faults proxies S3 over plain HTTP on loopback; AWS_ENDPOINT_URL=${this.#env.endpoint} is not an http:// emulator endpoint (unset it to let the soak start moto)`,
+      );
+    }
+    const s3Weather = () => this.weather.current.s3;
+    this.#s3 = new S3FaultProxy({
+      upstream: this.#env.endpoint,
+      random: this.#random,
+      weather: s3Weather,
+      figures: this.#s3Figures,
+    });
+    // GC's deletes: some stalled past the lease and delivered late; all of them under the sabotage.
+    const lease = this.#leaseMs;
+    // Under the sabotage every payload delete stalls and lands late (manifest deletes pass, so a
+    // pass reaches the payload of a bucket before its first stalled delete ends it).
+    const gcDeleteStall: DeleteStall =
+      this.#sabotage === "adopt-orphans"
+        ? { share: 1, ms: [3 * lease, 5 * lease], keys: /\/payloads\// }
+        : { share: 0.15, ms: [1.3 * lease, 3 * lease], keys: /./ };
+    this.#gcS3 = new S3FaultProxy({
+      upstream: this.#env.endpoint,
+      random: this.#random,
+      weather: s3Weather,
+      figures: this.#gcS3Figures,
+      deleteStall: () => (this.weather.current.spell === "calm" ? NO_DELETE_STALL : gcDeleteStall),
+    });
+    this.#s3Url = await this.#s3.start();
+    this.#gcS3Url = await this.#gcS3.start();
+    const server = new URL(this.#env.databaseUrl);
+    this.#db = new TcpFaultProxy({
+      upstreamHost: server.hostname,
+      upstreamPort: Number(server.port || 5432),
+      random: this.#random,
+      weather: () => this.weather.current.db,
+      figures: this.#dbFigures,
+    });
+    const port = await this.#db.start();
+    const proxied = new URL(this.#env.databaseUrl);
+    proxied.hostname = "127.0.0.1";
+    proxied.port = String(port);
+    this.#dbUrl = proxied.toString();
+    this.#log(
+      `fault proxies: S3 ${this.#s3Url} (GC ${this.#gcS3Url}), database 127.0.0.1:${port}` +
+        (this.restartsPossible
+          ? ""
+          : "; DATABASE_URL is external, so PostgreSQL restarts are skipped"),
+    );
+  }
+
+  /** The environment of an archiver process (and of the soak's own chaos clients): everything through the proxies. */
+  clientEnv(): NodeJS.ProcessEnv {
+    return {
+      DATABASE_URL: this.#dbUrl,
+      AWS_ENDPOINT_URL: this.#s3Url,
+      AWS_ENDPOINT_URL_S3: this.#s3Url,
+      ...CLIENT_TIMEOUTS,
+      // Some archivers give up on a stalled S3 request before the stall ends, others wait it out.
+      PULPITUM_S3_REQUEST_TIMEOUT_SECONDS: this.#random.chance(0.5) ? "2" : "5",
+    };
+  }
+
+  /** Node arguments of one archiver process: the soak's entry script with a fresh random clock skew. */
+  archiverArgs(): string[] {
+    const skew = this.randomSkewMs();
+    this.#skews.push(skew);
+    const args = ["--import", "tsx", ARCHIVER, `--clock-skew-ms=${skew}`];
+    if (this.#sabotage === "adopt-orphans") args.push("--sabotage", "adopt-orphans");
+    return args;
+  }
+
+  /** Up to half a lease, in either direction, never exactly zero. */
+  randomSkewMs(): number {
+    const half = this.#leaseMs / 2;
+    return Math.round(this.#random.between(-half, half)) || 1;
+  }
+
+  /** A clock skewed like an archiver's, for the soak's GC and restores. */
+  skewedClock(): { clock: Clock; skewMs: number } {
+    const skewMs = this.randomSkewMs();
+    return { clock: { now: () => new Date(Date.now() + skewMs) }, skewMs };
+  }
+
+  /** An S3 object store for the soak's own clients, through the archivers' proxy or GC's. */
+  objectStore(route: "archive" | "gc"): S3ObjectStore {
+    return new S3ObjectStore({
+      bucket: this.#env.s3Bucket,
+      endpoint: route === "gc" ? this.#gcS3Url : this.#s3Url,
+      forcePathStyle: true,
+      region: this.#env.region,
+      timeouts: httpTimeoutsFromSeconds(2, 2),
+      clientConfig: { credentials: this.#env.credentials },
+    });
+  }
+
+  /** Start the weather, the database proxy's faults and the restarts; they run until `signal` aborts. */
+  startChaos(signal: AbortSignal): void {
+    this.#chaos = Promise.all([
+      this.weather.run(signal),
+      this.#db!.run(signal),
+      this.#restartLoop(signal),
+    ]);
+  }
+
+  /** Wait for the chaos to wind down (calm weather, no restart in progress) and every held S3 request to land. */
+  async quiesce(): Promise<void> {
+    await this.#chaos;
+    await this.#s3?.settle();
+    await this.#gcS3?.settle();
+  }
+
+  async stop(): Promise<void> {
+    await this.#s3?.stop();
+    await this.#gcS3?.stop();
+    await this.#db?.stop();
+  }
+
+  figures(): FaultFigures {
+    return {
+      s3Faults: this.s3Faults,
+      dbRestarts: this.#restarts,
+      skewedProcesses: this.skewedProcesses,
+      report: {
+        s3_requests: this.#s3Figures.requests + this.#gcS3Figures.requests,
+        s3_fault_kinds: sumKinds(this.#s3Figures, this.#gcS3Figures),
+        s3_delayed_requests: this.#s3Figures.delayed + this.#gcS3Figures.delayed,
+        s3_delivered_after_client_left:
+          this.#s3Figures.deliveredAfterClientLeft + this.#gcS3Figures.deliveredAfterClientLeft,
+        gc_deletes_landed_late: this.#gcS3Figures.lateDeletes,
+        db_connections: this.#dbFigures.connections,
+        db_resets: this.#dbFigures.resets,
+        db_blackholes: this.#dbFigures.blackholes,
+        db_delayed_chunks: this.#dbFigures.delayedChunks,
+        db_restarts_skipped: this.restartsPossible ? undefined : "DATABASE_URL is external",
+        db_restart_failures: this.#restartFailures,
+        weather_spells: this.weather.spellCounts,
+        clock_skews_ms:
+          this.#skews.length === 0 ? [] : [Math.min(...this.#skews), Math.max(...this.#skews)],
+      },
+    };
+  }
+
+  async #restartLoop(signal: AbortSignal): Promise<void> {
+    const postgres = this.#env.postgres;
+    if (postgres === undefined) return;
+    const [min, max] = this.#plan.restartGapSeconds;
+    while (!signal.aborted) {
+      await sleep(this.#random.between(min, max) * 1000, signal);
+      if (signal.aborted) break;
+      const started = Date.now();
+      try {
+        await postgres.restartImmediate();
+        this.#restarts++;
+        this.#log(`PostgreSQL restarted (-m immediate) in ${Date.now() - started} ms`);
+      } catch (error) {
+        this.#restartFailures++;
+        this.#log(`PostgreSQL restart failed: ${(error as Error).message}`);
+      }
+    }
+  }
+}
+
+function sumKinds(a: S3FaultFigures, b: S3FaultFigures): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [kind, n] of Object.entries(a.faults))
+    out[kind] = n + b.faults[kind as keyof typeof b.faults];
+  return out;
+}
