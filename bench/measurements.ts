@@ -14,7 +14,15 @@ import { systemClock } from "../src/ports/clock.js";
 import type { ObjectStore } from "../src/ports/object-store.js";
 import { DurableTable } from "../src/read/durable-table.js";
 import { startMoto, type RunningService } from "../test/support/services.js";
-import { APPEND_TABLE, EXPORT_TABLE, median, PARTITION_KEY, PLAIN_RECORDS_TABLE, sortKeyOf, valueOf } from "./support.js";
+import {
+  APPEND_TABLE,
+  EXPORT_TABLE,
+  median,
+  PARTITION_KEY,
+  PLAIN_RECORDS_TABLE,
+  sortKeyOf,
+  valueOf,
+} from "./support.js";
 
 /** `COPY (SELECT … one bucket …) TO STDOUT` through pg + pg-copy-streams, bytes counted. */
 export async function copyBucket(

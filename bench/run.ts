@@ -28,11 +28,35 @@ import { SqlHotStore } from "../src/adapters/sql/sql-hot-store.js";
 import { FileObjectStore } from "../src/adapters/object-store/filesystem.js";
 import { runNextPhase } from "../src/usecases/run-next-phase.js";
 import { startPostgres, type RunningService } from "../test/support/services.js";
-import { bundleExportChild, exportChild, type ExportArgs, type ExportResult } from "./export-child.js";
+import {
+  bundleExportChild,
+  exportChild,
+  type ExportArgs,
+  type ExportResult,
+} from "./export-child.js";
 import { breakdownChild, type Breakdown } from "./breakdown-child.js";
 import { cleanupCurve, hotBucketContention } from "./hot-store.js";
-import { appendsVsInserts, copyBucket, discovery, firstPage, firstPageOnS3 } from "./measurements.js";
-import { APPEND_TABLE, benchContext, CONTENTION_TABLE, DISCOVERY_TABLE, EXPORT_TABLE, exportBucketId, PLAIN_RECORDS_TABLE, runChild, SNAPSHOT_PAGE_SIZE, seedBucket, seedDiscoveryMetadata, VALUE_BYTES } from "./support.js";
+import {
+  appendsVsInserts,
+  copyBucket,
+  discovery,
+  firstPage,
+  firstPageOnS3,
+} from "./measurements.js";
+import {
+  APPEND_TABLE,
+  benchContext,
+  CONTENTION_TABLE,
+  DISCOVERY_TABLE,
+  EXPORT_TABLE,
+  exportBucketId,
+  PLAIN_RECORDS_TABLE,
+  runChild,
+  SNAPSHOT_PAGE_SIZE,
+  seedBucket,
+  seedDiscoveryMetadata,
+  VALUE_BYTES,
+} from "./support.js";
 
 /** Buckets of the bundled exports are this many days after the tsx exports' ones. */
 const BUNDLED_BUCKET_OFFSET = 10;
