@@ -21,33 +21,28 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { createHash } from "node:crypto";
 import { fileURLToPath } from "node:url";
-import pg from "pg";
-import { to as copyTo } from "pg-copy-streams";
 import { PgDatabase } from "../src/adapters/sql/database.js";
 import { METADATA_TABLE, RECORDS_TABLE } from "../src/adapters/sql/migrations.js";
 import { SqlHotStore } from "../src/adapters/sql/sql-hot-store.js";
-import { fileByteSource, inspectPayload } from "../src/archive/payload-reader.js";
-import { encodePayload, writePayloadFile } from "../src/archive/payload-writer.js";
-import { bucketForTime, type BucketId } from "../src/domain/bucket.js";
-import { formatMicrosRfc3339, parseRfc3339Micros } from "../src/domain/time.js";
-import { systemClock } from "../src/ports/clock.js";
-import type { BucketRow } from "../src/ports/hot-store.js";
-import type { ObjectStore } from "../src/ports/object-store.js";
 import { FileObjectStore } from "../src/adapters/object-store/filesystem.js";
-import { DurableTable } from "../src/read/durable-table.js";
 import { runNextPhase } from "../src/usecases/run-next-phase.js";
-import { fencedSnapshot } from "../src/usecases/phases/export.js";
-import { LeaseHeartbeat } from "../src/usecases/heartbeat.js";
-import { startMoto, startPostgres, type RunningService } from "../test/support/services.js";
+import { startPostgres, type RunningService } from "../test/support/services.js";
 import {
   bundleExportChild,
   exportChild,
   type ExportArgs,
   type ExportResult,
 } from "./export-child.js";
+import { breakdownChild, type Breakdown } from "./breakdown-child.js";
 import { cleanupCurve, hotBucketContention } from "./hot-store.js";
+import {
+  appendsVsInserts,
+  copyBucket,
+  discovery,
+  firstPage,
+  firstPageOnS3,
+} from "./measurements.js";
 import {
   APPEND_TABLE,
   benchContext,
@@ -55,15 +50,11 @@ import {
   DISCOVERY_TABLE,
   EXPORT_TABLE,
   exportBucketId,
-  median,
-  PARTITION_KEY,
   PLAIN_RECORDS_TABLE,
   runChild,
   SNAPSHOT_PAGE_SIZE,
   seedBucket,
   seedDiscoveryMetadata,
-  sortKeyOf,
-  valueOf,
   VALUE_BYTES,
 } from "./support.js";
 
@@ -99,323 +90,6 @@ function planFor(quick: boolean): Plan {
         appendBatch: 1000,
       };
 }
-
-// ---------------------------------------------------------------------------
-// Child processes.
-
-type Breakdown = Record<string, { seconds: number; note: string }>;
-
-/**
- * Where an export's time goes, stage by stage, on a bucket that has already
- * been exported (state archiving, so a fresh lease can snapshot it again):
- * the snapshot alone, the same rows through a bare driver query, encoding
- * from memory, the payload file, the upload and the read-back verification.
- */
-async function breakdownChild(args: ExportArgs): Promise<Breakdown> {
-  const ctx = benchContext(args.databaseUrl, args.storeRoot, SNAPSHOT_PAGE_SIZE, args.tempDir);
-  const out: Breakdown = {};
-  const time = async <T>(name: string, note: string, fn: () => Promise<T>): Promise<T> => {
-    const started = performance.now();
-    const result = await fn();
-    out[name] = { seconds: (performance.now() - started) / 1000, note };
-    return result;
-  };
-  const id = exportBucketId(args.bucketIndex);
-  const acquired = await ctx.hotStore.acquireLease(id, ctx.clock.now(), ctx.settings.leaseMs);
-  if (acquired.kind !== "acquired") throw new Error(`no lease for the breakdown: ${acquired.kind}`);
-  const heartbeat = new LeaseHeartbeat(
-    ctx.hotStore,
-    acquired.lease,
-    ctx.clock,
-    ctx.settings.leaseMs,
-    ctx.settings.renewalMs,
-    ctx.log,
-  );
-  heartbeat.start();
-  try {
-    await time("driver_text_rows", "same keyset pages, bare pg query, no decoding", () =>
-      bareSnapshot(args.databaseUrl, id),
-    );
-    const pages: BucketRow[][] = [];
-    await time(
-      "snapshot_decoded",
-      "fencedSnapshot: fenced pages decoded to BucketRow",
-      async () => {
-        for await (const page of fencedSnapshot(ctx, heartbeat)) pages.push(page);
-      },
-    );
-    const fromMemory = async function* () {
-      yield* pages;
-    };
-    await time("encode_parquet", "rows in memory -> Zstd Parquet bytes (no file)", async () => {
-      let bytes = 0;
-      for await (const chunk of encodePayload("parquet", PARTITION_KEY, fromMemory()))
-        bytes += chunk.byteLength;
-      return bytes;
-    });
-    const filePath = path.join(args.tempDir, "breakdown.parquet");
-    const written = await time(
-      "write_payload_file",
-      "encode + order guard + row digest + SHA-256 + file write",
-      () => writePayloadFile("parquet", PARTITION_KEY, fromMemory(), filePath),
-    );
-    const key = `bench/breakdown/${written.sha256}.parquet`;
-    await time("upload_file_store", "FileObjectStore.createIfAbsent (copy + fsync + link)", () =>
-      ctx.objectStore.createIfAbsent(key, {
-        filePath,
-        byteLength: written.byteLength,
-      }),
-    );
-    await time("readback_sha256", "stream the stored object back and hash it", async () => {
-      const hash = createHash("sha256");
-      for await (const chunk of await ctx.objectStore.getStream(key)) hash.update(chunk);
-      if (hash.digest("hex") !== written.sha256) throw new Error("read-back hash differs");
-    });
-    await time("readback_decode", "decode every row, check bounds/order, row digest", async () => {
-      const source = await fileByteSource(filePath);
-      try {
-        const content = await inspectPayload(source, "parquet", {});
-        if (content.rowsDigest !== written.rowsDigest) throw new Error("row digest differs");
-      } finally {
-        await source.close();
-      }
-    });
-    out.rows = { seconds: 0, note: String(written.rowCount) };
-    await rm(filePath, { force: true });
-    await ctx.objectStore.delete(key);
-  } finally {
-    await heartbeat.stop();
-    await ctx.hotStore.releaseLease(heartbeat.lease);
-    await ctx.hotStore.close();
-  }
-  return out;
-}
-
-/** The snapshot's keyset pages through a plain pg client with every value left as text. */
-async function bareSnapshot(databaseUrl: string, id: BucketId): Promise<number> {
-  const client = new pg.Client({
-    connectionString: databaseUrl,
-    types: { getTypeParser: () => (value: string) => value } as pg.CustomTypesConfig,
-  });
-  await client.connect();
-  try {
-    let rows = 0;
-    let after: [string, string] | null = null;
-    for (;;) {
-      const params: unknown[] = [id.tableId, id.partitionKey, id.bucketKey, SNAPSHOT_PAGE_SIZE];
-      let position = "";
-      if (after !== null) {
-        params.push(after[0], after[1]);
-        position = "AND (event_time, sort_key) > ($5::TIMESTAMPTZ, $6::BYTEA)";
-      }
-      const result: pg.QueryResult<{ event_time: string; sort_key: string; value: string }> =
-        await client.query(
-          `SELECT event_time, sort_key, value FROM ${RECORDS_TABLE}
-            WHERE table_id = $1 AND partition_key = $2::BYTEA AND bucket_key = $3 ${position}
-            ORDER BY event_time, sort_key LIMIT $4`,
-          params,
-        );
-      rows += result.rows.length;
-      if (result.rows.length < SNAPSHOT_PAGE_SIZE) return rows;
-      const last = result.rows[result.rows.length - 1]!;
-      after = [last.event_time, last.sort_key];
-    }
-  } finally {
-    await client.end();
-  }
-}
-
-// ---------------------------------------------------------------------------
-// Measurements in the parent.
-
-/** `COPY (SELECT … one bucket …) TO STDOUT` through pg + pg-copy-streams, bytes counted. */
-async function copyBucket(
-  databaseUrl: string,
-  id: BucketId,
-): Promise<{ seconds: number; bytes: number }> {
-  const client = new pg.Client({ connectionString: databaseUrl, options: "-c TimeZone=UTC" });
-  await client.connect();
-  try {
-    const literal = `'\\x${Buffer.from(id.partitionKey).toString("hex")}'::BYTEA`;
-    const sql = `COPY (SELECT event_time, sort_key, value FROM ${RECORDS_TABLE}
-                        WHERE table_id = '${id.tableId}' AND partition_key = ${literal}
-                          AND bucket_key = '${id.bucketKey}'
-                        ORDER BY event_time, sort_key) TO STDOUT`;
-    const started = performance.now();
-    let bytes = 0;
-    for await (const chunk of client.query(copyTo(sql)) as AsyncIterable<Buffer>)
-      bytes += chunk.byteLength;
-    return { seconds: (performance.now() - started) / 1000, bytes };
-  } finally {
-    await client.end();
-  }
-}
-
-interface PageTiming {
-  readonly coldMs: number;
-  readonly warmMs: number;
-  readonly coldBytes: number;
-  readonly warmBytes: number;
-  readonly records: number;
-}
-
-/** First page (100 records) of a partition through a fresh DurableTable (cold), then 30 more (warm). */
-async function firstPage(store: SqlHotStore, objects: ObjectStore): Promise<PageTiming> {
-  const table = new DurableTable({
-    hotStore: store,
-    objectStore: objects,
-    clock: systemClock,
-    archivePrefix: "bench",
-  });
-  const from = parseRfc3339Micros("2024-01-02T00:00:00Z");
-  const to = parseRfc3339Micros("2024-01-03T00:00:00Z");
-  const read = () => table.read(EXPORT_TABLE, PARTITION_KEY, { from, to, limit: 100 });
-  let started = performance.now();
-  const cold = await read();
-  const coldMs = performance.now() - started;
-  const warm: number[] = [];
-  let warmBytes = 0;
-  for (let i = 0; i < 30; i++) {
-    started = performance.now();
-    const page = await read();
-    warm.push(performance.now() - started);
-    warmBytes = page.archiveBytesFetched;
-  }
-  return {
-    coldMs,
-    warmMs: median(warm),
-    coldBytes: cold.archiveBytesFetched,
-    warmBytes,
-    records: cold.records.length,
-  };
-}
-
-/**
- * Copy the published bucket's manifest and payload to a fresh bucket on moto
- * S3 (AWS_ENDPOINT_URL, or a moto server started here) under the same keys,
- * then time the same first page through an S3ObjectStore. The S3 client is
- * imported here only, so the export children never load it.
- */
-async function firstPageOnS3(
-  store: SqlHotStore,
-  objects: ObjectStore,
-  id: BucketId,
-  log: (message: string) => void,
-): Promise<PageTiming & { endpoint: string }> {
-  const { S3Client, CreateBucketCommand } = await import("@aws-sdk/client-s3");
-  const { S3ObjectStore } = await import("../src/adapters/object-store/s3.js");
-  const { parseManifest } = await import("../src/archive/manifest.js");
-  let moto: RunningService | undefined;
-  let endpoint = process.env.AWS_ENDPOINT_URL;
-  if (!endpoint) {
-    moto = await startMoto();
-    endpoint = moto.url;
-    log(`started moto at ${endpoint}`);
-  }
-  const client = new S3Client({
-    endpoint,
-    region: process.env.AWS_REGION ?? "us-east-1",
-    forcePathStyle: true,
-    ...(process.env.AWS_ACCESS_KEY_ID
-      ? {}
-      : { credentials: { accessKeyId: "test", secretAccessKey: "test" } }),
-  });
-  try {
-    const bucket = `pulpitum-bench-${Date.now()}`;
-    await client.send(new CreateBucketCommand({ Bucket: bucket }));
-    const s3 = new S3ObjectStore({ bucket, client });
-    const manifestKey = (await store.getBucket(id))?.manifestKey;
-    if (!manifestKey) throw new Error("the bench bucket has no manifest");
-    const manifestBytes = await objects.get(manifestKey);
-    const payloadKey = parseManifest(manifestBytes).payload_key;
-    await s3.createIfAbsent(manifestKey, manifestBytes);
-    await s3.createIfAbsent(payloadKey, await objects.get(payloadKey));
-    return { ...(await firstPage(store, s3)), endpoint };
-  } finally {
-    client.destroy();
-    await moto?.stop();
-  }
-}
-
-/** Appends through the fence vs plain multi-row INSERTs into a table of the same shape, alternating batches. */
-async function appendsVsInserts(
-  store: SqlHotStore,
-  db: PgDatabase,
-  rows: number,
-  batch: number,
-): Promise<{ appendSeconds: number; insertSeconds: number }> {
-  const start = parseRfc3339Micros("2024-03-01T00:00:00Z");
-  let appendSeconds = 0;
-  let insertSeconds = 0;
-  for (let first = 0; first < rows; first += batch) {
-    const records = [];
-    for (let i = first; i < Math.min(rows, first + batch); i++) {
-      records.push({
-        partitionKey: PARTITION_KEY,
-        eventTime: start + BigInt(i) * 1000n,
-        sortKey: sortKeyOf(i),
-        value: valueOf(i),
-      });
-    }
-    let started = performance.now();
-    const result = await store.append(APPEND_TABLE, records, new Date());
-    appendSeconds += (performance.now() - started) / 1000;
-    if (result.inserted !== records.length) throw new Error(`append inserted ${result.inserted}`);
-
-    started = performance.now();
-    const params: unknown[] = [];
-    const values = records.map((r) => {
-      const at = params.length;
-      params.push(
-        APPEND_TABLE,
-        r.partitionKey,
-        bucketForTime("CalendarDayUtc", r.eventTime).key,
-        formatMicrosRfc3339(r.eventTime),
-        r.sortKey,
-        r.value,
-      );
-      return `($${at + 1}, $${at + 2}::BYTEA, $${at + 3}, $${at + 4}::TIMESTAMPTZ, $${at + 5}::BYTEA, $${at + 6}::BYTEA)`;
-    });
-    await db.query(
-      `INSERT INTO ${PLAIN_RECORDS_TABLE} (table_id, partition_key, bucket_key, event_time, sort_key, value)
-       VALUES ${values.join(", ")}`,
-      params,
-    );
-    insertSeconds += (performance.now() - started) / 1000;
-  }
-  return { appendSeconds, insertSeconds };
-}
-
-async function discovery(
-  store: SqlHotStore,
-): Promise<{ peekMs: number; discoverMs: number; plan: string; usesIndex: boolean }> {
-  const now = new Date("2030-01-01T00:00:00Z");
-  const query = {
-    now,
-    cutoff: new Date("2026-01-01T00:00:00Z"),
-    enqueuedBefore: new Date(now.getTime() - 300_000),
-    limit: 64,
-  };
-  const plan = await store.explainDiscovery(query);
-  const peeks: number[] = [];
-  const discovers: number[] = [];
-  for (let i = 0; i < 20; i++) {
-    let started = performance.now();
-    await store.peekCandidates(query);
-    peeks.push(performance.now() - started);
-    started = performance.now();
-    await store.discover(query);
-    discovers.push(performance.now() - started);
-  }
-  return {
-    peekMs: median(peeks),
-    discoverMs: median(discovers),
-    plan,
-    usesIndex: /Index (Only )?Scan/.test(plan),
-  };
-}
-
-// ---------------------------------------------------------------------------
 
 const fmt = (n: number, digits = 0) =>
   n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });

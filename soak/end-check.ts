@@ -10,8 +10,9 @@
 import type pg from "pg";
 import { METADATA_TABLE } from "../src/adapters/sql/migrations.js";
 import { parseManifest } from "../src/archive/manifest.js";
-import { objectByteSource, readRecords } from "../src/archive/payload-reader.js";
-import { verifyArchivedBucket } from "../src/archive/store.js";
+import { readRecords } from "../src/archive/payload-reader.js";
+import { objectByteSource } from "../src/archive/byte-sources.js";
+import { verifyArchivedBucket } from "../src/archive/verify.js";
 import { describeBucket, type BucketId } from "../src/domain/bucket.js";
 import type { TableRecord } from "../src/domain/record.js";
 import type { TableId } from "../src/domain/table.js";

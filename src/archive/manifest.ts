@@ -25,7 +25,7 @@ import { parseBase64, toBase64 } from "../domain/record.js";
 import { parseTableId, type ArchiveFormat, type TableId } from "../domain/table.js";
 import { dateToMicros, formatMicrosRfc3339, parseRfc3339Micros } from "../domain/time.js";
 import type { PayloadFacts } from "../ports/hot-store.js";
-import { RECORD_SCHEMA_VERSION } from "./payload-writer.js";
+import { RECORD_SCHEMA_VERSION } from "./envelope.js";
 
 export const MANIFEST_VERSION = 4;
 export const CLUSTERING_KEY = ["event_time", "sort_key"] as const;

@@ -24,3 +24,17 @@ export class ManualClock implements Clock {
     this.#now = new Date(to);
   }
 }
+
+/** Wait `ms` milliseconds on a timer; an abort `signal` ends the wait early (it resolves, never rejects). */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    }
+    signal?.addEventListener("abort", done, { once: true });
+  });
+}

@@ -9,11 +9,9 @@
  * hot rows that may be kept only for cleanup.
  */
 import { parseManifest, type Manifest } from "../archive/manifest.js";
-import {
-  objectByteSource,
-  ParquetPayloadReader,
-  readRecordBatches,
-} from "../archive/payload-reader.js";
+import { readRecordBatches } from "../archive/payload-reader.js";
+import { ParquetPayloadReader } from "../archive/parquet/reader.js";
+import { objectByteSource } from "../archive/byte-sources.js";
 import { validateManifest } from "../archive/manifest.js";
 import type { BucketId } from "../domain/bucket.js";
 import { bytesEqual, compareClustering, type TableRecord } from "../domain/record.js";

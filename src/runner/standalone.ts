@@ -1,5 +1,6 @@
 import { InProcessWorkQueue } from "../adapters/queue/in-process.js";
 import { errorMessage } from "../errors.js";
+import { sleep as timerSleep } from "../ports/clock.js";
 import type { Candidate } from "../ports/hot-store.js";
 import type { WorkItem } from "../ports/work-queue.js";
 import type { ArchiverContext, PhaseOutcome } from "../usecases/context.js";
@@ -50,7 +51,7 @@ export async function runStandalone(
 ): Promise<StandaloneSummary> {
   const queue = new InProcessWorkQueue();
   const running = new Set<Promise<void>>();
-  const sleep = options.sleep ?? abortableSleep;
+  const sleep = options.sleep ?? timerSleep;
   const stopping = () => options.signal?.aborted === true;
   const aborted = new Promise<void>((resolve) => {
     if (options.signal?.aborted) resolve();
@@ -147,17 +148,4 @@ export async function runStandalone(
   await Promise.all(running);
   queue.close();
   return { rounds, outcomes, advanced, failures };
-}
-
-function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal?.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal?.removeEventListener("abort", done);
-      resolve();
-    }
-    signal?.addEventListener("abort", done, { once: true });
-  });
 }

@@ -64,15 +64,11 @@ export interface ArchiverContext {
   readonly clock: Clock;
   readonly settings: ArchiverSettings;
   readonly log: WorkflowLog;
-  /** Wait this long (cleanup throttling); tests pass one that moves a manual clock. Default: a timer. */
+  /** Wait this long (cleanup throttling); tests pass one that moves a manual clock. Default: {@link sleep} on a timer. */
   readonly sleep?: (ms: number) => Promise<void>;
   /** Schedules lease renewals; tests pass one they fire as a manual clock moves. Default: an interval. */
   readonly renewalTimer?: RenewalTimer;
 }
-
-/** The default {@link ArchiverContext.sleep}. */
-export const timerSleep = (ms: number): Promise<void> =>
-  new Promise((resolve) => setTimeout(resolve, ms));
 
 export interface DiscoveryContext {
   readonly hotStore: HotStore;

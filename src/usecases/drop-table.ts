@@ -21,7 +21,7 @@ import { PulpitumError, UnknownTableError } from "../errors.js";
 import type { ClusteringPosition } from "../ports/hot-store.js";
 import type { InFlightBucket } from "../ports/hot-store-operations.js";
 import type { ArchiverContext } from "./context.js";
-import { LeaseHeartbeat } from "./heartbeat.js";
+import { takeBucketLease } from "./bucket-lease.js";
 
 /** Buckets listed per metadata page. */
 const PAGE_BUCKETS = 100;
@@ -136,17 +136,10 @@ async function dropBucket(
   id: BucketId,
   batchRows: number,
 ): Promise<number | null> {
-  const acquisition = await ctx.hotStore.acquireLease(id, ctx.clock.now(), ctx.settings.leaseMs);
+  const acquisition = await takeBucketLease(ctx, id);
   if (acquisition.kind === "missing") return 0;
   if (acquisition.kind === "busy") return null;
-  const heartbeat = new LeaseHeartbeat(
-    ctx.hotStore,
-    acquisition.lease,
-    ctx.clock,
-    ctx.settings.leaseMs,
-    ctx.settings.renewalMs,
-    ctx.log,
-  );
+  const heartbeat = acquisition.heartbeat;
   heartbeat.start();
   let rows = 0;
   let after: ClusteringPosition | null = null;

@@ -38,12 +38,13 @@ import {
   LeaseLostError,
   UnknownBucketError,
 } from "../errors.js";
-import { objectByteSource, readRecordBatches } from "../archive/payload-reader.js";
-import { verifyArchivedBucket } from "../archive/store.js";
+import { readRecordBatches } from "../archive/payload-reader.js";
+import { objectByteSource } from "../archive/byte-sources.js";
+import { verifyArchivedBucket } from "../archive/verify.js";
 import type { BucketRow } from "../ports/hot-store.js";
 import { WORK_MESSAGE_FORM, workItemFromObject, type WorkItem } from "../ports/work-queue.js";
 import type { ArchiverContext } from "./context.js";
-import { LeaseHeartbeat } from "./heartbeat.js";
+import { takeBucketLease } from "./bucket-lease.js";
 import { commitFenced, formatOfPayloadKey } from "./phases/step.js";
 
 /** Rows per restore transaction by default. */
@@ -129,36 +130,28 @@ export async function restoreBucket(
   }
   if (before.state === "archiving") throw notRestorable(id);
 
-  const acquisition = await ctx.hotStore.acquireLease(id, ctx.clock.now(), ctx.settings.leaseMs);
+  const acquisition = await takeBucketLease(ctx, id);
   if (acquisition.kind === "missing") throw new UnknownBucketError(describeBucket(id));
   if (acquisition.kind === "busy") {
     return report("busy", {
       reason: `leased until ${acquisition.metadata.leaseExpiresAt?.toISOString() ?? "?"}`,
     });
   }
-  const metadata = acquisition.metadata;
+  const { metadata, heartbeat } = acquisition;
   if (metadata.state !== "archived") {
-    await ctx.hotStore.releaseLease(acquisition.lease);
+    await ctx.hotStore.releaseLease(heartbeat.lease);
     if (metadata.state === "hot") return report("already-hot");
     throw notRestorable(id);
   }
   const payload = metadata.payload;
   const manifestKey = metadata.manifestKey;
   if (payload === null || manifestKey === null) {
-    await ctx.hotStore.releaseLease(acquisition.lease);
+    await ctx.hotStore.releaseLease(heartbeat.lease);
     throw new InvariantViolationError(
       `archived bucket ${describeBucket(id)} lacks a recorded payload or manifest`,
     );
   }
   const resumed = metadata.restoreStartedAt !== null;
-  const heartbeat = new LeaseHeartbeat(
-    ctx.hotStore,
-    acquisition.lease,
-    ctx.clock,
-    ctx.settings.leaseMs,
-    ctx.settings.renewalMs,
-    ctx.log,
-  );
   const lost = (reason: string) =>
     report("lease-lost", { resumed, manifest_key: manifestKey, reason });
   heartbeat.start();

@@ -9,7 +9,8 @@ import {
 } from "../errors.js";
 import type { BucketMetadata, PhaseName } from "../ports/hot-store.js";
 import type { ArchiverContext, PhaseOutcome } from "./context.js";
-import { LeaseHeartbeat } from "./heartbeat.js";
+import { takeBucketLease } from "./bucket-lease.js";
+import type { LeaseHeartbeat } from "./heartbeat.js";
 import { claimBucket } from "./phases/claim.js";
 import { cleanupBucket } from "./phases/cleanup.js";
 import { exportBucket } from "./phases/export.js";
@@ -99,7 +100,7 @@ export async function runNextPhase(
     }
   }
 
-  const acquisition = await ctx.hotStore.acquireLease(bucket, now, ctx.settings.leaseMs);
+  const acquisition = await takeBucketLease(ctx, bucket, now);
   if (acquisition.kind === "missing") throw new UnknownBucketError(describeBucket(bucket));
   if (acquisition.kind === "busy") {
     return outcome({
@@ -112,25 +113,17 @@ export async function runNextPhase(
 
   const metadata = acquisition.metadata;
   const phase = nextPhaseOf(metadata);
+  const heartbeat = acquisition.heartbeat;
   if (phase === null) {
-    await ctx.hotStore.releaseLease(acquisition.lease);
+    await ctx.hotStore.releaseLease(heartbeat.lease);
     return outcome({ phase: null, result: "done", next: null, reason: nothingToDo(metadata) });
   }
 
   const fields = {
     bucket: describeBucket(bucket),
     phase,
-    generation: acquisition.lease.generation,
+    generation: heartbeat.lease.generation,
   };
-  const heartbeat = new LeaseHeartbeat(
-    ctx.hotStore,
-    acquisition.lease,
-    ctx.clock,
-    ctx.settings.leaseMs,
-    ctx.settings.renewalMs,
-    ctx.log,
-    ctx.renewalTimer,
-  );
   heartbeat.start();
   try {
     const step = await PHASES[phase]({

@@ -35,7 +35,8 @@ import {
 import { createWorkerHandler } from "../../functions/worker.js";
 import { S3ObjectStore } from "../../src/adapters/object-store/s3.js";
 import { parseManifest } from "../../src/archive/manifest.js";
-import { objectByteSource, readRecords } from "../../src/archive/payload-reader.js";
+import { readRecords } from "../../src/archive/payload-reader.js";
+import { objectByteSource } from "../../src/archive/byte-sources.js";
 import {
   bucketForTime,
   describeBucket,

@@ -15,14 +15,13 @@ import {
 } from "apache-arrow";
 import * as parquetWasm from "parquet-wasm";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { countRows, readRecords } from "../../src/archive/payload-reader.js";
+import { ParquetPayloadReader } from "../../src/archive/parquet/reader.js";
 import {
-  countRows,
   fileByteSource,
   memoryByteSource,
   objectByteSource,
-  ParquetPayloadReader,
-  readRecords,
-} from "../../src/archive/payload-reader.js";
+} from "../../src/archive/byte-sources.js";
 import { writePayloadFile, type WrittenPayload } from "../../src/archive/payload-writer.js";
 import { MemoryObjectStore } from "../../src/adapters/object-store/memory.js";
 import {

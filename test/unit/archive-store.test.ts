@@ -10,14 +10,10 @@ import {
   serializeManifest,
   sha256Hex,
 } from "../../src/archive/manifest.js";
-import {
-  sealManifest,
-  storePayload,
-  verifyArchivedBucket,
-  verifyPayload,
-  type ArchiveBucketRef,
-} from "../../src/archive/store.js";
-import { objectByteSource, readRecords } from "../../src/archive/payload-reader.js";
+import { sealManifest, storePayload, type ArchiveBucketRef } from "../../src/archive/store.js";
+import { verifyArchivedBucket, verifyPayload } from "../../src/archive/verify.js";
+import { readRecords } from "../../src/archive/payload-reader.js";
+import { objectByteSource } from "../../src/archive/byte-sources.js";
 import { parseBucketKey } from "../../src/domain/bucket.js";
 import { attemptTag, manifestKey } from "../../src/domain/object-keys.js";
 import type { TableRecord } from "../../src/domain/record.js";

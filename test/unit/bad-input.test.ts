@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MemoryObjectStore } from "../../src/adapters/object-store/memory.js";
 import { InProcessWorkQueue } from "../../src/adapters/queue/in-process.js";
 import { buildManifest, serializeManifest, validateManifest } from "../../src/archive/manifest.js";
-import { verifyArchivedBucket } from "../../src/archive/store.js";
+import { verifyArchivedBucket } from "../../src/archive/verify.js";
 import { parseConfig } from "../../src/config.js";
 import { parseBucketKey, type BucketId } from "../../src/domain/bucket.js";
 import { MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES } from "../../src/domain/limits.js";

@@ -5,7 +5,7 @@ import { mkdtempSync, readdirSync, rmSync, statSync, utimesSync, writeFileSync }
 import os from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { PgliteDatabase } from "../../src/adapters/sql/database.js";
+import { PgliteDatabase } from "../../src/adapters/sql/pglite-database.js";
 import { runCli } from "../support/cli.js";
 
 const line = (pk: string, t: string, sk: string, v: string) =>

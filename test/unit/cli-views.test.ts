@@ -7,7 +7,8 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "no
 import os from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { fileByteSource, readRecords } from "../../src/archive/payload-reader.js";
+import { readRecords } from "../../src/archive/payload-reader.js";
+import { fileByteSource } from "../../src/archive/byte-sources.js";
 import { recordToJson } from "../../src/domain/record.js";
 import { runCli } from "../support/cli.js";
 

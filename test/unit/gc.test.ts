@@ -13,7 +13,7 @@ import { payloadKey } from "../../src/domain/object-keys.js";
 import type { TableRecord } from "../../src/domain/record.js";
 import type { ObjectStore } from "../../src/ports/object-store.js";
 import { parseTableId } from "../../src/domain/table.js";
-import { verifyArchivedBucket } from "../../src/archive/store.js";
+import { verifyArchivedBucket } from "../../src/archive/verify.js";
 import { silentLog } from "../../src/usecases/context.js";
 import {
   collectGarbage,

@@ -12,7 +12,7 @@ import { stackPropsFrom } from "../../infra/app-props.js";
 import {
   ArchiverStack,
   VISIBILITY_TIMEOUT_FACTOR,
-  archiverSettings,
+  stackSettings as archiverSettings,
   type ArchiverStackProps,
 } from "../../infra/archiver-stack.js";
 import { METRIC, METRICS_NAMESPACE } from "../../functions/observability.js";

@@ -38,6 +38,7 @@ import type {
 } from "../../ports/object-store.js";
 import {
   fileBodyLengthMismatch,
+  unreadableFileBody,
   validateByteRange,
   validateListPrefix,
   validateObjectKey,
@@ -374,12 +375,7 @@ async function checkFileBody(body: { filePath: string; byteLength: number }): Pr
     if (!info.isFile()) throw new Error("not a regular file");
     size = info.size;
   } catch (error) {
-    throw new InvalidInputError(
-      `file body ${JSON.stringify(body.filePath)}`,
-      `cannot be read (${errorMessage(error)})`,
-      "the path of a readable regular file",
-      { cause: error },
-    );
+    throw unreadableFileBody(body.filePath, error);
   }
   if (size !== body.byteLength) throw fileBodyLengthMismatch(body.filePath, body.byteLength, size);
 }

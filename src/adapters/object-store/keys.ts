@@ -1,4 +1,4 @@
-import { InvalidInputError } from "../../errors.js";
+import { InvalidInputError, errorMessage } from "../../errors.js";
 
 const KEY_RULE =
   "a relative '/'-separated key without empty, '.' or '..' segments, NUL bytes or a leading '/', at most 1024 bytes";
@@ -58,5 +58,15 @@ export function fileBodyLengthMismatch(
     `file body ${JSON.stringify(filePath)}`,
     `declares byteLength ${declared} but the file holds ${actual} bytes`,
     "byteLength equal to the file's size",
+  );
+}
+
+/** A file body that cannot be read (missing, not a regular file, no permission). */
+export function unreadableFileBody(filePath: string, error: unknown): InvalidInputError {
+  return new InvalidInputError(
+    `file body ${JSON.stringify(filePath)}`,
+    `cannot be read (${errorMessage(error)})`,
+    "the path of a readable regular file",
+    { cause: error },
   );
 }

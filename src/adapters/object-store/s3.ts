@@ -34,13 +34,7 @@ import {
   type CompletedPart,
   type S3ClientConfig,
 } from "@aws-sdk/client-s3";
-import {
-  InvalidInputError,
-  ObjectNotFoundError,
-  PulpitumError,
-  TransientStoreError,
-  errorMessage,
-} from "../../errors.js";
+import { InvalidInputError, ObjectNotFoundError, TransientStoreError } from "../../errors.js";
 import type {
   ByteRange,
   CreateOptions,
@@ -54,10 +48,19 @@ import type {
 import { httpHandlerSettings, type HttpClientTimeouts } from "../http-timeouts.js";
 import {
   fileBodyLengthMismatch,
+  unreadableFileBody,
   validateByteRange,
   validateListPrefix,
   validateObjectKey,
 } from "./keys.js";
+import {
+  conflictBackoff,
+  isConditionalConflict,
+  isPreconditionFailed,
+  nameOf,
+  s3Error,
+  statusOf,
+} from "./s3-errors.js";
 
 const MIB = 1024 * 1024;
 /** S3's smallest part (all but the last) and largest part, and its part-count limit. */
@@ -303,7 +306,7 @@ export class S3ObjectStore implements ObjectStore {
         if (isPreconditionFailed(error)) return "already-exists";
         if (isConditionalConflict(error)) {
           if (attempt < this.#conflictAttempts) {
-            await backoff(attempt);
+            await conflictBackoff(attempt);
             continue;
           }
           if ((await this.head(key)) !== null) return "already-exists";
@@ -366,7 +369,7 @@ export class S3ObjectStore implements ObjectStore {
             return "already-exists";
           }
           if (isConditionalConflict(error) && attempt < this.#conflictAttempts) {
-            await backoff(attempt);
+            await conflictBackoff(attempt);
             continue;
           }
           if (isConditionalConflict(error)) {
@@ -455,94 +458,14 @@ export class S3ObjectStore implements ObjectStore {
 
   /** Map an SDK or transport failure to the port's errors. */
   #error(error: unknown, operation: string, key: string): Error {
-    if (error instanceof PulpitumError) return error;
-    const name = nameOf(error);
-    const status = statusOf(error);
-    if (
-      name === "NoSuchKey" ||
-      (status === 404 && name !== "NoSuchBucket" && name !== "NoSuchUpload")
-    ) {
-      return new ObjectNotFoundError(key, { cause: error });
-    }
-    const message = `S3 ${operation} of ${this.#describe(key)} failed: ${name ?? "Error"}: ${errorMessage(error)}`;
-    if (isTransient(error)) return new TransientStoreError(message, { cause: error });
-    return new PulpitumError(message, { cause: error });
+    return s3Error(error, operation, key, this.#describe(key));
   }
-}
-
-const THROTTLING_NAMES = new Set([
-  "SlowDown",
-  "Throttling",
-  "ThrottlingException",
-  "RequestThrottled",
-  "RequestLimitExceeded",
-  "TooManyRequestsException",
-  "RequestTimeout",
-  "RequestTimeoutException",
-  "InternalError",
-  "ServiceUnavailable",
-  "TimeoutError",
-  "ConditionalRequestConflict",
-  "OperationAborted",
-]);
-const NETWORK_CODES = new Set([
-  "ECONNREFUSED",
-  "ECONNRESET",
-  "ECONNABORTED",
-  "EPIPE",
-  "ETIMEDOUT",
-  "EHOSTUNREACH",
-  "ENETUNREACH",
-  "EAI_AGAIN",
-  "ERR_SOCKET_CONNECTION_TIMEOUT",
-]);
-
-function nameOf(error: unknown): string | undefined {
-  return (error as { name?: unknown } | undefined)?.name as string | undefined;
-}
-
-function statusOf(error: unknown): number | undefined {
-  return (error as { $metadata?: { httpStatusCode?: number } } | undefined)?.$metadata
-    ?.httpStatusCode;
-}
-
-function isPreconditionFailed(error: unknown): boolean {
-  return statusOf(error) === 412 || nameOf(error) === "PreconditionFailed";
-}
-
-/** 409: another conditional write to the key is in flight; trying again will settle it. */
-function isConditionalConflict(error: unknown): boolean {
-  return nameOf(error) === "ConditionalRequestConflict" || statusOf(error) === 409;
-}
-
-function isTransient(error: unknown): boolean {
-  const status = statusOf(error);
-  if (status === 429 || (status !== undefined && status >= 500)) return true;
-  const name = nameOf(error);
-  if (name !== undefined && THROTTLING_NAMES.has(name)) return true;
-  if ((error as { $retryable?: unknown }).$retryable) return true;
-  const code = (error as { code?: unknown }).code;
-  return typeof code === "string" && NETWORK_CODES.has(code);
 }
 
 function crc32Base64(bytes: Uint8Array): string {
   const digest = Buffer.alloc(4);
   digest.writeUInt32BE(crc32(bytes));
   return digest.toString("base64");
-}
-
-async function backoff(attempt: number): Promise<void> {
-  const ms = 50 * 2 ** (attempt - 1) * (0.5 + Math.random());
-  await new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-function unreadableFileBody(filePath: string, error: unknown): InvalidInputError {
-  return new InvalidInputError(
-    `file body ${JSON.stringify(filePath)}`,
-    `cannot be read (${errorMessage(error)})`,
-    "the path of a readable regular file",
-    { cause: error },
-  );
 }
 
 function sizeOption(name: string, value: number, min: number, max: number): number {

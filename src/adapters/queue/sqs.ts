@@ -15,6 +15,7 @@ import {
 } from "@aws-sdk/client-sqs";
 import { TransientStoreError, errorMessage } from "../../errors.js";
 import { describeBucket } from "../../domain/bucket.js";
+import { sleep } from "../../ports/clock.js";
 import { encodeWorkMessage, type WorkItem, type WorkQueue } from "../../ports/work-queue.js";
 import { httpHandlerSettings, type HttpClientTimeouts } from "../http-timeouts.js";
 
@@ -156,8 +157,4 @@ export class SqsSendError extends TransientStoreError {
     );
     this.failed = failed;
   }
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

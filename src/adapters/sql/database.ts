@@ -22,10 +22,9 @@
  * it is never retried here, because only a re-read of durable state can tell
  * what happened.
  */
-import type { PGlite } from "@electric-sql/pglite";
 import pg from "pg";
 import { AmbiguousCommitError, TransientStoreError } from "../../errors.js";
-import { EMBEDDED_POSTGRESQL_CONF } from "./pglite-template.js";
+import { sleep } from "../../ports/clock.js";
 
 export interface QueryResult<T> {
   rows: T[];
@@ -147,10 +146,8 @@ function backoffDelay(policy: RetryPolicy, attempt: number): number {
   return Math.random() * ceiling;
 }
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-
 /** The retry loop both drivers share for transactions, writes and reads. */
-async function withSerializationRetry<T>(
+export async function withSerializationRetry<T>(
   operation: string,
   policy: RetryPolicy,
   stats: TransactionStats,
@@ -468,115 +465,5 @@ class BinaryCopyOut implements pg.Submittable {
   handlePortalSuspended(): void {}
   handleCopyInResponse(connection: { sendCopyFail(message: string): void }): void {
     connection.sendCopyFail("not a COPY FROM");
-  }
-}
-
-export interface PgliteDatabaseOptions {
-  readonly retry?: RetryPolicy;
-  readonly faults?: TransactionFaults;
-}
-
-const PGLITE_TEXT_TYPES = [1184, 1114, 20];
-/** Timestamps and int8 as text, passed with every query so clones parse alike. */
-const PGLITE_PARSERS = Object.fromEntries(
-  PGLITE_TEXT_TYPES.map((oid) => [oid, (value: string) => value]),
-);
-
-/**
- * Embedded PGlite, on disk or in memory. PGlite has one backend and
- * serialises transactions itself, so serialization failures do not occur in
- * practice; the retry loop is kept so both drivers behave the same.
- */
-export class PgliteDatabase implements SqlDatabase {
-  readonly #db: PGlite;
-  readonly #retry: RetryPolicy;
-  faults: TransactionFaults | undefined;
-  readonly stats: TransactionStats = { committed: 0, serializationRetries: 0 };
-
-  private constructor(db: PGlite, options: PgliteDatabaseOptions) {
-    this.#db = db;
-    this.#retry = options.retry ?? DEFAULT_RETRY_POLICY;
-    this.faults = options.faults;
-  }
-
-  /** Open (creating if needed) a database in `dataDir`, or in memory when undefined. */
-  static async open(
-    dataDir: string | undefined,
-    options: PgliteDatabaseOptions = {},
-  ): Promise<PgliteDatabase> {
-    // Imported on first use: only the embedded store pays for loading PGlite.
-    const { PGlite } = await import("@electric-sql/pglite");
-    const db = await PGlite.create(dataDir, {
-      parsers: PGLITE_PARSERS,
-      postgresqlconf: EMBEDDED_POSTGRESQL_CONF,
-    });
-    await db.query("SET TimeZone = 'UTC'");
-    return new PgliteDatabase(db, options);
-  }
-
-  /**
-   * An in-memory copy of this database (PGlite's `clone()`): tests migrate one
-   * template and clone it, which is far cheaper than creating a cluster each time.
-   */
-  async cloneInMemory(options: PgliteDatabaseOptions = {}): Promise<PgliteDatabase> {
-    const copy = (await this.#db.clone()) as PGlite;
-    await copy.query("SET TimeZone = 'UTC'");
-    return new PgliteDatabase(copy, options);
-  }
-
-  async query<T>(text: string, params: unknown[] = []): Promise<QueryResult<T>> {
-    return await withSerializationRetry("query", this.#retry, this.stats, async () => {
-      this.faults?.beforeQuery?.(text);
-      const result = await this.#db.query<T>(text, params, { parsers: PGLITE_PARSERS });
-      return {
-        rows: result.rows,
-        rowCount: Math.max(result.affectedRows ?? 0, result.rows.length),
-      };
-    });
-  }
-
-  async write<T>(text: string, params: unknown[], operation: string): Promise<QueryResult<T>> {
-    return await withSerializationRetry(operation, this.#retry, this.stats, async () => {
-      this.faults?.beforeQuery?.(text);
-      this.faults?.beforeCommit?.(operation);
-      const result = await this.#db.query<T>(text, params, { parsers: PGLITE_PARSERS });
-      try {
-        this.faults?.afterCommit?.(operation);
-      } catch (error) {
-        throw new AmbiguousCommitError(operation, { cause: error });
-      }
-      return {
-        rows: result.rows,
-        rowCount: Math.max(result.affectedRows ?? 0, result.rows.length),
-      };
-    });
-  }
-
-  async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>, operation: string): Promise<T> {
-    return await withSerializationRetry(operation, this.#retry, this.stats, async () => {
-      const result = await this.#db.transaction(async (tx) => {
-        await tx.query("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE");
-        let statements = 0;
-        const value = await fn({
-          query: async <R>(text: string, params: unknown[] = []) => {
-            const r = await tx.query<R>(text, params, { parsers: PGLITE_PARSERS });
-            await this.faults?.afterStatement?.(operation, ++statements, text);
-            return { rows: r.rows, rowCount: Math.max(r.affectedRows ?? 0, r.rows.length) };
-          },
-        });
-        this.faults?.beforeCommit?.(operation);
-        return value;
-      });
-      try {
-        this.faults?.afterCommit?.(operation);
-      } catch (error) {
-        throw new AmbiguousCommitError(operation, { cause: error });
-      }
-      return result;
-    });
-  }
-
-  async close(): Promise<void> {
-    await this.#db.close();
   }
 }

@@ -2,15 +2,12 @@
  * Factories for the SQL hot store: `pg` for PostgreSQL and CockroachDB,
  * PGlite for the embedded default.
  */
-import {
-  PgDatabase,
-  PgliteDatabase,
-  type PgDatabaseOptions,
-  type PgliteDatabaseOptions,
-} from "./database.js";
+import { PgDatabase, type PgDatabaseOptions } from "./database.js";
+import { PgliteDatabase, type PgliteDatabaseOptions } from "./pglite-database.js";
 import { SqlHotStore } from "./sql-hot-store.js";
 
-export { PgDatabase, PgliteDatabase } from "./database.js";
+export { PgDatabase } from "./database.js";
+export { PgliteDatabase } from "./pglite-database.js";
 export type { SqlDatabase, SqlExecutor, TransactionFaults } from "./database.js";
 export { MIGRATIONS, runMigrations } from "./migrations.js";
 export { SqlHotStore } from "./sql-hot-store.js";

@@ -18,7 +18,7 @@
 import { checkPublishedObjects } from "../../archive/store.js";
 import { InvariantViolationError } from "../../errors.js";
 import type { ClusteringPosition } from "../../ports/hot-store.js";
-import { timerSleep } from "../context.js";
+import { sleep as timerSleep } from "../../ports/clock.js";
 import type { PhaseInput, StepResult } from "./step.js";
 import { commitFenced } from "./step.js";
 

@@ -12,7 +12,7 @@
  * manifest is verified could route reads to an object that does not match.
  */
 import { InvariantViolationError } from "../../errors.js";
-import { verifyArchivedBucket } from "../../archive/store.js";
+import { verifyArchivedBucket } from "../../archive/verify.js";
 import { commitFenced, formatOfPayloadKey, type PhaseInput, type StepResult } from "./step.js";
 
 export async function publishBucket({

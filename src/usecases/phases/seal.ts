@@ -13,7 +13,8 @@
  * the same content and the record commit is fenced like every other.
  */
 import { InvariantViolationError } from "../../errors.js";
-import { sealManifest, verifyPayload } from "../../archive/store.js";
+import { sealManifest } from "../../archive/store.js";
+import { verifyPayload } from "../../archive/verify.js";
 import { commitFenced, formatOfPayloadKey, type PhaseInput, type StepResult } from "./step.js";
 
 export async function sealBucket({

@@ -28,28 +28,24 @@
  * bucket archive it after the check, and would strand rows appended during
  * the drop under no registration at all.
  */
-import type { TableId } from "../../domain/table.js";
-import { parseSqlTimestamp } from "../../domain/time.js";
+import type { TableId } from "../../../domain/table.js";
 import type {
   BucketState,
   ClusteringPosition,
   Lease,
   RecordedPhase,
-} from "../../ports/hot-store.js";
+} from "../../../ports/hot-store.js";
 import type {
   DropBatch,
   TableDropFinish,
   TableDropStart,
-} from "../../ports/hot-store-operations.js";
-import type { SqlDatabase } from "./database.js";
-import { METADATA_TABLE, RECORDS_TABLE, TABLES_TABLE } from "./migrations.js";
-import {
-  bucketIdOf,
-  someLiveLease,
-  sqlDateOrNull,
-  SqlParams,
-  type BucketKeyRow,
-} from "./sql-params.js";
+} from "../../../ports/hot-store-operations.js";
+import type { SqlDatabase } from "../database.js";
+import { METADATA_TABLE, RECORDS_TABLE, TABLES_TABLE } from "../migrations.js";
+import { SOME_LIVE_LEASE, BUCKET, LIVE_LEASE } from "./fences.js";
+import { deleteNextKeyRange } from "./key-range-delete.js";
+import { SqlParams } from "./params.js";
+import { bucketIdOf, sqlDateOrNull, type BucketKeyRow } from "./rows.js";
 
 /** How many in-flight buckets a refusal names. */
 const IN_FLIGHT_SHOWN = 20;
@@ -87,7 +83,7 @@ export async function beginTableDrop(
       return rows.length > 0 ? ({ kind: "resumed" } as const) : ({ kind: "unknown" } as const);
     }
     const p = new SqlParams();
-    const live = someLiveLease(p.time(now));
+    const live = SOME_LIVE_LEASE(p.time(now));
     const { rows: inFlight } = await tx.query<InFlightRow>(
       `SELECT table_id, partition_key, bucket_key, state, phase, hot_deleted,
               (restore_started_at IS NOT NULL) AS restoring,
@@ -141,56 +137,28 @@ export async function dropBucketBatch(
     const f = new SqlParams();
     const { rows: fenced } = await tx.query(
       `SELECT 1 AS ok FROM ${METADATA_TABLE}
-        WHERE ${f.bucket(id)} AND ${f.liveLease(lease, now)} FOR UPDATE`,
+        WHERE ${BUCKET(f, id)} AND ${LIVE_LEASE(f, lease, now)} FOR UPDATE`,
       f.values,
     );
     if (fenced.length === 0) return null;
-    const b = new SqlParams();
-    const from =
-      after === null
-        ? ""
-        : `AND (event_time, sort_key) > (${b.micros(after.eventTime)}, ${b.bytes(after.sortKey)})`;
-    const { rows: ends } = await tx.query<{ event_time: string; sort_key: Uint8Array }>(
-      `SELECT event_time, sort_key FROM ${RECORDS_TABLE} WHERE ${b.bucket(id)} ${from}
-        ORDER BY event_time, sort_key OFFSET ${b.int(Math.max(0, limit - 1))} LIMIT 1`,
-      b.values,
-    );
-    const last: ClusteringPosition | undefined =
-      ends[0] === undefined
-        ? undefined
-        : {
-            eventTime: parseSqlTimestamp(ends[0].event_time),
-            sortKey: new Uint8Array(ends[0].sort_key),
-          };
-    const d = new SqlParams();
-    const lower =
-      after === null
-        ? ""
-        : `AND (event_time, sort_key) > (${d.micros(after.eventTime)}, ${d.bytes(after.sortKey)})`;
-    const upper =
-      last === undefined
-        ? ""
-        : `AND (event_time, sort_key) <= (${d.micros(last.eventTime)}, ${d.bytes(last.sortKey)})`;
-    const deleted = await tx.query(
-      `DELETE FROM ${RECORDS_TABLE} WHERE ${d.bucket(id)} ${lower} ${upper}`,
-      d.values,
-    );
-    if (last !== undefined) return { rows: deleted.rowCount, bucketRemoved: false, last };
+    const deleted = await deleteNextKeyRange(tx, id, limit, after);
+    if (deleted.last !== undefined)
+      return { rows: deleted.count, bucketRemoved: false, last: deleted.last };
     // The batch reached the end: nothing is left after `after`, and rows before it were deleted earlier.
     const m = new SqlParams();
     const remaining = await tx.query(
-      `SELECT 1 AS present FROM ${RECORDS_TABLE} WHERE ${m.bucket(id)} LIMIT 1`,
+      `SELECT 1 AS present FROM ${RECORDS_TABLE} WHERE ${BUCKET(m, id)} LIMIT 1`,
       m.values,
     );
-    if (remaining.rows.length > 0) return { rows: deleted.rowCount, bucketRemoved: false };
+    if (remaining.rows.length > 0) return { rows: deleted.count, bucketRemoved: false };
     const x = new SqlParams();
-    await tx.query(`DELETE FROM ${METADATA_TABLE} WHERE ${x.bucket(id)}`, x.values);
-    return { rows: deleted.rowCount, bucketRemoved: true };
+    await tx.query(`DELETE FROM ${METADATA_TABLE} WHERE ${BUCKET(x, id)}`, x.values);
+    return { rows: deleted.count, bucketRemoved: true };
   }, "dropBucketBatch");
   if (result === null) {
     const m = new SqlParams();
     const { rows } = await db.query(
-      `SELECT 1 AS present FROM ${METADATA_TABLE} WHERE ${m.bucket(id)}`,
+      `SELECT 1 AS present FROM ${METADATA_TABLE} WHERE ${BUCKET(m, id)}`,
       m.values,
     );
     // A missing row: an earlier batch whose reply was lost already removed it.

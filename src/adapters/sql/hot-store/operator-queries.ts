@@ -3,20 +3,15 @@
  * with the objects their reads go to, and the buckets that ended before the
  * cutoff but are not offered for archival (with the facts that say why).
  */
-import type { BucketStrategy } from "../../domain/bucket.js";
-import type { TableId } from "../../domain/table.js";
-import type { BucketState, RecordedPhase } from "../../ports/hot-store.js";
-import type { ArchivedBucket, HeldBucket } from "../../ports/hot-store-operations.js";
-import type { SqlExecutor } from "./database.js";
-import { METADATA_TABLE, TABLES_TABLE } from "./migrations.js";
-import {
-  bucketIdOf,
-  someLiveLease,
-  sqlDate,
-  sqlDateOrNull,
-  SqlParams,
-  type BucketKeyRow,
-} from "./sql-params.js";
+import type { BucketStrategy } from "../../../domain/bucket.js";
+import type { TableId } from "../../../domain/table.js";
+import type { BucketState, RecordedPhase } from "../../../ports/hot-store.js";
+import type { ArchivedBucket, HeldBucket } from "../../../ports/hot-store-operations.js";
+import type { SqlExecutor } from "../database.js";
+import { METADATA_TABLE, TABLES_TABLE } from "../migrations.js";
+import { SOME_LIVE_LEASE } from "./fences.js";
+import { SqlParams } from "./params.js";
+import { bucketIdOf, sqlDate, sqlDateOrNull, type BucketKeyRow } from "./rows.js";
 
 interface ArchivedRow extends BucketKeyRow {
   bucket_strategy: string;
@@ -116,7 +111,7 @@ export async function listHeldBuckets(
   const now = p.time(query.now);
   const cutoff = p.time(query.cutoff);
   const limit = p.int(query.limit);
-  const live = someLiveLease(now, "m");
+  const live = SOME_LIVE_LEASE(now, "m");
   const columns = `m.table_id, m.partition_key, m.bucket_key, m.state, m.phase, m.bucket_end,
          m.attempts, m.retry_at, m.last_error,
          CASE WHEN ${live} THEN m.lease_expires_at END AS live_lease_expires_at,

@@ -1,0 +1,133 @@
+/**
+ * The export breakdown child of `npm run bench`: where an export's time goes,
+ * stage by stage, measured in a process of its own.
+ */
+import { rm } from "node:fs/promises";
+import path from "node:path";
+import { createHash } from "node:crypto";
+import pg from "pg";
+import { RECORDS_TABLE } from "../src/adapters/sql/migrations.js";
+import { inspectPayload } from "../src/archive/payload-reader.js";
+import { fileByteSource } from "../src/archive/byte-sources.js";
+import { encodePayload, writePayloadFile } from "../src/archive/payload-writer.js";
+import { type BucketId } from "../src/domain/bucket.js";
+import type { BucketRow } from "../src/ports/hot-store.js";
+import { fencedSnapshot } from "../src/usecases/phases/export.js";
+import { takeBucketLease } from "../src/usecases/bucket-lease.js";
+import { type ExportArgs } from "./export-child.js";
+import { benchContext, exportBucketId, PARTITION_KEY, SNAPSHOT_PAGE_SIZE } from "./support.js";
+
+export type Breakdown = Record<string, { seconds: number; note: string }>;
+
+/**
+ * Where an export's time goes, stage by stage, on a bucket that has already
+ * been exported (state archiving, so a fresh lease can snapshot it again):
+ * the snapshot alone, the same rows through a bare driver query, encoding
+ * from memory, the payload file, the upload and the read-back verification.
+ */
+export async function breakdownChild(args: ExportArgs): Promise<Breakdown> {
+  const ctx = benchContext(args.databaseUrl, args.storeRoot, SNAPSHOT_PAGE_SIZE, args.tempDir);
+  const out: Breakdown = {};
+  const time = async <T>(name: string, note: string, fn: () => Promise<T>): Promise<T> => {
+    const started = performance.now();
+    const result = await fn();
+    out[name] = { seconds: (performance.now() - started) / 1000, note };
+    return result;
+  };
+  const id = exportBucketId(args.bucketIndex);
+  const acquired = await takeBucketLease(ctx, id);
+  if (acquired.kind !== "acquired") throw new Error(`no lease for the breakdown: ${acquired.kind}`);
+  const heartbeat = acquired.heartbeat;
+  heartbeat.start();
+  try {
+    await time("driver_text_rows", "same keyset pages, bare pg query, no decoding", () =>
+      bareSnapshot(args.databaseUrl, id),
+    );
+    const pages: BucketRow[][] = [];
+    await time(
+      "snapshot_decoded",
+      "fencedSnapshot: fenced pages decoded to BucketRow",
+      async () => {
+        for await (const page of fencedSnapshot(ctx, heartbeat)) pages.push(page);
+      },
+    );
+    const fromMemory = async function* () {
+      yield* pages;
+    };
+    await time("encode_parquet", "rows in memory -> Zstd Parquet bytes (no file)", async () => {
+      let bytes = 0;
+      for await (const chunk of encodePayload("parquet", PARTITION_KEY, fromMemory()))
+        bytes += chunk.byteLength;
+      return bytes;
+    });
+    const filePath = path.join(args.tempDir, "breakdown.parquet");
+    const written = await time(
+      "write_payload_file",
+      "encode + order guard + row digest + SHA-256 + file write",
+      () => writePayloadFile("parquet", PARTITION_KEY, fromMemory(), filePath),
+    );
+    const key = `bench/breakdown/${written.sha256}.parquet`;
+    await time("upload_file_store", "FileObjectStore.createIfAbsent (copy + fsync + link)", () =>
+      ctx.objectStore.createIfAbsent(key, {
+        filePath,
+        byteLength: written.byteLength,
+      }),
+    );
+    await time("readback_sha256", "stream the stored object back and hash it", async () => {
+      const hash = createHash("sha256");
+      for await (const chunk of await ctx.objectStore.getStream(key)) hash.update(chunk);
+      if (hash.digest("hex") !== written.sha256) throw new Error("read-back hash differs");
+    });
+    await time("readback_decode", "decode every row, check bounds/order, row digest", async () => {
+      const source = await fileByteSource(filePath);
+      try {
+        const content = await inspectPayload(source, "parquet", {});
+        if (content.rowsDigest !== written.rowsDigest) throw new Error("row digest differs");
+      } finally {
+        await source.close();
+      }
+    });
+    out.rows = { seconds: 0, note: String(written.rowCount) };
+    await rm(filePath, { force: true });
+    await ctx.objectStore.delete(key);
+  } finally {
+    await heartbeat.stop();
+    await ctx.hotStore.releaseLease(heartbeat.lease);
+    await ctx.hotStore.close();
+  }
+  return out;
+}
+
+/** The snapshot's keyset pages through a plain pg client with every value left as text. */
+async function bareSnapshot(databaseUrl: string, id: BucketId): Promise<number> {
+  const client = new pg.Client({
+    connectionString: databaseUrl,
+    types: { getTypeParser: () => (value: string) => value } as pg.CustomTypesConfig,
+  });
+  await client.connect();
+  try {
+    let rows = 0;
+    let after: [string, string] | null = null;
+    for (;;) {
+      const params: unknown[] = [id.tableId, id.partitionKey, id.bucketKey, SNAPSHOT_PAGE_SIZE];
+      let position = "";
+      if (after !== null) {
+        params.push(after[0], after[1]);
+        position = "AND (event_time, sort_key) > ($5::TIMESTAMPTZ, $6::BYTEA)";
+      }
+      const result: pg.QueryResult<{ event_time: string; sort_key: string; value: string }> =
+        await client.query(
+          `SELECT event_time, sort_key, value FROM ${RECORDS_TABLE}
+            WHERE table_id = $1 AND partition_key = $2::BYTEA AND bucket_key = $3 ${position}
+            ORDER BY event_time, sort_key LIMIT $4`,
+          params,
+        );
+      rows += result.rows.length;
+      if (result.rows.length < SNAPSHOT_PAGE_SIZE) return rows;
+      const last = result.rows[result.rows.length - 1]!;
+      after = [last.event_time, last.sort_key];
+    }
+  } finally {
+    await client.end();
+  }
+}

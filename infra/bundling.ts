@@ -1,0 +1,40 @@
+import path from "node:path";
+import { aws_lambda_nodejs as nodejs } from "aws-cdk-lib";
+import { ESM_BANNER } from "./esm-banner.js";
+
+/**
+ * Local esbuild bundling (no Docker), ESM for Node 22. `parquetWasm`: the
+ * bundle writes Parquet (the worker) and needs parquet-wasm's binary beside it.
+ */
+export function bundlingOptions(options: { parquetWasm: boolean }): nodejs.BundlingOptions {
+  return {
+    forceDockerBundling: false,
+    format: nodejs.OutputFormat.ESM,
+    target: "node22",
+    mainFields: ["module", "main"],
+    banner: ESM_BANNER,
+    minify: true,
+    // Error class names appear in logs and in PulpitumError.name.
+    keepNames: true,
+    sourceMap: true,
+    sourcesContent: false,
+    // Pin the SDK version the code was tested with instead of the runtime's.
+    bundleAwsSDK: true,
+    // pg's optional native binding is never used.
+    externalModules: ["pg-native"],
+    // Warnings and errors only: esbuild's per-bundle size summary (with its
+    // ⚠️ over 1 MB) is expected for bundles that carry the SDK and parquet-wasm.
+    logLevel: nodejs.LogLevel.WARNING,
+    commandHooks: {
+      beforeBundling: () => [],
+      beforeInstall: () => [],
+      // parquet-wasm's Node build reads its wasm next to the bundle at load time.
+      afterBundling: (inputDir: string, outputDir: string) =>
+        options.parquetWasm
+          ? [
+              `cp "${path.join(inputDir, "node_modules/parquet-wasm/node/parquet_wasm_bg.wasm")}" "${outputDir}/"`,
+            ]
+          : [],
+    },
+  };
+}

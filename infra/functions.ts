@@ -1,0 +1,166 @@
+/**
+ * The five functions, their shared environment, the worker's queue event
+ * source and the schedules of discovery and garbage collection.
+ */
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import type { aws_secretsmanager as secretsmanager } from "aws-cdk-lib";
+import {
+  Duration,
+  RemovalPolicy,
+  type Stack,
+  aws_events as events,
+  aws_events_targets as targets,
+  aws_lambda as lambda,
+  aws_lambda_event_sources as eventSources,
+  aws_lambda_nodejs as nodejs,
+  aws_logs as logs,
+} from "aws-cdk-lib";
+import type { ArchiveStorage } from "./archive-storage.js";
+import { bundlingOptions } from "./bundling.js";
+import type { FunctionNetwork } from "./database-access.js";
+import type { Queues } from "./queues.js";
+import type { StackSettings } from "./settings.js";
+
+export const PROJECT_ROOT = fileURLToPath(new URL("..", import.meta.url));
+
+export interface ArchiverFunctions {
+  readonly discoverFunction: nodejs.NodejsFunction;
+  readonly workerFunction: nodejs.NodejsFunction;
+  readonly replayFunction: nodejs.NodejsFunction;
+  readonly gcFunction: nodejs.NodejsFunction;
+  readonly restoreFunction: nodejs.NodejsFunction;
+}
+
+export interface FunctionInputs {
+  readonly settings: StackSettings;
+  readonly storage: ArchiveStorage;
+  readonly queues: Queues;
+  readonly databaseSecret: secretsmanager.ISecret;
+  readonly network: FunctionNetwork | undefined;
+  readonly logRetention: logs.RetentionDays | undefined;
+}
+
+export function addFunctions(stack: Stack, inputs: FunctionInputs): ArchiverFunctions {
+  const { settings, queues, network } = inputs;
+  const archiveUrl = `s3://${inputs.storage.archiveBucket.bucketName}/${settings.archivePrefix}`;
+  const environment: Record<string, string> = {
+    ...settings.archiverEnvironment,
+    DATABASE_SECRET_ARN: inputs.databaseSecret.secretArn,
+    PULPITUM_ARCHIVE_URL: archiveUrl,
+    PULPITUM_WORK_QUEUE_URL: queues.workQueue.queueUrl,
+    PULPITUM_DLQ_URL: queues.deadLetterQueue.queueUrl,
+    PULPITUM_HOME: "/tmp/pulpitum",
+    POWERTOOLS_SERVICE_NAME: settings.serviceName,
+    NODE_OPTIONS: "--enable-source-maps",
+    // The RDS certificate bundle shipped with the Lambda runtime, for sslmode=verify-full.
+    NODE_EXTRA_CA_CERTS: "/var/runtime/ca-cert.pem",
+  };
+  const logRetention = inputs.logRetention ?? logs.RetentionDays.ONE_MONTH;
+  const fn = (name: string, entry: string, options: Partial<nodejs.NodejsFunctionProps>) =>
+    new nodejs.NodejsFunction(stack, name, {
+      entry: path.join(PROJECT_ROOT, entry),
+      handler: "handler",
+      projectRoot: PROJECT_ROOT,
+      depsLockFilePath: path.join(PROJECT_ROOT, "package-lock.json"),
+      runtime: lambda.Runtime.NODEJS_22_X,
+      architecture: lambda.Architecture.ARM_64,
+      bundling: bundlingOptions({
+        // Both load the archive module, whose Parquet writer reads its wasm beside the bundle.
+        parquetWasm: entry === "functions/worker.ts" || entry === "functions/restore.ts",
+      }),
+      logGroup: new logs.LogGroup(stack, `${name}Logs`, {
+        retention: logRetention,
+        removalPolicy: RemovalPolicy.DESTROY,
+      }),
+      ...options,
+    });
+
+  const discoverFunction = fn("DiscoverFunction", "functions/discover.ts", {
+    description: "Pulpitum discovery: enqueue buckets that need archival work",
+    timeout: Duration.seconds(60),
+    memorySize: 512,
+    environment: { ...environment, PULPITUM_MIGRATE_ON_START: "true" },
+    ...network,
+  });
+  const workerFunction = fn("WorkerFunction", "functions/worker.ts", {
+    description:
+      "Pulpitum worker: one fenced archival phase per work message; manual single-bucket runs",
+    timeout: Duration.seconds(settings.workerTimeoutSeconds),
+    memorySize: settings.workerMemoryMb,
+    environment,
+    ...network,
+  });
+  const replayFunction = fn("ReplayDlqFunction", "functions/replay-dlq.ts", {
+    description: "Pulpitum DLQ replay: move dead letters back to the work queue",
+    timeout: Duration.seconds(300),
+    memorySize: 256,
+    environment: {
+      PULPITUM_WORK_QUEUE_URL: queues.workQueue.queueUrl,
+      PULPITUM_DLQ_URL: queues.deadLetterQueue.queueUrl,
+      POWERTOOLS_SERVICE_NAME: settings.serviceName,
+      NODE_OPTIONS: "--enable-source-maps",
+    },
+  });
+
+  const gcFunction = fn("GcFunction", "functions/gc.ts", {
+    description:
+      "Pulpitum garbage collection: delete unreferenced archive objects older than the safety age",
+    timeout: Duration.seconds(900),
+    memorySize: 1024,
+    environment,
+    ...network,
+  });
+  const restoreFunction = fn("RestoreFunction", "functions/restore.ts", {
+    description:
+      "Pulpitum restore: copy one archived bucket back to the hot store and route reads there",
+    timeout: Duration.seconds(900),
+    memorySize: settings.workerMemoryMb,
+    environment,
+    ...network,
+  });
+
+  workerFunction.addEventSource(
+    new eventSources.SqsEventSource(queues.workQueue, {
+      batchSize: settings.workerBatchSize,
+      reportBatchItemFailures: true,
+      maxConcurrency: settings.workerMaxConcurrency,
+    }),
+  );
+  return { discoverFunction, workerFunction, replayFunction, gcFunction, restoreFunction };
+}
+
+export interface Schedules {
+  readonly schedule: events.Rule;
+  readonly gcSchedule: events.Rule;
+}
+
+export function addSchedules(
+  stack: Stack,
+  settings: StackSettings,
+  functions: ArchiverFunctions,
+): Schedules {
+  const schedule = new events.Rule(stack, "DiscoverySchedule", {
+    description: "Runs Pulpitum discovery",
+    schedule: events.Schedule.rate(Duration.minutes(settings.scheduleMinutes)),
+    targets: [
+      new targets.LambdaFunction(functions.discoverFunction, {
+        // A late discovery run is worthless once the next one is due.
+        maxEventAge: Duration.minutes(Math.max(1, settings.scheduleMinutes)),
+        retryAttempts: 2,
+      }),
+    ],
+  });
+
+  const gcSchedule = new events.Rule(stack, "GcSchedule", {
+    description: "Runs Pulpitum archive garbage collection daily",
+    schedule: events.Schedule.rate(Duration.days(1)),
+    targets: [
+      new targets.LambdaFunction(functions.gcFunction, {
+        maxEventAge: Duration.hours(1),
+        retryAttempts: 2,
+      }),
+    ],
+  });
+  return { schedule, gcSchedule };
+}

@@ -1,0 +1,274 @@
+/**
+ * Alarms and the dashboard. Each alarm's description says what it means
+ * and where to look; the metrics are the ones functions/observability.ts
+ * defines, dimensioned by the service name.
+ */
+import {
+  Duration,
+  type Stack,
+  aws_cloudwatch as cloudwatch,
+  aws_cloudwatch_actions as cloudwatchActions,
+  aws_sns as sns,
+} from "aws-cdk-lib";
+import { METRIC, METRICS_NAMESPACE } from "../functions/observability.js";
+import type { ArchiverFunctions } from "./functions.js";
+import type { Queues } from "./queues.js";
+import type { StackSettings } from "./settings.js";
+
+export interface ArchiverAlarms {
+  readonly deadLetters: cloudwatch.Alarm;
+  readonly oldestMessage: cloudwatch.Alarm;
+  readonly workerErrors: cloudwatch.Alarm;
+  readonly discoveryErrors: cloudwatch.Alarm;
+  readonly notDraining: cloudwatch.Alarm;
+}
+
+export interface MonitoredParts {
+  readonly settings: StackSettings;
+  readonly queues: Queues;
+  readonly functions: ArchiverFunctions;
+}
+
+/** The `service`-dimensioned metric the functions emit (functions/observability.ts). */
+export function archiverMetric(
+  serviceName: string,
+  name: string,
+  statistic: string,
+  period: Duration,
+  dimensions: Record<string, string> = {},
+): cloudwatch.Metric {
+  return new cloudwatch.Metric({
+    namespace: METRICS_NAMESPACE,
+    metricName: name,
+    dimensionsMap: { service: serviceName, ...dimensions },
+    statistic,
+    period,
+  });
+}
+
+function archiverMetricOf(settings: StackSettings) {
+  return (name: string, statistic: string, period: Duration, dimensions?: Record<string, string>) =>
+    archiverMetric(settings.serviceName, name, statistic, period, dimensions);
+}
+
+/** Every alarm notifies `alarmTopicArn`'s topic when one is given. */
+export function notifyAlarms(
+  stack: Stack,
+  alarms: ArchiverAlarms,
+  alarmTopicArn: string | undefined,
+): void {
+  const topic = alarmTopicArn
+    ? sns.Topic.fromTopicArn(stack, "AlarmTopic", alarmTopicArn)
+    : undefined;
+  if (topic) {
+    for (const alarm of Object.values(alarms))
+      alarm.addAlarmAction(new cloudwatchActions.SnsAction(topic));
+  }
+}
+
+export function addAlarms(stack: Stack, parts: MonitoredParts): ArchiverAlarms {
+  const { settings, queues, functions } = parts;
+  const metric = archiverMetricOf(settings);
+  const deadLetters = new cloudwatch.Alarm(stack, "DeadLettersPresent", {
+    alarmDescription:
+      "Messages are in the Pulpitum DLQ: a message failed maxReceiveCount times (malformed, unknown bucket, or a bucket that keeps failing). Read the worker logs for its message id, fix the cause, then replay (README: Replaying the DLQ).",
+    metric: queues.deadLetterQueue.metricApproximateNumberOfMessagesVisible({
+      statistic: "Maximum",
+      period: Duration.minutes(1),
+    }),
+    threshold: 1,
+    comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+    evaluationPeriods: 1,
+    treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+  });
+  const oldestMessage = new cloudwatch.Alarm(stack, "OldestWorkMessage", {
+    alarmDescription: `The oldest work message is older than ${settings.oldestMessageAlarmSeconds} s: workers are not keeping up, are failing, or are throttled (check WorkerErrors, the worker's throttles and maxConcurrency).`,
+    metric: queues.workQueue.metricApproximateAgeOfOldestMessage({
+      statistic: "Maximum",
+      period: Duration.minutes(5),
+    }),
+    threshold: settings.oldestMessageAlarmSeconds,
+    comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+    evaluationPeriods: 3,
+    datapointsToAlarm: 3,
+    treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+  });
+  const workerErrors = new cloudwatch.Alarm(stack, "WorkerErrors", {
+    alarmDescription:
+      "Worker invocations fail or messages cannot be processed (PhasesFailed: malformed message, unknown bucket, database or S3 unreachable). Read the worker's error log lines.",
+    metric: new cloudwatch.MathExpression({
+      label: "worker errors + failed messages",
+      expression: "FILL(errors, 0) + FILL(failed, 0)",
+      usingMetrics: {
+        errors: functions.workerFunction.metricErrors({
+          statistic: "Sum",
+          period: Duration.minutes(5),
+        }),
+        failed: metric(METRIC.PhasesFailed, "Sum", Duration.minutes(5)),
+      },
+      period: Duration.minutes(5),
+    }),
+    threshold: 1,
+    comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+    evaluationPeriods: 3,
+    datapointsToAlarm: 2,
+    treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+  });
+  const discoveryErrors = new cloudwatch.Alarm(stack, "DiscoveryErrors", {
+    alarmDescription:
+      "The discovery function fails: no new work is enqueued (and the not-draining alarm cannot see a backlog). Usually the database secret, network or migrations.",
+    metric: functions.discoverFunction.metricErrors({
+      statistic: "Sum",
+      period: Duration.minutes(Math.max(5, settings.scheduleMinutes)),
+    }),
+    threshold: 1,
+    comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+    evaluationPeriods: 3,
+    datapointsToAlarm: 2,
+    treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+  });
+  const notDraining = new cloudwatch.Alarm(stack, "EligibleBucketsNotDraining", {
+    alarmDescription: `Discovery has found eligible or stalled buckets in each of the last ${settings.drainAlarmPeriods} 15-minute periods: the backlog is not draining (tables paused, workers failing, or too little concurrency for the volume).`,
+    metric: metric(METRIC.DiscoveryCandidates, "Maximum", Duration.minutes(15)),
+    threshold: 1,
+    comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+    evaluationPeriods: settings.drainAlarmPeriods,
+    datapointsToAlarm: settings.drainAlarmPeriods,
+    treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+  });
+  return { deadLetters, oldestMessage, workerErrors, discoveryErrors, notDraining };
+}
+
+export function addDashboard(
+  stack: Stack,
+  parts: MonitoredParts,
+  alarms: ArchiverAlarms,
+): cloudwatch.Dashboard {
+  const { settings, queues, functions } = parts;
+  const metric = archiverMetricOf(settings);
+  const period = Duration.minutes(5);
+  const sum = (name: string) => metric(name, "Sum", period);
+  const dashboard = new cloudwatch.Dashboard(stack, "Dashboard", {
+    dashboardName: `${stack.stackName}-pulpitum`,
+    defaultInterval: Duration.hours(6),
+  });
+  dashboard.addWidgets(
+    new cloudwatch.AlarmStatusWidget({
+      title: "Alarms",
+      alarms: Object.values(alarms),
+      width: 24,
+      height: 3,
+    }),
+  );
+  dashboard.addWidgets(
+    new cloudwatch.GraphWidget({
+      title: "Phases by outcome",
+      width: 12,
+      stacked: true,
+      left: [
+        METRIC.PhasesAdvanced,
+        METRIC.PhasesDone,
+        METRIC.PhasesBusy,
+        METRIC.PhasesDeferred,
+        METRIC.PhasesLeaseLost,
+        METRIC.PhasesFailed,
+      ].map(sum),
+    }),
+    new cloudwatch.GraphWidget({
+      title: "Archived rows and bytes",
+      width: 12,
+      left: [sum(METRIC.RowsArchived), sum(METRIC.HotRowsDeleted)],
+      right: [sum(METRIC.BytesArchived)],
+    }),
+  );
+  dashboard.addWidgets(
+    new cloudwatch.GraphWidget({
+      title: "Phase duration (p50, p99)",
+      width: 12,
+      left: (["claim", "export", "seal", "publish", "cleanup"] as const).flatMap((phase) => [
+        metric(METRIC.PhaseDuration, "p50", period, { phase }).with({
+          label: `${phase} p50`,
+        }),
+        metric(METRIC.PhaseDuration, "p99", period, { phase }).with({
+          label: `${phase} p99`,
+        }),
+      ]),
+    }),
+    new cloudwatch.GraphWidget({
+      title: "Discovery",
+      width: 12,
+      left: [
+        metric(METRIC.DiscoveryCandidates, "Sum", period).with({
+          label: "candidates enqueued",
+        }),
+      ],
+      right: [
+        functions.discoverFunction.metricErrors({ period }),
+        functions.discoverFunction.metricDuration({ period }),
+      ],
+    }),
+  );
+  dashboard.addWidgets(
+    new cloudwatch.GraphWidget({
+      title: "Work queue and DLQ",
+      width: 12,
+      left: [
+        queues.workQueue.metricApproximateNumberOfMessagesVisible({
+          period,
+          label: "work visible",
+        }),
+        queues.workQueue.metricApproximateNumberOfMessagesNotVisible({
+          period,
+          label: "work in flight",
+        }),
+        queues.deadLetterQueue.metricApproximateNumberOfMessagesVisible({
+          period,
+          label: "dead letters",
+        }),
+      ],
+      right: [
+        queues.workQueue.metricApproximateAgeOfOldestMessage({
+          period,
+          label: "oldest work message (s)",
+        }),
+      ],
+    }),
+    new cloudwatch.GraphWidget({
+      title: "Worker",
+      width: 12,
+      left: [
+        functions.workerFunction.metricInvocations({ period }),
+        functions.workerFunction.metricErrors({ period }),
+        functions.workerFunction.metricThrottles({ period }),
+      ],
+      right: [
+        functions.workerFunction.metricDuration({ period, statistic: "p99" }),
+        new cloudwatch.Metric({
+          namespace: "AWS/Lambda",
+          metricName: "ConcurrentExecutions",
+          dimensionsMap: { FunctionName: functions.workerFunction.functionName },
+          statistic: "Maximum",
+          period,
+        }),
+      ],
+    }),
+  );
+  dashboard.addWidgets(
+    new cloudwatch.GraphWidget({
+      title: "Maintenance (GC and restore)",
+      width: 24,
+      left: [
+        sum(METRIC.GcOrphansFound),
+        sum(METRIC.GcObjectsDeleted),
+        sum(METRIC.BucketsRestored),
+        sum(METRIC.RowsRestored),
+      ],
+      right: [
+        sum(METRIC.GcBytesDeleted),
+        functions.gcFunction.metricErrors({ period, label: "GC errors" }),
+        functions.restoreFunction.metricErrors({ period, label: "restore errors" }),
+      ],
+    }),
+  );
+  return dashboard;
+}

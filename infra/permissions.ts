@@ -1,0 +1,133 @@
+/**
+ * What each function may touch, granted narrowly: the worker reaches only
+ * `archive-bucket/<prefix>/*`, sends only to the work queue and reads only
+ * the database secret; GC alone deletes; replay alone drains the DLQ. The
+ * cdk-nag findings these grants raise by design are acknowledged here, each
+ * with its reason.
+ */
+import { type Stack, Validations, aws_iam as iam } from "aws-cdk-lib";
+import type { aws_secretsmanager as secretsmanager, aws_s3 as s3 } from "aws-cdk-lib";
+import type { ArchiveStorage } from "./archive-storage.js";
+import type { ArchiverFunctions } from "./functions.js";
+import type { Queues } from "./queues.js";
+import type { StackSettings } from "./settings.js";
+
+export interface GrantInputs {
+  readonly settings: StackSettings;
+  readonly storage: ArchiveStorage;
+  readonly queues: Queues;
+  readonly databaseSecret: secretsmanager.ISecret;
+  readonly functions: ArchiverFunctions;
+}
+
+export function grantAccess(inputs: GrantInputs): void {
+  const { settings, functions, queues, databaseSecret } = inputs;
+  const bucket = inputs.storage.archiveBucket;
+  const prefixObjects = bucket.arnForObjects(`${settings.archivePrefix}/*`);
+  const listPrefix = () =>
+    new iam.PolicyStatement({
+      sid: "ListArchivePrefix",
+      actions: ["s3:ListBucket"],
+      resources: [bucket.bucketArn],
+      conditions: { StringLike: { "s3:prefix": [`${settings.archivePrefix}/*`] } },
+    });
+  const worker = functions.workerFunction;
+  worker.addToRolePolicy(
+    new iam.PolicyStatement({
+      sid: "ArchiveObjectsUnderPrefix",
+      actions: ["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"],
+      resources: [prefixObjects],
+    }),
+  );
+  worker.addToRolePolicy(listPrefix());
+  functions.gcFunction.addToRolePolicy(
+    new iam.PolicyStatement({
+      sid: "DeleteArchiveObjectsUnderPrefix",
+      actions: ["s3:DeleteObject"],
+      resources: [prefixObjects],
+    }),
+  );
+  functions.restoreFunction.addToRolePolicy(
+    new iam.PolicyStatement({
+      sid: "ReadArchiveObjectsUnderPrefix",
+      actions: ["s3:GetObject"],
+      resources: [prefixObjects],
+    }),
+  );
+  for (const fn of [functions.gcFunction, functions.restoreFunction]) {
+    fn.addToRolePolicy(listPrefix());
+    databaseSecret.grantRead(fn);
+  }
+  for (const fn of [functions.workerFunction, functions.discoverFunction]) {
+    fn.addToRolePolicy(
+      new iam.PolicyStatement({
+        sid: "SendWork",
+        actions: ["sqs:SendMessage"],
+        resources: [queues.workQueue.queueArn],
+      }),
+    );
+    databaseSecret.grantRead(fn);
+  }
+  functions.replayFunction.addToRolePolicy(
+    new iam.PolicyStatement({
+      sid: "DrainDeadLetters",
+      actions: [
+        "sqs:ReceiveMessage",
+        "sqs:DeleteMessage",
+        "sqs:ChangeMessageVisibility",
+        "sqs:GetQueueAttributes",
+      ],
+      resources: [queues.deadLetterQueue.queueArn],
+    }),
+  );
+  functions.replayFunction.addToRolePolicy(
+    new iam.PolicyStatement({
+      sid: "ReplayToWorkQueue",
+      actions: ["sqs:SendMessage"],
+      resources: [queues.workQueue.queueArn],
+    }),
+  );
+}
+
+/** Acknowledge the cdk-nag findings the functions raise by design, each with its reason. */
+export function acknowledgeFunctionFindings(
+  stack: Stack,
+  inputs: Pick<GrantInputs, "settings" | "storage" | "functions">,
+  inVpc: boolean,
+): void {
+  const { settings, functions } = inputs;
+  const managedPolicies = [
+    "AWSLambdaBasicExecutionRole",
+    ...(inVpc ? ["AWSLambdaVPCAccessExecutionRole"] : []),
+  ];
+  for (const fn of [
+    functions.discoverFunction,
+    functions.workerFunction,
+    functions.replayFunction,
+    functions.gcFunction,
+    functions.restoreFunction,
+  ]) {
+    Validations.of(fn).acknowledge({
+      id: "AwsSolutions-L1",
+      reason:
+        "Pinned to nodejs22.x on purpose: the code is built and tested for Node 20/22, and the runtime changes with a tested upgrade, not whenever Lambda adds a newer one.",
+    });
+    const vpcAccess = inVpc && fn !== functions.replayFunction;
+    for (const policy of managedPolicies) {
+      if (policy === "AWSLambdaVPCAccessExecutionRole" && !vpcAccess) continue;
+      Validations.of(fn.role!).acknowledge({
+        id: `AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/${policy}]`,
+        reason: `${policy} is the minimal AWS-maintained policy for ${policy.includes("VPC") ? "attaching the function's network interfaces" : "writing the function's logs"}.`,
+      });
+    }
+  }
+  const bucketLogicalId = stack.getLogicalId(
+    inputs.storage.archiveBucket.node.defaultChild as s3.CfnBucket,
+  );
+  for (const fn of [functions.workerFunction, functions.gcFunction, functions.restoreFunction]) {
+    Validations.of(fn.role!).acknowledge({
+      id: `AwsSolutions-IAM5[Resource::<${bucketLogicalId}.Arn>/${settings.archivePrefix}/*]`,
+      reason: `Archive object keys are content-addressed and unknown in advance; the wildcard is confined to the archive prefix (${settings.archivePrefix}/*).`,
+    });
+  }
+}

@@ -1,0 +1,28 @@
+/**
+ * The work queue and its dead-letter queue. The visibility timeout is a
+ * multiple of the worker's timeout (settings.ts), so a message is not
+ * redelivered while a worker may still be running its phase.
+ */
+import { Duration, type Stack, aws_sqs as sqs } from "aws-cdk-lib";
+import type { StackSettings } from "./settings.js";
+
+export interface Queues {
+  readonly workQueue: sqs.Queue;
+  readonly deadLetterQueue: sqs.Queue;
+}
+
+export function addQueues(stack: Stack, settings: StackSettings): Queues {
+  const deadLetterQueue = new sqs.Queue(stack, "DeadLetterQueue", {
+    encryption: sqs.QueueEncryption.SQS_MANAGED,
+    enforceSSL: true,
+    retentionPeriod: Duration.days(14),
+  });
+  const workQueue = new sqs.Queue(stack, "WorkQueue", {
+    encryption: sqs.QueueEncryption.SQS_MANAGED,
+    enforceSSL: true,
+    visibilityTimeout: Duration.seconds(settings.visibilityTimeoutSeconds),
+    retentionPeriod: Duration.days(4),
+    deadLetterQueue: { queue: deadLetterQueue, maxReceiveCount: settings.maxReceiveCount },
+  });
+  return { workQueue, deadLetterQueue };
+}

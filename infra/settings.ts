@@ -1,0 +1,187 @@
+/**
+ * The stack's props (what an operator sets) and the settings derived from
+ * them after defaults, validated at synth: every problem names the prop and
+ * the accepted form.
+ */
+import type {
+  StackProps,
+  aws_logs as logs,
+  aws_secretsmanager as secretsmanager,
+} from "aws-cdk-lib";
+import { DEFAULT_SERVICE_NAME } from "../functions/observability.js";
+import { parseConfig } from "../src/config.js";
+
+/** The network of an external database: the functions that reach it run in these subnets. */
+export interface ArchiverNetwork {
+  readonly vpcId: string;
+  readonly subnetIds: readonly string[];
+  readonly securityGroupId: string;
+  /** The subnets' zones, in the same order (only informational for imported subnets). */
+  readonly availabilityZones?: readonly string[];
+}
+
+export interface ArchiverStackProps extends StackProps {
+  /** Key prefix of every archive object. Default "pulpitum". */
+  readonly archivePrefix?: string;
+  /**
+   * The database connection secret: an ISecret or a secret ARN. Its value is
+   * `{"url":"postgresql://…"}` or the RDS form (username, password, host,
+   * port, dbname). Default: a new secret in the RDS form with a generated
+   * password and an empty host, for the operator to fill in.
+   */
+  readonly databaseSecret?: secretsmanager.ISecret | string;
+  /** Run discovery and the worker in these subnets. Default: no VPC (the database is reachable publicly, over TLS). */
+  readonly network?: ArchiverNetwork;
+  /** Minutes between discovery runs; an integer >= 1. Default 5. */
+  readonly scheduleMinutes?: number;
+  /** Receives before a message moves to the DLQ. Default 5. */
+  readonly maxReceiveCount?: number;
+  /** Worker timeout, 60..900 s. The work queue's visibility timeout is 6× this. Default 300. */
+  readonly workerTimeoutSeconds?: number;
+  /** Worker memory (MB). Default 1024. */
+  readonly workerMemoryMb?: number;
+  /** Messages per worker invocation, 1..10; their phases run concurrently. Default 5. */
+  readonly workerBatchSize?: number;
+  /** Concurrent worker invocations the event source may start, 2..1000. Default 10. */
+  readonly workerMaxConcurrency?: number;
+  /** ARCHIVER_* settings (src/config.ts), validated at synth. */
+  readonly archiverEnvironment?: Readonly<Record<string, string>>;
+  /** Function log retention. Default one month. */
+  readonly logRetention?: logs.RetentionDays;
+  /** Days to keep S3 server access logs. Default 90. */
+  readonly accessLogRetentionDays?: number;
+  /** SNS topic (ARN) every alarm notifies. Default: none (alarms show on the dashboard). */
+  readonly alarmTopicArn?: string;
+  /** Age of the oldest work message that alarms (seconds). Default 2 × the visibility timeout. */
+  readonly oldestMessageAlarmSeconds?: number;
+  /** 15-minute periods in a row with discovery candidates before "not draining" alarms. Default 8 (2 h). */
+  readonly drainAlarmPeriods?: number;
+  /** Powertools service name (the `service` metric dimension). Default "pulpitum". */
+  readonly serviceName?: string;
+}
+
+/** The effective settings after defaults, validated. */
+export interface StackSettings {
+  readonly archivePrefix: string;
+  readonly scheduleMinutes: number;
+  readonly maxReceiveCount: number;
+  readonly workerTimeoutSeconds: number;
+  readonly visibilityTimeoutSeconds: number;
+  readonly workerMemoryMb: number;
+  readonly workerBatchSize: number;
+  readonly workerMaxConcurrency: number;
+  readonly archiverEnvironment: Readonly<Record<string, string>>;
+  readonly accessLogRetentionDays: number;
+  readonly oldestMessageAlarmSeconds: number;
+  readonly drainAlarmPeriods: number;
+  readonly serviceName: string;
+}
+
+/** The worker's visibility timeout is this many times its timeout (AWS guidance for SQS event sources). */
+export const VISIBILITY_TIMEOUT_FACTOR = 6;
+
+/** Validate the props; every problem names the prop and the accepted form. */
+export function stackSettings(props: ArchiverStackProps): StackSettings {
+  const problems: string[] = [];
+  const integer = (
+    name: keyof ArchiverStackProps,
+    value: number | undefined,
+    fallback: number,
+    min: number,
+    max: number,
+  ) => {
+    const v = value ?? fallback;
+    if (!Number.isInteger(v) || v < min || v > max) {
+      problems.push(`${name}=${JSON.stringify(v)} is invalid: an integer from ${min} to ${max}`);
+      return fallback;
+    }
+    return v;
+  };
+  const archivePrefix = (props.archivePrefix ?? "pulpitum").replace(/^\/+|\/+$/g, "");
+  if (
+    !/^[A-Za-z0-9!_.*'()-]+(\/[A-Za-z0-9!_.*'()-]+)*$/.test(archivePrefix) ||
+    archivePrefix.split("/").some((s) => s === "." || s === "..")
+  ) {
+    problems.push(
+      `archivePrefix=${JSON.stringify(props.archivePrefix)} is invalid: a non-empty key prefix of '/'-separated segments of letters, digits and !_.*'()- (no '.' or '..' segments)`,
+    );
+  }
+  const scheduleMinutes = integer("scheduleMinutes", props.scheduleMinutes, 5, 1, 1440);
+  const maxReceiveCount = integer("maxReceiveCount", props.maxReceiveCount, 5, 1, 1000);
+  const workerTimeoutSeconds = integer(
+    "workerTimeoutSeconds",
+    props.workerTimeoutSeconds,
+    300,
+    60,
+    900,
+  );
+  const visibilityTimeoutSeconds = VISIBILITY_TIMEOUT_FACTOR * workerTimeoutSeconds;
+  const workerMemoryMb = integer("workerMemoryMb", props.workerMemoryMb, 1024, 256, 10240);
+  const workerBatchSize = integer("workerBatchSize", props.workerBatchSize, 5, 1, 10);
+  const workerMaxConcurrency = integer(
+    "workerMaxConcurrency",
+    props.workerMaxConcurrency,
+    10,
+    2,
+    1000,
+  );
+  const accessLogRetentionDays = integer(
+    "accessLogRetentionDays",
+    props.accessLogRetentionDays,
+    90,
+    1,
+    3650,
+  );
+  const oldestMessageAlarmSeconds = integer(
+    "oldestMessageAlarmSeconds",
+    props.oldestMessageAlarmSeconds,
+    2 * visibilityTimeoutSeconds,
+    60,
+    1_209_600,
+  );
+  const drainAlarmPeriods = integer("drainAlarmPeriods", props.drainAlarmPeriods, 8, 1, 96);
+  const serviceName = props.serviceName ?? DEFAULT_SERVICE_NAME;
+  if (!/^[A-Za-z0-9_.-]{1,64}$/.test(serviceName)) {
+    problems.push(
+      `serviceName=${JSON.stringify(serviceName)} is invalid: 1-64 letters, digits, '_', '.' or '-'`,
+    );
+  }
+
+  const archiverEnvironment = { ...(props.archiverEnvironment ?? {}) };
+  const foreign = Object.keys(archiverEnvironment).filter((k) => !k.startsWith("ARCHIVER_"));
+  if (foreign.length > 0) {
+    problems.push(
+      `archiverEnvironment may only hold ARCHIVER_* settings; remove ${foreign.join(", ")} (the stack sets the others)`,
+    );
+  } else {
+    try {
+      parseConfig(archiverEnvironment, { cwd: "/tmp" });
+    } catch (error) {
+      problems.push(`archiverEnvironment: ${(error as Error).message}`);
+    }
+  }
+  const lease = Number(archiverEnvironment.ARCHIVER_LEASE_SECONDS ?? 60);
+  if (Number.isFinite(lease) && lease >= workerTimeoutSeconds) {
+    problems.push(
+      `archiverEnvironment.ARCHIVER_LEASE_SECONDS=${lease} is invalid: shorter than workerTimeoutSeconds (${workerTimeoutSeconds}), so a worker that times out frees its bucket before the message returns`,
+    );
+  }
+
+  if (problems.length > 0)
+    throw new Error(`invalid ArchiverStack props:\n- ${problems.join("\n- ")}`);
+  return Object.freeze({
+    archivePrefix,
+    scheduleMinutes,
+    maxReceiveCount,
+    workerTimeoutSeconds,
+    visibilityTimeoutSeconds,
+    workerMemoryMb,
+    workerBatchSize,
+    workerMaxConcurrency,
+    archiverEnvironment: Object.freeze(archiverEnvironment),
+    accessLogRetentionDays,
+    oldestMessageAlarmSeconds,
+    drainAlarmPeriods,
+    serviceName,
+  });
+}

@@ -1,0 +1,88 @@
+/**
+ * How S3 and its transport fail, mapped to the port's errors: a missing
+ * object, a transient failure worth retrying, a lost conditional-write race.
+ */
+import { sleep } from "../../ports/clock.js";
+import {
+  ObjectNotFoundError,
+  PulpitumError,
+  TransientStoreError,
+  errorMessage,
+} from "../../errors.js";
+
+/** Map an SDK or transport failure of `operation` on `key` (shown as `where`) to the port's errors. */
+export function s3Error(error: unknown, operation: string, key: string, where: string): Error {
+  if (error instanceof PulpitumError) return error;
+  const name = nameOf(error);
+  const status = statusOf(error);
+  if (
+    name === "NoSuchKey" ||
+    (status === 404 && name !== "NoSuchBucket" && name !== "NoSuchUpload")
+  ) {
+    return new ObjectNotFoundError(key, { cause: error });
+  }
+  const message = `S3 ${operation} of ${where} failed: ${name ?? "Error"}: ${errorMessage(error)}`;
+  if (isTransient(error)) return new TransientStoreError(message, { cause: error });
+  return new PulpitumError(message, { cause: error });
+}
+
+const THROTTLING_NAMES = new Set([
+  "SlowDown",
+  "Throttling",
+  "ThrottlingException",
+  "RequestThrottled",
+  "RequestLimitExceeded",
+  "TooManyRequestsException",
+  "RequestTimeout",
+  "RequestTimeoutException",
+  "InternalError",
+  "ServiceUnavailable",
+  "TimeoutError",
+  "ConditionalRequestConflict",
+  "OperationAborted",
+]);
+const NETWORK_CODES = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ECONNABORTED",
+  "EPIPE",
+  "ETIMEDOUT",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "EAI_AGAIN",
+  "ERR_SOCKET_CONNECTION_TIMEOUT",
+]);
+
+export function nameOf(error: unknown): string | undefined {
+  return (error as { name?: unknown } | undefined)?.name as string | undefined;
+}
+
+export function statusOf(error: unknown): number | undefined {
+  return (error as { $metadata?: { httpStatusCode?: number } } | undefined)?.$metadata
+    ?.httpStatusCode;
+}
+
+export function isPreconditionFailed(error: unknown): boolean {
+  return statusOf(error) === 412 || nameOf(error) === "PreconditionFailed";
+}
+
+/** 409: another conditional write to the key is in flight; trying again will settle it. */
+export function isConditionalConflict(error: unknown): boolean {
+  return nameOf(error) === "ConditionalRequestConflict" || statusOf(error) === 409;
+}
+
+export function isTransient(error: unknown): boolean {
+  const status = statusOf(error);
+  if (status === 429 || (status !== undefined && status >= 500)) return true;
+  const name = nameOf(error);
+  if (name !== undefined && THROTTLING_NAMES.has(name)) return true;
+  if ((error as { $retryable?: unknown }).$retryable) return true;
+  const code = (error as { code?: unknown }).code;
+  return typeof code === "string" && NETWORK_CODES.has(code);
+}
+
+/** The wait before retrying a write that lost to a concurrent conditional write (409). */
+export async function conflictBackoff(attempt: number): Promise<void> {
+  const ms = 50 * 2 ** (attempt - 1) * (0.5 + Math.random());
+  await sleep(ms);
+}

@@ -1,0 +1,118 @@
+/**
+ * The append fence (point 1 of the invariant in sql-hot-store.ts) and the
+ * ingestion guard: which buckets an append may write to, decided inside the
+ * transaction that inserts its records.
+ */
+import { BucketNotWritableError } from "../../../errors.js";
+import {
+  bucketForTime,
+  describeBucket,
+  shiftBucket,
+  type BucketDescriptor,
+} from "../../../domain/bucket.js";
+import type { TableDefinition, TableId } from "../../../domain/table.js";
+import { dateToMicros } from "../../../domain/time.js";
+import type { SqlExecutor } from "../database.js";
+import { METADATA_TABLE } from "../migrations.js";
+import { SqlParams } from "./params.js";
+import { bucketIdentityKey, type PendingBucket } from "./record-writes.js";
+
+/**
+ * The ingestion guard: with `writable_buckets = N`, a bucket is writable when
+ * it starts no earlier than the bucket N - 1 steps before the one holding `now`.
+ */
+export function checkWritableWindow(
+  table: TableDefinition,
+  buckets: readonly BucketDescriptor[],
+  now: Date,
+): void {
+  const n = table.writableBuckets;
+  if (n === null) return;
+  const current = bucketForTime(table.strategy, dateToMicros(now));
+  const oldest = shiftBucket(current, -(n - 1));
+  for (const bucket of buckets) {
+    if (bucket.start.getTime() < oldest.start.getTime()) {
+      throw new BucketNotWritableError(
+        table.tableId,
+        bucket.key,
+        `it is outside the writable window: at ${now.toISOString()} table ${table.tableId} ` +
+          `accepts buckets from ${oldest.key} on (writable_buckets = ${n}, current bucket ${current.key})`,
+      );
+    }
+  }
+}
+
+/**
+ * THE append fence, for every bucket of a batch at once: lock each bucket's
+ * metadata row in share mode and read its state (one statement); create the
+ * rows of buckets written for the first time and lock those too; refuse the
+ * batch if any bucket is not hot. Share locks do not conflict with each
+ * other, so appends to one busy bucket run side by side, while a claim's
+ * update of the row waits for every append holding it. `buckets` is sorted,
+ * so concurrent batches lock in the same order.
+ */
+export async function fenceHotBuckets(
+  tx: SqlExecutor,
+  tableId: TableId,
+  buckets: readonly PendingBucket[],
+  now: Date,
+): Promise<void> {
+  const states = await lockBuckets(tx, tableId, buckets);
+  const missing = buckets.filter(
+    (b) => !states.has(bucketIdentityKey(b.id.partitionKey, b.id.bucketKey)),
+  );
+  if (missing.length > 0) {
+    const p = new SqlParams();
+    const at = p.time(now);
+    const rows = missing.map(
+      (b) =>
+        `(${p.text(tableId)}, ${p.bytes(b.id.partitionKey)}, ${p.text(b.id.bucketKey)}, ` +
+        `${p.text(b.descriptor.strategy)}, ${p.time(b.descriptor.start)}, ${p.time(b.descriptor.end)}, ` +
+        `'hot', 'claim', 0, 0, false, ${at}, ${at})`,
+    );
+    await tx.query(
+      `INSERT INTO ${METADATA_TABLE}
+         (table_id, partition_key, bucket_key, bucket_strategy, bucket_start, bucket_end,
+          state, phase, generation, attempts, hot_deleted, created_at, updated_at)
+       VALUES ${rows.join(", ")}
+       ON CONFLICT (table_id, partition_key, bucket_key) DO NOTHING`,
+      p.values,
+    );
+    for (const [key, state] of await lockBuckets(tx, tableId, missing)) states.set(key, state);
+  }
+  for (const bucket of buckets) {
+    const state = states.get(bucketIdentityKey(bucket.id.partitionKey, bucket.id.bucketKey));
+    if (state === "hot") continue;
+    throw new BucketNotWritableError(
+      bucket.id.tableId,
+      bucket.id.bucketKey,
+      `it is ${state ?? "not hot"} (partition ${describeBucket(bucket.id)}); ` +
+        `records of a bucket that is being or has been archived cannot change`,
+    );
+  }
+}
+
+/** Share-lock the metadata rows of `buckets` that exist; their states by bucket identity. */
+async function lockBuckets(
+  tx: SqlExecutor,
+  tableId: TableId,
+  buckets: readonly PendingBucket[],
+): Promise<Map<string, string>> {
+  const p = new SqlParams();
+  const table = p.text(tableId);
+  const keys = buckets
+    .map((b) => `(${p.bytes(b.id.partitionKey)}, ${p.text(b.id.bucketKey)})`)
+    .join(", ");
+  // A join against VALUES rather than a row-value IN list (see compareExisting).
+  const { rows } = await tx.query<{ partition_key: Uint8Array; bucket_key: string; state: string }>(
+    `SELECT m.partition_key, m.bucket_key, m.state
+       FROM ${METADATA_TABLE} m
+       JOIN (VALUES ${keys}) AS k (partition_key, bucket_key)
+         ON m.partition_key = k.partition_key AND m.bucket_key = k.bucket_key
+      WHERE m.table_id = ${table}
+      ORDER BY m.partition_key, m.bucket_key
+        FOR SHARE OF m`,
+    p.values,
+  );
+  return new Map(rows.map((r) => [bucketIdentityKey(r.partition_key, r.bucket_key), r.state]));
+}

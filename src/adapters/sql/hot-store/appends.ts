@@ -1,0 +1,155 @@
+/**
+ * Appends: size checks, deduplication within a batch, the append fence and
+ * the inserts, all in one transaction (see the invariant in sql-hot-store.ts).
+ */
+import { InvalidInputError, RecordConflictError, UnknownTableError } from "../../../errors.js";
+import { bucketForTime } from "../../../domain/bucket.js";
+import {
+  MAX_APPEND_BYTES,
+  MAX_APPEND_RECORDS,
+  MAX_PARTITION_KEY_BYTES,
+  MAX_SORT_KEY_BYTES,
+  MAX_VALUE_BYTES,
+} from "../../../domain/limits.js";
+import { bytesEqual, type TableRecord } from "../../../domain/record.js";
+import type { TableId } from "../../../domain/table.js";
+import type { AppendResult } from "../../../ports/hot-store.js";
+import { isUniqueViolation, type SqlDatabase } from "../database.js";
+import { checkWritableWindow, fenceHotBuckets } from "./append-fence.js";
+import {
+  bucketIdentityKey,
+  describeRecord,
+  identityKey,
+  insertAppendChunk,
+  recordBytes,
+  statementChunks,
+  type PendingBucket,
+  type PendingRecord,
+} from "./record-writes.js";
+import { readTable } from "./registry.js";
+
+export async function append(
+  db: SqlDatabase,
+  tableId: TableId,
+  records: readonly TableRecord[],
+  now: Date,
+): Promise<AppendResult> {
+  if (records.length === 0) return { inserted: 0, duplicates: 0 };
+  checkAppendSizes(tableId, records);
+  // Most appends store only new records, and a plain INSERT is cheaper than
+  // one that checks every row for a conflict. When a record is already
+  // stored (a retried append), the unique violation rolls the whole
+  // transaction back and it runs again, skipping and comparing those.
+  try {
+    return await appendOnce(db, tableId, records, now, false);
+  } catch (error) {
+    if (!isUniqueViolation(error)) throw error;
+    return await appendOnce(db, tableId, records, now, true);
+  }
+}
+
+async function appendOnce(
+  db: SqlDatabase,
+  tableId: TableId,
+  records: readonly TableRecord[],
+  now: Date,
+  skipExisting: boolean,
+): Promise<AppendResult> {
+  return await db.transaction(async (tx) => {
+    // Key-share-lock the registration too: `tables drop` deletes it only once
+    // no append holds it, so no append can leave a bucket behind a dropped
+    // table; pausing or updating the table (no key change) does not wait.
+    const table = await readTable(tx, tableId, "FOR KEY SHARE");
+    if (table === null) throw new UnknownTableError(tableId);
+
+    const buckets = new Map<string, PendingBucket>();
+    const unique = new Map<string, PendingRecord>();
+    let duplicates = 0;
+    for (const record of records) {
+      const descriptor = bucketForTime(table.strategy, record.eventTime);
+      const bucketIdentity = bucketIdentityKey(record.partitionKey, descriptor.key);
+      let bucket = buckets.get(bucketIdentity);
+      if (bucket === undefined) {
+        bucket = {
+          id: { tableId, partitionKey: record.partitionKey, bucketKey: descriptor.key },
+          descriptor,
+        };
+        buckets.set(bucketIdentity, bucket);
+      }
+      const identity = identityKey(
+        record.partitionKey,
+        descriptor.key,
+        record.eventTime,
+        record.sortKey,
+      );
+      const earlier = unique.get(identity);
+      if (earlier !== undefined) {
+        if (!bytesEqual(earlier.record.value, record.value)) {
+          throw new RecordConflictError(
+            `${describeRecord(bucket.id, record.eventTime, record.sortKey)} appears twice in one batch with different values`,
+          );
+        }
+        duplicates++;
+        continue;
+      }
+      unique.set(identity, { bucket, record, identity });
+    }
+
+    const ordered = [...buckets.entries()]
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([, bucket]) => bucket);
+    checkWritableWindow(
+      table,
+      ordered.map((b) => b.descriptor),
+      now,
+    );
+    await fenceHotBuckets(tx, tableId, ordered, now);
+
+    let inserted = 0;
+    for (const chunk of statementChunks([...unique.values()])) {
+      const stored = await insertAppendChunk(tx, tableId, chunk, skipExisting);
+      inserted += stored;
+      duplicates += chunk.length - stored;
+    }
+    return { inserted, duplicates };
+  }, "append");
+}
+
+/**
+ * Refuse what the hot store cannot hold or send (see domain/limits.ts):
+ * oversized keys or values, and appends larger than one transaction should be.
+ */
+function checkAppendSizes(tableId: TableId, records: readonly TableRecord[]): void {
+  const input = `the append to table ${tableId}`;
+  if (records.length > MAX_APPEND_RECORDS) {
+    throw new InvalidInputError(
+      input,
+      `has ${records.length} records`,
+      `at most ${MAX_APPEND_RECORDS} records per append; split it into several appends`,
+    );
+  }
+  let total = 0;
+  for (const [index, record] of records.entries()) {
+    for (const [field, bytes, max] of [
+      ["partition_key", record.partitionKey, MAX_PARTITION_KEY_BYTES],
+      ["sort_key", record.sortKey, MAX_SORT_KEY_BYTES],
+      ["value", record.value, MAX_VALUE_BYTES],
+    ] as const) {
+      if (bytes.byteLength > max) {
+        throw new InvalidInputError(
+          `record ${index} of ${input}`,
+          `its ${field} is ${bytes.byteLength} bytes long`,
+          `a ${field} of at most ${max} bytes; nothing of this append was stored`,
+        );
+      }
+    }
+    total += recordBytes(record);
+  }
+  if (total > MAX_APPEND_BYTES) {
+    throw new InvalidInputError(
+      input,
+      `holds ${total} bytes of keys and values`,
+      `at most ${MAX_APPEND_BYTES} bytes per append; split it into several appends`,
+    );
+  }
+}

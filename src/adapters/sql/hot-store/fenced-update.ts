@@ -1,0 +1,62 @@
+/**
+ * The one shape of every fenced metadata write: a conditional UPDATE under
+ * {@link LIVE_LEASE} that either commits or reports the lost lease with the
+ * current metadata, so losing a race is an outcome, never an exception.
+ */
+import type { BucketId } from "../../../domain/bucket.js";
+import type { BucketMetadata, FencedWrite, Lease, LeaseLost } from "../../../ports/hot-store.js";
+import type { SqlDatabase, SqlExecutor } from "../database.js";
+import { METADATA_TABLE } from "../migrations.js";
+import { BUCKET, LIVE_LEASE } from "./fences.js";
+import { SqlParams } from "./params.js";
+import { METADATA_COLUMNS, toMetadata, type MetadataRow } from "./rows.js";
+
+/** A bucket's metadata row, or null when the bucket was never written. */
+export async function readBucket(db: SqlExecutor, id: BucketId): Promise<BucketMetadata | null> {
+  const p = new SqlParams();
+  const { rows } = await db.query<MetadataRow>(
+    `SELECT ${METADATA_COLUMNS} FROM ${METADATA_TABLE} WHERE ${BUCKET(p, id)}`,
+    p.values,
+  );
+  return rows[0] === undefined ? null : toMetadata(rows[0]);
+}
+
+/** The outcome of a fenced statement that matched no row: the lease is gone. */
+export async function leaseLost(db: SqlExecutor, id: BucketId): Promise<LeaseLost> {
+  return { kind: "lease-lost", metadata: await readBucket(db, id) };
+}
+
+/**
+ * One conditional UPDATE of a bucket's metadata under {@link LIVE_LEASE}
+ * plus `condition`, committed on its own; on failure, the current metadata
+ * for the caller.
+ */
+export async function fencedUpdate(
+  db: SqlDatabase,
+  operation: string,
+  lease: Lease,
+  now: Date,
+  assignments: (p: SqlParams) => string,
+  condition: (p: SqlParams) => string,
+): Promise<FencedWrite> {
+  const p = new SqlParams();
+  const sql = `UPDATE ${METADATA_TABLE}
+                  SET ${assignments(p)}, updated_at = ${p.time(now)}
+                WHERE ${BUCKET(p, lease.bucket)} AND ${LIVE_LEASE(p, lease, now)}
+                  AND ${condition(p)}
+            RETURNING ${METADATA_COLUMNS}`;
+  const { rows } = await db.write<MetadataRow>(sql, p.values, operation);
+  const row = rows[0];
+  if (row !== undefined) return { kind: "committed", metadata: toMetadata(row) };
+  return await leaseLost(db, lease.bucket);
+}
+
+/** Whether `metadata` shows `lease` as the bucket's current, unexpired lease at `now`. */
+export function holdsLiveLease(metadata: BucketMetadata, lease: Lease, now: Date): boolean {
+  return (
+    metadata.ownerToken === lease.token &&
+    metadata.generation === lease.generation &&
+    metadata.leaseExpiresAt !== null &&
+    metadata.leaseExpiresAt.getTime() > now.getTime()
+  );
+}

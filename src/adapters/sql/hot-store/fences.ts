@@ -1,0 +1,110 @@
+/**
+ * Named conditions. Every fenced write is one statement guarded by these,
+ * so what a statement requires of durable state reads as a sentence, and a
+ * condition is written once wherever it is checked.
+ */
+import type { BucketId } from "../../../domain/bucket.js";
+import type { ClusteringPosition, Lease } from "../../../ports/hot-store.js";
+import { METADATA_TABLE, TABLES_TABLE } from "../migrations.js";
+import type { SqlParams } from "./params.js";
+
+const prefix = (alias: string | undefined) => (alias === undefined ? "" : `${alias}.`);
+
+/** BUCKET: the row of one bucket (metadata or records, by the shared key columns). */
+export function BUCKET(p: SqlParams, id: BucketId, alias?: string): string {
+  const a = prefix(alias);
+  return (
+    `${a}table_id = ${p.text(id.tableId)} AND ${a}partition_key = ${p.bytes(id.partitionKey)} ` +
+    `AND ${a}bucket_key = ${p.text(id.bucketKey)}`
+  );
+}
+
+/** LIVE_LEASE: the caller's lease is the current one (token and generation) and unexpired at `now`. */
+export function LIVE_LEASE(p: SqlParams, lease: Lease, now: Date, alias?: string): string {
+  const a = prefix(alias);
+  return (
+    `${a}owner_token = ${p.text(lease.token)} AND ${a}generation = ${p.int(lease.generation)} ` +
+    `AND ${a}lease_expires_at > ${p.time(now)}`
+  );
+}
+
+/** NO_LIVE_LEASE: nobody holds an unexpired lease at `now`. */
+export function NO_LIVE_LEASE(nowParam: string, alias?: string): string {
+  const a = prefix(alias);
+  return `(${a}owner_token IS NULL OR ${a}lease_expires_at IS NULL OR ${a}lease_expires_at <= ${nowParam})`;
+}
+
+/** SOME_LIVE_LEASE: anybody holds an unexpired lease at `nowParam`. */
+export function SOME_LIVE_LEASE(nowParam: string, alias?: string): string {
+  const a = prefix(alias);
+  return `(${a}owner_token IS NOT NULL AND ${a}lease_expires_at > ${nowParam})`;
+}
+
+/** NO_PENDING_RETRY: a deferred bucket's retry time has come. */
+export function NO_PENDING_RETRY(nowParam: string, alias?: string): string {
+  const a = prefix(alias);
+  return `(${a}retry_at IS NULL OR ${a}retry_at <= ${nowParam})`;
+}
+
+/** NOT_RECENTLY_ENQUEUED: not sent to the queue after `enqueuedBefore`. */
+export function NOT_RECENTLY_ENQUEUED(param: string, alias?: string): string {
+  const a = prefix(alias);
+  return `(${a}enqueued_at IS NULL OR ${a}enqueued_at <= ${param})`;
+}
+
+/**
+ * CLEANUP_FENCE: an archived bucket whose hot rows are not yet all gone and
+ * that is not being restored, under the caller's lease.
+ */
+export function CLEANUP_FENCE(p: SqlParams, lease: Lease, now: Date, alias?: string): string {
+  const a = prefix(alias);
+  return `${a}state = 'archived' AND ${a}hot_deleted = false AND ${NOT_RESTORING(alias)} AND ${LIVE_LEASE(p, lease, now, alias)}`;
+}
+
+/** NOT_RESTORING: no restore is in progress (its rows must never be cleaned up). */
+export function NOT_RESTORING(alias?: string): string {
+  return `${prefix(alias)}restore_started_at IS NULL`;
+}
+
+/** RESTORE_FENCE: an archived bucket marked as being restored, under the caller's lease. */
+export function RESTORE_FENCE(p: SqlParams, lease: Lease, now: Date, alias?: string): string {
+  const a = prefix(alias);
+  return `${a}state = 'archived' AND ${a}restore_started_at IS NOT NULL AND ${LIVE_LEASE(p, lease, now, alias)}`;
+}
+
+/**
+ * CLAIMABLE: a hot bucket closed by the cutoff, with no retry pending and in
+ * a table that is not paused. Checked by the claim itself, not only by the
+ * read before the lease, so a deferral or a pause that lands in between is
+ * honoured.
+ */
+export function CLAIMABLE(p: SqlParams, now: Date, cutoff: Date): string {
+  const nowParam = p.time(now);
+  return (
+    `state = 'hot' AND bucket_end <= ${p.time(cutoff)} AND ${NO_PENDING_RETRY(nowParam)} ` +
+    `AND NOT EXISTS (SELECT 1 FROM ${TABLES_TABLE} t ` +
+    `WHERE t.table_id = ${METADATA_TABLE}.table_id AND t.paused)`
+  );
+}
+
+/** AFTER_POSITION: records past `after` in clustering order (a keyset range's open end). */
+export function AFTER_POSITION(p: SqlParams, after: ClusteringPosition): string {
+  return `(event_time, sort_key) > (${p.micros(after.eventTime)}, ${p.bytes(after.sortKey)})`;
+}
+
+/** THROUGH_POSITION: records up to and including `last` in clustering order. */
+export function THROUGH_POSITION(p: SqlParams, last: ClusteringPosition): string {
+  return `(event_time, sort_key) <= (${p.micros(last.eventTime)}, ${p.bytes(last.sortKey)})`;
+}
+
+/** Assignments that give the lease up, used in the same statement that records a phase. */
+export const RELEASE_LEASE = "owner_token = NULL, lease_expires_at = NULL";
+
+/**
+ * HAND_ON: release the lease and stamp `enqueued_at`, because the committer
+ * enqueues the next phase itself; discovery then leaves the bucket alone for
+ * the requeue interval instead of starting a second chain of phases.
+ */
+export function HAND_ON(p: SqlParams, now: Date): string {
+  return `${RELEASE_LEASE}, enqueued_at = ${p.time(now)}`;
+}

@@ -1,0 +1,101 @@
+/**
+ * The archival phases' commits: claim, record payload, record manifest,
+ * publish and defer. Each is one fenced UPDATE that expects the state and
+ * phase the previous commit left, so a phase commits at most once per
+ * generation, and each hands the bucket on ({@link HAND_ON}) in the same
+ * statement.
+ */
+import type { FencedWrite, Lease, PayloadFacts } from "../../../ports/hot-store.js";
+import type { SqlDatabase } from "../database.js";
+import { fencedUpdate } from "./fenced-update.js";
+import { CLAIMABLE, HAND_ON, RELEASE_LEASE } from "./fences.js";
+
+/** `last_error` is kept to this many characters. */
+export const MAX_ERROR_LENGTH = 2000;
+
+export async function claim(
+  db: SqlDatabase,
+  lease: Lease,
+  now: Date,
+  cutoff: Date,
+): Promise<FencedWrite> {
+  return await fencedUpdate(
+    db,
+    "claim",
+    lease,
+    now,
+    (p) =>
+      `state = 'archiving', phase = 'export', retry_at = NULL, last_error = NULL, ${HAND_ON(p, now)}`,
+    (p) => CLAIMABLE(p, now, cutoff),
+  );
+}
+
+export async function recordPayload(
+  db: SqlDatabase,
+  lease: Lease,
+  now: Date,
+  payload: PayloadFacts,
+): Promise<FencedWrite> {
+  return await fencedUpdate(
+    db,
+    "recordPayload",
+    lease,
+    now,
+    (p) =>
+      `payload_key = ${p.text(payload.key)}, payload_sha256 = ${p.text(payload.sha256)},
+       payload_rows = ${p.int(payload.rowCount)}, payload_bytes = ${p.int(payload.byteLength)},
+       phase = 'seal', ${HAND_ON(p, now)}`,
+    () => `state = 'archiving' AND phase = 'export'`,
+  );
+}
+
+export async function recordManifest(
+  db: SqlDatabase,
+  lease: Lease,
+  now: Date,
+  manifestKey: string,
+): Promise<FencedWrite> {
+  return await fencedUpdate(
+    db,
+    "recordManifest",
+    lease,
+    now,
+    (p) => `manifest_key = ${p.text(manifestKey)}, phase = 'publish', ${HAND_ON(p, now)}`,
+    () => `state = 'archiving' AND phase = 'seal'`,
+  );
+}
+
+export async function publish(db: SqlDatabase, lease: Lease, now: Date): Promise<FencedWrite> {
+  return await fencedUpdate(
+    db,
+    "publish",
+    lease,
+    now,
+    (p) => `state = 'archived', hot_deleted = false, phase = 'cleanup', ${HAND_ON(p, now)}`,
+    () => `state = 'archiving' AND phase = 'publish' AND manifest_key IS NOT NULL`,
+  );
+}
+
+export async function defer(
+  db: SqlDatabase,
+  lease: Lease,
+  now: Date,
+  retryAt: Date,
+  error: string,
+): Promise<FencedWrite> {
+  return await fencedUpdate(
+    db,
+    "defer",
+    lease,
+    now,
+    (p) =>
+      `state = 'hot', phase = 'claim',
+       dereferenced_at = CASE WHEN payload_key IS NULL AND manifest_key IS NULL
+                              THEN dereferenced_at ELSE ${p.time(now)} END,
+       payload_key = NULL, payload_sha256 = NULL,
+       payload_rows = NULL, payload_bytes = NULL, manifest_key = NULL,
+       attempts = attempts + 1, retry_at = ${p.time(retryAt)},
+       last_error = ${p.text(error.slice(0, MAX_ERROR_LENGTH))}, ${RELEASE_LEASE}`,
+    () => `state <> 'archived'`,
+  );
+}

@@ -1,0 +1,114 @@
+/**
+ * Restore: an archived bucket's rows written back to the hot store under
+ * {@link RESTORE_FENCE}, then the bucket returned to `hot` only once the hot
+ * rows match the payload's row count.
+ */
+import { parseBucketKey } from "../../../domain/bucket.js";
+import type {
+  BucketRow,
+  FencedWrite,
+  FinishRestore,
+  Lease,
+  RestoreBatch,
+} from "../../../ports/hot-store.js";
+import type { SqlDatabase } from "../database.js";
+import { METADATA_TABLE, RECORDS_TABLE } from "../migrations.js";
+import { fencedUpdate, holdsLiveLease, leaseLost } from "./fenced-update.js";
+import { BUCKET, RELEASE_LEASE, RESTORE_FENCE } from "./fences.js";
+import { SqlParams } from "./params.js";
+import { countHotRows } from "./reads.js";
+import {
+  compareExisting,
+  identityKey,
+  insertRecords,
+  statementChunks,
+  type PendingBucket,
+  type PendingRecord,
+} from "./record-writes.js";
+
+export async function beginRestore(db: SqlDatabase, lease: Lease, now: Date): Promise<FencedWrite> {
+  return await fencedUpdate(
+    db,
+    "beginRestore",
+    lease,
+    now,
+    (p) => `restore_started_at = COALESCE(restore_started_at, ${p.time(now)})`,
+    () => `state = 'archived' AND manifest_key IS NOT NULL AND payload_rows IS NOT NULL`,
+  );
+}
+
+export async function restoreRecords(
+  db: SqlDatabase,
+  lease: Lease,
+  now: Date,
+  rows: readonly BucketRow[],
+): Promise<RestoreBatch> {
+  const id = lease.bucket;
+  const bucket: PendingBucket = { id, descriptor: parseBucketKey(id.bucketKey) };
+  const result = await db.transaction(async (tx) => {
+    // Lock the metadata row under the restore fence first: a takeover's
+    // acquireLease waits for this transaction, so no stale owner inserts.
+    const f = new SqlParams();
+    const { rows: fenced } = await tx.query(
+      `SELECT 1 AS ok FROM ${METADATA_TABLE}
+        WHERE ${BUCKET(f, id)} AND ${RESTORE_FENCE(f, lease, now)}
+          FOR UPDATE`,
+      f.values,
+    );
+    if (fenced.length === 0) return null;
+    const pending: PendingRecord[] = rows.map((row) => ({
+      bucket,
+      record: { partitionKey: id.partitionKey, ...row },
+      identity: identityKey(id.partitionKey, id.bucketKey, row.eventTime, row.sortKey),
+    }));
+    let inserted = 0;
+    let verified = 0;
+    for (const chunk of statementChunks(pending)) {
+      const stored = await insertRecords(tx, id.tableId, chunk);
+      inserted += stored.size;
+      const skipped = chunk.filter((r) => !stored.has(r.identity));
+      if (skipped.length > 0) await compareExisting(tx, id.tableId, skipped);
+      verified += skipped.length;
+    }
+    return { inserted, verified };
+  }, "restoreRecords");
+  if (result === null) return await leaseLost(db, id);
+  return { kind: "inserted", ...result };
+}
+
+export async function finishRestore(
+  db: SqlDatabase,
+  lease: Lease,
+  now: Date,
+  retryAt: Date,
+): Promise<FinishRestore> {
+  const result = await fencedUpdate(
+    db,
+    "finishRestore",
+    lease,
+    now,
+    (p) =>
+      `state = 'hot', phase = 'claim', payload_key = NULL, payload_sha256 = NULL,
+       payload_rows = NULL, payload_bytes = NULL, manifest_key = NULL, hot_deleted = false,
+       restore_started_at = NULL, dereferenced_at = ${p.time(now)}, attempts = 0,
+       retry_at = ${p.time(retryAt)}, last_error = NULL, enqueued_at = NULL, ${RELEASE_LEASE}`,
+    (p) =>
+      `state = 'archived' AND restore_started_at IS NOT NULL
+       AND payload_rows = (SELECT count(*) FROM ${RECORDS_TABLE} WHERE ${BUCKET(p, lease.bucket)})`,
+  );
+  if (result.kind === "committed") return result;
+  const m = result.metadata;
+  if (
+    m !== null &&
+    m.state === "archived" &&
+    m.restoreStartedAt !== null &&
+    holdsLiveLease(m, lease, now)
+  ) {
+    return {
+      kind: "rows-mismatch",
+      hotRows: await countHotRows(db, lease.bucket),
+      expected: m.payload?.rowCount ?? 0,
+    };
+  }
+  return result;
+}

@@ -1,0 +1,178 @@
+/**
+ * Rows as the drivers return them, and their mapping to the port's types.
+ * Both drivers return TIMESTAMPTZ as text (parsed here to microseconds, so
+ * nothing is lost to a JavaScript Date on the way) and INT8 as text or
+ * number.
+ */
+import type { BucketId, BucketStrategy } from "../../../domain/bucket.js";
+import type { ArchiveFormat, TableDefinition, TableId } from "../../../domain/table.js";
+import { microsToDate, parseSqlTimestamp } from "../../../domain/time.js";
+import type {
+  BucketMetadata,
+  BucketState,
+  Candidate,
+  CandidateKind,
+  RecordedPhase,
+} from "../../../ports/hot-store.js";
+
+/** Copy driver bytes (a pooled Buffer from pg, a Uint8Array from PGlite) into a plain Uint8Array. */
+export function toBytes(value: Uint8Array): Uint8Array {
+  return new Uint8Array(value);
+}
+
+/**
+ * A plain Uint8Array over driver bytes without copying them. For snapshot
+ * pages, which are consumed right away: a pooled Buffer stays alive only as
+ * long as the page does, and a copy per value was a tenth of the export's time.
+ */
+export function viewBytes(value: Uint8Array): Uint8Array {
+  return new Uint8Array(value.buffer, value.byteOffset, value.byteLength);
+}
+
+export const sqlDate = (text: string): Date => microsToDate(parseSqlTimestamp(text));
+export const sqlDateOrNull = (text: string | null): Date | null =>
+  text === null ? null : sqlDate(text);
+
+export interface BucketKeyRow {
+  table_id: string;
+  partition_key: Uint8Array;
+  bucket_key: string;
+}
+
+/** The bucket identity of a row; the driver's bytes are copied out of its buffers. */
+export function bucketIdOf(row: BucketKeyRow): BucketId {
+  return {
+    tableId: row.table_id as TableId,
+    partitionKey: toBytes(row.partition_key),
+    bucketKey: row.bucket_key,
+  };
+}
+
+export const METADATA_COLUMNS = [
+  "table_id",
+  "partition_key",
+  "bucket_key",
+  "bucket_strategy",
+  "bucket_start",
+  "bucket_end",
+  "state",
+  "phase",
+  "generation",
+  "owner_token",
+  "lease_expires_at",
+  "attempts",
+  "retry_at",
+  "last_error",
+  "payload_key",
+  "payload_sha256",
+  "payload_rows",
+  "payload_bytes",
+  "manifest_key",
+  "hot_deleted",
+  "restore_started_at",
+  "dereferenced_at",
+  "enqueued_at",
+  "created_at",
+  "updated_at",
+].join(", ");
+
+export interface MetadataRow extends BucketKeyRow {
+  bucket_strategy: string;
+  bucket_start: string;
+  bucket_end: string;
+  state: string;
+  phase: string;
+  generation: string | number;
+  owner_token: string | null;
+  lease_expires_at: string | null;
+  attempts: string | number;
+  retry_at: string | null;
+  last_error: string | null;
+  payload_key: string | null;
+  payload_sha256: string | null;
+  payload_rows: string | number | null;
+  payload_bytes: string | number | null;
+  manifest_key: string | null;
+  hot_deleted: boolean;
+  restore_started_at: string | null;
+  dereferenced_at: string | null;
+  enqueued_at: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export const TABLE_COLUMNS = "table_id, bucket_strategy, archive_format, writable_buckets, paused";
+
+export interface TableRow {
+  table_id: string;
+  bucket_strategy: string;
+  archive_format: string;
+  writable_buckets: string | number | null;
+  paused: boolean;
+}
+
+export interface CandidateRow extends BucketKeyRow {
+  kind: string;
+  state: string;
+  phase: string;
+  bucket_end: string;
+  enqueued_at: string | null;
+}
+
+export function toMetadata(row: MetadataRow): BucketMetadata {
+  const payload =
+    row.payload_key !== null &&
+    row.payload_sha256 !== null &&
+    row.payload_rows !== null &&
+    row.payload_bytes !== null
+      ? {
+          key: row.payload_key,
+          sha256: row.payload_sha256,
+          rowCount: Number(row.payload_rows),
+          byteLength: Number(row.payload_bytes),
+        }
+      : null;
+  return {
+    id: bucketIdOf(row),
+    strategy: row.bucket_strategy as BucketStrategy,
+    start: sqlDate(row.bucket_start),
+    end: sqlDate(row.bucket_end),
+    state: row.state as BucketState,
+    phase: row.phase as RecordedPhase,
+    generation: Number(row.generation),
+    ownerToken: row.owner_token,
+    leaseExpiresAt: sqlDateOrNull(row.lease_expires_at),
+    attempts: Number(row.attempts),
+    retryAt: sqlDateOrNull(row.retry_at),
+    lastError: row.last_error,
+    payload,
+    manifestKey: row.manifest_key,
+    hotDeleted: row.hot_deleted,
+    restoreStartedAt: sqlDateOrNull(row.restore_started_at),
+    dereferencedAt: sqlDateOrNull(row.dereferenced_at),
+    enqueuedAt: sqlDateOrNull(row.enqueued_at),
+    createdAt: sqlDate(row.created_at),
+    updatedAt: sqlDate(row.updated_at),
+  };
+}
+
+export function toTable(row: TableRow): TableDefinition {
+  return {
+    tableId: row.table_id as TableId,
+    strategy: row.bucket_strategy as BucketStrategy,
+    format: row.archive_format as ArchiveFormat,
+    writableBuckets: row.writable_buckets === null ? null : Number(row.writable_buckets),
+    paused: row.paused,
+  };
+}
+
+export function toCandidate(row: CandidateRow): Candidate {
+  return {
+    id: bucketIdOf(row),
+    kind: row.kind as CandidateKind,
+    state: row.state as BucketState,
+    phase: row.phase as RecordedPhase,
+    end: sqlDate(row.bucket_end),
+    enqueuedAt: sqlDateOrNull(row.enqueued_at),
+  };
+}

@@ -1,0 +1,101 @@
+/**
+ * The status report: bucket counts and rows by table and state, deferred
+ * and leased buckets, and the oldest eligible hot bucket.
+ */
+import type { BucketState, StatusReport } from "../../../ports/hot-store.js";
+import type { SqlExecutor } from "../database.js";
+import { METADATA_TABLE, RECORDS_TABLE } from "../migrations.js";
+import { SqlParams } from "./params.js";
+import { listTables } from "./registry.js";
+import { METADATA_COLUMNS, toMetadata, type MetadataRow } from "./rows.js";
+
+export async function statusReport(
+  db: SqlExecutor,
+  now: Date,
+  cutoff: Date,
+): Promise<StatusReport> {
+  const tables = (await listTables(db)).sort((a, b) => a.tableId.localeCompare(b.tableId));
+  const { rows: stateRows } = await db.query<{
+    table_id: string;
+    state: string;
+    hot_deleted: boolean;
+    buckets: string | number;
+    archived_rows: string | number | null;
+    archived_bytes: string | number | null;
+  }>(
+    `SELECT table_id, state, hot_deleted, count(*) AS buckets,
+            sum(CASE WHEN state = 'archived' THEN payload_rows ELSE 0 END) AS archived_rows,
+            sum(CASE WHEN state = 'archived' THEN payload_bytes ELSE 0 END) AS archived_bytes
+       FROM ${METADATA_TABLE} GROUP BY table_id, state, hot_deleted`,
+  );
+  const { rows: hotRows } = await db.query<{
+    table_id: string;
+    state: string;
+    hot_deleted: boolean;
+    n: string | number;
+  }>(
+    `SELECT m.table_id, m.state, m.hot_deleted, count(*) AS n
+       FROM ${RECORDS_TABLE} r
+       JOIN ${METADATA_TABLE} m
+         ON m.table_id = r.table_id AND m.partition_key = r.partition_key AND m.bucket_key = r.bucket_key
+      GROUP BY m.table_id, m.state, m.hot_deleted`,
+  );
+  const hotCount = (t: string, st: string, hd: boolean) =>
+    Number(hotRows.find((r) => r.table_id === t && r.state === st && r.hot_deleted === hd)?.n ?? 0);
+  const order = { hot: 0, archiving: 1, archived: 2 } as const;
+  const p = new SqlParams();
+  const nowParam = p.time(now);
+  // NULLS LAST spelled out: CockroachDB sorts NULLs first by default, PostgreSQL last.
+  const { rows: deferred } = await db.query<MetadataRow>(
+    `SELECT ${METADATA_COLUMNS} FROM ${METADATA_TABLE}
+      WHERE state = 'hot' AND attempts > 0 AND last_error IS NOT NULL
+      ORDER BY retry_at NULLS LAST, table_id, partition_key, bucket_key LIMIT 100`,
+  );
+  const { rows: leased } = await db.query<MetadataRow>(
+    `SELECT ${METADATA_COLUMNS} FROM ${METADATA_TABLE}
+      WHERE owner_token IS NOT NULL AND lease_expires_at > ${nowParam}
+      ORDER BY lease_expires_at LIMIT 100`,
+    p.values,
+  );
+  const q = new SqlParams();
+  const { rows: oldest } = await db.query<MetadataRow>(
+    `SELECT ${METADATA_COLUMNS} FROM ${METADATA_TABLE}
+      WHERE state = 'hot' AND hot_deleted = false AND bucket_end <= ${q.time(cutoff)}
+      ORDER BY bucket_end LIMIT 1`,
+    q.values,
+  );
+  return {
+    tables: tables.map((t) => ({
+      tableId: t.tableId,
+      paused: t.paused,
+      strategy: t.strategy,
+      format: t.format,
+      states: stateRows
+        .filter((r) => r.table_id === t.tableId)
+        .map((r) => ({
+          state: r.state as BucketState,
+          hotDeleted: r.hot_deleted,
+          buckets: Number(r.buckets),
+          hotRows: hotCount(r.table_id, r.state, r.hot_deleted),
+          archivedRows: Number(r.archived_rows ?? 0),
+          archivedBytes: Number(r.archived_bytes ?? 0),
+        }))
+        .sort(
+          (a, b) => order[a.state] - order[b.state] || Number(a.hotDeleted) - Number(b.hotDeleted),
+        ),
+    })),
+    deferred: deferred.map(toMetadata).map((m) => ({
+      id: m.id,
+      attempts: m.attempts,
+      retryAt: m.retryAt,
+      lastError: m.lastError,
+    })),
+    leased: leased
+      .map(toMetadata)
+      .map((m) => ({ id: m.id, phase: m.phase, leaseExpiresAt: m.leaseExpiresAt! })),
+    oldestEligibleHot:
+      oldest[0] === undefined
+        ? null
+        : { id: toMetadata(oldest[0]).id, end: toMetadata(oldest[0]).end },
+  };
+}

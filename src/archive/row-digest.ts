@@ -1,0 +1,107 @@
+import { createHash } from "node:crypto";
+import { bufferView } from "../domain/record.js";
+import type { EpochMicros } from "../domain/time.js";
+import type { BinaryColumn } from "./envelope.js";
+
+/**
+ * Canonical digest of a row sequence: for each row, the event time as a
+ * signed 64-bit big-endian integer of microseconds, then the sort key and
+ * the value, each preceded by its length as a 32-bit big-endian integer.
+ * The partition key is the bucket's and is not part of it.
+ */
+export class RowDigest {
+  static readonly #BUFFER_BYTES = 256 * 1024;
+  readonly #hash = createHash("sha256");
+  // Rows are framed into one buffer and hashed in large updates: four small
+  // updates per row cost more than the hashing itself.
+  readonly #buffer = Buffer.allocUnsafe(RowDigest.#BUFFER_BYTES);
+  readonly #time = new BigInt64Array(1);
+  readonly #timeBytes = new Uint8Array(this.#time.buffer);
+  readonly #bigEndian = new Uint8Array(new Uint16Array([1]).buffer)[0] === 0;
+  #used = 0;
+  #count = 0;
+
+  add(eventTime: EpochMicros, sortKey: Uint8Array, value: Uint8Array): void {
+    const need = 16 + sortKey.byteLength + value.byteLength;
+    if (this.#used + need > RowDigest.#BUFFER_BYTES) this.#flush();
+    const buffer = this.#buffer;
+    let at = this.#used;
+    this.#time[0] = eventTime;
+    const time = this.#timeBytes;
+    if (this.#bigEndian) buffer.set(time, at);
+    else for (let i = 0; i < 8; i++) buffer[at + i] = time[7 - i]!;
+    at = buffer.writeUInt32BE(sortKey.byteLength, at + 8);
+    if (need > RowDigest.#BUFFER_BYTES) {
+      this.#hash.update(buffer.subarray(0, at));
+      this.#hash.update(sortKey);
+      buffer.writeUInt32BE(value.byteLength, 0);
+      this.#hash.update(buffer.subarray(0, 4));
+      this.#hash.update(value);
+      this.#used = 0;
+    } else {
+      buffer.set(sortKey, at);
+      at = buffer.writeUInt32BE(value.byteLength, at + sortKey.byteLength);
+      buffer.set(value, at);
+      this.#used = at + value.byteLength;
+    }
+    this.#count++;
+  }
+
+  /**
+   * Rows `[from, to)` of decoded columns, framed exactly as {@link add}
+   * frames them: `micros[i]` is the event time, and row i's sort key and
+   * value are `sortKeys.data[sortKeys.offsets[i] .. sortKeys.offsets[i + 1])`
+   * and likewise for values. Used on whole Arrow batches, where a view per
+   * value would cost more than the hashing.
+   */
+  addColumns(
+    micros: BigInt64Array,
+    sortKeys: BinaryColumn,
+    values: BinaryColumn,
+    from: number,
+    to: number,
+  ): void {
+    const buffer = this.#buffer;
+    const sortData = bufferView(sortKeys.data);
+    const valueData = bufferView(values.data);
+    const sortOffsets = sortKeys.offsets;
+    const valueOffsets = values.offsets;
+    for (let i = from; i < to; i++) {
+      const sortStart = sortOffsets[i]!;
+      const sortLength = sortOffsets[i + 1]! - sortStart;
+      const valueStart = valueOffsets[i]!;
+      const valueLength = valueOffsets[i + 1]! - valueStart;
+      const need = 16 + sortLength + valueLength;
+      if (need > RowDigest.#BUFFER_BYTES) {
+        this.add(
+          micros[i]!,
+          sortData.subarray(sortStart, sortStart + sortLength),
+          valueData.subarray(valueStart, valueStart + valueLength),
+        );
+        continue;
+      }
+      if (this.#used + need > RowDigest.#BUFFER_BYTES) this.#flush();
+      let at = buffer.writeBigInt64BE(micros[i]!, this.#used);
+      at = buffer.writeUInt32BE(sortLength, at);
+      at += sortData.copy(buffer, at, sortStart, sortStart + sortLength);
+      at = buffer.writeUInt32BE(valueLength, at);
+      at += valueData.copy(buffer, at, valueStart, valueStart + valueLength);
+      this.#used = at;
+      this.#count++;
+    }
+  }
+
+  #flush(): void {
+    if (this.#used > 0) this.#hash.update(this.#buffer.subarray(0, this.#used));
+    this.#used = 0;
+  }
+
+  get count(): number {
+    return this.#count;
+  }
+
+  digest(): string {
+    this.#flush();
+    return this.#hash.digest("hex");
+  }
+}

@@ -1,0 +1,205 @@
+/**
+ * Re-verifying what is already stored: a recorded payload (a takeover
+ * resuming from metadata only it vouches for) and a whole archived bucket
+ * (before publication, and for operators). Each streams the payload once,
+ * hashing it, and decodes the same bytes from a temporary copy.
+ */
+import { createHash } from "node:crypto";
+import { createWriteStream } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { pipeline } from "node:stream/promises";
+import { Readable, Transform } from "node:stream";
+import { ArchiveIntegrityError, ObjectNotFoundError } from "../errors.js";
+import { parseBucketKey, type BucketStrategy } from "../domain/bucket.js";
+import type { ArchiveFormat } from "../domain/table.js";
+import { dateToMicros } from "../domain/time.js";
+import type { PayloadFacts } from "../ports/hot-store.js";
+import type { ObjectStore } from "../ports/object-store.js";
+import { validateManifest, type Manifest } from "./manifest.js";
+import { inspectPayload, type PayloadExpectations } from "./payload-reader.js";
+import { fileByteSource } from "./byte-sources.js";
+import { bucketExpectations, checkPayloadSize, type ArchiveBucketRef } from "./store.js";
+
+export interface PayloadVerification {
+  /** Bucket whose payload this is: its partition key and bounds are checked on every record. */
+  readonly bucket?: ArchiveBucketRef;
+  readonly tempDir?: string;
+}
+
+/**
+ * Re-verify a recorded payload in full: size, SHA-256 and length of the
+ * stored bytes, and the decoded row count (plus partition key, bounds and
+ * order when the bucket is given). Used when a takeover resumes from a
+ * payload that only our own metadata vouches for.
+ */
+export async function verifyPayload(
+  store: ObjectStore,
+  payload: PayloadFacts,
+  format: ArchiveFormat,
+  options: PayloadVerification = {},
+): Promise<PayloadFacts> {
+  await checkPayloadSize(store, payload.key, payload.byteLength, "were recorded");
+  return await verifyPayloadBytes(
+    store,
+    payload,
+    format,
+    options.bucket === undefined ? {} : bucketExpectations(options.bucket),
+    "were recorded",
+    options.tempDir,
+  );
+}
+
+/**
+ * Stream the payload once into a temporary file while hashing it; once its
+ * length and hash match, decode that file (the same bytes) and check rows.
+ */
+async function verifyPayloadBytes(
+  store: ObjectStore,
+  payload: PayloadFacts,
+  format: ArchiveFormat,
+  expected: PayloadExpectations,
+  recordedBy: string,
+  tempDir: string | undefined,
+): Promise<PayloadFacts> {
+  const key = payload.key;
+  const dir = await mkdtemp(path.join(tempDir ?? os.tmpdir(), "pulpitum-verify-"));
+  try {
+    const filePath = path.join(dir, `payload.${format}`);
+    const hash = createHash("sha256");
+    let byteLength = 0;
+    let stream: AsyncIterable<Uint8Array>;
+    try {
+      stream = await store.getStream(key);
+    } catch (error) {
+      if (error instanceof ObjectNotFoundError) {
+        throw new ArchiveIntegrityError(key, "payload is missing", { cause: error });
+      }
+      throw error;
+    }
+    await pipeline(
+      Readable.from(stream),
+      new Transform({
+        transform(chunk: Buffer, _encoding, callback) {
+          hash.update(chunk);
+          byteLength += chunk.byteLength;
+          callback(null, chunk);
+        },
+      }),
+      createWriteStream(filePath, { flags: "wx" }),
+    );
+    const sha256 = hash.digest("hex");
+    if (byteLength !== payload.byteLength) {
+      throw new ArchiveIntegrityError(
+        key,
+        `payload streamed ${byteLength} bytes, ${payload.byteLength} ${recordedBy}`,
+      );
+    }
+    if (sha256 !== payload.sha256) {
+      throw new ArchiveIntegrityError(
+        key,
+        `payload hashes to ${sha256}, ${payload.sha256} ${recordedBy}`,
+      );
+    }
+    const source = await fileByteSource(filePath, key);
+    let rowCount: number;
+    try {
+      ({ rowCount } = await inspectPayload(source, format, expected));
+    } finally {
+      await source.close();
+    }
+    if (rowCount !== payload.rowCount) {
+      throw new ArchiveIntegrityError(
+        key,
+        `payload decodes to ${rowCount} rows, ${payload.rowCount} ${recordedBy}`,
+      );
+    }
+    return { key, sha256, rowCount, byteLength };
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+export interface ArchivedBucketExpectations {
+  /** Archive prefix; without it the manifest's keys are checked up to the prefix. */
+  readonly prefix?: string;
+  /** The bucket the manifest is supposed to describe. */
+  readonly bucket: ArchiveBucketRef;
+  readonly strategy?: BucketStrategy;
+  readonly start?: Date;
+  readonly end?: Date;
+  readonly format?: ArchiveFormat;
+  /** The payload recorded in metadata, when known: the manifest must name exactly it. */
+  readonly payload?: PayloadFacts;
+  /**
+   * Also stream, hash and decode the payload (default true). When false only
+   * the manifest is validated and the payload's size checked with HEAD,
+   * which suffices when this worker verified the payload itself earlier.
+   */
+  readonly verifyPayloadBytes?: boolean;
+  readonly tempDir?: string;
+}
+
+export interface VerifiedArchive {
+  readonly manifestKey: string;
+  readonly manifest: Manifest;
+  readonly payload: PayloadFacts;
+}
+
+/**
+ * Re-verify an archived (or sealed) bucket: the manifest's bytes against
+ * its content-addressed key and the expected bucket and payload, then the
+ * payload's size and (unless told otherwise) its SHA-256, length and decoded
+ * rows against the manifest. Used before publication, after a takeover
+ * resumes from recorded artifacts, and by `pulpitum verify`.
+ *
+ * Throws ArchiveIntegrityError on any mismatch, including a missing payload;
+ * a missing manifest is ObjectNotFoundError, as the key may simply be wrong.
+ */
+export async function verifyArchivedBucket(
+  store: ObjectStore,
+  manifestKey: string,
+  expected: ArchivedBucketExpectations,
+): Promise<VerifiedArchive> {
+  const bytes = await store.get(manifestKey);
+  const manifest = validateManifest(
+    bytes,
+    {
+      prefix: expected.prefix,
+      bucket: {
+        ...expected.bucket,
+        strategy: expected.strategy,
+        start: expected.start,
+        end: expected.end,
+      },
+      payload: expected.payload,
+      format: expected.format,
+      manifestKey,
+    },
+    manifestKey,
+  );
+  const recorded: PayloadFacts = {
+    key: manifest.payload_key,
+    sha256: manifest.sha256,
+    rowCount: manifest.row_count,
+    byteLength: manifest.byte_length,
+  };
+  await checkPayloadSize(store, recorded.key, recorded.byteLength, `in manifest ${manifestKey}`);
+  if (expected.verifyPayloadBytes === false) return { manifestKey, manifest, payload: recorded };
+
+  const descriptor = parseBucketKey(manifest.bucket_key, manifest.bucket_strategy);
+  const payload = await verifyPayloadBytes(
+    store,
+    recorded,
+    manifest.format,
+    {
+      partitionKey: Buffer.from(manifest.partition_key_b64, "base64"),
+      start: dateToMicros(descriptor.start),
+      end: dateToMicros(descriptor.end),
+    },
+    `in manifest ${manifestKey}`,
+    expected.tempDir,
+  );
+  return { manifestKey, manifest, payload };
+}

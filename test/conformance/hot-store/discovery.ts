@@ -1,0 +1,186 @@
+/**
+ * Hot store conformance: discovery. It sees every table, so these tests run
+ * on a store of their own and retire their buckets afterwards.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import type { BucketId } from "../../../src/domain/bucket.js";
+import { type TableId } from "../../../src/domain/table.js";
+import type { DiscoveryQuery, HotStore } from "../../../src/ports/hot-store.js";
+import {
+  acquire,
+  advanceTo,
+  at,
+  bytes,
+  committed,
+  CUTOFF,
+  LEASE_MS,
+  later,
+  newTable,
+  NOW,
+  OPEN_TIMEOUT_MS,
+  rec,
+  retireEverything,
+  type OpenedHotStore,
+} from "./support.js";
+
+export function discoveryConformance(name: string, open: () => Promise<OpenedHotStore>): void {
+  describe(`hot store discovery conformance: ${name}`, () => {
+    let store: HotStore;
+    let cleanup: () => Promise<void>;
+    const now = at("2030-01-01T00:00:00Z");
+    const query = (overrides: Partial<DiscoveryQuery> = {}): DiscoveryQuery => ({
+      now,
+      cutoff: CUTOFF,
+      limit: 64,
+      enqueuedBefore: now,
+      ...overrides,
+    });
+    const summary = (candidates: readonly { id: BucketId; kind: string }[]) =>
+      candidates.map((c) => `${c.kind}:${c.id.partitionKey[0]}:${c.id.bucketKey}`);
+
+    beforeAll(async () => {
+      ({ store, cleanup } = await open());
+      await store.migrate();
+    }, OPEN_TIMEOUT_MS);
+
+    afterEach(async () => {
+      await retireEverything(store);
+    });
+
+    afterAll(async () => {
+      await cleanup?.();
+    });
+
+    /** Buckets of years 2019..2023 in partitions 1..n, each holding one record. */
+    async function seed(tableId: TableId, years: number[], partition = 1): Promise<BucketId[]> {
+      await store.append(
+        tableId,
+        years.map((y) => rec(`${y}-06-01T00:00:00Z`, "k", "v", bytes(partition))),
+        NOW,
+      );
+      return years.map((y) => ({
+        tableId,
+        partitionKey: bytes(partition),
+        bucketKey: `year:${y}`,
+      }));
+    }
+
+    it("offers eligible, stalled and cleanup buckets oldest bucket_end first, nothing newer than the cutoff and no leased hot bucket", async () => {
+      const tableId = await newTable(store, "disc");
+      const [y2019, , y2021, y2022] = await seed(tableId, [2019, 2020, 2021, 2022, 2025]);
+      await advanceTo(store, y2019!, "cleanup");
+      await advanceTo(store, y2021!, "seal");
+      await acquire(store, y2022!, now); // a live lease: someone is claiming it right now
+
+      expect(summary(await store.peekCandidates(query()))).toEqual([
+        "cleanup:1:year:2019",
+        "eligible:1:year:2020",
+        "stalled:1:year:2021",
+      ]);
+      const candidates = await store.peekCandidates(query());
+      // The publish commit stamped enqueued_at: its committer enqueues the next phase itself.
+      expect(candidates[0]).toMatchObject({ state: "archived", phase: "cleanup" });
+      expect(candidates[0]?.enqueuedAt).toBeInstanceOf(Date);
+      expect(candidates[0]?.end).toEqual(at("2020-01-01T00:00:00Z"));
+      expect(candidates[2]).toMatchObject({ state: "archiving", phase: "seal" });
+    });
+
+    it("does not offer an archiving or archived bucket whose lease is live", async () => {
+      const tableId = await newTable(store, "live");
+      const [archiving, archived] = await seed(tableId, [2019, 2020]);
+      await advanceTo(store, archiving!, "export");
+      await advanceTo(store, archived!, "cleanup");
+      for (const id of [archiving!, archived!]) await acquire(store, id, now);
+
+      expect(await store.peekCandidates(query())).toEqual([]);
+      expect(summary(await store.peekCandidates(query({ now: later(now, LEASE_MS) })))).toEqual([
+        "stalled:1:year:2019",
+        "cleanup:1:year:2020",
+      ]);
+    });
+
+    it("holds back a deferred bucket until its retry time", async () => {
+      const tableId = await newTable(store, "retry");
+      const [deferred] = await seed(tableId, [2019, 2020]);
+      const retryAt = later(now, 30_000);
+      await advanceTo(store, deferred!, "seal");
+      committed(await store.defer(await acquire(store, deferred!, now), now, retryAt, "transient"));
+
+      expect(summary(await store.peekCandidates(query()))).toEqual(["eligible:1:year:2020"]);
+      expect(summary(await store.peekCandidates(query({ now: later(retryAt, -1) })))).toEqual([
+        "eligible:1:year:2020",
+      ]);
+      expect(summary(await store.peekCandidates(query({ now: retryAt })))).toEqual([
+        "eligible:1:year:2019",
+        "eligible:1:year:2020",
+      ]);
+    });
+
+    it("stops offering a paused table's hot buckets but still offers its stalled and cleanup buckets", async () => {
+      const tableId = await newTable(store, "paused");
+      const [archived, hot, archiving] = await seed(tableId, [2019, 2020, 2021]);
+      await advanceTo(store, archived!, "cleanup");
+      await advanceTo(store, archiving!, "export");
+      await store.setPaused(tableId, true, now);
+
+      expect(summary(await store.peekCandidates(query()))).toEqual([
+        "cleanup:1:year:2019",
+        "stalled:1:year:2021",
+      ]);
+      expect(hot).toBeDefined();
+
+      await store.setPaused(tableId, false, now);
+      expect(summary(await store.peekCandidates(query()))).toEqual([
+        "cleanup:1:year:2019",
+        "eligible:1:year:2020",
+        "stalled:1:year:2021",
+      ]);
+    });
+
+    it("returns at most the limit, keeping the oldest", async () => {
+      const tableId = await newTable(store, "limit");
+      for (let p = 1; p <= 3; p++) await seed(tableId, [2016, 2017, 2018, 2019, 2020], p);
+      await advanceTo(store, { tableId, partitionKey: bytes(2), bucketKey: "year:2016" }, "export");
+
+      const candidates = await store.peekCandidates(query({ limit: 4 }));
+
+      expect(candidates).toHaveLength(4);
+      expect(candidates.slice(0, 3).map((c) => c.id.bucketKey)).toEqual([
+        "year:2016",
+        "year:2016",
+        "year:2016",
+      ]);
+      expect(candidates[3]?.id.bucketKey).toBe("year:2017");
+      expect(candidates.map((c) => c.kind).sort()).toEqual([
+        "eligible",
+        "eligible",
+        "eligible",
+        "stalled",
+      ]);
+    });
+
+    it("stamps enqueued_at on discovered buckets, hiding them until enqueuedBefore passes the stamp; peeking stamps nothing", async () => {
+      const tableId = await newTable(store, "stamp");
+      await seed(tableId, [2019, 2020]);
+
+      expect(await store.peekCandidates(query())).toHaveLength(2);
+      expect(await store.peekCandidates(query())).toHaveLength(2);
+
+      const discovered = await store.discover(query({ limit: 1 }));
+      expect(summary(discovered)).toEqual(["eligible:1:year:2019"]);
+      expect(discovered[0]?.enqueuedAt).toEqual(now);
+      expect((await store.getBucket(discovered[0]!.id))?.enqueuedAt).toEqual(now);
+
+      const next = later(now, 5_000);
+      expect(
+        summary(await store.discover(query({ now: next, enqueuedBefore: later(now, -1) }))),
+      ).toEqual(["eligible:1:year:2020"]);
+      expect(
+        await store.discover(query({ now: next, enqueuedBefore: later(now, 1_000) })),
+      ).toHaveLength(1);
+      expect(
+        summary(await store.peekCandidates(query({ now: next, enqueuedBefore: next }))),
+      ).toEqual(["eligible:1:year:2019", "eligible:1:year:2020"]);
+    });
+  });
+}

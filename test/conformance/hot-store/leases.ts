@@ -1,0 +1,138 @@
+/**
+ * Hot store conformance: taking, renewing and releasing bucket leases.
+ */
+import { beforeAll, describe, expect, it } from "vitest";
+import type { HotStore, Lease, PhaseName } from "../../../src/ports/hot-store.js";
+import {
+  acquire,
+  advanceTo,
+  bytes,
+  CUTOFF,
+  hotBucket,
+  LEASE_MS,
+  later,
+  newTable,
+  NOW,
+  PAYLOAD,
+} from "./support.js";
+
+export function leaseConformance(opened: () => HotStore): void {
+  describe("leases", () => {
+    let store: HotStore;
+
+    beforeAll(() => {
+      store = opened();
+    });
+
+    it("grants a lease once, reports busy while it lives, and lets a takeover after expiry bump the generation", async () => {
+      const tableId = await newTable(store, "lease");
+      const id = await hotBucket(store, tableId);
+
+      const first = await store.acquireLease(id, NOW, LEASE_MS);
+      expect(first.kind).toBe("acquired");
+      if (first.kind !== "acquired") return;
+      expect(first.lease.generation).toBe(1);
+      expect(first.lease.expiresAt).toEqual(later(NOW, LEASE_MS));
+      expect(first.metadata.ownerToken).toBe(first.lease.token);
+
+      const busy = await store.acquireLease(id, later(NOW, LEASE_MS - 1), LEASE_MS);
+      expect(busy.kind).toBe("busy");
+      if (busy.kind === "busy") expect(busy.metadata.ownerToken).toBe(first.lease.token);
+
+      const takeover = await store.acquireLease(id, later(NOW, LEASE_MS), LEASE_MS);
+      expect(takeover.kind).toBe("acquired");
+      if (takeover.kind !== "acquired") return;
+      expect(takeover.lease.generation).toBe(2);
+      expect(takeover.lease.token).not.toBe(first.lease.token);
+    });
+
+    it("reports missing for a bucket that was never written", async () => {
+      const tableId = await newTable(store, "missing");
+      expect(
+        await store.acquireLease(
+          { tableId, partitionKey: bytes(1), bucketKey: "year:2023" },
+          NOW,
+          1,
+        ),
+      ).toEqual({ kind: "missing" });
+    });
+
+    it("extends a live lease on renewal and frees the bucket on release", async () => {
+      const tableId = await newTable(store, "renew");
+      const id = await hotBucket(store, tableId);
+      const lease = await acquire(store, id);
+
+      const renewed = await store.renewLease(lease, later(NOW, 50_000), LEASE_MS);
+      expect(renewed.kind).toBe("renewed");
+      if (renewed.kind !== "renewed") return;
+      expect(renewed.lease.expiresAt).toEqual(later(NOW, 110_000));
+      expect((await store.acquireLease(id, later(NOW, 100_000), LEASE_MS)).kind).toBe("busy");
+
+      await store.releaseLease(renewed.lease);
+      expect((await store.getBucket(id))?.ownerToken).toBeNull();
+      const next = await acquire(store, id, later(NOW, 1));
+      expect(next.generation).toBe(2);
+
+      await store.releaseLease(lease);
+      expect((await store.getBucket(id))?.ownerToken).toBe(next.token);
+    });
+
+    const staleCases: Array<{
+      op: string;
+      phase: PhaseName;
+      run: (s: HotStore, lease: Lease, now: Date) => Promise<{ kind: string }>;
+    }> = [
+      { op: "renewLease", phase: "claim", run: (s, l, n) => s.renewLease(l, n, LEASE_MS) },
+      { op: "claim", phase: "claim", run: (s, l, n) => s.claim(l, n, CUTOFF) },
+      { op: "snapshotPage", phase: "export", run: (s, l, n) => s.snapshotPage(l, n, null, 10) },
+      { op: "recordPayload", phase: "export", run: (s, l, n) => s.recordPayload(l, n, PAYLOAD) },
+      {
+        op: "recordManifest",
+        phase: "seal",
+        run: (s, l, n) => s.recordManifest(l, n, "m/x.json"),
+      },
+      { op: "publish", phase: "publish", run: (s, l, n) => s.publish(l, n) },
+      { op: "cleanupBatch", phase: "cleanup", run: (s, l, n) => s.cleanupBatch(l, n, 10) },
+      { op: "finishCleanup", phase: "cleanup", run: (s, l, n) => s.finishCleanup(l, n) },
+      { op: "defer", phase: "export", run: (s, l, n) => s.defer(l, n, n, "boom") },
+    ];
+
+    it.each(staleCases)(
+      "refuses $op from a stale owner, whether its lease expired or a newer generation took over",
+      async ({ phase, run }) => {
+        const tableId = await newTable(store, "stale");
+        const id = await hotBucket(store, tableId);
+        const before = await advanceTo(store, id, phase);
+        const stale = await acquire(store, id);
+
+        const expired = await run(store, stale, later(NOW, LEASE_MS));
+        expect(expired.kind).toBe("lease-lost");
+
+        const current = await acquire(store, id, later(NOW, LEASE_MS));
+        expect(current.generation).toBe(stale.generation + 1);
+        const superseded = await run(store, stale, later(NOW, 1_000));
+        expect(superseded).toMatchObject({
+          kind: "lease-lost",
+          metadata: { ownerToken: current.token },
+        });
+
+        const after = await store.getBucket(id);
+        expect(after).toMatchObject({
+          state: before.state,
+          phase: before.phase,
+          generation: current.generation,
+          ownerToken: current.token,
+          attempts: before.attempts,
+          hotDeleted: false,
+        });
+        if (phase === "cleanup") {
+          const lease = await acquire(store, id, later(NOW, 10 * LEASE_MS));
+          expect(await store.cleanupBatch(lease, later(NOW, 10 * LEASE_MS), 100)).toEqual({
+            kind: "deleted",
+            count: 3,
+          });
+        }
+      },
+    );
+  });
+}

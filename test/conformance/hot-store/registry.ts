@@ -1,0 +1,63 @@
+/**
+ * Hot store conformance: the table registry.
+ */
+import { beforeAll, describe, expect, it } from "vitest";
+import { TableStrategyConflictError, UnknownTableError } from "../../../src/errors.js";
+import type { HotStore } from "../../../src/ports/hot-store.js";
+import { newTable, NOW, uniqueTableId } from "./support.js";
+
+export function registryConformance(opened: () => HotStore): void {
+  describe("table registry", () => {
+    let store: HotStore;
+
+    beforeAll(() => {
+      store = opened();
+    });
+
+    it("registers a table, confirms an identical registration, and updates format or writable window", async () => {
+      const tableId = uniqueTableId("reg");
+      const base = { tableId, strategy: "CalendarMonthUtc" as const, format: "json" as const };
+
+      expect(await store.registerTable({ ...base, writableBuckets: null }, NOW)).toBe("created");
+      expect(await store.registerTable({ ...base, writableBuckets: null }, NOW)).toBe("unchanged");
+      expect(
+        await store.registerTable({ ...base, format: "parquet", writableBuckets: 3 }, NOW),
+      ).toBe("updated");
+
+      expect(await store.getTable(tableId)).toEqual({
+        tableId,
+        strategy: "CalendarMonthUtc",
+        format: "parquet",
+        writableBuckets: 3,
+        paused: false,
+      });
+      expect((await store.listTables()).map((t) => t.tableId)).toContain(tableId);
+    });
+
+    it("refuses to change a table's bucket strategy with a message that names the fix", async () => {
+      const tableId = await newTable(store, "strategy", { strategy: "CalendarYearUtc" });
+
+      const attempt = store.registerTable(
+        { tableId, strategy: "CalendarDayUtc", format: "json", writableBuckets: null },
+        NOW,
+      );
+
+      await expect(attempt).rejects.toBeInstanceOf(TableStrategyConflictError);
+      await expect(attempt).rejects.toThrow(/register a new table id/);
+      expect((await store.getTable(tableId))?.strategy).toBe("CalendarYearUtc");
+    });
+
+    it("records pause and resume, and pausing an unknown table throws UnknownTableError", async () => {
+      const tableId = await newTable(store, "pause");
+
+      expect((await store.setPaused(tableId, true, NOW)).paused).toBe(true);
+      expect((await store.getTable(tableId))?.paused).toBe(true);
+      expect((await store.setPaused(tableId, false, NOW)).paused).toBe(false);
+
+      await expect(store.setPaused(uniqueTableId("absent"), true, NOW)).rejects.toBeInstanceOf(
+        UnknownTableError,
+      );
+      expect(await store.getTable(uniqueTableId("absent"))).toBeNull();
+    });
+  });
+}
