@@ -27,6 +27,8 @@ export interface StandaloneSummary {
   readonly outcomes: number;
   readonly advanced: number;
   readonly failures: number;
+  /** Discovery scans that failed (the hot store unreachable, a statement cut off). */
+  readonly scanFailures: number;
 }
 
 /**
@@ -44,6 +46,12 @@ export interface StandaloneSummary {
  * worker is idle again rather than at the next tick, so a backlog drains at
  * full speed. `once` scans whenever the pool is idle and stops when a scan
  * finds nothing or nothing it found could advance.
+ *
+ * A failed scan (the database restarting, a connection reset in the middle
+ * of it) does not stop a long-running archiver: it is logged and counted, the
+ * phases in flight go on, and the next tick scans again, so the process
+ * outlives an outage of the hot store without a supervisor. With `once` the
+ * error is raised after the phases in flight have finished.
  */
 export async function runStandalone(
   ctx: ArchiverContext,
@@ -61,6 +69,8 @@ export async function runStandalone(
   let outcomes = 0;
   let advanced = 0;
   let failures = 0;
+  let scanFailures = 0;
+  let scanError: unknown;
 
   let scanDue = true;
   /** The last scan returned as many buckets as it asked for. */
@@ -122,7 +132,20 @@ export async function runStandalone(
   while (!stopping()) {
     if (idleWorkers() > 0 && (scanDue || (lastScanFull && progressed))) {
       scanDue = false;
-      await scan();
+      try {
+        await scan();
+      } catch (error) {
+        scanFailures++;
+        lastScanFull = false;
+        ctx.log.error("discovery scan failed", {
+          error: errorMessage(error),
+          retry: options.once ? "none (--once)" : `next scan in ${options.intervalMs} ms`,
+        });
+        if (options.once) {
+          scanError = error;
+          break;
+        }
+      }
       startQueued();
       continue;
     }
@@ -147,5 +170,6 @@ export async function runStandalone(
   }
   await Promise.all(running);
   queue.close();
-  return { rounds, outcomes, advanced, failures };
+  if (scanError !== undefined) throw scanError;
+  return { rounds, outcomes, advanced, failures, scanFailures };
 }

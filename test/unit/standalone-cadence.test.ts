@@ -216,4 +216,86 @@ describe("the standalone archiver's scan cadence", () => {
     expect(ticker.requested).toEqual([]);
     expect(summary).toMatchObject({ advanced: 15, failures: 0 });
   });
+
+  it("a failed discovery scan (the database restarting) is logged and retried at the next tick, and the archiver keeps running", async () => {
+    // Prepare: the first scan fails as a connection reset would
+    const buckets = await seedBuckets(parseTableId("outage"), ["a", "b"]);
+    const base = h.process().ctx;
+    const errors: string[] = [];
+    let scans = 0;
+    const hotStore = new Proxy(base.hotStore, {
+      get(target, property, receiver) {
+        if (property === "discover") {
+          return async (query: DiscoveryQuery) => {
+            scans++;
+            if (scans === 1) throw new Error("Connection terminated unexpectedly");
+            return target.discover(query);
+          };
+        }
+        const value: unknown = Reflect.get(target, property, receiver);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    const ctx: ArchiverContext = {
+      ...base,
+      hotStore,
+      log: { info() {}, warn() {}, error: (message) => errors.push(message) },
+    };
+    const ticker = new ManualTicker(h.clock);
+    const controller = new AbortController();
+
+    // Act
+    const run = runStandalone(ctx, {
+      workers: 2,
+      intervalMs: INTERVAL_MS,
+      once: false,
+      signal: controller.signal,
+      sleep: ticker.sleep,
+    });
+    await vi.waitFor(() => expect(ticker.waiting).toBe(1), SETTLE);
+    const archivedBeforeTick = await Promise.all(buckets.map(fullyArchived));
+    ticker.fire();
+    await vi.waitFor(
+      async () => expect(await Promise.all(buckets.map(fullyArchived))).toEqual([true, true]),
+      SETTLE,
+    );
+    controller.abort();
+    const summary = await run;
+
+    // Assess
+    expect(archivedBeforeTick).toEqual([false, false]);
+    expect(errors).toEqual(["discovery scan failed"]);
+    expect(ticker.requested).toEqual([INTERVAL_MS, INTERVAL_MS]);
+    expect(summary).toMatchObject({ advanced: 10, failures: 0, scanFailures: 1 });
+  });
+
+  it("--once raises a failed scan's error after the phases in flight finished", async () => {
+    // Prepare: the second scan fails while nothing else is running
+    const buckets = await seedBuckets(parseTableId("once-outage"), ["a"]);
+    const base = h.process().ctx;
+    let scans = 0;
+    const hotStore = new Proxy(base.hotStore, {
+      get(target, property, receiver) {
+        if (property === "discover") {
+          return async (query: DiscoveryQuery) => {
+            scans++;
+            if (scans === 2) throw new Error("Connection terminated unexpectedly");
+            return target.discover(query);
+          };
+        }
+        const value: unknown = Reflect.get(target, property, receiver);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+
+    // Act
+    const run = runStandalone(
+      { ...base, hotStore },
+      { workers: 2, intervalMs: INTERVAL_MS, once: true, sleep: new ManualTicker(h.clock).sleep },
+    );
+
+    // Assess
+    await expect(run).rejects.toThrow("Connection terminated unexpectedly");
+    expect(await Promise.all(buckets.map(fullyArchived))).toEqual([true]);
+  });
 });

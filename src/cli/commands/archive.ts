@@ -166,6 +166,7 @@ export async function archiveCommand(opts: { once?: boolean; json?: boolean }): 
             phases_advanced: summary.advanced,
             failures: summary.failures,
             discovery_rounds: summary.rounds,
+            discovery_failures: summary.scanFailures,
             seconds,
           }),
         );
@@ -174,7 +175,9 @@ export async function archiveCommand(opts: { once?: boolean; json?: boolean }): 
           `${opts.once ? "archive finished" : "archiver stopped"}: ${count(t.buckets, "bucket")} archived ` +
             `(${count(t.rows, "row")}, ${formatBytes(t.bytes)}), ${t.deferred} deferred, ` +
             `${count(summary.failures, "failed phase run")}; ${count(summary.advanced, "phase")} in ` +
-            `${count(summary.rounds, "discovery round")}, ${seconds.toFixed(1)} s`,
+            `${count(summary.rounds, "discovery round")}` +
+            (summary.scanFailures > 0 ? ` (${summary.scanFailures} failed)` : "") +
+            `, ${seconds.toFixed(1)} s`,
         );
       }
       if (summary.failures > 0 && opts.once) process.exitCode = 1;
