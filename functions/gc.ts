@@ -10,13 +10,36 @@ import middy from "@middy/core";
 import type { Context } from "aws-lambda";
 import type { PulpitumConfig } from "../src/config.js";
 import type { Runtime } from "../src/runtime.js";
-import { collectGarbage, parseGcRequest, type GcReport } from "../src/usecases/gc.js";
+import { readBoolean, readFields, readObject } from "../src/input.js";
+import { collectGarbage, type GcReport } from "../src/usecases/gc.js";
 import { logger, metrics, recordGc, workflowLog } from "./observability.js";
 import { cachedPerContainer, openLambdaRuntime } from "./runtime.js";
 
 export interface GcDependencies {
   readonly config: Pick<PulpitumConfig, "gcMinAgeSeconds" | "leaseSeconds">;
   readonly runtime: Pick<Runtime, "hotStore" | "objectStore" | "clock" | "archivePrefix">;
+}
+
+export const GC_REQUEST_FORM =
+  '{} or an EventBridge scheduled event, optionally with "dry_run": boolean and "include_unowned": boolean';
+
+export interface GcRequest {
+  readonly dryRun: boolean;
+  readonly includeUnowned: boolean;
+}
+
+/** Validate a GC invocation: the schedule's event, `{}`, or explicit options; unknown fields are refused. */
+export function parseGcRequest(value: unknown, input = "GC request"): GcRequest {
+  const at = { input, form: GC_REQUEST_FORM };
+  const event = readObject(value, at);
+  if (event.source === "aws.events" && event["detail-type"] === "Scheduled Event") {
+    return { dryRun: false, includeUnowned: false };
+  }
+  const o = readFields(event, ["dry_run", "include_unowned"], at);
+  return {
+    dryRun: readBoolean(o, "dry_run", false, at),
+    includeUnowned: readBoolean(o, "include_unowned", false, at),
+  };
 }
 
 /** Start no new bucket with less time than this left. */

@@ -217,3 +217,34 @@ export function tallyOutcomes(files: readonly string[]): Record<string, number> 
   }
   return counts;
 }
+
+/** How long a clean `archive --once` after the chaos may take before it is killed. */
+const FINAL_RUN_TIMEOUT_MS = 240_000;
+
+/** One clean `pulpitum archive --once`, bounded in time. */
+export async function runOnce(
+  env: NodeJS.ProcessEnv,
+  logFile: string,
+  track: (child: ReturnType<typeof spawn>) => void,
+): Promise<number> {
+  const fd = openSync(logFile, "a");
+  const child = spawn(
+    process.execPath,
+    [path.join(REPO_ROOT, "bin", "pulpitum.js"), "archive", "--once"],
+    {
+      cwd: REPO_ROOT,
+      env,
+      stdio: ["ignore", fd, fd],
+    },
+  );
+  closeSync(fd);
+  track(child);
+  const timer = setTimeout(() => child.kill("SIGKILL"), FINAL_RUN_TIMEOUT_MS);
+  try {
+    return await new Promise<number>((resolve) =>
+      child.once("exit", (code, signal) => resolve(code ?? (signal ? 128 : 1))),
+    );
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -68,53 +68,52 @@ export interface SoakProfile {
 export const CUTOFF_START = new Date("2020-11-20T00:00:00Z");
 export const CUTOFF_FINAL = new Date("2020-12-16T00:00:00Z");
 
-const FULL: SoakProfile = {
-  name: "full",
-  tables: [
-    {
-      id: "soak_month_parquet",
-      strategy: "CalendarMonthUtc",
-      format: "parquet",
-      partitions: 5,
-      firstBucket: "2016-01-01",
-      buckets: 60,
-    },
-    {
-      id: "soak_month_json",
-      strategy: "CalendarMonthUtc",
-      format: "json",
-      partitions: 3,
-      firstBucket: "2016-01-01",
-      buckets: 60,
-    },
-    {
-      id: "soak_day_parquet",
-      strategy: "CalendarDayUtc",
-      format: "parquet",
-      partitions: 4,
-      firstBucket: "2020-10-01",
-      buckets: 92,
-    },
-    {
-      id: "soak_day_json",
-      strategy: "CalendarDayUtc",
-      format: "json",
-      partitions: 2,
-      firstBucket: "2020-10-01",
-      buckets: 92,
-    },
-  ],
+/** The four soak tables: monthly and daily buckets, each archived as Parquet and as JSON. */
+function soakTables(
+  month: { first: string; buckets: number; partitions: readonly [number, number] },
+  day: { first: string; buckets: number; partitions: readonly [number, number] },
+): TablePlan[] {
+  const plans: TablePlan[] = [];
+  for (const [name, strategy, spec] of [
+    ["month", "CalendarMonthUtc", month],
+    ["day", "CalendarDayUtc", day],
+  ] as const) {
+    for (const [i, format] of (["parquet", "json"] as const).entries()) {
+      plans.push({
+        id: `soak_${name}_${format}`,
+        strategy,
+        format,
+        partitions: spec.partitions[i]!,
+        firstBucket: spec.first,
+        buckets: spec.buckets,
+      });
+    }
+  }
+  return plans;
+}
+
+/** What both profiles share: the fleet's shape and the records it seeds. */
+const FLEET = {
   workerProcesses: 4,
   phasesPerProcess: 2,
-  minKills: 50,
-  killGapSeconds: [2.5, 7],
-  chaosMinSeconds: 420,
-  chaosMaxSeconds: 900,
   recordsPerBucket: [10, 60],
   bigBucketShare: 0.04,
   bigBucketRecords: [1500, 4000],
   appenders: 4,
   readers: 2,
+} as const;
+
+const FULL: SoakProfile = {
+  name: "full",
+  tables: soakTables(
+    { first: "2016-01-01", buckets: 60, partitions: [5, 3] },
+    { first: "2020-10-01", buckets: 92, partitions: [4, 2] },
+  ),
+  ...FLEET,
+  minKills: 50,
+  killGapSeconds: [2.5, 7],
+  chaosMinSeconds: 420,
+  chaosMaxSeconds: 900,
   deadlineSeconds: 3600,
   faults: {
     minS3Faults: 500,
@@ -130,51 +129,15 @@ const FULL: SoakProfile = {
 
 const QUICK: SoakProfile = {
   name: "quick",
-  tables: [
-    {
-      id: "soak_month_parquet",
-      strategy: "CalendarMonthUtc",
-      format: "parquet",
-      partitions: 2,
-      firstBucket: "2019-01-01",
-      buckets: 24,
-    },
-    {
-      id: "soak_month_json",
-      strategy: "CalendarMonthUtc",
-      format: "json",
-      partitions: 1,
-      firstBucket: "2019-01-01",
-      buckets: 24,
-    },
-    {
-      id: "soak_day_parquet",
-      strategy: "CalendarDayUtc",
-      format: "parquet",
-      partitions: 1,
-      firstBucket: "2020-11-16",
-      buckets: 46,
-    },
-    {
-      id: "soak_day_json",
-      strategy: "CalendarDayUtc",
-      format: "json",
-      partitions: 1,
-      firstBucket: "2020-11-16",
-      buckets: 46,
-    },
-  ],
-  workerProcesses: 4,
-  phasesPerProcess: 2,
+  tables: soakTables(
+    { first: "2019-01-01", buckets: 24, partitions: [2, 1] },
+    { first: "2020-11-16", buckets: 46, partitions: [1, 1] },
+  ),
+  ...FLEET,
   minKills: 10,
   killGapSeconds: [2, 6],
   chaosMinSeconds: 75,
   chaosMaxSeconds: 240,
-  recordsPerBucket: [10, 60],
-  bigBucketShare: 0.04,
-  bigBucketRecords: [1500, 4000],
-  appenders: 4,
-  readers: 2,
   deadlineSeconds: 570,
   faults: {
     minS3Faults: 50,

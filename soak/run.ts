@@ -21,8 +21,8 @@
  * nothing was lost, duplicated or read from the wrong tier, every bucket
  * converged and the profile's goals were met.
  */
-import { spawn } from "node:child_process";
-import { mkdtempSync, openSync, closeSync, readFileSync, rmSync } from "node:fs";
+import type { spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { S3ObjectStore } from "../src/adapters/object-store/s3.js";
@@ -34,7 +34,7 @@ import type { RunningService } from "../test/support/services.js";
 import { newAppendFigures, runAppender } from "./appenders.js";
 import { runEndCheck, type EndCheck } from "./end-check.js";
 import { prepareEnvironment, type SoakEnvironment } from "./environment.js";
-import { ArchiverFleet, REPO_ROOT, tallyOutcomes } from "./fleet.js";
+import { ArchiverFleet, REPO_ROOT, runOnce, tallyOutcomes } from "./fleet.js";
 import { Ledger } from "./ledger.js";
 import { MetadataMonitor } from "./monitor.js";
 import {
@@ -54,7 +54,6 @@ import { FaultHarness } from "./faults/harness.js";
 const LEASE_SECONDS = 3;
 /** Clean `archive --once` runs allowed after the chaos before the soak gives up on convergence. */
 const FINAL_RUNS = 4;
-const FINAL_RUN_TIMEOUT_MS = 240_000;
 
 const startedAt = Date.now();
 const elapsed = () => (Date.now() - startedAt) / 1000;
@@ -471,34 +470,6 @@ async function main(argv: string[]): Promise<number> {
     (figures.seconds as Record<string, number>).total = round(elapsed());
   console.log(JSON.stringify(figures));
   return passed ? 0 : 1;
-}
-
-/** One clean `pulpitum archive --once`, bounded in time. */
-async function runOnce(
-  env: NodeJS.ProcessEnv,
-  logFile: string,
-  track: (child: ReturnType<typeof spawn>) => void,
-): Promise<number> {
-  const fd = openSync(logFile, "a");
-  const child = spawn(
-    process.execPath,
-    [path.join(REPO_ROOT, "bin", "pulpitum.js"), "archive", "--once"],
-    {
-      cwd: REPO_ROOT,
-      env,
-      stdio: ["ignore", fd, fd],
-    },
-  );
-  closeSync(fd);
-  track(child);
-  const timer = setTimeout(() => child.kill("SIGKILL"), FINAL_RUN_TIMEOUT_MS);
-  try {
-    return await new Promise<number>((resolve) =>
-      child.once("exit", (code, signal) => resolve(code ?? (signal ? 128 : 1))),
-    );
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 /** What the adopt-orphans sabotage did: adoptions the archivers logged, GC deletes that landed late. */

@@ -10,12 +10,11 @@
  * That is the data-loss race issue 12 closed; the fault soak must catch it.
  */
 import type { HotStore } from "../../src/ports/hot-store.js";
+import { ForwardingObjectStore } from "../../src/adapters/object-store/forwarding.js";
 import type {
   ByteRange,
   CreateOptions,
   CreateResult,
-  ListOptions,
-  ListPage,
   ObjectBody,
   ObjectInfo,
   ObjectStore,
@@ -28,22 +27,24 @@ export function contentOnlyKey(key: string): string {
 }
 
 /** The object store with every payload key reduced to its content-only name. */
-export class ContentOnlyPayloadStore implements ObjectStore {
+export class ContentOnlyPayloadStore extends ForwardingObjectStore {
   /** Creates that found the content-only object already there: adoptions. */
   adoptions = 0;
 
   constructor(
-    private readonly inner: ObjectStore,
+    inner: ObjectStore,
     private readonly onAdopt: (key: string) => void = () => {},
-  ) {}
+  ) {
+    super(inner);
+  }
 
-  async createIfAbsent(
+  override async createIfAbsent(
     key: string,
     body: ObjectBody,
     options?: CreateOptions,
   ): Promise<CreateResult> {
     const mapped = contentOnlyKey(key);
-    const result = await this.inner.createIfAbsent(mapped, body, options);
+    const result = await super.createIfAbsent(mapped, body, options);
     if (result === "already-exists" && mapped !== key) {
       this.adoptions++;
       this.onAdopt(mapped);
@@ -51,29 +52,21 @@ export class ContentOnlyPayloadStore implements ObjectStore {
     return result;
   }
 
-  get(key: string, range?: ByteRange): Promise<Uint8Array> {
-    return this.inner.get(contentOnlyKey(key), range);
+  override get(key: string, range?: ByteRange): Promise<Uint8Array> {
+    return super.get(contentOnlyKey(key), range);
   }
 
-  getStream(key: string): Promise<AsyncIterable<Uint8Array>> {
-    return this.inner.getStream(contentOnlyKey(key));
+  override getStream(key: string): Promise<AsyncIterable<Uint8Array>> {
+    return super.getStream(contentOnlyKey(key));
   }
 
-  async head(key: string): Promise<ObjectInfo | null> {
-    const info = await this.inner.head(contentOnlyKey(key));
+  override async head(key: string): Promise<ObjectInfo | null> {
+    const info = await super.head(contentOnlyKey(key));
     return info === null ? null : { ...info, key };
   }
 
-  list(prefix: string, options?: ListOptions): Promise<ListPage> {
-    return this.inner.list(prefix, options);
-  }
-
-  delete(key: string): Promise<void> {
-    return this.inner.delete(contentOnlyKey(key));
-  }
-
-  async close(): Promise<void> {
-    await this.inner.close?.();
+  override delete(key: string): Promise<void> {
+    return super.delete(contentOnlyKey(key));
   }
 }
 
@@ -102,42 +95,20 @@ export function recordingContentOnlyKeys(hot: HotStore): HotStore {
  * it had returned: the delete that outlives GC's lease, without waiting for
  * a client timeout to end each pass.
  */
-export class DetachedPayloadDeletes implements ObjectStore {
+export class DetachedPayloadDeletes extends ForwardingObjectStore {
   readonly #pending = new Set<Promise<void>>();
   detached = 0;
 
-  constructor(private readonly inner: ObjectStore) {}
-
-  createIfAbsent(key: string, body: ObjectBody, options?: CreateOptions): Promise<CreateResult> {
-    return this.inner.createIfAbsent(key, body, options);
-  }
-
-  get(key: string, range?: ByteRange): Promise<Uint8Array> {
-    return this.inner.get(key, range);
-  }
-
-  getStream(key: string): Promise<AsyncIterable<Uint8Array>> {
-    return this.inner.getStream(key);
-  }
-
-  head(key: string): Promise<ObjectInfo | null> {
-    return this.inner.head(key);
-  }
-
-  list(prefix: string, options?: ListOptions): Promise<ListPage> {
-    return this.inner.list(prefix, options);
-  }
-
-  async delete(key: string): Promise<void> {
-    if (!key.includes("/payloads/")) return await this.inner.delete(key);
+  override async delete(key: string): Promise<void> {
+    if (!key.includes("/payloads/")) return await super.delete(key);
     this.detached++;
-    const sent = this.inner.delete(key).catch(() => undefined);
+    const sent = super.delete(key).catch(() => undefined);
     this.#pending.add(sent);
     void sent.finally(() => this.#pending.delete(sent));
   }
 
-  async close(): Promise<void> {
+  override async close(): Promise<void> {
     await Promise.allSettled([...this.#pending]);
-    await this.inner.close?.();
+    await super.close();
   }
 }

@@ -187,13 +187,7 @@ export class S3FaultProxy {
       }
       if (hit(w.internalError)) {
         this.#figures.faults.internal_error++;
-        return s3Error(
-          res,
-          req,
-          500,
-          "InternalError",
-          "We encountered an internal error. Please try again.",
-        );
+        return internalError(res, req);
       }
       if (hit(w.resetBefore)) {
         this.#figures.faults.reset++;
@@ -204,13 +198,7 @@ export class S3FaultProxy {
       const answer = await this.#forward(req, body);
       if (hit(w.internalErrorAfter)) {
         this.#figures.faults.internal_error_after++;
-        return s3Error(
-          res,
-          req,
-          500,
-          "InternalError",
-          "We encountered an internal error. Please try again.",
-        );
+        return internalError(res, req);
       }
       if (hit(w.resetAfter)) {
         this.#figures.faults.reset_after++;
@@ -302,6 +290,11 @@ function relay(res: http.ServerResponse, req: http.IncomingMessage, answer: Upst
   if (req.method !== "HEAD") headers["content-length"] = String(answer.body.byteLength);
   res.writeHead(answer.status, headers);
   res.end(req.method === "HEAD" ? undefined : answer.body);
+}
+
+/** S3's 500 with its XML body, as the SDK expects to retry it. */
+function internalError(res: http.ServerResponse, req: http.IncomingMessage): void {
+  s3Error(res, req, 500, "InternalError", "We encountered an internal error. Please try again.");
 }
 
 /** An S3 error answer: the XML body S3 sends (none for HEAD, as S3 does). */

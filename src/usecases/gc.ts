@@ -111,43 +111,6 @@ export interface GcReport {
   readonly stopped_because: "done" | "deadline";
 }
 
-export const GC_REQUEST_FORM =
-  '{} or an EventBridge scheduled event, optionally with "dry_run": boolean and "include_unowned": boolean';
-
-export interface GcRequest {
-  readonly dryRun: boolean;
-  readonly includeUnowned: boolean;
-}
-
-/** Validate a GC invocation: the schedule's event, `{}`, or explicit options; unknown fields are refused. */
-export function parseGcRequest(value: unknown, input = "GC request"): GcRequest {
-  if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    throw new InvalidInputError(input, "is not a JSON object", GC_REQUEST_FORM);
-  }
-  const o = value as Record<string, unknown>;
-  if (o.source === "aws.events" && o["detail-type"] === "Scheduled Event") {
-    return { dryRun: false, includeUnowned: false };
-  }
-  const extra = Object.keys(o).find((k) => k !== "dry_run" && k !== "include_unowned");
-  if (extra !== undefined) {
-    throw new InvalidInputError(
-      input,
-      `has unknown field ${JSON.stringify(extra)}`,
-      GC_REQUEST_FORM,
-    );
-  }
-  for (const field of ["dry_run", "include_unowned"] as const) {
-    if (o[field] !== undefined && typeof o[field] !== "boolean") {
-      throw new InvalidInputError(
-        input,
-        `${field} is ${JSON.stringify(o[field])}, not a boolean`,
-        GC_REQUEST_FORM,
-      );
-    }
-  }
-  return { dryRun: o.dry_run === true, includeUnowned: o.include_unowned === true };
-}
-
 interface BucketRefs {
   readonly id: BucketId;
   readonly referenced: ReadonlySet<string>;

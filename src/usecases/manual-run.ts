@@ -5,7 +5,7 @@
  * spent, or too little time is left to start another phase. Stopping early is
  * always safe: the durable state says where the next attempt resumes.
  */
-import { InvalidInputError } from "../errors.js";
+import { readInteger, readObject } from "../input.js";
 import type { BucketId } from "../domain/bucket.js";
 import type { BucketState, PhaseName, RecordedPhase } from "../ports/hot-store.js";
 import { WORK_MESSAGE_FORM, workItemFromObject, type WorkItem } from "../ports/work-queue.js";
@@ -27,25 +27,15 @@ export function parseManualRunRequest(
   value: unknown,
   input = "manual invocation",
 ): ManualRunRequest {
-  if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    throw new InvalidInputError(input, "is not a JSON object", MANUAL_RUN_FORM);
-  }
-  const { max_phases: maxPhases = DEFAULT_MANUAL_PHASES, ...message } = value as Record<
-    string,
-    unknown
-  >;
-  if (
-    typeof maxPhases !== "number" ||
-    !Number.isInteger(maxPhases) ||
-    maxPhases < 1 ||
-    maxPhases > MAX_MANUAL_PHASES
-  ) {
-    throw new InvalidInputError(
-      input,
-      `max_phases ${JSON.stringify(maxPhases)} is not an integer from 1 to ${MAX_MANUAL_PHASES}`,
-      MANUAL_RUN_FORM,
-    );
-  }
+  const at = { input, form: MANUAL_RUN_FORM };
+  const o = readObject(value, at);
+  const maxPhases = readInteger(
+    o,
+    "max_phases",
+    { fallback: DEFAULT_MANUAL_PHASES, min: 1, max: MAX_MANUAL_PHASES },
+    at,
+  );
+  const { max_phases: _maxPhases, ...message } = o;
   return { item: workItemFromObject(message, input, MANUAL_RUN_FORM), maxPhases };
 }
 

@@ -24,6 +24,7 @@ import {
 } from "@aws-sdk/client-sqs";
 import { InvalidInputError, errorMessage } from "../errors.js";
 import { SQS_MAX_BATCH, sendEntries } from "../adapters/queue/sqs.js";
+import { readBoolean, readFields, readInteger } from "../input.js";
 
 export interface ReplayDeadLettersRequest {
   readonly sqs: SQSClient;
@@ -244,40 +245,21 @@ export interface ReplayRequest {
 
 /** Validate a replay request (a Lambda event or CLI options); unknown fields are rejected. */
 export function parseReplayRequest(value: unknown, input = "DLQ replay request"): ReplayRequest {
-  if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    throw new InvalidInputError(input, "is not a JSON object", REPLAY_REQUEST_FORM);
-  }
-  const o = value as Record<string, unknown>;
-  const known = new Set(["max_messages", "dry_run", "batch_size"]);
-  const extra = Object.keys(o).find((k) => !known.has(k));
-  if (extra !== undefined)
-    throw new InvalidInputError(
-      input,
-      `has unknown field ${JSON.stringify(extra)}`,
-      REPLAY_REQUEST_FORM,
-    );
-  const integer = (name: string, fallback: number, max: number): number => {
-    const v = o[name] ?? fallback;
-    if (typeof v !== "number" || !Number.isInteger(v) || v < 1 || v > max) {
-      throw new InvalidInputError(
-        input,
-        `${name} ${JSON.stringify(v)} is not an integer from 1 to ${max}`,
-        REPLAY_REQUEST_FORM,
-      );
-    }
-    return v;
-  };
-  const dryRun = o.dry_run ?? false;
-  if (typeof dryRun !== "boolean") {
-    throw new InvalidInputError(
-      input,
-      `dry_run ${JSON.stringify(dryRun)} is not true or false`,
-      REPLAY_REQUEST_FORM,
-    );
-  }
+  const at = { input, form: REPLAY_REQUEST_FORM };
+  const o = readFields(value, ["max_messages", "dry_run", "batch_size"], at);
   return {
-    maxMessages: integer("max_messages", 100, REPLAY_LIMITS.maxMessages),
-    dryRun,
-    batchSize: integer("batch_size", SQS_MAX_BATCH, SQS_MAX_BATCH),
+    maxMessages: readInteger(
+      o,
+      "max_messages",
+      { fallback: 100, min: 1, max: REPLAY_LIMITS.maxMessages },
+      at,
+    ),
+    dryRun: readBoolean(o, "dry_run", false, at),
+    batchSize: readInteger(
+      o,
+      "batch_size",
+      { fallback: SQS_MAX_BATCH, min: 1, max: SQS_MAX_BATCH },
+      at,
+    ),
   };
 }

@@ -30,6 +30,7 @@
  * hold period. The archive objects it no longer references are removed by
  * garbage collection once they are older than its safety age.
  */
+import { readInteger, readObject } from "../input.js";
 import { describeBucket, type BucketId } from "../domain/bucket.js";
 import { toBase64 } from "../domain/record.js";
 import {
@@ -273,24 +274,14 @@ export interface RestoreRequest {
 
 /** Validate a restore invocation: the work message fields plus an optional `hold_seconds`. */
 export function parseRestoreRequest(value: unknown, input = "restore request"): RestoreRequest {
-  if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    throw new InvalidInputError(input, "is not a JSON object", RESTORE_REQUEST_FORM);
-  }
-  const { hold_seconds: holdSeconds = DEFAULT_RESTORE_HOLD_SECONDS, ...message } = value as Record<
-    string,
-    unknown
-  >;
-  if (
-    typeof holdSeconds !== "number" ||
-    !Number.isInteger(holdSeconds) ||
-    holdSeconds < 0 ||
-    holdSeconds > MAX_RESTORE_HOLD_SECONDS
-  ) {
-    throw new InvalidInputError(
-      input,
-      `hold_seconds ${JSON.stringify(holdSeconds)} is not an integer from 0 to ${MAX_RESTORE_HOLD_SECONDS}`,
-      RESTORE_REQUEST_FORM,
-    );
-  }
+  const at = { input, form: RESTORE_REQUEST_FORM };
+  const o = readObject(value, at);
+  const holdSeconds = readInteger(
+    o,
+    "hold_seconds",
+    { fallback: DEFAULT_RESTORE_HOLD_SECONDS, min: 0, max: MAX_RESTORE_HOLD_SECONDS },
+    at,
+  );
+  const { hold_seconds: _holdSeconds, ...message } = o;
   return { item: workItemFromObject(message, input, RESTORE_REQUEST_FORM), holdSeconds };
 }

@@ -5,6 +5,7 @@ import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { FileObjectStore, TEMP_FILE_PREFIX } from "../../src/adapters/object-store/filesystem.js";
 import { archivePrefix, openObjectStore } from "../../src/adapters/object-store/index.js";
+import { LazyObjectStore } from "../../src/adapters/object-store/lazy.js";
 import { MemoryObjectStore } from "../../src/adapters/object-store/memory.js";
 import { S3ObjectStore } from "../../src/adapters/object-store/s3.js";
 import { InvalidInputError, ObjectNotFoundError } from "../../src/errors.js";
@@ -22,6 +23,52 @@ objectStoreConformance("filesystem", async () => {
     store: new FileObjectStore(root),
     cleanup: async () => rm(root, { recursive: true, force: true }),
   };
+});
+
+objectStoreConformance("filesystem, opened on first use", async () => {
+  const root = await mkdtemp(path.join(os.tmpdir(), "pulpitum-lazy-store-"));
+  return {
+    store: new LazyObjectStore(async () => new FileObjectStore(root)),
+    cleanup: async () => rm(root, { recursive: true, force: true }),
+  };
+});
+
+describe("LazyObjectStore", () => {
+  it("opens its store at the first call, once, and forgets an open that failed", async () => {
+    let opens = 0;
+    let fail = true;
+    const inner = new MemoryObjectStore();
+    const lazy = new LazyObjectStore(async () => {
+      opens++;
+      if (fail) throw new Error("endpoint unreachable");
+      return inner;
+    });
+
+    expect(lazy.opened).toBe(false);
+    await expect(lazy.head("k")).rejects.toThrow("endpoint unreachable");
+    expect(lazy.opened).toBe(false);
+    fail = false;
+    expect(await lazy.createIfAbsent("k", new TextEncoder().encode("v"))).toBe("created");
+    expect(await Promise.all([lazy.head("k"), lazy.get("k")])).toMatchObject([
+      { key: "k", size: 1 },
+      new TextEncoder().encode("v"),
+    ]);
+
+    expect(opens).toBe(2);
+    expect(lazy.opened).toBe(true);
+  });
+
+  it("closes without opening a store it never opened", async () => {
+    let opens = 0;
+    const lazy = new LazyObjectStore(async () => {
+      opens++;
+      return new MemoryObjectStore();
+    });
+
+    await lazy.close();
+
+    expect(opens).toBe(0);
+  });
 });
 
 /** Every path under `dir`, relative, files and directories alike. */

@@ -27,7 +27,7 @@ import {
 } from "../../src/errors.js";
 import { DurableTable, encodeCursor } from "../../src/read/durable-table.js";
 import { decodeWorkMessage } from "../../src/ports/work-queue.js";
-import { parseGcRequest } from "../../src/usecases/gc.js";
+import { parseGcRequest } from "../../functions/gc.js";
 import { parseManualRunRequest } from "../../src/usecases/manual-run.js";
 import { parseReplayRequest } from "../../src/usecases/replay-dlq.js";
 import { parseRestoreRequest, restoreBucket } from "../../src/usecases/restore.js";
@@ -193,7 +193,7 @@ const cases: BadInput[] = [
     name: "a GC event whose dry_run is a string",
     run: () => parseGcRequest({ dry_run: "yes" }),
     error: InvalidInputError,
-    message: /GC request: dry_run is "yes", not a boolean; expected \{\} or an EventBridge/,
+    message: /GC request: dry_run "yes" is not true or false; expected \{\} or an EventBridge/,
   },
   {
     name: "a GC event with an unknown field",

@@ -15,12 +15,8 @@ import type { ObjectStore } from "../../src/ports/object-store.js";
 import { parseTableId } from "../../src/domain/table.js";
 import { verifyArchivedBucket } from "../../src/archive/verify.js";
 import { silentLog } from "../../src/usecases/context.js";
-import {
-  collectGarbage,
-  parseGcRequest,
-  type GcOptions,
-  type GcReport,
-} from "../../src/usecases/gc.js";
+import { parseGcRequest } from "../../functions/gc.js";
+import { collectGarbage, type GcOptions, type GcReport } from "../../src/usecases/gc.js";
 import { runNextPhase } from "../../src/usecases/run-next-phase.js";
 import { restoreBucket } from "../../src/usecases/restore.js";
 import { freshPgliteHotStore } from "../support/pglite-template.js";
