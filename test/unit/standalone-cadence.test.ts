@@ -62,16 +62,18 @@ async function fullyArchived(id: BucketId): Promise<boolean> {
   return metadata?.state === "archived" && metadata.hotDeleted;
 }
 
-/** The hot store with every discovery query recorded (and, optionally, extra candidates added). */
+/** The hot store with every discovery query recorded (and, optionally, extra candidates added, or a failure raised first). */
 function observedDiscovery(
   inner: HotStore,
   queries: DiscoveryQuery[],
   extra: () => Candidate[] = () => [],
+  before: () => void = () => {},
 ): HotStore {
   return new Proxy(inner, {
     get(target, property, receiver) {
       if (property === "discover") {
         return async (query: DiscoveryQuery) => {
+          before();
           queries.push(query);
           return [...(await target.discover(query)), ...extra()];
         };
@@ -80,6 +82,19 @@ function observedDiscovery(
       return typeof value === "function" ? value.bind(target) : value;
     },
   });
+}
+
+/** The hot store whose `scan`-th discovery query fails as a connection reset does. */
+function discoveryFailingAt(inner: HotStore, scan: number): HotStore {
+  let scans = 0;
+  return observedDiscovery(
+    inner,
+    [],
+    () => [],
+    () => {
+      if (++scans === scan) throw new Error("Connection terminated unexpectedly");
+    },
+  );
 }
 
 describe("the standalone archiver's scan cadence", () => {
@@ -222,20 +237,7 @@ describe("the standalone archiver's scan cadence", () => {
     const buckets = await seedBuckets(parseTableId("outage"), ["a", "b"]);
     const base = h.process().ctx;
     const errors: string[] = [];
-    let scans = 0;
-    const hotStore = new Proxy(base.hotStore, {
-      get(target, property, receiver) {
-        if (property === "discover") {
-          return async (query: DiscoveryQuery) => {
-            scans++;
-            if (scans === 1) throw new Error("Connection terminated unexpectedly");
-            return target.discover(query);
-          };
-        }
-        const value: unknown = Reflect.get(target, property, receiver);
-        return typeof value === "function" ? value.bind(target) : value;
-      },
-    });
+    const hotStore = discoveryFailingAt(base.hotStore, 1);
     const ctx: ArchiverContext = {
       ...base,
       hotStore,
@@ -273,20 +275,7 @@ describe("the standalone archiver's scan cadence", () => {
     // Prepare: the second scan fails while nothing else is running
     const buckets = await seedBuckets(parseTableId("once-outage"), ["a"]);
     const base = h.process().ctx;
-    let scans = 0;
-    const hotStore = new Proxy(base.hotStore, {
-      get(target, property, receiver) {
-        if (property === "discover") {
-          return async (query: DiscoveryQuery) => {
-            scans++;
-            if (scans === 2) throw new Error("Connection terminated unexpectedly");
-            return target.discover(query);
-          };
-        }
-        const value: unknown = Reflect.get(target, property, receiver);
-        return typeof value === "function" ? value.bind(target) : value;
-      },
-    });
+    const hotStore = discoveryFailingAt(base.hotStore, 2);
 
     // Act
     const run = runStandalone(
