@@ -427,7 +427,7 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
     [
       "gc",
       { dry_run: "yes" },
-      /RESULT InvalidInputError: GC event: dry_run is "yes", not a boolean/,
+      /RESULT InvalidInputError: GC event: dry_run "yes" is not true or false/,
       false,
     ],
     [
