@@ -16,6 +16,13 @@ import { benchContext, exportBucketId, SNAPSHOT_PAGE_SIZE } from "./support.js";
 export interface ExportArgs {
   readonly databaseUrl: string;
   readonly bucketIndex: number;
+  /** More buckets exported at the same time in this process, as a worker runs a batch's messages. */
+  readonly concurrentBucketIndexes?: readonly number[];
+  /**
+   * Read the snapshot by query (keyset pages through the driver) instead of
+   * binary COPY: the path CockroachDB takes, which has no binary COPY TO.
+   */
+  readonly queryPath?: boolean;
   readonly storeRoot: string;
   readonly tempDir: string;
 }
@@ -31,14 +38,22 @@ export interface ExportResult {
   readonly sampledPeakExternalMb: number;
 }
 
-/** Claim (untimed), then the export phase through runNextPhase, timed, with its peak RSS. */
+/**
+ * Claim (untimed), then the export phase through runNextPhase, timed, with
+ * its peak RSS; with `concurrentBucketIndexes`, every bucket's export at once.
+ */
 export async function exportChild(args: ExportArgs): Promise<ExportResult> {
   const ctx = benchContext(args.databaseUrl, args.storeRoot, SNAPSHOT_PAGE_SIZE, args.tempDir);
+  // An own property hides the method, so the snapshot takes the query path.
+  if (args.queryPath === true)
+    Object.defineProperty(ctx.hotStore.db, "copyOutBinary", { value: undefined });
   try {
-    const id = exportBucketId(args.bucketIndex);
-    const claim = await runNextPhase(ctx, id);
-    if (claim.phase !== "claim" || claim.result !== "advanced")
-      throw new Error(`claim did not advance: ${JSON.stringify(claim)}`);
+    const ids = [args.bucketIndex, ...(args.concurrentBucketIndexes ?? [])].map(exportBucketId);
+    for (const id of ids) {
+      const claim = await runNextPhase(ctx, id);
+      if (claim.phase !== "claim" || claim.result !== "advanced")
+        throw new Error(`claim did not advance: ${JSON.stringify(claim)}`);
+    }
     const peak = { rss: 0, heapUsed: 0, external: 0, arrayBuffers: 0 };
     const sample = () => {
       const m = process.memoryUsage();
@@ -47,14 +62,16 @@ export async function exportChild(args: ExportArgs): Promise<ExportResult> {
     sample();
     const sampler = setInterval(sample, 25);
     const started = performance.now();
-    const outcome = await runNextPhase(ctx, id);
+    const outcomes = await Promise.all(ids.map((id) => runNextPhase(ctx, id)));
     const seconds = (performance.now() - started) / 1000;
     clearInterval(sampler);
-    if (outcome.phase !== "export" || outcome.result !== "advanced")
-      throw new Error(`export did not advance: ${JSON.stringify(outcome)}`);
+    for (const outcome of outcomes) {
+      if (outcome.phase !== "export" || outcome.result !== "advanced")
+        throw new Error(`export did not advance: ${JSON.stringify(outcome)}`);
+    }
     return {
-      rows: outcome.rows ?? 0,
-      bytes: outcome.bytes ?? 0,
+      rows: outcomes.reduce((sum, o) => sum + (o.rows ?? 0), 0),
+      bytes: outcomes.reduce((sum, o) => sum + (o.bytes ?? 0), 0),
       seconds,
       maxRssMb: process.resourceUsage().maxRSS / 1024,
       sampledPeakRssMb: peak.rss / 2 ** 20,

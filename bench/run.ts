@@ -27,6 +27,7 @@ import { METADATA_TABLE, RECORDS_TABLE } from "../src/adapters/sql/migrations.js
 import { SqlHotStore } from "../src/adapters/sql/sql-hot-store.js";
 import { FileObjectStore } from "../src/adapters/object-store/filesystem.js";
 import { runNextPhase } from "../src/usecases/run-next-phase.js";
+import { stackSettings } from "../infra/settings.js";
 import { startPostgres, type RunningService } from "../test/support/services.js";
 import {
   bundleExportChild,
@@ -60,6 +61,11 @@ import {
 
 /** Buckets of the bundled exports are this many days after the tsx exports' ones. */
 const BUNDLED_BUCKET_OFFSET = 10;
+/** The query-path export's bucket, and the first of the concurrent exports' buckets. */
+const QUERY_PATH_BUCKET = 20;
+const CONCURRENT_BUCKETS_FROM = 30;
+/** Concurrent exports must fit in this share of the worker's default memory (the rest is margin). */
+const CONCURRENT_RSS_SHARE = 0.75;
 
 interface Plan {
   readonly quick: boolean;
@@ -69,6 +75,8 @@ interface Plan {
   readonly discoveryRows: number;
   readonly appendRows: number;
   readonly appendBatch: number;
+  /** Rows of each bucket exported concurrently (as many as the worker's default batch size). */
+  readonly concurrentRows: number;
 }
 
 function planFor(quick: boolean): Plan {
@@ -80,6 +88,7 @@ function planFor(quick: boolean): Plan {
         discoveryRows: 100_000,
         appendRows: 50_000,
         appendBatch: 1000,
+        concurrentRows: 200_000,
       }
     : {
         quick,
@@ -88,6 +97,7 @@ function planFor(quick: boolean): Plan {
         discoveryRows: 1_000_000,
         appendRows: 200_000,
         appendBatch: 1000,
+        concurrentRows: 1_000_000,
       };
 }
 
@@ -182,6 +192,41 @@ async function main(): Promise<void> {
       bundled.set(rows, result);
     }
 
+    // CockroachDB has no binary COPY TO: its snapshot pages come by query.
+    await seedBucket(store, QUERY_PATH_BUCKET, plan.ratioRows);
+    log(`export of ${fmt(plan.ratioRows)} rows by query, not COPY (child process)`);
+    const queryPath = await runChild<ExportResult>("export", {
+      databaseUrl,
+      bucketIndex: QUERY_PATH_BUCKET,
+      queryPath: true,
+      storeRoot,
+      tempDir: work,
+    } satisfies ExportArgs);
+
+    // A worker runs up to workerBatchSize messages of a batch at once.
+    const { workerBatchSize, workerMemoryMb } = stackSettings({});
+    const concurrentIndexes = Array.from(
+      { length: workerBatchSize },
+      (_, i) => CONCURRENT_BUCKETS_FROM + i,
+    );
+    for (const index of concurrentIndexes) await seedBucket(store, index, plan.concurrentRows);
+    log(
+      `${workerBatchSize} concurrent exports of ${fmt(plan.concurrentRows)} rows in one process (bundled child)`,
+    );
+    const concurrent = await runChild<ExportResult>(
+      "export",
+      {
+        databaseUrl,
+        bucketIndex: concurrentIndexes[0]!,
+        concurrentBucketIndexes: concurrentIndexes.slice(1),
+        storeRoot,
+        tempDir: work,
+      } satisfies ExportArgs,
+      bundle,
+    );
+    if (concurrent.rows !== workerBatchSize * plan.concurrentRows)
+      throw new Error(`concurrent exports wrote ${concurrent.rows} rows`);
+
     log("export breakdown (child process)");
     const breakdown = await runChild<Breakdown>("breakdown", {
       databaseUrl,
@@ -242,6 +287,18 @@ async function main(): Promise<void> {
       export_peak_rss_mb_bundled: Math.max(...[...bundled.values()].map((e) => e.maxRssMb)),
       export_rss_growth_ratio_bundled:
         bundled.get(largeRows)!.maxRssMb / bundled.get(smallRows)!.maxRssMb,
+      export_query_path_vs_copy_ratio: plan.ratioRows / queryPath.seconds / copyRowsPerS,
+      export_query_path_rows_per_s: plan.ratioRows / queryPath.seconds,
+      export_query_path: queryPath,
+      concurrent_exports_peak_rss_mb: concurrent.maxRssMb,
+      concurrent_exports: {
+        exports: workerBatchSize,
+        rows_each: plan.concurrentRows,
+        seconds: concurrent.seconds,
+        rows_per_s: concurrent.rows / concurrent.seconds,
+        worker_memory_mb: workerMemoryMb,
+        result: concurrent,
+      },
       exports: Object.fromEntries([...exports].map(([rows, e]) => [rows, e])),
       exports_bundled: Object.fromEntries([...bundled].map(([rows, e]) => [rows, e])),
       export_breakdown: breakdown,
@@ -298,6 +355,19 @@ async function main(): Promise<void> {
       `${fmt(exportRowsPerS)} / ${fmt(copyRowsPerS)} rows/s = ${results.export_vs_copy_ratio.toFixed(2)}`,
       ">= 0.8",
       results.export_vs_copy_ratio >= 0.8,
+    );
+    line(
+      `export ${fmt(plan.ratioRows)} rows by query (CockroachDB path) vs COPY`,
+      `${fmt(results.export_query_path_rows_per_s)} / ${fmt(copyRowsPerS)} rows/s = ${results.export_query_path_vs_copy_ratio.toFixed(2)}`,
+      ">= 0.5",
+      results.export_query_path_vs_copy_ratio >= 0.5,
+    );
+    const rssCeiling = Math.floor(workerMemoryMb * CONCURRENT_RSS_SHARE);
+    line(
+      `${workerBatchSize} concurrent exports, bundle, peak RSS`,
+      `${fmt(concurrent.maxRssMb)} MB (${fmt(concurrent.rows / concurrent.seconds)} rows/s)`,
+      `<= ${rssCeiling} MB`,
+      concurrent.maxRssMb <= rssCeiling,
     );
     line(
       "export peak RSS under tsx (its loader included)",
