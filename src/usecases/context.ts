@@ -20,6 +20,10 @@ export interface ArchiverSettings {
   readonly requeueMs: number;
   readonly scanLimit: number;
   readonly snapshotPageSize: number;
+  /** Most rows per export part (undefined: DEFAULT_SEGMENT_ROWS). */
+  readonly segmentRows?: number;
+  /** Most sort-key and value bytes per export part (undefined: DEFAULT_SEGMENT_BYTES). */
+  readonly segmentBytes?: number;
   readonly cleanupBatchSize: number;
   /** 0: no cap. */
   readonly cleanupMaxRowsPerSecond: number;
@@ -41,6 +45,8 @@ export function settingsFromConfig(
     requeueMs: config.requeueSeconds * 1000,
     scanLimit: config.scanLimit,
     snapshotPageSize: config.snapshotPageSize,
+    segmentRows: config.segmentRows,
+    segmentBytes: config.segmentBytes,
     cleanupBatchSize: config.cleanupBatchSize,
     cleanupMaxRowsPerSecond: config.cleanupMaxRowsPerSecond,
     archivePrefix,

@@ -61,9 +61,14 @@ export class ArchiveReporter {
 
   async #finished(id: BucketId, ms: number): Promise<void> {
     const metadata = await this.hotStore.getBucket(id);
-    const rows = metadata?.payload?.rowCount ?? 0;
-    const bytes = metadata?.payload?.byteLength ?? 0;
-    const format = metadata?.payload?.key.endsWith(".parquet") ? "parquet" : "json";
+    const rows = metadata?.payload?.rowCount ?? metadata?.segmented?.rowCount ?? 0;
+    const bytes = metadata?.payload?.byteLength ?? metadata?.segmented?.byteLength ?? 0;
+    const format =
+      metadata?.payload !== null && metadata?.payload !== undefined
+        ? metadata.payload.key.endsWith(".parquet")
+          ? "parquet"
+          : "json"
+        : ((await this.hotStore.getTable(id.tableId))?.format ?? "parquet");
     this.totals.buckets++;
     this.totals.rows += rows;
     this.totals.bytes += bytes;
@@ -77,6 +82,7 @@ export class ArchiveReporter {
           bytes,
           format,
           payload_key: metadata?.payload?.key ?? null,
+          parts: metadata?.segmented?.parts ?? 1,
           manifest_key: metadata?.manifestKey ?? null,
           ms,
         }),
