@@ -106,6 +106,11 @@ export interface BucketMetadata {
    * that followed the old route a moment before still finds the objects.
    */
   readonly dereferencedAt: Date | null;
+  /**
+   * Set when the bucket used up its attempts (ARCHIVER_MAX_ATTEMPTS): no
+   * automatic work touches it until {@link HotStore.releaseQuarantine}.
+   */
+  readonly quarantinedAt: Date | null;
   readonly enqueuedAt: Date | null;
   readonly createdAt: Date;
   readonly updatedAt: Date;
@@ -274,6 +279,14 @@ export interface StatusReport {
     readonly retryAt: Date | null;
     readonly lastError: string | null;
   }>;
+  /** Quarantined buckets, oldest quarantine first (at most 100). */
+  readonly quarantined: ReadonlyArray<{
+    readonly id: BucketId;
+    readonly state: BucketState;
+    readonly attempts: number;
+    readonly quarantinedAt: Date;
+    readonly lastError: string | null;
+  }>;
   /** Buckets with a live lease: work in flight (at most 100). */
   readonly leased: ReadonlyArray<{
     readonly id: BucketId;
@@ -317,7 +330,9 @@ export interface HotStore {
 
   /**
    * Take the bucket's lease if no live lease exists: new owner token,
-   * generation + 1, expiry `now + leaseMs`. Works in every state.
+   * generation + 1, expiry `now + leaseMs`. Works in every state. Taking
+   * over a lease its owner never released (it crashed or timed out) counts
+   * as an attempt (`attempts + 1`).
    */
   acquireLease(id: BucketId, now: Date, leaseMs: number): Promise<LeaseAcquisition>;
 
@@ -477,6 +492,20 @@ export interface HotStore {
 
   /** Hot rows stored for a bucket, whatever its state. */
   countHotRows(id: BucketId): Promise<number>;
+
+  /**
+   * Quarantine the bucket under the caller's live lease: `quarantined_at =
+   * now`, the reason recorded as its last error, the lease released. Its
+   * state and recorded artifacts stay as they are.
+   */
+  quarantine(lease: Lease, now: Date, reason: string): Promise<FencedWrite>;
+
+  /**
+   * Release a quarantined bucket: quarantine cleared, attempts 0, no retry
+   * pending. Returns the metadata afterwards (unchanged when the bucket was
+   * not quarantined), null for an unknown bucket. Safe to retry.
+   */
+  releaseQuarantine(id: BucketId, now: Date): Promise<BucketMetadata | null>;
 
   /** Counts per table and state, deferred and leased buckets, archival lag. */
   statusReport(now: Date, cutoff: Date): Promise<StatusReport>;

@@ -83,6 +83,8 @@ const HOT_OPERATIONS: readonly HotOperation[] = [
   "recordPart",
   "listParts",
   "finishExport",
+  "quarantine",
+  "releaseQuarantine",
   "recordPayload",
   "recordManifest",
   "publish",

@@ -137,6 +137,15 @@ export const MIGRATIONS: readonly Migration[] = [
       `ALTER TABLE ${METADATA_TABLE} ADD COLUMN IF NOT EXISTS payload_parts INT8 NULL`,
     ],
   },
+  {
+    version: 7,
+    name: "quarantine",
+    // Set when a bucket used up ARCHIVER_MAX_ATTEMPTS: no automatic work
+    // touches it until `pulpitum retry` clears it.
+    statements: [
+      `ALTER TABLE ${METADATA_TABLE} ADD COLUMN IF NOT EXISTS quarantined_at TIMESTAMPTZ NULL`,
+    ],
+  },
 ];
 
 /** Concurrent `CREATE … IF NOT EXISTS` on PostgreSQL can still collide in the catalog. */

@@ -78,6 +78,7 @@ import { acquireLease, releaseLease, renewLease } from "./hot-store/leases.js";
 import { listArchivedBuckets, listHeldBuckets } from "./hot-store/operator-queries.js";
 import { claim, defer, publish, recordManifest, recordPayload } from "./hot-store/phases.js";
 import { finishExport, listParts, recordPart } from "./hot-store/parts.js";
+import { quarantine, releaseQuarantine } from "./hot-store/quarantine.js";
 import { countHotRows, listPartitionBuckets, readBucketRange } from "./hot-store/reads.js";
 import { getTable, listTables, registerTable, setPaused } from "./hot-store/registry.js";
 import { beginRestore, finishRestore, restoreRecords } from "./hot-store/restore.js";
@@ -169,6 +170,14 @@ export class SqlHotStore implements HotStore {
     limit: number,
   ): Promise<SnapshotPage> {
     return await this.#snapshots.page(lease, now, after, limit);
+  }
+
+  async quarantine(lease: Lease, now: Date, reason: string): Promise<FencedWrite> {
+    return await quarantine(this.db, lease, now, reason);
+  }
+
+  async releaseQuarantine(id: BucketId, now: Date): Promise<BucketMetadata | null> {
+    return await releaseQuarantine(this.db, id, now);
   }
 
   async recordPart(lease: Lease, now: Date, part: BucketPart): Promise<RecordPart> {

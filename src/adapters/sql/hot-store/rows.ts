@@ -72,6 +72,7 @@ export const METADATA_COLUMNS = [
   "hot_deleted",
   "restore_started_at",
   "dereferenced_at",
+  "quarantined_at",
   "enqueued_at",
   "created_at",
   "updated_at",
@@ -98,6 +99,7 @@ export interface MetadataRow extends BucketKeyRow {
   hot_deleted: boolean;
   restore_started_at: string | null;
   dereferenced_at: string | null;
+  quarantined_at: string | null;
   enqueued_at: string | null;
   created_at: string;
   updated_at: string;
@@ -160,6 +162,7 @@ export function toMetadata(row: MetadataRow): BucketMetadata {
     hotDeleted: row.hot_deleted,
     restoreStartedAt: sqlDateOrNull(row.restore_started_at),
     dereferencedAt: sqlDateOrNull(row.dereferenced_at),
+    quarantinedAt: sqlDateOrNull(row.quarantined_at),
     enqueuedAt: sqlDateOrNull(row.enqueued_at),
     createdAt: sqlDate(row.created_at),
     updatedAt: sqlDate(row.updated_at),
