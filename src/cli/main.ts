@@ -185,13 +185,37 @@ function buildProgram(): Command {
     .description(
       "run the standalone archiver: discovery every ARCHIVER_INTERVAL_SECONDS and a pool of ARCHIVER_WORKERS; one line per bucket archived, a summary at the end",
     )
+    .argument("[target...]", "with --bucket: TABLE PARTITION BUCKET")
     .option("--once", "work until nothing is left that this process can advance, then exit")
+    .option(
+      "--bucket",
+      "archive only the bucket TABLE PARTITION BUCKET, from any machine (same lease as the fleet; runs a quarantined bucket too)",
+    )
+    .option("--partition-key-b64 <b64>", "with --bucket: partition key as standard base64")
     .option(
       "--json",
       "print one JSON object per line: each archived or deferred bucket, then a summary",
     )
-    .action(async (opts: { once?: boolean; json?: boolean }) =>
-      (await import("./commands/archive.js")).archiveCommand(opts),
+    .action(
+      async (
+        target: string[],
+        opts: { once?: boolean; json?: boolean; bucket?: boolean; partitionKeyB64?: string },
+      ) => {
+        const archive = await import("./commands/archive.js");
+        const usage =
+          "archive --bucket TABLE PARTITION BUCKET, or archive --bucket TABLE BUCKET --partition-key-b64 B64";
+        if (opts.bucket !== true) {
+          if (target.length > 0 || opts.partitionKeyB64 !== undefined)
+            throw new UsageError(`arguments need --bucket; usage: ${usage}`);
+          return await archive.archiveCommand(opts);
+        }
+        if (opts.once === true) throw new UsageError(`--once and --bucket cannot go together`);
+        const [table, first, second, ...extra] = target;
+        if (table === undefined || first === undefined || extra.length > 0)
+          throw new UsageError(`usage: ${usage}`);
+        const id = bucketArguments(table, first, second, opts.partitionKeyB64, usage);
+        await archive.archiveBucketCommand(id, opts);
+      },
     );
 
   program

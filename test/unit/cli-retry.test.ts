@@ -1,6 +1,6 @@
 /**
- * `pulpitum status` and `pulpitum retry` for a quarantined bucket, end to end
- * on the embedded defaults.
+ * `pulpitum status`, `pulpitum retry` and `pulpitum archive --bucket` for a
+ * quarantined bucket, end to end on the embedded defaults.
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
@@ -9,7 +9,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { PgliteDatabase } from "../../src/adapters/sql/pglite-database.js";
 import { runCli } from "../support/cli.js";
 
-describe("pulpitum retry", () => {
+describe("pulpitum retry and archive --bucket", () => {
   let home: string;
   let env: Record<string, string | undefined>;
   beforeEach(async () => {
@@ -74,6 +74,19 @@ describe("pulpitum retry", () => {
     expect((await runCli(["archive", "--once"], env)).code).toBe(0);
     const buckets = JSON.parse((await runCli(["buckets", "chat", "--json"], env)).stdout);
     expect(buckets).toEqual([expect.objectContaining({ bucket_key: "month:2025-03", rows: 5 })]);
+  }, 120_000);
+
+  it("archive --bucket runs one named bucket's phases to the end, a quarantined one included", async () => {
+    const run = await runCli(["archive", "--bucket", "chat", "room", "month:2025-03"], env);
+    expect(run).toMatchObject({ code: 0 });
+    expect(run.stdout).toMatch(/chat\/room\/month:2025-03: claim advanced/);
+    expect(run.stdout).toMatch(/stopped because finished; state archived, hot rows deleted/);
+    const buckets = JSON.parse((await runCli(["buckets", "chat", "--json"], env)).stdout);
+    expect(buckets).toEqual([expect.objectContaining({ bucket_key: "month:2025-03", rows: 5 })]);
+    const usage = await runCli(["archive", "--bucket", "chat", "room"], env);
+    expect(usage.code).toBe(2);
+    expect(usage.stderr).toMatch(/the bucket key is missing; usage: archive --bucket TABLE/);
+    expect((await runCli(["archive", "chat"], env)).stderr).toMatch(/arguments need --bucket/);
   }, 120_000);
 
   it("names what is wrong with its arguments", async () => {

@@ -6,6 +6,7 @@ import { describeCutoffPolicy } from "../../domain/cutoff.js";
 import type { BucketId } from "../../domain/bucket.js";
 import type { HotStore } from "../../ports/hot-store.js";
 import { runStandalone } from "../../runner/standalone.js";
+import { MAX_MANUAL_PHASES, runBucketPhases } from "../../usecases/manual-run.js";
 import type { PhaseOutcome } from "../../usecases/context.js";
 import { bucketJson, showBucket } from "../display.js";
 import { count, formatBytes } from "../format.js";
@@ -188,5 +189,42 @@ export async function archiveCommand(opts: { once?: boolean; json?: boolean }): 
       process.off("SIGINT", onSignal);
       process.off("SIGTERM", onSignal);
     }
+  });
+}
+
+/**
+ * `pulpitum archive --bucket`: run one bucket's phases from this machine
+ * until it is finished, busy, deferred or has nothing to do. It takes the
+ * same lease as every worker, so it is safe beside a running fleet; as an
+ * explicit operator command it also runs a quarantined bucket (never a
+ * paused table's).
+ */
+export async function archiveBucketCommand(id: BucketId, opts: { json?: boolean }): Promise<void> {
+  await withRuntime(async (rt) => {
+    const report = await runBucketPhases(rt.context(cliLog()), id, {
+      maxPhases: MAX_MANUAL_PHASES,
+      remainingMs: () => Number.POSITIVE_INFINITY,
+      manual: true,
+    });
+    if (opts.json) {
+      console.log(JSON.stringify(report));
+    } else {
+      for (const p of report.phases) {
+        const facts = [
+          p.rows !== undefined ? `${p.rows} rows` : undefined,
+          p.bytes !== undefined ? formatBytes(p.bytes) : undefined,
+          p.reason,
+        ].filter((x) => x !== undefined);
+        console.log(
+          `${showBucket(id)}: ${p.phase ?? "-"} ${p.result}${facts.length > 0 ? ` (${facts.join("; ")})` : ""}`,
+        );
+      }
+      console.log(
+        `${showBucket(id)}: stopped because ${report.final.stopped_because}; state ${report.final.state ?? "-"}` +
+          `${report.final.hot_deleted ? ", hot rows deleted" : ""}`,
+      );
+    }
+    const ok = ["finished", "nothing-to-do"].includes(report.final.stopped_because);
+    if (!ok) process.exitCode = 1;
   });
 }
