@@ -8,6 +8,7 @@ import type { aws_secretsmanager as secretsmanager } from "aws-cdk-lib";
 import {
   Duration,
   RemovalPolicy,
+  Size,
   type Stack,
   aws_events as events,
   aws_events_targets as targets,
@@ -88,6 +89,7 @@ export function addFunctions(stack: Stack, inputs: FunctionInputs): ArchiverFunc
       "Pulpitum worker: one fenced archival phase per work message; manual single-bucket runs",
     timeout: Duration.seconds(settings.workerTimeoutSeconds),
     memorySize: settings.workerMemoryMb,
+    ephemeralStorageSize: Size.mebibytes(1024), // one export part staged at a time: README "Segmented export"
     environment,
     ...network,
   });

@@ -44,6 +44,12 @@ export interface PulpitumConfig {
   readonly workers: number;
   /** Rows fetched per fenced snapshot page. */
   readonly snapshotPageSize: number;
+  /** A bucket is quarantined once this many attempts failed (deferrals, takeovers, timeouts). */
+  readonly maxAttempts: number;
+  /** Most rows in one part of a segmented export. */
+  readonly segmentRows: number;
+  /** Most bytes of sort keys and values in one part of a segmented export. */
+  readonly segmentBytes: number;
   /** Hot rows deleted per cleanup statement. */
   readonly cleanupBatchSize: number;
   /** Cap on hot rows deleted per second by one worker; 0 means no cap. */
@@ -132,6 +138,21 @@ export const CONFIG_VARIABLES: ReadonlyArray<{ name: string; default: string; ru
     name: "ARCHIVER_SNAPSHOT_PAGE_SIZE",
     default: "5000",
     rule: "integer 1..100000; rows per fenced snapshot page",
+  },
+  {
+    name: "ARCHIVER_MAX_ATTEMPTS",
+    default: "5",
+    rule: "integer 1..1000; failed attempts (deferrals, takeovers, timeouts) before a bucket is quarantined",
+  },
+  {
+    name: "ARCHIVER_SEGMENT_ROWS",
+    default: "1000000",
+    rule: "integer >= 1; most rows in one export part",
+  },
+  {
+    name: "ARCHIVER_SEGMENT_BYTES",
+    default: "268435456 (256 MiB)",
+    rule: "integer >= 1; most bytes of sort keys and values in one export part",
   },
   {
     name: "ARCHIVER_CLEANUP_BATCH_SIZE",
@@ -224,6 +245,16 @@ type Env = Readonly<Record<string, string | undefined>>;
  */
 export const GC_DEFAULT_MIN_AGE_SECONDS = 86_400;
 
+/**
+ * Export part bounds. A part's staged file is bounded by these: a Parquet
+ * part holds at most ARCHIVER_SEGMENT_BYTES of keys and values (less after
+ * Zstandard) plus its footer; an NDJSON part base64-encodes them, so at most
+ * 4/3 × ARCHIVER_SEGMENT_BYTES + about 110 bytes × ARCHIVER_SEGMENT_ROWS.
+ */
+export const DEFAULT_SEGMENT_ROWS = 1_000_000;
+export const DEFAULT_MAX_ATTEMPTS = 5;
+export const DEFAULT_SEGMENT_BYTES = 256 * 1024 * 1024;
+
 /** SQS holds a ReceiveMessage silent for at most this long (WaitTimeSeconds <= 20). */
 export const SQS_LONGEST_POLL_SECONDS = 20;
 
@@ -308,6 +339,19 @@ export function parseConfig(env: Env, options: { cwd: string }): PulpitumConfig 
   const scanLimit = integer("ARCHIVER_SCAN_LIMIT", 64, 1, 10_000);
   const workers = integer("ARCHIVER_WORKERS", 2, 1, 64);
   const snapshotPageSize = integer("ARCHIVER_SNAPSHOT_PAGE_SIZE", 5000, 1, 100_000);
+  const maxAttempts = integer("ARCHIVER_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS, 1, 1000);
+  const segmentRows = integer(
+    "ARCHIVER_SEGMENT_ROWS",
+    DEFAULT_SEGMENT_ROWS,
+    1,
+    Number.MAX_SAFE_INTEGER,
+  );
+  const segmentBytes = integer(
+    "ARCHIVER_SEGMENT_BYTES",
+    DEFAULT_SEGMENT_BYTES,
+    1,
+    Number.MAX_SAFE_INTEGER,
+  );
   const cleanupBatchSize = integer("ARCHIVER_CLEANUP_BATCH_SIZE", 5000, 1, 100_000);
   const cleanupMaxRowsPerSecond = integer(
     "ARCHIVER_CLEANUP_MAX_ROWS_PER_SECOND",
@@ -428,6 +472,9 @@ export function parseConfig(env: Env, options: { cwd: string }): PulpitumConfig 
     scanLimit,
     workers,
     snapshotPageSize,
+    maxAttempts,
+    segmentRows,
+    segmentBytes,
     cleanupBatchSize,
     cleanupMaxRowsPerSecond,
     gcMinAgeSeconds,

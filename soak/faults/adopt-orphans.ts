@@ -76,13 +76,13 @@ export function recordingContentOnlyKeys(hot: HotStore): HotStore {
     get(target, property) {
       const value: unknown = Reflect.get(target, property);
       if (typeof value !== "function") return value;
-      if (property === "recordPayload") {
-        const recordPayload = target.recordPayload.bind(target);
-        return ((lease, now, payload) =>
-          recordPayload(lease, now, {
-            ...payload,
-            key: contentOnlyKey(payload.key),
-          })) satisfies HotStore["recordPayload"];
+      if (property === "recordPart") {
+        const recordPart = target.recordPart.bind(target);
+        return ((lease, now, part) =>
+          recordPart(lease, now, {
+            ...part,
+            key: contentOnlyKey(part.key),
+          })) satisfies HotStore["recordPart"];
       }
       return (value as (...args: unknown[]) => unknown).bind(target);
     },

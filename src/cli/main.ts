@@ -6,7 +6,7 @@
  */
 import { Command, CommanderError, Option } from "commander";
 import { CONFIG_VARIABLES, OTHER_VARIABLES } from "../config.js";
-import { parseBucketKey, parseBucketStrategy } from "../domain/bucket.js";
+import { parseBucketKey, parseBucketStrategy, type BucketId } from "../domain/bucket.js";
 import { RECORD_JSON_FORM } from "../domain/record.js";
 import { parseTableId } from "../domain/table.js";
 import { ConfigError, errorMessage, PulpitumError } from "../errors.js";
@@ -185,13 +185,37 @@ function buildProgram(): Command {
     .description(
       "run the standalone archiver: discovery every ARCHIVER_INTERVAL_SECONDS and a pool of ARCHIVER_WORKERS; one line per bucket archived, a summary at the end",
     )
+    .argument("[target...]", "with --bucket: TABLE PARTITION BUCKET")
     .option("--once", "work until nothing is left that this process can advance, then exit")
+    .option(
+      "--bucket",
+      "archive only the bucket TABLE PARTITION BUCKET, from any machine (same lease as the fleet; runs a quarantined bucket too)",
+    )
+    .option("--partition-key-b64 <b64>", "with --bucket: partition key as standard base64")
     .option(
       "--json",
       "print one JSON object per line: each archived or deferred bucket, then a summary",
     )
-    .action(async (opts: { once?: boolean; json?: boolean }) =>
-      (await import("./commands/archive.js")).archiveCommand(opts),
+    .action(
+      async (
+        target: string[],
+        opts: { once?: boolean; json?: boolean; bucket?: boolean; partitionKeyB64?: string },
+      ) => {
+        const archive = await import("./commands/archive.js");
+        const usage =
+          "archive --bucket TABLE PARTITION BUCKET, or archive --bucket TABLE BUCKET --partition-key-b64 B64";
+        if (opts.bucket !== true) {
+          if (target.length > 0 || opts.partitionKeyB64 !== undefined)
+            throw new UsageError(`arguments need --bucket; usage: ${usage}`);
+          return await archive.archiveCommand(opts);
+        }
+        if (opts.once === true) throw new UsageError(`--once and --bucket cannot go together`);
+        const [table, first, second, ...extra] = target;
+        if (table === undefined || first === undefined || extra.length > 0)
+          throw new UsageError(`usage: ${usage}`);
+        const id = bucketArguments(table, first, second, opts.partitionKeyB64, usage);
+        await archive.archiveBucketCommand(id, opts);
+      },
     );
 
   program
@@ -369,23 +393,43 @@ function buildProgram(): Command {
         second: string | undefined,
         opts: { partitionKeyB64?: string; holdSeconds?: string; json?: boolean },
       ) => {
-        const tableId = parseTableId(table, "TABLE");
-        const usage =
-          "restore TABLE PARTITION BUCKET, or restore TABLE BUCKET --partition-key-b64 B64";
-        const byBase64 = opts.partitionKeyB64 !== undefined;
-        if (byBase64 && second !== undefined)
-          throw new UsageError(`the partition is named twice; usage: ${usage}`);
-        if (!byBase64 && second === undefined)
-          throw new UsageError(`the bucket key is missing; usage: ${usage}`);
-        const partitionKey = partitionKeyFrom(
-          byBase64 ? undefined : first,
+        const id = bucketArguments(
+          table,
+          first,
+          second,
           opts.partitionKeyB64,
-          usage,
+          "restore TABLE PARTITION BUCKET, or restore TABLE BUCKET --partition-key-b64 B64",
         );
-        const bucketKey = parseBucketKey(byBase64 ? first : second!, undefined, "BUCKET").key;
-        await (
-          await maintenanceModule()
-        ).restoreCommand({ tableId, partitionKey, bucketKey }, opts);
+        await (await maintenanceModule()).restoreCommand(id, opts);
+      },
+    );
+
+  program
+    .command("retry")
+    .argument("<table>", "table id")
+    .argument(
+      "<partition>",
+      "partition key as UTF-8 text, or the bucket key when --partition-key-b64 is given",
+    )
+    .argument("[bucket]", "bucket key: year:YYYY, month:YYYY-MM or day:YYYY-MM-DD")
+    .description("release a quarantined bucket: attempts back to 0, and discovery offers it again")
+    .option("--partition-key-b64 <b64>", "partition key as standard base64 (for binary keys)")
+    .option("--json", "print the result as JSON")
+    .action(
+      async (
+        table: string,
+        first: string,
+        second: string | undefined,
+        opts: { partitionKeyB64?: string; json?: boolean },
+      ) => {
+        const id = bucketArguments(
+          table,
+          first,
+          second,
+          opts.partitionKeyB64,
+          "retry TABLE PARTITION BUCKET, or retry TABLE BUCKET --partition-key-b64 B64",
+        );
+        await (await maintenanceModule()).retryCommand(id, opts);
       },
     );
 
@@ -419,4 +463,23 @@ function buildProgram(): Command {
     });
 
   return program;
+}
+
+/** TABLE PARTITION BUCKET, or TABLE BUCKET with --partition-key-b64. */
+function bucketArguments(
+  table: string,
+  first: string,
+  second: string | undefined,
+  partitionKeyB64: string | undefined,
+  usage: string,
+): BucketId {
+  const tableId = parseTableId(table, "TABLE");
+  const byBase64 = partitionKeyB64 !== undefined;
+  if (byBase64 && second !== undefined)
+    throw new UsageError(`the partition is named twice; usage: ${usage}`);
+  if (!byBase64 && second === undefined)
+    throw new UsageError(`the bucket key is missing; usage: ${usage}`);
+  const partitionKey = partitionKeyFrom(byBase64 ? undefined : first, partitionKeyB64, usage);
+  const bucketKey = parseBucketKey(byBase64 ? first : second!, undefined, "BUCKET").key;
+  return { tableId, partitionKey, bucketKey };
 }

@@ -28,6 +28,14 @@ export function statusToJson(report: StatusReport, cutoff: string) {
       retry_at: d.retryAt?.toISOString() ?? null,
       last_error: d.lastError,
     })),
+    quarantined: report.quarantined.map((q) => ({
+      bucket: showBucket(q.id),
+      ...bucketJson(q.id),
+      state: q.state,
+      attempts: q.attempts,
+      quarantined_at: q.quarantinedAt.toISOString(),
+      last_error: q.lastError,
+    })),
     leased: report.leased.map((l) => ({
       bucket: showBucket(l.id),
       ...bucketJson(l.id),
@@ -83,6 +91,16 @@ export function renderStatus(report: StatusReport, cutoff: string): string {
     lines.push(`in flight (${report.leased.length}):`);
     for (const l of report.leased)
       lines.push(`  ${showBucket(l.id)} ${l.phase} until ${l.leaseExpiresAt.toISOString()}`);
+  }
+  if (report.quarantined.length > 0) {
+    lines.push(
+      `quarantined (${report.quarantined.length}; \`pulpitum retry TABLE PARTITION BUCKET\` releases one):`,
+    );
+    for (const q of report.quarantined) {
+      lines.push(
+        `  ${showBucket(q.id)} ${q.state}, attempts ${q.attempts}, since ${q.quarantinedAt.toISOString()}: ${q.lastError ?? ""}`,
+      );
+    }
   }
   if (report.deferred.length > 0) {
     lines.push(`deferred (${report.deferred.length}):`);

@@ -19,8 +19,13 @@ export interface ArchivedBucket {
   readonly start: Date;
   readonly end: Date;
   readonly generation: number;
-  /** The current payload (its key, checksum, rows and bytes). */
-  readonly payload: PayloadFacts;
+  /** The single payload (its key, checksum, rows and bytes); null for a bucket of several parts (manifest v5). */
+  readonly payload: PayloadFacts | null;
+  /** Payload objects: 1, or the part count of a segmented export. */
+  readonly parts: number;
+  /** Rows and payload bytes of every part together. */
+  readonly rowCount: number;
+  readonly byteLength: number;
   /** The current manifest: the bucket's read route. */
   readonly manifestKey: string;
   /** False while cleanup of the hot rows is still pending. */

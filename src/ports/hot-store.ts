@@ -44,6 +44,30 @@ export interface PayloadFacts {
   readonly byteLength: number;
 }
 
+/**
+ * One verified part of a segmented export: a complete payload object holding
+ * the bucket's rows from `first` through `last` in clustering order (both
+ * null only for the single, empty part of an empty bucket).
+ */
+export interface BucketPart extends PayloadFacts {
+  readonly index: number;
+  readonly first: ClusteringPosition | null;
+  readonly last: ClusteringPosition | null;
+}
+
+/** The totals of a finished export of several parts (manifest v5). */
+export interface SegmentedPayload {
+  readonly parts: number;
+  readonly rowCount: number;
+  readonly byteLength: number;
+}
+
+export type RecordPart =
+  | { readonly kind: "recorded" }
+  /** Part `index - 1` is missing or part `index` already exists: the caller's view of the parts is stale. */
+  | { readonly kind: "out-of-order"; readonly recorded: number }
+  | LeaseLost;
+
 export interface BucketMetadata {
   readonly id: BucketId;
   readonly strategy: BucketStrategy;
@@ -58,7 +82,14 @@ export interface BucketMetadata {
   readonly attempts: number;
   readonly retryAt: Date | null;
   readonly lastError: string | null;
+  /** The single verified payload of a one-part export (manifest v4). */
   readonly payload: PayloadFacts | null;
+  /**
+   * A finished export of several parts (manifest v5): the parts themselves
+   * are in {@link HotStore.listParts}. Null for a single payload and while
+   * export is running.
+   */
+  readonly segmented: SegmentedPayload | null;
   readonly manifestKey: string | null;
   readonly hotDeleted: boolean;
   /**
@@ -75,6 +106,11 @@ export interface BucketMetadata {
    * that followed the old route a moment before still finds the objects.
    */
   readonly dereferencedAt: Date | null;
+  /**
+   * Set when the bucket used up its attempts (ARCHIVER_MAX_ATTEMPTS): no
+   * automatic work touches it until {@link HotStore.releaseQuarantine}.
+   */
+  readonly quarantinedAt: Date | null;
   readonly enqueuedAt: Date | null;
   readonly createdAt: Date;
   readonly updatedAt: Date;
@@ -152,6 +188,8 @@ export interface ArchiveReference {
   readonly state: BucketState;
   readonly payloadKey: string | null;
   readonly manifestKey: string | null;
+  /** Every recorded part of a segmented export (running or finished). */
+  readonly partKeys: readonly string[];
   /** See {@link BucketMetadata.dereferencedAt}. */
   readonly dereferencedAt: Date | null;
   readonly inFlight: boolean;
@@ -241,6 +279,14 @@ export interface StatusReport {
     readonly retryAt: Date | null;
     readonly lastError: string | null;
   }>;
+  /** Quarantined buckets, oldest quarantine first (at most 100). */
+  readonly quarantined: ReadonlyArray<{
+    readonly id: BucketId;
+    readonly state: BucketState;
+    readonly attempts: number;
+    readonly quarantinedAt: Date;
+    readonly lastError: string | null;
+  }>;
   /** Buckets with a live lease: work in flight (at most 100). */
   readonly leased: ReadonlyArray<{
     readonly id: BucketId;
@@ -284,7 +330,9 @@ export interface HotStore {
 
   /**
    * Take the bucket's lease if no live lease exists: new owner token,
-   * generation + 1, expiry `now + leaseMs`. Works in every state.
+   * generation + 1, expiry `now + leaseMs`. Works in every state. Taking
+   * over a lease its owner never released (it crashed or timed out) counts
+   * as an attempt (`attempts + 1`).
    */
   acquireLease(id: BucketId, now: Date, leaseMs: number): Promise<LeaseAcquisition>;
 
@@ -317,6 +365,29 @@ export interface HotStore {
     limit: number,
   ): Promise<SnapshotPage>;
 
+  /**
+   * Record part `part.index` of a segmented export, keeping the lease: one
+   * transaction that locks the metadata row under the export fence
+   * (archiving, phase export, live lease), checks that part `index - 1`
+   * exists and part `index` does not, and inserts it. Safe to retry: a
+   * repeat after a lost reply reports `out-of-order` with the parts now
+   * recorded, and the caller re-reads them.
+   */
+  recordPart(lease: Lease, now: Date, part: BucketPart): Promise<RecordPart>;
+
+  /** The recorded parts of a bucket in index order (read-only). */
+  listParts(id: BucketId): Promise<BucketPart[]>;
+
+  /**
+   * Finish a segmented export (phase export -> seal), in one transaction
+   * that locks the metadata row under the export fence and checks that
+   * exactly `parts` parts are recorded. One part is recorded as the
+   * bucket's payload (and its part record removed), so the bucket seals
+   * with manifest v4 as if it had never been segmented; several are
+   * recorded as totals ({@link BucketMetadata.segmented}). Releases the lease.
+   */
+  finishExport(lease: Lease, now: Date, parts: number): Promise<FencedWrite>;
+
   /** Record the verified payload (phase export -> seal). Releases the lease. */
   recordPayload(lease: Lease, now: Date, payload: PayloadFacts): Promise<FencedWrite>;
 
@@ -348,8 +419,9 @@ export interface HotStore {
   finishCleanup(lease: Lease, now: Date): Promise<FinishCleanup>;
 
   /**
-   * Give up an attempt before publication: back to hot, phase claim, payload
-   * and manifest cleared (stamping `dereferencedAt` if there were any),
+   * Give up an attempt before publication: back to hot, phase claim, payload,
+   * manifest and recorded parts cleared in one transaction (stamping
+   * `dereferencedAt` if there were any),
    * attempts + 1, retry at `retryAt`, error recorded. Refused (lease-lost)
    * for an archived bucket. Releases the lease.
    */
@@ -420,6 +492,20 @@ export interface HotStore {
 
   /** Hot rows stored for a bucket, whatever its state. */
   countHotRows(id: BucketId): Promise<number>;
+
+  /**
+   * Quarantine the bucket under the caller's live lease: `quarantined_at =
+   * now`, the reason recorded as its last error, the lease released. Its
+   * state and recorded artifacts stay as they are.
+   */
+  quarantine(lease: Lease, now: Date, reason: string): Promise<FencedWrite>;
+
+  /**
+   * Release a quarantined bucket: quarantine cleared, attempts 0, no retry
+   * pending. Returns the metadata afterwards (unchanged when the bucket was
+   * not quarantined), null for an unknown bucket. Safe to retry.
+   */
+  releaseQuarantine(id: BucketId, now: Date): Promise<BucketMetadata | null>;
 
   /** Counts per table and state, deferred and leased buckets, archival lag. */
   statusReport(now: Date, cutoff: Date): Promise<StatusReport>;

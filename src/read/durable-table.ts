@@ -8,11 +8,16 @@
  * cached. An object-store error reaches the caller: there is no fallback to
  * hot rows that may be kept only for cleanup.
  */
-import { parseManifest, type Manifest } from "../archive/manifest.js";
+import { parseManifest } from "../archive/manifest.js";
+import {
+  manifestParts,
+  validateArchiveManifest,
+  type ArchiveManifest,
+  type PayloadPart,
+} from "../archive/manifest-v5.js";
 import { readRecordBatches } from "../archive/payload-reader.js";
 import { ParquetPayloadReader } from "../archive/parquet/reader.js";
 import { objectByteSource } from "../archive/byte-sources.js";
-import { validateManifest } from "../archive/manifest.js";
 import type { BucketId } from "../domain/bucket.js";
 import { bytesEqual, compareClustering, type TableRecord } from "../domain/record.js";
 import type { TableId } from "../domain/table.js";
@@ -63,8 +68,10 @@ export interface DurableTableOptions {
 }
 
 interface ArchivedRoute {
-  readonly manifest: Manifest;
-  parquet?: ParquetPayloadReader;
+  readonly manifest: ArchiveManifest;
+  readonly parts: readonly PayloadPart[];
+  /** Open Parquet readers (footers read) by part key. */
+  readonly parquet: Map<string, ParquetPayloadReader>;
 }
 
 export class DurableTable {
@@ -176,8 +183,12 @@ export class DurableTable {
     if (route === undefined) {
       const bytes = await this.#objects.get(manifestKey);
       fetched += bytes.byteLength;
-      const manifest = validateManifest(bytes, { prefix: this.#prefix, bucket: id }, manifestKey);
-      route = { manifest };
+      const manifest = validateArchiveManifest(
+        bytes,
+        { prefix: this.#prefix, bucket: id },
+        manifestKey,
+      );
+      route = { manifest, parts: manifestParts(manifest), parquet: new Map() };
       this.#remember(manifestKey, route);
     }
     const { manifest } = route;
@@ -186,43 +197,47 @@ export class DurableTable {
       (range.from === undefined || r.eventTime >= range.from) &&
       (range.to === undefined || r.eventTime < range.to) &&
       (range.after === undefined || compareClustering(r, range.after) > 0);
+    // A part is read only if its key range can hold a record the page wants.
+    const before = (part: PayloadPart) =>
+      part.last !== null &&
+      ((range.after !== undefined && compareClustering(part.last, range.after) <= 0) ||
+        (range.from !== undefined && part.last.eventTime < range.from));
+    const beyond = (part: PayloadPart) =>
+      part.first !== null && range.to !== undefined && part.first.eventTime >= range.to;
     const out: TableRecord[] = [];
 
-    if (manifest.format === "parquet") {
-      if (route.parquet === undefined) {
-        const source = await objectByteSource(
-          this.#objects,
-          manifest.payload_key,
-          manifest.byte_length,
-        );
-        route.parquet = await ParquetPayloadReader.open(source);
+    for (const part of route.parts) {
+      if (out.length >= range.limit || beyond(part)) break;
+      if (before(part)) continue;
+      const want = range.limit - out.length;
+      if (manifest.format === "parquet") {
+        let reader = route.parquet.get(part.key);
+        if (reader === undefined) {
+          const source = await objectByteSource(this.#objects, part.key, part.byteLength);
+          reader = await ParquetPayloadReader.open(source);
+          route.parquet.set(part.key, reader);
+        }
+        const start = readerBytes(reader);
+        for await (const batch of reader.readRange(lower, range.to, want)) {
+          for (const r of batch) {
+            if (keep(r)) out.push(r);
+            if (out.length >= range.limit) break;
+          }
+          if (out.length >= range.limit) break;
+        }
+        fetched += readerBytes(reader) - start;
+        continue;
       }
-      const reader = route.parquet;
-      const before = readerBytes(reader);
-      for await (const batch of reader.readRange(lower, range.to, range.limit)) {
+      const source = await objectByteSource(this.#objects, part.key, part.byteLength);
+      for await (const batch of readRecordBatches(source, manifest.format)) {
         for (const r of batch) {
           if (keep(r)) out.push(r);
           if (out.length >= range.limit) break;
         }
         if (out.length >= range.limit) break;
       }
-      fetched += readerBytes(reader) - before;
-      return { records: out, fetched };
+      fetched += source.bytesFetched;
     }
-
-    const source = await objectByteSource(
-      this.#objects,
-      manifest.payload_key,
-      manifest.byte_length,
-    );
-    for await (const batch of readRecordBatches(source, manifest.format)) {
-      for (const r of batch) {
-        if (keep(r)) out.push(r);
-        if (out.length >= range.limit) break;
-      }
-      if (out.length >= range.limit) break;
-    }
-    fetched += source.bytesFetched;
     return { records: out, fetched };
   }
 

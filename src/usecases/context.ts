@@ -20,6 +20,12 @@ export interface ArchiverSettings {
   readonly requeueMs: number;
   readonly scanLimit: number;
   readonly snapshotPageSize: number;
+  /** Failed attempts before quarantine (undefined: DEFAULT_MAX_ATTEMPTS). */
+  readonly maxAttempts?: number;
+  /** Most rows per export part (undefined: DEFAULT_SEGMENT_ROWS). */
+  readonly segmentRows?: number;
+  /** Most sort-key and value bytes per export part (undefined: DEFAULT_SEGMENT_BYTES). */
+  readonly segmentBytes?: number;
   readonly cleanupBatchSize: number;
   /** 0: no cap. */
   readonly cleanupMaxRowsPerSecond: number;
@@ -41,6 +47,9 @@ export function settingsFromConfig(
     requeueMs: config.requeueSeconds * 1000,
     scanLimit: config.scanLimit,
     snapshotPageSize: config.snapshotPageSize,
+    maxAttempts: config.maxAttempts,
+    segmentRows: config.segmentRows,
+    segmentBytes: config.segmentBytes,
     cleanupBatchSize: config.cleanupBatchSize,
     cleanupMaxRowsPerSecond: config.cleanupMaxRowsPerSecond,
     archivePrefix,

@@ -340,6 +340,7 @@ async function loadTableReferences(
       const referenced = new Set<string>();
       if (r.payloadKey !== null) referenced.add(r.payloadKey);
       if (r.manifestKey !== null) referenced.add(r.manifestKey);
+      for (const part of r.partKeys) referenced.add(part);
       refs.set(key, {
         id: r.id,
         referenced,

@@ -47,6 +47,8 @@ export interface ManualRunOptions {
   readonly minRemainingMs?: number;
   /** Called after each phase (metrics). */
   readonly onPhase?: (outcome: PhaseOutcome) => void;
+  /** An operator's explicit run: it also runs a quarantined bucket (see RunPhaseOptions.manual). */
+  readonly manual?: boolean;
 }
 
 /** One phase as the report shows it (snake case, like every operator-facing JSON form). */
@@ -103,7 +105,7 @@ export async function runBucketPhases(
     }
     // Cleanup stops starting batches with a margin to spare, so the phase commits in time.
     const deadline = new Date(ctx.clock.now().getTime() + remaining - minRemainingMs / 2);
-    last = await runNextPhase(ctx, bucket, { deadline });
+    last = await runNextPhase(ctx, bucket, { deadline, manual: options.manual });
     phases.push(phaseReport(last));
     options.onPhase?.(last);
     stoppedBecause = stopReason(last);

@@ -41,12 +41,13 @@ import {
 } from "../errors.js";
 import { readRecordBatches } from "../archive/payload-reader.js";
 import { objectByteSource } from "../archive/byte-sources.js";
-import { verifyArchivedBucket } from "../archive/verify.js";
+import { verifyArchive } from "../archive/segments.js";
+import { recordedPayload } from "./phases/recorded-payload.js";
 import type { BucketRow } from "../ports/hot-store.js";
 import { WORK_MESSAGE_FORM, workItemFromObject, type WorkItem } from "../ports/work-queue.js";
 import type { ArchiverContext } from "./context.js";
 import { takeBucketLease } from "./bucket-lease.js";
-import { commitFenced, formatOfPayloadKey } from "./phases/step.js";
+import { commitFenced } from "./phases/step.js";
 
 /** Rows per restore transaction by default. */
 export const DEFAULT_RESTORE_BATCH_ROWS = 1000;
@@ -144,9 +145,12 @@ export async function restoreBucket(
     if (metadata.state === "hot") return report("already-hot");
     throw notRestorable(id);
   }
-  const payload = metadata.payload;
   const manifestKey = metadata.manifestKey;
-  if (payload === null || manifestKey === null) {
+  const recorded = await recordedPayload(ctx.hotStore, metadata).catch(async (error) => {
+    await ctx.hotStore.releaseLease(heartbeat.lease);
+    throw error;
+  });
+  if (recorded === null || manifestKey === null) {
     await ctx.hotStore.releaseLease(heartbeat.lease);
     throw new InvariantViolationError(
       `archived bucket ${describeBucket(id)} lacks a recorded payload or manifest`,
@@ -157,15 +161,15 @@ export async function restoreBucket(
     report("lease-lost", { resumed, manifest_key: manifestKey, reason });
   heartbeat.start();
   try {
-    const format = formatOfPayloadKey(payload.key);
-    await verifyArchivedBucket(ctx.objectStore, manifestKey, {
+    const format = recorded.format;
+    const archive = await verifyArchive(ctx.objectStore, manifestKey, {
       prefix: ctx.settings.archivePrefix,
       bucket: id,
       strategy: metadata.strategy,
       start: metadata.start,
       end: metadata.end,
       format,
-      payload,
+      ...(recorded.kind === "single" ? { payload: recorded.payload } : { parts: recorded.parts }),
       verifyPayloadBytes: true,
       tempDir: ctx.settings.tempDir,
     });
@@ -182,35 +186,37 @@ export async function restoreBucket(
 
     let inserted = 0;
     let verified = 0;
-    const source = await objectByteSource(ctx.objectStore, payload.key, payload.byteLength);
-    try {
-      let pending: BucketRow[] = [];
-      let pendingBytes = 0;
-      const flush = async (): Promise<boolean> => {
-        if (pending.length === 0) return true;
-        if (!heartbeat.healthy) return false;
-        const batch = await ctx.hotStore.restoreRecords(heartbeat.lease, ctx.clock.now(), pending);
-        pending = [];
-        pendingBytes = 0;
-        if (batch.kind === "lease-lost") return false;
-        inserted += batch.inserted;
-        verified += batch.verified;
-        return true;
-      };
-      for await (const records of readRecordBatches(source, format)) {
-        for (const r of records) {
-          pending.push({ eventTime: r.eventTime, sortKey: r.sortKey, value: r.value });
-          pendingBytes += r.sortKey.byteLength + r.value.byteLength;
-          const full = pending.length >= batchRows || pendingBytes >= batchBytes;
-          if (full && !(await flush())) {
-            return lost("lease lost while inserting restored rows");
+    let pending: BucketRow[] = [];
+    let pendingBytes = 0;
+    const flush = async (): Promise<boolean> => {
+      if (pending.length === 0) return true;
+      if (!heartbeat.healthy) return false;
+      const batch = await ctx.hotStore.restoreRecords(heartbeat.lease, ctx.clock.now(), pending);
+      pending = [];
+      pendingBytes = 0;
+      if (batch.kind === "lease-lost") return false;
+      inserted += batch.inserted;
+      verified += batch.verified;
+      return true;
+    };
+    for (const part of archive.parts) {
+      const source = await objectByteSource(ctx.objectStore, part.key, part.byteLength);
+      try {
+        for await (const records of readRecordBatches(source, format)) {
+          for (const r of records) {
+            pending.push({ eventTime: r.eventTime, sortKey: r.sortKey, value: r.value });
+            pendingBytes += r.sortKey.byteLength + r.value.byteLength;
+            const full = pending.length >= batchRows || pendingBytes >= batchBytes;
+            if (full && !(await flush())) {
+              return lost("lease lost while inserting restored rows");
+            }
           }
         }
+      } finally {
+        await source.close();
       }
-      if (!(await flush())) return lost("lease lost while inserting restored rows");
-    } finally {
-      await source.close();
     }
+    if (!(await flush())) return lost("lease lost while inserting restored rows");
 
     if (!heartbeat.healthy) return lost(heartbeat.failure ?? "heartbeat failed");
     const retryAt = new Date(ctx.clock.now().getTime() + options.holdMs);

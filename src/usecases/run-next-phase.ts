@@ -1,3 +1,4 @@
+import { DEFAULT_MAX_ATTEMPTS } from "../config.js";
 import { describeBucket, type BucketId } from "../domain/bucket.js";
 import { cutoffAt, formatCutoffAt } from "../domain/cutoff.js";
 import {
@@ -43,7 +44,7 @@ export function nextPhaseOf(metadata: BucketMetadata): PhaseName | null {
       if (metadata.restoreStartedAt !== null) return null;
       return metadata.hotDeleted ? null : "cleanup";
     case "archiving":
-      if (metadata.payload === null) return "export";
+      if (metadata.payload === null && metadata.segmented === null) return "export";
       if (metadata.manifestKey === null) return "seal";
       return "publish";
     case "hot":
@@ -52,8 +53,10 @@ export function nextPhaseOf(metadata: BucketMetadata): PhaseName | null {
 }
 
 export interface RunPhaseOptions {
-  /** Start no new cleanup batch after this instant (a Lambda's remaining time). */
+  /** Start no new cleanup batch or export part after this instant (a Lambda's remaining time). */
   readonly deadline?: Date;
+  /** An operator's explicit run of this bucket: it runs even when quarantined (never when paused). */
+  readonly manual?: boolean;
 }
 
 /**
@@ -83,6 +86,9 @@ export async function runNextPhase(
   const planned = nextPhaseOf(before);
   if (planned === null)
     return outcome({ phase: null, result: "done", next: null, reason: nothingToDo(before) });
+  const setAside = await reasonForNoAutomaticWork(ctx, before, options);
+  if (setAside !== undefined)
+    return outcome({ phase: null, result: "done", next: planned, reason: setAside });
 
   const now = ctx.clock.now();
   if (planned === "claim") {
@@ -117,6 +123,18 @@ export async function runNextPhase(
   if (phase === null) {
     await ctx.hotStore.releaseLease(heartbeat.lease);
     return outcome({ phase: null, result: "done", next: null, reason: nothingToDo(metadata) });
+  }
+  const maxAttempts = ctx.settings.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
+  if (metadata.attempts >= maxAttempts && options.manual !== true) {
+    const reason =
+      `quarantined after ${metadata.attempts} failed attempts (deferrals, takeovers, timeouts); ` +
+      `last error: ${metadata.lastError ?? "none recorded (the worker was killed or timed out)"}`;
+    const set = await ctx.hotStore.quarantine(heartbeat.lease, ctx.clock.now(), reason);
+    if (set.kind === "lease-lost") {
+      return outcome({ phase, result: "lease-lost", next: phase, reason: "lease lost" });
+    }
+    ctx.log.error("bucket quarantined", { bucket: describeBucket(bucket), reason });
+    return outcome({ phase: null, result: "done", next: null, reason });
   }
 
   const fields = {
@@ -176,6 +194,28 @@ export async function runNextPhase(
   } finally {
     await heartbeat.stop();
   }
+}
+
+/**
+ * Why no automatic work may touch the bucket now: it is quarantined, or its
+ * table is paused (every phase, stalled ones too; a phase already running
+ * finishes). An explicit operator run (`manual`) still runs a quarantined
+ * bucket, but never a paused table's.
+ */
+async function reasonForNoAutomaticWork(
+  ctx: ArchiverContext,
+  metadata: BucketMetadata,
+  options: RunPhaseOptions,
+): Promise<string | undefined> {
+  if (metadata.quarantinedAt !== null && options.manual !== true) {
+    return (
+      `quarantined since ${metadata.quarantinedAt.toISOString()}: ${metadata.lastError ?? "?"}; ` +
+      "`pulpitum retry TABLE PARTITION BUCKET` releases it"
+    );
+  }
+  const table = await ctx.hotStore.getTable(metadata.id.tableId);
+  if (table?.paused) return `table ${metadata.id.tableId} is paused`;
+  return undefined;
 }
 
 function nothingToDo(metadata: BucketMetadata): string {

@@ -13,6 +13,7 @@ import type { HotStore } from "../../src/ports/hot-store.js";
 import { appendConformance } from "./hot-store/append.js";
 import { discoveryConformance } from "./hot-store/discovery.js";
 import { leaseConformance } from "./hot-store/leases.js";
+import { partConformance } from "./hot-store/parts.js";
 import { phaseConformance } from "./hot-store/phases.js";
 import { registryConformance } from "./hot-store/registry.js";
 import { restoreConformance } from "./hot-store/restore.js";
@@ -39,6 +40,7 @@ export function hotStoreConformance(name: string, open: () => Promise<OpenedHotS
     appendConformance(() => store);
     leaseConformance(() => store);
     phaseConformance(() => store);
+    partConformance(() => store);
     restoreConformance(() => store);
   });
 

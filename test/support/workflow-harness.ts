@@ -9,7 +9,7 @@ import { InProcessWorkQueue } from "../../src/adapters/queue/in-process.js";
 import { freshPgliteHotStore } from "./pglite-template.js";
 import { readRecords } from "../../src/archive/payload-reader.js";
 import { objectByteSource } from "../../src/archive/byte-sources.js";
-import { parseManifest } from "../../src/archive/manifest.js";
+import { manifestParts, validateArchiveManifest } from "../../src/archive/manifest-v5.js";
 import { bucketForTime, type BucketId, type BucketStrategy } from "../../src/domain/bucket.js";
 import { fixedCutoff } from "../../src/domain/cutoff.js";
 import { compareClustering, type TableRecord } from "../../src/domain/record.js";
@@ -152,10 +152,12 @@ export async function archivedRecords(
 ): Promise<TableRecord[]> {
   const metadata = await h.inner.getBucket(id);
   if (!metadata?.manifestKey) throw new Error("bucket has no manifest");
-  const manifest = parseManifest(await h.objects.get(metadata.manifestKey));
-  const source = await objectByteSource(h.objects, manifest.payload_key, manifest.byte_length);
+  const manifest = validateArchiveManifest(await h.objects.get(metadata.manifestKey));
   const out: TableRecord[] = [];
-  for await (const r of readRecords(source, manifest.format)) out.push(r);
+  for (const part of manifestParts(manifest)) {
+    const source = await objectByteSource(h.objects, part.key, part.byteLength);
+    for await (const r of readRecords(source, manifest.format)) out.push(r);
+  }
   return out;
 }
 

@@ -126,7 +126,7 @@ describe("archive garbage collection", () => {
     let during: GcReport | undefined;
     const { ctx } = h.process({
       hot: {
-        operation: "recordPayload",
+        operation: "recordPart",
         when: "before",
         kind: "hook",
         hook: async () => {
@@ -144,7 +144,7 @@ describe("archive garbage collection", () => {
 
   it("never collects the payload of a bucket whose exporter crashed after the upload, until the bucket is no longer archiving", async () => {
     const { ctx } = h.process({
-      hot: { operation: "recordPayload", when: "before", kind: "crash" },
+      hot: { operation: "recordPart", when: "before", kind: "crash" },
     });
     await runNextPhase(ctx, id); // claim
     await expect(runNextPhase(ctx, id)).rejects.toThrow(/simulated crash/);

@@ -77,15 +77,27 @@ const crashes: Case[] = [
   },
   {
     name: "a crash before the payload is recorded",
-    hot: { operation: "recordPayload", when: "before", kind: "crash" },
+    hot: { operation: "recordPart", when: "before", kind: "crash" },
   },
   {
     name: "a crash after the payload is recorded, before its reply",
-    hot: { operation: "recordPayload", when: "after", kind: "crash" },
+    hot: { operation: "recordPart", when: "after", kind: "crash" },
   },
   {
     name: "a lost reply to recording the payload",
-    hot: { operation: "recordPayload", when: "after", kind: "ambiguous" },
+    hot: { operation: "recordPart", when: "after", kind: "ambiguous" },
+  },
+  {
+    name: "a crash before export is finished",
+    hot: { operation: "finishExport", when: "before", kind: "crash" },
+  },
+  {
+    name: "a crash after export is finished, before its reply",
+    hot: { operation: "finishExport", when: "after", kind: "crash" },
+  },
+  {
+    name: "a lost reply to finishing export",
+    hot: { operation: "finishExport", when: "after", kind: "ambiguous" },
   },
   {
     name: "a crash after the manifest upload",
@@ -291,7 +303,7 @@ describe("the archival workflow under injected failures", () => {
     let rival: PhaseOutcome | undefined;
     const { ctx: stale } = h.process({
       hot: {
-        operation: "recordPayload",
+        operation: "recordPart",
         when: "before",
         kind: "hook",
         hook: async () => {

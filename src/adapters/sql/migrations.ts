@@ -19,6 +19,7 @@ export const MIGRATIONS_TABLE = "pulpitum_v4_migrations";
 export const TABLES_TABLE = "pulpitum_v4_tables";
 export const METADATA_TABLE = "pulpitum_v4_bucket_metadata";
 export const RECORDS_TABLE = "pulpitum_v4_records";
+export const PARTS_TABLE = "pulpitum_v4_bucket_parts";
 /** Serves every branch of discovery as an index range scan ordered by `bucket_end`. */
 export const DISCOVERY_INDEX = "pulpitum_v4_bucket_metadata_discovery_idx";
 
@@ -108,6 +109,41 @@ export const MIGRATIONS: readonly Migration[] = [
     // collection ages its unreferenced objects from then.
     statements: [
       `ALTER TABLE ${METADATA_TABLE} ADD COLUMN IF NOT EXISTS dereferenced_at TIMESTAMPTZ NULL`,
+    ],
+  },
+  {
+    version: 6,
+    name: "export parts",
+    // One row per verified part of a segmented export, recorded under the
+    // export lease; `payload_parts` on the metadata row is the part count of
+    // a finished multi-part export (NULL for a single payload).
+    statements: [
+      `CREATE TABLE IF NOT EXISTS ${PARTS_TABLE} (
+        table_id TEXT NOT NULL,
+        partition_key BYTEA NOT NULL,
+        bucket_key TEXT NOT NULL,
+        part_index INT8 NOT NULL,
+        payload_key TEXT NOT NULL,
+        sha256 TEXT NOT NULL,
+        row_count INT8 NOT NULL,
+        byte_length INT8 NOT NULL,
+        first_event_time TIMESTAMPTZ NULL,
+        first_sort_key BYTEA NULL,
+        last_event_time TIMESTAMPTZ NULL,
+        last_sort_key BYTEA NULL,
+        created_at TIMESTAMPTZ NOT NULL,
+        PRIMARY KEY (table_id, partition_key, bucket_key, part_index)
+      )`,
+      `ALTER TABLE ${METADATA_TABLE} ADD COLUMN IF NOT EXISTS payload_parts INT8 NULL`,
+    ],
+  },
+  {
+    version: 7,
+    name: "quarantine",
+    // Set when a bucket used up ARCHIVER_MAX_ATTEMPTS: no automatic work
+    // touches it until `pulpitum retry` clears it.
+    statements: [
+      `ALTER TABLE ${METADATA_TABLE} ADD COLUMN IF NOT EXISTS quarantined_at TIMESTAMPTZ NULL`,
     ],
   },
 ];

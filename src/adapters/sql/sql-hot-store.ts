@@ -37,6 +37,8 @@ import type { TableDefinition, TableId } from "../../domain/table.js";
 import type {
   AppendResult,
   ArchiveReference,
+  BucketPart,
+  RecordPart,
   BucketMetadata,
   BucketRead,
   BucketReadRange,
@@ -75,6 +77,8 @@ import { listArchiveReferences } from "./hot-store/gc-references.js";
 import { acquireLease, releaseLease, renewLease } from "./hot-store/leases.js";
 import { listArchivedBuckets, listHeldBuckets } from "./hot-store/operator-queries.js";
 import { claim, defer, publish, recordManifest, recordPayload } from "./hot-store/phases.js";
+import { finishExport, listParts, recordPart } from "./hot-store/parts.js";
+import { quarantine, releaseQuarantine } from "./hot-store/quarantine.js";
 import { countHotRows, listPartitionBuckets, readBucketRange } from "./hot-store/reads.js";
 import { getTable, listTables, registerTable, setPaused } from "./hot-store/registry.js";
 import { beginRestore, finishRestore, restoreRecords } from "./hot-store/restore.js";
@@ -166,6 +170,26 @@ export class SqlHotStore implements HotStore {
     limit: number,
   ): Promise<SnapshotPage> {
     return await this.#snapshots.page(lease, now, after, limit);
+  }
+
+  async quarantine(lease: Lease, now: Date, reason: string): Promise<FencedWrite> {
+    return await quarantine(this.db, lease, now, reason);
+  }
+
+  async releaseQuarantine(id: BucketId, now: Date): Promise<BucketMetadata | null> {
+    return await releaseQuarantine(this.db, id, now);
+  }
+
+  async recordPart(lease: Lease, now: Date, part: BucketPart): Promise<RecordPart> {
+    return await recordPart(this.db, lease, now, part);
+  }
+
+  async listParts(id: BucketId): Promise<BucketPart[]> {
+    return await listParts(this.db, id);
+  }
+
+  async finishExport(lease: Lease, now: Date, parts: number): Promise<FencedWrite> {
+    return await finishExport(this.db, lease, now, parts);
   }
 
   async recordPayload(lease: Lease, now: Date, payload: PayloadFacts): Promise<FencedWrite> {

@@ -6,6 +6,7 @@ import { describeCutoffPolicy } from "../../domain/cutoff.js";
 import type { BucketId } from "../../domain/bucket.js";
 import type { HotStore } from "../../ports/hot-store.js";
 import { runStandalone } from "../../runner/standalone.js";
+import { MAX_MANUAL_PHASES, runBucketPhases } from "../../usecases/manual-run.js";
 import type { PhaseOutcome } from "../../usecases/context.js";
 import { bucketJson, showBucket } from "../display.js";
 import { count, formatBytes } from "../format.js";
@@ -61,9 +62,14 @@ export class ArchiveReporter {
 
   async #finished(id: BucketId, ms: number): Promise<void> {
     const metadata = await this.hotStore.getBucket(id);
-    const rows = metadata?.payload?.rowCount ?? 0;
-    const bytes = metadata?.payload?.byteLength ?? 0;
-    const format = metadata?.payload?.key.endsWith(".parquet") ? "parquet" : "json";
+    const rows = metadata?.payload?.rowCount ?? metadata?.segmented?.rowCount ?? 0;
+    const bytes = metadata?.payload?.byteLength ?? metadata?.segmented?.byteLength ?? 0;
+    const format =
+      metadata?.payload !== null && metadata?.payload !== undefined
+        ? metadata.payload.key.endsWith(".parquet")
+          ? "parquet"
+          : "json"
+        : ((await this.hotStore.getTable(id.tableId))?.format ?? "parquet");
     this.totals.buckets++;
     this.totals.rows += rows;
     this.totals.bytes += bytes;
@@ -77,6 +83,7 @@ export class ArchiveReporter {
           bytes,
           format,
           payload_key: metadata?.payload?.key ?? null,
+          parts: metadata?.segmented?.parts ?? 1,
           manifest_key: metadata?.manifestKey ?? null,
           ms,
         }),
@@ -185,5 +192,42 @@ export async function archiveCommand(opts: { once?: boolean; json?: boolean }): 
       process.off("SIGINT", onSignal);
       process.off("SIGTERM", onSignal);
     }
+  });
+}
+
+/**
+ * `pulpitum archive --bucket`: run one bucket's phases from this machine
+ * until it is finished, busy, deferred or has nothing to do. It takes the
+ * same lease as every worker, so it is safe beside a running fleet; as an
+ * explicit operator command it also runs a quarantined bucket (never a
+ * paused table's).
+ */
+export async function archiveBucketCommand(id: BucketId, opts: { json?: boolean }): Promise<void> {
+  await withRuntime(async (rt) => {
+    const report = await runBucketPhases(rt.context(cliLog()), id, {
+      maxPhases: MAX_MANUAL_PHASES,
+      remainingMs: () => Number.POSITIVE_INFINITY,
+      manual: true,
+    });
+    if (opts.json) {
+      console.log(JSON.stringify(report));
+    } else {
+      for (const p of report.phases) {
+        const facts = [
+          p.rows !== undefined ? `${p.rows} rows` : undefined,
+          p.bytes !== undefined ? formatBytes(p.bytes) : undefined,
+          p.reason,
+        ].filter((x) => x !== undefined);
+        console.log(
+          `${showBucket(id)}: ${p.phase ?? "-"} ${p.result}${facts.length > 0 ? ` (${facts.join("; ")})` : ""}`,
+        );
+      }
+      console.log(
+        `${showBucket(id)}: stopped because ${report.final.stopped_because}; state ${report.final.state ?? "-"}` +
+          `${report.final.hot_deleted ? ", hot rows deleted" : ""}`,
+      );
+    }
+    const ok = ["finished", "nothing-to-do"].includes(report.final.stopped_because);
+    if (!ok) process.exitCode = 1;
   });
 }

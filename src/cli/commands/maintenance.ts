@@ -1,6 +1,6 @@
 /** `pulpitum migrate`, `gc`, `restore` and `dlq replay`. */
 import type { BucketId } from "../../domain/bucket.js";
-import { ConfigError, UnknownTableError } from "../../errors.js";
+import { ConfigError, UnknownBucketError, UnknownTableError } from "../../errors.js";
 import { collectGarbage, type GcReport } from "../../usecases/gc.js";
 import {
   DEFAULT_RESTORE_HOLD_SECONDS,
@@ -76,6 +76,31 @@ function renderGcReport(report: GcReport): string {
       : `deleted ${report.deleted_objects} objects (${mib(report.deleted_bytes)})${report.stopped_because === "deadline" ? "; stopped at the deadline" : ""}`,
   );
   return lines.join("\n");
+}
+
+/** `pulpitum retry`: release a quarantined bucket for automatic work again. */
+export async function retryCommand(id: BucketId, opts: { json?: boolean }): Promise<void> {
+  await withRuntime(async (rt) => {
+    if ((await rt.hotStore.getTable(id.tableId)) === null) throw new UnknownTableError(id.tableId);
+    const before = await rt.hotStore.getBucket(id);
+    if (before === null) throw new UnknownBucketError(showBucket(id));
+    const after = await rt.hotStore.releaseQuarantine(id, rt.clock.now());
+    const released = before.quarantinedAt !== null && after?.quarantinedAt === null;
+    if (opts.json) {
+      printJson({
+        bucket: showBucket(id),
+        result: released ? "released" : "not-quarantined",
+        state: after?.state ?? before.state,
+        attempts: after?.attempts ?? before.attempts,
+      });
+    } else {
+      console.log(
+        released
+          ? `released ${showBucket(id)} (${before.state}, ${before.attempts} attempts); discovery offers it again`
+          : `${showBucket(id)} is not quarantined; nothing to release`,
+      );
+    }
+  });
 }
 
 export async function restoreCommand(

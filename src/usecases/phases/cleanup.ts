@@ -16,6 +16,8 @@
  * object by any route, the hot rows are not deleted too.
  */
 import { checkPublishedObjects } from "../../archive/store.js";
+import { verifyArchive } from "../../archive/segments.js";
+import { recordedPayload } from "./recorded-payload.js";
 import { InvariantViolationError } from "../../errors.js";
 import type { ClusteringPosition } from "../../ports/hot-store.js";
 import { sleep as timerSleep } from "../../ports/clock.js";
@@ -36,12 +38,22 @@ export async function cleanupBucket({
   deadline,
 }: PhaseInput): Promise<StepResult> {
   const { cleanupBatchSize, cleanupMaxRowsPerSecond } = ctx.settings;
-  if (metadata.manifestKey === null || metadata.payload === null) {
+  const recorded = await recordedPayload(ctx.hotStore, metadata);
+  if (metadata.manifestKey === null || recorded === null) {
     throw new InvariantViolationError(
       "archived bucket in phase cleanup lacks a manifest or payload",
     );
   }
-  await checkPublishedObjects(ctx.objectStore, metadata.manifestKey, metadata.payload);
+  if (recorded.kind === "single") {
+    await checkPublishedObjects(ctx.objectStore, metadata.manifestKey, recorded.payload);
+  } else {
+    // The manifest names the parts; reading it proves it exists, and each part is checked by HEAD.
+    await verifyArchive(ctx.objectStore, metadata.manifestKey, {
+      bucket: metadata.id,
+      parts: recorded.parts,
+      verifyPayloadBytes: false,
+    });
+  }
   const sleep = ctx.sleep ?? timerSleep;
   let deleted = 0;
   let after: ClusteringPosition | null = null;

@@ -1,55 +1,150 @@
 /**
- * Export: fenced snapshot -> content-addressed payload, verified, recorded.
+ * Export: fenced snapshot -> verified, recorded parts -> phase seal.
  *
- * Invariant: the payload recorded in metadata holds exactly the bucket's hot
- * rows, in `(event_time, sort_key)` order, and was read back and verified
- * (SHA-256, length, decoded row count) before it was recorded.
+ * Invariant: every part recorded for a bucket holds exactly the bucket's hot
+ * rows between its first and last key, in `(event_time, sort_key)` order,
+ * parts follow each other without gap or overlap, and each was read back and
+ * verified (SHA-256, length, decoded rows) before it was recorded; export
+ * finishes only when the snapshot is exhausted after the last part.
  *
  * Ordering: every snapshot page checks the lease in the same statement, so a
- * worker that lost the bucket stops reading before it can record anything;
- * the payload is created if absent at a key derived from its bytes and this
+ * worker that lost the bucket stops reading before it can record anything.
+ * Each part is created if absent at a key derived from its bytes and this
  * attempt's lease, so a retried request finds its own object and no other
- * attempt ever adopts it (an abandoned attempt's object is an orphan that
- * garbage collection may be deleting at any moment); the record commit comes
- * last and is itself fenced. A crash anywhere before that commit leaves the
- * bucket archiving with no payload recorded, and the next owner simply
- * exports again under its own name.
+ * attempt ever adopts it. The part is recorded after its verification, in
+ * one transaction that locks the metadata row under the export fence and
+ * requires the previous part and not this one; so a crash between upload
+ * and record leaves an unrecorded orphan and the next owner writes that part
+ * again under its own name. The next invocation resumes after the last
+ * recorded part, which it first re-verifies in full (nothing else vouches
+ * for objects a previous owner wrote). Only the finishing commit moves the
+ * bucket to seal; until then the bucket stays archiving, fenced, and in
+ * flight for garbage collection.
+ *
+ * Bounded work: one part (ARCHIVER_SEGMENT_ROWS rows, ARCHIVER_SEGMENT_BYTES
+ * bytes of keys and values) is staged at a time, and no new part is started
+ * after the invocation's deadline; at least one part is written per
+ * invocation, so every invocation makes progress.
  */
-import { LeaseLostError } from "../../errors.js";
-import type { BucketRow, ClusteringPosition } from "../../ports/hot-store.js";
+import { DEFAULT_SEGMENT_BYTES, DEFAULT_SEGMENT_ROWS } from "../../config.js";
+import { AmbiguousCommitError, InvariantViolationError, LeaseLostError } from "../../errors.js";
+import type { BucketPart, BucketRow, ClusteringPosition } from "../../ports/hot-store.js";
 import { storePayload } from "../../archive/store.js";
+import { verifyPayload } from "../../archive/verify.js";
 import type { ArchiverContext } from "../context.js";
 import type { LeaseHeartbeat } from "../heartbeat.js";
-import { commitFenced, type PhaseInput, type StepResult } from "./step.js";
+import { commitFenced, formatOfPayloadKey, type PhaseInput, type StepResult } from "./step.js";
+import { SegmentCursor, type PartExtent } from "./segment-cursor.js";
 import { UnknownTableError } from "../../errors.js";
 
-export async function exportBucket({ ctx, heartbeat, metadata }: PhaseInput): Promise<StepResult> {
+export async function exportBucket({
+  ctx,
+  heartbeat,
+  metadata,
+  deadline,
+}: PhaseInput): Promise<StepResult> {
   const table = await ctx.hotStore.getTable(metadata.id.tableId);
   if (table === null) throw new UnknownTableError(metadata.id.tableId);
+  const bounds = {
+    maxRows: ctx.settings.segmentRows ?? DEFAULT_SEGMENT_ROWS,
+    maxBytes: ctx.settings.segmentBytes ?? DEFAULT_SEGMENT_BYTES,
+  };
 
-  const payload = await storePayload({
-    store: ctx.objectStore,
-    prefix: ctx.settings.archivePrefix,
-    bucket: metadata.id,
-    format: table.format,
-    attempt: { generation: heartbeat.lease.generation, ownerToken: heartbeat.lease.token },
-    rows: fencedSnapshot(ctx, heartbeat),
-    tempDir: ctx.settings.tempDir,
-  });
+  const parts = await ctx.hotStore.listParts(metadata.id);
+  const resumeFrom = parts[parts.length - 1];
+  if (resumeFrom !== undefined) {
+    await verifyPayload(ctx.objectStore, resumeFrom, formatOfPayloadKey(resumeFrom.key), {
+      bucket: metadata.id,
+      tempDir: ctx.settings.tempDir,
+    });
+    if (resumeFrom.last === null) {
+      throw new InvariantViolationError(`recorded part ${resumeFrom.index} has no last key`);
+    }
+  }
+  const snapshot = new SegmentCursor(ctx, heartbeat, resumeFrom?.last ?? null);
 
-  if (!heartbeat.healthy)
-    return { kind: "lease-lost", reason: heartbeat.failure ?? "heartbeat failed" };
+  let rows = 0;
+  let bytes = 0;
+  for (let written = 0; ; written++) {
+    if (!heartbeat.healthy)
+      return { kind: "lease-lost", reason: heartbeat.failure ?? "heartbeat failed" };
+    // A bucket's first part is written even when empty (an empty payload); later parts never are.
+    if (parts.length > 0 && !(await snapshot.hasMore())) break;
+    if (written > 0 && deadline !== undefined && ctx.clock.now().getTime() >= deadline.getTime()) {
+      await ctx.hotStore.releaseLease(heartbeat.lease);
+      return { kind: "committed", next: "export", rows, bytes };
+    }
+    const extent: PartExtent = { first: null, last: null, full: false };
+    const stored = await storePayload({
+      store: ctx.objectStore,
+      prefix: ctx.settings.archivePrefix,
+      bucket: metadata.id,
+      format: table.format,
+      attempt: { generation: heartbeat.lease.generation, ownerToken: heartbeat.lease.token },
+      rows: snapshot.nextPart(bounds, extent),
+      tempDir: ctx.settings.tempDir,
+    });
+    const part: BucketPart = {
+      index: parts.length,
+      key: stored.key,
+      sha256: stored.sha256,
+      rowCount: stored.rowCount,
+      byteLength: stored.byteLength,
+      first: extent.first,
+      last: extent.last,
+    };
+    if (!heartbeat.healthy)
+      return { kind: "lease-lost", reason: heartbeat.failure ?? "heartbeat failed" };
+    if (!(await recordPart(ctx, heartbeat, part)))
+      return { kind: "lease-lost", reason: `lease lost before part ${part.index} was recorded` };
+    parts.push(part);
+    rows += part.rowCount;
+    bytes += part.byteLength;
+    if (!extent.full) break;
+  }
+
   const lease = heartbeat.lease;
-  const written = await commitFenced(
+  const finished = await commitFenced(
     ctx,
     lease,
-    "record payload",
-    () => ctx.hotStore.recordPayload(heartbeat.lease, ctx.clock.now(), payload),
-    (m) => m.generation === lease.generation && m.payload?.key === payload.key,
+    "finish export",
+    () => ctx.hotStore.finishExport(heartbeat.lease, ctx.clock.now(), parts.length),
+    (m) => m.generation === lease.generation && m.phase === "seal",
   );
-  if (written.kind === "lease-lost")
-    return { kind: "lease-lost", reason: "lease lost before the payload was recorded" };
-  return { kind: "committed", next: "seal", rows: payload.rowCount, bytes: payload.byteLength };
+  if (finished.kind === "lease-lost")
+    return { kind: "lease-lost", reason: "lease lost before the export was finished" };
+  return { kind: "committed", next: "seal", rows, bytes };
+}
+
+/**
+ * Record one part; a lost reply is resolved by re-reading the parts (the
+ * record landed if part `index` is ours), never by blindly redoing. False:
+ * the lease is lost.
+ */
+async function recordPart(
+  ctx: ArchiverContext,
+  heartbeat: LeaseHeartbeat,
+  part: BucketPart,
+): Promise<boolean> {
+  const landed = async () =>
+    (await ctx.hotStore.listParts(heartbeat.lease.bucket))[part.index]?.key === part.key;
+  for (let tries = 0; ; tries++) {
+    try {
+      const result = await ctx.hotStore.recordPart(heartbeat.lease, ctx.clock.now(), part);
+      if (result.kind === "recorded") return true;
+      if (result.kind === "lease-lost") return false;
+      if (await landed()) return true;
+      throw new InvariantViolationError(
+        `part ${part.index} could not be recorded: ${result.recorded} parts are recorded under this lease`,
+      );
+    } catch (error) {
+      if (!(error instanceof AmbiguousCommitError) || tries >= 2) throw error;
+      ctx.log.warn("part record reply lost; re-read the parts to learn the outcome", {
+        part: part.index,
+      });
+      if (await landed()) return true;
+    }
+  }
 }
 
 /**

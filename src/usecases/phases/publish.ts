@@ -12,8 +12,9 @@
  * manifest is verified could route reads to an object that does not match.
  */
 import { InvariantViolationError } from "../../errors.js";
-import { verifyArchivedBucket } from "../../archive/verify.js";
-import { commitFenced, formatOfPayloadKey, type PhaseInput, type StepResult } from "./step.js";
+import { verifyArchive } from "../../archive/segments.js";
+import { commitFenced, type PhaseInput, type StepResult } from "./step.js";
+import { recordedPayload } from "./recorded-payload.js";
 
 export async function publishBucket({
   ctx,
@@ -21,21 +22,22 @@ export async function publishBucket({
   metadata,
   takeover,
 }: PhaseInput): Promise<StepResult> {
-  const payload = metadata.payload;
+  const recorded = await recordedPayload(ctx.hotStore, metadata);
   const manifestKey = metadata.manifestKey;
-  if (payload === null || manifestKey === null) {
+  if (recorded === null || manifestKey === null) {
     throw new InvariantViolationError(
       "bucket in phase publish lacks a recorded payload or manifest",
     );
   }
-  await verifyArchivedBucket(ctx.objectStore, manifestKey, {
+  await verifyArchive(ctx.objectStore, manifestKey, {
     bucket: metadata.id,
     strategy: metadata.strategy,
     start: metadata.start,
     end: metadata.end,
-    format: formatOfPayloadKey(payload.key),
-    payload,
+    format: recorded.format,
+    ...(recorded.kind === "single" ? { payload: recorded.payload } : { parts: recorded.parts }),
     verifyPayloadBytes: takeover,
+    tempDir: ctx.settings.tempDir,
   });
 
   if (!heartbeat.healthy)
@@ -50,5 +52,10 @@ export async function publishBucket({
   );
   if (written.kind === "lease-lost")
     return { kind: "lease-lost", reason: "lease lost before publication committed" };
-  return { kind: "committed", next: "cleanup", rows: payload.rowCount, bytes: payload.byteLength };
+  return {
+    kind: "committed",
+    next: "cleanup",
+    rows: recorded.rowCount,
+    bytes: recorded.byteLength,
+  };
 }

@@ -1,5 +1,6 @@
 /**
- * Seal: write manifest v4 for the recorded payload, read it back, record it.
+ * Seal: write the manifest for the recorded payload (v4) or parts (v5), read
+ * it back, record it.
  *
  * Invariant: a manifest key is recorded only after the manifest was created
  * if absent, read back and validated against the recorded payload facts and
@@ -15,7 +16,9 @@
 import { InvariantViolationError } from "../../errors.js";
 import { sealManifest } from "../../archive/store.js";
 import { verifyPayload } from "../../archive/verify.js";
-import { commitFenced, formatOfPayloadKey, type PhaseInput, type StepResult } from "./step.js";
+import { sealSegmentedManifest } from "../../archive/segments.js";
+import { commitFenced, type PhaseInput, type StepResult } from "./step.js";
+import { recordedPayload } from "./recorded-payload.js";
 
 export async function sealBucket({
   ctx,
@@ -23,17 +26,20 @@ export async function sealBucket({
   metadata,
   takeover,
 }: PhaseInput): Promise<StepResult> {
-  const payload = metadata.payload;
-  if (payload === null) {
+  const recorded = await recordedPayload(ctx.hotStore, metadata);
+  if (recorded === null) {
     throw new InvariantViolationError(
       `bucket in phase seal has no recorded payload (generation ${metadata.generation})`,
     );
   }
-  const format = formatOfPayloadKey(payload.key);
-  if (takeover) await verifyPayload(ctx.objectStore, payload, format);
+  const { format } = recorded;
+  const objects = recorded.kind === "single" ? [recorded.payload] : recorded.parts;
+  if (takeover) {
+    for (const payload of objects) await verifyPayload(ctx.objectStore, payload, format);
+  }
 
   const lease = heartbeat.lease;
-  const manifestKey = await sealManifest({
+  const sealInput = {
     store: ctx.objectStore,
     prefix: ctx.settings.archivePrefix,
     bucket: metadata.id,
@@ -42,8 +48,11 @@ export async function sealBucket({
     end: metadata.end,
     generation: lease.generation,
     format,
-    payload,
-  });
+  };
+  const manifestKey =
+    recorded.kind === "single"
+      ? await sealManifest({ ...sealInput, payload: recorded.payload })
+      : await sealSegmentedManifest({ ...sealInput, parts: recorded.parts });
 
   if (!heartbeat.healthy)
     return { kind: "lease-lost", reason: heartbeat.failure ?? "heartbeat failed" };

@@ -116,17 +116,14 @@ export function discoveryConformance(name: string, open: () => Promise<OpenedHot
       ]);
     });
 
-    it("stops offering a paused table's hot buckets but still offers its stalled and cleanup buckets", async () => {
+    it("offers none of a paused table's buckets: neither eligible, nor stalled, nor waiting for cleanup", async () => {
       const tableId = await newTable(store, "paused");
       const [archived, hot, archiving] = await seed(tableId, [2019, 2020, 2021]);
       await advanceTo(store, archived!, "cleanup");
       await advanceTo(store, archiving!, "export");
       await store.setPaused(tableId, true, now);
 
-      expect(summary(await store.peekCandidates(query()))).toEqual([
-        "cleanup:1:year:2019",
-        "stalled:1:year:2021",
-      ]);
+      expect(summary(await store.peekCandidates(query()))).toEqual([]);
       expect(hot).toBeDefined();
 
       await store.setPaused(tableId, false, now);

@@ -122,7 +122,8 @@ export function leaseConformance(opened: () => HotStore): void {
           phase: before.phase,
           generation: current.generation,
           ownerToken: current.token,
-          attempts: before.attempts,
+          // Taking over the expired, unreleased lease counted as a failed attempt.
+          attempts: before.attempts + 1,
           hotDeleted: false,
         });
         if (phase === "cleanup") {

@@ -55,7 +55,7 @@ export function sqlHotStoreConformance(
 
     it("applies every migration once: a second run applies nothing", async () => {
       const versions = MIGRATIONS.map((m) => m.version);
-      expect(versions).toEqual([1, 2, 3, 4, 5]);
+      expect(versions).toEqual([1, 2, 3, 4, 5, 6, 7]);
       expect(firstRun).toEqual(versions);
       expect(secondRun).toEqual([]);
       const { rows } = await store.db.query<{ version: string }>(
@@ -95,6 +95,7 @@ export function sqlHotStoreConformance(
       expect(tables.rows.map((r) => r.table_name)).toEqual([
         "app_events",
         "pulpitum_v4_bucket_metadata",
+        "pulpitum_v4_bucket_parts",
         "pulpitum_v4_migrations",
         "pulpitum_v4_records",
         "pulpitum_v4_tables",

@@ -6,7 +6,13 @@ import { bufferView } from "../../../domain/record.js";
 import type { Candidate, CandidateKind, DiscoveryQuery } from "../../../ports/hot-store.js";
 import type { SqlDatabase, SqlExecutor } from "../database.js";
 import { METADATA_TABLE, TABLES_TABLE } from "../migrations.js";
-import { NO_LIVE_LEASE, NO_PENDING_RETRY, NOT_RECENTLY_ENQUEUED, NOT_RESTORING } from "./fences.js";
+import {
+  AUTOMATIC_WORK,
+  NO_LIVE_LEASE,
+  NO_PENDING_RETRY,
+  NOT_RECENTLY_ENQUEUED,
+  NOT_RESTORING,
+} from "./fences.js";
 import { SqlParams } from "./params.js";
 import { toCandidate, type CandidateRow } from "./rows.js";
 
@@ -51,21 +57,21 @@ function discoverySql(query: DiscoveryQuery, stamp: boolean): { sql: string; par
            FROM ${METADATA_TABLE} m JOIN ${TABLES_TABLE} t ON t.table_id = m.table_id
           WHERE m.state = 'hot' AND m.hot_deleted = false AND m.bucket_end <= ${cutoff}
             AND ${NO_PENDING_RETRY(now, "m")} AND ${NO_LIVE_LEASE(now, "m")} AND t.paused = false
-            AND ${NOT_RECENTLY_ENQUEUED(enqueuedBefore, "m")}
+            AND ${NOT_RECENTLY_ENQUEUED(enqueuedBefore, "m")} AND ${AUTOMATIC_WORK("m")}
           ORDER BY m.bucket_end LIMIT ${limit})
         UNION ALL
         (SELECT ${columns("stalled")}
            FROM ${METADATA_TABLE} m
           WHERE m.state = 'archiving' AND m.hot_deleted = false
             AND ${NO_LIVE_LEASE(now, "m")} AND ${NO_PENDING_RETRY(now, "m")}
-            AND ${NOT_RECENTLY_ENQUEUED(enqueuedBefore, "m")}
+            AND ${NOT_RECENTLY_ENQUEUED(enqueuedBefore, "m")} AND ${AUTOMATIC_WORK("m")}
           ORDER BY m.bucket_end LIMIT ${limit})
         UNION ALL
         (SELECT ${columns("cleanup")}
            FROM ${METADATA_TABLE} m
           WHERE m.state = 'archived' AND m.hot_deleted = false AND ${NOT_RESTORING("m")}
             AND ${NO_LIVE_LEASE(now, "m")}
-            AND ${NOT_RECENTLY_ENQUEUED(enqueuedBefore, "m")}
+            AND ${NOT_RECENTLY_ENQUEUED(enqueuedBefore, "m")} AND ${AUTOMATIC_WORK("m")}
           ORDER BY m.bucket_end LIMIT ${limit})
       ) c
      ORDER BY c.bucket_end, c.table_id, c.partition_key, c.bucket_key

@@ -61,6 +61,18 @@ export function CLEANUP_FENCE(p: SqlParams, lease: Lease, now: Date, alias?: str
   return `${a}state = 'archived' AND ${a}hot_deleted = false AND ${NOT_RESTORING(alias)} AND ${LIVE_LEASE(p, lease, now, alias)}`;
 }
 
+/**
+ * AUTOMATIC_WORK: discovery may offer the bucket at all: it is not
+ * quarantined and its table is not paused (a pause stops every branch, also
+ * stalled exports and pending cleanups).
+ */
+export function AUTOMATIC_WORK(alias: string): string {
+  return (
+    `${alias}.quarantined_at IS NULL AND NOT EXISTS (SELECT 1 FROM ${TABLES_TABLE} pt ` +
+    `WHERE pt.table_id = ${alias}.table_id AND pt.paused)`
+  );
+}
+
 /** NOT_RESTORING: no restore is in progress (its rows must never be cleaned up). */
 export function NOT_RESTORING(alias?: string): string {
   return `${prefix(alias)}restore_started_at IS NULL`;

@@ -5,7 +5,7 @@
 import type { TableId } from "../../../domain/table.js";
 import type { ArchiveReference, BucketState } from "../../../ports/hot-store.js";
 import type { SqlExecutor } from "../database.js";
-import { METADATA_TABLE } from "../migrations.js";
+import { METADATA_TABLE, PARTS_TABLE } from "../migrations.js";
 import { NO_LIVE_LEASE } from "./fences.js";
 import { SqlParams } from "./params.js";
 import { bucketIdOf, sqlDateOrNull, type BucketKeyRow } from "./rows.js";
@@ -42,12 +42,50 @@ export async function listArchiveReferences(
       LIMIT ${p.int(limit)}`,
     p.values,
   );
+  const partKeys = await partKeysOf(db, tableId, rows);
   return rows.map((r) => ({
     id: bucketIdOf(r),
     state: r.state as BucketState,
     payloadKey: r.payload_key,
     manifestKey: r.manifest_key,
+    partKeys: partKeys.get(referenceKey(r)) ?? [],
     dereferencedAt: sqlDateOrNull(r.dereferenced_at),
     inFlight: r.in_flight,
   }));
+}
+
+function referenceKey(row: BucketKeyRow): string {
+  return `${Buffer.from(row.partition_key).toString("base64")}/${row.bucket_key}`;
+}
+
+/**
+ * Every recorded part key of the page's buckets, read after the page: a part
+ * recorded in between belongs to a bucket the page already reports in
+ * flight (archiving), and GC never deletes under an in-flight bucket.
+ */
+async function partKeysOf(
+  db: SqlExecutor,
+  tableId: TableId,
+  page: readonly BucketKeyRow[],
+): Promise<Map<string, string[]>> {
+  const keys = new Map<string, string[]>();
+  const first = page[0];
+  const last = page[page.length - 1];
+  if (first === undefined || last === undefined) return keys;
+  const p = new SqlParams();
+  const { rows } = await db.query<BucketKeyRow & { payload_key: string }>(
+    `SELECT table_id, partition_key, bucket_key, payload_key FROM ${PARTS_TABLE}
+      WHERE table_id = ${p.text(tableId)}
+        AND (partition_key, bucket_key) >= (${p.bytes(first.partition_key)}, ${p.text(first.bucket_key)})
+        AND (partition_key, bucket_key) <= (${p.bytes(last.partition_key)}, ${p.text(last.bucket_key)})
+      ORDER BY partition_key, bucket_key, part_index`,
+    p.values,
+  );
+  for (const row of rows) {
+    const key = referenceKey(row);
+    const list = keys.get(key) ?? [];
+    list.push(row.payload_key);
+    keys.set(key, list);
+  }
+  return keys;
 }

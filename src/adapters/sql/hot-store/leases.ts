@@ -22,7 +22,8 @@ export async function acquireLease(
   const token = randomUUID();
   const nowParam = p.time(now);
   const sql = `UPDATE ${METADATA_TABLE}
-                  SET owner_token = ${p.text(token)}, generation = generation + 1,
+                  SET attempts = attempts + CASE WHEN owner_token IS NULL THEN 0 ELSE 1 END,
+                      owner_token = ${p.text(token)}, generation = generation + 1,
                       lease_expires_at = ${p.time(new Date(now.getTime() + leaseMs))},
                       updated_at = ${nowParam}
                 WHERE ${BUCKET(p, id)} AND ${NO_LIVE_LEASE(nowParam)}

@@ -18,10 +18,11 @@ interface ArchivedRow extends BucketKeyRow {
   bucket_start: string;
   bucket_end: string;
   generation: string | number;
-  payload_key: string;
-  payload_sha256: string;
+  payload_key: string | null;
+  payload_sha256: string | null;
   payload_rows: string | number;
   payload_bytes: string | number;
+  payload_parts: string | number | null;
   manifest_key: string;
   hot_deleted: boolean;
   restore_started_at: string | null;
@@ -46,7 +47,7 @@ export async function listArchivedBuckets(
     `table_id = ${p.text(tableId)}`,
     `state = 'archived'`,
     `manifest_key IS NOT NULL`,
-    `payload_key IS NOT NULL`,
+    `payload_rows IS NOT NULL`,
   ];
   if (options.partitionKey !== undefined)
     conditions.push(`partition_key = ${p.bytes(options.partitionKey)}`);
@@ -57,7 +58,8 @@ export async function listArchivedBuckets(
   }
   const { rows } = await db.query<ArchivedRow>(
     `SELECT table_id, partition_key, bucket_key, bucket_strategy, bucket_start, bucket_end,
-            generation, payload_key, payload_sha256, payload_rows, payload_bytes, manifest_key,
+            generation, payload_key, payload_sha256, payload_rows, payload_bytes, payload_parts,
+            manifest_key,
             hot_deleted, restore_started_at
        FROM ${METADATA_TABLE}
       WHERE ${conditions.join(" AND ")}
@@ -71,12 +73,18 @@ export async function listArchivedBuckets(
     start: sqlDate(r.bucket_start),
     end: sqlDate(r.bucket_end),
     generation: Number(r.generation),
-    payload: {
-      key: r.payload_key,
-      sha256: r.payload_sha256,
-      rowCount: Number(r.payload_rows),
-      byteLength: Number(r.payload_bytes),
-    },
+    payload:
+      r.payload_key === null || r.payload_sha256 === null
+        ? null
+        : {
+            key: r.payload_key,
+            sha256: r.payload_sha256,
+            rowCount: Number(r.payload_rows),
+            byteLength: Number(r.payload_bytes),
+          },
+    parts: r.payload_parts === null ? 1 : Number(r.payload_parts),
+    rowCount: Number(r.payload_rows),
+    byteLength: Number(r.payload_bytes),
     manifestKey: r.manifest_key,
     hotDeleted: r.hot_deleted,
     restoreStartedAt: sqlDateOrNull(r.restore_started_at),

@@ -7,8 +7,12 @@
  */
 import type { FencedWrite, Lease, PayloadFacts } from "../../../ports/hot-store.js";
 import type { SqlDatabase } from "../database.js";
-import { fencedUpdate } from "./fenced-update.js";
-import { CLAIMABLE, HAND_ON, RELEASE_LEASE } from "./fences.js";
+import { METADATA_TABLE } from "../migrations.js";
+import { fencedUpdate, leaseLost } from "./fenced-update.js";
+import { BUCKET, CLAIMABLE, HAND_ON, LIVE_LEASE, RELEASE_LEASE } from "./fences.js";
+import { SqlParams } from "./params.js";
+import { deleteParts } from "./parts.js";
+import { METADATA_COLUMNS, toMetadata, type MetadataRow } from "./rows.js";
 
 /** `last_error` is kept to this many characters. */
 export const MAX_ERROR_LENGTH = 2000;
@@ -76,6 +80,12 @@ export async function publish(db: SqlDatabase, lease: Lease, now: Date): Promise
   );
 }
 
+/**
+ * One transaction: lock the metadata row under the caller's lease (not yet
+ * archived), delete the bucket's part records, then send it back to hot. The
+ * deleted parts' objects become unreferenced, so `dereferenced_at` is stamped
+ * for them as for a cleared payload or manifest.
+ */
 export async function defer(
   db: SqlDatabase,
   lease: Lease,
@@ -83,19 +93,35 @@ export async function defer(
   retryAt: Date,
   error: string,
 ): Promise<FencedWrite> {
-  return await fencedUpdate(
-    db,
-    "defer",
-    lease,
-    now,
-    (p) =>
-      `state = 'hot', phase = 'claim',
-       dereferenced_at = CASE WHEN payload_key IS NULL AND manifest_key IS NULL
-                              THEN dereferenced_at ELSE ${p.time(now)} END,
-       payload_key = NULL, payload_sha256 = NULL,
-       payload_rows = NULL, payload_bytes = NULL, manifest_key = NULL,
-       attempts = attempts + 1, retry_at = ${p.time(retryAt)},
-       last_error = ${p.text(error.slice(0, MAX_ERROR_LENGTH))}, ${RELEASE_LEASE}`,
-    () => `state <> 'archived'`,
-  );
+  const id = lease.bucket;
+  const row = await db.transaction(async (tx) => {
+    const f = new SqlParams();
+    const { rows: fenced } = await tx.query(
+      `SELECT 1 AS ok FROM ${METADATA_TABLE}
+        WHERE ${BUCKET(f, id)} AND ${LIVE_LEASE(f, lease, now)} AND state <> 'archived'
+          FOR UPDATE`,
+      f.values,
+    );
+    if (fenced.length === 0) return null;
+    const hadParts = (await deleteParts(tx, id)) > 0;
+    const p = new SqlParams();
+    const { rows } = await tx.query<MetadataRow>(
+      `UPDATE ${METADATA_TABLE}
+          SET state = 'hot', phase = 'claim',
+              dereferenced_at = CASE WHEN payload_key IS NULL AND manifest_key IS NULL
+                                      AND NOT ${p.bool(hadParts)}
+                                     THEN dereferenced_at ELSE ${p.time(now)} END,
+              payload_key = NULL, payload_sha256 = NULL, payload_rows = NULL,
+              payload_bytes = NULL, payload_parts = NULL, manifest_key = NULL,
+              attempts = attempts + 1, retry_at = ${p.time(retryAt)},
+              last_error = ${p.text(error.slice(0, MAX_ERROR_LENGTH))}, ${RELEASE_LEASE},
+              updated_at = ${p.time(now)}
+        WHERE ${BUCKET(p, id)}
+    RETURNING ${METADATA_COLUMNS}`,
+      p.values,
+    );
+    return rows[0] ?? null;
+  }, "defer");
+  if (row === null) return await leaseLost(db, id);
+  return { kind: "committed", metadata: toMetadata(row) };
 }

@@ -14,8 +14,10 @@ import type {
 import type { SqlDatabase } from "../database.js";
 import { METADATA_TABLE, RECORDS_TABLE } from "../migrations.js";
 import { fencedUpdate, holdsLiveLease, leaseLost } from "./fenced-update.js";
-import { BUCKET, RELEASE_LEASE, RESTORE_FENCE } from "./fences.js";
+import { BUCKET, LIVE_LEASE, RELEASE_LEASE, RESTORE_FENCE } from "./fences.js";
 import { SqlParams } from "./params.js";
+import { deleteParts } from "./parts.js";
+import { METADATA_COLUMNS, toMetadata, type MetadataRow } from "./rows.js";
 import { countHotRows } from "./reads.js";
 import {
   compareExisting,
@@ -82,20 +84,30 @@ export async function finishRestore(
   now: Date,
   retryAt: Date,
 ): Promise<FinishRestore> {
-  const result = await fencedUpdate(
-    db,
-    "finishRestore",
-    lease,
-    now,
-    (p) =>
-      `state = 'hot', phase = 'claim', payload_key = NULL, payload_sha256 = NULL,
-       payload_rows = NULL, payload_bytes = NULL, manifest_key = NULL, hot_deleted = false,
-       restore_started_at = NULL, dereferenced_at = ${p.time(now)}, attempts = 0,
-       retry_at = ${p.time(retryAt)}, last_error = NULL, enqueued_at = NULL, ${RELEASE_LEASE}`,
-    (p) =>
-      `state = 'archived' AND restore_started_at IS NOT NULL
-       AND payload_rows = (SELECT count(*) FROM ${RECORDS_TABLE} WHERE ${BUCKET(p, lease.bucket)})`,
-  );
+  // One transaction: the fenced UPDATE locks the row, and a segmented
+  // bucket's part records go with its payload facts.
+  const id = lease.bucket;
+  const row = await db.transaction(async (tx) => {
+    const p = new SqlParams();
+    const { rows } = await tx.query<MetadataRow>(
+      `UPDATE ${METADATA_TABLE}
+          SET state = 'hot', phase = 'claim', payload_key = NULL, payload_sha256 = NULL,
+              payload_rows = NULL, payload_bytes = NULL, payload_parts = NULL,
+              manifest_key = NULL, hot_deleted = false, restore_started_at = NULL,
+              dereferenced_at = ${p.time(now)}, attempts = 0, retry_at = ${p.time(retryAt)},
+              last_error = NULL, enqueued_at = NULL, ${RELEASE_LEASE}, updated_at = ${p.time(now)}
+        WHERE ${BUCKET(p, id)} AND ${LIVE_LEASE(p, lease, now)}
+          AND state = 'archived' AND restore_started_at IS NOT NULL
+          AND payload_rows = (SELECT count(*) FROM ${RECORDS_TABLE} WHERE ${BUCKET(p, id)})
+    RETURNING ${METADATA_COLUMNS}`,
+      p.values,
+    );
+    if (rows[0] === undefined) return null;
+    await deleteParts(tx, id);
+    return rows[0];
+  }, "finishRestore");
+  const result: FencedWrite =
+    row === null ? await leaseLost(db, id) : { kind: "committed", metadata: toMetadata(row) };
   if (result.kind === "committed") return result;
   const m = result.metadata;
   if (

@@ -67,10 +67,12 @@ export const METADATA_COLUMNS = [
   "payload_sha256",
   "payload_rows",
   "payload_bytes",
+  "payload_parts",
   "manifest_key",
   "hot_deleted",
   "restore_started_at",
   "dereferenced_at",
+  "quarantined_at",
   "enqueued_at",
   "created_at",
   "updated_at",
@@ -92,10 +94,12 @@ export interface MetadataRow extends BucketKeyRow {
   payload_sha256: string | null;
   payload_rows: string | number | null;
   payload_bytes: string | number | null;
+  payload_parts: string | number | null;
   manifest_key: string | null;
   hot_deleted: boolean;
   restore_started_at: string | null;
   dereferenced_at: string | null;
+  quarantined_at: string | null;
   enqueued_at: string | null;
   created_at: string;
   updated_at: string;
@@ -146,10 +150,19 @@ export function toMetadata(row: MetadataRow): BucketMetadata {
     retryAt: sqlDateOrNull(row.retry_at),
     lastError: row.last_error,
     payload,
+    segmented:
+      row.payload_parts !== null && row.payload_rows !== null && row.payload_bytes !== null
+        ? {
+            parts: Number(row.payload_parts),
+            rowCount: Number(row.payload_rows),
+            byteLength: Number(row.payload_bytes),
+          }
+        : null,
     manifestKey: row.manifest_key,
     hotDeleted: row.hot_deleted,
     restoreStartedAt: sqlDateOrNull(row.restore_started_at),
     dereferencedAt: sqlDateOrNull(row.dereferenced_at),
+    quarantinedAt: sqlDateOrNull(row.quarantined_at),
     enqueuedAt: sqlDateOrNull(row.enqueued_at),
     createdAt: sqlDate(row.created_at),
     updatedAt: sqlDate(row.updated_at),

@@ -51,6 +51,11 @@ export async function statusReport(
       WHERE state = 'hot' AND attempts > 0 AND last_error IS NOT NULL
       ORDER BY retry_at NULLS LAST, table_id, partition_key, bucket_key LIMIT 100`,
   );
+  const { rows: quarantined } = await db.query<MetadataRow>(
+    `SELECT ${METADATA_COLUMNS} FROM ${METADATA_TABLE}
+      WHERE quarantined_at IS NOT NULL
+      ORDER BY quarantined_at, table_id, partition_key, bucket_key LIMIT 100`,
+  );
   const { rows: leased } = await db.query<MetadataRow>(
     `SELECT ${METADATA_COLUMNS} FROM ${METADATA_TABLE}
       WHERE owner_token IS NOT NULL AND lease_expires_at > ${nowParam}
@@ -88,6 +93,13 @@ export async function statusReport(
       id: m.id,
       attempts: m.attempts,
       retryAt: m.retryAt,
+      lastError: m.lastError,
+    })),
+    quarantined: quarantined.map(toMetadata).map((m) => ({
+      id: m.id,
+      state: m.state,
+      attempts: m.attempts,
+      quarantinedAt: m.quarantinedAt!,
       lastError: m.lastError,
     })),
     leased: leased

@@ -45,6 +45,7 @@ import { METADATA_TABLE, RECORDS_TABLE, TABLES_TABLE } from "../migrations.js";
 import { SOME_LIVE_LEASE, BUCKET, LIVE_LEASE } from "./fences.js";
 import { deleteNextKeyRange } from "./key-range-delete.js";
 import { SqlParams } from "./params.js";
+import { deleteParts } from "./parts.js";
 import { bucketIdOf, sqlDateOrNull, type BucketKeyRow } from "./rows.js";
 
 /** How many in-flight buckets a refusal names. */
@@ -151,6 +152,7 @@ export async function dropBucketBatch(
       m.values,
     );
     if (remaining.rows.length > 0) return { rows: deleted.count, bucketRemoved: false };
+    await deleteParts(tx, id);
     const x = new SqlParams();
     await tx.query(`DELETE FROM ${METADATA_TABLE} WHERE ${BUCKET(x, id)}`, x.values);
     return { rows: deleted.count, bucketRemoved: true };

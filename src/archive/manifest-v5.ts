@@ -1,0 +1,406 @@
+/**
+ * Manifest v5: a bucket archived as several parts (a segmented export).
+ *
+ * It carries every identity field of manifest v4 (see manifest.ts) and, in
+ * place of v4's single `payload_key` and `sha256`, `parts`: the payload
+ * objects in clustering order, each with its key, rows, bytes, SHA-256 and
+ * the first and last `(event_time, sort_key)` it holds, so a reader opens
+ * only the parts a key range overlaps. `row_count` and `byte_length` are the
+ * totals. A bucket of one part keeps manifest v4, byte for byte, so a v5
+ * manifest always lists at least two parts, none of them empty.
+ *
+ * Validation is strict both ways: a v4 manifest must name one payload, a v5
+ * manifest must not (no top-level `payload_key` or `sha256`), and every part
+ * is checked as a v4 payload of the same bucket would be (its key in the
+ * bucket's payloads/ folder, named by its SHA-256 and the format), its keys
+ * inside the bucket's bounds, and parts strictly ordered without overlap.
+ */
+import { ArchiveIntegrityError, errorMessage } from "../errors.js";
+import { compareClustering, parseBase64, toBase64 } from "../domain/record.js";
+import { formatMicrosRfc3339, parseRfc3339Micros } from "../domain/time.js";
+import { parseBucketKey, type BucketStrategy } from "../domain/bucket.js";
+import type { ArchiveFormat } from "../domain/table.js";
+import type { BucketPart, ClusteringPosition, PayloadFacts } from "../ports/hot-store.js";
+import { dateToMicros } from "../domain/time.js";
+import {
+  buildManifest,
+  CLUSTERING_KEY,
+  MANIFEST_CREATED_BY,
+  MANIFEST_VERSION,
+  serializeManifest,
+  sha256Hex,
+  validateManifest,
+  type Manifest,
+  type ManifestBucket,
+  type ManifestExpectations,
+} from "./manifest.js";
+import { RECORD_SCHEMA_VERSION } from "./envelope.js";
+
+export const SEGMENTED_MANIFEST_VERSION = 5;
+
+export interface ManifestPart {
+  readonly payload_key: string;
+  readonly row_count: number;
+  readonly byte_length: number;
+  readonly sha256: string;
+  readonly first_event_time: string;
+  readonly first_sort_key_b64: string;
+  readonly last_event_time: string;
+  readonly last_sort_key_b64: string;
+}
+
+export interface ManifestV5 {
+  readonly manifest_version: 5;
+  readonly table_id: string;
+  readonly partition_key_b64: string;
+  readonly bucket_key: string;
+  readonly bucket_strategy: BucketStrategy;
+  readonly bucket_start: string;
+  readonly bucket_end: string;
+  readonly generation: number;
+  readonly format: ArchiveFormat;
+  readonly record_schema_version: 2;
+  readonly row_count: number;
+  readonly byte_length: number;
+  readonly parts: readonly ManifestPart[];
+  readonly clustering_key: readonly ["event_time", "sort_key"];
+  readonly created_by: string;
+}
+
+/** Either manifest a bucket's route may name. */
+export type ArchiveManifest = Manifest | ManifestV5;
+
+const V5_FIELDS = [
+  "manifest_version",
+  "table_id",
+  "partition_key_b64",
+  "bucket_key",
+  "bucket_strategy",
+  "bucket_start",
+  "bucket_end",
+  "generation",
+  "format",
+  "record_schema_version",
+  "row_count",
+  "byte_length",
+  "parts",
+  "clustering_key",
+  "created_by",
+] as const satisfies readonly (keyof ManifestV5)[];
+
+const PART_FIELDS = [
+  "payload_key",
+  "row_count",
+  "byte_length",
+  "sha256",
+  "first_event_time",
+  "first_sort_key_b64",
+  "last_event_time",
+  "last_sort_key_b64",
+] as const satisfies readonly (keyof ManifestPart)[];
+
+/** One payload object of an archived bucket, as a reader needs it. */
+export interface PayloadPart extends PayloadFacts {
+  /** First and last clustering key it holds; null for the empty payload of an empty v4 bucket or when unknown (v4). */
+  readonly first: ClusteringPosition | null;
+  readonly last: ClusteringPosition | null;
+}
+
+/** The payload objects of either manifest version, in clustering order. */
+export function manifestParts(manifest: ArchiveManifest): PayloadPart[] {
+  if (manifest.manifest_version === MANIFEST_VERSION) {
+    return [
+      {
+        key: manifest.payload_key,
+        sha256: manifest.sha256,
+        rowCount: manifest.row_count,
+        byteLength: manifest.byte_length,
+        first: null,
+        last: null,
+      },
+    ];
+  }
+  return manifest.parts.map((part) => ({
+    key: part.payload_key,
+    sha256: part.sha256,
+    rowCount: part.row_count,
+    byteLength: part.byte_length,
+    first: {
+      eventTime: parseRfc3339Micros(part.first_event_time, "first_event_time"),
+      sortKey: parseBase64(part.first_sort_key_b64, "first_sort_key_b64"),
+    },
+    last: {
+      eventTime: parseRfc3339Micros(part.last_event_time, "last_event_time"),
+      sortKey: parseBase64(part.last_sort_key_b64, "last_sort_key_b64"),
+    },
+  }));
+}
+
+export interface SegmentedManifestInput {
+  readonly bucket: ManifestBucket;
+  readonly generation: number;
+  readonly format: ArchiveFormat;
+  /** The recorded parts in index order (at least two, none empty). */
+  readonly parts: readonly BucketPart[];
+}
+
+export function buildSegmentedManifest(input: SegmentedManifestInput): ManifestV5 {
+  // The v4 builder fixes every identity field's form; v5 replaces only the payload.
+  const identity = buildManifest({
+    bucket: input.bucket,
+    generation: input.generation,
+    format: input.format,
+    payload: input.parts[0]!,
+  });
+  return {
+    manifest_version: SEGMENTED_MANIFEST_VERSION,
+    table_id: identity.table_id,
+    partition_key_b64: identity.partition_key_b64,
+    bucket_key: identity.bucket_key,
+    bucket_strategy: identity.bucket_strategy,
+    bucket_start: identity.bucket_start,
+    bucket_end: identity.bucket_end,
+    generation: identity.generation,
+    format: identity.format,
+    record_schema_version: RECORD_SCHEMA_VERSION,
+    row_count: input.parts.reduce((sum, p) => sum + p.rowCount, 0),
+    byte_length: input.parts.reduce((sum, p) => sum + p.byteLength, 0),
+    parts: input.parts.map((part) => {
+      if (part.first === null || part.last === null) {
+        throw new ArchiveIntegrityError(part.key, "a part of a segmented export holds no rows");
+      }
+      return {
+        payload_key: part.key,
+        row_count: part.rowCount,
+        byte_length: part.byteLength,
+        sha256: part.sha256,
+        first_event_time: formatMicrosRfc3339(part.first.eventTime),
+        first_sort_key_b64: toBase64(part.first.sortKey),
+        last_event_time: formatMicrosRfc3339(part.last.eventTime),
+        last_sort_key_b64: toBase64(part.last.sortKey),
+      };
+    }),
+    clustering_key: [...CLUSTERING_KEY] as unknown as ManifestV5["clustering_key"],
+    created_by: MANIFEST_CREATED_BY,
+  };
+}
+
+/** Either version's bytes: fixed key order, two-space indentation, trailing newline. */
+export function serializeArchiveManifest(manifest: ArchiveManifest): Uint8Array {
+  if (manifest.manifest_version === MANIFEST_VERSION) return serializeManifest(manifest);
+  const ordered: Record<string, unknown> = {};
+  for (const field of V5_FIELDS) {
+    if (field !== "parts") {
+      ordered[field] = manifest[field];
+      continue;
+    }
+    ordered.parts = manifest.parts.map((part) => {
+      const p: Record<string, unknown> = {};
+      for (const f of PART_FIELDS) p[f] = part[f];
+      return p;
+    });
+  }
+  return Buffer.from(`${JSON.stringify(ordered, null, 2)}\n`, "utf8");
+}
+
+export interface ArchiveManifestExpectations extends ManifestExpectations {
+  /** The recorded parts of a segmented bucket: the manifest must be v5 and list exactly these. */
+  readonly parts?: readonly PayloadFacts[];
+}
+
+/**
+ * Validate a manifest of either version (see {@link validateManifest} for
+ * v4). Throws ArchiveIntegrityError naming the first field that is wrong.
+ */
+export function validateArchiveManifest(
+  input: Uint8Array | string,
+  expected: ArchiveManifestExpectations = {},
+  objectKey = expected.manifestKey ?? "manifest",
+): ArchiveManifest {
+  const fail = (field: string, problem: string): never => {
+    throw new ArchiveIntegrityError(objectKey, `manifest field ${field} ${problem}`);
+  };
+  const bytes = typeof input === "string" ? Buffer.from(input, "utf8") : input;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
+  } catch (error) {
+    throw new ArchiveIntegrityError(objectKey, `manifest is not JSON: ${errorMessage(error)}`, {
+      cause: error,
+    });
+  }
+  const version = (parsed as { manifest_version?: unknown } | null)?.manifest_version;
+  if (version !== SEGMENTED_MANIFEST_VERSION) {
+    if (expected.parts !== undefined && version === MANIFEST_VERSION) {
+      fail("manifest_version", `is 4, but the bucket recorded ${expected.parts.length} parts`);
+    }
+    if (version !== MANIFEST_VERSION) {
+      fail(
+        "manifest_version",
+        `is ${JSON.stringify(version)}; this reader accepts ${MANIFEST_VERSION} and ${SEGMENTED_MANIFEST_VERSION}`,
+      );
+    }
+    return validateManifest(bytes, expected, objectKey);
+  }
+  if (expected.payload !== undefined) {
+    fail("manifest_version", "is 5, but the bucket recorded a single payload");
+  }
+  const m = parsed as Record<string, unknown>;
+  for (const field of ["payload_key", "sha256"]) {
+    if (m[field] !== undefined) {
+      fail(field, "is present; manifest v5 names its payload objects in parts only");
+    }
+  }
+  const rawParts = m.parts;
+  if (!Array.isArray(rawParts) || rawParts.length < 2) {
+    fail("parts", "must be an array of at least two parts (one part is manifest v4)");
+  }
+  const partsIn = rawParts as unknown[];
+
+  // Each part must be what a v4 manifest of this bucket could name as its payload.
+  const { manifestKey: _key, payload: _payload, ...identityExpectations } = expected;
+  const descriptor = parseBucketKey(String(m.bucket_key), m.bucket_strategy as BucketStrategy);
+  const lowest = dateToMicros(descriptor.start);
+  const highest = dateToMicros(descriptor.end);
+  const parts: ManifestPart[] = [];
+  let previousLast: ClusteringPosition | null = null;
+  let rows = 0;
+  let byteTotal = 0;
+  partsIn.forEach((raw, i) => {
+    const field = `parts[${i}]`;
+    if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
+      fail(field, "is not a JSON object");
+    }
+    const part = raw as Record<string, unknown>;
+    let checked: Manifest;
+    try {
+      checked = validateManifest(
+        {
+          ...m,
+          manifest_version: MANIFEST_VERSION,
+          parts: undefined,
+          payload_key: part.payload_key,
+          sha256: part.sha256,
+          row_count: part.row_count,
+          byte_length: part.byte_length,
+        },
+        identityExpectations,
+        objectKey,
+      );
+    } catch (error) {
+      throw new ArchiveIntegrityError(objectKey, `${field}: ${errorMessage(error)}`, {
+        cause: error,
+      });
+    }
+    if (checked.row_count < 1) fail(`${field}.row_count`, "is 0; a part holds rows");
+    const position = (which: "first" | "last"): ClusteringPosition => {
+      const timeText = part[`${which}_event_time`];
+      const keyText = part[`${which}_sort_key_b64`];
+      let eventTime: bigint | undefined;
+      let sortKey: Uint8Array | undefined;
+      try {
+        if (typeof timeText !== "string" || !timeText.endsWith("Z")) throw new Error("no Z");
+        eventTime = parseRfc3339Micros(timeText, `${which}_event_time`);
+      } catch {
+        fail(
+          `${field}.${which}_event_time`,
+          `is ${JSON.stringify(timeText)}, expected an RFC 3339 UTC time ending in Z`,
+        );
+      }
+      try {
+        sortKey = parseBase64(keyText, `${which}_sort_key_b64`);
+      } catch (error) {
+        fail(`${field}.${which}_sort_key_b64`, `is invalid: ${errorMessage(error)}`);
+      }
+      if (eventTime! < lowest || eventTime! >= highest) {
+        fail(`${field}.${which}_event_time`, `is ${String(timeText)}, outside the bucket's bounds`);
+      }
+      return { eventTime: eventTime!, sortKey: sortKey! };
+    };
+    const first = position("first");
+    const last = position("last");
+    if (compareClustering(first, last) > 0) fail(field, "has its first key after its last key");
+    if (checked.row_count === 1 && compareClustering(first, last) !== 0) {
+      fail(field, "holds one row but names two different keys");
+    }
+    if (previousLast !== null && compareClustering(previousLast, first) >= 0) {
+      fail(field, "does not start after the previous part's last key");
+    }
+    previousLast = last;
+    rows += checked.row_count;
+    byteTotal += checked.byte_length;
+    parts.push({
+      payload_key: checked.payload_key,
+      row_count: checked.row_count,
+      byte_length: checked.byte_length,
+      sha256: checked.sha256,
+      first_event_time: part.first_event_time as string,
+      first_sort_key_b64: part.first_sort_key_b64 as string,
+      last_event_time: part.last_event_time as string,
+      last_sort_key_b64: part.last_sort_key_b64 as string,
+    });
+  });
+  // The identity fields were checked with every part; take them from the first.
+  const identity = validateManifest(
+    { ...m, manifest_version: MANIFEST_VERSION, ...v4PayloadOf(parts[0]!) },
+    { ...identityExpectations, manifestKey: expected.manifestKey },
+    objectKey,
+  );
+  if (m.row_count !== rows)
+    fail("row_count", `is ${JSON.stringify(m.row_count)}, the parts hold ${rows}`);
+  if (m.byte_length !== byteTotal) {
+    fail("byte_length", `is ${JSON.stringify(m.byte_length)}, the parts hold ${byteTotal}`);
+  }
+  if (expected.manifestKey !== undefined) {
+    const name = /\/manifests\/([0-9a-f]{64})\.json$/.exec(expected.manifestKey);
+    if (name !== null && sha256Hex(bytes) !== name[1]) {
+      throw new ArchiveIntegrityError(
+        expected.manifestKey,
+        `manifest bytes hash to ${sha256Hex(bytes)}, not to the ${name[1]} its key names`,
+      );
+    }
+  }
+  if (expected.parts !== undefined) {
+    if (expected.parts.length !== parts.length) {
+      fail("parts", `lists ${parts.length} parts, ${expected.parts.length} are recorded`);
+    }
+    expected.parts.forEach((want, i) => {
+      const got = parts[i]!;
+      if (
+        got.payload_key !== want.key ||
+        got.sha256 !== want.sha256 ||
+        got.row_count !== want.rowCount ||
+        got.byte_length !== want.byteLength
+      ) {
+        fail(`parts[${i}]`, `is ${got.payload_key}, expected the recorded part ${want.key}`);
+      }
+    });
+  }
+  return {
+    manifest_version: SEGMENTED_MANIFEST_VERSION,
+    table_id: identity.table_id,
+    partition_key_b64: identity.partition_key_b64,
+    bucket_key: identity.bucket_key,
+    bucket_strategy: identity.bucket_strategy,
+    bucket_start: identity.bucket_start,
+    bucket_end: identity.bucket_end,
+    generation: identity.generation,
+    format: identity.format,
+    record_schema_version: RECORD_SCHEMA_VERSION,
+    row_count: rows,
+    byte_length: byteTotal,
+    parts,
+    clustering_key: CLUSTERING_KEY,
+    created_by: identity.created_by,
+  };
+}
+
+function v4PayloadOf(part: ManifestPart) {
+  return {
+    payload_key: part.payload_key,
+    sha256: part.sha256,
+    row_count: part.row_count,
+    byte_length: part.byte_length,
+    parts: undefined,
+  };
+}

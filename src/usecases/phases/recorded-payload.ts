@@ -1,0 +1,65 @@
+/**
+ * What a bucket's metadata vouches for after export: one payload (manifest
+ * v4) or the recorded parts of a segmented export (manifest v5). Seal,
+ * publish, cleanup and restore all start from here.
+ */
+import { describeBucket } from "../../domain/bucket.js";
+import type { ArchiveFormat } from "../../domain/table.js";
+import { InvariantViolationError } from "../../errors.js";
+import type { BucketMetadata, BucketPart, HotStore, PayloadFacts } from "../../ports/hot-store.js";
+import { formatOfPayloadKey } from "./step.js";
+
+export type RecordedPayload =
+  | {
+      readonly kind: "single";
+      readonly format: ArchiveFormat;
+      readonly payload: PayloadFacts;
+      readonly rowCount: number;
+      readonly byteLength: number;
+    }
+  | {
+      readonly kind: "segmented";
+      readonly format: ArchiveFormat;
+      readonly parts: readonly BucketPart[];
+      readonly rowCount: number;
+      readonly byteLength: number;
+    };
+
+/**
+ * The recorded payload of an exported bucket; null while export has not
+ * finished. Throws InvariantViolationError when the part records disagree
+ * with the totals the export's finishing commit recorded.
+ */
+export async function recordedPayload(
+  hotStore: HotStore,
+  metadata: BucketMetadata,
+): Promise<RecordedPayload | null> {
+  if (metadata.payload !== null) {
+    const payload = metadata.payload;
+    return {
+      kind: "single",
+      format: formatOfPayloadKey(payload.key),
+      payload,
+      rowCount: payload.rowCount,
+      byteLength: payload.byteLength,
+    };
+  }
+  const totals = metadata.segmented;
+  if (totals === null) return null;
+  const parts = await hotStore.listParts(metadata.id);
+  const rows = parts.reduce((sum, p) => sum + p.rowCount, 0);
+  const bytes = parts.reduce((sum, p) => sum + p.byteLength, 0);
+  if (parts.length !== totals.parts || rows !== totals.rowCount || bytes !== totals.byteLength) {
+    throw new InvariantViolationError(
+      `bucket ${describeBucket(metadata.id)} recorded ${totals.parts} parts of ${totals.rowCount} rows ` +
+        `and ${totals.byteLength} bytes, but its part records list ${parts.length} parts of ${rows} rows and ${bytes} bytes`,
+    );
+  }
+  return {
+    kind: "segmented",
+    format: formatOfPayloadKey(parts[0]!.key),
+    parts,
+    rowCount: rows,
+    byteLength: bytes,
+  };
+}

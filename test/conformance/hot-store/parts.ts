@@ -1,0 +1,148 @@
+/**
+ * Conformance: the part records of a segmented export (recordPart,
+ * listParts, finishExport), and what deferral and GC's reference set do
+ * with them.
+ */
+import { describe, expect, it } from "vitest";
+import { InvariantViolationError } from "../../../src/errors.js";
+import type { BucketPart, HotStore } from "../../../src/ports/hot-store.js";
+import {
+  acquire,
+  advanceTo,
+  bytes,
+  committed,
+  hotBucket,
+  later,
+  LEASE_MS,
+  newTable,
+  NOW,
+} from "./support.js";
+
+const micros = (iso: string) => BigInt(Date.parse(iso)) * 1000n;
+
+function part(index: number, rows = 2): BucketPart {
+  return {
+    index,
+    key: `p/part-${index}.json`,
+    sha256: String(index % 10).repeat(64),
+    rowCount: rows,
+    byteLength: 100 + index,
+    first: {
+      eventTime: micros("2023-03-01T00:00:00Z") + BigInt(index * 10),
+      sortKey: bytes(0, index),
+    },
+    last: {
+      eventTime: micros("2023-03-01T00:00:00Z") + BigInt(index * 10 + 3),
+      sortKey: bytes(0xff, 0, index),
+    },
+  };
+}
+
+export function partConformance(getStore: () => HotStore): void {
+  describe("export parts", () => {
+    it("records part k only under the export lease and only right after part k-1", async () => {
+      const store = getStore();
+      const id = await hotBucket(store, await newTable(store, "parts-order"));
+      await advanceTo(store, id, "export");
+      const lease = await acquire(store, id);
+
+      expect(await store.recordPart(lease, NOW, part(1))).toEqual({
+        kind: "out-of-order",
+        recorded: 0,
+      });
+      expect(await store.recordPart(lease, NOW, part(0))).toEqual({ kind: "recorded" });
+      expect(await store.recordPart(lease, NOW, part(0))).toEqual({
+        kind: "out-of-order",
+        recorded: 1,
+      });
+      expect((await store.recordPart(lease, later(NOW, LEASE_MS), part(1))).kind).toBe(
+        "lease-lost",
+      );
+      expect(await store.listParts(id)).toEqual([part(0)]);
+      // The lease is kept: the same owner goes on recording.
+      expect(await store.recordPart(lease, NOW, part(1))).toEqual({ kind: "recorded" });
+      expect(await store.listParts(id)).toEqual([part(0), part(1)]);
+    });
+
+    it("refuses a part from a stale owner after a takeover, which keeps the recorded parts", async () => {
+      const store = getStore();
+      const id = await hotBucket(store, await newTable(store, "parts-stale"));
+      await advanceTo(store, id, "export");
+      const stale = await acquire(store, id);
+      expect((await store.recordPart(stale, NOW, part(0))).kind).toBe("recorded");
+      const takeoverAt = later(NOW, LEASE_MS + 1);
+      const rival = await acquire(store, id, takeoverAt);
+      expect((await store.recordPart(stale, NOW, part(1))).kind).toBe("lease-lost");
+      expect(await store.listParts(id)).toEqual([part(0)]);
+      expect((await store.recordPart(rival, takeoverAt, part(1))).kind).toBe("recorded");
+    });
+
+    it("finishes an export of several parts with their totals, phase seal and the lease released", async () => {
+      const store = getStore();
+      const id = await hotBucket(store, await newTable(store, "parts-finish"));
+      await advanceTo(store, id, "export");
+      const lease = await acquire(store, id);
+      for (const i of [0, 1, 2]) await store.recordPart(lease, NOW, part(i));
+
+      await expect(store.finishExport(lease, NOW, 2)).rejects.toThrow(InvariantViolationError);
+      const finished = committed(await store.finishExport(lease, NOW, 3));
+      expect(finished.metadata).toMatchObject({
+        state: "archiving",
+        phase: "seal",
+        payload: null,
+        segmented: { parts: 3, rowCount: 6, byteLength: 303 },
+        ownerToken: null,
+      });
+      expect(await store.listParts(id)).toHaveLength(3);
+      expect((await store.finishExport(await acquire(store, id), NOW, 3)).kind).toBe("lease-lost");
+    });
+
+    it("finishes an export of one part as an ordinary payload, leaving no part record", async () => {
+      const store = getStore();
+      const id = await hotBucket(store, await newTable(store, "parts-single"));
+      await advanceTo(store, id, "export");
+      const lease = await acquire(store, id);
+      await store.recordPart(lease, NOW, part(0, 3));
+      const finished = committed(await store.finishExport(lease, NOW, 1));
+      const { index: _index, first: _first, last: _last, ...payload } = part(0, 3);
+      expect(finished.metadata).toMatchObject({ phase: "seal", payload, segmented: null });
+      expect(await store.listParts(id)).toEqual([]);
+    });
+
+    it("deferral deletes the part records in its fenced transaction and stamps the dereference time", async () => {
+      const store = getStore();
+      const id = await hotBucket(store, await newTable(store, "parts-defer"));
+      await advanceTo(store, id, "export");
+      const lease = await acquire(store, id);
+      await store.recordPart(lease, NOW, part(0));
+      await store.recordPart(lease, NOW, part(1));
+
+      const stale = later(NOW, LEASE_MS);
+      expect((await store.defer(lease, stale, stale, "too late")).kind).toBe("lease-lost");
+      expect(await store.listParts(id)).toHaveLength(2);
+
+      const deferred = committed(await store.defer(lease, NOW, later(NOW, 1000), "boom"));
+      expect(deferred.metadata).toMatchObject({ state: "hot", phase: "claim", attempts: 1 });
+      expect(deferred.metadata.dereferencedAt).toEqual(NOW);
+      expect(await store.listParts(id)).toEqual([]);
+    });
+
+    it("GC's reference set names every recorded part and reports the exporting bucket in flight", async () => {
+      const store = getStore();
+      const tableId = await newTable(store, "parts-gc");
+      const id = await hotBucket(store, tableId, bytes(7));
+      await hotBucket(store, tableId, bytes(8));
+      await advanceTo(store, id, "export");
+      const lease = await acquire(store, id);
+      await store.recordPart(lease, NOW, part(0));
+      await store.recordPart(lease, NOW, part(1));
+      await store.releaseLease(lease);
+
+      const refs = await store.listArchiveReferences(tableId, null, 10, NOW);
+      expect(refs.map((r) => [r.partKeys, r.inFlight])).toEqual([
+        [[part(0).key, part(1).key], true],
+        [[], false],
+      ]);
+    });
+  });
+}

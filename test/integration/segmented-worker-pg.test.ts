@@ -1,0 +1,244 @@
+/**
+ * Segmented export through the real worker handler on PostgreSQL and the
+ * emulator's SQS and S3: every invocation has a simulated deadline that
+ * leaves time for one export part only, and a bucket ten times larger than
+ * one invocation's budget archives, part by part, each invocation enqueuing
+ * the next.
+ */
+import { randomUUID } from "node:crypto";
+import {
+  CreateQueueCommand,
+  DeleteMessageCommand,
+  ReceiveMessageCommand,
+  SendMessageCommand,
+  SQSClient,
+} from "@aws-sdk/client-sqs";
+import type { Context, SQSBatchResponse, SQSEvent } from "aws-lambda";
+import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
+import { validateArchiveManifest, type ManifestV5 } from "../../src/archive/manifest-v5.js";
+import { DurableTable } from "../../src/read/durable-table.js";
+import {
+  cachedPerContainer,
+  openLambdaRuntime,
+  type LambdaRuntime,
+} from "../../functions/runtime.js";
+import { createWorkerHandler } from "../../functions/worker.js";
+import type { BucketId } from "../../src/domain/bucket.js";
+import type { TableRecord } from "../../src/domain/record.js";
+import { parseTableId } from "../../src/domain/table.js";
+import { parseRfc3339Micros } from "../../src/domain/time.js";
+import { ManualClock } from "../../src/ports/clock.js";
+import { encodeWorkMessage } from "../../src/ports/work-queue.js";
+import { freshBucket, freshDatabase, s3Client } from "../support/integration-resources.js";
+
+vi.hoisted(() => {
+  process.env.POWERTOOLS_LOG_LEVEL = "WARN";
+});
+
+const endpoint = inject("awsEndpointUrl");
+const serverUrl = inject("databaseUrl");
+const clientConfig = {
+  endpoint,
+  region: "us-east-1",
+  credentials: { accessKeyId: "test", secretAccessKey: "test" },
+};
+
+const TABLE = parseTableId("segments");
+const BUCKET: BucketId = {
+  tableId: TABLE,
+  partitionKey: new TextEncoder().encode("tenant-1"),
+  bucketKey: "year:2025",
+};
+const ROWS = 5000;
+const SEGMENT_ROWS = 500;
+/** The worker's margin before the Lambda deadline (functions/worker.ts): with this much left, the deadline is now. */
+const WORKER_MARGIN_MS = 10_000;
+
+function records(): TableRecord[] {
+  const base = parseRfc3339Micros("2025-02-01T00:00:00Z");
+  return Array.from({ length: ROWS }, (_, i) => ({
+    partitionKey: BUCKET.partitionKey,
+    eventTime: base + BigInt(i) * 1_000_000n,
+    sortKey: new Uint8Array([i >> 8, i & 0xff]),
+    value: new TextEncoder().encode(`event ${i}`),
+  }));
+}
+
+/**
+ * A budget of one part: with only the worker's margin left, its deadline falls
+ * at the start of the invocation (the manual clock does not move within one).
+ */
+let remainingMs = WORKER_MARGIN_MS;
+
+function lambdaContext(): Context {
+  return {
+    functionName: "Pulpitum-Function",
+    functionVersion: "$LATEST",
+    invokedFunctionArn: "arn:aws:lambda:us-east-1:123456789012:function:Pulpitum-Function",
+    memoryLimitInMB: "1024",
+    awsRequestId: randomUUID(),
+    logGroupName: "/aws/lambda/Pulpitum-Function",
+    logStreamName: "segments",
+    callbackWaitsForEmptyEventLoop: true,
+    getRemainingTimeInMillis: () => remainingMs,
+    done: () => {},
+    fail: () => {},
+    succeed: () => {},
+  };
+}
+
+describe("segmented export through the worker handler", () => {
+  const sqs = new SQSClient(clientConfig);
+  const s3 = s3Client(endpoint);
+  const clock = new ManualClock("2026-06-01T00:00:00Z");
+  const runtimes: LambdaRuntime[] = [];
+  let drop: () => Promise<void>;
+  let queueUrl: string;
+  let worker: ReturnType<typeof createWorkerHandler>;
+  let inspector: LambdaRuntime;
+
+  beforeAll(async () => {
+    vi.spyOn(process.stdout, "write").mockImplementation(() => true);
+    vi.spyOn(process.stderr, "write").mockImplementation(() => true);
+    const database = await freshDatabase(serverUrl);
+    drop = database.drop;
+    const bucket = await freshBucket(endpoint);
+    queueUrl = (
+      await sqs.send(
+        new CreateQueueCommand({ QueueName: `pulpitum-segments-${randomUUID().slice(0, 8)}` }),
+      )
+    ).QueueUrl!;
+    const env = {
+      AWS_REGION: "us-east-1",
+      DATABASE_URL: database.url,
+      PULPITUM_ARCHIVE_URL: `s3://${bucket}/segments`,
+      AWS_ENDPOINT_URL: endpoint,
+      PULPITUM_WORK_QUEUE_URL: queueUrl,
+      ARCHIVER_ELIGIBLE_BEFORE: "2026-01-01T00:00:00Z",
+      ARCHIVER_REQUEUE_SECONDS: "0",
+      ARCHIVER_SEGMENT_ROWS: String(SEGMENT_ROWS),
+    };
+    inspector = await openLambdaRuntime(env, { clients: { sqs, s3 }, migrate: true, clock });
+    runtimes.push(inspector);
+    worker = createWorkerHandler(
+      cachedPerContainer(async () => {
+        const runtime = await openLambdaRuntime(env, {
+          clients: { sqs, s3 },
+          migrate: false,
+          clock,
+        });
+        runtimes.push(runtime);
+        return runtime;
+      }),
+    );
+    const store = inspector.runtime.hotStore;
+    await store.registerTable(
+      { tableId: TABLE, strategy: "CalendarYearUtc", format: "parquet", writableBuckets: null },
+      clock.now(),
+    );
+    const all = records();
+    for (let i = 0; i < all.length; i += 1000)
+      await store.append(TABLE, all.slice(i, i + 1000), clock.now());
+  }, 120_000);
+
+  afterAll(async () => {
+    for (const runtime of runtimes) await runtime.close();
+    await drop?.();
+    sqs.destroy();
+    s3.destroy();
+    vi.restoreAllMocks();
+  });
+
+  /** Receive what the queue holds and hand it to the worker as the event source mapping would. */
+  async function deliver(): Promise<{ delivered: number; failures: number }> {
+    const received = await sqs.send(
+      new ReceiveMessageCommand({
+        QueueUrl: queueUrl,
+        MaxNumberOfMessages: 10,
+        WaitTimeSeconds: 0,
+      }),
+    );
+    const messages = received.Messages ?? [];
+    if (messages.length === 0) return { delivered: 0, failures: 0 };
+    const event: SQSEvent = {
+      Records: messages.map((m) => ({
+        messageId: m.MessageId!,
+        receiptHandle: m.ReceiptHandle!,
+        body: m.Body!,
+        attributes: {
+          ApproximateReceiveCount: "1",
+          SentTimestamp: "0",
+          SenderId: "AIDATEST",
+          ApproximateFirstReceiveTimestamp: "0",
+        },
+        messageAttributes: {},
+        md5OfBody: "",
+        eventSource: "aws:sqs",
+        eventSourceARN: "arn:aws:sqs:us-east-1:123456789012:work",
+        awsRegion: "us-east-1",
+      })),
+    };
+    const response = (await worker(event, lambdaContext())) as SQSBatchResponse;
+    const failed = new Set(response.batchItemFailures.map((f) => f.itemIdentifier));
+    for (const m of messages) {
+      if (!failed.has(m.MessageId!))
+        await sqs.send(
+          new DeleteMessageCommand({ QueueUrl: queueUrl, ReceiptHandle: m.ReceiptHandle! }),
+        );
+    }
+    return { delivered: messages.length, failures: failed.size };
+  }
+
+  it("archives a bucket ten times one invocation's budget, one part per invocation, every record exactly once", async () => {
+    await sqs.send(
+      new SendMessageCommand({ QueueUrl: queueUrl, MessageBody: encodeWorkMessage(BUCKET) }),
+    );
+    let invocations = 0;
+    let partsSeen = 0;
+    for (let round = 0; round < 40; round++) {
+      const { delivered, failures } = await deliver();
+      expect(failures).toBe(0);
+      if (delivered === 0) break;
+      invocations += delivered;
+      partsSeen = Math.max(partsSeen, (await inspector.runtime.hotStore.listParts(BUCKET)).length);
+      // Cleanup starts no batch once its deadline has passed, so it gets a real budget.
+      const state = (await inspector.runtime.hotStore.getBucket(BUCKET))?.state;
+      if (state === "archived") remainingMs = 300_000;
+      clock.advance(1000);
+    }
+    const store = inspector.runtime.hotStore;
+    const metadata = await store.getBucket(BUCKET);
+    expect(metadata).toMatchObject({ state: "archived", hotDeleted: true });
+    expect(metadata!.segmented).toMatchObject({ parts: ROWS / SEGMENT_ROWS, rowCount: ROWS });
+    expect(partsSeen).toBe(ROWS / SEGMENT_ROWS);
+    // Claim, ten export invocations, seal, publish, cleanup.
+    expect(invocations).toBeGreaterThanOrEqual(1 + ROWS / SEGMENT_ROWS + 3);
+    expect(await store.countHotRows(BUCKET)).toBe(0);
+
+    const manifest = validateArchiveManifest(
+      await inspector.runtime.objectStore.get(metadata!.manifestKey!),
+    ) as ManifestV5;
+    expect(manifest.parts.map((p) => p.row_count)).toEqual(Array(10).fill(SEGMENT_ROWS));
+    const table = new DurableTable({
+      hotStore: store,
+      objectStore: inspector.runtime.objectStore,
+      clock,
+      archivePrefix: inspector.runtime.archivePrefix,
+    });
+    const read: TableRecord[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = await table.read(TABLE, BUCKET.partitionKey, {
+        cursor,
+        limit: 777,
+      });
+      read.push(...page.records);
+      cursor = page.nextCursor ?? undefined;
+    } while (cursor !== undefined);
+    const expected = records();
+    expect(read.length).toBe(expected.length);
+    expect(read.map((r) => Buffer.from(r.value).toString())).toEqual(
+      expected.map((r) => Buffer.from(r.value).toString()),
+    );
+  }, 300_000);
+});
