@@ -26,7 +26,7 @@ import { S3ObjectStore } from "../src/adapters/object-store/s3.js";
 import { createSqsClient, SqsWorkQueue } from "../src/adapters/queue/sqs.js";
 import { httpHandlerSettings } from "../src/adapters/http-timeouts.js";
 import type { Clock } from "../src/ports/clock.js";
-import type { WorkQueue } from "../src/ports/work-queue.js";
+import type { MessageVisibility, WorkQueue } from "../src/ports/work-queue.js";
 import { loadConfig, openRuntime, s3Timeouts, sqsTimeouts, type Runtime } from "../src/runtime.js";
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -42,7 +42,7 @@ export interface AwsClients {
 export interface LambdaRuntime {
   readonly config: PulpitumConfig;
   readonly runtime: Runtime;
-  readonly queue: WorkQueue;
+  readonly queue: WorkQueue & MessageVisibility;
   close(): Promise<void>;
 }
 

@@ -30,6 +30,7 @@ import {
 } from "./monitoring.js";
 import { acknowledgeFunctionFindings, grantAccess } from "./permissions.js";
 import { addQueues } from "./queues.js";
+import { addScaleAlarms, type ScaleAlarms } from "./scale-alarms.js";
 import { stackSettings, type ArchiverStackProps, type StackSettings } from "./settings.js";
 
 export { GC_NONCURRENT_VERSION_DAYS } from "./archive-storage.js";
@@ -59,7 +60,7 @@ export class ArchiverStack extends Stack {
   readonly restoreFunction: nodejs.NodejsFunction;
   readonly schedule: events.Rule;
   readonly gcSchedule: events.Rule;
-  readonly alarms: ArchiverAlarms;
+  readonly alarms: ArchiverAlarms & ScaleAlarms;
   readonly dashboard: cloudwatch.Dashboard;
 
   constructor(scope: Construct, id: string, props: ArchiverStackProps = {}) {
@@ -102,7 +103,7 @@ export class ArchiverStack extends Stack {
     grantAccess(parts);
     acknowledgeFunctionFindings(this, parts, network !== undefined);
 
-    this.alarms = addAlarms(this, parts);
+    this.alarms = { ...addAlarms(this, parts), ...addScaleAlarms(this, parts) };
     notifyAlarms(this, this.alarms, props.alarmTopicArn);
     this.dashboard = addDashboard(this, parts, this.alarms);
   }

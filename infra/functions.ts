@@ -76,11 +76,20 @@ export function addFunctions(stack: Stack, inputs: FunctionInputs): ArchiverFunc
       ...options,
     });
 
+  const discovery = discoveryTiming(settings);
   const discoverFunction = fn("DiscoverFunction", "functions/discover.ts", {
-    description: "Pulpitum discovery: enqueue buckets that need archival work",
-    timeout: Duration.seconds(60),
+    description:
+      "Pulpitum discovery: keep the work queue topped up from the backlog of buckets that need work",
+    timeout: Duration.seconds(discovery.timeoutSeconds),
     memorySize: 512,
-    environment: { ...environment, PULPITUM_MIGRATE_ON_START: "true" },
+    environment: {
+      ...environment,
+      ARCHIVER_DISCOVERY_TARGET_DEPTH: String(discovery.targetDepth),
+      ARCHIVER_DISCOVERY_RUN_SECONDS: String(discovery.runSeconds),
+      // Explicit settings win over the derived ones.
+      ...settings.archiverEnvironment,
+      PULPITUM_MIGRATE_ON_START: "true",
+    },
     ...network,
   });
   const workerFunction = fn("WorkerFunction", "functions/worker.ts", {
@@ -128,6 +137,26 @@ export function addFunctions(stack: Stack, inputs: FunctionInputs): ArchiverFunc
     }),
   );
   return { discoverFunction, workerFunction, replayFunction, gcFunction, restoreFunction };
+}
+
+/**
+ * How long a discovery run lasts and how deep it fills the queue, derived
+ * from the stack's settings: a run keeps the queue topped up until just
+ * before the next one is due (the schedule interval less 30 s, at least
+ * 30 s, at most 870 s so the 900 s Lambda limit leaves its margin), and the
+ * target depth keeps every concurrent worker's next batch waiting.
+ */
+export function discoveryTiming(settings: StackSettings): {
+  runSeconds: number;
+  timeoutSeconds: number;
+  targetDepth: number;
+} {
+  const runSeconds = Math.min(870, Math.max(30, settings.scheduleMinutes * 60 - 30));
+  return {
+    runSeconds,
+    timeoutSeconds: runSeconds + 30,
+    targetDepth: settings.workerMaxConcurrency * settings.workerBatchSize * 2,
+  };
 }
 
 export interface Schedules {

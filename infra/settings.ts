@@ -10,6 +10,7 @@ import type {
 } from "aws-cdk-lib";
 import { DEFAULT_SERVICE_NAME } from "../functions/observability.js";
 import { parseConfig } from "../src/config.js";
+import { parseDiscoverySettings } from "../src/discovery-settings.js";
 
 /** The network of an external database: the functions that reach it run in these subnets. */
 export interface ArchiverNetwork {
@@ -156,6 +157,11 @@ export function stackSettings(props: ArchiverStackProps): StackSettings {
   } else {
     try {
       parseConfig(archiverEnvironment, { cwd: "/tmp" });
+    } catch (error) {
+      problems.push(`archiverEnvironment: ${(error as Error).message}`);
+    }
+    try {
+      parseDiscoverySettings(archiverEnvironment);
     } catch (error) {
       problems.push(`archiverEnvironment: ${(error as Error).message}`);
     }

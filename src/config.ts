@@ -1,5 +1,6 @@
 import path from "node:path";
 import { ConfigError, InvalidInputError, type ConfigProblem } from "./errors.js";
+import { DISCOVERY_VARIABLES } from "./discovery-settings.js";
 import {
   DEFAULT_CUTOFF_DESCRIPTION,
   DEFAULT_CUTOFF_POLICY,
@@ -580,6 +581,7 @@ export const LOG_LEVELS = ["debug"] as const;
 export function unknownVariableWarnings(env: Env): string[] {
   const known = new Set([
     ...CONFIG_VARIABLES.map((v) => v.name),
+    ...DISCOVERY_VARIABLES.map((v) => v.name),
     ...Object.keys(OBSOLETE_VARIABLES),
     ...OTHER_VARIABLES.map((v) => v.name),
   ]);

@@ -389,7 +389,7 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
       DatapointsToAlarm: 8,
       Threshold: 1,
     });
-    template.resourceCountIs("AWS::CloudWatch::Alarm", 5);
+    template.resourceCountIs("AWS::CloudWatch::Alarm", 7);
     template.resourceCountIs("AWS::CloudWatch::Dashboard", 1);
     // The dashboard graphs every metric the functions emit, GC and restore included.
     const body = JSON.stringify(template.findResources("AWS::CloudWatch::Dashboard"));

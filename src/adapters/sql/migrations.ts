@@ -19,8 +19,15 @@ export const MIGRATIONS_TABLE = "pulpitum_v4_migrations";
 export const TABLES_TABLE = "pulpitum_v4_tables";
 export const METADATA_TABLE = "pulpitum_v4_bucket_metadata";
 export const RECORDS_TABLE = "pulpitum_v4_records";
-/** Serves every branch of discovery as an index range scan ordered by `bucket_end`. */
-export const DISCOVERY_INDEX = "pulpitum_v4_bucket_metadata_discovery_idx";
+/** The discovery index of migration 2, replaced by {@link DISCOVERY_INDEX} in migration 6. */
+export const DISCOVERY_INDEX_V2 = "pulpitum_v4_bucket_metadata_discovery_idx";
+/**
+ * Serves every branch of discovery as an index range scan in keyset order
+ * `(bucket_end, table_id, partition_key, bucket_key)`: a page starts where the
+ * previous one ended, even inside a run of buckets sharing one `bucket_end`
+ * (a million partitions' `month:2025-01`), with no sort of the tie.
+ */
+export const DISCOVERY_INDEX = "pulpitum_v4_bucket_metadata_discovery_keyset_idx";
 
 export const MIGRATIONS: readonly Migration[] = [
   {
@@ -72,7 +79,7 @@ export const MIGRATIONS: readonly Migration[] = [
         CONSTRAINT pulpitum_v4_bucket_metadata_phase_check
           CHECK (phase IN ('claim', 'export', 'seal', 'publish', 'cleanup', 'done'))
       )`,
-      `CREATE INDEX IF NOT EXISTS ${DISCOVERY_INDEX}
+      `CREATE INDEX IF NOT EXISTS ${DISCOVERY_INDEX_V2}
         ON ${METADATA_TABLE} (state, hot_deleted, bucket_end)`,
     ],
   },
@@ -108,6 +115,16 @@ export const MIGRATIONS: readonly Migration[] = [
     // collection ages its unreferenced objects from then.
     statements: [
       `ALTER TABLE ${METADATA_TABLE} ADD COLUMN IF NOT EXISTS dereferenced_at TIMESTAMPTZ NULL`,
+    ],
+  },
+  {
+    version: 6,
+    name: "discovery keyset index",
+    // Created before the old index is dropped, so discovery always has one.
+    statements: [
+      `CREATE INDEX IF NOT EXISTS ${DISCOVERY_INDEX}
+        ON ${METADATA_TABLE} (state, hot_deleted, bucket_end, table_id, partition_key, bucket_key)`,
+      `DROP INDEX IF EXISTS ${DISCOVERY_INDEX_V2}`,
     ],
   },
 ];

@@ -1,0 +1,45 @@
+/**
+ * Alarms about keeping up with the backlog: discovery that stops on its cap
+ * (discovery, not the workers, is the limit) and a backlog whose oldest
+ * bucket keeps getting older.
+ */
+import { Duration, type Stack, aws_cloudwatch as cloudwatch } from "aws-cdk-lib";
+import { METRIC } from "../functions/observability.js";
+import { archiverMetric, type MonitoredParts } from "./monitoring.js";
+
+export interface ScaleAlarms {
+  readonly discoveryCapped: cloudwatch.Alarm;
+  readonly backlogNotShrinking: cloudwatch.Alarm;
+}
+
+export function addScaleAlarms(stack: Stack, parts: MonitoredParts): ScaleAlarms {
+  const { settings } = parts;
+  const hour = Duration.hours(1);
+  const discoveryCapped = new cloudwatch.Alarm(stack, "DiscoveryCapped", {
+    alarmDescription:
+      "Discovery runs stop on ARCHIVER_DISCOVERY_MAX_ENQUEUE with candidates left in 3 consecutive hours: discovery, not the workers, limits archival. Raise the cap (archiverEnvironment) if the workers keep up (OldestWorkMessage quiet).",
+    metric: archiverMetric(settings.serviceName, METRIC.DiscoveryStoppedOnCap, "Maximum", hour),
+    threshold: 1,
+    comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+    evaluationPeriods: 3,
+    datapointsToAlarm: 3,
+    treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+  });
+  const backlogNotShrinking = new cloudwatch.Alarm(stack, "BacklogNotShrinking", {
+    alarmDescription: `The oldest bucket discovery enqueues has kept getting older for ${settings.drainAlarmPeriods} consecutive hours: the backlog is not being worked down (workers failing or throttled, too little concurrency, tables paused). A backlog of one very wide bucket_end (a million partitions of one month) can also hold its oldest end for hours while it drains: check WorkQueueWaiting and PhasesAdvanced before raising concurrency.`,
+    metric: new cloudwatch.MathExpression({
+      label: "oldest candidate getting older (1) or younger (0)",
+      expression: "IF(RATE(age) >= 0, 1, 0)",
+      usingMetrics: {
+        age: archiverMetric(settings.serviceName, METRIC.OldestCandidateAge, "Minimum", hour),
+      },
+      period: hour,
+    }),
+    threshold: 1,
+    comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+    evaluationPeriods: settings.drainAlarmPeriods,
+    datapointsToAlarm: settings.drainAlarmPeriods,
+    treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+  });
+  return { discoveryCapped, backlogNotShrinking };
+}

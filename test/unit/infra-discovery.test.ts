@@ -1,0 +1,101 @@
+/**
+ * The stack's wiring of backlog-aware discovery: the run length follows the
+ * schedule, the target depth the worker fleet, discovery may read the queue
+ * depth, and explicit settings win over derived ones.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { App } from "aws-cdk-lib";
+import { Match, Template } from "aws-cdk-lib/assertions";
+import { afterAll, describe, expect, it } from "vitest";
+import { ArchiverStack, type ArchiverStackProps } from "../../infra/archiver-stack.js";
+
+const OUT_ROOT = mkdtempSync(path.join(os.tmpdir(), "pulpitum-infra-discovery-"));
+afterAll(() => rmSync(OUT_ROOT, { recursive: true, force: true }));
+
+function synthesize(props: ArchiverStackProps = {}) {
+  const app = new App({
+    outdir: mkdtempSync(path.join(OUT_ROOT, "cdk.out-")),
+    context: { "aws:cdk:bundling-stacks": [] },
+  });
+  const stack = new ArchiverStack(app, "Pulpitum", props);
+  return { stack, template: Template.fromStack(stack) };
+}
+
+function discoveryFunction(props: ArchiverStackProps = {}) {
+  const { stack, template } = synthesize(props);
+  const id = stack.getLogicalId(stack.discoverFunction.node.defaultChild as never);
+  const fn = template.toJSON().Resources[id].Properties as {
+    Timeout: number;
+    Environment: { Variables: Record<string, unknown> };
+  };
+  return { stack, template, fn };
+}
+
+describe("discovery in the stack", () => {
+  it("runs until just before the next schedule and fills the queue for two batches per concurrent worker", () => {
+    const { fn } = discoveryFunction();
+    expect(fn.Timeout).toBe(300);
+    expect(fn.Environment.Variables).toMatchObject({
+      ARCHIVER_DISCOVERY_RUN_SECONDS: "270",
+      ARCHIVER_DISCOVERY_TARGET_DEPTH: "100",
+    });
+    const fast = discoveryFunction({
+      scheduleMinutes: 1,
+      workerMaxConcurrency: 50,
+      workerBatchSize: 10,
+    }).fn;
+    expect(fast.Timeout).toBe(60);
+    expect(fast.Environment.Variables).toMatchObject({
+      ARCHIVER_DISCOVERY_RUN_SECONDS: "30",
+      ARCHIVER_DISCOVERY_TARGET_DEPTH: "1000",
+    });
+    expect(discoveryFunction({ scheduleMinutes: 60 }).fn.Timeout).toBe(900);
+  });
+
+  it("lets explicit discovery settings win and refuses invalid ones naming the variable", () => {
+    const { fn } = discoveryFunction({
+      archiverEnvironment: { ARCHIVER_DISCOVERY_TARGET_DEPTH: "5000" },
+    });
+    expect(fn.Environment.Variables.ARCHIVER_DISCOVERY_TARGET_DEPTH).toBe("5000");
+    expect(() =>
+      synthesize({ archiverEnvironment: { ARCHIVER_DISCOVERY_MAX_ENQUEUE: "0" } }),
+    ).toThrow(/ARCHIVER_DISCOVERY_MAX_ENQUEUE="0" is invalid: an integer from 1 to 10000000/);
+  });
+
+  it("lets discovery read the work queue's depth, and nothing else of it beyond sending", () => {
+    const { stack, template } = discoveryFunction();
+    const role = stack.getLogicalId(stack.discoverFunction.role!.node.defaultChild as never);
+    const statements = Object.values(
+      template.findResources("AWS::IAM::Policy", { Properties: { Roles: [{ Ref: role }] } }),
+    ).flatMap((p) => p.Properties.PolicyDocument.Statement as Array<Record<string, unknown>>);
+    const sqsActions = statements
+      .flatMap((s) => (Array.isArray(s.Action) ? s.Action : [s.Action]) as string[])
+      .filter((a) => a.startsWith("sqs:"))
+      .sort();
+    expect(sqsActions).toEqual(["sqs:GetQueueAttributes", "sqs:SendMessage"]);
+  });
+
+  it("alarms when discovery stops on its cap for three hours and when the oldest candidate keeps getting older", () => {
+    const { template } = synthesize();
+    template.hasResourceProperties("AWS::CloudWatch::Alarm", {
+      AlarmDescription: Match.stringLikeRegexp("ARCHIVER_DISCOVERY_MAX_ENQUEUE"),
+      MetricName: "DiscoveryStoppedOnCap",
+      Period: 3600,
+      EvaluationPeriods: 3,
+    });
+    template.hasResourceProperties("AWS::CloudWatch::Alarm", {
+      AlarmDescription: Match.stringLikeRegexp("oldest bucket discovery enqueues"),
+      EvaluationPeriods: 8,
+      Metrics: Match.arrayWith([
+        Match.objectLike({ Expression: "IF(RATE(age) >= 0, 1, 0)" }),
+        Match.objectLike({
+          MetricStat: Match.objectLike({
+            Metric: Match.objectLike({ MetricName: "OldestCandidateAge" }),
+          }),
+        }),
+      ]),
+    });
+  });
+});
