@@ -16,7 +16,7 @@ import type { Runtime } from "../src/runtime.js";
 import { discoverBacklog, type DiscoveryStop } from "../src/usecases/discover-backlog.js";
 import { DrainMeter } from "../src/usecases/drain-meter.js";
 import { logger, metrics, recordDiscovery, workflowLog } from "./observability.js";
-import { cachedPerContainer, openLambdaRuntime } from "./runtime.js";
+import { lambdaRuntimePerContainer, openLambdaRuntime } from "./runtime.js";
 
 export interface DiscoveryDependencies {
   readonly runtime: Pick<Runtime, "context" | "clock">;
@@ -107,7 +107,7 @@ export function createDiscoveryHandler(open: () => Promise<DiscoveryDependencies
 }
 
 export const handler = createDiscoveryHandler(
-  cachedPerContainer(async () => {
+  lambdaRuntimePerContainer(process.env, async () => {
     const lambda = await openLambdaRuntime(process.env, {
       migrate: process.env.PULPITUM_MIGRATE_ON_START === "true",
     });

@@ -12,7 +12,7 @@ import type { PulpitumConfig } from "../src/config.js";
 import type { Runtime } from "../src/runtime.js";
 import { collectGarbage, parseGcRequest, type GcReport } from "../src/usecases/gc.js";
 import { logger, metrics, recordGc, workflowLog } from "./observability.js";
-import { cachedPerContainer, openLambdaRuntime } from "./runtime.js";
+import { lambdaRuntimePerContainer, openLambdaRuntime } from "./runtime.js";
 
 export interface GcDependencies {
   readonly config: Pick<PulpitumConfig, "gcMinAgeSeconds" | "leaseSeconds">;
@@ -48,8 +48,5 @@ export function createGcHandler(open: () => Promise<GcDependencies>) {
 }
 
 export const handler = createGcHandler(
-  cachedPerContainer(async () => {
-    const lambda = await openLambdaRuntime();
-    return { config: lambda.config, runtime: lambda.runtime };
-  }),
+  lambdaRuntimePerContainer(process.env, () => openLambdaRuntime()),
 );

@@ -43,7 +43,7 @@ import {
   recordPhaseOutcome,
   workflowLog,
 } from "./observability.js";
-import { cachedPerContainer, openLambdaRuntime } from "./runtime.js";
+import { lambdaRuntimePerContainer, openLambdaRuntime } from "./runtime.js";
 
 export interface WorkerDependencies {
   readonly runtime: Pick<Runtime, "context" | "clock">;
@@ -207,6 +207,8 @@ export function createWorkerHandler(open: () => Promise<WorkerDependencies>) {
           context,
           // Busy and deferred items are expected failures: report them, do not fail the invocation.
           throwOnFullBatchFailure: false,
+          // One phase at a time: with its lease heartbeat it needs two connections, the pool's bound.
+          processInParallel: false,
         },
       );
     },
@@ -215,4 +217,6 @@ export function createWorkerHandler(open: () => Promise<WorkerDependencies>) {
     .use(logMetrics(metrics, { captureColdStartMetric: true }));
 }
 
-export const handler = createWorkerHandler(cachedPerContainer(() => openLambdaRuntime()));
+export const handler = createWorkerHandler(
+  lambdaRuntimePerContainer(process.env, () => openLambdaRuntime()),
+);

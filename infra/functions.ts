@@ -51,6 +51,7 @@ export function addFunctions(stack: Stack, inputs: FunctionInputs): ArchiverFunc
     PULPITUM_WORK_QUEUE_URL: queues.workQueue.queueUrl,
     PULPITUM_DLQ_URL: queues.deadLetterQueue.queueUrl,
     PULPITUM_HOME: "/tmp/pulpitum",
+    PULPITUM_DB_POOL_MAX: String(settings.databasePoolMax),
     POWERTOOLS_SERVICE_NAME: settings.serviceName,
     NODE_OPTIONS: "--enable-source-maps",
     // The RDS certificate bundle shipped with the Lambda runtime, for sslmode=verify-full.

@@ -45,6 +45,7 @@ describe("discovery in the stack", () => {
       scheduleMinutes: 1,
       workerMaxConcurrency: 50,
       workerBatchSize: 10,
+      databaseConnectionBudget: 110,
     }).fn;
     expect(fast.Timeout).toBe(60);
     expect(fast.Environment.Variables).toMatchObject({
@@ -97,5 +98,36 @@ describe("discovery in the stack", () => {
         }),
       ]),
     });
+  });
+});
+
+describe("database connections in the stack", () => {
+  it("bounds every database function's pool to the configured connections per container", () => {
+    const { stack, template } = synthesize({ databasePoolMax: 1 });
+    for (const fn of [
+      stack.discoverFunction,
+      stack.workerFunction,
+      stack.gcFunction,
+      stack.restoreFunction,
+    ]) {
+      const id = stack.getLogicalId(fn.node.defaultChild as never);
+      expect(
+        template.toJSON().Resources[id].Properties.Environment.Variables.PULPITUM_DB_POOL_MAX,
+      ).toBe("1");
+    }
+  });
+
+  it("refuses a worker concurrency whose connection ceiling exceeds the database's budget, naming the fix", () => {
+    // (10 workers + 5 others) × 2 = 30 connections.
+    expect(() => synthesize({ databaseConnectionBudget: 30 })).not.toThrow();
+    expect(() => synthesize({ databaseConnectionBudget: 29 })).toThrow(
+      /could hold 30 database connections \(\(workerMaxConcurrency 10 \+ 5 other containers\) × databasePoolMax 2\), more than databaseConnectionBudget 29: lower workerMaxConcurrency to 9 or less/,
+    );
+    expect(() => synthesize({ workerMaxConcurrency: 200, databaseConnectionBudget: 300 })).toThrow(
+      /could hold 410 database connections/,
+    );
+    expect(() => synthesize({ databasePoolMax: 3 })).toThrow(
+      /databasePoolMax=3 is invalid: an integer from 1 to 2/,
+    );
   });
 });

@@ -541,6 +541,7 @@ describe("the archiver stack with deployment props", () => {
       workerTimeoutSeconds: 120,
       workerBatchSize: 10,
       workerMaxConcurrency: 50,
+      databaseConnectionBudget: 110,
       archivePrefix: "/archive/v/",
       alarmTopicArn: "arn:aws:sns:eu-west-1:123456789012:ops",
     });
