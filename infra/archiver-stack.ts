@@ -31,6 +31,7 @@ import {
 import { acknowledgeFunctionFindings, grantAccess } from "./permissions.js";
 import { addQueues } from "./queues.js";
 import { addScaleAlarms, type ScaleAlarms } from "./scale-alarms.js";
+import { acknowledgeServerlessFindings } from "./serverless-findings.js";
 import { stackSettings, type ArchiverStackProps, type StackSettings } from "./settings.js";
 
 export { GC_NONCURRENT_VERSION_DAYS } from "./archive-storage.js";
@@ -97,11 +98,13 @@ export class ArchiverStack extends Stack {
       this,
       settings,
       functions,
+      queues,
     ));
 
     const parts = { settings, storage, queues, databaseSecret: this.databaseSecret, functions };
     grantAccess(parts);
     acknowledgeFunctionFindings(this, parts, network !== undefined);
+    acknowledgeServerlessFindings(parts);
 
     this.alarms = { ...addAlarms(this, parts), ...addScaleAlarms(this, parts) };
     notifyAlarms(this, this.alarms, props.alarmTopicArn);

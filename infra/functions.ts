@@ -74,6 +74,8 @@ export function addFunctions(stack: Stack, inputs: FunctionInputs): ArchiverFunc
         retention: logRetention,
         removalPolicy: RemovalPolicy.DESTROY,
       }),
+      // X-Ray traces every invocation and its AWS SDK calls' latency (S3, SQS, Secrets Manager).
+      tracing: lambda.Tracing.ACTIVE,
       ...options,
     });
 
@@ -83,6 +85,7 @@ export function addFunctions(stack: Stack, inputs: FunctionInputs): ArchiverFunc
       "Pulpitum discovery: keep the work queue topped up from the backlog of buckets that need work",
     timeout: Duration.seconds(discovery.timeoutSeconds),
     memorySize: 512,
+    deadLetterQueue: queues.scheduledFailures,
     environment: {
       ...environment,
       ARCHIVER_DISCOVERY_TARGET_DEPTH: String(discovery.targetDepth),
@@ -118,6 +121,7 @@ export function addFunctions(stack: Stack, inputs: FunctionInputs): ArchiverFunc
       "Pulpitum garbage collection: delete unreferenced archive objects older than the safety age",
     timeout: Duration.seconds(900),
     memorySize: 1024,
+    deadLetterQueue: queues.scheduledFailures,
     environment,
     ...network,
   });
@@ -169,6 +173,7 @@ export function addSchedules(
   stack: Stack,
   settings: StackSettings,
   functions: ArchiverFunctions,
+  queues: Queues,
 ): Schedules {
   const schedule = new events.Rule(stack, "DiscoverySchedule", {
     description: "Runs Pulpitum discovery",
@@ -178,6 +183,7 @@ export function addSchedules(
         // A late discovery run is worthless once the next one is due.
         maxEventAge: Duration.minutes(Math.max(1, settings.scheduleMinutes)),
         retryAttempts: 2,
+        deadLetterQueue: queues.scheduledFailures,
       }),
     ],
   });
@@ -189,6 +195,7 @@ export function addSchedules(
       new targets.LambdaFunction(functions.gcFunction, {
         maxEventAge: Duration.hours(1),
         retryAttempts: 2,
+        deadLetterQueue: queues.scheduledFailures,
       }),
     ],
   });

@@ -1,7 +1,8 @@
 /**
  * Alarms about keeping up with the backlog: discovery that stops on its cap
- * (discovery, not the workers, is the limit) and a backlog whose oldest
- * bucket keeps getting older.
+ * (discovery, not the workers, is the limit), a backlog whose oldest bucket
+ * keeps getting older, throttled workers, workers close to their timeout,
+ * and scheduled invocations that failed for good.
  */
 import { Duration, type Stack, aws_cloudwatch as cloudwatch } from "aws-cdk-lib";
 import { METRIC } from "../functions/observability.js";
@@ -10,6 +11,9 @@ import { archiverMetric, type MonitoredParts } from "./monitoring.js";
 export interface ScaleAlarms {
   readonly discoveryCapped: cloudwatch.Alarm;
   readonly backlogNotShrinking: cloudwatch.Alarm;
+  readonly workerThrottles: cloudwatch.Alarm;
+  readonly workerDurationNearTimeout: cloudwatch.Alarm;
+  readonly scheduledInvocationsFailed: cloudwatch.Alarm;
 }
 
 export function addScaleAlarms(stack: Stack, parts: MonitoredParts): ScaleAlarms {
@@ -41,5 +45,45 @@ export function addScaleAlarms(stack: Stack, parts: MonitoredParts): ScaleAlarms
     datapointsToAlarm: settings.drainAlarmPeriods,
     treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
   });
-  return { discoveryCapped, backlogNotShrinking };
+  const fiveMinutes = Duration.minutes(5);
+  const worker = parts.functions.workerFunction;
+  const workerThrottles = new cloudwatch.Alarm(stack, "WorkerThrottles", {
+    alarmDescription:
+      "Worker invocations are throttled in 3 consecutive 5-minute periods: the account or function concurrency limit is below workerMaxConcurrency. Raise the account's concurrency quota or lower workerMaxConcurrency.",
+    metric: worker.metricThrottles({ statistic: "Sum", period: fiveMinutes }),
+    threshold: 1,
+    comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+    evaluationPeriods: 3,
+    datapointsToAlarm: 3,
+    treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+  });
+  const nearTimeoutMs = Math.round(settings.workerTimeoutSeconds * 1000 * 0.8);
+  const workerDurationNearTimeout = new cloudwatch.Alarm(stack, "WorkerDurationNearTimeout", {
+    alarmDescription: `A worker invocation ran longer than 80% of its ${settings.workerTimeoutSeconds} s timeout in 2 of 3 5-minute periods: batches of slow phases (large exports, throttled cleanup) are about to time out. Lower workerBatchSize or raise workerTimeoutSeconds.`,
+    metric: worker.metricDuration({ statistic: "Maximum", period: fiveMinutes }),
+    threshold: nearTimeoutMs,
+    comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+    evaluationPeriods: 3,
+    datapointsToAlarm: 2,
+    treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+  });
+  const scheduledInvocationsFailed = new cloudwatch.Alarm(stack, "ScheduledInvocationsFailed", {
+    alarmDescription:
+      "A scheduled discovery or GC invocation failed for good: EventBridge could not deliver it, or it failed after Lambda's retries. The event waits in the scheduled-failures queue; read DiscoveryErrors and the function's log, then purge the queue.",
+    metric: parts.queues.scheduledFailures.metricApproximateNumberOfMessagesVisible({
+      statistic: "Maximum",
+      period: fiveMinutes,
+    }),
+    threshold: 1,
+    comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+    evaluationPeriods: 1,
+    treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+  });
+  return {
+    discoveryCapped,
+    backlogNotShrinking,
+    workerThrottles,
+    workerDurationNearTimeout,
+    scheduledInvocationsFailed,
+  };
 }

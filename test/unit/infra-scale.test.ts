@@ -1,13 +1,15 @@
 /**
- * The stack's wiring of backlog-aware discovery: the run length follows the
- * schedule, the target depth the worker fleet, discovery may read the queue
- * depth, and explicit settings win over derived ones.
+ * The stack at scale: backlog-aware discovery (the run length follows the
+ * schedule, the target depth the worker fleet), database connections
+ * bounded against a budget, tracing, the alarms of a fleet, and cdk-nag's
+ * ServerlessChecks beside AwsSolutions.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { App } from "aws-cdk-lib";
 import { Match, Template } from "aws-cdk-lib/assertions";
+import cdkNag from "cdk-nag";
 import { afterAll, describe, expect, it } from "vitest";
 import { ArchiverStack, type ArchiverStackProps } from "../../infra/archiver-stack.js";
 
@@ -71,7 +73,9 @@ describe("discovery in the stack", () => {
     const statements = Object.values(
       template.findResources("AWS::IAM::Policy", { Properties: { Roles: [{ Ref: role }] } }),
     ).flatMap((p) => p.Properties.PolicyDocument.Statement as Array<Record<string, unknown>>);
+    const workQueue = stack.getLogicalId(stack.workQueue.node.defaultChild as never);
     const sqsActions = statements
+      .filter((s) => JSON.stringify(s.Resource).includes(workQueue))
       .flatMap((s) => (Array.isArray(s.Action) ? s.Action : [s.Action]) as string[])
       .filter((a) => a.startsWith("sqs:"))
       .sort();
@@ -129,5 +133,70 @@ describe("database connections in the stack", () => {
     expect(() => synthesize({ databasePoolMax: 3 })).toThrow(
       /databasePoolMax=3 is invalid: an integer from 1 to 2/,
     );
+  });
+});
+
+describe("serverless checks, tracing and the fleet's alarms", () => {
+  it("passes cdk-nag's ServerlessChecks and AwsSolutions packs, every finding acknowledged with its reason", () => {
+    const { stack } = synthesize();
+    expect(new cdkNag.ServerlessChecks(stack).validateScope(stack).violations).toEqual([]);
+    expect(new cdkNag.AwsSolutionsChecks(stack).validateScope(stack).violations).toEqual([]);
+  });
+
+  it("traces every function with X-Ray, granting only X-Ray's segment writes on *", () => {
+    const { stack, template } = synthesize();
+    for (const fn of [stack.discoverFunction, stack.workerFunction, stack.gcFunction]) {
+      const role = stack.getLogicalId(fn.role!.node.defaultChild as never);
+      const onAnything = Object.values(
+        template.findResources("AWS::IAM::Policy", { Properties: { Roles: [{ Ref: role }] } }),
+      )
+        .flatMap((p) => p.Properties.PolicyDocument.Statement as Array<Record<string, unknown>>)
+        .filter((s) => s.Resource === "*");
+      expect(onAnything.flatMap((s) => [s.Action].flat()).sort()).toEqual([
+        "xray:PutTelemetryRecords",
+        "xray:PutTraceSegments",
+      ]);
+    }
+    const functions = template.findResources("AWS::Lambda::Function");
+    expect(Object.keys(functions)).toHaveLength(5);
+    for (const fn of Object.values(functions))
+      expect(fn.Properties.TracingConfig).toEqual({ Mode: "Active" });
+  });
+
+  it("keeps failed scheduled invocations in a queue of their own and alarms on it", () => {
+    const { stack, template } = synthesize();
+    const failures = stack.getLogicalId(
+      stack.node.findChild("ScheduledFailuresQueue").node.defaultChild as never,
+    );
+    const arn = { "Fn::GetAtt": [failures, "Arn"] };
+    for (const rule of Object.values(template.findResources("AWS::Events::Rule")))
+      expect(rule.Properties.Targets[0].DeadLetterConfig).toEqual({ Arn: arn });
+    for (const fn of [stack.discoverFunction, stack.gcFunction]) {
+      const id = stack.getLogicalId(fn.node.defaultChild as never);
+      expect(template.toJSON().Resources[id].Properties.DeadLetterConfig).toEqual({
+        TargetArn: arn,
+      });
+    }
+    template.hasResourceProperties("AWS::CloudWatch::Alarm", {
+      AlarmDescription: Match.stringLikeRegexp("scheduled discovery or GC invocation failed"),
+      MetricName: "ApproximateNumberOfMessagesVisible",
+      Threshold: 1,
+    });
+  });
+
+  it("alarms on worker throttles and on worker invocations near their timeout", () => {
+    const { template } = synthesize({ workerTimeoutSeconds: 120, databaseConnectionBudget: 100 });
+    template.hasResourceProperties("AWS::CloudWatch::Alarm", {
+      MetricName: "Throttles",
+      Namespace: "AWS/Lambda",
+      Threshold: 1,
+      EvaluationPeriods: 3,
+    });
+    template.hasResourceProperties("AWS::CloudWatch::Alarm", {
+      MetricName: "Duration",
+      Namespace: "AWS/Lambda",
+      Statistic: "Maximum",
+      Threshold: 96_000,
+    });
   });
 });
