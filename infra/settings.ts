@@ -42,7 +42,7 @@ export interface ArchiverStackProps extends StackProps {
   readonly workerTimeoutSeconds?: number;
   /** Worker memory (MB). Default 1024. */
   readonly workerMemoryMb?: number;
-  /** Messages per worker invocation, 1..10; their phases run concurrently. Default 5. */
+  /** Messages per worker invocation, 1..10; their phases run one after another (two database connections suffice). Default 5. */
   readonly workerBatchSize?: number;
   /** Concurrent worker invocations the event source may start, 2..1000. Default 10. */
   readonly workerMaxConcurrency?: number;
