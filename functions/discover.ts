@@ -1,25 +1,44 @@
 /**
- * The discovery function, run by the EventBridge schedule: find buckets that
- * need work and enqueue them on the work queue in batches of ten.
+ * The discovery function, run by the EventBridge schedule: keeps the work
+ * queue topped up to its target depth from the backlog of buckets that need
+ * work (src/usecases/discover-backlog.ts) until the candidates run out, the
+ * run's time is up or its cap is reached.
  */
 import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
 import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
 import middy from "@middy/core";
 import { InvalidInputError } from "../src/errors.js";
+import type { Context } from "aws-lambda";
+import { parseDiscoverySettings, type DiscoverySettings } from "../src/discovery-settings.js";
+import { sleep } from "../src/ports/clock.js";
 import type { WorkQueue } from "../src/ports/work-queue.js";
 import type { Runtime } from "../src/runtime.js";
-import { discover } from "../src/usecases/discover.js";
+import { discoverBacklog, type DiscoveryStop } from "../src/usecases/discover-backlog.js";
+import { DrainMeter } from "../src/usecases/drain-meter.js";
 import { logger, metrics, recordDiscovery, workflowLog } from "./observability.js";
-import { cachedPerContainer, openLambdaRuntime } from "./runtime.js";
+import { lambdaRuntimePerContainer, openLambdaRuntime } from "./runtime.js";
 
 export interface DiscoveryDependencies {
   readonly runtime: Pick<Runtime, "context" | "clock">;
   readonly queue: WorkQueue;
+  /** From the ARCHIVER_DISCOVERY_* variables; their defaults when absent. */
+  readonly discovery?: DiscoverySettings;
 }
 
+/** Stop starting pages this long before the invocation times out. */
+const DEADLINE_MARGIN_MS = 10_000;
+
 export interface DiscoveryReport {
+  /** Buckets enqueued by this run. */
   readonly candidates: number;
+  /** The same, by kind (kinds with none left out). */
   readonly by_kind: Record<string, number>;
+  readonly stop: DiscoveryStop;
+  readonly pages: number;
+  readonly waiting_at_start: number;
+  readonly waiting_at_end: number;
+  readonly drain_per_second: number | null;
+  readonly requeue_window_seconds: number;
 }
 
 export const DISCOVERY_EVENT_FORM =
@@ -42,29 +61,56 @@ export function validateDiscoveryEvent(event: unknown): void {
 }
 
 export function createDiscoveryHandler(open: () => Promise<DiscoveryDependencies>) {
-  return middy(async (event: unknown): Promise<DiscoveryReport> => {
+  // One per container: a warm container's runs start from the drain the previous ones measured.
+  const drain = new DrainMeter();
+  return middy(async (event: unknown, context: Context): Promise<DiscoveryReport> => {
     validateDiscoveryEvent(event);
     const deps = await open();
     const ctx = deps.runtime.context(workflowLog(logger));
-    const candidates = await discover(
-      { hotStore: ctx.hotStore, queue: deps.queue, settings: ctx.settings },
-      deps.runtime.clock.now(),
+    const clock = deps.runtime.clock;
+    const deadline = new Date(
+      clock.now().getTime() + context.getRemainingTimeInMillis() - DEADLINE_MARGIN_MS,
     );
-    const byKind: Record<string, number> = {};
-    for (const c of candidates) byKind[c.kind] = (byKind[c.kind] ?? 0) + 1;
-    recordDiscovery(candidates.length);
-    logger.info("discovery enqueued candidates", {
-      candidates: candidates.length,
+    const run = await discoverBacklog(
+      {
+        hotStore: ctx.hotStore,
+        queue: deps.queue,
+        clock,
+        settings: { ...ctx.settings, ...(deps.discovery ?? parseDiscoverySettings({})) },
+        drain,
+        sleep: (ms) => sleep(ms),
+      },
+      deadline,
+    );
+    const byKind = Object.fromEntries(Object.entries(run.byKind).filter(([, n]) => n > 0));
+    recordDiscovery(run, clock.now());
+    const report: DiscoveryReport = {
+      candidates: run.enqueued,
       by_kind: byKind,
-    });
-    return { candidates: candidates.length, by_kind: byKind };
+      stop: run.stop,
+      pages: run.pages,
+      waiting_at_start: run.waitingAtStart,
+      waiting_at_end: run.waitingAtEnd,
+      drain_per_second: run.drainPerSecond,
+      requeue_window_seconds: run.requeueWindowMs / 1000,
+    };
+    if (run.stop === "cap") {
+      logger.warn(
+        "discovery stopped on its cap with candidates left: raise ARCHIVER_DISCOVERY_MAX_ENQUEUE if the workers keep up",
+        { ...report },
+      );
+    } else logger.info("discovery enqueued candidates", { ...report });
+    return report;
   })
     .use(injectLambdaContext(logger, { resetKeys: true }))
     .use(logMetrics(metrics, { captureColdStartMetric: true }));
 }
 
 export const handler = createDiscoveryHandler(
-  cachedPerContainer(() =>
-    openLambdaRuntime(process.env, { migrate: process.env.PULPITUM_MIGRATE_ON_START === "true" }),
-  ),
+  lambdaRuntimePerContainer(process.env, async () => {
+    const lambda = await openLambdaRuntime(process.env, {
+      migrate: process.env.PULPITUM_MIGRATE_ON_START === "true",
+    });
+    return { ...lambda, discovery: parseDiscoverySettings(process.env) };
+  }),
 );

@@ -13,7 +13,7 @@ import type { Runtime } from "../src/runtime.js";
 import { readBoolean, readFields, readObject } from "../src/input.js";
 import { collectGarbage, type GcReport } from "../src/usecases/gc.js";
 import { logger, metrics, recordGc, workflowLog } from "./observability.js";
-import { cachedPerContainer, openLambdaRuntime } from "./runtime.js";
+import { lambdaRuntimePerContainer, openLambdaRuntime } from "./runtime.js";
 
 export interface GcDependencies {
   readonly config: Pick<PulpitumConfig, "gcMinAgeSeconds" | "leaseSeconds">;
@@ -71,8 +71,5 @@ export function createGcHandler(open: () => Promise<GcDependencies>) {
 }
 
 export const handler = createGcHandler(
-  cachedPerContainer(async () => {
-    const lambda = await openLambdaRuntime();
-    return { config: lambda.config, runtime: lambda.runtime };
-  }),
+  lambdaRuntimePerContainer(process.env, () => openLambdaRuntime()),
 );

@@ -17,6 +17,7 @@ import { Logger } from "@aws-lambda-powertools/logger";
 import { Metrics, MetricUnit } from "@aws-lambda-powertools/metrics";
 import type { BucketId } from "../src/domain/bucket.js";
 import type { PhaseOutcome, WorkflowLog } from "../src/usecases/context.js";
+import type { BacklogRun } from "../src/usecases/discover-backlog.js";
 import type { GcReport } from "../src/usecases/gc.js";
 import type { RestoreReport } from "../src/usecases/restore.js";
 
@@ -45,8 +46,14 @@ export const METRIC = {
   HotRowsDeleted: "HotRowsDeleted",
   /** Wall time of one phase, dimension `phase`. Dashboard "Phase duration" (p50, p99 per phase). */
   PhaseDuration: "PhaseDuration",
-  /** Buckets one discovery scan enqueued. Alarm "EligibleBucketsNotDraining" and dashboard "Discovery". */
+  /** Buckets one discovery run enqueued. Alarm "EligibleBucketsNotDraining" and dashboard "Discovery". */
   DiscoveryCandidates: "DiscoveryCandidates",
+  /** 1 when a discovery run stopped on ARCHIVER_DISCOVERY_MAX_ENQUEUE with candidates left (discovery, not the workers, was the limit), else 0. Alarm "DiscoveryCapped" and dashboard "Discovery". */
+  DiscoveryStoppedOnCap: "DiscoveryStoppedOnCap",
+  /** Work messages waiting when a discovery run ended. Dashboard "Discovery" (the backlog the workers see). */
+  WorkQueueWaiting: "WorkQueueWaiting",
+  /** Seconds from the oldest enqueued candidate's bucket_end to the run's start; falls as a backlog drains. Alarm "BacklogNotShrinking" and dashboard "Discovery". */
+  OldestCandidateAge: "OldestCandidateAge",
   /** Unreferenced archive objects past the safety age that one GC run found (dry runs too). Dashboard "Maintenance". */
   GcOrphansFound: "GcOrphansFound",
   /** Archive objects GC deleted. Dashboard "Maintenance". */
@@ -128,8 +135,15 @@ export function recordPhaseFailure(): void {
   metrics.addMetric(METRIC.PhasesFailed, MetricUnit.Count, 1);
 }
 
-export function recordDiscovery(candidates: number): void {
-  metrics.addMetric(METRIC.DiscoveryCandidates, MetricUnit.Count, candidates);
+/** What one discovery run enqueued, why it stopped and what it left waiting. */
+export function recordDiscovery(run: BacklogRun, startedAt: Date = new Date()): void {
+  metrics.addMetric(METRIC.DiscoveryCandidates, MetricUnit.Count, run.enqueued);
+  metrics.addMetric(METRIC.DiscoveryStoppedOnCap, MetricUnit.Count, run.stop === "cap" ? 1 : 0);
+  metrics.addMetric(METRIC.WorkQueueWaiting, MetricUnit.Count, run.waitingAtEnd);
+  if (run.oldestEnd !== null) {
+    const ageSeconds = Math.max(0, (startedAt.getTime() - run.oldestEnd.getTime()) / 1000);
+    metrics.addMetric(METRIC.OldestCandidateAge, MetricUnit.Seconds, ageSeconds);
+  }
 }
 
 /** What one GC run found and deleted. */

@@ -10,7 +10,7 @@ import middy from "@middy/core";
 import type { Runtime } from "../src/runtime.js";
 import { parseRestoreRequest, restoreBucket, type RestoreReport } from "../src/usecases/restore.js";
 import { bucketLogger, logger, metrics, recordRestore, workflowLog } from "./observability.js";
-import { cachedPerContainer, openLambdaRuntime } from "./runtime.js";
+import { lambdaRuntimePerContainer, openLambdaRuntime } from "./runtime.js";
 
 export interface RestoreDependencies {
   readonly runtime: Pick<Runtime, "context">;
@@ -33,5 +33,5 @@ export function createRestoreHandler(open: () => Promise<RestoreDependencies>) {
 }
 
 export const handler = createRestoreHandler(
-  cachedPerContainer(async () => ({ runtime: (await openLambdaRuntime()).runtime })),
+  lambdaRuntimePerContainer(process.env, () => openLambdaRuntime()),
 );

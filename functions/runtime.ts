@@ -17,16 +17,18 @@
  * The database URL is a secret: it is never logged, and errors about it name
  * the secret, never its value.
  */
+import { createHash } from "node:crypto";
 import { S3Client } from "@aws-sdk/client-s3";
 import { GetSecretValueCommand, SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
 import type { SQSClient } from "@aws-sdk/client-sqs";
 import type { PulpitumConfig } from "../src/config.js";
+import { parseFunctionSettings } from "../src/function-settings.js";
 import { ConfigError, errorMessage } from "../src/errors.js";
 import { S3ObjectStore } from "../src/adapters/object-store/s3.js";
 import { createSqsClient, SqsWorkQueue } from "../src/adapters/queue/sqs.js";
 import { httpHandlerSettings } from "../src/adapters/http-timeouts.js";
 import type { Clock } from "../src/ports/clock.js";
-import type { WorkQueue } from "../src/ports/work-queue.js";
+import type { MessageVisibility, WorkQueue } from "../src/ports/work-queue.js";
 import { loadConfig, openRuntime, s3Timeouts, sqsTimeouts, type Runtime } from "../src/runtime.js";
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -42,7 +44,7 @@ export interface AwsClients {
 export interface LambdaRuntime {
   readonly config: PulpitumConfig;
   readonly runtime: Runtime;
-  readonly queue: WorkQueue;
+  readonly queue: WorkQueue & MessageVisibility;
   close(): Promise<void>;
 }
 
@@ -195,6 +197,8 @@ export async function openLambdaRuntime(
   const runtime: Runtime = await openRuntime(config, {
     migrate: options.migrate === true,
     clock: options.clock,
+    // One connection for a phase's statements, one for its lease heartbeat: the worker runs one phase at a time.
+    poolMax: parseFunctionSettings(env).poolMax,
     objectStore: new S3ObjectStore({ bucket: archive.bucket, client: s3 }),
   });
   return {
@@ -221,6 +225,90 @@ export function cachedPerContainer<T>(open: () => Promise<T>): () => Promise<T> 
     });
     return pending;
   };
+}
+
+/**
+ * A fingerprint of the database secret's current value (undefined without
+ * DATABASE_SECRET_ARN): it changes when the secret is rotated.
+ */
+export async function databaseSecretVersion(
+  env: Env,
+  secrets: SecretsManagerClient,
+): Promise<string | undefined> {
+  const arn = env.DATABASE_SECRET_ARN?.trim();
+  if (!arn) return undefined;
+  const response = await secrets.send(new GetSecretValueCommand({ SecretId: arn }));
+  return createHash("sha256")
+    .update(response.SecretString ?? "")
+    .digest("hex");
+}
+
+/**
+ * Open once per container and reuse, like {@link cachedPerContainer}, but
+ * ask `secretVersion` at most every `refreshMs` whether the database secret
+ * changed (a rotation): if it did, the next invocation opens a new runtime on
+ * the new credentials and closes the old one, so warm containers follow a
+ * rotation without being recycled. If the secret cannot be read, the open
+ * runtime is kept and the secret is asked again after `refreshMs`. A failed
+ * open is forgotten, so the next invocation tries again.
+ */
+export function cachedPerSecret<T extends { close(): Promise<void> }>(
+  open: () => Promise<T>,
+  secretVersion: () => Promise<string | undefined>,
+  options: { refreshMs: number; now?: () => number },
+): () => Promise<T> {
+  const now = options.now ?? Date.now;
+  let current: { value: T; version: string | undefined; checkedAt: number } | undefined;
+  let pending: Promise<T> | undefined;
+  const refresh = async (): Promise<T> => {
+    const at = now();
+    if (current !== undefined && at - current.checkedAt < options.refreshMs) return current.value;
+    let version: string | undefined;
+    try {
+      version = await secretVersion();
+    } catch (error) {
+      if (current === undefined) throw error;
+      current.checkedAt = at;
+      return current.value;
+    }
+    if (current !== undefined && version === current.version) {
+      current.checkedAt = at;
+      return current.value;
+    }
+    const value = await open();
+    const previous = current;
+    current = { value, version, checkedAt: at };
+    await previous?.value.close().catch(() => undefined);
+    return value;
+  };
+  return () => {
+    pending ??= refresh().finally(() => {
+      pending = undefined;
+    });
+    return pending;
+  };
+}
+
+/**
+ * The runtime of a deployed function: opened once per container, reopened
+ * when the database secret was rotated (PULPITUM_SECRET_REFRESH_SECONDS).
+ */
+export function lambdaRuntimePerContainer<T extends { close(): Promise<void> }>(
+  env: Env,
+  open: () => Promise<T>,
+): () => Promise<T> {
+  let secrets: SecretsManagerClient | undefined;
+  return cachedPerSecret(
+    open,
+    () =>
+      databaseSecretVersion(
+        env,
+        (secrets ??= new SecretsManagerClient({
+          region: env.AWS_REGION ?? env.AWS_DEFAULT_REGION,
+        })),
+      ),
+    { refreshMs: parseFunctionSettings(env).secretRefreshMs },
+  );
 }
 
 function remember<T extends { destroy(): void }>(owned: Array<{ destroy(): void }>, client: T): T {

@@ -15,8 +15,14 @@ import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
 import middy from "@middy/core";
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda";
 import { InvalidInputError, errorMessage } from "../src/errors.js";
-import { WORK_MESSAGE_FORM, decodeWorkMessage, type WorkQueue } from "../src/ports/work-queue.js";
+import {
+  WORK_MESSAGE_FORM,
+  decodeWorkMessage,
+  type MessageVisibility,
+  type WorkQueue,
+} from "../src/ports/work-queue.js";
 import type { Runtime } from "../src/runtime.js";
+import { silentLog } from "../src/usecases/context.js";
 import {
   MANUAL_RUN_FORM,
   parseManualRunRequest,
@@ -24,7 +30,11 @@ import {
   type ManualRunReport,
   type ManualRunRequest,
 } from "../src/usecases/manual-run.js";
-import { WorkNotFinishedError, processWorkMessage } from "../src/usecases/work-message.js";
+import {
+  WorkNotFinishedError,
+  busyReturnSeconds,
+  processWorkMessage,
+} from "../src/usecases/work-message.js";
 import {
   bucketLogger,
   logger,
@@ -33,11 +43,12 @@ import {
   recordPhaseOutcome,
   workflowLog,
 } from "./observability.js";
-import { cachedPerContainer, openLambdaRuntime } from "./runtime.js";
+import { lambdaRuntimePerContainer, openLambdaRuntime } from "./runtime.js";
 
 export interface WorkerDependencies {
   readonly runtime: Pick<Runtime, "context" | "clock">;
-  readonly queue: WorkQueue;
+  /** With `returnAfter` (SQS), a `busy` message comes back after a lease, not a visibility timeout. */
+  readonly queue: WorkQueue & Partial<MessageVisibility>;
 }
 
 /** Stop starting cleanup batches this long before the function times out. */
@@ -127,7 +138,10 @@ export function createWorkerHandler(open: () => Promise<WorkerDependencies>) {
         enqueued: result.kind === "finished" ? result.enqueued : null,
         duration_ms: result.outcome.durationMs,
       });
-      if (result.kind === "retry-later") throw new WorkNotFinishedError(result.outcome);
+      if (result.kind === "retry-later") {
+        if (result.outcome.result === "busy") await returnSooner(deps, record, log);
+        throw new WorkNotFinishedError(result.outcome);
+      }
     } catch (error) {
       if (error instanceof WorkNotFinishedError) throw error;
       log.error("work message failed; it returns after its visibility timeout", {
@@ -137,6 +151,25 @@ export function createWorkerHandler(open: () => Promise<WorkerDependencies>) {
       });
       recordPhaseFailure();
       throw error;
+    }
+  }
+
+  /** Hand a `busy` message back for a lease's time; if that fails it returns at its visibility timeout. */
+  async function returnSooner(
+    deps: WorkerDependencies,
+    record: SQSRecord,
+    log: ReturnType<typeof bucketLogger>,
+  ): Promise<void> {
+    if (deps.queue.returnAfter === undefined || !record.receiptHandle) return;
+    const receives = Number(record.attributes?.ApproximateReceiveCount ?? 1);
+    const seconds = busyReturnSeconds(deps.runtime.context(silentLog).settings.leaseMs, receives);
+    try {
+      await deps.queue.returnAfter(record.receiptHandle, seconds);
+      log.info("busy message handed back", { return_after_seconds: seconds });
+    } catch (error) {
+      log.warn("could not hand the busy message back; it returns at its visibility timeout", {
+        error: errorMessage(error),
+      });
     }
   }
 
@@ -174,6 +207,8 @@ export function createWorkerHandler(open: () => Promise<WorkerDependencies>) {
           context,
           // Busy and deferred items are expected failures: report them, do not fail the invocation.
           throwOnFullBatchFailure: false,
+          // One phase at a time: with its lease heartbeat it needs two connections, the pool's bound.
+          processInParallel: false,
         },
       );
     },
@@ -182,4 +217,6 @@ export function createWorkerHandler(open: () => Promise<WorkerDependencies>) {
     .use(logMetrics(metrics, { captureColdStartMetric: true }));
 }
 
-export const handler = createWorkerHandler(cachedPerContainer(() => openLambdaRuntime()));
+export const handler = createWorkerHandler(
+  lambdaRuntimePerContainer(process.env, () => openLambdaRuntime()),
+);

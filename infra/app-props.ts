@@ -41,6 +41,16 @@ export const APP_SETTINGS = {
     env: "PULPITUM_AVAILABILITY_ZONES",
     form: "comma-separated zone names",
   },
+  databasePoolMax: {
+    context: "pulpitum:databasePoolMax",
+    env: "PULPITUM_DATABASE_POOL_MAX",
+    form: "an integer 1..2",
+  },
+  databaseConnectionBudget: {
+    context: "pulpitum:databaseConnectionBudget",
+    env: "PULPITUM_DATABASE_CONNECTION_BUDGET",
+    form: "an integer >= 1",
+  },
   scheduleMinutes: {
     context: "pulpitum:scheduleMinutes",
     env: "PULPITUM_SCHEDULE_MINUTES",
@@ -169,6 +179,8 @@ export function stackPropsFrom(
     workerMemoryMb: int("workerMemoryMb"),
     workerBatchSize: int("workerBatchSize"),
     workerMaxConcurrency: int("workerMaxConcurrency"),
+    databasePoolMax: int("databasePoolMax"),
+    databaseConnectionBudget: int("databaseConnectionBudget"),
     alarmTopicArn: text("alarmTopicArn"),
     archiverEnvironment,
     env:

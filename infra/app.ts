@@ -15,5 +15,8 @@ new ArchiverStack(app, stackName, {
     "Pulpitum serverless archiver: discovery schedule, SQS work queue and DLQ, worker and replay functions, archive bucket",
   ...props,
 });
-Validations.of(app).addPlugins(new cdkNag.AwsSolutionsChecks(app, { verbose: true }));
+Validations.of(app).addPlugins(
+  new cdkNag.AwsSolutionsChecks(app, { verbose: true }),
+  new cdkNag.ServerlessChecks(app, { verbose: true }),
+);
 app.synth();

@@ -30,6 +30,8 @@ import {
 } from "./monitoring.js";
 import { acknowledgeFunctionFindings, grantAccess } from "./permissions.js";
 import { addQueues } from "./queues.js";
+import { addScaleAlarms, type ScaleAlarms } from "./scale-alarms.js";
+import { acknowledgeServerlessFindings } from "./serverless-findings.js";
 import { stackSettings, type ArchiverStackProps, type StackSettings } from "./settings.js";
 
 export { GC_NONCURRENT_VERSION_DAYS } from "./archive-storage.js";
@@ -59,7 +61,7 @@ export class ArchiverStack extends Stack {
   readonly restoreFunction: nodejs.NodejsFunction;
   readonly schedule: events.Rule;
   readonly gcSchedule: events.Rule;
-  readonly alarms: ArchiverAlarms;
+  readonly alarms: ArchiverAlarms & ScaleAlarms;
   readonly dashboard: cloudwatch.Dashboard;
 
   constructor(scope: Construct, id: string, props: ArchiverStackProps = {}) {
@@ -96,13 +98,15 @@ export class ArchiverStack extends Stack {
       this,
       settings,
       functions,
+      queues,
     ));
 
     const parts = { settings, storage, queues, databaseSecret: this.databaseSecret, functions };
     grantAccess(parts);
     acknowledgeFunctionFindings(this, parts, network !== undefined);
+    acknowledgeServerlessFindings(parts);
 
-    this.alarms = addAlarms(this, parts);
+    this.alarms = { ...addAlarms(this, parts), ...addScaleAlarms(this, parts) };
     notifyAlarms(this, this.alarms, props.alarmTopicArn);
     this.dashboard = addDashboard(this, parts, this.alarms);
   }

@@ -52,6 +52,7 @@ export function addFunctions(stack: Stack, inputs: FunctionInputs): ArchiverFunc
     PULPITUM_WORK_QUEUE_URL: queues.workQueue.queueUrl,
     PULPITUM_DLQ_URL: queues.deadLetterQueue.queueUrl,
     PULPITUM_HOME: "/tmp/pulpitum",
+    PULPITUM_DB_POOL_MAX: String(settings.databasePoolMax),
     POWERTOOLS_SERVICE_NAME: settings.serviceName,
     NODE_OPTIONS: "--enable-source-maps",
     // The RDS certificate bundle shipped with the Lambda runtime, for sslmode=verify-full.
@@ -74,14 +75,26 @@ export function addFunctions(stack: Stack, inputs: FunctionInputs): ArchiverFunc
         retention: logRetention,
         removalPolicy: RemovalPolicy.DESTROY,
       }),
+      // X-Ray traces every invocation and its AWS SDK calls' latency (S3, SQS, Secrets Manager).
+      tracing: lambda.Tracing.ACTIVE,
       ...options,
     });
 
+  const discovery = discoveryTiming(settings);
   const discoverFunction = fn("DiscoverFunction", "functions/discover.ts", {
-    description: "Pulpitum discovery: enqueue buckets that need archival work",
-    timeout: Duration.seconds(60),
+    description:
+      "Pulpitum discovery: keep the work queue topped up from the backlog of buckets that need work",
+    timeout: Duration.seconds(discovery.timeoutSeconds),
     memorySize: 512,
-    environment: { ...environment, PULPITUM_MIGRATE_ON_START: "true" },
+    deadLetterQueue: queues.scheduledFailures,
+    environment: {
+      ...environment,
+      ARCHIVER_DISCOVERY_TARGET_DEPTH: String(discovery.targetDepth),
+      ARCHIVER_DISCOVERY_RUN_SECONDS: String(discovery.runSeconds),
+      // Explicit settings win over the derived ones.
+      ...settings.archiverEnvironment,
+      PULPITUM_MIGRATE_ON_START: "true",
+    },
     ...network,
   });
   const workerFunction = fn("WorkerFunction", "functions/worker.ts", {
@@ -110,6 +123,7 @@ export function addFunctions(stack: Stack, inputs: FunctionInputs): ArchiverFunc
       "Pulpitum garbage collection: delete unreferenced archive objects older than the safety age",
     timeout: Duration.seconds(900),
     memorySize: 1024,
+    deadLetterQueue: queues.scheduledFailures,
     environment,
     ...network,
   });
@@ -132,6 +146,26 @@ export function addFunctions(stack: Stack, inputs: FunctionInputs): ArchiverFunc
   return { discoverFunction, workerFunction, replayFunction, gcFunction, restoreFunction };
 }
 
+/**
+ * How long a discovery run lasts and how deep it fills the queue, derived
+ * from the stack's settings: a run keeps the queue topped up until just
+ * before the next one is due (the schedule interval less 30 s, at least
+ * 30 s, at most 870 s so the 900 s Lambda limit leaves its margin), and the
+ * target depth keeps every concurrent worker's next batch waiting.
+ */
+export function discoveryTiming(settings: StackSettings): {
+  runSeconds: number;
+  timeoutSeconds: number;
+  targetDepth: number;
+} {
+  const runSeconds = Math.min(870, Math.max(30, settings.scheduleMinutes * 60 - 30));
+  return {
+    runSeconds,
+    timeoutSeconds: runSeconds + 30,
+    targetDepth: settings.workerMaxConcurrency * settings.workerBatchSize * 2,
+  };
+}
+
 export interface Schedules {
   readonly schedule: events.Rule;
   readonly gcSchedule: events.Rule;
@@ -141,6 +175,7 @@ export function addSchedules(
   stack: Stack,
   settings: StackSettings,
   functions: ArchiverFunctions,
+  queues: Queues,
 ): Schedules {
   const schedule = new events.Rule(stack, "DiscoverySchedule", {
     description: "Runs Pulpitum discovery",
@@ -150,6 +185,7 @@ export function addSchedules(
         // A late discovery run is worthless once the next one is due.
         maxEventAge: Duration.minutes(Math.max(1, settings.scheduleMinutes)),
         retryAttempts: 2,
+        deadLetterQueue: queues.scheduledFailures,
       }),
     ],
   });
@@ -161,6 +197,7 @@ export function addSchedules(
       new targets.LambdaFunction(functions.gcFunction, {
         maxEventAge: Duration.hours(1),
         retryAttempts: 2,
+        deadLetterQueue: queues.scheduledFailures,
       }),
     ],
   });

@@ -201,10 +201,19 @@ export function addDashboard(
         metric(METRIC.DiscoveryCandidates, "Sum", period).with({
           label: "candidates enqueued",
         }),
+        metric(METRIC.WorkQueueWaiting, "Maximum", period).with({
+          label: "waiting after a run",
+        }),
+        metric(METRIC.DiscoveryStoppedOnCap, "Sum", period).with({
+          label: "runs stopped on the cap",
+        }),
       ],
       right: [
         functions.discoverFunction.metricErrors({ period }),
         functions.discoverFunction.metricDuration({ period }),
+        metric(METRIC.OldestCandidateAge, "Minimum", period).with({
+          label: "oldest candidate age (s)",
+        }),
       ],
     }),
   );

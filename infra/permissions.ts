@@ -58,6 +58,14 @@ export function grantAccess(inputs: GrantInputs): void {
     fn.addToRolePolicy(listPrefix());
     databaseSecret.grantRead(fn);
   }
+  // Discovery reads the queue depth before it enqueues more (the worker's event source mapping grants it its own).
+  functions.discoverFunction.addToRolePolicy(
+    new iam.PolicyStatement({
+      sid: "ReadWorkQueueDepth",
+      actions: ["sqs:GetQueueAttributes"],
+      resources: [queues.workQueue.queueArn],
+    }),
+  );
   for (const fn of [functions.workerFunction, functions.discoverFunction]) {
     fn.addToRolePolicy(
       new iam.PolicyStatement({

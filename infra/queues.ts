@@ -9,6 +9,12 @@ import type { StackSettings } from "./settings.js";
 export interface Queues {
   readonly workQueue: sqs.Queue;
   readonly deadLetterQueue: sqs.Queue;
+  /**
+   * Scheduled invocations of discovery and GC that failed: events EventBridge
+   * could not deliver, and invocations that still failed after Lambda's
+   * asynchronous retries (alarm "ScheduledInvocationsFailed").
+   */
+  readonly scheduledFailures: sqs.Queue;
 }
 
 export function addQueues(stack: Stack, settings: StackSettings): Queues {
@@ -24,5 +30,10 @@ export function addQueues(stack: Stack, settings: StackSettings): Queues {
     retentionPeriod: Duration.days(4),
     deadLetterQueue: { queue: deadLetterQueue, maxReceiveCount: settings.maxReceiveCount },
   });
-  return { workQueue, deadLetterQueue };
+  const scheduledFailures = new sqs.Queue(stack, "ScheduledFailuresQueue", {
+    encryption: sqs.QueueEncryption.SQS_MANAGED,
+    enforceSSL: true,
+    retentionPeriod: Duration.days(14),
+  });
+  return { workQueue, deadLetterQueue, scheduledFailures };
 }

@@ -10,6 +10,8 @@ import type {
 } from "aws-cdk-lib";
 import { DEFAULT_SERVICE_NAME } from "../functions/observability.js";
 import { parseConfig } from "../src/config.js";
+import { parseDiscoverySettings } from "../src/discovery-settings.js";
+import { MAX_FUNCTION_POOL } from "../src/function-settings.js";
 
 /** The network of an external database: the functions that reach it run in these subnets. */
 export interface ArchiverNetwork {
@@ -40,10 +42,18 @@ export interface ArchiverStackProps extends StackProps {
   readonly workerTimeoutSeconds?: number;
   /** Worker memory (MB). Default 1024. */
   readonly workerMemoryMb?: number;
-  /** Messages per worker invocation, 1..10; their phases run concurrently. Default 5. */
+  /** Messages per worker invocation, 1..10; their phases run one after another (two database connections suffice). Default 5. */
   readonly workerBatchSize?: number;
   /** Concurrent worker invocations the event source may start, 2..1000. Default 10. */
   readonly workerMaxConcurrency?: number;
+  /** Database connections one function container may hold, 1..2 (PULPITUM_DB_POOL_MAX). Default 2. */
+  readonly databasePoolMax?: number;
+  /**
+   * Connections the database grants Pulpitum (its `max_connections` less what
+   * the applications and superusers need). The stack refuses settings whose
+   * connection ceiling exceeds it. Default 100.
+   */
+  readonly databaseConnectionBudget?: number;
   /** ARCHIVER_* settings (src/config.ts), validated at synth. */
   readonly archiverEnvironment?: Readonly<Record<string, string>>;
   /** Function log retention. Default one month. */
@@ -70,11 +80,30 @@ export interface StackSettings {
   readonly workerMemoryMb: number;
   readonly workerBatchSize: number;
   readonly workerMaxConcurrency: number;
+  readonly databasePoolMax: number;
+  readonly databaseConnectionBudget: number;
+  /** The most database connections the functions can hold at once (see {@link connectionCeiling}). */
+  readonly databaseConnectionCeiling: number;
   readonly archiverEnvironment: Readonly<Record<string, string>>;
   readonly accessLogRetentionDays: number;
   readonly oldestMessageAlarmSeconds: number;
   readonly drainAlarmPeriods: number;
   readonly serviceName: string;
+}
+
+/**
+ * Containers besides the queue-driven workers that may hold connections at
+ * once: two discovery runs (a scheduled run overlapping a manual one), one
+ * GC run, one restore and one manual worker invocation. Their concurrency is
+ * not reserved (a reservation fails to deploy in accounts with a low
+ * concurrency limit): more invocations by hand than these can pass the
+ * ceiling.
+ */
+export const OTHER_CONTAINERS = 5;
+
+/** The connection ceiling: every container that may run at once, times its pool. */
+export function connectionCeiling(workerMaxConcurrency: number, poolMax: number): number {
+  return (workerMaxConcurrency + OTHER_CONTAINERS) * poolMax;
 }
 
 /** The worker's visibility timeout is this many times its timeout (AWS guidance for SQS event sources). */
@@ -125,6 +154,29 @@ export function stackSettings(props: ArchiverStackProps): StackSettings {
     2,
     1000,
   );
+  const databasePoolMax = integer(
+    "databasePoolMax",
+    props.databasePoolMax,
+    MAX_FUNCTION_POOL,
+    1,
+    MAX_FUNCTION_POOL,
+  );
+  const databaseConnectionBudget = integer(
+    "databaseConnectionBudget",
+    props.databaseConnectionBudget,
+    100,
+    1,
+    100_000,
+  );
+  const databaseConnectionCeiling = connectionCeiling(workerMaxConcurrency, databasePoolMax);
+  if (databaseConnectionCeiling > databaseConnectionBudget) {
+    problems.push(
+      `the functions could hold ${databaseConnectionCeiling} database connections ` +
+        `((workerMaxConcurrency ${workerMaxConcurrency} + ${OTHER_CONTAINERS} other containers) × databasePoolMax ${databasePoolMax}), ` +
+        `more than databaseConnectionBudget ${databaseConnectionBudget}: lower workerMaxConcurrency to ` +
+        `${Math.floor(databaseConnectionBudget / databasePoolMax) - OTHER_CONTAINERS} or less, lower databasePoolMax, or raise the budget (with the database's max_connections)`,
+    );
+  }
   const accessLogRetentionDays = integer(
     "accessLogRetentionDays",
     props.accessLogRetentionDays,
@@ -159,6 +211,11 @@ export function stackSettings(props: ArchiverStackProps): StackSettings {
     } catch (error) {
       problems.push(`archiverEnvironment: ${(error as Error).message}`);
     }
+    try {
+      parseDiscoverySettings(archiverEnvironment);
+    } catch (error) {
+      problems.push(`archiverEnvironment: ${(error as Error).message}`);
+    }
   }
   const lease = Number(archiverEnvironment.ARCHIVER_LEASE_SECONDS ?? 60);
   if (Number.isFinite(lease) && lease >= workerTimeoutSeconds) {
@@ -178,6 +235,9 @@ export function stackSettings(props: ArchiverStackProps): StackSettings {
     workerMemoryMb,
     workerBatchSize,
     workerMaxConcurrency,
+    databasePoolMax,
+    databaseConnectionBudget,
+    databaseConnectionCeiling,
     archiverEnvironment: Object.freeze(archiverEnvironment),
     accessLogRetentionDays,
     oldestMessageAlarmSeconds,

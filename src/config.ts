@@ -1,5 +1,7 @@
 import path from "node:path";
 import { ConfigError, InvalidInputError, type ConfigProblem } from "./errors.js";
+import { DISCOVERY_VARIABLES } from "./discovery-settings.js";
+import { FUNCTION_VARIABLES } from "./function-settings.js";
 import {
   DEFAULT_CUTOFF_DESCRIPTION,
   DEFAULT_CUTOFF_POLICY,
@@ -609,6 +611,8 @@ export const OTHER_VARIABLES: ReadonlyArray<{ name: string; rule: string }> = [
     "WORKER_MEMORY_MB",
     "WORKER_BATCH_SIZE",
     "WORKER_MAX_CONCURRENCY",
+    "DATABASE_POOL_MAX",
+    "DATABASE_CONNECTION_BUDGET",
     "ALARM_TOPIC_ARN",
   ].map((suffix) => ({
     name: `PULPITUM_${suffix}`,
@@ -627,6 +631,8 @@ export const LOG_LEVELS = ["debug"] as const;
 export function unknownVariableWarnings(env: Env): string[] {
   const known = new Set([
     ...CONFIG_VARIABLES.map((v) => v.name),
+    ...DISCOVERY_VARIABLES.map((v) => v.name),
+    ...FUNCTION_VARIABLES.map((v) => v.name),
     ...Object.keys(OBSOLETE_VARIABLES),
     ...OTHER_VARIABLES.map((v) => v.name),
   ]);

@@ -80,6 +80,8 @@ export async function openRuntime(
     objectStore?: ObjectStore;
     /** Names this process in the embedded store's lock (shown to a refused second process). */
     command?: string;
+    /** Connections the external database's pool may open (default 10); a Lambda container needs 2. */
+    poolMax?: number;
   } = {},
 ): Promise<Runtime> {
   const clock = options.clock ?? systemClock;
@@ -108,6 +110,7 @@ export async function openRuntime(
       config.database.url,
       options.migrate === true,
       pgTimeouts(config),
+      options.poolMax,
     );
   }
   const archive = config.archive;
@@ -158,9 +161,10 @@ async function openExternalHotStore(
   url: string,
   migrate: boolean,
   timeouts: PgTimeouts,
+  poolMax: number | undefined,
 ): Promise<SqlHotStore> {
   const { openPgHotStore } = await import("./adapters/sql/index.js");
-  const store = await openPgHotStore(url, { timeouts });
+  const store = await openPgHotStore(url, { timeouts, max: poolMax });
   try {
     await store.db.query("SELECT 1");
   } catch (error) {

@@ -207,6 +207,12 @@ export interface Candidate {
   readonly enqueuedAt: Date | null;
 }
 
+/** Where a kind's keyset page ended: candidates sort by `(bucket_end, table_id, partition_key, bucket_key)`. */
+export interface CandidatePosition {
+  readonly end: Date;
+  readonly id: BucketId;
+}
+
 export interface DiscoveryQuery {
   readonly now: Date;
   /** A hot bucket is eligible when `bucket_end <= cutoff`. */
@@ -214,6 +220,12 @@ export interface DiscoveryQuery {
   readonly limit: number;
   /** Buckets enqueued after this instant are skipped (they are already in the queue). */
   readonly enqueuedBefore: Date;
+  /**
+   * Keyset cursors, one per kind: only candidates of that kind after the
+   * position are offered, so a run paging through a large backlog never
+   * rescans what its earlier pages returned.
+   */
+  readonly after?: Partial<Readonly<Record<CandidateKind, CandidatePosition>>>;
 }
 
 export interface TableRegistration {
@@ -428,10 +440,16 @@ export interface HotStore {
   defer(lease: Lease, now: Date, retryAt: Date, error: string): Promise<FencedWrite>;
 
   /**
-   * Candidates oldest `bucket_end` first, at most `limit`: eligible hot
-   * buckets of unpaused tables without a pending retry or a live lease; archiving buckets
-   * without a live lease; archived buckets with `hot_deleted = false` and no
-   * live lease. Stamps `enqueued_at = now` on those returned.
+   * Candidates, at most `limit`, of three kinds: eligible hot buckets of
+   * unpaused tables without a pending retry or a live lease; archiving
+   * buckets without a live lease (stalled); archived buckets with
+   * `hot_deleted = false` and no live lease (cleanup). Each kind is taken
+   * oldest `bucket_end` first (ties by key), and the kinds share the limit
+   * round-robin (the first of each kind, then the second of each, …), so no
+   * kind's backlog crowds out another's. Returned oldest `bucket_end` first;
+   * within a kind, in the order of `after` (the last of a kind is where its
+   * next page starts).
+   * Stamps `enqueued_at = now` on those returned.
    */
   discover(query: DiscoveryQuery): Promise<Candidate[]>;
 

@@ -12,6 +12,53 @@ export interface WorkQueue {
   send(item: WorkItem): Promise<void>;
   /** Enqueue many; implementations send in batches of at most 10. Throws if any item could not be sent. */
   sendBatch(items: readonly WorkItem[]): Promise<void>;
+  /**
+   * How many messages the queue holds now. Approximate on SQS (its counters
+   * lag by up to a minute): discovery uses it to decide how much more to
+   * enqueue, never for correctness. Safe to retry; throws
+   * TransientStoreError when the queue cannot be asked.
+   */
+  depth(): Promise<QueueDepth>;
+}
+
+export interface QueueDepth {
+  /** Messages waiting to be received, delayed ones included. */
+  readonly waiting: number;
+  /** Messages received and neither deleted nor returned yet. */
+  readonly inFlight: number;
+  /** How long a received message stays hidden before it returns (0 for a queue without one). */
+  readonly visibilityTimeoutSeconds: number;
+}
+
+/**
+ * Messages a consumer has received, identified by their receipt. A worker
+ * that cannot act on a message now (`busy`) hands it back for a shorter
+ * wait than the whole visibility timeout.
+ */
+export interface MessageVisibility {
+  /**
+   * Make a received message visible again `seconds` from now (an integer
+   * 0..{@link MAX_VISIBILITY_SECONDS}) instead of at its visibility timeout.
+   * Throws InvalidInputError for seconds outside that range, and
+   * TransientStoreError when the queue refuses (the receipt expired: the
+   * message already came back); either way the message is never lost, it
+   * only returns at its original time.
+   */
+  returnAfter(receiptHandle: string, seconds: number): Promise<void>;
+}
+
+/** The longest visibility SQS accepts (12 hours). */
+export const MAX_VISIBILITY_SECONDS = 43_200;
+
+/** Refuse a visibility SQS would refuse, naming the accepted range. */
+export function checkVisibilitySeconds(seconds: number): void {
+  if (!Number.isInteger(seconds) || seconds < 0 || seconds > MAX_VISIBILITY_SECONDS) {
+    throw new InvalidInputError(
+      "message visibility",
+      `is ${seconds} seconds`,
+      `an integer number of seconds from 0 to ${MAX_VISIBILITY_SECONDS}`,
+    );
+  }
 }
 
 export type WorkItem = BucketId;

@@ -9,7 +9,9 @@
  *
  * A message is only a wake-up. `busy` (another worker holds the lease) and
  * `deferred` (the bucket is waiting for its retry time) keep the message so
- * the queue redelivers it after its visibility timeout; a bucket that keeps
+ * the queue redelivers it; a `busy` one is handed back after
+ * {@link busyReturnSeconds} rather than a whole visibility timeout (the lease
+ * it met ends or is renewed within a lease). A bucket that keeps
  * failing therefore reaches the dead-letter queue after `maxReceiveCount`
  * receives, where an alarm sees it. Everything else finishes the message:
  * `done` and `lease-lost` leave nothing for this message to do (discovery
@@ -57,6 +59,22 @@ export async function processWorkMessage(
     case "lease-lost":
       return { kind: "finished", outcome, enqueued: null };
   }
+}
+
+/** The longest a `busy` message is handed back for: 15 minutes. */
+export const BUSY_RETURN_MAX_SECONDS = 900;
+
+/**
+ * When a `busy` message should come back: one lease after its first receive
+ * (the holder has then finished or its lease expired and can be taken over),
+ * doubling with each later receive up to {@link BUSY_RETURN_MAX_SECONDS}, so
+ * a bucket held through a long export does not spend its `maxReceiveCount`
+ * receives within minutes.
+ */
+export function busyReturnSeconds(leaseMs: number, receiveCount: number): number {
+  const receives = Number.isInteger(receiveCount) && receiveCount > 0 ? receiveCount : 1;
+  const seconds = Math.ceil(leaseMs / 1000) * 2 ** Math.min(receives - 1, 20);
+  return Math.max(1, Math.min(BUSY_RETURN_MAX_SECONDS, seconds));
 }
 
 /**

@@ -117,7 +117,11 @@ describe("a warm Lambda container crossing New Year", () => {
       });
     discovery = createDiscoveryHandler(container(true));
     worker = createWorkerHandler(container(false));
-    expect(await discovery({}, lambdaContext())).toEqual({ candidates: 0, by_kind: {} });
+    expect(await discovery({}, lambdaContext())).toMatchObject({
+      candidates: 0,
+      by_kind: {},
+      stop: "exhausted",
+    });
     inspector = await openLambdaRuntime(env, { clients: { sqs, s3 } });
     runtimes.push(inspector);
     const store = inspector.runtime.hotStore;
@@ -202,7 +206,7 @@ describe("a warm Lambda container crossing New Year", () => {
     expect(before.candidates).toBe(0);
     expect(deliveredBefore).toEqual({ delivered: 1, failures: 0 });
     expect(stateBefore).toBe("hot");
-    expect(after).toEqual({ candidates: 1, by_kind: { eligible: 1 } });
+    expect(after).toMatchObject({ candidates: 1, by_kind: { eligible: 1 }, stop: "exhausted" });
     expect(delivered).toBe(5);
     expect(metadata).toMatchObject({ state: "archived", hotDeleted: true });
     expect(await inspector.runtime.hotStore.countHotRows(BUCKET)).toBe(0);

@@ -396,7 +396,7 @@ describe("the serverless archiver against SQS, S3 and PostgreSQL", () => {
         return runtime;
       }),
     );
-    expect(await discoverOnce()).toEqual({ candidates: 0, by_kind: {} });
+    expect(await discoverOnce()).toMatchObject({ candidates: 0, by_kind: {}, stop: "exhausted" });
 
     inspector = await openLambdaRuntime(env, { clients: admin });
     watcher = new pg.Client({ connectionString: databaseUrl });

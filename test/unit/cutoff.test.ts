@@ -26,7 +26,12 @@ import { parseTableId } from "../../src/domain/table.js";
 import { parseRfc3339Micros } from "../../src/domain/time.js";
 import { ConfigError, InvalidInputError } from "../../src/errors.js";
 import { ManualClock } from "../../src/ports/clock.js";
-import { encodeWorkMessage, type WorkItem, type WorkQueue } from "../../src/ports/work-queue.js";
+import {
+  encodeWorkMessage,
+  type WorkItem,
+  type QueueDepth,
+  type WorkQueue,
+} from "../../src/ports/work-queue.js";
 import { runStandalone } from "../../src/runner/standalone.js";
 import { openRuntime, type Runtime } from "../../src/runtime.js";
 import { InProcessWorkQueue } from "../../src/adapters/queue/in-process.js";
@@ -222,6 +227,9 @@ class RecordingQueue implements WorkQueue {
   async sendBatch(items: readonly WorkItem[]): Promise<void> {
     this.sent.push(...items);
   }
+  async depth(): Promise<QueueDepth> {
+    return { waiting: this.sent.length, inFlight: 0, visibilityTimeoutSeconds: 30 };
+  }
 }
 
 function lambdaContext(): Context {
@@ -313,7 +321,11 @@ describe("the default cutoff crossing New Year in a warm Lambda container", () =
     expect(discoveredBefore.candidates).toBe(0);
     expect(workedBefore.batchItemFailures).toEqual([]);
     expect(stateBefore).toBe("hot");
-    expect(discoveredAfter).toEqual({ candidates: 1, by_kind: { eligible: 1 } });
+    expect(discoveredAfter).toMatchObject({
+      candidates: 1,
+      by_kind: { eligible: 1 },
+      stop: "exhausted",
+    });
     expect(workedAfter.batchItemFailures).toEqual([]);
     expect(stateAfter).toBe("archiving");
     // Discovery's message, then the worker's message for the next phase (export).

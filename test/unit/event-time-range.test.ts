@@ -29,7 +29,12 @@ import {
 } from "../../src/domain/time.js";
 import { InvalidInputError } from "../../src/errors.js";
 import type { SqlHotStore } from "../../src/adapters/sql/index.js";
-import { encodeWorkMessage, type WorkItem, type WorkQueue } from "../../src/ports/work-queue.js";
+import {
+  encodeWorkMessage,
+  type WorkItem,
+  type QueueDepth,
+  type WorkQueue,
+} from "../../src/ports/work-queue.js";
 import { DurableTable } from "../../src/read/durable-table.js";
 import { runCli } from "../support/cli.js";
 import {
@@ -239,6 +244,9 @@ class RecordingQueue implements WorkQueue {
   }
   async sendBatch(items: readonly WorkItem[]): Promise<void> {
     this.sent.push(...items);
+  }
+  async depth(): Promise<QueueDepth> {
+    return { waiting: this.sent.length, inFlight: 0, visibilityTimeoutSeconds: 30 };
   }
 }
 

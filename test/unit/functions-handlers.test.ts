@@ -28,7 +28,12 @@ import type { TableRecord } from "../../src/domain/record.js";
 import { parseTableId, type ArchiveFormat } from "../../src/domain/table.js";
 import { parseRfc3339Micros } from "../../src/domain/time.js";
 import { InvalidInputError } from "../../src/errors.js";
-import { encodeWorkMessage, type WorkItem, type WorkQueue } from "../../src/ports/work-queue.js";
+import {
+  encodeWorkMessage,
+  type WorkItem,
+  type QueueDepth,
+  type WorkQueue,
+} from "../../src/ports/work-queue.js";
 import { ManualClock } from "../../src/ports/clock.js";
 import type { GcReport } from "../../src/usecases/gc.js";
 import type { ManualRunReport } from "../../src/usecases/manual-run.js";
@@ -56,6 +61,9 @@ class RecordingQueue implements WorkQueue {
   }
   async sendBatch(items: readonly WorkItem[]): Promise<void> {
     this.sent.push(...items);
+  }
+  async depth(): Promise<QueueDepth> {
+    return { waiting: this.sent.length, inFlight: 0, visibilityTimeoutSeconds: 30 };
   }
   take(): WorkItem[] {
     return this.sent.splice(0);
@@ -518,7 +526,7 @@ describe("the discovery handler", () => {
 
     const result = await discover(eventFile("schedule.json"), lambdaContext());
 
-    expect(result).toEqual({ candidates: 2, by_kind: { eligible: 2 } });
+    expect(result).toMatchObject({ candidates: 2, by_kind: { eligible: 2 }, stop: "exhausted" });
     expect(
       queue
         .take()

@@ -1,4 +1,4 @@
-import type { WorkItem, WorkQueue } from "../../ports/work-queue.js";
+import type { QueueDepth, WorkItem, WorkQueue } from "../../ports/work-queue.js";
 
 function identity(item: WorkItem): string {
   return `${item.tableId}\u0000${Buffer.from(item.partitionKey).toString("base64")}\u0000${item.bucketKey}`;
@@ -48,6 +48,15 @@ export class InProcessWorkQueue implements WorkQueue {
 
   get waiting(): number {
     return this.#items.length;
+  }
+
+  /** Items are hidden from nobody: taken items stay in flight until {@link done}. */
+  async depth(): Promise<QueueDepth> {
+    return {
+      waiting: this.#items.length,
+      inFlight: this.#known.size - this.#items.length,
+      visibilityTimeoutSeconds: 0,
+    };
   }
 
   /** Wake all waiting takers with undefined and refuse further items. */

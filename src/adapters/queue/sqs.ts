@@ -8,6 +8,8 @@
  * call throw with their ids so nobody mistakes a partial send for a full one.
  */
 import {
+  ChangeMessageVisibilityCommand,
+  GetQueueAttributesCommand,
   SendMessageBatchCommand,
   SendMessageCommand,
   SQSClient,
@@ -16,7 +18,14 @@ import {
 import { TransientStoreError, errorMessage } from "../../errors.js";
 import { describeBucket } from "../../domain/bucket.js";
 import { sleep } from "../../ports/clock.js";
-import { encodeWorkMessage, type WorkItem, type WorkQueue } from "../../ports/work-queue.js";
+import {
+  checkVisibilitySeconds,
+  encodeWorkMessage,
+  type MessageVisibility,
+  type QueueDepth,
+  type WorkItem,
+  type WorkQueue,
+} from "../../ports/work-queue.js";
 import { httpHandlerSettings, type HttpClientTimeouts } from "../http-timeouts.js";
 
 /**
@@ -45,7 +54,7 @@ export interface SqsWorkQueueOptions {
   readonly retryDelayMs?: number;
 }
 
-export class SqsWorkQueue implements WorkQueue {
+export class SqsWorkQueue implements WorkQueue, MessageVisibility {
   readonly queueUrl: string;
   readonly #client: SQSClient;
   readonly #attempts: number;
@@ -66,6 +75,56 @@ export class SqsWorkQueue implements WorkQueue {
     } catch (error) {
       throw new TransientStoreError(
         `SQS SendMessage of ${describeBucket(item)} to ${this.queueUrl} failed: ${errorMessage(error)}`,
+        { cause: error },
+      );
+    }
+  }
+
+  async depth(): Promise<QueueDepth> {
+    let attributes: Record<string, string>;
+    try {
+      const response = await this.#client.send(
+        new GetQueueAttributesCommand({
+          QueueUrl: this.queueUrl,
+          AttributeNames: [
+            "ApproximateNumberOfMessages",
+            "ApproximateNumberOfMessagesDelayed",
+            "ApproximateNumberOfMessagesNotVisible",
+            "VisibilityTimeout",
+          ],
+        }),
+      );
+      attributes = response.Attributes ?? {};
+    } catch (error) {
+      throw new TransientStoreError(
+        `SQS GetQueueAttributes of ${this.queueUrl} failed: ${errorMessage(error)}`,
+        { cause: error },
+      );
+    }
+    const count = (name: string) => {
+      const n = Number(attributes[name] ?? 0);
+      return Number.isFinite(n) && n >= 0 ? n : 0;
+    };
+    return {
+      waiting: count("ApproximateNumberOfMessages") + count("ApproximateNumberOfMessagesDelayed"),
+      inFlight: count("ApproximateNumberOfMessagesNotVisible"),
+      visibilityTimeoutSeconds: count("VisibilityTimeout"),
+    };
+  }
+
+  async returnAfter(receiptHandle: string, seconds: number): Promise<void> {
+    checkVisibilitySeconds(seconds);
+    try {
+      await this.#client.send(
+        new ChangeMessageVisibilityCommand({
+          QueueUrl: this.queueUrl,
+          ReceiptHandle: receiptHandle,
+          VisibilityTimeout: seconds,
+        }),
+      );
+    } catch (error) {
+      throw new TransientStoreError(
+        `SQS ChangeMessageVisibility on ${this.queueUrl} failed (the message returns at its visibility timeout): ${errorMessage(error)}`,
         { cause: error },
       );
     }

@@ -20,8 +20,15 @@ export const TABLES_TABLE = "pulpitum_v4_tables";
 export const METADATA_TABLE = "pulpitum_v4_bucket_metadata";
 export const RECORDS_TABLE = "pulpitum_v4_records";
 export const PARTS_TABLE = "pulpitum_v4_bucket_parts";
-/** Serves every branch of discovery as an index range scan ordered by `bucket_end`. */
-export const DISCOVERY_INDEX = "pulpitum_v4_bucket_metadata_discovery_idx";
+/** The discovery index of migration 2, replaced by {@link DISCOVERY_INDEX} in migration 8. */
+export const DISCOVERY_INDEX_V2 = "pulpitum_v4_bucket_metadata_discovery_idx";
+/**
+ * Serves every branch of discovery as an index range scan in keyset order
+ * `(bucket_end, table_id, partition_key, bucket_key)`: a page starts where the
+ * previous one ended, even inside a run of buckets sharing one `bucket_end`
+ * (a million partitions' `month:2025-01`), with no sort of the tie.
+ */
+export const DISCOVERY_INDEX = "pulpitum_v4_bucket_metadata_discovery_keyset_idx";
 
 export const MIGRATIONS: readonly Migration[] = [
   {
@@ -73,7 +80,7 @@ export const MIGRATIONS: readonly Migration[] = [
         CONSTRAINT pulpitum_v4_bucket_metadata_phase_check
           CHECK (phase IN ('claim', 'export', 'seal', 'publish', 'cleanup', 'done'))
       )`,
-      `CREATE INDEX IF NOT EXISTS ${DISCOVERY_INDEX}
+      `CREATE INDEX IF NOT EXISTS ${DISCOVERY_INDEX_V2}
         ON ${METADATA_TABLE} (state, hot_deleted, bucket_end)`,
     ],
   },
@@ -144,6 +151,16 @@ export const MIGRATIONS: readonly Migration[] = [
     // touches it until `pulpitum retry` clears it.
     statements: [
       `ALTER TABLE ${METADATA_TABLE} ADD COLUMN IF NOT EXISTS quarantined_at TIMESTAMPTZ NULL`,
+    ],
+  },
+  {
+    version: 8,
+    name: "discovery keyset index",
+    // Created before the old index is dropped, so discovery always has one.
+    statements: [
+      `CREATE INDEX IF NOT EXISTS ${DISCOVERY_INDEX}
+        ON ${METADATA_TABLE} (state, hot_deleted, bucket_end, table_id, partition_key, bucket_key)`,
+      `DROP INDEX IF EXISTS ${DISCOVERY_INDEX_V2}`,
     ],
   },
 ];

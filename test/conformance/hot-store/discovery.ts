@@ -179,5 +179,56 @@ export function discoveryConformance(name: string, open: () => Promise<OpenedHot
         summary(await store.peekCandidates(query({ now: next, enqueuedBefore: next }))),
       ).toEqual(["eligible:1:year:2019", "eligible:1:year:2020"]);
     });
+
+    it("pages a run of buckets sharing one bucket_end by keyset, each candidate exactly once and none rescanned", async () => {
+      const tableId = await newTable(store, "keyset");
+      for (let p = 1; p <= 7; p++) await seed(tableId, [2019], p);
+      const seen: string[] = [];
+      let after: DiscoveryQuery["after"] = undefined;
+      for (let pages = 0; pages < 5; pages++) {
+        // enqueuedBefore far back would not hide stamped rows: only the cursor moves the page on.
+        const page = await store.peekCandidates(query({ limit: 3, after }));
+        if (page.length === 0) break;
+        seen.push(...summary(page));
+        const last = page[page.length - 1]!;
+        after = { eligible: { end: last.end, id: last.id } };
+      }
+      expect(seen).toEqual([1, 2, 3, 4, 5, 6, 7].map((p) => `eligible:${p}:year:2019`));
+    });
+
+    it("keeps each kind's cursor apart: a page after the eligible cursor still starts stalled and cleanup from their oldest", async () => {
+      const tableId = await newTable(store, "cursors");
+      const [archived, archiving] = await seed(tableId, [2016, 2017], 1);
+      await seed(tableId, [2018, 2019], 2);
+      await advanceTo(store, archived!, "cleanup");
+      await advanceTo(store, archiving!, "seal");
+      const after = {
+        eligible: {
+          end: at("2019-01-01T00:00:00Z"),
+          id: { tableId, partitionKey: bytes(2), bucketKey: "year:2018" },
+        },
+      };
+      expect(summary(await store.peekCandidates(query({ after })))).toEqual([
+        "cleanup:1:year:2016",
+        "stalled:1:year:2017",
+        "eligible:2:year:2019",
+      ]);
+    });
+
+    it("shares a page between the kinds: a backlog of older stalled buckets does not crowd out new claims, nor claims the cleanups", async () => {
+      const tableId = await newTable(store, "fair");
+      const stalled: BucketId[] = [];
+      for (let p = 1; p <= 6; p++) stalled.push(...(await seed(tableId, [2015], p)));
+      for (const id of stalled) await advanceTo(store, id, "export");
+      const [archived] = await seed(tableId, [2024], 9);
+      await advanceTo(store, archived!, "cleanup");
+      for (let p = 10; p <= 15; p++) await seed(tableId, [2016], p);
+
+      const page = summary(await store.discover(query({ limit: 6 })));
+
+      expect(page.filter((c) => c.startsWith("stalled"))).toHaveLength(3);
+      expect(page.filter((c) => c.startsWith("eligible"))).toHaveLength(2);
+      expect(page).toContain("cleanup:9:year:2024");
+    });
   });
 }

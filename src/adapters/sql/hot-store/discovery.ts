@@ -2,7 +2,6 @@
  * Discovery: the candidates for the next archival step, selected and
  * stamped `enqueued_at` in one statement.
  */
-import { bufferView } from "../../../domain/record.js";
 import type { Candidate, CandidateKind, DiscoveryQuery } from "../../../ports/hot-store.js";
 import type { SqlDatabase, SqlExecutor } from "../database.js";
 import { METADATA_TABLE, TABLES_TABLE } from "../migrations.js";
@@ -16,17 +15,20 @@ import {
 import { SqlParams } from "./params.js";
 import { toCandidate, type CandidateRow } from "./rows.js";
 
+/** A candidate row with its turn: its rank within its kind, in the statement's key order. */
+type RankedRow = CandidateRow & { turn: string | number };
+
 export async function discover(db: SqlDatabase, query: DiscoveryQuery): Promise<Candidate[]> {
   // One statement: select the candidates and stamp them as enqueued.
   const { sql, params } = discoverySql(query, true);
-  const { rows } = await db.write<CandidateRow>(sql, params, "discover");
-  return sortCandidates(rows.map(toCandidate));
+  const { rows } = await db.write<RankedRow>(sql, params, "discover");
+  return inDiscoveryOrder(rows);
 }
 
 export async function peekCandidates(db: SqlExecutor, query: DiscoveryQuery): Promise<Candidate[]> {
   const { sql, params } = discoverySql(query, false);
-  const { rows } = await db.query<CandidateRow>(sql, params);
-  return rows.map(toCandidate);
+  const { rows } = await db.query<RankedRow>(sql, params);
+  return inDiscoveryOrder(rows);
 }
 
 /** The plan PostgreSQL chooses for discovery, for operators and the index test. */
@@ -38,9 +40,11 @@ export async function explainDiscovery(db: SqlExecutor, query: DiscoveryQuery): 
 
 /**
  * Discovery as one statement: three index range scans over
- * `(state, hot_deleted, bucket_end)`, each already in `bucket_end` order and
- * limited, merged and limited again. With `stamp`, the same statement sets
- * `enqueued_at = now` on the candidates it returns.
+ * `(state, hot_deleted, bucket_end, table_id, partition_key, bucket_key)`,
+ * each in key order, starting after its kind's keyset cursor and limited;
+ * then the kinds take turns (`ROW_NUMBER` per kind) until the limit, so a
+ * backlog of one kind cannot starve the others. With `stamp`, the same
+ * statement sets `enqueued_at = now` on the candidates it returns.
  */
 function discoverySql(query: DiscoveryQuery, stamp: boolean): { sql: string; params: unknown[] } {
   const p = new SqlParams();
@@ -50,31 +54,44 @@ function discoverySql(query: DiscoveryQuery, stamp: boolean): { sql: string; par
   const limit = p.int(query.limit);
   const columns = (kind: CandidateKind) =>
     `'${kind}' AS kind, m.table_id, m.partition_key, m.bucket_key, m.state, m.phase, m.bucket_end, m.enqueued_at`;
+  const keyOrder = "m.bucket_end, m.table_id, m.partition_key, m.bucket_key";
+  const after = (kind: CandidateKind): string => {
+    const position = query.after?.[kind];
+    if (position === undefined) return "";
+    // A row comparison on the index's trailing columns: PostgreSQL and CockroachDB seek to it.
+    return ` AND (${keyOrder}) > (${p.time(position.end)}, ${p.text(position.id.tableId)}, ${p.bytes(position.id.partitionKey)}, ${p.text(position.id.bucketKey)})`;
+  };
   const candidates = `
-    SELECT c.kind, c.table_id, c.partition_key, c.bucket_key, c.state, c.phase, c.bucket_end, c.enqueued_at
+    SELECT c.kind, c.table_id, c.partition_key, c.bucket_key, c.state, c.phase, c.bucket_end, c.enqueued_at,
+           c.turn
       FROM (
-        (SELECT ${columns("eligible")}
-           FROM ${METADATA_TABLE} m JOIN ${TABLES_TABLE} t ON t.table_id = m.table_id
-          WHERE m.state = 'hot' AND m.hot_deleted = false AND m.bucket_end <= ${cutoff}
-            AND ${NO_PENDING_RETRY(now, "m")} AND ${NO_LIVE_LEASE(now, "m")} AND t.paused = false
-            AND ${NOT_RECENTLY_ENQUEUED(enqueuedBefore, "m")} AND ${AUTOMATIC_WORK("m")}
-          ORDER BY m.bucket_end LIMIT ${limit})
-        UNION ALL
-        (SELECT ${columns("stalled")}
-           FROM ${METADATA_TABLE} m
-          WHERE m.state = 'archiving' AND m.hot_deleted = false
-            AND ${NO_LIVE_LEASE(now, "m")} AND ${NO_PENDING_RETRY(now, "m")}
-            AND ${NOT_RECENTLY_ENQUEUED(enqueuedBefore, "m")} AND ${AUTOMATIC_WORK("m")}
-          ORDER BY m.bucket_end LIMIT ${limit})
-        UNION ALL
-        (SELECT ${columns("cleanup")}
-           FROM ${METADATA_TABLE} m
-          WHERE m.state = 'archived' AND m.hot_deleted = false AND ${NOT_RESTORING("m")}
-            AND ${NO_LIVE_LEASE(now, "m")}
-            AND ${NOT_RECENTLY_ENQUEUED(enqueuedBefore, "m")} AND ${AUTOMATIC_WORK("m")}
-          ORDER BY m.bucket_end LIMIT ${limit})
+        SELECT u.*, ROW_NUMBER() OVER (
+                 PARTITION BY u.kind ORDER BY u.bucket_end, u.table_id, u.partition_key, u.bucket_key
+               ) AS turn
+          FROM (
+            (SELECT ${columns("eligible")}
+               FROM ${METADATA_TABLE} m JOIN ${TABLES_TABLE} t ON t.table_id = m.table_id
+              WHERE m.state = 'hot' AND m.hot_deleted = false AND m.bucket_end <= ${cutoff}
+                AND ${NO_PENDING_RETRY(now, "m")} AND ${NO_LIVE_LEASE(now, "m")} AND t.paused = false
+                AND ${NOT_RECENTLY_ENQUEUED(enqueuedBefore, "m")} AND ${AUTOMATIC_WORK("m")}${after("eligible")}
+              ORDER BY ${keyOrder} LIMIT ${limit})
+            UNION ALL
+            (SELECT ${columns("stalled")}
+               FROM ${METADATA_TABLE} m
+              WHERE m.state = 'archiving' AND m.hot_deleted = false
+                AND ${NO_LIVE_LEASE(now, "m")} AND ${NO_PENDING_RETRY(now, "m")}
+                AND ${NOT_RECENTLY_ENQUEUED(enqueuedBefore, "m")} AND ${AUTOMATIC_WORK("m")}${after("stalled")}
+              ORDER BY ${keyOrder} LIMIT ${limit})
+            UNION ALL
+            (SELECT ${columns("cleanup")}
+               FROM ${METADATA_TABLE} m
+              WHERE m.state = 'archived' AND m.hot_deleted = false AND ${NOT_RESTORING("m")}
+                AND ${NO_LIVE_LEASE(now, "m")}
+                AND ${NOT_RECENTLY_ENQUEUED(enqueuedBefore, "m")} AND ${AUTOMATIC_WORK("m")}${after("cleanup")}
+              ORDER BY ${keyOrder} LIMIT ${limit})
+          ) u
       ) c
-     ORDER BY c.bucket_end, c.table_id, c.partition_key, c.bucket_key
+     ORDER BY c.turn, c.bucket_end, c.table_id, c.partition_key, c.bucket_key
      LIMIT ${limit}`;
   if (!stamp) return { sql: candidates, params: p.values };
   const sql = `
@@ -84,19 +101,23 @@ function discoverySql(query: DiscoveryQuery, stamp: boolean): { sql: string; par
      WHERE m.table_id = c.table_id AND m.partition_key = c.partition_key
        AND m.bucket_key = c.bucket_key
     RETURNING c.kind, c.table_id, c.partition_key, c.bucket_key, c.state, c.phase, c.bucket_end,
-              m.enqueued_at`;
+              m.enqueued_at, c.turn`;
   return { sql, params: p.values };
 }
 
-/** The discovery order: oldest `bucket_end` first, then by key (RETURNING has no order). */
-function sortCandidates(candidates: Candidate[]): Candidate[] {
-  const key = (c: Candidate) =>
-    `${c.id.tableId}\u0000${bufferView(c.id.partitionKey).toString("hex")}\u0000${c.id.bucketKey}`;
-  return candidates.sort((a, b) => {
-    const byEnd = a.end.getTime() - b.end.getTime();
-    if (byEnd !== 0) return byEnd;
-    const ka = key(a);
-    const kb = key(b);
-    return ka < kb ? -1 : ka > kb ? 1 : 0;
-  });
+/**
+ * The discovery order: oldest `bucket_end` first, then by turn (RETURNING has
+ * no order). Within a kind the turn follows the statement's key order (the
+ * database's collation, which JavaScript cannot reproduce), so the last
+ * candidate of a kind is where that kind's keyset cursor continues.
+ */
+function inDiscoveryOrder(rows: readonly RankedRow[]): Candidate[] {
+  const ranked = rows.map((row) => ({ candidate: toCandidate(row), turn: Number(row.turn) }));
+  ranked.sort(
+    (a, b) =>
+      a.candidate.end.getTime() - b.candidate.end.getTime() ||
+      a.turn - b.turn ||
+      (a.candidate.kind < b.candidate.kind ? -1 : a.candidate.kind > b.candidate.kind ? 1 : 0),
+  );
+  return ranked.map((r) => r.candidate);
 }

@@ -1,0 +1,390 @@
+/**
+ * The fleet bench: the real discovery handler on a schedule and at least 8
+ * concurrent real worker handlers (each its own "container": its own
+ * runtime and database pool) through an SQS event-source poller, on
+ * PostgreSQL and moto (those of DATABASE_URL and AWS_ENDPOINT_URL when set,
+ * else throwaway ones it starts). It seeds N buckets, runs until every one
+ * is archived with its hot rows deleted, and prints and writes
+ * bench/fleet.json.
+ *
+ *   npm run fleet              # 20,000 buckets
+ *   npm run fleet -- --quick   # 2,000 buckets
+ *
+ * Goals: discovery admits at least 20× what the workers archive per second
+ * (the workers, not discovery, are the limit), duplicate messages at most
+ * 1% of the buckets, every bucket archived and cleaned, the DLQ empty. The
+ * exit code is 1 when a goal is missed.
+ */
+import { randomUUID } from "node:crypto";
+import { writeFile } from "node:fs/promises";
+import { CreateBucketCommand, S3Client } from "@aws-sdk/client-s3";
+import { CreateQueueCommand, GetQueueAttributesCommand, SQSClient } from "@aws-sdk/client-sqs";
+import type { Context } from "aws-lambda";
+import pg from "pg";
+import { parseTableId } from "../src/domain/table.js";
+import { parseRfc3339Micros } from "../src/domain/time.js";
+import type { TableRecord } from "../src/domain/record.js";
+import type { HotStore } from "../src/ports/hot-store.js";
+import type { WorkItem, WorkQueue } from "../src/ports/work-queue.js";
+import { SqsEventSourcePoller } from "../test/support/sqs-poller.js";
+import { startMoto, startPostgres, type RunningService } from "../test/support/services.js";
+
+const QUICK = process.argv.includes("--quick");
+const BUCKETS = QUICK ? 2_000 : 20_000;
+const PARTITIONS = BUCKETS / 100;
+const DAYS = 100;
+const RECORDS_PER_BUCKET = 2;
+const LANES = 8;
+const BATCH_SIZE = 5;
+const SCHEDULE_SECONDS = 10;
+const VISIBILITY_SECONDS = 60;
+const FUNCTION_TIMEOUT_MS = 30_000;
+/** Each bucket needs five phases: one message from discovery, four handed on by the workers. */
+const PHASES_PER_BUCKET = 5;
+const TABLE = parseTableId("fleet");
+const REGION = "us-east-1";
+
+const started = performance.now();
+const elapsed = () => (performance.now() - started) / 1000;
+const writeErr = process.stderr.write.bind(process.stderr);
+const log = (message: string) => writeErr(`[${elapsed().toFixed(0).padStart(4)} s] ${message}\n`);
+
+/** Powertools writes a JSON line per log and metric flush; the bench keeps its output to figures. */
+function silenceHandlers(): () => void {
+  const out = process.stdout.write.bind(process.stdout);
+  process.stdout.write = (() => true) as typeof process.stdout.write;
+  return () => {
+    process.stdout.write = out;
+  };
+}
+
+function lambdaContext(name: string, timeoutMs: number): Context {
+  const deadline = Date.now() + timeoutMs;
+  return {
+    functionName: name,
+    functionVersion: "$LATEST",
+    invokedFunctionArn: `arn:aws:lambda:${REGION}:123456789012:function:${name}`,
+    memoryLimitInMB: "512",
+    awsRequestId: randomUUID(),
+    logGroupName: `/aws/lambda/${name}`,
+    logStreamName: "fleet",
+    callbackWaitsForEmptyEventLoop: true,
+    getRemainingTimeInMillis: () => Math.max(0, deadline - Date.now()),
+    done: () => {},
+    fail: () => {},
+    succeed: () => {},
+  };
+}
+
+/**
+ * A queue that counts what it sends (every message beyond five per bucket is
+ * a duplicate) and, given `timing`, how long its batch sends take.
+ */
+function countingQueue<Q extends WorkQueue>(
+  queue: Q,
+  counter: { sent: number },
+  timing?: { ms: number },
+): Q {
+  return new Proxy(queue, {
+    get(target, prop, receiver) {
+      if (prop === "send")
+        return async (item: WorkItem) => {
+          await target.send(item);
+          counter.sent++;
+        };
+      if (prop === "sendBatch")
+        return async (items: readonly WorkItem[]) => {
+          const t0 = performance.now();
+          await target.sendBatch(items);
+          if (timing) timing.ms += performance.now() - t0;
+          counter.sent += items.length;
+        };
+      const value = Reflect.get(target, prop, receiver) as unknown;
+      return typeof value === "function" ? (value as () => unknown).bind(target) : value;
+    },
+  });
+}
+
+/**
+ * A hot store whose discovery statements are timed: with the sends, the time
+ * discovery spends admitting (its waits on a full queue left out).
+ */
+function timedDiscovery(store: HotStore, timing: { ms: number }): HotStore {
+  return new Proxy(store, {
+    get(target, prop, receiver) {
+      if (prop === "discover")
+        return async (...args: Parameters<HotStore["discover"]>) => {
+          const t0 = performance.now();
+          try {
+            return await target.discover(...args);
+          } finally {
+            timing.ms += performance.now() - t0;
+          }
+        };
+      const value = Reflect.get(target, prop, receiver) as unknown;
+      return typeof value === "function" ? (value as () => unknown).bind(target) : value;
+    },
+  });
+}
+
+function seedRecords(): TableRecord[] {
+  const records: TableRecord[] = [];
+  const day0 = parseRfc3339Micros("2024-01-01T00:00:00Z");
+  for (let p = 0; p < PARTITIONS; p++) {
+    const partitionKey = new TextEncoder().encode(`tenant-${String(p).padStart(5, "0")}`);
+    for (let d = 0; d < DAYS; d++) {
+      for (let r = 0; r < RECORDS_PER_BUCKET; r++) {
+        const sortKey = new Uint8Array(8);
+        new DataView(sortKey.buffer).setUint32(4, r);
+        records.push({
+          partitionKey,
+          eventTime: day0 + BigInt(d) * 86_400_000_000n + BigInt(r) * 1_000_000n,
+          sortKey,
+          value: new TextEncoder().encode(`fleet ${p}/${d}/${r}`),
+        });
+      }
+    }
+  }
+  return records;
+}
+
+async function main(): Promise<void> {
+  const services: RunningService[] = [];
+  let serverUrl = process.env.DATABASE_URL;
+  let endpoint = process.env.AWS_ENDPOINT_URL;
+  if (!serverUrl) {
+    const service = await startPostgres();
+    services.push(service);
+    serverUrl = service.url;
+    log(`started a throwaway PostgreSQL at ${serverUrl}`);
+  }
+  if (!endpoint) {
+    const moto = await startMoto();
+    services.push(moto);
+    endpoint = moto.url;
+    log(`started moto at ${endpoint}`);
+  }
+  process.env.AWS_ACCESS_KEY_ID ??= "test";
+  process.env.AWS_SECRET_ACCESS_KEY ??= "test";
+  // Discovery scans every table of its database: the bench gets one of its own.
+  const databaseName = `pulpitum_fleet_${randomUUID().slice(0, 8)}`;
+  const server = new pg.Client({ connectionString: serverUrl });
+  await server.connect();
+  await server.query(`CREATE DATABASE ${databaseName}`);
+  const databaseUrl = (() => {
+    const url = new URL(serverUrl);
+    url.pathname = `/${databaseName}`;
+    return url.toString();
+  })();
+  const aws = { endpoint, region: REGION };
+  const sqs = new SQSClient(aws);
+  const s3 = new S3Client({ ...aws, forcePathStyle: true });
+  const restoreStdout = silenceHandlers();
+  const closers: Array<() => Promise<void>> = [];
+  try {
+    const bucket = `pulpitum-fleet-${randomUUID().slice(0, 8)}`;
+    await s3.send(new CreateBucketCommand({ Bucket: bucket }));
+    const dlq = await sqs.send(
+      new CreateQueueCommand({ QueueName: `pulpitum-fleet-dlq-${randomUUID().slice(0, 8)}` }),
+    );
+    const dlqArn = (
+      await sqs.send(
+        new GetQueueAttributesCommand({ QueueUrl: dlq.QueueUrl!, AttributeNames: ["QueueArn"] }),
+      )
+    ).Attributes!.QueueArn!;
+    const work = await sqs.send(
+      new CreateQueueCommand({
+        QueueName: `pulpitum-fleet-work-${randomUUID().slice(0, 8)}`,
+        Attributes: {
+          VisibilityTimeout: String(VISIBILITY_SECONDS),
+          RedrivePolicy: JSON.stringify({ deadLetterTargetArn: dlqArn, maxReceiveCount: 5 }),
+        },
+      }),
+    );
+    const workArn = (
+      await sqs.send(
+        new GetQueueAttributesCommand({ QueueUrl: work.QueueUrl!, AttributeNames: ["QueueArn"] }),
+      )
+    ).Attributes!.QueueArn!;
+
+    const env: Record<string, string> = {
+      AWS_REGION: REGION,
+      DATABASE_URL: databaseUrl,
+      PULPITUM_ARCHIVE_URL: `s3://${bucket}/fleet`,
+      AWS_ENDPOINT_URL: endpoint,
+      PULPITUM_WORK_QUEUE_URL: work.QueueUrl!,
+      PULPITUM_DLQ_URL: dlq.QueueUrl!,
+      ARCHIVER_ELIGIBLE_BEFORE: "2025-01-01T00:00:00Z",
+      ARCHIVER_LEASE_SECONDS: "15",
+      ARCHIVER_RETRY_SECONDS: "2",
+      ARCHIVER_DISCOVERY_TARGET_DEPTH: String(LANES * BATCH_SIZE * 2),
+      ARCHIVER_DISCOVERY_RUN_SECONDS: String(SCHEDULE_SECONDS - 2),
+      ARCHIVER_DISCOVERY_POLL_SECONDS: "0.5",
+      PULPITUM_HOME: "/tmp/pulpitum-fleet",
+    };
+    // The handlers' modules read the environment as they load (Powertools' service name).
+    const { createDiscoveryHandler } = await import("../functions/discover.js");
+    const { createWorkerHandler } = await import("../functions/worker.js");
+    const { cachedPerContainer, openLambdaRuntime } = await import("../functions/runtime.js");
+    const { parseDiscoverySettings } = await import("../src/discovery-settings.js");
+    const clients = { sqs, s3 };
+
+    const sends = { sent: 0 };
+    const discoveryTime = { ms: 0 };
+    const discovery = await openLambdaRuntime(env, { clients, migrate: true });
+    closers.push(() => discovery.close());
+    const discoverHandler = createDiscoveryHandler(async () => ({
+      runtime: {
+        clock: discovery.runtime.clock,
+        context: (log) => {
+          const ctx = discovery.runtime.context(log);
+          return { ...ctx, hotStore: timedDiscovery(ctx.hotStore, discoveryTime) };
+        },
+      },
+      queue: countingQueue(discovery.queue, sends, discoveryTime),
+      discovery: parseDiscoverySettings(env),
+    }));
+
+    const store = discovery.runtime.hotStore;
+    await store.registerTable(
+      { tableId: TABLE, strategy: "CalendarDayUtc", format: "parquet", writableBuckets: null },
+      new Date(),
+    );
+    const records = seedRecords();
+    for (let i = 0; i < records.length; i += 1000) {
+      await store.append(TABLE, records.slice(i, i + 1000), new Date());
+    }
+    log(`seeded ${BUCKETS} buckets (${records.length} records)`);
+
+    const handlers = Array.from({ length: LANES }, () =>
+      createWorkerHandler(
+        cachedPerContainer(async () => {
+          const runtime = await openLambdaRuntime(env, { clients });
+          closers.push(() => runtime.close());
+          return { ...runtime, queue: countingQueue(runtime.queue, sends) };
+        }),
+      ),
+    );
+    const poller = new SqsEventSourcePoller({
+      sqs,
+      queueUrl: work.QueueUrl!,
+      queueArn: workArn,
+      handlers,
+      batchSize: BATCH_SIZE,
+      waitTimeSeconds: 1,
+      functionTimeoutMs: FUNCTION_TIMEOUT_MS,
+      region: REGION,
+    });
+
+    // Connections to the bench's database, sampled from a session of the bench's own.
+    const watcher = new pg.Client({ connectionString: databaseUrl });
+    await watcher.connect();
+    let maxConnections = 0;
+    const sampling = setInterval(() => {
+      watcher
+        .query<{ n: string }>(
+          "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        )
+        .then((r) => (maxConnections = Math.max(maxConnections, Number(r.rows[0]!.n))))
+        .catch(() => undefined);
+    }, 250);
+    const finished = async () =>
+      Number(
+        (
+          await watcher.query<{ n: string }>(
+            "SELECT count(*) AS n FROM pulpitum_v4_bucket_metadata WHERE state = 'archived' AND hot_deleted",
+          )
+        ).rows[0]!.n,
+      );
+
+    const runStarted = performance.now();
+    poller.start();
+    let discoveryRuns = 0;
+    let admitted = 0;
+    let capped = 0;
+    const discoveryLoop = (async () => {
+      for (;;) {
+        const tick = performance.now();
+        const report = await discoverHandler(
+          { source: "aws.events", "detail-type": "Scheduled Event" },
+          lambdaContext("Pulpitum-DiscoverFunction", SCHEDULE_SECONDS * 1000 + 10_000),
+        );
+        discoveryRuns++;
+        admitted += report.candidates;
+        if (report.stop === "cap") capped++;
+        log(
+          `discovery run ${discoveryRuns}: ${report.candidates} enqueued, stop ${report.stop}, ` +
+            `waiting ${report.waiting_at_end}, drain ${report.drain_per_second?.toFixed(1) ?? "?"}/s, ` +
+            `window ${report.requeue_window_seconds.toFixed(0)} s`,
+        );
+        if ((await finished()) >= BUCKETS) return;
+        const rest = SCHEDULE_SECONDS * 1000 - (performance.now() - tick);
+        if (rest > 0) await new Promise((r) => setTimeout(r, rest));
+      }
+    })();
+    let done = 0;
+    while ((done = await finished()) < BUCKETS) {
+      await new Promise((r) => setTimeout(r, 2000));
+      log(`${done} / ${BUCKETS} archived and cleaned, ${sends.sent} messages sent`);
+      if (elapsed() > (QUICK ? 1800 : 7200)) throw new Error("the fleet did not finish in time");
+    }
+    const wallS = (performance.now() - runStarted) / 1000;
+    await discoveryLoop;
+    await poller.stop();
+    clearInterval(sampling);
+    const dlqDepth = Number(
+      (
+        await sqs.send(
+          new GetQueueAttributesCommand({
+            QueueUrl: dlq.QueueUrl!,
+            AttributeNames: ["ApproximateNumberOfMessages"],
+          }),
+        )
+      ).Attributes!.ApproximateNumberOfMessages,
+    );
+    await watcher.end();
+
+    const result = {
+      buckets: BUCKETS,
+      admitted_per_s: Math.round(admitted / (discoveryTime.ms / 1000)),
+      archived_per_s: Number((BUCKETS / wallS).toFixed(1)),
+      discovery_runs: discoveryRuns,
+      duplicate_messages: Math.max(0, sends.sent - PHASES_PER_BUCKET * BUCKETS),
+      max_db_connections: maxConnections,
+      wall_s: Number(wallS.toFixed(1)),
+    };
+    restoreStdout();
+    const ratio = result.admitted_per_s / result.archived_per_s;
+    const goals = [
+      [`discovery admits >= 20x the archive rate (${ratio.toFixed(0)}x)`, ratio >= 20],
+      [
+        `duplicate messages <= 1% of buckets (${result.duplicate_messages})`,
+        result.duplicate_messages <= BUCKETS / 100,
+      ],
+      [`every bucket archived and cleaned (${done})`, done === BUCKETS],
+      [`DLQ empty (${dlqDepth})`, dlqDepth === 0],
+    ] as const;
+    log(
+      `${LANES} worker lanes, batch ${BATCH_SIZE}, discovery every ${SCHEDULE_SECONDS} s, ` +
+        `${poller.stats.records} messages received, ${poller.stats.failed} reported failed, ` +
+        `${capped} runs stopped on the cap`,
+    );
+    for (const [goal, met] of goals) log(`${met ? "met" : "MISSED"}: ${goal}`);
+    await writeFile(
+      new URL("./fleet.json", import.meta.url),
+      `${JSON.stringify({ ...result, quick: QUICK }, null, 2)}\n`,
+    );
+    console.log(JSON.stringify(result));
+    if (goals.some(([, met]) => !met)) process.exitCode = 1;
+  } finally {
+    restoreStdout();
+    for (const close of closers.reverse()) await close().catch(() => undefined);
+    await server.query(`DROP DATABASE IF EXISTS ${databaseName} WITH (FORCE)`).catch(() => {});
+    await server.end();
+    sqs.destroy();
+    s3.destroy();
+    for (const service of services.reverse()) await service.stop();
+  }
+}
+
+await main();

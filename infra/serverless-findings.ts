@@ -1,0 +1,52 @@
+/**
+ * The cdk-nag ServerlessChecks findings the stack raises by design, each
+ * acknowledged with its reason (infra/app.ts runs the pack beside
+ * AwsSolutions).
+ */
+import { Validations } from "aws-cdk-lib";
+import type { ArchiverFunctions } from "./functions.js";
+import type { Queues } from "./queues.js";
+
+export function acknowledgeServerlessFindings(parts: {
+  functions: ArchiverFunctions;
+  queues: Queues;
+}): void {
+  const { functions, queues } = parts;
+  for (const fn of Object.values(functions)) {
+    Validations.of(fn).acknowledge({
+      id: "Serverless-LambdaLatestVersion",
+      reason:
+        "Pinned to nodejs22.x on purpose: the code is built and tested on Node 22 (the `node` devDependency), and the runtime changes with a tested upgrade.",
+    });
+    // Tracing's PutTraceSegments/PutTelemetryRecords accept no resource but "*".
+    Validations.of(fn.role!).acknowledge({
+      id: "AwsSolutions-IAM5[Resource::*]",
+      reason:
+        "X-Ray's PutTraceSegments and PutTelemetryRecords support no resource-level permissions; CDK grants them on * for active tracing.",
+    });
+  }
+  Validations.of(functions.workerFunction).acknowledge({
+    id: "Serverless-LambdaDLQ",
+    reason:
+      "The worker is invoked synchronously by its SQS event source (and by hand); a message it keeps failing moves to the work queue's DLQ through the queue's RedrivePolicy, not through a function DLQ.",
+  });
+  for (const fn of [functions.replayFunction, functions.restoreFunction]) {
+    Validations.of(fn).acknowledge({
+      id: "Serverless-LambdaDLQ",
+      reason:
+        "Invoked synchronously by an operator (`aws lambda invoke`), who receives the error; there is no asynchronous event to keep.",
+    });
+  }
+  Validations.of(functions.workerFunction).acknowledge({
+    id: "Serverless-LambdaEventSourceMappingDestination",
+    reason:
+      "Lambda supports on-failure destinations for stream and Kafka sources only; for this SQS source the work queue's RedrivePolicy moves a failing message to the DLQ (alarm DeadLettersPresent).",
+  });
+  for (const queue of [queues.deadLetterQueue, queues.scheduledFailures]) {
+    Validations.of(queue).acknowledge({
+      id: "Serverless-SQSRedrivePolicy",
+      reason:
+        "A dead-letter queue is the end of its redrive chain: its messages wait for an operator (alarms DeadLettersPresent, ScheduledInvocationsFailed).",
+    });
+  }
+}

@@ -1,0 +1,130 @@
+/**
+ * Backlog-aware discovery: one run keeps the work queue topped up to a
+ * target depth for as long as candidates remain, its deadline allows and
+ * its cap is not reached.
+ *
+ * Why this order: the queue depth is read before every page, so a run never
+ * enqueues more than the queue lacks (a deep queue only delays messages and
+ * widens the requeue window). Each page is one statement that selects and
+ * stamps `enqueued_at` (a crash after the stamp and before the send loses
+ * only a wake-up: the bucket is offered again once the requeue window
+ * passes). Pages continue from per-kind keyset cursors, so a run through a
+ * million candidates never rescans what it already enqueued; and the kinds
+ * share every page, so stalled and cleanup buckets are never starved by new
+ * claims, nor the reverse. The requeue window follows from the queue's
+ * visibility timeout and the measured drain, so a bucket whose message may
+ * still be waiting or in flight is not enqueued a second time.
+ */
+import { cutoffAt } from "../domain/cutoff.js";
+import type { DiscoverySettings } from "../discovery-settings.js";
+import type { Clock } from "../ports/clock.js";
+import type { CandidateKind, CandidatePosition, HotStore } from "../ports/hot-store.js";
+import type { WorkQueue } from "../ports/work-queue.js";
+import type { ArchiverSettings } from "./context.js";
+import { requeueWindowMs, type DrainMeter } from "./drain-meter.js";
+
+export interface BacklogDiscoveryContext {
+  readonly hotStore: HotStore;
+  readonly queue: WorkQueue;
+  readonly clock: Clock;
+  readonly settings: Pick<ArchiverSettings, "cutoff" | "scanLimit" | "requeueMs"> &
+    DiscoverySettings;
+  /** Kept across runs (one per container): the drain measured so far. */
+  readonly drain: DrainMeter;
+  /** Wait between depth readings while the queue is full; tests move a manual clock. */
+  readonly sleep: (ms: number) => Promise<void>;
+}
+
+/** Why a run ended: no candidates left, out of time, or its cap reached (more work remains). */
+export type DiscoveryStop = "exhausted" | "deadline" | "cap";
+
+export interface BacklogRun {
+  readonly enqueued: number;
+  readonly byKind: Readonly<Record<CandidateKind, number>>;
+  readonly pages: number;
+  readonly stop: DiscoveryStop;
+  /** Messages waiting in the queue when the run started and when it ended. */
+  readonly waitingAtStart: number;
+  readonly waitingAtEnd: number;
+  readonly drainPerSecond: number | null;
+  /** The requeue window of the run's last page. */
+  readonly requeueWindowMs: number;
+  /** `bucket_end` of the oldest candidate the run enqueued: it moves forward as a backlog drains. */
+  readonly oldestEnd: Date | null;
+}
+
+export async function discoverBacklog(
+  ctx: BacklogDiscoveryContext,
+  deadline: Date,
+): Promise<BacklogRun> {
+  const { settings, clock } = ctx;
+  const endMs = Math.min(deadline.getTime(), clock.now().getTime() + settings.runMs);
+  const byKind: Record<CandidateKind, number> = { eligible: 0, stalled: 0, cleanup: 0 };
+  const after: Partial<Record<CandidateKind, CandidatePosition>> = {};
+  let enqueued = 0;
+  let pages = 0;
+  let oldestEnd: Date | null = null;
+  let windowMs = settings.requeueMs;
+
+  let depth = await ctx.queue.depth();
+  ctx.drain.observe(clock.now(), depth.waiting);
+  const waitingAtStart = depth.waiting;
+  let waiting = depth.waiting;
+
+  const finish = (stop: DiscoveryStop): BacklogRun => ({
+    enqueued,
+    byKind,
+    pages,
+    stop,
+    waitingAtStart,
+    waitingAtEnd: waiting,
+    drainPerSecond: ctx.drain.perSecond,
+    requeueWindowMs: windowMs,
+    oldestEnd,
+  });
+
+  for (;;) {
+    const now = clock.now();
+    if (now.getTime() >= endMs) return finish("deadline");
+    const room = settings.targetDepth - waiting;
+    if (room <= 0) {
+      await ctx.sleep(Math.min(settings.pollMs, endMs - now.getTime()));
+      depth = await ctx.queue.depth();
+      ctx.drain.observe(clock.now(), depth.waiting);
+      waiting = depth.waiting;
+      continue;
+    }
+    const capLeft = settings.maxEnqueuePerRun - enqueued;
+    if (capLeft <= 0) return finish("cap");
+    const limit = Math.min(settings.scanLimit, room, capLeft);
+    // The last reading, not counting this run's own sends: what stood ahead of earlier messages.
+    windowMs = requeueWindowMs(
+      depth.waiting,
+      depth.visibilityTimeoutSeconds,
+      ctx.drain.perSecond,
+      settings.requeueMs,
+    );
+    const page = await ctx.hotStore.discover({
+      now,
+      cutoff: cutoffAt(settings.cutoff, now),
+      limit,
+      enqueuedBefore: new Date(now.getTime() - windowMs),
+      after,
+    });
+    pages++;
+    if (page.length > 0) {
+      await ctx.queue.sendBatch(page.map((c) => c.id));
+      ctx.drain.recordSent(page.length);
+    }
+    enqueued += page.length;
+    // The queue's own counters may lag what was just sent; count it until the next reading.
+    waiting += page.length;
+    for (const c of page) {
+      byKind[c.kind]++;
+      // Pages come back in key order, so the last of a kind is where that kind's next page starts.
+      after[c.kind] = { end: c.end, id: c.id };
+      if (oldestEnd === null || c.end < oldestEnd) oldestEnd = c.end;
+    }
+    if (page.length < limit) return finish("exhausted");
+  }
+}

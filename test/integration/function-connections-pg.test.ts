@@ -1,0 +1,235 @@
+/**
+ * A Lambda container's database connections on real PostgreSQL, SQS and
+ * Secrets Manager (moto): a worker container holds at most two connections
+ * whatever its batch size, and a rotation of the database secret reaches a
+ * warm container without recycling it.
+ */
+import { randomUUID } from "node:crypto";
+import {
+  CreateSecretCommand,
+  PutSecretValueCommand,
+  SecretsManagerClient,
+} from "@aws-sdk/client-secrets-manager";
+import { CreateQueueCommand, SQSClient } from "@aws-sdk/client-sqs";
+import type { Context, SQSBatchResponse, SQSEvent } from "aws-lambda";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
+import {
+  cachedPerContainer,
+  cachedPerSecret,
+  databaseSecretVersion,
+  openLambdaRuntime,
+  type LambdaRuntime,
+} from "../../functions/runtime.js";
+import { createWorkerHandler } from "../../functions/worker.js";
+import { parseTableId } from "../../src/domain/table.js";
+import { parseRfc3339Micros } from "../../src/domain/time.js";
+import { encodeWorkMessage, type WorkItem } from "../../src/ports/work-queue.js";
+import { freshBucket, freshDatabase, s3Client } from "../support/integration-resources.js";
+
+const endpoint = inject("awsEndpointUrl");
+const serverUrl = inject("databaseUrl");
+const aws = {
+  endpoint,
+  region: "us-east-1",
+  credentials: { accessKeyId: "test", secretAccessKey: "test" },
+};
+
+function lambdaContext(): Context {
+  return {
+    functionName: "Pulpitum-WorkerFunction",
+    functionVersion: "$LATEST",
+    invokedFunctionArn: "arn:aws:lambda:us-east-1:123456789012:function:Pulpitum-WorkerFunction",
+    memoryLimitInMB: "1024",
+    awsRequestId: randomUUID(),
+    logGroupName: "/aws/lambda/Pulpitum-WorkerFunction",
+    logStreamName: "connections",
+    callbackWaitsForEmptyEventLoop: true,
+    getRemainingTimeInMillis: () => 300_000,
+    done: () => {},
+    fail: () => {},
+    succeed: () => {},
+  };
+}
+
+function sqsEvent(items: readonly WorkItem[]): SQSEvent {
+  return {
+    Records: items.map((item) => ({
+      messageId: randomUUID(),
+      receiptHandle: `rh-${randomUUID()}`,
+      body: encodeWorkMessage(item),
+      attributes: {
+        ApproximateReceiveCount: "1",
+        SentTimestamp: "1764676800000",
+        SenderId: "AIDATEST",
+        ApproximateFirstReceiveTimestamp: "1764676800000",
+      },
+      messageAttributes: {},
+      md5OfBody: "",
+      eventSource: "aws:sqs",
+      eventSourceARN: "arn:aws:sqs:us-east-1:123456789012:work",
+      awsRegion: "us-east-1",
+    })),
+  };
+}
+
+describe("a Lambda container's database connections", () => {
+  const sqs = new SQSClient(aws);
+  const s3 = s3Client(endpoint);
+  const secrets = new SecretsManagerClient(aws);
+  const databases: Array<{ url: string; drop(): Promise<void> }> = [];
+  const runtimes: LambdaRuntime[] = [];
+  let env: Record<string, string>;
+  let secretArn: string;
+
+  const secretFor = (url: string) => JSON.stringify({ url });
+
+  beforeAll(async () => {
+    vi.spyOn(process.stdout, "write").mockImplementation(() => true);
+    databases.push(await freshDatabase(serverUrl), await freshDatabase(serverUrl));
+    const bucket = await freshBucket(endpoint);
+    const queueUrl = (
+      await sqs.send(
+        new CreateQueueCommand({ QueueName: `pulpitum-conn-${randomUUID().slice(0, 8)}` }),
+      )
+    ).QueueUrl!;
+    secretArn = (
+      await secrets.send(
+        new CreateSecretCommand({
+          Name: `pulpitum-conn-${randomUUID().slice(0, 8)}`,
+          SecretString: secretFor(databases[0]!.url),
+        }),
+      )
+    ).ARN!;
+    env = {
+      AWS_REGION: "us-east-1",
+      DATABASE_SECRET_ARN: secretArn,
+      PULPITUM_ARCHIVE_URL: `s3://${bucket}/connections`,
+      AWS_ENDPOINT_URL: endpoint,
+      PULPITUM_WORK_QUEUE_URL: queueUrl,
+      ARCHIVER_ELIGIBLE_BEFORE: "2025-01-01T00:00:00Z",
+    };
+    for (const database of databases) {
+      const r = await openLambdaRuntime(
+        { ...env, DATABASE_SECRET_ARN: "", DATABASE_URL: database.url },
+        { clients: { sqs, s3 }, migrate: true },
+      );
+      await r.close();
+    }
+  });
+
+  afterAll(async () => {
+    for (const r of runtimes) await r.close().catch(() => undefined);
+    for (const d of databases) await d.drop();
+    sqs.destroy();
+    s3.destroy();
+    secrets.destroy();
+  });
+
+  const open = async () => {
+    const runtime = await openLambdaRuntime(env, { clients: { sqs, s3, secrets } });
+    runtimes.push(runtime);
+    return runtime;
+  };
+
+  it("holds at most two connections while a worker runs a batch of ten buckets' phases", async () => {
+    const opened = await open();
+    const store = opened.runtime.hotStore;
+    const tableId = parseTableId(`conn_${randomUUID().slice(0, 6)}`);
+    await store.registerTable(
+      { tableId, strategy: "CalendarDayUtc", format: "parquet", writableBuckets: null },
+      new Date(),
+    );
+    const items: WorkItem[] = [];
+    for (let d = 0; d < 10; d++) {
+      const partitionKey = new TextEncoder().encode(`p-${d}`);
+      await store.append(
+        tableId,
+        [
+          {
+            partitionKey,
+            eventTime: parseRfc3339Micros(`2024-03-${String(d + 1).padStart(2, "0")}T10:00:00Z`),
+            sortKey: new Uint8Array([d]),
+            value: new Uint8Array(64),
+          },
+        ],
+        new Date(),
+      );
+      items.push({
+        tableId,
+        partitionKey,
+        bucketKey: `day:2024-03-${String(d + 1).padStart(2, "0")}`,
+      });
+    }
+    const watcher = new pg.Client({ connectionString: databases[0]!.url });
+    await watcher.connect();
+    let peak = 0;
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        const r = await watcher.query<{ n: string }>(
+          "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        );
+        peak = Math.max(peak, Number(r.rows[0]!.n));
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+    })();
+    // A fresh container: nothing but the worker connects from here on.
+    await opened.close();
+    const worker = createWorkerHandler(cachedPerContainer(open));
+
+    for (let phase = 0; phase < 5; phase++) {
+      const response = (await worker(sqsEvent(items), lambdaContext())) as SQSBatchResponse;
+      expect(response.batchItemFailures).toEqual([]);
+    }
+    sampling = false;
+    await sampler;
+    await watcher.end();
+
+    expect(peak).toBeGreaterThanOrEqual(1);
+    expect(peak).toBeLessThanOrEqual(2);
+    const inspector = await open();
+    for (const item of items) {
+      expect(await inspector.runtime.hotStore.getBucket(item)).toMatchObject({
+        state: "archived",
+        hotDeleted: true,
+      });
+    }
+  });
+
+  it("follows a rotation of the database secret in a warm container after the refresh interval", async () => {
+    let now = 0;
+    const get = cachedPerSecret(open, () => databaseSecretVersion(env, secrets), {
+      refreshMs: 60_000,
+      now: () => now,
+    });
+    const marker = parseTableId(`rotated_${randomUUID().slice(0, 6)}`);
+    const second = await openLambdaRuntime(
+      { ...env, DATABASE_SECRET_ARN: "", DATABASE_URL: databases[1]!.url },
+      { clients: { sqs, s3 } },
+    );
+    await second.runtime.hotStore.registerTable(
+      { tableId: marker, strategy: "CalendarDayUtc", format: "json", writableBuckets: null },
+      new Date(),
+    );
+    await second.close();
+    const before = await get();
+    expect((await before.runtime.hotStore.listTables()).map((t) => t.tableId)).not.toContain(
+      marker,
+    );
+
+    await secrets.send(
+      new PutSecretValueCommand({
+        SecretId: secretArn,
+        SecretString: secretFor(databases[1]!.url),
+      }),
+    );
+    now += 30_000;
+    expect(await get()).toBe(before);
+    now += 30_000;
+    const after = await get();
+
+    expect(after).not.toBe(before);
+    expect((await after.runtime.hotStore.listTables()).map((t) => t.tableId)).toContain(marker);
+  });
+});
