@@ -36,6 +36,11 @@ export const APP_SETTINGS = {
     env: "PULPITUM_SECURITY_GROUP_ID",
     form: "sg-…",
   },
+  routeTableIds: {
+    context: "pulpitum:routeTableIds",
+    env: "PULPITUM_ROUTE_TABLE_IDS",
+    form: "comma-separated rtb-… ids",
+  },
   availabilityZones: {
     context: "pulpitum:availabilityZones",
     env: "PULPITUM_AVAILABILITY_ZONES",
@@ -171,6 +176,7 @@ export function stackPropsFrom(
             subnetIds: subnetIds!,
             securityGroupId: securityGroupId!,
             availabilityZones: list("availabilityZones"),
+            routeTableIds: list("routeTableIds"),
           }
         : undefined,
     scheduleMinutes: int("scheduleMinutes"),

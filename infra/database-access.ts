@@ -6,6 +6,7 @@
 import type { aws_lambda_nodejs as nodejs } from "aws-cdk-lib";
 import {
   Annotations,
+  Aws,
   Fn,
   RemovalPolicy,
   type Stack,
@@ -72,6 +73,18 @@ export function functionNetwork(stack: Stack, network: ArchiverNetwork): Functio
       ? [...network.availabilityZones]
       : Fn.getAzs(),
   });
+  if (network.routeTableIds?.length) {
+    new ec2.CfnVPCEndpoint(stack, "ArchiveS3GatewayEndpoint", {
+      vpcId: network.vpcId,
+      serviceName: `com.amazonaws.${Aws.REGION}.s3`,
+      vpcEndpointType: "Gateway",
+      routeTableIds: [...network.routeTableIds],
+    });
+  } else {
+    Annotations.of(stack).addInfo(
+      "No network.routeTableIds given: no S3 gateway endpoint was added, so payload bytes reach S3 through the VPC's NAT (twice) unless the VPC already has one.",
+    );
+  }
   return {
     vpc,
     vpcSubnets: {

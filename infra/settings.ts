@@ -20,6 +20,12 @@ export interface ArchiverNetwork {
   readonly securityGroupId: string;
   /** The subnets' zones, in the same order (only informational for imported subnets). */
   readonly availabilityZones?: readonly string[];
+  /**
+   * The route tables of the subnets: the stack adds an S3 gateway endpoint to
+   * them, so payload bytes reach S3 without crossing a NAT (twice: the upload
+   * and the verifying read). Leave out when the VPC already has one.
+   */
+  readonly routeTableIds?: readonly string[];
 }
 
 export interface ArchiverStackProps extends StackProps {

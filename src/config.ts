@@ -605,6 +605,7 @@ export const OTHER_VARIABLES: ReadonlyArray<{ name: string; rule: string }> = [
     "SUBNET_IDS",
     "SECURITY_GROUP_ID",
     "AVAILABILITY_ZONES",
+    "ROUTE_TABLE_IDS",
     "SCHEDULE_MINUTES",
     "MAX_RECEIVE_COUNT",
     "WORKER_TIMEOUT_SECONDS",

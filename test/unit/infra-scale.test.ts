@@ -200,3 +200,30 @@ describe("serverless checks, tracing and the fleet's alarms", () => {
     });
   });
 });
+
+describe("the archive's network path", () => {
+  const network = {
+    vpcId: "vpc-0abc",
+    subnetIds: ["subnet-a", "subnet-b"],
+    securityGroupId: "sg-0abc",
+  };
+
+  it("adds an S3 gateway endpoint to the given route tables when the functions run in a VPC", () => {
+    const { stack, template } = synthesize({
+      network: { ...network, routeTableIds: ["rtb-a", "rtb-b"] },
+    });
+    expect(new cdkNag.ServerlessChecks(stack).validateScope(stack).violations).toEqual([]);
+    expect(new cdkNag.AwsSolutionsChecks(stack).validateScope(stack).violations).toEqual([]);
+    template.hasResourceProperties("AWS::EC2::VPCEndpoint", {
+      VpcId: "vpc-0abc",
+      VpcEndpointType: "Gateway",
+      RouteTableIds: ["rtb-a", "rtb-b"],
+      ServiceName: { "Fn::Join": ["", ["com.amazonaws.", { Ref: "AWS::Region" }, ".s3"]] },
+    });
+  });
+
+  it("adds no endpoint without route tables (the VPC may have one) or without a VPC", () => {
+    synthesize({ network }).template.resourceCountIs("AWS::EC2::VPCEndpoint", 0);
+    synthesize().template.resourceCountIs("AWS::EC2::VPCEndpoint", 0);
+  });
+});
