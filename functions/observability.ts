@@ -38,6 +38,8 @@ export const METRIC = {
   PhasesLeaseLost: "PhasesLeaseLost",
   /** Nothing to do (already archived, not eligible, paused): duplicate and stale messages. Dashboard "Phases by outcome". */
   PhasesDone: "PhasesDone",
+  /** A worker quarantined a bucket that used up ARCHIVER_MAX_ATTEMPTS; no automatic work touches it until `pulpitum retry`. Alarm "BucketsQuarantined" and dashboard "Phases by outcome". */
+  BucketsQuarantined: "BucketsQuarantined",
   /** Records written to verified payloads by export. Dashboard "Archived rows and bytes". */
   RowsArchived: "RowsArchived",
   /** Payload bytes written by export. Dashboard "Archived rows and bytes". */
@@ -116,6 +118,8 @@ const RESULT_METRIC: Record<PhaseOutcome["result"], MetricName> = {
 /** Count one phase outcome and what it moved. */
 export function recordPhaseOutcome(outcome: PhaseOutcome): void {
   metrics.addMetric(RESULT_METRIC[outcome.result], MetricUnit.Count, 1);
+  if (outcome.quarantined === true)
+    metrics.addMetric(METRIC.BucketsQuarantined, MetricUnit.Count, 1);
   if (outcome.result === "advanced" && outcome.phase === "export") {
     metrics.addMetric(METRIC.RowsArchived, MetricUnit.Count, outcome.rows ?? 0);
     metrics.addMetric(METRIC.BytesArchived, MetricUnit.Bytes, outcome.bytes ?? 0);

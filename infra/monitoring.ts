@@ -172,6 +172,7 @@ export function addDashboard(
         METRIC.PhasesDeferred,
         METRIC.PhasesLeaseLost,
         METRIC.PhasesFailed,
+        METRIC.BucketsQuarantined,
       ].map(sum),
     }),
     new cloudwatch.GraphWidget({

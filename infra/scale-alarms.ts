@@ -2,7 +2,8 @@
  * Alarms about keeping up with the backlog: discovery that stops on its cap
  * (discovery, not the workers, is the limit), a backlog whose oldest bucket
  * keeps getting older, throttled workers, workers close to their timeout,
- * and scheduled invocations that failed for good.
+ * scheduled invocations that failed for good, and buckets quarantined after
+ * failing ARCHIVER_MAX_ATTEMPTS times.
  */
 import { Duration, type Stack, aws_cloudwatch as cloudwatch } from "aws-cdk-lib";
 import { METRIC } from "../functions/observability.js";
@@ -14,6 +15,7 @@ export interface ScaleAlarms {
   readonly workerThrottles: cloudwatch.Alarm;
   readonly workerDurationNearTimeout: cloudwatch.Alarm;
   readonly scheduledInvocationsFailed: cloudwatch.Alarm;
+  readonly bucketsQuarantined: cloudwatch.Alarm;
 }
 
 export function addScaleAlarms(stack: Stack, parts: MonitoredParts): ScaleAlarms {
@@ -79,11 +81,21 @@ export function addScaleAlarms(stack: Stack, parts: MonitoredParts): ScaleAlarms
     evaluationPeriods: 1,
     treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
   });
+  const bucketsQuarantined = new cloudwatch.Alarm(stack, "BucketsQuarantined", {
+    alarmDescription:
+      "A worker quarantined a bucket that failed ARCHIVER_MAX_ATTEMPTS times: no automatic work touches it any more. `pulpitum status` lists it with its last error; fix the cause, then `pulpitum retry TABLE PARTITION BUCKET` (or archive it by hand with `pulpitum archive --bucket`).",
+    metric: archiverMetric(settings.serviceName, METRIC.BucketsQuarantined, "Sum", fiveMinutes),
+    threshold: 1,
+    comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+    evaluationPeriods: 1,
+    treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+  });
   return {
     discoveryCapped,
     backlogNotShrinking,
     workerThrottles,
     workerDurationNearTimeout,
     scheduledInvocationsFailed,
+    bucketsQuarantined,
   };
 }

@@ -97,6 +97,8 @@ export interface PhaseOutcome {
   readonly next: PhaseName | null;
   /** Why nothing ran (`done`), or the error that deferred the bucket. */
   readonly reason?: string;
+  /** This run quarantined the bucket: it used up ARCHIVER_MAX_ATTEMPTS (metric and alarm). */
+  readonly quarantined?: true;
   readonly retryAt?: Date;
   /** Rows exported, or hot rows deleted by cleanup. */
   readonly rows?: number;

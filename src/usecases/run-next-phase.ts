@@ -134,7 +134,7 @@ export async function runNextPhase(
       return outcome({ phase, result: "lease-lost", next: phase, reason: "lease lost" });
     }
     ctx.log.error("bucket quarantined", { bucket: describeBucket(bucket), reason });
-    return outcome({ phase: null, result: "done", next: null, reason });
+    return outcome({ phase: null, result: "done", next: null, reason, quarantined: true });
   }
 
   const fields = {

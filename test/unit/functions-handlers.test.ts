@@ -18,6 +18,7 @@ import {
   onTestFinished,
   vi,
 } from "vitest";
+import { DEFAULT_MAX_ATTEMPTS } from "../../src/config.js";
 import { createDiscoveryHandler } from "../../functions/discover.js";
 import { createGcHandler } from "../../functions/gc.js";
 import { createRestoreHandler } from "../../functions/restore.js";
@@ -307,6 +308,23 @@ describe("the worker handler on SQS batches", () => {
     const retried = (await worker(event, lambdaContext())) as SQSBatchResponse;
     expect(retried.batchItemFailures).toEqual([]);
     expect((await h.inner.getBucket(events))?.state).toBe("archiving");
+  });
+
+  it("quarantines a bucket that used up its attempts, deletes its message and counts BucketsQuarantined", async () => {
+    const { events } = await twoBuckets();
+    for (let attempt = 0; attempt < DEFAULT_MAX_ATTEMPTS; attempt++) {
+      const acquired = await h.inner.acquireLease(events, h.clock.now(), 60_000);
+      if (acquired.kind !== "acquired") throw new Error("no lease");
+      await h.inner.defer(acquired.lease, h.clock.now(), h.clock.now(), "injected: export failed");
+    }
+    const event = sqsEvent([{ body: encodeWorkMessage(events) }]);
+
+    const response = (await worker(event, lambdaContext())) as SQSBatchResponse;
+
+    expect(response.batchItemFailures).toEqual([]);
+    expect((await h.inner.getBucket(events))?.quarantinedAt).not.toBeNull();
+    expect(sumMetric(output.metrics(), "BucketsQuarantined")).toBe(1);
+    expect(sumMetric(output.metrics(), "PhasesDone")).toBe(1);
   });
 
   it("fails a message for a bucket that does not exist, and logs it with its bucket and message id", async () => {

@@ -373,6 +373,11 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
       Threshold: 2 * 1800,
     });
     template.hasResourceProperties("AWS::CloudWatch::Alarm", {
+      MetricName: "BucketsQuarantined",
+      Threshold: 1,
+      AlarmDescription: Match.stringLikeRegexp("pulpitum retry"),
+    });
+    template.hasResourceProperties("AWS::CloudWatch::Alarm", {
       AlarmDescription: Match.stringLikeRegexp("Worker invocations fail"),
       Metrics: Match.arrayWith([
         Match.objectLike({
@@ -400,7 +405,7 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
       DatapointsToAlarm: 8,
       Threshold: 1,
     });
-    template.resourceCountIs("AWS::CloudWatch::Alarm", 10);
+    template.resourceCountIs("AWS::CloudWatch::Alarm", 11);
     template.resourceCountIs("AWS::CloudWatch::Dashboard", 1);
     // The dashboard graphs every metric the functions emit, GC and restore included.
     const body = JSON.stringify(template.findResources("AWS::CloudWatch::Dashboard"));
