@@ -201,7 +201,7 @@ describe("segmented export through the worker handler", () => {
       if (delivered === 0) break;
       invocations += delivered;
       partsSeen = Math.max(partsSeen, (await inspector.runtime.hotStore.listParts(BUCKET)).length);
-      // Cleanup starts no batch once its deadline has passed, so it gets a real budget.
+      // Past its deadline cleanup deletes one batch per invocation; a real budget finishes it in one.
       const state = (await inspector.runtime.hotStore.getBucket(BUCKET))?.state;
       if (state === "archived") remainingMs = 300_000;
       clock.advance(1000);

@@ -124,4 +124,28 @@ describe("throttled cleanup", () => {
     expect(world.observed.waits).toEqual([]);
     expect(await h.inner.countHotRows(world.id)).toBe(0);
   });
+
+  it("deletes one batch even when its invocation's deadline has already passed, so every message moves the bucket on", async () => {
+    const world = await publishedBucket({ cleanupBatchSize: 40, cleanupMaxRowsPerSecond: 0 });
+    h = world.h;
+
+    const first = await runNextPhase(world.ctx, world.id, { deadline: h.clock.now() });
+    const second = await runNextPhase(world.ctx, world.id, { deadline: h.clock.now() });
+
+    expect(first).toMatchObject({
+      phase: "cleanup",
+      result: "advanced",
+      next: "cleanup",
+      rows: 40,
+    });
+    expect(second).toMatchObject({
+      phase: "cleanup",
+      result: "advanced",
+      next: "cleanup",
+      rows: 40,
+    });
+    expect(await h.inner.countHotRows(world.id)).toBe(ROWS - 80);
+    expect(await runNextPhase(world.ctx, world.id)).toMatchObject({ next: null, rows: ROWS - 80 });
+    expect(await h.inner.countHotRows(world.id)).toBe(0);
+  });
 });
