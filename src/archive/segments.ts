@@ -5,13 +5,12 @@
  * recorded parts, and each part re-checked by HEAD before its key is
  * returned, as {@link sealManifest} does for a single payload.
  */
-import { ArchiveIntegrityError } from "../errors.js";
 import type { BucketStrategy } from "../domain/bucket.js";
 import { manifestKey as contentManifestKey } from "../domain/object-keys.js";
 import type { ArchiveFormat } from "../domain/table.js";
 import type { BucketPart, PayloadFacts } from "../ports/hot-store.js";
 import type { ObjectStore } from "../ports/object-store.js";
-import { MANIFEST_CONTENT_TYPE, sha256Hex, type ManifestBucket } from "./manifest.js";
+import { sha256Hex, type ManifestBucket } from "./manifest.js";
 import {
   buildSegmentedManifest,
   manifestParts,
@@ -21,7 +20,7 @@ import {
   type ArchiveManifestExpectations,
   type PayloadPart,
 } from "./manifest-v5.js";
-import { checkPayloadSize, type ArchiveBucketRef } from "./store.js";
+import { checkPayloadSize, writeVerifiedManifest, type ArchiveBucketRef } from "./store.js";
 import { verifyPayload, type ArchivedBucketExpectations } from "./verify.js";
 
 export interface SealSegmentedInput {
@@ -64,19 +63,13 @@ export async function sealSegmentedManifest(input: SealSegmentedInput): Promise<
     generation: input.generation,
     manifestKey: key,
   };
-  validateArchiveManifest(bytes, expectations, key);
-  await store.createIfAbsent(key, bytes, { contentType: MANIFEST_CONTENT_TYPE });
-  const stored = await store.get(key);
-  if (!Buffer.from(stored).equals(Buffer.from(bytes))) {
-    throw new ArchiveIntegrityError(
-      key,
-      "the stored manifest differs from the manifest that was written",
-    );
-  }
-  validateArchiveManifest(stored, expectations, key);
-  for (const part of input.parts) {
-    await checkPayloadSize(store, part.key, part.byteLength, `in manifest ${key}`);
-  }
+  await writeVerifiedManifest(
+    store,
+    key,
+    bytes,
+    (b) => validateArchiveManifest(b, expectations, key),
+    input.parts,
+  );
   return key;
 }
 

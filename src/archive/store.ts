@@ -281,9 +281,27 @@ export async function sealManifest(input: SealManifestInput): Promise<string> {
     generation: input.generation,
     manifestKey: key,
   };
-  // Refuse to write a manifest that would not validate (a payload key outside the bucket, say).
-  validateManifest(bytes, expectations, key);
+  await writeVerifiedManifest(store, key, bytes, (b) => validateManifest(b, expectations, key), [
+    payload,
+  ]);
+  return key;
+}
 
+/**
+ * The manifest step both versions share: refuse to write a manifest that
+ * would not validate (a payload key outside the bucket, say), create it if
+ * absent at its content-addressed key, read it back and require the same
+ * bytes and a valid manifest, then check that every payload object it names
+ * exists with its recorded size.
+ */
+export async function writeVerifiedManifest(
+  store: ObjectStore,
+  key: string,
+  bytes: Uint8Array,
+  validate: (bytes: Uint8Array) => unknown,
+  payloads: ReadonlyArray<{ readonly key: string; readonly byteLength: number }>,
+): Promise<void> {
+  validate(bytes);
   await store.createIfAbsent(key, bytes, { contentType: MANIFEST_CONTENT_TYPE });
   const stored = await store.get(key);
   if (!Buffer.from(stored).equals(Buffer.from(bytes))) {
@@ -293,9 +311,10 @@ export async function sealManifest(input: SealManifestInput): Promise<string> {
       "the stored manifest differs from the manifest that was written",
     );
   }
-  validateManifest(stored, expectations, key);
-  await checkPayloadSize(store, payload.key, payload.byteLength, `in manifest ${key}`);
-  return key;
+  validate(stored);
+  for (const payload of payloads) {
+    await checkPayloadSize(store, payload.key, payload.byteLength, `in manifest ${key}`);
+  }
 }
 
 export async function checkPayloadSize(
