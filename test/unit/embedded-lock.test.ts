@@ -3,6 +3,7 @@
  * only when the holder is gone, never by two processes at once.
  */
 import { spawn, spawnSync } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
@@ -126,6 +127,18 @@ describe("the embedded store's lock", () => {
     const lock = acquire();
     expect(lock.tookOverFrom?.token).toBe(stale.token);
     expect(readdirSync(home).filter((f) => f.includes("takeover"))).toEqual([]);
+  });
+
+  it("leaves a takeover claim that another process is still writing to that process", () => {
+    // A claim is written to `<claim>.<token>.<uuid>.tmp` and then linked; until
+    // the write lands that file is empty. The process that takes the lock
+    // meanwhile tidies leftover claims and must not take this file away
+    // (CI saw the writer's unlink fail with ENOENT).
+    const inProgress = `${lockPath}.takeover-${randomUUID()}.${randomUUID()}.${randomUUID()}.tmp`;
+    writeFileSync(inProgress, "");
+    const lock = acquire();
+    expect(lock.tookOverFrom).toBeNull();
+    expect(existsSync(inProgress)).toBe(true);
   });
 
   it("lets only one of several processes racing for the same stale lock hold it at any moment", async () => {

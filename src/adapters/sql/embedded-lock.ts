@@ -239,6 +239,12 @@ function linkNew(file: string, holder: LockHolder): boolean {
   }
 }
 
+/** `<lock>.takeover-<token>` and nothing else: not a claim's temporary file while it is being written. */
+function isClaimName(name: string, base: string): boolean {
+  if (!name.startsWith(base)) return false;
+  return name.length > base.length && !name.endsWith(".tmp") && !name.endsWith(".gone");
+}
+
 const claimPath = (lockPath: string, token: string) => `${lockPath}.takeover-${token}`;
 
 /**
@@ -291,7 +297,10 @@ function removeLeftoverClaims(lockPath: string): void {
     return;
   }
   for (const name of names) {
-    if (!name.startsWith(base)) continue;
+    // A claim's temporary file (`<claim>.<token>.<uuid>.tmp`) belongs to a
+    // process that is creating it right now: it may still be empty, and
+    // pulling it away would fail that process's link.
+    if (!isClaimName(name, base)) continue;
     const file = path.join(dir, name);
     const claim = readHolder(file);
     if (claim.kind === "held" && isAlive(claim.holder)) continue;
