@@ -1,0 +1,102 @@
+/**
+ * `pulpitum status`, `pulpitum retry` and `pulpitum archive --bucket` for a
+ * quarantined bucket, end to end on the embedded defaults.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { PgliteDatabase } from "../../../src/adapters/sql/pglite-database.js";
+import { runCli } from "../../support/cli.js";
+
+describe("pulpitum retry and archive --bucket", () => {
+  let home: string;
+  let env: Record<string, string | undefined>;
+  beforeEach(async () => {
+    home = mkdtempSync(path.join(os.tmpdir(), "pulpitum-retry-"));
+    env = {
+      PULPITUM_HOME: home,
+      DATABASE_URL: undefined,
+      PULPITUM_ARCHIVE_URL: undefined,
+      ARCHIVER_ELIGIBLE_BEFORE: "2026-01-01T00:00:00Z",
+    };
+    await runCli(["tables", "create", "chat", "--strategy", "month", "--format", "json"], env);
+    const file = path.join(home, "in.ndjson");
+    const b64 = (s: string) => Buffer.from(s).toString("base64");
+    writeFileSync(
+      file,
+      Array.from({ length: 5 }, (_, i) =>
+        JSON.stringify({
+          partition_key: b64("room"),
+          event_time: `2025-03-01T00:00:0${i}Z`,
+          sort_key: b64(`k${i}`),
+          value: b64(`v${i}`),
+        }),
+      ).join("\n"),
+    );
+    expect((await runCli(["import", "chat", file], env)).code).toBe(0);
+    // A bucket that used up its attempts, as a worker leaves it.
+    const db = await PgliteDatabase.open(path.join(home, "db"));
+    try {
+      await db.query(
+        `UPDATE pulpitum_v4_bucket_metadata SET attempts = 5, quarantined_at = now(),
+                last_error = 'quarantined after 5 failed attempts; last error: export failed: disk full'`,
+      );
+    } finally {
+      await db.close();
+    }
+  }, 120_000);
+  afterEach(() => rmSync(home, { recursive: true, force: true }));
+
+  it("a quarantined bucket is listed by status, skipped by archive, and archives after retry releases it", async () => {
+    const status = await runCli(["status", "--json"], env);
+    expect(JSON.parse(status.stdout).quarantined).toEqual([
+      expect.objectContaining({
+        bucket: "chat/room/month:2025-03",
+        state: "hot",
+        attempts: 5,
+        last_error: expect.stringMatching(/disk full/),
+      }),
+    ]);
+    expect((await runCli(["status"], env)).stdout).toMatch(
+      /quarantined \(1; `pulpitum retry TABLE PARTITION BUCKET` releases one\):\n {2}chat\/room\/month:2025-03 hot, attempts 5/,
+    );
+
+    await runCli(["archive", "--once"], env);
+    expect(JSON.parse((await runCli(["buckets", "chat", "--json"], env)).stdout)).toEqual([]);
+
+    const retried = await runCli(["retry", "chat", "room", "month:2025-03"], env);
+    expect(retried).toMatchObject({ code: 0 });
+    expect(retried.stdout).toMatch(/released chat\/room\/month:2025-03 \(hot, 5 attempts\)/);
+    expect((await runCli(["retry", "chat", "room", "month:2025-03"], env)).stdout).toMatch(
+      /is not quarantined; nothing to release/,
+    );
+    expect((await runCli(["archive", "--once"], env)).code).toBe(0);
+    const buckets = JSON.parse((await runCli(["buckets", "chat", "--json"], env)).stdout);
+    expect(buckets).toEqual([expect.objectContaining({ bucket_key: "month:2025-03", rows: 5 })]);
+  }, 120_000);
+
+  it("archive --bucket runs one named bucket's phases to the end, a quarantined one included", async () => {
+    const run = await runCli(["archive", "--bucket", "chat", "room", "month:2025-03"], env);
+    expect(run).toMatchObject({ code: 0 });
+    expect(run.stdout).toMatch(/chat\/room\/month:2025-03: claim advanced/);
+    expect(run.stdout).toMatch(/stopped because finished; state archived, hot rows deleted/);
+    const buckets = JSON.parse((await runCli(["buckets", "chat", "--json"], env)).stdout);
+    expect(buckets).toEqual([expect.objectContaining({ bucket_key: "month:2025-03", rows: 5 })]);
+    const usage = await runCli(["archive", "--bucket", "chat", "room"], env);
+    expect(usage.code).toBe(2);
+    expect(usage.stderr).toMatch(/the bucket key is missing; usage: archive --bucket TABLE/);
+    expect((await runCli(["archive", "chat"], env)).stderr).toMatch(/arguments need --bucket/);
+  }, 120_000);
+
+  it("names what is wrong with its arguments", async () => {
+    const missing = await runCli(["retry", "chat", "room"], env);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(
+      /the bucket key is missing; usage: retry TABLE PARTITION BUCKET/,
+    );
+    const unknown = await runCli(["retry", "chat", "room", "month:2024-01"], env);
+    expect(unknown.code).not.toBe(0);
+    expect(unknown.stderr).toMatch(/month:2024-01/);
+  }, 120_000);
+});

@@ -1,0 +1,656 @@
+import { existsSync, mkdtempSync, rmSync, statSync } from "node:fs";
+import { execFile } from "node:child_process";
+import os from "node:os";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+import { promisify } from "node:util";
+import { App, Validations, aws_secretsmanager as secretsmanager, Stack } from "aws-cdk-lib";
+import { Annotations, Match, Template } from "aws-cdk-lib/assertions";
+import cdkNag from "cdk-nag";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { stackPropsFrom } from "../../../infra/app-props.js";
+import {
+  ArchiverStack,
+  VISIBILITY_TIMEOUT_FACTOR,
+  stackSettings as archiverSettings,
+  type ArchiverStackProps,
+} from "../../../infra/archiver-stack.js";
+import { METRIC, METRICS_NAMESPACE } from "../../../functions/observability.js";
+
+const execFileAsync = promisify(execFile);
+
+/**
+ * Every app synthesizes into a folder under this one, removed when the file
+ * is done (left to itself, CDK makes a new `cdk.out*` in the temp dir per app).
+ */
+const OUT_ROOT = mkdtempSync(path.join(os.tmpdir(), "pulpitum-infra-test-"));
+afterAll(() => rmSync(OUT_ROOT, { recursive: true, force: true }));
+const outdir = () => mkdtempSync(path.join(OUT_ROOT, "cdk.out-"));
+
+/** A stack with cdk-nag registered as the app's validation plugin, as infra/app.ts does. */
+function synthesize(
+  props: ArchiverStackProps = {},
+  options: { bundle: boolean } = { bundle: false },
+) {
+  // Skipping bundling is CDK's own switch (what `cdk synth --exclusively` uses); the default-stack suite bundles for real.
+  const app = new App(
+    options.bundle
+      ? { outdir: outdir() }
+      : { outdir: outdir(), context: { "aws:cdk:bundling-stacks": [] } },
+  );
+  // CDK bundles while it constructs the stack and announces each asset on
+  // stderr ("Bundling asset …"): expected, so kept off the test output.
+  const write = process.stderr.write.bind(process.stderr);
+  const quiet = vi
+    .spyOn(process.stderr, "write")
+    .mockImplementation((chunk: string | Uint8Array, ...rest: unknown[]) =>
+      String(chunk).startsWith("Bundling asset ")
+        ? true
+        : write(chunk, ...(rest as [BufferEncoding, (error?: Error | null) => void])),
+    );
+  try {
+    const stack = new ArchiverStack(app, "Pulpitum", props);
+    const nag = new cdkNag.AwsSolutionsChecks(app, { verbose: true });
+    Validations.of(app).addPlugins(nag);
+    return { app, stack, nag, template: Template.fromStack(stack) };
+  } finally {
+    quiet.mockRestore();
+  }
+}
+
+/**
+ * IAM statements of one role, with action lists sorted (their order depends
+ * on feature flags). Tracing's X-Ray grant and the send to the
+ * scheduled-failures queue are left out: test/unit/infra/scale.test.ts checks them.
+ */
+function statementsOf(
+  template: Template,
+  stack: ArchiverStack,
+  role: { node: { defaultChild?: unknown } },
+): Array<Record<string, unknown>> {
+  const policies = template.findResources("AWS::IAM::Policy", {
+    Properties: { Roles: [{ Ref: stack.getLogicalId(role.node.defaultChild as never) }] },
+  });
+  const failures = stack.getLogicalId(
+    stack.node.findChild("ScheduledFailuresQueue").node.defaultChild as never,
+  );
+  return Object.values(policies)
+    .flatMap((p) => p.Properties.PolicyDocument.Statement as Array<Record<string, unknown>>)
+    .filter((s) => ![s.Action].flat().every((a) => String(a).startsWith("xray:")))
+    .filter(
+      (s) => JSON.stringify(s.Resource) !== JSON.stringify({ "Fn::GetAtt": [failures, "Arn"] }),
+    )
+    .map((s) =>
+      Array.isArray(s.Action) ? { ...s, Action: [...(s.Action as string[])].sort() } : s,
+    );
+}
+
+function fnLogicalId(stack: ArchiverStack, fn: { node: { defaultChild: unknown } }): string {
+  return stack.getLogicalId(fn.node.defaultChild as never);
+}
+
+describe("the archiver stack with default settings (bundled with esbuild)", () => {
+  let synth: ReturnType<typeof synthesize>;
+  beforeAll(() => {
+    synth = synthesize({}, { bundle: true });
+  }, 180_000);
+
+  it("keeps the archive bucket private, encrypted, versioned, TLS-only, logged, and free of stale multipart uploads", () => {
+    const { template, stack } = synth;
+    const archiveId = stack.getLogicalId(stack.archiveBucket.node.defaultChild as never);
+    const logsId = stack.getLogicalId(stack.accessLogsBucket.node.defaultChild as never);
+    template.hasResource("AWS::S3::Bucket", {
+      Properties: {
+        BucketEncryption: {
+          ServerSideEncryptionConfiguration: [
+            { ServerSideEncryptionByDefault: { SSEAlgorithm: "AES256" } },
+          ],
+        },
+        VersioningConfiguration: { Status: "Enabled" },
+        PublicAccessBlockConfiguration: {
+          BlockPublicAcls: true,
+          BlockPublicPolicy: true,
+          IgnorePublicAcls: true,
+          RestrictPublicBuckets: true,
+        },
+        LifecycleConfiguration: {
+          Rules: Match.arrayWith([
+            Match.objectLike({
+              AbortIncompleteMultipartUpload: { DaysAfterInitiation: 1 },
+              Status: "Enabled",
+            }),
+          ]),
+        },
+        LoggingConfiguration: { DestinationBucketName: { Ref: logsId } },
+      },
+      DeletionPolicy: "Retain",
+    });
+    template.hasResourceProperties("AWS::S3::BucketPolicy", {
+      Bucket: { Ref: archiveId },
+      PolicyDocument: {
+        Statement: Match.arrayWith([
+          Match.objectLike({
+            Effect: "Deny",
+            Action: "s3:*",
+            Condition: { Bool: { "aws:SecureTransport": "false" } },
+          }),
+        ]),
+      },
+    });
+  });
+
+  it("gives the work queue a visibility timeout of six worker timeouts, SSE, TLS only, and a DLQ after 5 receives", () => {
+    const { template, stack } = synth;
+    const worker = template.findResources("AWS::Lambda::Function", {
+      Properties: { Description: Match.stringLikeRegexp("Pulpitum worker") },
+    });
+    const timeout = Object.values(worker)[0]!.Properties.Timeout as number;
+    expect(timeout).toBe(300);
+    template.hasResourceProperties("AWS::SQS::Queue", {
+      VisibilityTimeout: VISIBILITY_TIMEOUT_FACTOR * timeout,
+      SqsManagedSseEnabled: true,
+      RedrivePolicy: {
+        maxReceiveCount: 5,
+        deadLetterTargetArn: {
+          "Fn::GetAtt": [
+            stack.getLogicalId(stack.deadLetterQueue.node.defaultChild as never),
+            "Arn",
+          ],
+        },
+      },
+    });
+    template.resourcePropertiesCountIs("AWS::SQS::Queue", { SqsManagedSseEnabled: true }, 3);
+    for (const queue of [stack.workQueue, stack.deadLetterQueue]) {
+      template.hasResourceProperties("AWS::SQS::QueuePolicy", {
+        Queues: [{ Ref: stack.getLogicalId(queue.node.defaultChild as never) }],
+        PolicyDocument: {
+          Statement: Match.arrayWith([
+            Match.objectLike({
+              Effect: "Deny",
+              Condition: { Bool: { "aws:SecureTransport": "false" } },
+            }),
+          ]),
+        },
+      });
+    }
+  });
+
+  it("runs discovery every 5 minutes from an EventBridge schedule", () => {
+    synth.template.hasResourceProperties("AWS::Events::Rule", {
+      ScheduleExpression: "rate(5 minutes)",
+      Targets: [
+        Match.objectLike({
+          Arn: { "Fn::GetAtt": [fnLogicalId(synth.stack, synth.stack.discoverFunction), "Arn"] },
+        }),
+      ],
+    });
+  });
+
+  it("feeds the worker from the work queue with batch size, partial batch responses and a concurrency cap", () => {
+    synth.template.hasResourceProperties("AWS::Lambda::EventSourceMapping", {
+      BatchSize: 5,
+      FunctionResponseTypes: ["ReportBatchItemFailures"],
+      ScalingConfig: { MaximumConcurrency: 10 },
+      FunctionName: { Ref: fnLogicalId(synth.stack, synth.stack.workerFunction) },
+    });
+  });
+
+  it("runs every function on nodejs22.x as an ESM bundle with the database secret, never a database URL, in its environment", () => {
+    const functions = synth.template.findResources("AWS::Lambda::Function");
+    expect(Object.keys(functions)).toHaveLength(5);
+    for (const fn of Object.values(functions)) {
+      expect(fn.Properties.Runtime).toBe("nodejs22.x");
+      expect(fn.Properties.Handler).toBe("index.handler");
+      expect(fn.Properties.Environment.Variables.DATABASE_URL).toBeUndefined();
+    }
+    synth.template.hasResourceProperties("AWS::Lambda::Function", {
+      Description: Match.stringLikeRegexp("worker"),
+      Environment: {
+        Variables: Match.objectLike({
+          DATABASE_SECRET_ARN: { Ref: Match.stringLikeRegexp("^DatabaseSecret") },
+          PULPITUM_ARCHIVE_URL: {
+            "Fn::Join": [
+              "",
+              ["s3://", { Ref: Match.stringLikeRegexp("^ArchiveBucket") }, "/pulpitum"],
+            ],
+          },
+          PULPITUM_WORK_QUEUE_URL: { Ref: Match.stringLikeRegexp("^WorkQueue") },
+          PULPITUM_DLQ_URL: { Ref: Match.stringLikeRegexp("^DeadLetterQueue") },
+        }),
+      },
+    });
+  });
+
+  it("runs these tests, and the bundles loaded below, on the Node major the functions deploy on", () => {
+    // npm scripts put the `node` devDependency first on PATH; a test worker on any other major proves nothing about Lambda.
+    const runtimes = Object.values(synth.template.findResources("AWS::Lambda::Function")).map(
+      (fn) => fn.Properties.Runtime as string,
+    );
+    expect(new Set(runtimes)).toEqual(new Set([`nodejs${process.versions.node.split(".")[0]}.x`]));
+  });
+
+  it("limits the worker to objects under its prefix, a prefix-conditioned list, sending to the work queue, and the secret", () => {
+    const { template, stack } = synth;
+    const archiveId = stack.getLogicalId(stack.archiveBucket.node.defaultChild as never);
+    const workQueueArn = {
+      "Fn::GetAtt": [stack.getLogicalId(stack.workQueue.node.defaultChild as never), "Arn"],
+    };
+    const statements = statementsOf(template, stack, stack.workerFunction.role!);
+    expect(statements).toContainEqual({
+      Sid: "ArchiveObjectsUnderPrefix",
+      Effect: "Allow",
+      Action: ["s3:AbortMultipartUpload", "s3:GetObject", "s3:PutObject"],
+      Resource: { "Fn::Join": ["", [{ "Fn::GetAtt": [archiveId, "Arn"] }, "/pulpitum/*"]] },
+    });
+    expect(statements).toContainEqual({
+      Sid: "ListArchivePrefix",
+      Effect: "Allow",
+      Action: "s3:ListBucket",
+      Resource: { "Fn::GetAtt": [archiveId, "Arn"] },
+      Condition: { StringLike: { "s3:prefix": ["pulpitum/*"] } },
+    });
+    expect(statements).toContainEqual({
+      Sid: "SendWork",
+      Effect: "Allow",
+      Action: "sqs:SendMessage",
+      Resource: workQueueArn,
+    });
+    // Nothing else reaches S3, and nothing is granted on every resource.
+    const s3Statements = statements.filter((s) =>
+      [s.Action].flat().some((a) => String(a).startsWith("s3:")),
+    );
+    expect(s3Statements.map((s) => s.Sid).sort()).toEqual([
+      "ArchiveObjectsUnderPrefix",
+      "ListArchivePrefix",
+    ]);
+    expect(statements.filter((s) => s.Resource === "*")).toEqual([]);
+    expect(statements.flatMap((s) => [s.Action].flat())).not.toContain("s3:DeleteObject");
+    // The consume permissions of the event source are on the work queue only.
+    for (const s of statements.filter((s) =>
+      [s.Action].flat().some((a) => String(a).startsWith("sqs:")),
+    )) {
+      expect(s.Resource).toEqual(workQueueArn);
+    }
+  });
+
+  it("runs garbage collection daily and lets it only list the archive prefix, delete under it, and read the secret", () => {
+    const { template, stack } = synth;
+    const archiveId = stack.getLogicalId(stack.archiveBucket.node.defaultChild as never);
+    template.hasResourceProperties("AWS::Events::Rule", {
+      ScheduleExpression: "rate(1 day)",
+      Targets: [
+        Match.objectLike({
+          Arn: { "Fn::GetAtt": [fnLogicalId(stack, stack.gcFunction), "Arn"] },
+        }),
+      ],
+    });
+    const statements = statementsOf(template, stack, stack.gcFunction.role!);
+    expect(statements).toContainEqual({
+      Sid: "DeleteArchiveObjectsUnderPrefix",
+      Effect: "Allow",
+      Action: "s3:DeleteObject",
+      Resource: { "Fn::Join": ["", [{ "Fn::GetAtt": [archiveId, "Arn"] }, "/pulpitum/*"]] },
+    });
+    expect(statements).toContainEqual({
+      Sid: "ListArchivePrefix",
+      Effect: "Allow",
+      Action: "s3:ListBucket",
+      Resource: { "Fn::GetAtt": [archiveId, "Arn"] },
+      Condition: { StringLike: { "s3:prefix": ["pulpitum/*"] } },
+    });
+    const actions = statements.flatMap((s) => [s.Action].flat()).sort();
+    expect(actions).toEqual(
+      [
+        "s3:DeleteObject",
+        "s3:ListBucket",
+        "secretsmanager:DescribeSecret",
+        "secretsmanager:GetSecretValue",
+      ].sort(),
+    );
+    // Deleted versions stay recoverable for a while, then stop costing storage.
+    template.hasResourceProperties("AWS::S3::Bucket", {
+      VersioningConfiguration: { Status: "Enabled" },
+      LifecycleConfiguration: {
+        Rules: Match.arrayWith([
+          Match.objectLike({ NoncurrentVersionExpiration: { NoncurrentDays: 30 } }),
+        ]),
+      },
+    });
+  });
+
+  it("gives the restore function read access to archive objects and the secret, and nothing that writes or deletes", () => {
+    const { template, stack } = synth;
+    const statements = statementsOf(template, stack, stack.restoreFunction.role!);
+    const actions = statements.flatMap((s) => [s.Action].flat()).sort();
+    expect(actions).toEqual(
+      [
+        "s3:GetObject",
+        "s3:ListBucket",
+        "secretsmanager:DescribeSecret",
+        "secretsmanager:GetSecretValue",
+      ].sort(),
+    );
+    template.hasResourceProperties("AWS::Lambda::Function", {
+      Description: Match.stringLikeRegexp("Pulpitum restore"),
+      Timeout: 900,
+    });
+  });
+
+  it("lets the replay function drain only the DLQ and send only to the work queue", () => {
+    const { template, stack } = synth;
+    const statements = statementsOf(template, stack, stack.replayFunction.role!);
+    expect(statements).toHaveLength(2);
+    expect(statements).toContainEqual(
+      expect.objectContaining({
+        Sid: "DrainDeadLetters",
+        Resource: {
+          "Fn::GetAtt": [
+            stack.getLogicalId(stack.deadLetterQueue.node.defaultChild as never),
+            "Arn",
+          ],
+        },
+      }),
+    );
+  });
+
+  it("alarms on dead letters, old work messages, worker errors, discovery errors and a backlog that does not drain", () => {
+    const { template, stack } = synth;
+    const dlqName = {
+      "Fn::GetAtt": [
+        stack.getLogicalId(stack.deadLetterQueue.node.defaultChild as never),
+        "QueueName",
+      ],
+    };
+    template.hasResourceProperties("AWS::CloudWatch::Alarm", {
+      MetricName: "ApproximateNumberOfMessagesVisible",
+      Namespace: "AWS/SQS",
+      Dimensions: [{ Name: "QueueName", Value: dlqName }],
+      Threshold: 1,
+      ComparisonOperator: "GreaterThanOrEqualToThreshold",
+    });
+    template.hasResourceProperties("AWS::CloudWatch::Alarm", {
+      MetricName: "ApproximateAgeOfOldestMessage",
+      Threshold: 2 * 1800,
+    });
+    template.hasResourceProperties("AWS::CloudWatch::Alarm", {
+      MetricName: "BucketsQuarantined",
+      Threshold: 1,
+      AlarmDescription: Match.stringLikeRegexp("pulpitum retry"),
+    });
+    template.hasResourceProperties("AWS::CloudWatch::Alarm", {
+      AlarmDescription: Match.stringLikeRegexp("Worker invocations fail"),
+      Metrics: Match.arrayWith([
+        Match.objectLike({
+          MetricStat: Match.objectLike({
+            Metric: Match.objectLike({ MetricName: "Errors", Namespace: "AWS/Lambda" }),
+          }),
+        }),
+        Match.objectLike({
+          MetricStat: Match.objectLike({
+            Metric: Match.objectLike({
+              MetricName: METRIC.PhasesFailed,
+              Namespace: METRICS_NAMESPACE,
+            }),
+          }),
+        }),
+      ]),
+    });
+    template.hasResourceProperties("AWS::CloudWatch::Alarm", {
+      MetricName: METRIC.DiscoveryCandidates,
+      Namespace: METRICS_NAMESPACE,
+      Dimensions: [{ Name: "service", Value: "pulpitum" }],
+      Statistic: "Maximum",
+      Period: 900,
+      EvaluationPeriods: 8,
+      DatapointsToAlarm: 8,
+      Threshold: 1,
+    });
+    template.resourceCountIs("AWS::CloudWatch::Alarm", 11);
+    template.resourceCountIs("AWS::CloudWatch::Dashboard", 1);
+    // The dashboard graphs every metric the functions emit, GC and restore included.
+    const body = JSON.stringify(template.findResources("AWS::CloudWatch::Dashboard"));
+    for (const name of Object.values(METRIC)) expect(body).toContain(`\\"${name}\\"`);
+  });
+
+  it("passes the cdk-nag AwsSolutions checks, and CDK reports no warnings or errors", () => {
+    const report = synth.nag.validateScope(synth.stack);
+    expect(report.violations.map((v) => `${v.ruleName}: ${v.description}`)).toEqual([]);
+    expect(report.success).toBe(true);
+    const annotations = Annotations.fromStack(synth.stack);
+    expect(annotations.findWarning("*", Match.anyValue())).toEqual([]);
+    expect(annotations.findError("*", Match.anyValue())).toEqual([]);
+  });
+
+  it.each([
+    [
+      "worker",
+      { hello: "world" },
+      /RESULT InvalidInputError: worker event: is neither an SQS event \(Records\) nor a manual invocation/,
+      true,
+    ],
+    [
+      "discovery",
+      { source: "aws.s3" },
+      /RESULT InvalidInputError: discovery event: has source "aws.s3"/,
+      false,
+    ],
+    [
+      "replay",
+      { max_messages: -1 },
+      /RESULT InvalidInputError: DLQ replay request: max_messages -1 is not an integer/,
+      false,
+    ],
+    [
+      "gc",
+      { dry_run: "yes" },
+      /RESULT InvalidInputError: GC event: dry_run "yes" is not true or false/,
+      false,
+    ],
+    [
+      "restore",
+      { v: 1 },
+      /RESULT InvalidInputError: restore event: table_id is not a string/,
+      true,
+    ],
+  ] as const)(
+    "bundles the %s function as an ESM module that loads on plain Node and validates its event",
+    async (name, event, expected, parquetWasm) => {
+      const fn = synth.template.findResources("AWS::Lambda::Function", {
+        Properties: {
+          Description: Match.stringLikeRegexp(
+            {
+              discovery: "discovery",
+              replay: "DLQ replay",
+              worker: "worker",
+              gc: "garbage collection",
+              restore: "Pulpitum restore",
+            }[name],
+          ),
+        },
+      });
+      const key = Object.values(fn)[0]!.Properties.Code.S3Key as string;
+      const assetDir = path.join(synth.app.outdir, `asset.${key.replace(/\.zip$/, "")}`);
+      const bundle = path.join(assetDir, "index.mjs");
+      expect(existsSync(bundle)).toBe(true);
+      expect(existsSync(path.join(assetDir, "parquet_wasm_bg.wasm"))).toBe(parquetWasm);
+      console.log(`${name} bundle: ${(statSync(bundle).size / 1024 / 1024).toFixed(2)} MiB`);
+      // A plain Node process, as Lambda loads it (not through the test runner's module transform).
+      const script = `
+        const { handler } = await import(${JSON.stringify(pathToFileURL(bundle).href)});
+        const context = { getRemainingTimeInMillis: () => 60000, functionName: "f", awsRequestId: "r-1", invokedFunctionArn: "arn", memoryLimitInMB: "1024", functionVersion: "1" };
+        try { await handler(${JSON.stringify(event)}, context); console.log("RESULT accepted"); }
+        catch (error) { console.log("RESULT " + error.name + ": " + error.message); }`;
+      const { stdout } = await execFileAsync(
+        process.execPath,
+        ["--input-type=module", "-e", script],
+        {
+          env: { PATH: process.env.PATH, POWERTOOLS_METRICS_DISABLED: "true" },
+        },
+      );
+      expect(stdout).toMatch(expected);
+    },
+    30_000,
+  );
+});
+
+describe("the archiver stack with deployment props", () => {
+  it("places discovery and the worker in the given subnets and security group without looking anything up", () => {
+    const { app, template, stack } = synthesize({
+      network: {
+        vpcId: "vpc-0abc1234",
+        subnetIds: ["subnet-0a1b2c3d", "subnet-0e4f5a6b"],
+        securityGroupId: "sg-0123456789abcdef0",
+      },
+    });
+    for (const fn of [stack.discoverFunction, stack.workerFunction]) {
+      template.hasResource("AWS::Lambda::Function", {
+        Properties: Match.objectLike({
+          VpcConfig: {
+            SubnetIds: ["subnet-0a1b2c3d", "subnet-0e4f5a6b"],
+            SecurityGroupIds: ["sg-0123456789abcdef0"],
+          },
+        }),
+      });
+      expect(fnLogicalId(stack, fn)).toBeTruthy();
+    }
+    const replay = template.findResources("AWS::Lambda::Function", {
+      Properties: { Description: Match.stringLikeRegexp("replay") },
+    });
+    expect(Object.values(replay)[0]!.Properties.VpcConfig).toBeUndefined();
+    expect(app.synth().manifest.missing ?? []).toEqual([]);
+    expect(new cdkNag.AwsSolutionsChecks(app).validateScope(stack).violations).toEqual([]);
+  });
+
+  it("uses a given secret ARN instead of creating a secret, and grants reading exactly it", () => {
+    const arn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:pulpitum/db-AbCdEf";
+    const { template, stack } = synthesize({ databaseSecret: arn });
+    template.resourceCountIs("AWS::SecretsManager::Secret", 0);
+    template.hasResourceProperties("AWS::Lambda::Function", {
+      Environment: { Variables: Match.objectLike({ DATABASE_SECRET_ARN: arn }) },
+    });
+    for (const fn of [stack.workerFunction, stack.discoverFunction]) {
+      const secretStatements = statementsOf(template, stack, fn.role!).filter((s) =>
+        [s.Action].flat().some((a) => String(a).startsWith("secretsmanager:")),
+      );
+      expect(secretStatements).toEqual([
+        {
+          Effect: "Allow",
+          Action: ["secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue"],
+          Resource: arn,
+        },
+      ]);
+    }
+  });
+
+  it("accepts an ISecret", () => {
+    const app = new App({ outdir: outdir(), context: { "aws:cdk:bundling-stacks": [] } });
+    const shared = new Stack(app, "Shared");
+    const secret = new secretsmanager.Secret(shared, "Db");
+    const stack = new ArchiverStack(app, "Pulpitum", { databaseSecret: secret });
+    expect(stack.databaseSecret).toBe(secret);
+  });
+
+  it("applies schedule, redrive, timeout, batch and concurrency settings", () => {
+    const { template } = synthesize({
+      scheduleMinutes: 1,
+      maxReceiveCount: 3,
+      workerTimeoutSeconds: 120,
+      workerBatchSize: 10,
+      workerMaxConcurrency: 50,
+      databaseConnectionBudget: 110,
+      archivePrefix: "/archive/v/",
+      alarmTopicArn: "arn:aws:sns:eu-west-1:123456789012:ops",
+    });
+    template.hasResourceProperties("AWS::Events::Rule", { ScheduleExpression: "rate(1 minute)" });
+    template.hasResourceProperties("AWS::SQS::Queue", {
+      VisibilityTimeout: 720,
+      RedrivePolicy: Match.objectLike({ maxReceiveCount: 3 }),
+    });
+    template.hasResourceProperties("AWS::Lambda::EventSourceMapping", {
+      BatchSize: 10,
+      ScalingConfig: { MaximumConcurrency: 50 },
+    });
+    template.hasResourceProperties("AWS::IAM::Policy", {
+      PolicyDocument: {
+        Statement: Match.arrayWith([
+          Match.objectLike({
+            Sid: "ListArchivePrefix",
+            Condition: { StringLike: { "s3:prefix": ["archive/v/*"] } },
+          }),
+        ]),
+      },
+    });
+    const alarms = template.findResources("AWS::CloudWatch::Alarm");
+    for (const alarm of Object.values(alarms)) {
+      expect(alarm.Properties.AlarmActions).toEqual(["arn:aws:sns:eu-west-1:123456789012:ops"]);
+    }
+  });
+
+  it.each([
+    [{ scheduleMinutes: 0 }, /scheduleMinutes=0 is invalid: an integer from 1 to 1440/],
+    [{ scheduleMinutes: 1.5 }, /scheduleMinutes=1.5 is invalid/],
+    [{ maxReceiveCount: 0 }, /maxReceiveCount=0 is invalid/],
+    [{ workerTimeoutSeconds: 30 }, /workerTimeoutSeconds=30 is invalid: an integer from 60 to 900/],
+    [{ workerBatchSize: 11 }, /workerBatchSize=11 is invalid: an integer from 1 to 10/],
+    [{ workerMaxConcurrency: 1 }, /workerMaxConcurrency=1 is invalid: an integer from 2 to 1000/],
+    [{ archivePrefix: "a//b" }, /archivePrefix="a\/\/b" is invalid/],
+    [
+      { archiverEnvironment: { DATABASE_URL: "postgres://x" } },
+      /may only hold ARCHIVER_\* settings; remove DATABASE_URL/,
+    ],
+    [
+      { archiverEnvironment: { ARCHIVER_SCAN_LIMIT: "0" } },
+      /ARCHIVER_SCAN_LIMIT="0" is invalid: an integer from 1 to 10000/,
+    ],
+    [
+      { archiverEnvironment: { ARCHIVER_LEASE_SECONDS: "600" } },
+      /ARCHIVER_LEASE_SECONDS=600 is invalid: shorter than workerTimeoutSeconds/,
+    ],
+  ] as Array<[ArchiverStackProps, RegExp]>)(
+    "rejects %j naming the prop and the accepted form",
+    (props, message) => {
+      expect(() => archiverSettings(props)).toThrow(message);
+    },
+  );
+});
+
+describe("deployment settings from CDK context and the environment", () => {
+  const none = () => undefined;
+
+  it("has defaults that need nothing set", () => {
+    const { stackName, props } = stackPropsFrom(none, {});
+    expect(stackName).toBe("Pulpitum");
+    expect(props.network).toBeUndefined();
+    expect(props.databaseSecret).toBeUndefined();
+    expect(archiverSettings(props).scheduleMinutes).toBe(5);
+  });
+
+  it("reads context first, then the environment", () => {
+    const context: Record<string, unknown> = {
+      "pulpitum:scheduleMinutes": 2,
+      "pulpitum:subnetIds": "subnet-a, subnet-b",
+    };
+    const { props } = stackPropsFrom((k) => context[k], {
+      PULPITUM_SCHEDULE_MINUTES: "9",
+      PULPITUM_VPC_ID: "vpc-1",
+      PULPITUM_SECURITY_GROUP_ID: "sg-1",
+      ARCHIVER_ELIGIBLE_BEFORE: "2025-01-01T00:00:00Z",
+    });
+    expect(props.scheduleMinutes).toBe(2);
+    expect(props.network).toEqual({
+      vpcId: "vpc-1",
+      subnetIds: ["subnet-a", "subnet-b"],
+      securityGroupId: "sg-1",
+      availabilityZones: undefined,
+    });
+    expect(props.archiverEnvironment).toEqual({ ARCHIVER_ELIGIBLE_BEFORE: "2025-01-01T00:00:00Z" });
+  });
+
+  it("rejects a partial network and a non-numeric setting, naming the context key and the variable", () => {
+    expect(() =>
+      stackPropsFrom(none, { PULPITUM_VPC_ID: "vpc-1", PULPITUM_WORKER_BATCH_SIZE: "ten" }),
+    ).toThrow(
+      /must be set together[\s\S]*pulpitum:workerBatchSize \/ PULPITUM_WORKER_BATCH_SIZE="ten" is invalid: an integer 1..10/,
+    );
+  });
+});

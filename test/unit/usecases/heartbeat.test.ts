@@ -1,0 +1,249 @@
+/**
+ * The lease heartbeat, fired for real: a renewal timer driven by the test
+ * renews the lease as the manual clock passes each renewal interval, so a
+ * phase longer than its lease is proven to keep the bucket, and a renewal
+ * that fails is proven to stop the phase before its next destructive step.
+ */
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { BucketId } from "../../../src/domain/bucket.js";
+import { parseTableId } from "../../../src/domain/table.js";
+import { TransientStoreError } from "../../../src/errors.js";
+import type { ManualClock } from "../../../src/ports/clock.js";
+import type { HotStore } from "../../../src/ports/hot-store.js";
+import type { ArchiverContext } from "../../../src/usecases/context.js";
+import type { RenewalTimer } from "../../../src/usecases/heartbeat.js";
+import { runNextPhase } from "../../../src/usecases/run-next-phase.js";
+import { Gate, gatedPayloadUploads } from "../../support/gates.js";
+import {
+  chatRecords,
+  converge,
+  expectFullyArchived,
+  makeHarness,
+  seedTable,
+  type Harness,
+} from "../../support/workflow-harness.js";
+
+const LEASE_MS = 60_000;
+const RENEWAL_MS = 20_000;
+const ROWS = 300;
+const BATCH = 100;
+
+/**
+ * A {@link RenewalTimer} on the manual clock: `advance(ms)` moves the clock
+ * to each instant a renewal falls due, fires it and waits for it to finish,
+ * then moves on; a renewal already overdue fires at once.
+ */
+class ManualRenewals {
+  readonly #timers: Array<{
+    everyMs: number;
+    dueAt: number;
+    tick: () => Promise<void>;
+    live: boolean;
+  }> = [];
+  fired = 0;
+
+  constructor(private readonly clock: ManualClock) {}
+
+  readonly timer: RenewalTimer = (everyMs, tick) => {
+    const entry = { everyMs, dueAt: this.clock.now().getTime() + everyMs, tick, live: true };
+    this.#timers.push(entry);
+    return () => (entry.live = false);
+  };
+
+  async advance(ms: number): Promise<void> {
+    const end = this.clock.now().getTime() + ms;
+    for (;;) {
+      const due = this.#timers
+        .filter((t) => t.live && t.dueAt <= end)
+        .sort((a, b) => a.dueAt - b.dueAt)[0];
+      if (due === undefined) break;
+      if (due.dueAt > this.clock.now().getTime()) this.clock.set(new Date(due.dueAt));
+      // Like a Node interval, renewals missed while the process stalled fire once, not once each.
+      due.dueAt = this.clock.now().getTime() + due.everyMs;
+      this.fired++;
+      await due.tick();
+    }
+    this.clock.set(new Date(end));
+  }
+}
+
+/** `inner` with some operations replaced; `call` reaches the real one. */
+function intercept(
+  inner: HotStore,
+  overrides: Partial<Record<keyof HotStore, (call: () => Promise<unknown>) => Promise<unknown>>>,
+): HotStore {
+  return new Proxy(inner, {
+    get(target, property, receiver) {
+      const value: unknown = Reflect.get(target, property, receiver);
+      if (typeof value !== "function") return value;
+      const bound = (value as (...a: unknown[]) => unknown).bind(target);
+      const override = overrides[property as keyof HotStore];
+      if (override === undefined) return bound;
+      return (...args: unknown[]) => override(() => bound(...args) as Promise<unknown>);
+    },
+  });
+}
+
+let h: Harness;
+let bucket: BucketId;
+let records: ReturnType<typeof chatRecords>;
+beforeEach(async () => {
+  h = await makeHarness({
+    leaseMs: LEASE_MS,
+    renewalMs: RENEWAL_MS,
+    cleanupBatchSize: BATCH,
+    snapshotPageSize: BATCH,
+  });
+  records = chatRecords([3], ROWS, ["c-1"]);
+  const seeded = await seedTable(h, parseTableId("chat"), "CalendarMonthUtc", "parquet", records);
+  bucket = [...seeded.values()][0]!.id;
+});
+afterEach(async () => {
+  await h.close();
+});
+
+/** Run phases with a healthy process until `phase` is the one the bucket needs next. */
+async function runUntil(phase: string): Promise<void> {
+  const { ctx } = h.process();
+  for (let i = 0; i < 5; i++) {
+    const outcome = await runNextPhase(ctx, bucket);
+    expect(outcome.result).toBe("advanced");
+    if (outcome.next === phase) return;
+  }
+  throw new Error(`the bucket never reached ${phase}`);
+}
+
+async function hotRows(): Promise<number> {
+  return await h.inner.countHotRows(bucket);
+}
+
+describe("the lease heartbeat during a phase longer than the lease", () => {
+  it("an export whose upload takes over three lease lengths keeps its lease by renewing and commits; a rival meanwhile is refused as busy", async () => {
+    // Prepare: the bucket claimed; its payload upload waits at a gate
+    await runUntil("export");
+    const renewals = new ManualRenewals(h.clock);
+    const gate = new Gate();
+    let renewed = 0;
+    const base = h.process().ctx;
+    const ctx: ArchiverContext = {
+      ...base,
+      hotStore: intercept(base.hotStore, {
+        renewLease: async (call) => {
+          renewed++;
+          return await call();
+        },
+      }),
+      objectStore: gatedPayloadUploads(h.objects, () => gate),
+      renewalTimer: renewals.timer,
+    };
+
+    // Act
+    const exporting = runNextPhase(ctx, bucket);
+    await gate.whenReached();
+    const leaseAtStart = (await h.inner.getBucket(bucket))!;
+    await renewals.advance(2 * LEASE_MS);
+    const rival = await runNextPhase(h.process().ctx, bucket);
+    await renewals.advance(LEASE_MS + RENEWAL_MS);
+    gate.open();
+    const outcome = await exporting;
+
+    // Assess
+    expect(h.clock.now().getTime() - leaseAtStart.updatedAt.getTime()).toBeGreaterThan(
+      3 * LEASE_MS,
+    );
+    expect(rival).toMatchObject({ phase: "export", result: "busy" });
+    expect(outcome).toMatchObject({ phase: "export", result: "advanced", next: "seal" });
+    const after = (await h.inner.getBucket(bucket))!;
+    expect(after.generation).toBe(leaseAtStart.generation);
+    expect(after.payload?.rowCount).toBe(ROWS);
+    expect(renewals.fired).toBe(10);
+    expect(renewed).toBe(10);
+    h.clock.advance(LEASE_MS);
+    await converge(h, new Map([["chat", { id: bucket, records }]]));
+    await expectFullyArchived(h, new Map([["chat", { id: bucket, records }]]));
+  });
+});
+
+describe("a failed renewal ends the phase as lease-lost with nothing destructive after it", () => {
+  /** A cleanup run whose first delete batch is held at a gate after it ran. */
+  function cleanupHeldAfterFirstBatch(
+    renewLease?: (call: () => Promise<unknown>) => Promise<unknown>,
+  ) {
+    const renewals = new ManualRenewals(h.clock);
+    const gate = new Gate();
+    const deletes = { started: 0 };
+    const base = h.process().ctx;
+    const ctx: ArchiverContext = {
+      ...base,
+      hotStore: intercept(base.hotStore, {
+        cleanupBatch: async (call) => {
+          deletes.started++;
+          const result = await call();
+          if (deletes.started === 1) await gate.pass();
+          return result;
+        },
+        ...(renewLease && { renewLease }),
+      }),
+      renewalTimer: renewals.timer,
+    };
+    return { ctx, renewals, gate, deletes };
+  }
+
+  it("a renewal that throws stops cleanup before its next delete batch; the bucket stays archived and a later worker finishes it", async () => {
+    // Prepare
+    await runUntil("cleanup");
+    const { ctx, renewals, gate, deletes } = cleanupHeldAfterFirstBatch(async () => {
+      throw new TransientStoreError("connection reset while renewing (injected)");
+    });
+
+    // Act
+    const cleaning = runNextPhase(ctx, bucket);
+    await gate.whenReached();
+    await renewals.advance(RENEWAL_MS);
+    gate.open();
+    const outcome = await cleaning;
+    const rowsLeft = await hotRows();
+    const metadata = (await h.inner.getBucket(bucket))!;
+
+    // Assess
+    expect(outcome).toMatchObject({ phase: "cleanup", result: "lease-lost", next: "cleanup" });
+    expect(deletes.started).toBe(1);
+    expect(rowsLeft).toBe(ROWS - BATCH);
+    expect(outcome.reason).toContain("renewal failed: connection reset while renewing");
+    expect(renewals.fired).toBe(1);
+    expect(metadata).toMatchObject({ state: "archived", hotDeleted: false });
+    expect((await h.inner.readBucket(bucket, { limit: 1 })).route).toBe("archive");
+    h.clock.advance(LEASE_MS);
+    await converge(h, new Map([["chat", { id: bucket, records }]]));
+    await expectFullyArchived(h, new Map([["chat", { id: bucket, records }]]));
+  });
+
+  it("a renewal that finds the lease taken over stops cleanup before its next delete batch; the new owner finishes it", async () => {
+    // Prepare
+    await runUntil("cleanup");
+    const { ctx, renewals, gate, deletes } = cleanupHeldAfterFirstBatch();
+
+    // Act: the worker stalls past its lease without a renewal, a rival takes over, then the renewal fires
+    const cleaning = runNextPhase(ctx, bucket);
+    await gate.whenReached();
+    h.clock.advance(LEASE_MS + 1);
+    const takeover = await h.inner.acquireLease(bucket, h.clock.now(), LEASE_MS);
+    await renewals.advance(0);
+    gate.open();
+    const outcome = await cleaning;
+    const rowsLeft = await hotRows();
+    const metadata = (await h.inner.getBucket(bucket))!;
+
+    // Assess
+    expect(takeover.kind).toBe("acquired");
+    expect(outcome).toMatchObject({ phase: "cleanup", result: "lease-lost", next: "cleanup" });
+    expect(deletes.started).toBe(1);
+    expect(rowsLeft).toBe(ROWS - BATCH);
+    expect(outcome.reason).toContain("lost or expired before it could be renewed");
+    expect(renewals.fired).toBe(1);
+    expect(metadata.ownerToken).toBe(takeover.kind === "acquired" ? takeover.lease.token : null);
+    if (takeover.kind === "acquired") await h.inner.releaseLease(takeover.lease);
+    await converge(h, new Map([["chat", { id: bucket, records }]]));
+    await expectFullyArchived(h, new Map([["chat", { id: bucket, records }]]));
+  });
+});

@@ -1,0 +1,144 @@
+/**
+ * Failure accounting on the real SQL hot store (PGlite): deferrals and
+ * takeovers count as attempts, a bucket that used up ARCHIVER_MAX_ATTEMPTS is
+ * quarantined (no automatic work, visible in status) until released, and a
+ * paused table's buckets get no automatic work in any phase.
+ */
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { InProcessWorkQueue } from "../../../src/adapters/queue/in-process.js";
+import type { BucketId } from "../../../src/domain/bucket.js";
+import type { TableRecord } from "../../../src/domain/record.js";
+import { parseTableId } from "../../../src/domain/table.js";
+import { discover } from "../../../src/usecases/discover.js";
+import { runNextPhase } from "../../../src/usecases/run-next-phase.js";
+import { SimulatedCrash } from "../../support/faults.js";
+import {
+  chatRecords,
+  converge,
+  CUTOFF,
+  expectFullyArchived,
+  expectSameRecords,
+  makeHarness,
+  readBucketAsReader,
+  seedTable,
+  type Harness,
+} from "../../support/workflow-harness.js";
+
+const TABLE = parseTableId("chat");
+
+describe("attempts, quarantine and pause", () => {
+  let h: Harness;
+  let id: BucketId;
+  let records: TableRecord[];
+  const expected = () => new Map([["solo", { id, records }]]);
+  const offered = async () => {
+    const queue = new InProcessWorkQueue();
+    const found = await discover(
+      { hotStore: h.inner, queue, settings: { ...h.settings, requeueMs: 0 } },
+      h.clock.now(),
+    );
+    return found.map((c) => c.id.bucketKey);
+  };
+
+  beforeEach(async () => {
+    h = await makeHarness({ maxAttempts: 3 });
+    const seeded = await seedTable(
+      h,
+      TABLE,
+      "CalendarMonthUtc",
+      "json",
+      chatRecords([5], 120, ["solo"]),
+    );
+    ({ id, records } = [...seeded.values()][0]!);
+  });
+  afterEach(async () => {
+    await h.close();
+  });
+
+  it("a bucket whose export keeps failing is quarantined after the last attempt: offered no more, left untouched, listed in status with its error, and released by retry", async () => {
+    for (let attempt = 1; attempt <= 3; attempt++) {
+      const { ctx } = h.process({
+        object: { operation: "createIfAbsent", when: "before", kind: "error" },
+      });
+      expect(await runNextPhase(ctx, id)).toMatchObject({ phase: "claim", result: "advanced" });
+      expect(await runNextPhase(ctx, id)).toMatchObject({ phase: "export", result: "deferred" });
+      expect((await h.inner.getBucket(id))!.attempts).toBe(attempt);
+      h.clock.advance(h.settings.retryMs + 1);
+    }
+    const quarantined = await runNextPhase(h.process().ctx, id);
+    expect(quarantined).toMatchObject({ result: "done", phase: null });
+    expect(quarantined.reason).toMatch(/quarantined after 3 failed attempts.*injected failure/);
+    const metadata = (await h.inner.getBucket(id))!;
+    expect(metadata).toMatchObject({ state: "hot", ownerToken: null });
+    expect(metadata.quarantinedAt).not.toBeNull();
+
+    expect(await offered()).toEqual([]);
+    const untouched = await runNextPhase(h.process().ctx, id);
+    expect(untouched.reason).toMatch(/quarantined since .*pulpitum retry/);
+    expect((await h.inner.getBucket(id))!.generation).toBe(metadata.generation);
+    expectSameRecords(await readBucketAsReader(h, id), records);
+    const status = await h.inner.statusReport(h.clock.now(), CUTOFF);
+    expect(status.quarantined).toEqual([
+      expect.objectContaining({
+        id: expect.objectContaining({ bucketKey: id.bucketKey }),
+        attempts: 3,
+        lastError: expect.stringMatching(/injected failure/),
+      }),
+    ]);
+
+    const released = await h.inner.releaseQuarantine(id, h.clock.now());
+    expect(released).toMatchObject({ attempts: 0, quarantinedAt: null, retryAt: null });
+    expect(await offered()).toEqual([id.bucketKey]);
+    await converge(h, expected());
+    await expectFullyArchived(h, expected());
+  });
+
+  it("every takeover of a killed worker's lease counts as an attempt, so a bucket whose export keeps dying mid-phase is quarantined", async () => {
+    expect(await runNextPhase(h.process().ctx, id)).toMatchObject({ phase: "claim" });
+    for (let kill = 1; kill <= 3; kill++) {
+      const { ctx } = h.process({
+        hot: { operation: "recordPart", when: "before", kind: "crash" },
+      });
+      await expect(runNextPhase(ctx, id)).rejects.toBeInstanceOf(SimulatedCrash);
+      h.clock.advance(h.settings.leaseMs + 1);
+      // The kill is counted when the next worker takes the unreleased lease over.
+      expect((await h.inner.getBucket(id))!.attempts).toBe(kill - 1);
+      if (kill === 3) break;
+    }
+    const outcome = await runNextPhase(h.process().ctx, id);
+    expect(outcome.reason).toMatch(/quarantined after 3 failed attempts/);
+    expect(await h.inner.getBucket(id)).toMatchObject({ state: "archiving", attempts: 3 });
+    expect(await offered()).toEqual([]);
+
+    await h.inner.releaseQuarantine(id, h.clock.now());
+    await converge(h, expected());
+    await expectFullyArchived(h, expected());
+  });
+
+  it("pausing a table stops automatic work on a stalled export and on pending cleanup, and resuming lets both finish", async () => {
+    expect(await runNextPhase(h.process().ctx, id)).toMatchObject({ phase: "claim" });
+    const { ctx } = h.process({ hot: { operation: "recordPart", when: "before", kind: "crash" } });
+    await expect(runNextPhase(ctx, id)).rejects.toBeInstanceOf(SimulatedCrash);
+    await h.inner.setPaused(TABLE, true, h.clock.now());
+    h.clock.advance(h.settings.leaseMs + 1);
+
+    expect(await offered()).toEqual([]);
+    const stalled = await runNextPhase(h.process().ctx, id);
+    expect(stalled).toMatchObject({ result: "done", next: "export" });
+    expect(stalled.reason).toMatch(/paused/);
+    expect((await h.inner.getBucket(id))!.generation).toBe(2);
+
+    await h.inner.setPaused(TABLE, false, h.clock.now());
+    const healthy = h.process().ctx;
+    for (let step = 0; step < 3; step++) await runNextPhase(healthy, id); // export, seal, publish
+    expect(await h.inner.getBucket(id)).toMatchObject({ state: "archived", hotDeleted: false });
+    await h.inner.setPaused(TABLE, true, h.clock.now());
+    expect(await offered()).toEqual([]);
+    expect((await runNextPhase(healthy, id)).reason).toMatch(/paused/);
+    expect(await h.inner.countHotRows(id)).toBe(records.length);
+
+    await h.inner.setPaused(TABLE, false, h.clock.now());
+    await converge(h, expected());
+    await expectFullyArchived(h, expected());
+  });
+});
