@@ -408,7 +408,8 @@ export interface HotStore {
 
   /**
    * archiving -> archived with `hot_deleted = false` and the route set to the
-   * recorded manifest: the read cutover. Releases the lease.
+   * recorded manifest: the read cutover. Resets `attempts` to 0 (they count
+   * failures since the bucket last reached the archive). Releases the lease.
    */
   publish(lease: Lease, now: Date): Promise<FencedWrite>;
 
