@@ -12,6 +12,7 @@ import {
   replayDeadLetters,
   type ReplayReport,
 } from "../src/usecases/replay-dlq.js";
+import { SqsDeadLetterQueue } from "../src/adapters/queue/sqs-dead-letters.js";
 import { logger } from "./observability.js";
 import { openQueueRuntime, type QueueRuntime } from "./queue-runtime.js";
 
@@ -23,9 +24,7 @@ export function createReplayHandler(open: () => QueueRuntime) {
     const request = parseReplayRequest(event);
     const queues = open();
     const report = await replayDeadLetters({
-      sqs: queues.sqs,
-      dlqUrl: queues.deadLetterQueueUrl,
-      queueUrl: queues.workQueueUrl,
+      deadLetters: new SqsDeadLetterQueue(queues.sqs, queues),
       ...request,
       deadline: new Date(
         Date.now() + context.getRemainingTimeInMillis() - REPLAY_DEADLINE_MARGIN_MS,
