@@ -225,7 +225,7 @@ async function main(): Promise<void> {
     // The handlers' modules read the environment as they load (Powertools' service name).
     const { createDiscoveryHandler } = await import("../functions/discover.js");
     const { createWorkerHandler } = await import("../functions/worker.js");
-    const { cachedPerContainer, openLambdaRuntime } = await import("../functions/runtime.js");
+    const { cachedPerContainer, openLambdaRuntime } = await import("../functions/open-adapters.js");
     const { parseDiscoverySettings } = await import("../src/discovery-settings.js");
     const clients = { sqs, s3 };
 

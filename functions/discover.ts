@@ -12,11 +12,11 @@ import type { Context } from "aws-lambda";
 import { parseDiscoverySettings, type DiscoverySettings } from "../src/discovery-settings.js";
 import { sleep } from "../src/ports/clock.js";
 import type { WorkQueue } from "../src/ports/work-queue.js";
-import type { Runtime } from "../src/runtime.js";
+import type { Runtime } from "../src/open-adapters.js";
 import { discoverBacklog, type DiscoveryStop } from "../src/usecases/discover-backlog.js";
 import { DrainMeter } from "../src/usecases/drain-meter.js";
 import { logger, metrics, recordDiscovery, workflowLog } from "./observability.js";
-import { lambdaRuntimePerContainer, openLambdaRuntime } from "./runtime.js";
+import { lambdaRuntimePerContainer, openLambdaRuntime } from "./open-adapters.js";
 
 export interface DiscoveryDependencies {
   readonly runtime: Pick<Runtime, "context" | "clock">;

@@ -9,11 +9,11 @@ import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
 import middy from "@middy/core";
 import type { Context } from "aws-lambda";
 import type { PulpitumConfig } from "../src/config.js";
-import type { Runtime } from "../src/runtime.js";
+import type { Runtime } from "../src/open-adapters.js";
 import { readBoolean, readFields, readObject } from "../src/input.js";
 import { collectGarbage, type GcReport } from "../src/usecases/gc.js";
 import { logger, metrics, recordGc, workflowLog } from "./observability.js";
-import { lambdaRuntimePerContainer, openLambdaRuntime } from "./runtime.js";
+import { lambdaRuntimePerContainer, openLambdaRuntime } from "./open-adapters.js";
 
 export interface GcDependencies {
   readonly config: Pick<PulpitumConfig, "gcMinAgeSeconds" | "leaseSeconds">;

@@ -14,7 +14,7 @@ import {
 } from "../src/usecases/replay-dlq.js";
 import { SqsDeadLetterQueue } from "../src/adapters/queue/sqs-dead-letters.js";
 import { logger } from "./observability.js";
-import { openQueueRuntime, type QueueRuntime } from "./queue-runtime.js";
+import { openQueueRuntime, type QueueRuntime } from "./open-dead-letters.js";
 
 /** Start no new receive round with less time than this left. */
 const REPLAY_DEADLINE_MARGIN_MS = 15_000;

@@ -7,10 +7,10 @@
 import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
 import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
 import middy from "@middy/core";
-import type { Runtime } from "../src/runtime.js";
+import type { Runtime } from "../src/open-adapters.js";
 import { parseRestoreRequest, restoreBucket, type RestoreReport } from "../src/usecases/restore.js";
 import { bucketLogger, logger, metrics, recordRestore, workflowLog } from "./observability.js";
-import { lambdaRuntimePerContainer, openLambdaRuntime } from "./runtime.js";
+import { lambdaRuntimePerContainer, openLambdaRuntime } from "./open-adapters.js";
 
 export interface RestoreDependencies {
   readonly runtime: Pick<Runtime, "context">;

@@ -21,7 +21,7 @@ import {
   type MessageVisibility,
   type WorkQueue,
 } from "../src/ports/work-queue.js";
-import type { Runtime } from "../src/runtime.js";
+import type { Runtime } from "../src/open-adapters.js";
 import { silentLog } from "../src/usecases/context.js";
 import {
   MANUAL_RUN_FORM,
@@ -43,7 +43,7 @@ import {
   recordPhaseOutcome,
   workflowLog,
 } from "./observability.js";
-import { lambdaRuntimePerContainer, openLambdaRuntime } from "./runtime.js";
+import { lambdaRuntimePerContainer, openLambdaRuntime } from "./open-adapters.js";
 
 export interface WorkerDependencies {
   readonly runtime: Pick<Runtime, "context" | "clock">;

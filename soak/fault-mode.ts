@@ -7,7 +7,7 @@
  */
 import { parseConfig } from "../src/config.js";
 import { systemClock } from "../src/ports/clock.js";
-import { openRuntime, type Runtime } from "../src/runtime.js";
+import { openRuntime, type Runtime } from "../src/open-adapters.js";
 import { silentLog } from "../src/usecases/context.js";
 import type { Catalog } from "./workload.js";
 import { DetachedPayloadDeletes } from "./faults/adopt-orphans.js";

@@ -29,7 +29,7 @@ import { S3ObjectStore } from "../src/adapters/object-store/s3.js";
 import { parseConfig } from "../src/config.js";
 import { systemClock } from "../src/ports/clock.js";
 import { DurableTable } from "../src/read/durable-table.js";
-import { openRuntime, type Runtime } from "../src/runtime.js";
+import { openRuntime, type Runtime } from "../src/open-adapters.js";
 import type { RunningService } from "../test/support/services.js";
 import { newAppendFigures, runAppender } from "./appenders.js";
 import { runEndCheck, type EndCheck } from "./end-check.js";

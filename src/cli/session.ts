@@ -4,7 +4,7 @@
  * and close it however the command ends.
  */
 import { unknownVariableWarnings, type PulpitumConfig } from "../config.js";
-import { loadConfig, openRuntime, type Runtime } from "../runtime.js";
+import { loadConfig, openRuntime, type Runtime } from "../open-adapters.js";
 import type { WorkflowLog } from "../usecases/context.js";
 import { stderrLog } from "./log.js";
 

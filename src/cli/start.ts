@@ -10,7 +10,7 @@ import { parseTableId, type TableId } from "../domain/table.js";
 import type { PhaseName } from "../ports/hot-store.js";
 import { DurableTable } from "../read/durable-table.js";
 import { runStandalone } from "../runner/standalone.js";
-import type { Runtime } from "../runtime.js";
+import type { Runtime } from "../open-adapters.js";
 import { formatBytes, renderTable } from "./format.js";
 import { stderrLog } from "./log.js";
 import { ProgressBar } from "./progress.js";

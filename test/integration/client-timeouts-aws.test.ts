@@ -15,8 +15,8 @@ import { createSqsClient, SqsWorkQueue } from "../../src/adapters/queue/sqs.js";
 import { parseConfig } from "../../src/config.js";
 import { parseTableId } from "../../src/domain/table.js";
 import { TransientStoreError } from "../../src/errors.js";
-import { openRuntime } from "../../src/runtime.js";
-import { openLambdaRuntime } from "../../functions/runtime.js";
+import { openRuntime } from "../../src/open-adapters.js";
+import { openLambdaRuntime } from "../../functions/open-adapters.js";
 import { freshDatabase } from "../support/integration-resources.js";
 import {
   settleWithin,

@@ -13,7 +13,7 @@ import type { BucketId } from "../../src/domain/bucket.js";
 import { parseTableId } from "../../src/domain/table.js";
 import { AmbiguousCommitError } from "../../src/errors.js";
 import { parseConfig } from "../../src/config.js";
-import { openRuntime } from "../../src/runtime.js";
+import { openRuntime } from "../../src/open-adapters.js";
 import { freshDatabase } from "../support/integration-resources.js";
 import {
   settleWithin,

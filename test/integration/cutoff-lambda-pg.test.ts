@@ -19,7 +19,7 @@ import {
   cachedPerContainer,
   openLambdaRuntime,
   type LambdaRuntime,
-} from "../../functions/runtime.js";
+} from "../../functions/open-adapters.js";
 import { createWorkerHandler } from "../../functions/worker.js";
 import type { BucketId } from "../../src/domain/bucket.js";
 import { DEFAULT_CUTOFF_POLICY } from "../../src/domain/cutoff.js";

@@ -20,7 +20,7 @@ import {
   databaseSecretVersion,
   openLambdaRuntime,
   type LambdaRuntime,
-} from "../../functions/runtime.js";
+} from "../../functions/open-adapters.js";
 import { createWorkerHandler } from "../../functions/worker.js";
 import { parseTableId } from "../../src/domain/table.js";
 import { parseRfc3339Micros } from "../../src/domain/time.js";

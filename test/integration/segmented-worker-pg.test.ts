@@ -21,7 +21,7 @@ import {
   cachedPerContainer,
   openLambdaRuntime,
   type LambdaRuntime,
-} from "../../functions/runtime.js";
+} from "../../functions/open-adapters.js";
 import { createWorkerHandler } from "../../functions/worker.js";
 import type { BucketId } from "../../src/domain/bucket.js";
 import type { TableRecord } from "../../src/domain/record.js";

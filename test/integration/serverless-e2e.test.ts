@@ -26,12 +26,12 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, inject, it, onTestFailed, vi } from "vitest";
 import { createDiscoveryHandler, type DiscoveryReport } from "../../functions/discover.js";
 import { createReplayHandler } from "../../functions/replay-dlq.js";
-import { openQueueRuntime } from "../../functions/queue-runtime.js";
+import { openQueueRuntime } from "../../functions/open-dead-letters.js";
 import {
   cachedPerContainer,
   openLambdaRuntime,
   type LambdaRuntime,
-} from "../../functions/runtime.js";
+} from "../../functions/open-adapters.js";
 import { createWorkerHandler } from "../../functions/worker.js";
 import { S3ObjectStore } from "../../src/adapters/object-store/s3.js";
 import { parseManifest } from "../../src/archive/manifest.js";

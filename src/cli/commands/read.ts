@@ -9,7 +9,7 @@ import { dateToMicros } from "../../domain/time.js";
 import { InvalidInputError, UnknownTableError } from "../../errors.js";
 import { DurableTable } from "../../read/durable-table.js";
 import { exportRecords, type ExportFormat } from "../../read/export-records.js";
-import type { Runtime } from "../../runtime.js";
+import type { Runtime } from "../../open-adapters.js";
 import { bucketJson, showBucket, showBytes, strategyName } from "../display.js";
 import { UsageError } from "../exit-codes.js";
 import { count as countOf, formatBytes, printJson, renderTable } from "../format.js";

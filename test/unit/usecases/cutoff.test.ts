@@ -12,7 +12,7 @@ import type { Context, SQSBatchResponse, SQSEvent } from "aws-lambda";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { createDiscoveryHandler, type DiscoveryReport } from "../../../functions/discover.js";
 import { createWorkerHandler } from "../../../functions/worker.js";
-import { cachedPerContainer } from "../../../functions/runtime.js";
+import { cachedPerContainer } from "../../../functions/open-adapters.js";
 import { parseConfig } from "../../../src/config.js";
 import type { BucketId } from "../../../src/domain/bucket.js";
 import {
@@ -33,7 +33,7 @@ import {
   type WorkQueue,
 } from "../../../src/ports/work-queue.js";
 import { runStandalone } from "../../../src/runner/standalone.js";
-import { openRuntime, type Runtime } from "../../../src/runtime.js";
+import { openRuntime, type Runtime } from "../../../src/open-adapters.js";
 import { InProcessWorkQueue } from "../../../src/adapters/queue/in-process.js";
 import { discover } from "../../../src/usecases/discover.js";
 import { runNextPhase } from "../../../src/usecases/run-next-phase.js";

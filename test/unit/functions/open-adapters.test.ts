@@ -5,8 +5,8 @@ import {
   databaseUrlFromSecret,
   openLambdaRuntime,
   resolveDatabaseEnv,
-} from "../../../functions/runtime.js";
-import { openQueueRuntime } from "../../../functions/queue-runtime.js";
+} from "../../../functions/open-adapters.js";
+import { openQueueRuntime } from "../../../functions/open-dead-letters.js";
 import { ConfigError } from "../../../src/errors.js";
 
 const SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:pulpitum/db-AbCdEf";

@@ -29,7 +29,13 @@ import { createSqsClient, SqsWorkQueue } from "../src/adapters/queue/sqs.js";
 import { httpHandlerSettings } from "../src/adapters/http-timeouts.js";
 import type { Clock } from "../src/ports/clock.js";
 import type { MessageVisibility, WorkQueue } from "../src/ports/work-queue.js";
-import { loadConfig, openRuntime, s3Timeouts, sqsTimeouts, type Runtime } from "../src/runtime.js";
+import {
+  loadConfig,
+  openRuntime,
+  s3Timeouts,
+  sqsTimeouts,
+  type Runtime,
+} from "../src/open-adapters.js";
 
 type Env = Readonly<Record<string, string | undefined>>;
 

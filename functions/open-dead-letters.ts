@@ -1,6 +1,6 @@
 /**
  * What the DLQ replay function needs: the two queue URLs and an SQS client,
- * no database. Kept apart from functions/runtime.ts so the replay bundle
+ * no database. Kept apart from functions/open-adapters.ts so the replay bundle
  * does not carry the database and archive code.
  */
 import type { SQSClient } from "@aws-sdk/client-sqs";
