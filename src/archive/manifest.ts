@@ -52,9 +52,8 @@ export interface Manifest {
   readonly created_by: string;
 }
 
-/** Serialisation order. */
-export const MANIFEST_FIELDS = [
-  "manifest_version",
+/** The bucket's identity and the record form: both versions' fields after `manifest_version`, in serialisation order. */
+export const IDENTITY_FIELDS = [
   "table_id",
   "partition_key_b64",
   "bucket_key",
@@ -64,6 +63,12 @@ export const MANIFEST_FIELDS = [
   "generation",
   "format",
   "record_schema_version",
+] as const satisfies readonly (keyof Manifest)[];
+
+/** Serialisation order. */
+export const MANIFEST_FIELDS = [
+  "manifest_version",
+  ...IDENTITY_FIELDS,
   "payload_key",
   "row_count",
   "byte_length",
