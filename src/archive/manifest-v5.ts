@@ -32,6 +32,7 @@ import {
   validateManifest,
   type Manifest,
   type ManifestBucket,
+  type ManifestIdentity,
   type ManifestExpectations,
 } from "./manifest.js";
 import { RECORD_SCHEMA_VERSION } from "./envelope.js";
@@ -49,22 +50,12 @@ export interface ManifestPart {
   readonly last_sort_key_b64: string;
 }
 
-export interface ManifestV5 {
+export interface ManifestV5 extends ManifestIdentity {
   readonly manifest_version: 5;
-  readonly table_id: string;
-  readonly partition_key_b64: string;
-  readonly bucket_key: string;
-  readonly bucket_strategy: BucketStrategy;
-  readonly bucket_start: string;
-  readonly bucket_end: string;
-  readonly generation: number;
-  readonly format: ArchiveFormat;
-  readonly record_schema_version: 2;
+  /** Totals of the parts. */
   readonly row_count: number;
   readonly byte_length: number;
   readonly parts: readonly ManifestPart[];
-  readonly clustering_key: readonly ["event_time", "sort_key"];
-  readonly created_by: string;
 }
 
 /** Either manifest a bucket's route may name. */

@@ -32,9 +32,8 @@ export const CLUSTERING_KEY = ["event_time", "sort_key"] as const;
 export const MANIFEST_CREATED_BY = "pulpitum";
 export const MANIFEST_CONTENT_TYPE = "application/json";
 
-/** Manifest v4 as stored (snake_case JSON). */
-export interface Manifest {
-  readonly manifest_version: 4;
+/** The fields both manifest versions carry: the bucket's identity, the record form and the clustering. */
+export interface ManifestIdentity {
   readonly table_id: string;
   readonly partition_key_b64: string;
   readonly bucket_key: string;
@@ -44,12 +43,17 @@ export interface Manifest {
   readonly generation: number;
   readonly format: ArchiveFormat;
   readonly record_schema_version: 2;
+  readonly clustering_key: readonly ["event_time", "sort_key"];
+  readonly created_by: string;
+}
+
+/** Manifest v4 as stored (snake_case JSON). */
+export interface Manifest extends ManifestIdentity {
+  readonly manifest_version: 4;
   readonly payload_key: string;
   readonly row_count: number;
   readonly byte_length: number;
   readonly sha256: string;
-  readonly clustering_key: readonly ["event_time", "sort_key"];
-  readonly created_by: string;
 }
 
 /** The bucket's identity and the record form: both versions' fields after `manifest_version`, in serialisation order. */
