@@ -3,8 +3,7 @@
  * fleet bench). Parsed on their own so the standalone archiver, which scans
  * for its idle workers instead, does not carry them.
  */
-import { ConfigError, type ConfigProblem } from "./errors.js";
-import { readNumber, type Env, type Variable } from "./variables.js";
+import { readNumbers, type Env, type Variable } from "./variables.js";
 
 export interface DiscoverySettings {
   /** Keep the work queue's waiting messages at about this many. */
@@ -50,13 +49,11 @@ const DISCOVERY = {
 export const DISCOVERY_VARIABLES: readonly Variable[] = Object.values(DISCOVERY);
 
 export function parseDiscoverySettings(env: Env): DiscoverySettings {
-  const problems: ConfigProblem[] = [];
-  const settings: DiscoverySettings = Object.freeze({
-    targetDepth: readNumber(env, DISCOVERY.targetDepth, problems),
-    maxEnqueuePerRun: readNumber(env, DISCOVERY.maxEnqueuePerRun, problems),
-    runMs: readNumber(env, DISCOVERY.runSeconds, problems) * 1000,
-    pollMs: readNumber(env, DISCOVERY.pollSeconds, problems) * 1000,
+  const n = readNumbers(env, DISCOVERY);
+  return Object.freeze({
+    targetDepth: n.targetDepth,
+    maxEnqueuePerRun: n.maxEnqueuePerRun,
+    runMs: n.runSeconds * 1000,
+    pollMs: n.pollSeconds * 1000,
   });
-  if (problems.length > 0) throw new ConfigError(problems);
-  return settings;
 }

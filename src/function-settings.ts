@@ -3,8 +3,7 @@
  * container may hold, and how often it re-reads the database secret so a
  * rotation is picked up by warm containers.
  */
-import { ConfigError, type ConfigProblem } from "./errors.js";
-import { readNumber, type Env, type Variable } from "./variables.js";
+import { readNumbers, type Env, type Variable } from "./variables.js";
 
 export interface FunctionSettings {
   /** Connections one container's pool may open: one for a phase's statements, one for its lease heartbeat. */
@@ -37,11 +36,6 @@ const FUNCTION = {
 export const FUNCTION_VARIABLES: readonly Variable[] = Object.values(FUNCTION);
 
 export function parseFunctionSettings(env: Env): FunctionSettings {
-  const problems: ConfigProblem[] = [];
-  const settings = Object.freeze({
-    poolMax: readNumber(env, FUNCTION.poolMax, problems),
-    secretRefreshMs: readNumber(env, FUNCTION.secretRefreshSeconds, problems) * 1000,
-  });
-  if (problems.length > 0) throw new ConfigError(problems);
-  return settings;
+  const n = readNumbers(env, FUNCTION);
+  return Object.freeze({ poolMax: n.poolMax, secretRefreshMs: n.secretRefreshSeconds * 1000 });
 }

@@ -4,7 +4,7 @@
  * default once: the parser falls back to it, and the README table
  * (`npm run docs:config`) and `pulpitum --help` print it.
  */
-import type { ConfigProblem } from "./errors.js";
+import { ConfigError, type ConfigProblem } from "./errors.js";
 
 export type Env = Readonly<Record<string, string | undefined>>;
 
@@ -96,4 +96,21 @@ export function defaultText(variable: Variable): string {
   return variable.defaultNote === undefined
     ? String(variable.default)
     : `${variable.default} (${variable.defaultNote})`;
+}
+
+/**
+ * Read every variable of a table of numeric variables at once; throws one
+ * ConfigError naming every bad value. Returns the numbers by the table's keys.
+ */
+export function readNumbers<K extends string>(
+  env: Env,
+  table: Readonly<Record<K, Variable & { readonly default: number; readonly read: NumberReader }>>,
+): Record<K, number> {
+  const problems: ConfigProblem[] = [];
+  const numbers = {} as Record<K, number>;
+  for (const key of Object.keys(table) as K[]) {
+    numbers[key] = readNumber(env, table[key], problems);
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+  return numbers;
 }

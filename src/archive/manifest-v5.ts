@@ -25,13 +25,14 @@ import { dateToMicros } from "../domain/time.js";
 import {
   buildManifest,
   CLUSTERING_KEY,
-  MANIFEST_CREATED_BY,
+  IDENTITY_FIELDS,
   MANIFEST_VERSION,
   serializeManifest,
   sha256Hex,
   validateManifest,
   type Manifest,
   type ManifestBucket,
+  type ManifestIdentity,
   type ManifestExpectations,
 } from "./manifest.js";
 import { RECORD_SCHEMA_VERSION } from "./envelope.js";
@@ -49,22 +50,12 @@ export interface ManifestPart {
   readonly last_sort_key_b64: string;
 }
 
-export interface ManifestV5 {
+export interface ManifestV5 extends ManifestIdentity {
   readonly manifest_version: 5;
-  readonly table_id: string;
-  readonly partition_key_b64: string;
-  readonly bucket_key: string;
-  readonly bucket_strategy: BucketStrategy;
-  readonly bucket_start: string;
-  readonly bucket_end: string;
-  readonly generation: number;
-  readonly format: ArchiveFormat;
-  readonly record_schema_version: 2;
+  /** Totals of the parts. */
   readonly row_count: number;
   readonly byte_length: number;
   readonly parts: readonly ManifestPart[];
-  readonly clustering_key: readonly ["event_time", "sort_key"];
-  readonly created_by: string;
 }
 
 /** Either manifest a bucket's route may name. */
@@ -72,15 +63,7 @@ export type ArchiveManifest = Manifest | ManifestV5;
 
 const V5_FIELDS = [
   "manifest_version",
-  "table_id",
-  "partition_key_b64",
-  "bucket_key",
-  "bucket_strategy",
-  "bucket_start",
-  "bucket_end",
-  "generation",
-  "format",
-  "record_schema_version",
+  ...IDENTITY_FIELDS,
   "row_count",
   "byte_length",
   "parts",
@@ -152,20 +135,9 @@ export function buildSegmentedManifest(input: SegmentedManifestInput): ManifestV
     format: input.format,
     payload: input.parts[0]!,
   });
-  return {
-    manifest_version: SEGMENTED_MANIFEST_VERSION,
-    table_id: identity.table_id,
-    partition_key_b64: identity.partition_key_b64,
-    bucket_key: identity.bucket_key,
-    bucket_strategy: identity.bucket_strategy,
-    bucket_start: identity.bucket_start,
-    bucket_end: identity.bucket_end,
-    generation: identity.generation,
-    format: identity.format,
-    record_schema_version: RECORD_SCHEMA_VERSION,
-    row_count: input.parts.reduce((sum, p) => sum + p.rowCount, 0),
-    byte_length: input.parts.reduce((sum, p) => sum + p.byteLength, 0),
-    parts: input.parts.map((part) => {
+  return segmentedManifest(
+    identity,
+    input.parts.map((part) => {
       if (part.first === null || part.last === null) {
         throw new ArchiveIntegrityError(part.key, "a part of a segmented export holds no rows");
       }
@@ -180,8 +152,27 @@ export function buildSegmentedManifest(input: SegmentedManifestInput): ManifestV
         last_sort_key_b64: toBase64(part.last.sortKey),
       };
     }),
-    clustering_key: [...CLUSTERING_KEY] as unknown as ManifestV5["clustering_key"],
-    created_by: MANIFEST_CREATED_BY,
+  );
+}
+
+/** Manifest v5 of these parts, its identity fields taken from a checked v4 form of the bucket. */
+function segmentedManifest(identity: Manifest, parts: readonly ManifestPart[]): ManifestV5 {
+  return {
+    manifest_version: SEGMENTED_MANIFEST_VERSION,
+    table_id: identity.table_id,
+    partition_key_b64: identity.partition_key_b64,
+    bucket_key: identity.bucket_key,
+    bucket_strategy: identity.bucket_strategy,
+    bucket_start: identity.bucket_start,
+    bucket_end: identity.bucket_end,
+    generation: identity.generation,
+    format: identity.format,
+    record_schema_version: RECORD_SCHEMA_VERSION,
+    row_count: parts.reduce((sum, p) => sum + p.row_count, 0),
+    byte_length: parts.reduce((sum, p) => sum + p.byte_length, 0),
+    parts,
+    clustering_key: CLUSTERING_KEY,
+    created_by: identity.created_by,
   };
 }
 
@@ -376,23 +367,7 @@ export function validateArchiveManifest(
       }
     });
   }
-  return {
-    manifest_version: SEGMENTED_MANIFEST_VERSION,
-    table_id: identity.table_id,
-    partition_key_b64: identity.partition_key_b64,
-    bucket_key: identity.bucket_key,
-    bucket_strategy: identity.bucket_strategy,
-    bucket_start: identity.bucket_start,
-    bucket_end: identity.bucket_end,
-    generation: identity.generation,
-    format: identity.format,
-    record_schema_version: RECORD_SCHEMA_VERSION,
-    row_count: rows,
-    byte_length: byteTotal,
-    parts,
-    clustering_key: CLUSTERING_KEY,
-    created_by: identity.created_by,
-  };
+  return segmentedManifest(identity, parts);
 }
 
 function v4PayloadOf(part: ManifestPart) {

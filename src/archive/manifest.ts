@@ -32,9 +32,8 @@ export const CLUSTERING_KEY = ["event_time", "sort_key"] as const;
 export const MANIFEST_CREATED_BY = "pulpitum";
 export const MANIFEST_CONTENT_TYPE = "application/json";
 
-/** Manifest v4 as stored (snake_case JSON). */
-export interface Manifest {
-  readonly manifest_version: 4;
+/** The fields both manifest versions carry: the bucket's identity, the record form and the clustering. */
+export interface ManifestIdentity {
   readonly table_id: string;
   readonly partition_key_b64: string;
   readonly bucket_key: string;
@@ -44,17 +43,21 @@ export interface Manifest {
   readonly generation: number;
   readonly format: ArchiveFormat;
   readonly record_schema_version: 2;
-  readonly payload_key: string;
-  readonly row_count: number;
-  readonly byte_length: number;
-  readonly sha256: string;
   readonly clustering_key: readonly ["event_time", "sort_key"];
   readonly created_by: string;
 }
 
-/** Serialisation order. */
-export const MANIFEST_FIELDS = [
-  "manifest_version",
+/** Manifest v4 as stored (snake_case JSON). */
+export interface Manifest extends ManifestIdentity {
+  readonly manifest_version: 4;
+  readonly payload_key: string;
+  readonly row_count: number;
+  readonly byte_length: number;
+  readonly sha256: string;
+}
+
+/** The bucket's identity and the record form: both versions' fields after `manifest_version`, in serialisation order. */
+export const IDENTITY_FIELDS = [
   "table_id",
   "partition_key_b64",
   "bucket_key",
@@ -64,6 +67,12 @@ export const MANIFEST_FIELDS = [
   "generation",
   "format",
   "record_schema_version",
+] as const satisfies readonly (keyof Manifest)[];
+
+/** Serialisation order. */
+export const MANIFEST_FIELDS = [
+  "manifest_version",
+  ...IDENTITY_FIELDS,
   "payload_key",
   "row_count",
   "byte_length",

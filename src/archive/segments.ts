@@ -1,5 +1,5 @@
 /**
- * Sealing and verifying archives of either manifest version. A segmented
+ * Sealing an archive of several parts (manifest v5). A segmented
  * bucket's manifest (v5) is written only after every part it lists was
  * verified and recorded, and it is read back, validated against the
  * recorded parts, and each part re-checked by HEAD before its key is
@@ -8,20 +8,16 @@
 import type { BucketStrategy } from "../domain/bucket.js";
 import { manifestKey as contentManifestKey } from "../domain/object-keys.js";
 import type { ArchiveFormat } from "../domain/table.js";
-import type { BucketPart, PayloadFacts } from "../ports/hot-store.js";
+import type { BucketPart } from "../ports/hot-store.js";
 import type { ObjectStore } from "../ports/object-store.js";
 import { sha256Hex, type ManifestBucket } from "./manifest.js";
 import {
   buildSegmentedManifest,
-  manifestParts,
   serializeArchiveManifest,
   validateArchiveManifest,
-  type ArchiveManifest,
   type ArchiveManifestExpectations,
-  type PayloadPart,
 } from "./manifest-v5.js";
-import { checkPayloadSize, writeVerifiedManifest, type ArchiveBucketRef } from "./store.js";
-import { verifyPayload, type ArchivedBucketExpectations } from "./verify.js";
+import { writeVerifiedManifest, type ArchiveBucketRef } from "./store.js";
 
 export interface SealSegmentedInput {
   readonly store: ObjectStore;
@@ -73,52 +69,5 @@ export async function sealSegmentedManifest(input: SealSegmentedInput): Promise<
   return key;
 }
 
-export interface VerifiedArchiveParts {
-  readonly manifestKey: string;
-  readonly manifest: ArchiveManifest;
-  /** The payload objects in clustering order (one for manifest v4). */
-  readonly parts: readonly PayloadPart[];
-}
-
-/**
- * {@link verifyArchivedBucket} for either manifest version: the manifest
- * against its key and expectations, then every part's size (HEAD) and,
- * unless `verifyPayloadBytes` is false, its SHA-256, length and decoded rows.
- */
-export async function verifyArchive(
-  store: ObjectStore,
-  manifestKey: string,
-  expected: ArchivedBucketExpectations & { readonly parts?: readonly PayloadFacts[] },
-): Promise<VerifiedArchiveParts> {
-  const bytes = await store.get(manifestKey);
-  const manifest = validateArchiveManifest(
-    bytes,
-    {
-      prefix: expected.prefix,
-      bucket: {
-        ...expected.bucket,
-        strategy: expected.strategy,
-        start: expected.start,
-        end: expected.end,
-      },
-      payload: expected.payload,
-      parts: expected.parts,
-      format: expected.format,
-      manifestKey,
-    },
-    manifestKey,
-  );
-  const parts = manifestParts(manifest);
-  for (const part of parts) {
-    await checkPayloadSize(store, part.key, part.byteLength, `in manifest ${manifestKey}`);
-  }
-  if (expected.verifyPayloadBytes !== false) {
-    for (const part of parts) {
-      await verifyPayload(store, part, manifest.format, {
-        bucket: expected.bucket,
-        tempDir: expected.tempDir,
-      });
-    }
-  }
-  return { manifestKey, manifest, parts };
-}
+// Re-verification of either version lives with the v4 one-part case in verify.ts.
+export { verifyArchive, type VerifiedArchiveParts } from "./verify.js";

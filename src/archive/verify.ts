@@ -18,6 +18,13 @@ import { dateToMicros } from "../domain/time.js";
 import type { PayloadFacts } from "../ports/hot-store.js";
 import type { ObjectStore } from "../ports/object-store.js";
 import { validateManifest, type Manifest } from "./manifest.js";
+import {
+  manifestParts,
+  validateArchiveManifest,
+  type ArchiveManifest,
+  type ArchiveManifestExpectations,
+  type PayloadPart,
+} from "./manifest-v5.js";
 import { inspectPayload, type PayloadExpectations } from "./payload-reader.js";
 import { fileByteSource } from "./byte-sources.js";
 import { bucketExpectations, checkPayloadSize, type ArchiveBucketRef } from "./store.js";
@@ -147,23 +154,65 @@ export interface VerifiedArchive {
   readonly payload: PayloadFacts;
 }
 
+export interface VerifiedArchiveParts {
+  readonly manifestKey: string;
+  readonly manifest: ArchiveManifest;
+  /** The payload objects in clustering order (one for manifest v4). */
+  readonly parts: readonly PayloadPart[];
+}
+
 /**
- * Re-verify an archived (or sealed) bucket: the manifest's bytes against
- * its content-addressed key and the expected bucket and payload, then the
- * payload's size and (unless told otherwise) its SHA-256, length and decoded
- * rows against the manifest. Used before publication, after a takeover
- * resumes from recorded artifacts, and by `pulpitum verify`.
+ * Re-verify an archived (or sealed) bucket of either manifest version: the
+ * manifest's bytes against its content-addressed key and the expected
+ * bucket, payload or parts, then every part's size (HEAD) and, unless
+ * `verifyPayloadBytes` is false, its SHA-256, length and decoded rows
+ * against the manifest. A v4 manifest is the one-part case. Used before
+ * publication and cleanup, before a restore, after a takeover resumes from
+ * recorded artifacts, and by `pulpitum verify`.
  *
  * Throws ArchiveIntegrityError on any mismatch, including a missing payload;
  * a missing manifest is ObjectNotFoundError, as the key may simply be wrong.
  */
+export async function verifyArchive(
+  store: ObjectStore,
+  manifestKey: string,
+  expected: ArchivedBucketExpectations & { readonly parts?: readonly PayloadFacts[] },
+): Promise<VerifiedArchiveParts> {
+  return await verifyManifestAndParts(store, manifestKey, expected, validateArchiveManifest);
+}
+
+/** {@link verifyArchive} for a bucket of one payload: a v5 manifest is refused. */
 export async function verifyArchivedBucket(
   store: ObjectStore,
   manifestKey: string,
   expected: ArchivedBucketExpectations,
 ): Promise<VerifiedArchive> {
+  const { manifest, parts } = await verifyManifestAndParts(
+    store,
+    manifestKey,
+    expected,
+    validateManifest,
+  );
+  const { key, sha256, rowCount, byteLength } = parts[0]!;
+  return {
+    manifestKey,
+    manifest: manifest as Manifest,
+    payload: { key, sha256, rowCount, byteLength },
+  };
+}
+
+async function verifyManifestAndParts(
+  store: ObjectStore,
+  manifestKey: string,
+  expected: ArchivedBucketExpectations & { readonly parts?: readonly PayloadFacts[] },
+  validate: (
+    bytes: Uint8Array,
+    expectations: ArchiveManifestExpectations,
+    objectKey: string,
+  ) => ArchiveManifest,
+): Promise<VerifiedArchiveParts> {
   const bytes = await store.get(manifestKey);
-  const manifest = validateManifest(
+  const manifest = validate(
     bytes,
     {
       prefix: expected.prefix,
@@ -174,32 +223,25 @@ export async function verifyArchivedBucket(
         end: expected.end,
       },
       payload: expected.payload,
+      parts: expected.parts,
       format: expected.format,
       manifestKey,
     },
     manifestKey,
   );
-  const recorded: PayloadFacts = {
-    key: manifest.payload_key,
-    sha256: manifest.sha256,
-    rowCount: manifest.row_count,
-    byteLength: manifest.byte_length,
-  };
-  await checkPayloadSize(store, recorded.key, recorded.byteLength, `in manifest ${manifestKey}`);
-  if (expected.verifyPayloadBytes === false) return { manifestKey, manifest, payload: recorded };
+  const parts = manifestParts(manifest);
+  const recordedBy = `in manifest ${manifestKey}`;
+  for (const part of parts) await checkPayloadSize(store, part.key, part.byteLength, recordedBy);
+  if (expected.verifyPayloadBytes === false) return { manifestKey, manifest, parts };
 
   const descriptor = parseBucketKey(manifest.bucket_key, manifest.bucket_strategy);
-  const payload = await verifyPayloadBytes(
-    store,
-    recorded,
-    manifest.format,
-    {
-      partitionKey: Buffer.from(manifest.partition_key_b64, "base64"),
-      start: dateToMicros(descriptor.start),
-      end: dateToMicros(descriptor.end),
-    },
-    `in manifest ${manifestKey}`,
-    expected.tempDir,
-  );
-  return { manifestKey, manifest, payload };
+  const rows: PayloadExpectations = {
+    partitionKey: Buffer.from(manifest.partition_key_b64, "base64"),
+    start: dateToMicros(descriptor.start),
+    end: dateToMicros(descriptor.end),
+  };
+  for (const part of parts) {
+    await verifyPayloadBytes(store, part, manifest.format, rows, recordedBy, expected.tempDir);
+  }
+  return { manifestKey, manifest, parts };
 }

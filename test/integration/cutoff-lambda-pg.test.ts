@@ -5,14 +5,8 @@
  * 2025 bucket at their first invocations after midnight UTC on 1 January.
  */
 import { randomUUID } from "node:crypto";
-import {
-  CreateQueueCommand,
-  DeleteMessageCommand,
-  ReceiveMessageCommand,
-  SendMessageCommand,
-  SQSClient,
-} from "@aws-sdk/client-sqs";
-import type { Context, SQSBatchResponse, SQSEvent } from "aws-lambda";
+import { CreateQueueCommand, SendMessageCommand, SQSClient } from "@aws-sdk/client-sqs";
+import type { Context } from "aws-lambda";
 import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
 import { createDiscoveryHandler, type DiscoveryReport } from "../../functions/discover.js";
 import {
@@ -29,6 +23,11 @@ import { parseRfc3339Micros } from "../../src/domain/time.js";
 import { ManualClock } from "../../src/ports/clock.js";
 import { encodeWorkMessage } from "../../src/ports/work-queue.js";
 import { freshBucket, freshDatabase, s3Client } from "../support/integration-resources.js";
+import {
+  deliverToWorker,
+  emulatorClientConfig,
+  invocationContext,
+} from "../support/lambda-invocation.js";
 
 vi.hoisted(() => {
   process.env.POWERTOOLS_LOG_LEVEL = "WARN";
@@ -36,11 +35,7 @@ vi.hoisted(() => {
 
 const endpoint = inject("awsEndpointUrl");
 const serverUrl = inject("databaseUrl");
-const clientConfig = {
-  endpoint,
-  region: "us-east-1",
-  credentials: { accessKeyId: "test", secretAccessKey: "test" },
-};
+const clientConfig = emulatorClientConfig(endpoint);
 
 const TABLE = parseTableId("newyear");
 const BUCKET: BucketId = {
@@ -59,22 +54,7 @@ function records(): TableRecord[] {
   }));
 }
 
-function lambdaContext(): Context {
-  return {
-    functionName: "Pulpitum-Function",
-    functionVersion: "$LATEST",
-    invokedFunctionArn: "arn:aws:lambda:us-east-1:123456789012:function:Pulpitum-Function",
-    memoryLimitInMB: "1024",
-    awsRequestId: randomUUID(),
-    logGroupName: "/aws/lambda/Pulpitum-Function",
-    logStreamName: "cutoff",
-    callbackWaitsForEmptyEventLoop: true,
-    getRemainingTimeInMillis: () => 300_000,
-    done: () => {},
-    fail: () => {},
-    succeed: () => {},
-  };
-}
+const lambdaContext = (): Context => invocationContext("cutoff");
 
 describe("a warm Lambda container crossing New Year", () => {
   const sqs = new SQSClient(clientConfig);
@@ -141,44 +121,7 @@ describe("a warm Lambda container crossing New Year", () => {
   });
 
   /** Receive what the queue holds and hand it to the worker as the event source mapping would. */
-  async function deliver(): Promise<{ delivered: number; failures: number }> {
-    const received = await sqs.send(
-      new ReceiveMessageCommand({
-        QueueUrl: queueUrl,
-        MaxNumberOfMessages: 10,
-        WaitTimeSeconds: 0,
-      }),
-    );
-    const messages = received.Messages ?? [];
-    if (messages.length === 0) return { delivered: 0, failures: 0 };
-    const event: SQSEvent = {
-      Records: messages.map((m) => ({
-        messageId: m.MessageId!,
-        receiptHandle: m.ReceiptHandle!,
-        body: m.Body!,
-        attributes: {
-          ApproximateReceiveCount: "1",
-          SentTimestamp: "0",
-          SenderId: "AIDATEST",
-          ApproximateFirstReceiveTimestamp: "0",
-        },
-        messageAttributes: {},
-        md5OfBody: "",
-        eventSource: "aws:sqs",
-        eventSourceARN: "arn:aws:sqs:us-east-1:123456789012:work",
-        awsRegion: "us-east-1",
-      })),
-    };
-    const response = (await worker(event, lambdaContext())) as SQSBatchResponse;
-    const failed = new Set(response.batchItemFailures.map((f) => f.itemIdentifier));
-    for (const m of messages) {
-      if (!failed.has(m.MessageId!))
-        await sqs.send(
-          new DeleteMessageCommand({ QueueUrl: queueUrl, ReceiptHandle: m.ReceiptHandle! }),
-        );
-    }
-    return { delivered: messages.length, failures: failed.size };
-  }
+  const deliver = () => deliverToWorker(sqs, queueUrl, worker, lambdaContext);
 
   it("finds nothing on 31 December and archives the 2025 bucket after midnight, without reopening", async () => {
     // Act: the last minute of 2026; a message for the bucket (a replay, say) warms the worker

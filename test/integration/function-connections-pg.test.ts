@@ -26,31 +26,14 @@ import { parseTableId } from "../../src/domain/table.js";
 import { parseRfc3339Micros } from "../../src/domain/time.js";
 import { encodeWorkMessage, type WorkItem } from "../../src/ports/work-queue.js";
 import { freshBucket, freshDatabase, s3Client } from "../support/integration-resources.js";
+import { emulatorClientConfig, invocationContext } from "../support/lambda-invocation.js";
 
 const endpoint = inject("awsEndpointUrl");
 const serverUrl = inject("databaseUrl");
-const aws = {
-  endpoint,
-  region: "us-east-1",
-  credentials: { accessKeyId: "test", secretAccessKey: "test" },
-};
+const aws = emulatorClientConfig(endpoint);
 
-function lambdaContext(): Context {
-  return {
-    functionName: "Pulpitum-WorkerFunction",
-    functionVersion: "$LATEST",
-    invokedFunctionArn: "arn:aws:lambda:us-east-1:123456789012:function:Pulpitum-WorkerFunction",
-    memoryLimitInMB: "1024",
-    awsRequestId: randomUUID(),
-    logGroupName: "/aws/lambda/Pulpitum-WorkerFunction",
-    logStreamName: "connections",
-    callbackWaitsForEmptyEventLoop: true,
-    getRemainingTimeInMillis: () => 300_000,
-    done: () => {},
-    fail: () => {},
-    succeed: () => {},
-  };
-}
+const lambdaContext = (): Context =>
+  invocationContext("connections", () => 300_000, "Pulpitum-WorkerFunction");
 
 function sqsEvent(items: readonly WorkItem[]): SQSEvent {
   return {

@@ -1,0 +1,87 @@
+/**
+ * What the integration tests need to invoke the Lambda handlers in process:
+ * the emulator's client settings, a Lambda context, and a delivery from a
+ * real SQS queue to the worker as the event source mapping would make it.
+ */
+import { randomUUID } from "node:crypto";
+import { DeleteMessageCommand, ReceiveMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
+import type { Context, SQSBatchResponse, SQSEvent } from "aws-lambda";
+
+/** AWS SDK client settings for the emulator at `endpoint`. */
+export function emulatorClientConfig(endpoint: string) {
+  return {
+    endpoint,
+    region: "us-east-1",
+    credentials: { accessKeyId: "test", secretAccessKey: "test" },
+  };
+}
+
+/** A Lambda context of function `functionName` with the remaining time `remainingMs` reports. */
+export function invocationContext(
+  logStreamName: string,
+  remainingMs: () => number = () => 300_000,
+  functionName = "Pulpitum-Function",
+): Context {
+  return {
+    functionName,
+    functionVersion: "$LATEST",
+    invokedFunctionArn: `arn:aws:lambda:us-east-1:123456789012:function:${functionName}`,
+    memoryLimitInMB: "1024",
+    awsRequestId: randomUUID(),
+    logGroupName: `/aws/lambda/${functionName}`,
+    logStreamName,
+    callbackWaitsForEmptyEventLoop: true,
+    getRemainingTimeInMillis: remainingMs,
+    done: () => {},
+    fail: () => {},
+    succeed: () => {},
+  };
+}
+
+/**
+ * Receive what the queue holds and hand it to the worker as the event source
+ * mapping would: one batch, then delete every message not reported failed.
+ */
+export async function deliverToWorker(
+  sqs: SQSClient,
+  queueUrl: string,
+  worker: (event: SQSEvent, context: Context) => Promise<unknown>,
+  context: () => Context,
+): Promise<{ delivered: number; failures: number }> {
+  const received = await sqs.send(
+    new ReceiveMessageCommand({
+      QueueUrl: queueUrl,
+      MaxNumberOfMessages: 10,
+      WaitTimeSeconds: 0,
+    }),
+  );
+  const messages = received.Messages ?? [];
+  if (messages.length === 0) return { delivered: 0, failures: 0 };
+  const event: SQSEvent = {
+    Records: messages.map((m) => ({
+      messageId: m.MessageId!,
+      receiptHandle: m.ReceiptHandle!,
+      body: m.Body!,
+      attributes: {
+        ApproximateReceiveCount: "1",
+        SentTimestamp: "0",
+        SenderId: "AIDATEST",
+        ApproximateFirstReceiveTimestamp: "0",
+      },
+      messageAttributes: {},
+      md5OfBody: "",
+      eventSource: "aws:sqs",
+      eventSourceARN: "arn:aws:sqs:us-east-1:123456789012:work",
+      awsRegion: "us-east-1",
+    })),
+  };
+  const response = (await worker(event, context())) as SQSBatchResponse;
+  const failed = new Set(response.batchItemFailures.map((f) => f.itemIdentifier));
+  for (const m of messages) {
+    if (!failed.has(m.MessageId!))
+      await sqs.send(
+        new DeleteMessageCommand({ QueueUrl: queueUrl, ReceiptHandle: m.ReceiptHandle! }),
+      );
+  }
+  return { delivered: messages.length, failures: failed.size };
+}
