@@ -218,7 +218,10 @@ async function main(): Promise<void> {
       mode: quick ? "quick" : "full",
       measured_at: new Date().toISOString(),
       ...figures,
-      load_average: os.loadavg(),
+      load_average: os
+        .loadavg()
+        .map((l) => l.toFixed(2))
+        .join(" "),
       machine: { cpu: os.cpus()[0]?.model ?? "?", cpus: os.cpus().length, node: process.version },
     };
     const file = fileURLToPath(new URL("./segmented.json", import.meta.url));
