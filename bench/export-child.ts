@@ -84,15 +84,18 @@ export async function exportChild(args: ExportArgs): Promise<ExportResult> {
 }
 
 /**
- * Bundle this file into `dir` with the esbuild options infra uses for the
- * worker (ESM, minified, parquet-wasm's binary beside the bundle); returns
- * the bundle's path.
+ * Bundle this file (or another bench child, `entry`) into `dir` with the
+ * esbuild options infra uses for the worker (ESM, minified, parquet-wasm's
+ * binary beside the bundle); returns the bundle's path.
  */
-export async function bundleExportChild(dir: string): Promise<string> {
+export async function bundleExportChild(
+  dir: string,
+  entry: string = fileURLToPath(import.meta.url),
+): Promise<string> {
   const { build } = await import("esbuild");
-  const outfile = path.join(dir, "export-child.mjs");
+  const outfile = path.join(dir, `${path.basename(entry, ".ts")}.mjs`);
   await build({
-    entryPoints: [fileURLToPath(import.meta.url)],
+    entryPoints: [entry],
     outfile,
     bundle: true,
     platform: "node",

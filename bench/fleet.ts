@@ -11,12 +11,14 @@
  *   npm run fleet -- --quick   # 2,000 buckets
  *
  * Goals: discovery admits at least 20× what the workers archive per second
- * (the workers, not discovery, are the limit), duplicate messages at most
+ * (the workers, not discovery, are the limit; discovery's rate comes from
+ * the admission probe of bench/fleet-admission.ts), duplicate messages at most
  * 1% of the buckets, every bucket archived and cleaned, the DLQ empty. The
  * exit code is 1 when a goal is missed.
  */
 import { randomUUID } from "node:crypto";
 import { writeFile } from "node:fs/promises";
+import os from "node:os";
 import { CreateBucketCommand, S3Client } from "@aws-sdk/client-s3";
 import { CreateQueueCommand, GetQueueAttributesCommand, SQSClient } from "@aws-sdk/client-sqs";
 import type { Context } from "aws-lambda";
@@ -27,6 +29,7 @@ import type { TableRecord } from "../src/domain/record.js";
 import type { HotStore } from "../src/ports/hot-store.js";
 import type { WorkItem, WorkQueue } from "../src/ports/work-queue.js";
 import { SqsEventSourcePoller } from "../test/support/sqs-poller.js";
+import { probeAdmission } from "./fleet-admission.js";
 import { startMoto, startPostgres, type RunningService } from "../test/support/services.js";
 
 const QUICK = process.argv.includes("--quick");
@@ -42,6 +45,8 @@ const FUNCTION_TIMEOUT_MS = 30_000;
 /** Each bucket needs five phases: one message from discovery, four handed on by the workers. */
 const PHASES_PER_BUCKET = 5;
 const TABLE = parseTableId("fleet");
+/** ARCHIVER_SCAN_LIMIT (its default): a full discovery page. */
+const SCAN_LIMIT = 64;
 const REGION = "us-east-1";
 
 const started = performance.now();
@@ -50,11 +55,11 @@ const writeErr = process.stderr.write.bind(process.stderr);
 const log = (message: string) => writeErr(`[${elapsed().toFixed(0).padStart(4)} s] ${message}\n`);
 
 /** Powertools writes a JSON line per log and metric flush; the bench keeps its output to figures. */
-function silenceHandlers(): () => void {
-  const out = process.stdout.write.bind(process.stdout);
-  process.stdout.write = (() => true) as typeof process.stdout.write;
+function silenceHandlers(stream: NodeJS.WriteStream = process.stdout): () => void {
+  const out = stream.write.bind(stream);
+  stream.write = (() => true) as typeof stream.write;
   return () => {
-    process.stdout.write = out;
+    stream.write = out;
   };
 }
 
@@ -107,7 +112,8 @@ function countingQueue<Q extends WorkQueue>(
 
 /**
  * A hot store whose discovery statements are timed: with the sends, the time
- * discovery spends admitting (its waits on a full queue left out).
+ * discovery spends topping the queue up during the run (its waits on a full
+ * queue left out), reported as `topup_admitted_per_s`.
  */
 function timedDiscovery(store: HotStore, timing: { ms: number }): HotStore {
   return new Proxy(store, {
@@ -217,6 +223,7 @@ async function main(): Promise<void> {
       ARCHIVER_ELIGIBLE_BEFORE: "2025-01-01T00:00:00Z",
       ARCHIVER_LEASE_SECONDS: "15",
       ARCHIVER_RETRY_SECONDS: "2",
+      ARCHIVER_SCAN_LIMIT: String(SCAN_LIMIT),
       ARCHIVER_DISCOVERY_TARGET_DEPTH: String(LANES * BATCH_SIZE * 2),
       ARCHIVER_DISCOVERY_RUN_SECONDS: String(SCHEDULE_SECONDS - 2),
       ARCHIVER_DISCOVERY_POLL_SECONDS: "0.5",
@@ -256,6 +263,26 @@ async function main(): Promise<void> {
       await store.append(TABLE, records.slice(i, i + 1000), new Date());
     }
     log(`seeded ${BUCKETS} buckets (${records.length} records)`);
+
+    // Every probe run stops on its cap, and discovery warns of that on stderr each time.
+    const restoreStderr = silenceHandlers(process.stderr);
+    const probe = await probeAdmission({
+      serverUrl,
+      env,
+      scanLimit: SCAN_LIMIT,
+      clients,
+      table: TABLE,
+      records,
+      buckets: BUCKETS,
+      lambdaContext,
+    }).finally(restoreStderr);
+    log(
+      `admission probe: ${probe.buckets} buckets admitted in ${probe.seconds.toFixed(2)} s ` +
+        `(${probe.runs} runs of up to ${probe.perRun} into an empty queue, ${probe.pages} pages, ` +
+        `${probe.messages} messages) = ${probe.admittedPerS.toFixed(0)}/s; ` +
+        `statements ${probe.statementSeconds.toFixed(2)} s, SendMessageBatch ${probe.sendSeconds.toFixed(2)} s, ` +
+        `depth reads ${probe.depthSeconds.toFixed(2)} s`,
+    );
 
     const handlers = Array.from({ length: LANES }, () =>
       createWorkerHandler(
@@ -347,12 +374,29 @@ async function main(): Promise<void> {
 
     const result = {
       buckets: BUCKETS,
-      admitted_per_s: Math.round(admitted / (discoveryTime.ms / 1000)),
+      admitted_per_s: Math.round(probe.admittedPerS),
       archived_per_s: Number((BUCKETS / wallS).toFixed(1)),
       discovery_runs: discoveryRuns,
       duplicate_messages: Math.max(0, sends.sent - PHASES_PER_BUCKET * BUCKETS),
       max_db_connections: maxConnections,
       wall_s: Number(wallS.toFixed(1)),
+    };
+    const context = {
+      topup_admitted_per_s: Math.round(admitted / (discoveryTime.ms / 1000)),
+      admission_probe: {
+        buckets: probe.buckets,
+        runs: probe.runs,
+        per_run: probe.perRun,
+        seconds: Number(probe.seconds.toFixed(2)),
+        pages: probe.pages,
+        statement_s: Number(probe.statementSeconds.toFixed(2)),
+        send_batch_s: Number(probe.sendSeconds.toFixed(2)),
+        depth_read_s: Number(probe.depthSeconds.toFixed(2)),
+      },
+      load_average: os
+        .loadavg()
+        .map((l) => l.toFixed(2))
+        .join(" "),
     };
     restoreStdout();
     const ratio = result.admitted_per_s / result.archived_per_s;
@@ -373,7 +417,7 @@ async function main(): Promise<void> {
     for (const [goal, met] of goals) log(`${met ? "met" : "MISSED"}: ${goal}`);
     await writeFile(
       new URL("./fleet.json", import.meta.url),
-      `${JSON.stringify({ ...result, quick: QUICK }, null, 2)}\n`,
+      `${JSON.stringify({ ...result, quick: QUICK, ...context }, null, 2)}\n`,
     );
     console.log(JSON.stringify(result));
     if (goals.some(([, met]) => !met)) process.exitCode = 1;

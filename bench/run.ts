@@ -1,8 +1,8 @@
 /**
  * Issue 8's benchmarks, side by side on one PostgreSQL:
  *
- *   npm run bench              # 1M-row export vs COPY, RSS at 1M and 10M, 1M discovery rows
- *   npm run bench -- --quick   # 1M-row export vs COPY, RSS at 200k and 1M, 100k discovery rows
+ *   npm run bench              # 1M-row export vs COPY, RSS at 1M and 10M, 1M discovery rows, 10M rows in 1M-row parts
+ *   npm run bench -- --quick   # 1M-row export vs COPY, RSS at 200k and 1M, 100k discovery rows, 1M rows in 250k-row parts
  *
  * Starts a throwaway PostgreSQL (test/support/services.ts) unless
  * DATABASE_URL is set, and moto's S3 unless AWS_ENDPOINT_URL is set, prints
@@ -36,6 +36,7 @@ import {
   type ExportResult,
 } from "./export-child.js";
 import { breakdownChild, type Breakdown } from "./breakdown-child.js";
+import { segmentedExports, segmentedLines, segmentedPlan } from "./segmented.js";
 import { cleanupCurve, hotBucketContention } from "./hot-store.js";
 import {
   appendsVsInserts,
@@ -227,6 +228,14 @@ async function main(): Promise<void> {
     if (concurrent.rows !== workerBatchSize * plan.concurrentRows)
       throw new Error(`concurrent exports wrote ${concurrent.rows} rows`);
 
+    const segmented = await segmentedExports(
+      store,
+      databaseUrl,
+      work,
+      segmentedPlan(plan.quick),
+      log,
+    );
+
     log("export breakdown (child process)");
     const breakdown = await runChild<Breakdown>("breakdown", {
       databaseUrl,
@@ -302,6 +311,7 @@ async function main(): Promise<void> {
       exports: Object.fromEntries([...exports].map(([rows, e]) => [rows, e])),
       exports_bundled: Object.fromEntries([...bundled].map(([rows, e]) => [rows, e])),
       export_breakdown: breakdown,
+      ...segmented,
       archived_vs_hot_first_page_ratio: archivedPage.warmMs / hotPage.warmMs,
       archived_vs_hot_first_page_ratio_cold: archivedPage.coldMs / hotPage.coldMs,
       archived_s3_vs_hot_first_page_ratio: s3Page.warmMs / hotPage.warmMs,
@@ -393,6 +403,7 @@ async function main(): Promise<void> {
       "<= 1.10",
       results.export_rss_growth_ratio_bundled <= 1.1,
     );
+    segmentedLines(segmented, line);
     line(
       "first page archived vs hot (warm)",
       `${archivedPage.warmMs.toFixed(2)} / ${hotPage.warmMs.toFixed(2)} ms = ${results.archived_vs_hot_first_page_ratio.toFixed(2)}`,

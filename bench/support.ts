@@ -176,14 +176,14 @@ export function benchContext(
 /**
  * Run a child process and resolve its last stdout line as JSON: by default
  * bench/run.ts under tsx with `--child kind args`; with `bundle`, that
- * esbuild bundle under plain node with `--export-child args`.
+ * esbuild bundle under plain node with `--kind-child args`.
  */
 export async function runChild<T>(kind: string, args: unknown, bundle?: string): Promise<T> {
   const script = fileURLToPath(new URL("./run.ts", import.meta.url));
   const argv =
     bundle === undefined
       ? ["--import", "tsx", script, "--child", kind, JSON.stringify(args)]
-      : [bundle, "--export-child", JSON.stringify(args)];
+      : [bundle, `--${kind}-child`, JSON.stringify(args)];
   return await new Promise((resolve, reject) => {
     const child = execFile(
       process.execPath,
