@@ -107,11 +107,11 @@ export async function probeAdmission(input: AdmissionProbeInput): Promise<Admiss
     ARCHIVER_DISCOVERY_RUN_SECONDS: "600",
   };
   const { createDiscoveryHandler } = await import("../functions/discover.js");
-  const { openLambdaRuntime } = await import("../functions/runtime.js");
+  const { openLambdaAdapters } = await import("../functions/open-adapters.js");
   const { parseDiscoverySettings } = await import("../src/discovery-settings.js");
-  const lambda = await openLambdaRuntime(env, { clients: input.clients, migrate: true });
+  const lambda = await openLambdaAdapters(env, { clients: input.clients, migrate: true });
   try {
-    const store = lambda.runtime.hotStore;
+    const store = lambda.adapters.hotStore;
     await store.registerTable(
       {
         tableId: input.table,
@@ -127,10 +127,10 @@ export async function probeAdmission(input: AdmissionProbeInput): Promise<Admiss
     const storeTiming: Record<string, number> = { discover: 0 };
     const queueTiming: Record<string, number> = { sendBatch: 0, depth: 0 };
     const handler = createDiscoveryHandler(async () => ({
-      runtime: {
-        clock: lambda.runtime.clock,
+      adapters: {
+        clock: lambda.adapters.clock,
         context: (log) => {
-          const ctx = lambda.runtime.context(log);
+          const ctx = lambda.adapters.context(log);
           return { ...ctx, hotStore: timed(ctx.hotStore, storeTiming) };
         },
       },

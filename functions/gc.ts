@@ -2,7 +2,9 @@
  * The garbage-collection function, run daily by an EventBridge schedule (or
  * invoked by hand with `{"dry_run": true}`): delete archive objects no
  * bucket needs that are older than ARCHIVER_GC_MIN_AGE_SECONDS. See
- * src/usecases/gc.ts for why this never collects an object in use.
+ * src/usecases/gc.ts for why this never collects an object in use. A pass
+ * longer than one invocation stops before the deadline, saving where it
+ * stands, and the next invocation continues it (src/usecases/gc-continuation.ts).
  */
 import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
 import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
@@ -11,6 +13,7 @@ import type { Context } from "aws-lambda";
 import type { PulpitumConfig } from "../src/config.js";
 import type { Adapters } from "../src/open-adapters.js";
 import { readBoolean, readFields, readObject } from "../src/input.js";
+import { gcProgressOf } from "../src/adapters/sql/gc-progress.js";
 import { collectGarbage, type GcReport } from "../src/usecases/gc.js";
 import { logger, metrics, recordGc, workflowLog } from "./observability.js";
 import { lambdaAdaptersPerContainer, openLambdaAdapters } from "./open-adapters.js";
@@ -50,7 +53,7 @@ export function createGcHandler(open: () => Promise<GcDependencies>) {
     const request = parseGcRequest(event, "GC event");
     const { config, adapters } = await open();
     const report = await collectGarbage(
-      { ...adapters, log: workflowLog(logger) },
+      { ...adapters, log: workflowLog(logger), progress: gcProgressOf(adapters.hotStore) },
       {
         minAgeMs: config.gcMinAgeSeconds * 1000,
         dryRun: request.dryRun,

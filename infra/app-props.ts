@@ -5,6 +5,7 @@
  * secret to fill in, a 5-minute schedule.
  */
 import type { ArchiverStackProps } from "./archiver-stack.js";
+import type { PayloadStorageClass } from "./settings.js";
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -91,6 +92,36 @@ export const APP_SETTINGS = {
     env: "PULPITUM_ALARM_TOPIC_ARN",
     form: "an SNS topic ARN",
   },
+  queryCatalog: {
+    context: "pulpitum:queryCatalog",
+    env: "PULPITUM_QUERY_CATALOG",
+    form: "true or false",
+  },
+  glueDatabaseName: {
+    context: "pulpitum:glueDatabaseName",
+    env: "PULPITUM_GLUE_DATABASE_NAME",
+    form: "lower-case letters, digits and '_'",
+  },
+  queryBytesScannedCutoffGb: {
+    context: "pulpitum:queryBytesScannedCutoffGb",
+    env: "PULPITUM_QUERY_BYTES_SCANNED_CUTOFF_GB",
+    form: "an integer 1..10240",
+  },
+  queryResultsRetentionDays: {
+    context: "pulpitum:queryResultsRetentionDays",
+    env: "PULPITUM_QUERY_RESULTS_RETENTION_DAYS",
+    form: "an integer 1..3650",
+  },
+  payloadTransitionDays: {
+    context: "pulpitum:payloadTransitionDays",
+    env: "PULPITUM_PAYLOAD_TRANSITION_DAYS",
+    form: "an integer number of days",
+  },
+  payloadStorageClass: {
+    context: "pulpitum:payloadStorageClass",
+    env: "PULPITUM_PAYLOAD_STORAGE_CLASS",
+    form: "STANDARD_IA, GLACIER_IR or INTELLIGENT_TIERING",
+  },
   eligibleBefore: {
     context: "pulpitum:eligibleBefore",
     env: "ARCHIVER_ELIGIBLE_BEFORE",
@@ -138,6 +169,16 @@ export function stackPropsFrom(
       return undefined;
     }
     return Number(v);
+  };
+  const bool = (name: SettingName): boolean | undefined => {
+    const v = text(name);
+    if (v === undefined) return undefined;
+    if (v === "true" || v === "false") return v === "true";
+    const { context, env: variable } = APP_SETTINGS[name];
+    problems.push(
+      `${context} / ${variable}=${JSON.stringify(v)} is invalid: ${APP_SETTINGS[name].form}`,
+    );
+    return undefined;
   };
   const list = (name: SettingName) =>
     text(name)
@@ -188,6 +229,13 @@ export function stackPropsFrom(
     databasePoolMax: int("databasePoolMax"),
     databaseConnectionBudget: int("databaseConnectionBudget"),
     alarmTopicArn: text("alarmTopicArn"),
+    queryCatalog: bool("queryCatalog"),
+    glueDatabaseName: text("glueDatabaseName"),
+    queryBytesScannedCutoffGb: int("queryBytesScannedCutoffGb"),
+    queryResultsRetentionDays: int("queryResultsRetentionDays"),
+    payloadTransitionDays: int("payloadTransitionDays"),
+    // Validated against the accepted classes by stackSettings.
+    payloadStorageClass: text("payloadStorageClass") as PayloadStorageClass | undefined,
     archiverEnvironment,
     env:
       env.CDK_DEFAULT_ACCOUNT || env.CDK_DEFAULT_REGION

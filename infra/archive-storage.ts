@@ -4,10 +4,50 @@
  * the records.
  */
 import { Duration, RemovalPolicy, type Stack, Validations, aws_s3 as s3 } from "aws-cdk-lib";
-import type { StackSettings } from "./settings.js";
+import type { PayloadStorageClass, StackSettings } from "./settings.js";
 
 /** Days a version deleted by garbage collection stays recoverable in the versioned archive bucket. */
 export const GC_NONCURRENT_VERSION_DAYS = 30;
+
+/**
+ * Objects at or below this size never change storage class: manifests and
+ * small payloads would be billed as 128 KiB in the infrequent-access and
+ * Glacier Instant Retrieval classes (and gain nothing in Intelligent-Tiering).
+ */
+export const MIN_TRANSITION_BYTES = 128 * 1024;
+
+const TRANSITION_RULE_ID = "transition-payloads";
+
+const STORAGE_CLASS: Record<PayloadStorageClass, s3.StorageClass> = {
+  STANDARD_IA: s3.StorageClass.INFREQUENT_ACCESS,
+  GLACIER_IR: s3.StorageClass.GLACIER_INSTANT_RETRIEVAL,
+  INTELLIGENT_TIERING: s3.StorageClass.INTELLIGENT_TIERING,
+};
+
+/**
+ * The optional rule moving payloads to a cheaper class. It filters by size
+ * over `{prefix}/v4/` rather than by a tag on payloads: lifecycle filters see
+ * prefixes, tags and sizes, never a middle key segment like `payloads/`, and
+ * the only objects there besides payloads are manifests (a few KiB) that the
+ * size filter already keeps in STANDARD. Tagging at upload would add a
+ * request parameter to every adapter for no object the size filter misses.
+ */
+function payloadTransitionRule(settings: StackSettings): s3.LifecycleRule[] {
+  if (settings.payloadTransition === null) return [];
+  return [
+    {
+      id: TRANSITION_RULE_ID,
+      prefix: `${settings.archivePrefix}/v4/`,
+      objectSizeGreaterThan: MIN_TRANSITION_BYTES,
+      transitions: [
+        {
+          storageClass: STORAGE_CLASS[settings.payloadTransition.storageClass],
+          transitionAfter: Duration.days(settings.payloadTransition.days),
+        },
+      ],
+    },
+  ];
+}
 
 export interface ArchiveStorage {
   readonly archiveBucket: s3.Bucket;
@@ -35,6 +75,19 @@ export function addArchiveStorage(stack: Stack, settings: StackSettings): Archiv
       "This bucket receives the archive bucket's server access logs; logging it into itself would log its own log deliveries.",
   });
 
+  const lifecycleRules: s3.LifecycleRule[] = [
+    // A crash mid-upload leaves an invisible, billed upload; nothing resumes one after a day.
+    {
+      id: "abort-incomplete-multipart-uploads",
+      abortIncompleteMultipartUploadAfter: Duration.days(1),
+    },
+    // Garbage collection deletes orphans; versioning keeps them recoverable for this long, then frees the space.
+    {
+      id: "expire-collected-versions",
+      noncurrentVersionExpiration: Duration.days(GC_NONCURRENT_VERSION_DAYS),
+    },
+    ...payloadTransitionRule(settings),
+  ];
   const archiveBucket = new s3.Bucket(stack, "ArchiveBucket", {
     blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
     encryption: s3.BucketEncryption.S3_MANAGED,
@@ -43,19 +96,16 @@ export function addArchiveStorage(stack: Stack, settings: StackSettings): Archiv
     objectOwnership: s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
     serverAccessLogsBucket: accessLogsBucket,
     serverAccessLogsPrefix: "archive-bucket/",
-    lifecycleRules: [
-      // A crash mid-upload leaves an invisible, billed upload; nothing resumes one after a day.
-      {
-        id: "abort-incomplete-multipart-uploads",
-        abortIncompleteMultipartUploadAfter: Duration.days(1),
-      },
-      // Garbage collection deletes orphans; versioning keeps them recoverable for this long, then frees the space.
-      {
-        id: "expire-collected-versions",
-        noncurrentVersionExpiration: Duration.days(GC_NONCURRENT_VERSION_DAYS),
-      },
-    ],
+    lifecycleRules,
     removalPolicy: RemovalPolicy.RETAIN,
   });
+  const transitionAt = lifecycleRules.findIndex((r) => r.id === TRANSITION_RULE_ID);
+  if (transitionAt >= 0) {
+    // CloudFormation types ObjectSizeGreaterThan as a string; CDK writes a number, which its validation warns about.
+    (archiveBucket.node.defaultChild as s3.CfnBucket).addPropertyOverride(
+      `LifecycleConfiguration.Rules.${transitionAt}.ObjectSizeGreaterThan`,
+      String(MIN_TRANSITION_BYTES),
+    );
+  }
   return { archiveBucket, accessLogsBucket };
 }

@@ -29,12 +29,13 @@ import {
   type ArchiverAlarms,
 } from "./monitoring.js";
 import { acknowledgeFunctionFindings, grantAccess } from "./permissions.js";
+import { addQueryCatalog, type QueryCatalog } from "./query-catalog.js";
 import { addQueues } from "./queues.js";
 import { addScaleAlarms, type ScaleAlarms } from "./scale-alarms.js";
 import { acknowledgeServerlessFindings } from "./serverless-findings.js";
 import { stackSettings, type ArchiverStackProps, type StackSettings } from "./settings.js";
 
-export { GC_NONCURRENT_VERSION_DAYS } from "./archive-storage.js";
+export { GC_NONCURRENT_VERSION_DAYS, MIN_TRANSITION_BYTES } from "./archive-storage.js";
 export { bundlingOptions } from "./bundling.js";
 export { PROJECT_ROOT } from "./functions.js";
 export {
@@ -63,6 +64,8 @@ export class ArchiverStack extends Stack {
   readonly gcSchedule: events.Rule;
   readonly alarms: ArchiverAlarms & ScaleAlarms;
   readonly dashboard: cloudwatch.Dashboard;
+  /** The Glue tables over the catalog and the Athena workgroup; undefined when queryCatalog is false. */
+  readonly queryCatalog: QueryCatalog | undefined;
 
   constructor(scope: Construct, id: string, props: ArchiverStackProps = {}) {
     super(scope, id, props);
@@ -74,6 +77,9 @@ export class ArchiverStack extends Stack {
     const storage = addArchiveStorage(this, settings);
     this.archiveBucket = storage.archiveBucket;
     this.accessLogsBucket = storage.accessLogsBucket;
+    this.queryCatalog = settings.queryCatalog
+      ? addQueryCatalog(this, settings, storage)
+      : undefined;
     const queues = addQueues(this, settings);
     this.workQueue = queues.workQueue;
     this.deadLetterQueue = queues.deadLetterQueue;

@@ -74,7 +74,27 @@ export interface ArchiverStackProps extends StackProps {
   readonly drainAlarmPeriods?: number;
   /** Powertools service name (the `service` metric dimension). Default "pulpitum". */
   readonly serviceName?: string;
+  /** Add the Glue database and tables over the catalog and the Athena workgroup (infra/query-catalog.ts). Default true. */
+  readonly queryCatalog?: boolean;
+  /** The Glue database's name: lower-case letters, digits and '_', unique in the account and region. Default "pulpitum_archive". */
+  readonly glueDatabaseName?: string;
+  /** The workgroup cancels a query that scans more than this many GiB, 1..10240. Default 100. */
+  readonly queryBytesScannedCutoffGb?: number;
+  /** Days query results stay in the results bucket, 1..3650. Default 7. */
+  readonly queryResultsRetentionDays?: number;
+  /** Move payload objects of 128 KiB or more to {@link payloadStorageClass} this many days after upload. Default: never. */
+  readonly payloadTransitionDays?: number;
+  /** The storage class payloads move to. Default STANDARD_IA. */
+  readonly payloadStorageClass?: PayloadStorageClass;
 }
+
+/** Storage classes a payload may move to: instant reads, so archived buckets stay readable as they are. */
+export const PAYLOAD_STORAGE_CLASSES = [
+  "STANDARD_IA",
+  "GLACIER_IR",
+  "INTELLIGENT_TIERING",
+] as const;
+export type PayloadStorageClass = (typeof PAYLOAD_STORAGE_CLASSES)[number];
 
 /** The effective settings after defaults, validated. */
 export interface StackSettings {
@@ -95,6 +115,15 @@ export interface StackSettings {
   readonly oldestMessageAlarmSeconds: number;
   readonly drainAlarmPeriods: number;
   readonly serviceName: string;
+  readonly queryCatalog: boolean;
+  readonly glueDatabaseName: string;
+  readonly queryBytesScannedCutoffGb: number;
+  readonly queryResultsRetentionDays: number;
+  /** Null: payloads stay in STANDARD. */
+  readonly payloadTransition: {
+    readonly days: number;
+    readonly storageClass: PayloadStorageClass;
+  } | null;
 }
 
 /**
@@ -205,6 +234,44 @@ export function stackSettings(props: ArchiverStackProps): StackSettings {
     );
   }
 
+  const glueDatabaseName = props.glueDatabaseName ?? "pulpitum_archive";
+  if (!/^[a-z0-9_]{1,255}$/.test(glueDatabaseName)) {
+    problems.push(
+      `glueDatabaseName=${JSON.stringify(glueDatabaseName)} is invalid: 1-255 lower-case letters, digits or '_' (a name Athena queries without quoting)`,
+    );
+  }
+  const queryBytesScannedCutoffGb = integer(
+    "queryBytesScannedCutoffGb",
+    props.queryBytesScannedCutoffGb,
+    100,
+    1,
+    10_240,
+  );
+  const queryResultsRetentionDays = integer(
+    "queryResultsRetentionDays",
+    props.queryResultsRetentionDays,
+    7,
+    1,
+    3650,
+  );
+  const payloadStorageClass = props.payloadStorageClass ?? "STANDARD_IA";
+  if (!PAYLOAD_STORAGE_CLASSES.includes(payloadStorageClass)) {
+    problems.push(
+      `payloadStorageClass=${JSON.stringify(payloadStorageClass)} is invalid: one of ${PAYLOAD_STORAGE_CLASSES.join(", ")}`,
+    );
+  }
+  let payloadTransition: StackSettings["payloadTransition"] = null;
+  if (props.payloadTransitionDays !== undefined) {
+    // S3 refuses a transition to STANDARD_IA sooner than 30 days after creation.
+    const min = payloadStorageClass === "STANDARD_IA" ? 30 : 0;
+    const days = integer("payloadTransitionDays", props.payloadTransitionDays, min, min, 36_500);
+    payloadTransition = { days, storageClass: payloadStorageClass };
+  } else if (props.payloadStorageClass !== undefined) {
+    problems.push(
+      `payloadStorageClass=${JSON.stringify(props.payloadStorageClass)} needs payloadTransitionDays: the number of days after upload at which payloads move`,
+    );
+  }
+
   const archiverEnvironment = { ...(props.archiverEnvironment ?? {}) };
   const foreign = Object.keys(archiverEnvironment).filter((k) => !k.startsWith("ARCHIVER_"));
   if (foreign.length > 0) {
@@ -249,5 +316,10 @@ export function stackSettings(props: ArchiverStackProps): StackSettings {
     oldestMessageAlarmSeconds,
     drainAlarmPeriods,
     serviceName,
+    queryCatalog: props.queryCatalog ?? true,
+    glueDatabaseName,
+    queryBytesScannedCutoffGb,
+    queryResultsRetentionDays,
+    payloadTransition,
   });
 }

@@ -406,6 +406,12 @@ export const OTHER_VARIABLES: ReadonlyArray<{ name: string; rule: string }> = [
     "DATABASE_POOL_MAX",
     "DATABASE_CONNECTION_BUDGET",
     "ALARM_TOPIC_ARN",
+    "QUERY_CATALOG",
+    "GLUE_DATABASE_NAME",
+    "QUERY_BYTES_SCANNED_CUTOFF_GB",
+    "QUERY_RESULTS_RETENTION_DAYS",
+    "PAYLOAD_TRANSITION_DAYS",
+    "PAYLOAD_STORAGE_CLASS",
   ].map((suffix) => ({
     name: `PULPITUM_${suffix}`,
     rule: "a setting of the CDK app (cdk synth/deploy)",

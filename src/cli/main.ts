@@ -343,19 +343,28 @@ function buildProgram(): Command {
       "--include-unowned",
       "also delete old objects of buckets that have no metadata row at all (kept by default: after a database restore from backup they may be the only copy)",
     )
+    .option(
+      "--max-objects <n>",
+      "stop after listing about this many objects, saving where the pass stands for the next run",
+    )
     .option("--json", "print the report as JSON")
     .action(
       async (opts: {
         dryRun?: boolean;
         minAgeSeconds?: string;
         includeUnowned?: boolean;
+        maxObjects?: string;
         json?: boolean;
       }) => {
         const minAgeSeconds =
           opts.minAgeSeconds === undefined
             ? undefined
             : integerOption(opts.minAgeSeconds, "--min-age-seconds", 3600, 31_536_000);
-        await (await maintenanceModule()).gcCommand({ ...opts, minAgeSeconds });
+        const maxObjects =
+          opts.maxObjects === undefined
+            ? undefined
+            : integerOption(opts.maxObjects, "--max-objects", 1, Number.MAX_SAFE_INTEGER);
+        await (await maintenanceModule()).gcCommand({ ...opts, minAgeSeconds, maxObjects });
       },
     );
 

@@ -71,6 +71,12 @@ export interface ObjectInfo {
 
 export interface ListOptions {
   readonly continuationToken?: string;
+  /**
+   * List only keys after this one (exclusive), as S3's StartAfter: where a
+   * listing stopped in an earlier process, since a continuation token may
+   * not outlive it. Ignored when `continuationToken` is given.
+   */
+  readonly startAfter?: string;
   /** At most this many keys per page (default 1000). */
   readonly maxKeys?: number;
 }
@@ -82,10 +88,14 @@ export interface ListPage {
 }
 
 /** Every object under `prefix`, page by page. */
-export async function* listAll(store: ObjectStore, prefix: string): AsyncIterable<ObjectInfo> {
+export async function* listAll(
+  store: ObjectStore,
+  prefix: string,
+  startAfter?: string,
+): AsyncIterable<ObjectInfo> {
   let continuationToken: string | undefined;
   do {
-    const page = await store.list(prefix, { continuationToken });
+    const page = await store.list(prefix, { continuationToken, startAfter });
     yield* page.objects;
     continuationToken = page.continuationToken;
   } while (continuationToken !== undefined);

@@ -36,15 +36,27 @@
  *
  * Memory: the references of one table at a time (a few hundred bytes per
  * bucket), because object keys group by table and list in key order.
+ *
+ * A pass over more objects than one run can list continues in the next run
+ * from a position saved in the hot store, under a GC lease that keeps two
+ * runs off the same keys (see gc-continuation.ts).
  */
 import { describeBucket, type BucketId } from "../domain/bucket.js";
 import { bucketPrefix, joinKey } from "../domain/object-keys.js";
 import { parseTableId, type TableId } from "../domain/table.js";
 import { InvalidInputError } from "../errors.js";
 import type { Clock } from "../ports/clock.js";
+import type { GcProgressStore } from "../ports/gc-progress.js";
 import type { HotStore } from "../ports/hot-store.js";
 import { listAll, type ObjectInfo, type ObjectStore } from "../ports/object-store.js";
 import type { WorkflowLog } from "./context.js";
+import {
+  busyGcReport,
+  endGcPass,
+  openGcPass,
+  type GcPassCursor,
+  type GcPassReport,
+} from "./gc-continuation.js";
 
 export interface GcContext {
   readonly hotStore: HotStore;
@@ -53,6 +65,12 @@ export interface GcContext {
   /** The archive prefix (may be empty); only `{prefix}/v4/` is examined. */
   readonly archivePrefix: string;
   readonly log: WorkflowLog;
+  /**
+   * Where passes stand. With it, a run continues the pass the last run
+   * stopped and saves where it stops; without it, every run lists from the
+   * first key. Dry runs never use it.
+   */
+  readonly progress?: GcProgressStore | null;
 }
 
 export interface GcOptions {
@@ -68,6 +86,8 @@ export interface GcOptions {
   readonly deadline?: Date;
   /** Bucket references read per query. Default 1000. */
   readonly referencePageSize?: number;
+  /** Start no new bucket once this many objects were listed in this run. Default: no limit. */
+  readonly maxObjects?: number;
 }
 
 export type GcAction =
@@ -108,7 +128,14 @@ export interface GcReport {
   readonly orphans: readonly GcObject[];
   /** Keys under the prefix without the archive layout (at most 100 listed). */
   readonly unrecognized_keys: readonly string[];
-  readonly stopped_because: "done" | "deadline";
+  /**
+   * done: the listing reached its end; deadline, budget: the run stopped
+   * early and the next continues (see `pass`); busy: another run holds the
+   * GC lease, nothing was done; lease-lost: another run took the lease over.
+   */
+  readonly stopped_because: "done" | "deadline" | "budget" | "busy" | "lease-lost";
+  /** The pass this run continued; null for a dry run or without a progress store. */
+  readonly pass: GcPassReport | null;
 }
 
 interface BucketRefs {
@@ -146,6 +173,9 @@ export async function collectGarbage(ctx: GcContext, options: GcOptions): Promis
     );
   }
   const root = `${joinKey(ctx.archivePrefix, "v4")}/`;
+  const opened = await openGcPass(ctx, root, options);
+  if (opened.kind === "busy") return busyGcReport(ctx, options, root, opened.expiresAt);
+  const cursor: GcPassCursor | null = opened.cursor;
   const pageSize = options.referencePageSize ?? 1000;
   const kept = { referenced: 0, in_flight: 0, young: 0, busy: 0, unowned: 0, unrecognized: 0 };
   const orphans: GcObject[] = [];
@@ -242,7 +272,25 @@ export async function collectGarbage(ctx: GcContext, options: GcOptions): Promis
     }
   };
 
-  for await (const object of listAll(ctx.objectStore, root)) {
+  /** Every key listed before the current one, once a boundary has flushed, is handled. */
+  let lastKey: string | undefined;
+  let handledThrough: string | undefined;
+  const stopHere = async (): Promise<boolean> => {
+    await flush();
+    if (options.deadline !== undefined && ctx.clock.now() >= options.deadline) {
+      stoppedBecause = "deadline";
+    } else if (options.maxObjects !== undefined && scannedObjects > options.maxObjects) {
+      stoppedBecause = "budget";
+    } else if (cursor !== null && !(await cursor.beforeGroup(handledThrough))) {
+      stoppedBecause = "lease-lost";
+    }
+    return stoppedBecause !== "done";
+  };
+
+  for await (const object of listAll(ctx.objectStore, root, cursor?.startAfter)) {
+    handledThrough = lastKey;
+    lastKey = object.key;
+    cursor?.counted();
     scannedObjects++;
     scannedBytes += object.size;
     const parts = object.key.slice(root.length).split("/");
@@ -256,11 +304,7 @@ export async function collectGarbage(ctx: GcContext, options: GcOptions): Promis
     }
     const [table, partition, bucket] = parts as [string, string, string];
     if (table !== tableSegment) {
-      await flush();
-      if (options.deadline !== undefined && ctx.clock.now() >= options.deadline) {
-        stoppedBecause = "deadline";
-        break;
-      }
+      if (await stopHere()) break;
       tableSegment = table;
       tableRefs = await loadTableReferences(ctx, table, pageSize);
     }
@@ -270,16 +314,15 @@ export async function collectGarbage(ctx: GcContext, options: GcOptions): Promis
     }
     const prefix = `${root}${table}/${partition}/${bucket}`;
     if (group?.prefix !== prefix) {
-      await flush();
-      if (options.deadline !== undefined && ctx.clock.now() >= options.deadline) {
-        stoppedBecause = "deadline";
-        break;
-      }
+      // Checked again after a table's references were loaded, which can take long.
+      if (await stopHere()) break;
       group = { prefix, objects: [] };
     }
     group.objects.push(object);
   }
   if (stoppedBecause === "done") await flush();
+  const ended = await endGcPass(cursor, stoppedBecause, handledThrough);
+  stoppedBecause = ended.stoppedBecause;
 
   const report: GcReport = {
     dry_run: options.dryRun,
@@ -293,6 +336,7 @@ export async function collectGarbage(ctx: GcContext, options: GcOptions): Promis
     orphans,
     unrecognized_keys: unrecognized,
     stopped_because: stoppedBecause,
+    pass: ended.pass,
   };
   ctx.log.info("garbage collection finished", {
     dry_run: report.dry_run,
@@ -302,6 +346,7 @@ export async function collectGarbage(ctx: GcContext, options: GcOptions): Promis
     orphans: orphans.length,
     kept,
     stopped_because: stoppedBecause,
+    pass_finished: ended.pass?.finished ?? null,
   });
   return report;
 }

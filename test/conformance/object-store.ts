@@ -374,6 +374,32 @@ export function objectStoreConformance(name: string, open: () => Promise<OpenedS
         expect(seen).toEqual(["p/a-c", "p/a/b", "p/a/c/d", "p/a0"]);
       });
 
+      it("starts after a given key, whether or not it still exists, and pages on from there", async () => {
+        const after = async (startAfter: string, prefix = "") => {
+          const seen: string[] = [];
+          let continuationToken: string | undefined;
+          do {
+            const page = await store.list(prefix, { continuationToken, startAfter, maxKeys: 1 });
+            seen.push(...page.objects.map((o) => o.key));
+            continuationToken = page.continuationToken;
+          } while (continuationToken !== undefined);
+          return seen;
+        };
+        expect(await after("p/a/b")).toEqual(["p/a/c/d", "p/a0", "p/b", "p/bz/x/y/z", "q/1"]);
+        // A key deleted since (or never written) still marks the position.
+        expect(await after("p/a/bb")).toEqual(["p/a/c/d", "p/a0", "p/b", "p/bz/x/y/z", "q/1"]);
+        expect(await after("p/a", "p/")).toEqual([
+          "p/a-c",
+          "p/a/b",
+          "p/a/c/d",
+          "p/a0",
+          "p/b",
+          "p/bz/x/y/z",
+        ]);
+        expect(await after("p/b", "p/")).toEqual(["p/bz/x/y/z"]);
+        expect(await after("q/1")).toEqual([]);
+      });
+
       it("rejects a prefix that could escape the store", async () => {
         await expect(store.list("../")).rejects.toBeInstanceOf(InvalidInputError);
         await expect(store.list("/abs")).rejects.toBeInstanceOf(InvalidInputError);

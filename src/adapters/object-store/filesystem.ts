@@ -178,7 +178,8 @@ export class FileObjectStore implements ObjectStore {
     const baseKey = prefix.slice(0, prefix.lastIndexOf("/") + 1);
     const found: ObjectInfo[] = [];
     try {
-      await this.#walk(baseKey, prefix, options.continuationToken, found, maxKeys + 1);
+      const after = options.continuationToken ?? options.startAfter;
+      await this.#walk(baseKey, prefix, after, found, maxKeys + 1);
     } catch (error) {
       throw storeError(error, "list", prefix);
     }

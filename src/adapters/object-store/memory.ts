@@ -130,7 +130,7 @@ export class MemoryObjectStore implements ObjectStore {
     this.calls.list++;
     this.#hook("list", prefix, "before");
     const maxKeys = options.maxKeys ?? 1000;
-    const after = options.continuationToken ?? "";
+    const after = options.continuationToken ?? options.startAfter ?? "";
     const keys = this.keys().filter((k) => k.startsWith(prefix) && k > after);
     const page = keys.slice(0, maxKeys);
     const objects = page.map((key) => {

@@ -255,6 +255,7 @@ export class S3ObjectStore implements ObjectStore {
           Bucket: this.bucket,
           Prefix: prefix === "" ? undefined : prefix,
           ContinuationToken: options.continuationToken,
+          StartAfter: options.continuationToken === undefined ? options.startAfter : undefined,
           MaxKeys: maxKeys,
         }),
       );

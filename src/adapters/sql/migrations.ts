@@ -20,6 +20,8 @@ export const TABLES_TABLE = "pulpitum_v4_tables";
 export const METADATA_TABLE = "pulpitum_v4_bucket_metadata";
 export const RECORDS_TABLE = "pulpitum_v4_records";
 export const PARTS_TABLE = "pulpitum_v4_bucket_parts";
+/** Where a garbage-collection pass over one archive root stands, and who holds it (migration 9). */
+export const GC_PROGRESS_TABLE = "pulpitum_v4_gc_progress";
 /** The discovery index of migration 2, replaced by {@link DISCOVERY_INDEX} in migration 8. */
 export const DISCOVERY_INDEX_V2 = "pulpitum_v4_bucket_metadata_discovery_idx";
 /**
@@ -161,6 +163,24 @@ export const MIGRATIONS: readonly Migration[] = [
       `CREATE INDEX IF NOT EXISTS ${DISCOVERY_INDEX}
         ON ${METADATA_TABLE} (state, hot_deleted, bucket_end, table_id, partition_key, bucket_key)`,
       `DROP INDEX IF EXISTS ${DISCOVERY_INDEX_V2}`,
+    ],
+  },
+  {
+    version: 9,
+    name: "gc progress",
+    statements: [
+      `CREATE TABLE IF NOT EXISTS ${GC_PROGRESS_TABLE} (
+        archive_root TEXT PRIMARY KEY,
+        pass_id TEXT NOT NULL,
+        pass_started_at TIMESTAMPTZ NOT NULL,
+        resume_after TEXT NULL,
+        owner_token TEXT NULL,
+        generation INT8 NOT NULL DEFAULT 0,
+        lease_expires_at TIMESTAMPTZ NULL,
+        passes_finished INT8 NOT NULL DEFAULT 0,
+        last_pass_finished_at TIMESTAMPTZ NULL,
+        updated_at TIMESTAMPTZ NOT NULL
+      )`,
     ],
   },
 ];

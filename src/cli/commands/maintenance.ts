@@ -32,9 +32,11 @@ export async function gcCommand(opts: {
   dryRun?: boolean;
   minAgeSeconds?: number;
   includeUnowned?: boolean;
+  maxObjects?: number;
   json?: boolean;
 }): Promise<void> {
   await withRuntime(async (rt) => {
+    const { gcProgressOf } = await import("../../adapters/sql/gc-progress.js");
     const report = await collectGarbage(
       {
         hotStore: rt.hotStore,
@@ -42,12 +44,14 @@ export async function gcCommand(opts: {
         clock: rt.clock,
         archivePrefix: rt.archivePrefix,
         log: cliLog(),
+        progress: gcProgressOf(rt.hotStore),
       },
       {
         minAgeMs: (opts.minAgeSeconds ?? rt.config.gcMinAgeSeconds) * 1000,
         dryRun: opts.dryRun === true,
         includeUnowned: opts.includeUnowned === true,
         leaseMs: rt.config.leaseSeconds * 1000,
+        maxObjects: opts.maxObjects,
       },
     );
     if (opts.json) printJson(report);
@@ -73,9 +77,31 @@ function renderGcReport(report: GcReport): string {
   lines.push(
     report.dry_run
       ? `would delete ${wouldDelete.length} objects (${mib(wouldDelete.reduce((n, o) => n + o.size, 0))})`
-      : `deleted ${report.deleted_objects} objects (${mib(report.deleted_bytes)})${report.stopped_because === "deadline" ? "; stopped at the deadline" : ""}`,
+      : `deleted ${report.deleted_objects} objects (${mib(report.deleted_bytes)})`,
   );
+  lines.push(describeGcStop(report));
   return lines.join("\n");
+}
+
+/** Whether the pass finished or where the next run continues. */
+function describeGcStop(report: GcReport): string {
+  const pass = report.pass;
+  switch (report.stopped_because) {
+    case "busy":
+      return "another GC run holds the GC lease: nothing done; run again once it has finished";
+    case "lease-lost":
+      return "stopped: another GC run took the GC lease over and continues the pass";
+    case "done":
+      return pass === null
+        ? "pass finished"
+        : `pass ${pass.id} finished (${pass.passes_finished} complete passes); the next run starts a new pass`;
+    default: {
+      const why = report.stopped_because === "deadline" ? "at the deadline" : "at --max-objects";
+      return pass === null
+        ? `stopped ${why}; the next run starts from the first key`
+        : `stopped ${why}; pass ${pass.id} continues after ${pass.next_after ?? "the first key"} on the next run`;
+    }
+  }
 }
 
 /** `pulpitum retry`: release a quarantined bucket for automatic work again. */

@@ -55,7 +55,7 @@ export function sqlHotStoreConformance(
 
     it("applies every migration once: a second run applies nothing", async () => {
       const versions = MIGRATIONS.map((m) => m.version);
-      expect(versions).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+      expect(versions).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
       expect(firstRun).toEqual(versions);
       expect(secondRun).toEqual([]);
       const { rows } = await store.db.query<{ version: string }>(
@@ -96,6 +96,7 @@ export function sqlHotStoreConformance(
         "app_events",
         "pulpitum_v4_bucket_metadata",
         "pulpitum_v4_bucket_parts",
+        "pulpitum_v4_gc_progress",
         "pulpitum_v4_migrations",
         "pulpitum_v4_records",
         "pulpitum_v4_tables",

@@ -124,6 +124,28 @@ describe("pulpitum gc and restore", () => {
       min_age_seconds: 86_400,
     });
   });
+
+  it("gc --max-objects stops after that many objects and says where the next run continues, which then finishes the pass", async () => {
+    // A second bucket (April), so the listing has a bucket boundary to stop at.
+    const file = path.join(home, "april.ndjson");
+    writeFileSync(file, line("room", "2025-04-01T00:00:00Z", "a0", "april"));
+    expect((await runCli(["import", "chat", file], env)).code).toBe(0);
+    expect((await runCli(["archive", "--once"], env)).code).toBe(0);
+
+    const first = await runCli(["gc", "--max-objects", "1"], env);
+    expect(first.code).toBe(0);
+    expect(first.stdout).toMatch(
+      /stopped at --max-objects; pass \S+ continues after \S+ on the next run/,
+    );
+    const next = JSON.parse((await runCli(["gc", "--json", "--max-objects", "1"], env)).stdout);
+    expect(next).toMatchObject({
+      stopped_because: "done",
+      scanned_objects: 2,
+      kept: { referenced: 2 },
+      pass: { finished: true, next_after: null, passes_finished: 1 },
+    });
+    expect(next.pass.resumed_after).toMatch(/month:2025-03\/(manifests|payloads)\//);
+  }, 120_000);
 });
 
 describe("pulpitum gc and restore arguments", () => {
@@ -164,6 +186,10 @@ describe("pulpitum gc and restore arguments", () => {
     [
       ["gc", "--min-age-seconds", "60"],
       /--min-age-seconds "60": is out of range or not an integer; expected an integer from 3600/,
+    ],
+    [
+      ["gc", "--max-objects", "0"],
+      /--max-objects "0": is out of range or not an integer; expected an integer from 1/,
     ],
   ])("refuses %j as invalid input (exit code 3) with the accepted form", async (args, message) => {
     const r = await runCli(args, env);

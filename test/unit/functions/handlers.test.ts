@@ -669,6 +669,8 @@ describe("the restore and GC handlers", () => {
 
     const scheduled = (await gc(eventFile("schedule.json"), lambdaContext())) as GcReport;
     expect(scheduled).toMatchObject({ dry_run: false, deleted_objects: 2 });
+    // The function keeps its pass in the hot store: this one ran it to the end.
+    expect(scheduled.pass).toMatchObject({ resumed_after: null, finished: true });
     expect(sumMetric(output.metrics(), "GcObjectsDeleted")).toBe(2);
     expect(sumMetric(output.metrics(), "GcBytesDeleted")).toBe(scheduled.deleted_bytes);
     expect(scheduled.deleted_bytes).toBeGreaterThan(0);
