@@ -1,10 +1,8 @@
 /**
  * The Thrift compact protocol, as far as Parquet's footer, page headers and
  * page indexes use it: structs of i16/i32/i64, booleans, binary and lists of
- * those. A writer that appends to one growing buffer, and a reader for the
- * page headers our own files carry.
+ * those, written to one growing buffer.
  */
-import { ArchiveIntegrityError } from "../../errors.js";
 
 /** Compact protocol type ids. */
 export const TType = {
@@ -38,18 +36,9 @@ export class ThriftWriter {
     this.#buffer = Buffer.allocUnsafe(capacity);
   }
 
-  get length(): number {
-    return this.#used;
-  }
-
-  /** The bytes written so far (a view, valid until the next write or {@link reset}). */
-  view(): Buffer {
-    return this.#buffer.subarray(0, this.#used);
-  }
-
   /** A copy of the bytes written so far. */
   bytes(): Buffer {
-    return Buffer.from(this.view());
+    return Buffer.from(this.#buffer.subarray(0, this.#used));
   }
 
   reset(): void {
@@ -180,167 +169,5 @@ export class ThriftWriter {
     this.#header(id, TType.List);
     this.#listHeader(items.length, TType.Struct);
     for (const item of items) this.struct(() => write(item));
-  }
-
-  /**
-   * A list of structs already encoded elsewhere (each with its stop byte):
-   * lets a footer reuse row groups encoded as they were finished.
-   */
-  encodedStructList(id: number, count: number, encoded: readonly Uint8Array[]): void {
-    this.#header(id, TType.List);
-    this.#listHeader(count, TType.Struct);
-    for (const bytes of encoded) {
-      this.#reserve(bytes.byteLength);
-      this.#buffer.set(bytes, this.#used);
-      this.#used += bytes.byteLength;
-    }
-  }
-}
-
-/** A field read by {@link ThriftReader.fields}: its id and type; its value is read next. */
-export interface FieldHeader {
-  readonly id: number;
-  readonly type: TType;
-}
-
-/**
- * Reads compact-protocol structs from a buffer. Values are read by the
- * caller according to the field's type; anything it does not want is
- * passed to {@link skip}. A truncated or malformed input throws
- * ArchiveIntegrityError naming `source`.
- */
-export class ThriftReader {
-  offset: number;
-
-  constructor(
-    private readonly bytes: Uint8Array,
-    private readonly source: string,
-    offset = 0,
-  ) {
-    this.offset = offset;
-  }
-
-  #fail(problem: string): never {
-    throw new ArchiveIntegrityError(
-      this.source,
-      `malformed Thrift at byte ${this.offset}: ${problem}`,
-    );
-  }
-
-  #byte(): number {
-    if (this.offset >= this.bytes.byteLength) this.#fail("input ends inside a value");
-    return this.bytes[this.offset++]!;
-  }
-
-  #varint(): number {
-    let result = 0;
-    let shift = 0;
-    for (;;) {
-      const b = this.#byte();
-      result += (b & 0x7f) * 2 ** shift;
-      if ((b & 0x80) === 0) return result;
-      shift += 7;
-      if (shift > 63) this.#fail("varint longer than 10 bytes");
-    }
-  }
-
-  #varintBig(): bigint {
-    let result = 0n;
-    let shift = 0n;
-    for (;;) {
-      const b = this.#byte();
-      result |= BigInt(b & 0x7f) << shift;
-      if ((b & 0x80) === 0) return result;
-      shift += 7n;
-      if (shift > 63n) this.#fail("varint longer than 10 bytes");
-    }
-  }
-
-  /** Calls `field` for each field of the struct that starts here, then consumes its stop byte. */
-  fields(field: (header: FieldHeader) => void): void {
-    let last = 0;
-    for (;;) {
-      const b = this.#byte();
-      if (b === 0) return;
-      const type = (b & 0x0f) as TType;
-      const delta = b >> 4;
-      const id = delta === 0 ? this.i32() : last + delta;
-      last = id;
-      field({ id, type });
-    }
-  }
-
-  bool(header: FieldHeader): boolean {
-    return header.type === TType.True;
-  }
-
-  i32(): number {
-    const v = this.#varint();
-    const n = v % 2 === 0 ? v / 2 : -(v + 1) / 2;
-    if (!Number.isSafeInteger(n) || n > 0x7fffffff || n < -0x80000000) this.#fail("i32 overflow");
-    return n;
-  }
-
-  i64(): bigint {
-    const v = this.#varintBig();
-    return (v & 1n) === 0n ? v >> 1n : -((v + 1n) >> 1n);
-  }
-
-  binary(): Uint8Array {
-    const length = this.#varint();
-    const end = this.offset + length;
-    if (end > this.bytes.byteLength) this.#fail("binary runs past the end of the input");
-    const value = this.bytes.subarray(this.offset, end);
-    this.offset = end;
-    return value;
-  }
-
-  /** Skip a value of `type`. */
-  skip(type: TType): void {
-    switch (type) {
-      case TType.True:
-      case TType.False:
-        return;
-      case TType.Byte:
-        this.offset++;
-        return;
-      case TType.I16:
-      case TType.I32:
-      case TType.I64:
-        this.#varint();
-        return;
-      case TType.Double:
-        this.offset += 8;
-        return;
-      case TType.Binary:
-        this.binary();
-        return;
-      case TType.List:
-      case TType.Set: {
-        const head = this.#byte();
-        const size = head >> 4 === 15 ? this.#varint() : head >> 4;
-        const element = (head & 0x0f) as TType;
-        for (let i = 0; i < size; i++) {
-          if (element === TType.True || element === TType.False) this.offset++;
-          else this.skip(element);
-        }
-        return;
-      }
-      case TType.Map: {
-        const size = this.#varint();
-        if (size === 0) return;
-        const types = this.#byte();
-        for (let i = 0; i < size; i++) {
-          this.skip((types >> 4) as TType);
-          this.skip((types & 0x0f) as TType);
-        }
-        return;
-      }
-      case TType.Struct:
-        this.fields((header) => this.skip(header.type));
-        return;
-      default:
-        this.#fail(`unknown type ${String(type)}`);
-    }
   }
 }
