@@ -1,5 +1,6 @@
 /**
- * Parquet payloads: the record schema v2 envelope, ZSTD, written by
+ * Parquet payloads: the record schema v2 envelope, ZSTD, written by the
+ * native writer (native.ts) where Node's zlib has Zstandard, else by
  * parquet-wasm from Arrow batches of a fixed size (see payload-writer.ts for
  * why the size is fixed).
  */
@@ -20,20 +21,21 @@ import { formatMicrosRfc3339 } from "../../domain/time.js";
 import type { BucketRow } from "../../ports/hot-store.js";
 import { PARQUET_CREATED_BY, RECORD_SCHEMA_VERSION, type BinaryColumn } from "../envelope.js";
 import type { RowGuard } from "../row-guard.js";
+import {
+  DATA_PAGE_BYTES,
+  DATA_PAGE_ROWS,
+  DEFAULT_BATCH_ROWS,
+  DEFAULT_ROW_GROUP_ROWS,
+  RECORD_SCHEMA_VERSION_KEY,
+} from "./layout.js";
+import { nativeParquetAvailable, writeNativeParquet } from "./native.js";
 
-/**
- * Rows per Parquet row group unless configured otherwise. The wasm writer
- * holds a whole row group before flushing it, and its memory never shrinks:
- * 16,384 rows of 200-byte values keep a 10M-row export's peak RSS near
- * 220 MB (32,768 measured 234–259 MB) at the same speed and size.
- */
-export const DEFAULT_ROW_GROUP_ROWS = 16_384;
-/** Rows per Arrow batch handed to the Parquet writer; a multiple of {@link DATA_PAGE_ROWS}. */
-export const DEFAULT_BATCH_ROWS = 8_192;
-/** Most rows in one data page (the writer's write batch size). */
-export const DATA_PAGE_ROWS = 128;
-/** A data page is closed once it holds this many bytes (checked every {@link DATA_PAGE_ROWS} rows). */
-export const DATA_PAGE_BYTES = 16 * 1024;
+export {
+  DATA_PAGE_BYTES,
+  DATA_PAGE_ROWS,
+  DEFAULT_BATCH_ROWS,
+  DEFAULT_ROW_GROUP_ROWS,
+} from "./layout.js";
 
 export interface PayloadEncodingOptions {
   /** Rows per Parquet row group (default {@link DEFAULT_ROW_GROUP_ROWS}). */
@@ -44,6 +46,20 @@ export interface PayloadEncodingOptions {
    * deployment.
    */
   readonly batchRows?: number;
+  /**
+   * Which writer encodes Parquet: `native` (native.ts, ZSTD from Node's
+   * zlib) or `wasm` (parquet-wasm). Default: native when the runtime's zlib
+   * has Zstandard (Node 22.15+), else wasm. Both write the same layout; the
+   * bytes differ, and both decode to the same rows.
+   */
+  readonly writer?: ParquetWriterKind;
+}
+
+export type ParquetWriterKind = "native" | "wasm";
+
+/** The writer {@link encodeParquet} uses when none is asked for. */
+export function defaultParquetWriter(): ParquetWriterKind {
+  return nativeParquetAvailable() ? "native" : "wasm";
 }
 
 /** Event times a Parquet TIMESTAMP(NANOS) can hold: signed 64-bit nanoseconds. */
@@ -73,9 +89,7 @@ function parquetWriterProperties(rowGroupRows: number): parquetWasm.WriterProper
       // the batch size bounds a page in rows as well.
       .setWriteBatchSize(DATA_PAGE_ROWS)
       .setDataPageSizeLimit(DATA_PAGE_BYTES)
-      .setKeyValueMetadata(
-        new Map([["pulpitum.record_schema_version", String(RECORD_SCHEMA_VERSION)]]),
-      )
+      .setKeyValueMetadata(new Map([[RECORD_SCHEMA_VERSION_KEY, String(RECORD_SCHEMA_VERSION)]]))
       .setDictionaryEnabled(false)
       // One partition key per bucket: a dictionary makes it cost a few bytes per page.
       .setColumnDictionaryEnabled("partition_key", true)
@@ -237,7 +251,28 @@ function positiveInteger(value: number, name: string): number {
   return value;
 }
 
-export async function* encodeParquet(
+/** Encode pages of rows as an envelope Parquet file with the writer `options.writer` names. */
+export function encodeParquet(
+  partitionKey: Uint8Array,
+  pages: AsyncIterable<readonly BucketRow[]>,
+  guard: RowGuard,
+  options: PayloadEncodingOptions,
+): AsyncIterable<Uint8Array> {
+  const writer = options.writer ?? defaultParquetWriter();
+  if (writer === "native") {
+    if (!nativeParquetAvailable()) {
+      throw new InvalidInputError(
+        "the native Parquet writer",
+        `needs Zstandard in node:zlib, which Node ${process.version} lacks`,
+        "Node 22.15 or later, or writer: wasm",
+      );
+    }
+    return writeNativeParquet(partitionKey, pages, guard, options);
+  }
+  return encodeWasmParquet(partitionKey, pages, guard, options);
+}
+
+async function* encodeWasmParquet(
   partitionKey: Uint8Array,
   pages: AsyncIterable<readonly BucketRow[]>,
   guard: RowGuard,

@@ -1,0 +1,495 @@
+/**
+ * A Parquet writer for the one schema payloads have (record schema v2,
+ * see layout.ts), with ZSTD from Node's zlib: rows are PLAIN-encoded
+ * straight into page buffers, each page is compressed on libuv's thread
+ * pool while the next ones fill, and a row group's column chunks leave as
+ * soon as their pages are compressed.
+ *
+ * Layout, as parquet-wasm writes it: data page v1; partition_key
+ * dictionary-encoded (one dictionary page with the bucket's key and
+ * RLE-encoded indices); event_time, sort_key and value PLAIN; a page is
+ * closed at a multiple of {@link DATA_PAGE_ROWS} rows once it holds
+ * {@link DATA_PAGE_BYTES} (and at any row once it reaches
+ * {@link MAX_PAGE_BYTES}, which bounds a page of very large values); chunk
+ * statistics for event_time and sort_key; an offset index for every column
+ * chunk after the last row group.
+ *
+ * Memory is bounded by two row groups (the one filling and the one being
+ * compressed) plus the offset indexes and footer entries, a few bytes per
+ * page; the bytes are the same for the same rows and settings.
+ */
+import * as zlib from "node:zlib";
+import { InvalidInputError } from "../../errors.js";
+import { formatMicrosRfc3339 } from "../../domain/time.js";
+import type { BucketRow } from "../../ports/hot-store.js";
+import type { RowGuard } from "../row-guard.js";
+import { DATA_PAGE_BYTES, DATA_PAGE_ROWS, DEFAULT_ROW_GROUP_ROWS } from "./layout.js";
+import {
+  dataPageHeader,
+  dictionaryPageHeader,
+  Encoding,
+  fileMetadata,
+  offsetIndex,
+  PhysicalType,
+  type ColumnChunkInfo,
+  type PageInfo,
+  type RowGroupInfo,
+} from "./footer.js";
+import { ThriftWriter } from "./thrift.js";
+
+/** A page holding this much is closed whatever its row count. */
+export const MAX_PAGE_BYTES = 1024 * 1024;
+/** The ZSTD level parquet-wasm uses by default, and the fastest of the regular levels. */
+const ZSTD_LEVEL = 1;
+/** The compressor's output buffer; frames are views into it until it is full. */
+const OUTPUT_CHUNK_BYTES = 1024 * 1024;
+/** Pages of a partition_key data page: its indices take bits, so it is cut by rows only. */
+const KEY_PAGE_ROWS = 20_000;
+
+const MIN_NANOS = -(2n ** 63n);
+const MAX_NANOS = 2n ** 63n - 1n;
+const MAGIC = Buffer.from("PAR1", "latin1");
+
+/** True when this runtime's zlib has Zstandard (Node 22.15+), which the native writer needs. */
+export function nativeParquetAvailable(): boolean {
+  return typeof (zlib as { createZstdCompress?: unknown }).createZstdCompress === "function";
+}
+
+/**
+ * Compresses pages one after another on libuv's thread pool through one
+ * Zstandard stream, each page ending its own frame (as Parquet wants). One
+ * kept context costs a third of a context per page; the frames are the
+ * same bytes as one-shot compression.
+ */
+class PageCompressor {
+  readonly #stream: zlib.ZstdCompress;
+  #output: Buffer[] = [];
+  #failure: Error | undefined;
+  readonly #waiting = new Set<(error: Error) => void>();
+
+  constructor() {
+    this.#stream = zlib.createZstdCompress({
+      params: { [zlib.constants.ZSTD_c_compressionLevel]: ZSTD_LEVEL },
+      // Frames are cut as views of one large output buffer rather than
+      // allocated chunk by chunk: fewer allocations, less garbage collection.
+      chunkSize: OUTPUT_CHUNK_BYTES,
+    });
+    this.#stream.on("data", (chunk: Buffer) => this.#output.push(chunk));
+    this.#stream.on("error", (error) => {
+      this.#failure = error;
+      for (const fail of this.#waiting) fail(error);
+      this.#waiting.clear();
+    });
+  }
+
+  /** The page compressed as one frame; pages resolve in the order they were given. */
+  compress(body: Buffer): Promise<Buffer> {
+    const frame = new Promise<Buffer>((resolve, reject) => {
+      if (this.#failure !== undefined) return reject(this.#failure);
+      this.#waiting.add(reject);
+      this.#stream.write(body);
+      // The frame's output is pushed before the flush's callback runs, and
+      // after the previous page's callback took its own.
+      this.#stream.flush(zlib.constants.ZSTD_e_end, () => {
+        this.#waiting.delete(reject);
+        if (this.#failure !== undefined) return reject(this.#failure);
+        const frame = this.#output.length === 1 ? this.#output[0]! : Buffer.concat(this.#output);
+        this.#output = [];
+        resolve(frame);
+      });
+    });
+    // Observed when the page is assembled; never an unhandled rejection before.
+    frame.catch(() => undefined);
+    return frame;
+  }
+
+  close(): void {
+    this.#stream.destroy();
+  }
+}
+
+/** A page waiting for its compressed body. */
+interface PendingPage {
+  readonly rows: number;
+  readonly firstRow: number;
+  /** Uncompressed size of the body. */
+  readonly size: number;
+  readonly compressed: Promise<Buffer>;
+}
+
+/** One PLAIN-encoded column of the row group being filled, cut into pages. */
+class PageColumn {
+  constructor(private readonly zstd: PageCompressor) {}
+
+  #buffer: Buffer = Buffer.allocUnsafe(DATA_PAGE_BYTES * 2);
+  readonly #free: Buffer[] = [];
+  used = 0;
+  rows = 0;
+  firstRow = 0;
+  pages: PendingPage[] = [];
+
+  reserve(bytes: number): Buffer {
+    if (this.used + bytes > this.#buffer.byteLength) {
+      const grown = Buffer.allocUnsafe(Math.max(this.used + bytes, this.#buffer.byteLength * 2));
+      this.#buffer.copy(grown, 0, 0, this.used);
+      this.#buffer = grown;
+    }
+    return this.#buffer;
+  }
+
+  addBinary(bytes: Uint8Array): void {
+    const buffer = this.reserve(4 + bytes.byteLength);
+    buffer.writeUInt32LE(bytes.byteLength, this.used);
+    buffer.set(bytes, this.used + 4);
+    this.used += 4 + bytes.byteLength;
+    this.rows++;
+  }
+
+  addInt64(value: bigint): void {
+    this.used = this.reserve(8).writeBigInt64LE(value, this.used);
+    this.rows++;
+  }
+
+  /** Close the page being filled (if it holds rows) and start compressing it. */
+  close(): void {
+    if (this.rows === 0) return;
+    // The compressor reads the buffer on another thread: the column goes on
+    // with another one, and gets this one back once the page is compressed.
+    // Reusing them spares an allocation per page, which V8 counts as
+    // external memory and answers with full garbage collections.
+    const full = this.#buffer;
+    const compressed = this.zstd.compress(full.subarray(0, this.used));
+    compressed.then(
+      () => this.#free.push(full),
+      () => undefined,
+    );
+    this.pages.push({ rows: this.rows, firstRow: this.firstRow, size: this.used, compressed });
+    this.#buffer = this.#free.pop() ?? Buffer.allocUnsafe(DATA_PAGE_BYTES * 2);
+    this.firstRow += this.rows;
+    this.used = 0;
+    this.rows = 0;
+  }
+
+  /** The row group's pages; the column starts empty for the next one. */
+  take(): PendingPage[] {
+    this.close();
+    const pages = this.pages;
+    this.pages = [];
+    this.firstRow = 0;
+    return pages;
+  }
+}
+
+/** Min and max of a column chunk, kept as values. */
+class TimeRange {
+  min = MAX_NANOS;
+  max = MIN_NANOS;
+}
+
+/**
+ * The least (sign -1) or greatest (sign 1) sort key offered since the last
+ * {@link take}, copied into a buffer of its own: a snapshot may reuse a
+ * row's buffers once its page is consumed. No allocation per row: with keys
+ * that grow row by row, every row is a new maximum.
+ */
+class SortKeyBound {
+  #bytes = Buffer.allocUnsafe(64);
+  #length = -1;
+
+  constructor(private readonly sign: 1 | -1) {}
+
+  offer(key: Uint8Array): void {
+    if (this.#length >= 0 && compareWith(key, this.#bytes, this.#length) * this.sign <= 0) return;
+    if (key.byteLength > this.#bytes.byteLength) this.#bytes = Buffer.allocUnsafe(key.byteLength);
+    this.#bytes.set(key);
+    this.#length = key.byteLength;
+  }
+
+  /** A copy of the bound; the bound starts over. */
+  take(): Buffer {
+    const bound = Buffer.from(this.#bytes.subarray(0, Math.max(0, this.#length)));
+    this.#length = -1;
+    return bound;
+  }
+}
+
+/** Unsigned lexicographic order of `key` against the first `length` bytes of `bound`. */
+function compareWith(key: Uint8Array, bound: Uint8Array, length: number): number {
+  const common = Math.min(key.byteLength, length);
+  for (let i = 0; i < common; i++) {
+    const difference = key[i]! - bound[i]!;
+    if (difference !== 0) return difference;
+  }
+  return key.byteLength - length;
+}
+
+/** The row group being filled. */
+class RowGroupBuilder {
+  readonly time: PageColumn;
+  readonly sortKeys: PageColumn;
+  readonly values: PageColumn;
+  rows = 0;
+  range = new TimeRange();
+  readonly minSortKey = new SortKeyBound(-1);
+  readonly maxSortKey = new SortKeyBound(1);
+
+  constructor(zstd: PageCompressor) {
+    this.time = new PageColumn(zstd);
+    this.sortKeys = new PageColumn(zstd);
+    this.values = new PageColumn(zstd);
+  }
+
+  add(row: BucketRow): void {
+    const nanos = row.eventTime * 1000n;
+    if (nanos < MIN_NANOS || nanos > MAX_NANOS) {
+      throw new InvalidInputError(
+        `event time ${formatMicrosRfc3339(row.eventTime)}`,
+        "is outside what a Parquet TIMESTAMP(NANOS) can hold",
+        "a time between 1677-09-21T00:12:43.145225Z and 2262-04-11T23:47:16.854775Z; archive such a table as json",
+      );
+    }
+    if (nanos < this.range.min) this.range.min = nanos;
+    if (nanos > this.range.max) this.range.max = nanos;
+    const key = row.sortKey;
+    this.minSortKey.offer(key);
+    this.maxSortKey.offer(key);
+    this.time.addInt64(nanos);
+    this.sortKeys.addBinary(key);
+    this.values.addBinary(row.value);
+    this.rows++;
+    const columns = [this.time, this.sortKeys, this.values];
+    if (this.rows % DATA_PAGE_ROWS === 0) {
+      for (const column of columns) if (column.used >= DATA_PAGE_BYTES) column.close();
+    } else {
+      for (const column of columns) if (column.used >= MAX_PAGE_BYTES) column.close();
+    }
+  }
+
+  /** Everything the row group's chunks need once compressed; the builder starts over. */
+  take(): FilledRowGroup {
+    const int64 = (value: bigint) => {
+      const bytes = Buffer.allocUnsafe(8);
+      bytes.writeBigInt64LE(value);
+      return bytes;
+    };
+    const filled: FilledRowGroup = {
+      rows: this.rows,
+      time: this.time.take(),
+      sortKeys: this.sortKeys.take(),
+      values: this.values.take(),
+      timeStats: { min: int64(this.range.min), max: int64(this.range.max), legacy: true },
+      sortKeyStats: {
+        min: this.minSortKey.take(),
+        max: this.maxSortKey.take(),
+        legacy: false,
+      },
+    };
+    this.rows = 0;
+    this.range = new TimeRange();
+    return filled;
+  }
+}
+
+interface FilledRowGroup {
+  readonly rows: number;
+  readonly time: PendingPage[];
+  readonly sortKeys: PendingPage[];
+  readonly values: PendingPage[];
+  readonly timeStats: ColumnChunkInfo["statistics"] & object;
+  readonly sortKeyStats: ColumnChunkInfo["statistics"] & object;
+}
+
+/** RLE/bit-packed hybrid indices of `rows` rows that all use dictionary entry 0: bit width 0, one RLE run. */
+function keyIndices(rows: number): Buffer {
+  const out = [0];
+  let header = rows * 2;
+  while (header >= 0x80) {
+    out.push((header & 0x7f) | 0x80);
+    header = Math.floor(header / 128);
+  }
+  out.push(header);
+  return Buffer.from(out);
+}
+
+/**
+ * Writes the file: the magic, then row groups as they are finished, then
+ * the offset indexes and the footer. `offset` is where the next byte goes.
+ */
+class FileAssembler {
+  offset = MAGIC.byteLength;
+  readonly groups: RowGroupInfo[] = [];
+  readonly #header = new ThriftWriter();
+
+  constructor(
+    private readonly partitionKey: Uint8Array,
+    private readonly zstd: PageCompressor,
+  ) {}
+
+  /** A row group's bytes, once its pages are compressed. */
+  async rowGroup(filled: FilledRowGroup): Promise<Buffer[]> {
+    const out: Buffer[] = [];
+    const page = (header: Buffer, body: Buffer, uncompressed: number, firstRow: number) => {
+      const info: PageInfo = {
+        offset: this.offset,
+        size: header.byteLength + body.byteLength,
+        uncompressedSize: header.byteLength + uncompressed,
+        firstRow,
+      };
+      out.push(header, body);
+      this.offset += info.size;
+      return info;
+    };
+    const key = Buffer.allocUnsafe(4 + this.partitionKey.byteLength);
+    key.writeUInt32LE(this.partitionKey.byteLength);
+    key.set(this.partitionKey, 4);
+    const keyPages = [];
+    for (let first = 0; first < filled.rows; first += KEY_PAGE_ROWS) {
+      const rows = Math.min(KEY_PAGE_ROWS, filled.rows - first);
+      const body = keyIndices(rows);
+      keyPages.push({
+        rows,
+        firstRow: first,
+        size: body.byteLength,
+        compressed: this.zstd.compress(body),
+      });
+    }
+    const dictionaryCompressed = await this.zstd.compress(key);
+    const dictionaryPage = page(
+      dictionaryPageHeader(key.byteLength, dictionaryCompressed.byteLength, 1, this.#header),
+      dictionaryCompressed,
+      key.byteLength,
+      0,
+    );
+    const chunk = async (encoding: number, pages: readonly PendingPage[]): Promise<PageInfo[]> => {
+      const infos: PageInfo[] = [];
+      for (const pending of pages) {
+        const body = await pending.compressed;
+        const header = dataPageHeader(
+          pending.size,
+          body.byteLength,
+          pending.rows,
+          encoding,
+          this.#header,
+        );
+        infos.push(page(header, body, pending.size, pending.firstRow));
+      }
+      return infos;
+    };
+    const BINARY = PhysicalType.BYTE_ARRAY;
+    const columns: ColumnChunkInfo[] = [
+      {
+        type: BINARY,
+        name: "partition_key",
+        dictionaryPage,
+        dataPages: await chunk(Encoding.RLE_DICTIONARY, keyPages),
+        numValues: filled.rows,
+      },
+      {
+        type: PhysicalType.INT64,
+        name: "event_time",
+        dataPages: await chunk(Encoding.PLAIN, filled.time),
+        numValues: filled.rows,
+        statistics: filled.timeStats,
+      },
+      {
+        type: BINARY,
+        name: "sort_key",
+        dataPages: await chunk(Encoding.PLAIN, filled.sortKeys),
+        numValues: filled.rows,
+        statistics: filled.sortKeyStats,
+      },
+      {
+        type: BINARY,
+        name: "value",
+        dataPages: await chunk(Encoding.PLAIN, filled.values),
+        numValues: filled.rows,
+      },
+    ];
+    this.groups.push({ columns, numRows: filled.rows });
+    return out;
+  }
+
+  /** Offset indexes, footer, its length and the closing magic. */
+  finish(): Buffer[] {
+    const out: Buffer[] = [];
+    const writer = new ThriftWriter(1024);
+    for (const group of this.groups) {
+      for (const column of group.columns) {
+        const bytes = offsetIndex(column.dataPages, writer);
+        column.offsetIndex = { offset: this.offset, length: bytes.byteLength };
+        this.offset += bytes.byteLength;
+        out.push(bytes);
+      }
+    }
+    const footer = fileMetadata(this.groups);
+    const length = Buffer.allocUnsafe(4);
+    length.writeUInt32LE(footer.byteLength);
+    out.push(footer, length, MAGIC);
+    return out;
+  }
+}
+
+function positiveInteger(value: number, name: string): number {
+  if (!Number.isSafeInteger(value) || value < 1) {
+    throw new InvalidInputError(`${name} ${value}`, "is not a positive integer", "an integer >= 1");
+  }
+  return value;
+}
+
+/**
+ * Encode pages of rows as an envelope Parquet file, yielding its bytes in
+ * order (a row group's worth at a time). Rows go through `guard` (order
+ * check and row digest) as they are encoded.
+ */
+export async function* writeNativeParquet(
+  partitionKey: Uint8Array,
+  pages: AsyncIterable<readonly BucketRow[]>,
+  guard: RowGuard,
+  options: { readonly rowGroupRows?: number },
+): AsyncIterable<Uint8Array> {
+  const rowGroupRows = positiveInteger(
+    options.rowGroupRows ?? DEFAULT_ROW_GROUP_ROWS,
+    "rowGroupRows",
+  );
+  const zstd = new PageCompressor();
+  const file = new FileAssembler(partitionKey, zstd);
+  const builder = new RowGroupBuilder(zstd);
+  yield MAGIC;
+  // The row group before the one filling: its pages compress on the thread
+  // pool while this one fills, and it leaves before the next is started.
+  let previous: Promise<Buffer[]> | undefined;
+  const source = pages[Symbol.asyncIterator]();
+  // The next snapshot page is requested as soon as the current one arrives,
+  // so the database produces it while this one is encoded. A failed
+  // prefetch is observed (and rethrown) when its page is due.
+  const prefetch = () => {
+    const next = source.next();
+    next.catch(() => undefined);
+    return next;
+  };
+  let completed = false;
+  try {
+    let next = prefetch();
+    for (;;) {
+      const result = await next;
+      if (result.done === true) break;
+      next = prefetch();
+      for (const row of result.value) {
+        guard.accept(row);
+        builder.add(row);
+        if (builder.rows === rowGroupRows) {
+          if (previous !== undefined) yield* await previous;
+          previous = file.rowGroup(builder.take());
+          previous.catch(() => undefined);
+        }
+      }
+    }
+    completed = true;
+    if (previous !== undefined) yield* await previous;
+    if (builder.rows > 0) yield* await file.rowGroup(builder.take());
+    yield* file.finish();
+  } finally {
+    zstd.close();
+    if (!completed) await source.return?.();
+  }
+}

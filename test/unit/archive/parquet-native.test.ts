@@ -1,0 +1,381 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { DuckDBInstance, type DuckDBBlobValue } from "@duckdb/node-api";
+import {
+  parquetMetadata,
+  parquetReadObjects,
+  readOffsetIndex,
+  type FileMetaData,
+  type OffsetIndex,
+} from "hyparquet";
+import { decompress as fzstd } from "fzstd";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { memoryByteSource, ownArrayBuffer } from "../../../src/archive/byte-sources.js";
+import { encodeParquet, type ParquetWriterKind } from "../../../src/archive/parquet/encode.js";
+import { ARROW_SCHEMA_BASE64 } from "../../../src/archive/parquet/layout.js";
+import { nativeParquetAvailable } from "../../../src/archive/parquet/native.js";
+import { ParquetPayloadReader } from "../../../src/archive/parquet/reader.js";
+import { inspectPayload } from "../../../src/archive/payload-reader.js";
+import { RowStreamGuard } from "../../../src/archive/row-guard.js";
+import { parseRfc3339Micros } from "../../../src/domain/time.js";
+import type { BucketRow } from "../../../src/ports/hot-store.js";
+
+const KEY = new Uint8Array([0x00, 0x70, 0xff, 0x10]);
+const T2024 = parseRfc3339Micros("2024-01-01T00:00:00Z");
+/** The extreme event times a TIMESTAMP(NANOS) holds, in whole microseconds. */
+const MIN_MICROS = -(2n ** 63n / 1000n);
+const MAX_MICROS = (2n ** 63n - 1n) / 1000n;
+
+let dir: string;
+beforeAll(async () => {
+  dir = await mkdtemp(path.join(os.tmpdir(), "parquet-native-test-"));
+});
+afterAll(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+function pseudoRandomBytes(length: number, seed: number): Uint8Array {
+  const out = new Uint8Array(length);
+  let x = seed | 1;
+  for (let i = 0; i < length; i++) {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    out[i] = x & 0xff;
+  }
+  return out;
+}
+
+/** Rows in clustering order; sort keys are not monotonic across times, so chunk min/max are not the ends. */
+function makeRows(count: number, valueBytes = (i: number) => 40 + (i % 300)): BucketRow[] {
+  return Array.from({ length: count }, (_, i) => ({
+    eventTime: T2024 + BigInt(Math.floor(i / 3)) * 1_000n,
+    sortKey: new Uint8Array([i % 3, (i * 7919) & 0xff, (i >> 8) & 0xff]),
+    value: pseudoRandomBytes(valueBytes(i), i + 1),
+  }));
+}
+
+async function* pagesOf(rows: readonly BucketRow[], pageSize: number) {
+  for (let i = 0; i < rows.length; i += pageSize) yield rows.slice(i, i + pageSize);
+  if (rows.length === 0) yield [];
+}
+
+interface Written {
+  readonly bytes: Buffer;
+  readonly digest: string;
+}
+
+async function write(
+  rows: readonly BucketRow[],
+  writer: ParquetWriterKind,
+  rowGroupRows?: number,
+  pageSize = 1000,
+): Promise<Written> {
+  const guard = new RowStreamGuard();
+  const chunks: Uint8Array[] = [];
+  for await (const chunk of encodeParquet(KEY, pagesOf(rows, pageSize), guard, {
+    writer,
+    rowGroupRows,
+  }))
+    chunks.push(chunk);
+  return { bytes: Buffer.concat(chunks), digest: guard.digest.digest() };
+}
+
+const arrayBuffer = (bytes: Buffer) => ownArrayBuffer(bytes);
+
+/** Every row as the project's reader decodes it, and the verification's digest. */
+async function readOwn(bytes: Buffer) {
+  const reader = await ParquetPayloadReader.open(memoryByteSource("own", bytes));
+  const records = [];
+  for await (const batch of reader.readRange()) records.push(...batch);
+  const content = await inspectPayload(memoryByteSource("own", bytes), "parquet", {
+    partitionKey: KEY,
+  });
+  return { records, content, rowGroups: reader.rowGroups };
+}
+
+function expectSameRows(got: readonly BucketRow[], want: readonly BucketRow[]) {
+  expect(got.length).toBe(want.length);
+  const mismatch = got.findIndex((row, i) => {
+    const w = want[i]!;
+    return (
+      row.eventTime !== w.eventTime ||
+      !Buffer.from(row.sortKey).equals(Buffer.from(w.sortKey)) ||
+      !Buffer.from(row.value).equals(Buffer.from(w.value))
+    );
+  });
+  expect(mismatch).toBe(-1);
+}
+
+/** Exact values: nanoseconds as bigints, binary statistics as bytes. */
+const NANOS = {
+  timestampFromNanoseconds: (nanos: bigint) => nanos,
+  stringFromBytes: (bytes: Uint8Array) => bytes as unknown as string,
+};
+
+async function readHyparquet(bytes: Buffer): Promise<BucketRow[]> {
+  const objects = await parquetReadObjects({
+    file: arrayBuffer(bytes),
+    utf8: false,
+    parsers: NANOS,
+    // An independent Zstandard decoder (the writer compresses with Node's zlib).
+    compressors: { ZSTD: (input: Uint8Array) => fzstd(input) },
+  });
+  return objects.map((o) => {
+    expect(Buffer.from(o.partition_key as Uint8Array).equals(Buffer.from(KEY))).toBe(true);
+    return {
+      eventTime: (o.event_time as bigint) / 1000n,
+      sortKey: o.sort_key as Uint8Array,
+      value: o.value as Uint8Array,
+    };
+  });
+}
+
+async function readDuckDb(bytes: Buffer, name: string) {
+  const file = path.join(dir, `${name}.parquet`);
+  await writeFile(file, bytes);
+  const db = await DuckDBInstance.create(":memory:");
+  const connection = await db.connect();
+  try {
+    const result = await connection.runAndReadAll(
+      `SELECT partition_key, epoch_ns(event_time) AS ns, sort_key, value FROM read_parquet('${file}')`,
+    );
+    const blob = (v: unknown) => Buffer.from((v as DuckDBBlobValue).bytes);
+    const rows: BucketRow[] = result.getRows().map((row) => {
+      expect(blob(row[0]).equals(Buffer.from(KEY))).toBe(true);
+      return { eventTime: (row[1] as bigint) / 1000n, sortKey: blob(row[2]), value: blob(row[3]) };
+    });
+    const stats = await connection.runAndReadAll(
+      `SELECT row_group_id, path_in_schema, stats_min_value, stats_max_value, compression
+       FROM parquet_metadata('${file}') ORDER BY row_group_id, column_id`,
+    );
+    return { rows, stats: stats.getRowObjectsJS() };
+  } finally {
+    connection.closeSync();
+    db.closeSync();
+  }
+}
+
+function metadataOf(bytes: Buffer): FileMetaData {
+  return parquetMetadata(arrayBuffer(bytes), { parsers: NANOS });
+}
+
+function offsetIndexes(bytes: Buffer, metadata: FileMetaData): OffsetIndex[][] {
+  return metadata.row_groups.map((group) =>
+    group.columns.map((column) => {
+      const at = Number(column.offset_index_offset);
+      const view = new DataView(arrayBuffer(bytes.subarray(at, at + column.offset_index_length!)));
+      return readOffsetIndex({ view, offset: 0 });
+    }),
+  );
+}
+
+/** The chunk statistics a reader prunes by: event_time and sort_key min/max per row group. */
+function chunkStats(metadata: FileMetaData) {
+  return metadata.row_groups.map((group) => ({
+    rows: group.num_rows,
+    eventTime: [
+      group.columns[1]!.meta_data!.statistics?.min_value,
+      group.columns[1]!.meta_data!.statistics?.max_value,
+    ],
+    sortKey: [
+      group.columns[2]!.meta_data!.statistics?.min_value,
+      group.columns[2]!.meta_data!.statistics?.max_value,
+    ],
+  }));
+}
+
+function expectedStats(rows: readonly BucketRow[], rowGroupRows: number) {
+  const groups = [];
+  for (let at = 0; at < rows.length; at += rowGroupRows) {
+    const group = rows.slice(at, at + rowGroupRows);
+    const keys = group.map((r) => Buffer.from(r.sortKey)).sort(Buffer.compare);
+    groups.push({
+      times: [group[0]!.eventTime * 1000n, group[group.length - 1]!.eventTime * 1000n],
+      keys: [keys[0]!, keys[keys.length - 1]!],
+    });
+  }
+  return groups;
+}
+
+describe.runIf(nativeParquetAvailable())("the native Parquet writer", () => {
+  const cases: [string, () => BucketRow[], number | undefined][] = [
+    ["an empty bucket", () => [], undefined],
+    ["one row", () => makeRows(1), undefined],
+    ["rows crossing page and row-group boundaries", () => makeRows(5_000), 1_000],
+    [
+      "0-byte and 1 MiB+ values",
+      () => makeRows(40, (i) => (i % 4 === 0 ? 0 : i % 4 === 1 ? 1_100_000 + i : 100)),
+      16,
+    ],
+    [
+      "event times at the TIMESTAMP(NANOS) limits",
+      () => [
+        { eventTime: MIN_MICROS, sortKey: new Uint8Array([1]), value: new Uint8Array([1]) },
+        { eventTime: MIN_MICROS, sortKey: new Uint8Array([2]), value: new Uint8Array() },
+        { eventTime: 0n, sortKey: new Uint8Array(), value: new Uint8Array([0]) },
+        { eventTime: MAX_MICROS, sortKey: new Uint8Array([0xff]), value: new Uint8Array([2]) },
+      ],
+      2,
+    ],
+    ["a file of 1,000 row groups", () => makeRows(1_000, () => 8), 1],
+  ];
+
+  for (const [name, make, rowGroupRows] of cases) {
+    it(`${name}: every row, row-group statistics and offset index read back the same through our reader, hyparquet and DuckDB`, async () => {
+      const rows = make();
+      const { bytes, digest } = await write(rows, "native", rowGroupRows);
+
+      const own = await readOwn(bytes);
+      expectSameRows(own.records, rows);
+      for (const record of own.records)
+        expect(Buffer.from(record.partitionKey).equals(Buffer.from(KEY))).toBe(true);
+      expect(own.content).toEqual({ rowCount: rows.length, rowsDigest: digest });
+
+      expectSameRows(await readHyparquet(bytes), rows);
+
+      const duck = await readDuckDb(bytes, name.replace(/\W+/g, "-"));
+      expectSameRows(duck.rows, rows);
+      expect(new Set(duck.stats.map((s) => s.compression))).toEqual(
+        new Set(rows.length === 0 ? [] : ["ZSTD"]),
+      );
+
+      const metadata = metadataOf(bytes);
+      const groupRows = rowGroupRows ?? 16_384;
+      const want = expectedStats(rows, groupRows);
+      const got = chunkStats(metadata);
+      expect(got.length).toBe(want.length);
+      got.forEach((g, i) => {
+        expect(Number(g.rows)).toBe(Math.min(groupRows, rows.length - i * groupRows));
+        expect(g.eventTime).toEqual(want[i]!.times);
+        expect(Buffer.from(g.sortKey[0] as Uint8Array)).toEqual(want[i]!.keys[0]);
+        expect(Buffer.from(g.sortKey[1] as Uint8Array)).toEqual(want[i]!.keys[1]);
+      });
+      // DuckDB sees the same chunk statistics in this file as in parquet-wasm's.
+      const reference = await readDuckDb((await write(rows, "wasm", rowGroupRows)).bytes, "wasm");
+      expect(duck.stats).toEqual(reference.stats);
+      expect(own.rowGroups.map((g) => [g.minEventTime, g.maxEventTime])).toEqual(
+        want.map((w) => w.times.map((ns) => ns / 1000n)),
+      );
+
+      // Every column chunk's offset index names its pages in order, back to back, from row 0.
+      const indexes = offsetIndexes(bytes, metadata);
+      indexes.forEach((columns, g) =>
+        columns.forEach((index, c) => {
+          const pages = index.page_locations;
+          expect(pages[0]!.first_row_index).toBe(0n);
+          const meta = metadata.row_groups[g]!.columns[c]!.meta_data!;
+          expect(pages[0]!.offset).toBe(meta.data_page_offset);
+          for (let p = 1; p < pages.length; p++) {
+            expect(pages[p]!.offset).toBe(
+              pages[p - 1]!.offset + BigInt(pages[p - 1]!.compressed_page_size),
+            );
+            expect(pages[p]!.first_row_index > pages[p - 1]!.first_row_index).toBe(true);
+          }
+          const last = pages[pages.length - 1]!;
+          const chunkEnd =
+            (meta.dictionary_page_offset ?? meta.data_page_offset) + meta.total_compressed_size;
+          expect(last.offset + BigInt(last.compressed_page_size)).toBe(chunkEnd);
+        }),
+      );
+    });
+  }
+
+  it("writes the same bytes for the same rows, whatever the snapshot's page size", async () => {
+    const rows = makeRows(3_000);
+    const a = await write(rows, "native", 1_000, 1_000);
+    const b = await write(rows, "native", 1_000, 7);
+    const c = await write(rows, "native", 1_000, 3_000);
+    expect(b.bytes.equals(a.bytes)).toBe(true);
+    expect(c.bytes.equals(a.bytes)).toBe(true);
+  });
+
+  it("cuts event_time, sort_key and partition_key pages where parquet-wasm does, and both files read back as the same rows with the same statistics", async () => {
+    const rows = makeRows(20_000);
+    const native = await write(rows, "native", 4_096);
+    const wasm = await write(rows, "wasm", 4_096);
+    expect(native.digest).toBe(wasm.digest);
+    const [ownNative, ownWasm] = [await readOwn(native.bytes), await readOwn(wasm.bytes)];
+    expect(ownNative.content).toEqual(ownWasm.content);
+    expect(ownNative.rowGroups).toEqual(ownWasm.rowGroups);
+    expectSameRows(ownNative.records, ownWasm.records);
+    const [metaNative, metaWasm] = [metadataOf(native.bytes), metadataOf(wasm.bytes)];
+    expect(chunkStats(metaNative)).toEqual(chunkStats(metaWasm));
+    expect(metaNative.key_value_metadata).toEqual(metaWasm.key_value_metadata);
+    expect(metaNative.schema).toEqual(metaWasm.schema);
+    expect(metaNative.created_by).toBe(metaWasm.created_by);
+    const firstRows = (bytes: Buffer, meta: FileMetaData) =>
+      offsetIndexes(bytes, meta).map((columns) =>
+        // parquet-wasm cuts value pages by an estimate of its own; ours close at
+        // the first multiple of 128 rows past 16 KiB (see native.ts).
+        columns
+          .slice(0, 3)
+          .map((index) => index.page_locations.map((page) => page.first_row_index)),
+      );
+    expect(firstRows(native.bytes, metaNative)).toEqual(firstRows(wasm.bytes, metaWasm));
+  });
+
+  it("a snapshot failing mid-payload rejects with its own error, after the row groups before it, and stops reading", async () => {
+    const rows = makeRows(3_000);
+    const failure = new Error("snapshot page 3 failed");
+    let served = 0;
+    let closed = false;
+    async function* failing() {
+      try {
+        for (let i = 0; i < 3; i++) {
+          served++;
+          yield rows.slice(i * 1_000, (i + 1) * 1_000);
+        }
+        throw failure;
+      } finally {
+        closed = true;
+      }
+    }
+    const chunks: Uint8Array[] = [];
+    const encoding = (async () => {
+      for await (const chunk of encodeParquet(KEY, failing(), new RowStreamGuard(), {
+        writer: "native",
+        rowGroupRows: 1_000,
+      }))
+        chunks.push(chunk);
+    })();
+    await expect(encoding).rejects.toBe(failure);
+    expect(served).toBe(3);
+    expect(closed).toBe(true);
+    // Whatever left before the failure is a file without a footer: never a payload.
+    expect(() => metadataOf(Buffer.concat(chunks))).toThrow();
+  });
+
+  it("a consumer that stops early ends the snapshot without reading the rest", async () => {
+    let served = 0;
+    let closed = false;
+    async function* endless() {
+      try {
+        for (let i = 0; ; i++) {
+          served++;
+          yield makeRows(1_000).map((row) => ({
+            ...row,
+            eventTime: row.eventTime + BigInt(i) * 10n ** 9n,
+          }));
+        }
+      } finally {
+        closed = true;
+      }
+    }
+    for await (const chunk of encodeParquet(KEY, endless(), new RowStreamGuard(), {
+      writer: "native",
+      rowGroupRows: 500,
+    })) {
+      if (chunk.byteLength > 4) break;
+    }
+    expect(closed).toBe(true);
+    expect(served).toBeLessThan(4);
+  });
+
+  it("embeds the Arrow schema parquet-wasm writes", async () => {
+    const wasm = metadataOf((await write(makeRows(1), "wasm")).bytes);
+    const arrow = wasm.key_value_metadata?.find((kv) => kv.key === "ARROW:schema");
+    expect(arrow?.value).toBe(ARROW_SCHEMA_BASE64);
+  });
+});
