@@ -225,19 +225,20 @@ async function main(): Promise<void> {
     // The handlers' modules read the environment as they load (Powertools' service name).
     const { createDiscoveryHandler } = await import("../functions/discover.js");
     const { createWorkerHandler } = await import("../functions/worker.js");
-    const { cachedPerContainer, openLambdaRuntime } = await import("../functions/runtime.js");
+    const { cachedPerContainer, openLambdaAdapters } =
+      await import("../functions/open-adapters.js");
     const { parseDiscoverySettings } = await import("../src/discovery-settings.js");
     const clients = { sqs, s3 };
 
     const sends = { sent: 0 };
     const discoveryTime = { ms: 0 };
-    const discovery = await openLambdaRuntime(env, { clients, migrate: true });
+    const discovery = await openLambdaAdapters(env, { clients, migrate: true });
     closers.push(() => discovery.close());
     const discoverHandler = createDiscoveryHandler(async () => ({
-      runtime: {
-        clock: discovery.runtime.clock,
+      adapters: {
+        clock: discovery.adapters.clock,
         context: (log) => {
-          const ctx = discovery.runtime.context(log);
+          const ctx = discovery.adapters.context(log);
           return { ...ctx, hotStore: timedDiscovery(ctx.hotStore, discoveryTime) };
         },
       },
@@ -245,7 +246,7 @@ async function main(): Promise<void> {
       discovery: parseDiscoverySettings(env),
     }));
 
-    const store = discovery.runtime.hotStore;
+    const store = discovery.adapters.hotStore;
     await store.registerTable(
       { tableId: TABLE, strategy: "CalendarDayUtc", format: "parquet", writableBuckets: null },
       new Date(),
@@ -259,7 +260,7 @@ async function main(): Promise<void> {
     const handlers = Array.from({ length: LANES }, () =>
       createWorkerHandler(
         cachedPerContainer(async () => {
-          const runtime = await openLambdaRuntime(env, { clients });
+          const runtime = await openLambdaAdapters(env, { clients });
           closers.push(() => runtime.close());
           return { ...runtime, queue: countingQueue(runtime.queue, sends) };
         }),

@@ -12,14 +12,14 @@ import type { Context } from "aws-lambda";
 import { parseDiscoverySettings, type DiscoverySettings } from "../src/discovery-settings.js";
 import { sleep } from "../src/ports/clock.js";
 import type { WorkQueue } from "../src/ports/work-queue.js";
-import type { Runtime } from "../src/runtime.js";
+import type { Adapters } from "../src/open-adapters.js";
 import { discoverBacklog, type DiscoveryStop } from "../src/usecases/discover-backlog.js";
 import { DrainMeter } from "../src/usecases/drain-meter.js";
 import { logger, metrics, recordDiscovery, workflowLog } from "./observability.js";
-import { lambdaRuntimePerContainer, openLambdaRuntime } from "./runtime.js";
+import { lambdaAdaptersPerContainer, openLambdaAdapters } from "./open-adapters.js";
 
 export interface DiscoveryDependencies {
-  readonly runtime: Pick<Runtime, "context" | "clock">;
+  readonly adapters: Pick<Adapters, "context" | "clock">;
   readonly queue: WorkQueue;
   /** From the ARCHIVER_DISCOVERY_* variables; their defaults when absent. */
   readonly discovery?: DiscoverySettings;
@@ -66,8 +66,8 @@ export function createDiscoveryHandler(open: () => Promise<DiscoveryDependencies
   return middy(async (event: unknown, context: Context): Promise<DiscoveryReport> => {
     validateDiscoveryEvent(event);
     const deps = await open();
-    const ctx = deps.runtime.context(workflowLog(logger));
-    const clock = deps.runtime.clock;
+    const ctx = deps.adapters.context(workflowLog(logger));
+    const clock = deps.adapters.clock;
     const deadline = new Date(
       clock.now().getTime() + context.getRemainingTimeInMillis() - DEADLINE_MARGIN_MS,
     );
@@ -107,8 +107,8 @@ export function createDiscoveryHandler(open: () => Promise<DiscoveryDependencies
 }
 
 export const handler = createDiscoveryHandler(
-  lambdaRuntimePerContainer(process.env, async () => {
-    const lambda = await openLambdaRuntime(process.env, {
+  lambdaAdaptersPerContainer(process.env, async () => {
+    const lambda = await openLambdaAdapters(process.env, {
       migrate: process.env.PULPITUM_MIGRATE_ON_START === "true",
     });
     return { ...lambda, discovery: parseDiscoverySettings(process.env) };

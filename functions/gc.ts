@@ -9,15 +9,15 @@ import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
 import middy from "@middy/core";
 import type { Context } from "aws-lambda";
 import type { PulpitumConfig } from "../src/config.js";
-import type { Runtime } from "../src/runtime.js";
+import type { Adapters } from "../src/open-adapters.js";
 import { readBoolean, readFields, readObject } from "../src/input.js";
 import { collectGarbage, type GcReport } from "../src/usecases/gc.js";
 import { logger, metrics, recordGc, workflowLog } from "./observability.js";
-import { lambdaRuntimePerContainer, openLambdaRuntime } from "./runtime.js";
+import { lambdaAdaptersPerContainer, openLambdaAdapters } from "./open-adapters.js";
 
 export interface GcDependencies {
   readonly config: Pick<PulpitumConfig, "gcMinAgeSeconds" | "leaseSeconds">;
-  readonly runtime: Pick<Runtime, "hotStore" | "objectStore" | "clock" | "archivePrefix">;
+  readonly adapters: Pick<Adapters, "hotStore" | "objectStore" | "clock" | "archivePrefix">;
 }
 
 export const GC_REQUEST_FORM =
@@ -48,16 +48,16 @@ const GC_DEADLINE_MARGIN_MS = 30_000;
 export function createGcHandler(open: () => Promise<GcDependencies>) {
   return middy(async (event: unknown, context: Context): Promise<GcReport> => {
     const request = parseGcRequest(event, "GC event");
-    const { config, runtime } = await open();
+    const { config, adapters } = await open();
     const report = await collectGarbage(
-      { ...runtime, log: workflowLog(logger) },
+      { ...adapters, log: workflowLog(logger) },
       {
         minAgeMs: config.gcMinAgeSeconds * 1000,
         dryRun: request.dryRun,
         includeUnowned: request.includeUnowned,
         leaseMs: config.leaseSeconds * 1000,
         deadline: new Date(
-          runtime.clock.now().getTime() +
+          adapters.clock.now().getTime() +
             context.getRemainingTimeInMillis() -
             GC_DEADLINE_MARGIN_MS,
         ),
@@ -71,5 +71,5 @@ export function createGcHandler(open: () => Promise<GcDependencies>) {
 }
 
 export const handler = createGcHandler(
-  lambdaRuntimePerContainer(process.env, () => openLambdaRuntime()),
+  lambdaAdaptersPerContainer(process.env, () => openLambdaAdapters()),
 );

@@ -6,7 +6,7 @@
  * bucket identity (`table_id`, `partition_key_b64`, `bucket_key`) and the SQS
  * message id, so `filter bucket_key = "month:2024-02"` in Logs Insights shows
  * a bucket's whole history. Secrets never reach a log line: the database URL
- * is never logged (see functions/runtime.ts).
+ * is never logged (see functions/open-adapters.ts).
  *
  * Metrics: CloudWatch embedded metric format under {@link METRICS_NAMESPACE},
  * dimension `service`. The CDK stack (infra/archiver-stack.ts) builds its

@@ -12,20 +12,19 @@ import {
   replayDeadLetters,
   type ReplayReport,
 } from "../src/usecases/replay-dlq.js";
+import type { DeadLetterQueue } from "../src/ports/dead-letters.js";
 import { logger } from "./observability.js";
-import { openQueueRuntime, type QueueRuntime } from "./queue-runtime.js";
+import { openDeadLetters } from "./open-dead-letters.js";
 
 /** Start no new receive round with less time than this left. */
 const REPLAY_DEADLINE_MARGIN_MS = 15_000;
 
-export function createReplayHandler(open: () => QueueRuntime) {
+export function createReplayHandler(open: () => DeadLetterQueue) {
   return middy(async (event: unknown, context: Context): Promise<ReplayReport> => {
     const request = parseReplayRequest(event);
-    const queues = open();
+    const deadLetters = open();
     const report = await replayDeadLetters({
-      sqs: queues.sqs,
-      dlqUrl: queues.deadLetterQueueUrl,
-      queueUrl: queues.workQueueUrl,
+      deadLetters,
       ...request,
       deadline: new Date(
         Date.now() + context.getRemainingTimeInMillis() - REPLAY_DEADLINE_MARGIN_MS,
@@ -37,5 +36,5 @@ export function createReplayHandler(open: () => QueueRuntime) {
   }).use(injectLambdaContext(logger, { resetKeys: true }));
 }
 
-let queues: QueueRuntime | undefined;
-export const handler = createReplayHandler(() => (queues ??= openQueueRuntime()));
+let opened: DeadLetterQueue | undefined;
+export const handler = createReplayHandler(() => (opened ??= openDeadLetters()));

@@ -7,21 +7,21 @@
 import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
 import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
 import middy from "@middy/core";
-import type { Runtime } from "../src/runtime.js";
+import type { Adapters } from "../src/open-adapters.js";
 import { parseRestoreRequest, restoreBucket, type RestoreReport } from "../src/usecases/restore.js";
 import { bucketLogger, logger, metrics, recordRestore, workflowLog } from "./observability.js";
-import { lambdaRuntimePerContainer, openLambdaRuntime } from "./runtime.js";
+import { lambdaAdaptersPerContainer, openLambdaAdapters } from "./open-adapters.js";
 
 export interface RestoreDependencies {
-  readonly runtime: Pick<Runtime, "context">;
+  readonly adapters: Pick<Adapters, "context">;
 }
 
 export function createRestoreHandler(open: () => Promise<RestoreDependencies>) {
   return middy(async (event: unknown): Promise<RestoreReport> => {
     const request = parseRestoreRequest(event, "restore event");
-    const { runtime } = await open();
+    const { adapters } = await open();
     const log = bucketLogger(request.item);
-    const report = await restoreBucket(runtime.context(workflowLog(log)), request.item, {
+    const report = await restoreBucket(adapters.context(workflowLog(log)), request.item, {
       holdMs: request.holdSeconds * 1000,
     });
     log.info("restore finished", { result: report.result, reason: report.reason });
@@ -33,5 +33,5 @@ export function createRestoreHandler(open: () => Promise<RestoreDependencies>) {
 }
 
 export const handler = createRestoreHandler(
-  lambdaRuntimePerContainer(process.env, () => openLambdaRuntime()),
+  lambdaAdaptersPerContainer(process.env, () => openLambdaAdapters()),
 );

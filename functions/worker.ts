@@ -21,7 +21,7 @@ import {
   type MessageVisibility,
   type WorkQueue,
 } from "../src/ports/work-queue.js";
-import type { Runtime } from "../src/runtime.js";
+import type { Adapters } from "../src/open-adapters.js";
 import { silentLog } from "../src/usecases/context.js";
 import {
   MANUAL_RUN_FORM,
@@ -43,10 +43,10 @@ import {
   recordPhaseOutcome,
   workflowLog,
 } from "./observability.js";
-import { lambdaRuntimePerContainer, openLambdaRuntime } from "./runtime.js";
+import { lambdaAdaptersPerContainer, openLambdaAdapters } from "./open-adapters.js";
 
 export interface WorkerDependencies {
-  readonly runtime: Pick<Runtime, "context" | "clock">;
+  readonly adapters: Pick<Adapters, "context" | "clock">;
   /** With `returnAfter` (SQS), a `busy` message comes back after a lease, not a visibility timeout. */
   readonly queue: WorkQueue & Partial<MessageVisibility>;
 }
@@ -125,7 +125,7 @@ export function createWorkerHandler(open: () => Promise<WorkerDependencies>) {
     const log = bucketLogger(item, record.messageId);
     try {
       const result = await processWorkMessage(
-        { ...deps.runtime.context(workflowLog(log)), queue: deps.queue },
+        { ...deps.adapters.context(workflowLog(log)), queue: deps.queue },
         item,
         { deadline },
       );
@@ -162,7 +162,7 @@ export function createWorkerHandler(open: () => Promise<WorkerDependencies>) {
   ): Promise<void> {
     if (deps.queue.returnAfter === undefined || !record.receiptHandle) return;
     const receives = Number(record.attributes?.ApproximateReceiveCount ?? 1);
-    const seconds = busyReturnSeconds(deps.runtime.context(silentLog).settings.leaseMs, receives);
+    const seconds = busyReturnSeconds(deps.adapters.context(silentLog).settings.leaseMs, receives);
     try {
       await deps.queue.returnAfter(record.receiptHandle, seconds);
       log.info("busy message handed back", { return_after_seconds: seconds });
@@ -180,7 +180,7 @@ export function createWorkerHandler(open: () => Promise<WorkerDependencies>) {
   ): Promise<ManualRunReport> {
     const log = bucketLogger(request.item);
     log.info("manual run started", { max_phases: request.maxPhases });
-    const report = await runBucketPhases(deps.runtime.context(workflowLog(log)), request.item, {
+    const report = await runBucketPhases(deps.adapters.context(workflowLog(log)), request.item, {
       maxPhases: request.maxPhases,
       remainingMs: () => context.getRemainingTimeInMillis(),
       onPhase: recordPhaseOutcome,
@@ -195,7 +195,7 @@ export function createWorkerHandler(open: () => Promise<WorkerDependencies>) {
       const deps = await open();
       if (request.kind === "manual") return await runManually(deps, request, context);
       const deadline = new Date(
-        deps.runtime.clock.now().getTime() +
+        deps.adapters.clock.now().getTime() +
           context.getRemainingTimeInMillis() -
           SQS_DEADLINE_MARGIN_MS,
       );
@@ -218,5 +218,5 @@ export function createWorkerHandler(open: () => Promise<WorkerDependencies>) {
 }
 
 export const handler = createWorkerHandler(
-  lambdaRuntimePerContainer(process.env, () => openLambdaRuntime()),
+  lambdaAdaptersPerContainer(process.env, () => openLambdaAdapters()),
 );

@@ -1,6 +1,6 @@
 /**
  * The fault soak's archiver process: the runtime of `pulpitum archive`
- * (configuration from the environment, src/runtime.ts, the standalone runner)
+ * (configuration from the environment, src/open-adapters.ts, the standalone runner)
  * composed with what only the soak may inject, so no production entry point
  * grows a switch for it:
  *
@@ -21,7 +21,7 @@ import { describeBucket } from "../src/domain/bucket.js";
 import { errorMessage } from "../src/errors.js";
 import type { Clock } from "../src/ports/clock.js";
 import { runStandalone } from "../src/runner/standalone.js";
-import { loadConfig, openRuntime, s3Timeouts } from "../src/runtime.js";
+import { loadConfig, openAdapters, s3Timeouts } from "../src/open-adapters.js";
 import { ContentOnlyPayloadStore, recordingContentOnlyKeys } from "./faults/adopt-orphans.js";
 
 /** A clock `skewMs` ahead of the host's (behind when negative). */
@@ -57,7 +57,7 @@ async function main(argv: string[]): Promise<number> {
       log.warn("SABOTAGE adopted an existing payload object", { key }),
     );
   }
-  const runtime = await openRuntime(config, { clock: skewedClock(skewMs), objectStore });
+  const runtime = await openAdapters(config, { clock: skewedClock(skewMs), objectStore });
   log.warn("soak archiver started", { clock_skew_ms: skewMs, sabotage });
   const controller = new AbortController();
   const onSignal = () => controller.abort();

@@ -18,7 +18,7 @@ import type { TableRecord } from "../src/domain/record.js";
 import type { TableId } from "../src/domain/table.js";
 import { errorMessage } from "../src/errors.js";
 import type { BucketMetadata, BucketRow, ClusteringPosition } from "../src/ports/hot-store.js";
-import type { Runtime } from "../src/runtime.js";
+import type { Adapters } from "../src/open-adapters.js";
 import { bucketRef, compareWithLedger, type Ledger } from "./ledger.js";
 
 export interface EndCheck {
@@ -44,7 +44,7 @@ export interface EndCheck {
 }
 
 export async function runEndCheck(options: {
-  runtime: Runtime;
+  runtime: Adapters;
   admin: pg.Pool;
   ledger: Ledger;
   cutoff: Date;

@@ -7,7 +7,7 @@
  */
 import { parseConfig } from "../src/config.js";
 import { systemClock } from "../src/ports/clock.js";
-import { openRuntime, type Runtime } from "../src/runtime.js";
+import { openAdapters, type Adapters } from "../src/open-adapters.js";
 import { silentLog } from "../src/usecases/context.js";
 import type { Catalog } from "./workload.js";
 import { DetachedPayloadDeletes } from "./faults/adopt-orphans.js";
@@ -36,7 +36,7 @@ export class FaultMode {
   readonly tracker = new RestoreTracker();
   readonly maintenance: MaintenanceFigures = newMaintenanceFigures();
   /** The runtime of the soak's chaos clients, through the proxies. */
-  chaosRuntime: Runtime | undefined;
+  chaosRuntime: Adapters | undefined;
   #maintenanceClockSkewMs = 0;
   readonly #stopMaintenance = new AbortController();
   readonly #stopFaults = new AbortController();
@@ -56,10 +56,10 @@ export class FaultMode {
   }
 
   /** Open the chaos clients' runtime (through the proxies, with a skewed clock). */
-  async openClients(env: NodeJS.ProcessEnv, cwd: string): Promise<Runtime> {
+  async openClients(env: NodeJS.ProcessEnv, cwd: string): Promise<Adapters> {
     const { clock, skewMs } = this.harness.skewedClock();
     this.#maintenanceClockSkewMs = skewMs;
-    this.chaosRuntime = await openRuntime(parseConfig(env, { cwd }), {
+    this.chaosRuntime = await openAdapters(parseConfig(env, { cwd }), {
       clock,
       objectStore: this.harness.objectStore("archive"),
     });
@@ -120,7 +120,7 @@ export class FaultMode {
    * restart to finish and every held S3 request to land; then finish the
    * restores that faults cut off, on a clean runtime.
    */
-  async windDown(cleanRuntime: Runtime, log: (line: string) => void): Promise<void> {
+  async windDown(cleanRuntime: Adapters, log: (line: string) => void): Promise<void> {
     this.#stopMaintenance.abort();
     await this.#loops;
     this.#stopFaults.abort();

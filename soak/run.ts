@@ -29,7 +29,7 @@ import { S3ObjectStore } from "../src/adapters/object-store/s3.js";
 import { parseConfig } from "../src/config.js";
 import { systemClock } from "../src/ports/clock.js";
 import { DurableTable } from "../src/read/durable-table.js";
-import { openRuntime, type Runtime } from "../src/runtime.js";
+import { openAdapters, type Adapters } from "../src/open-adapters.js";
 import type { RunningService } from "../test/support/services.js";
 import { newAppendFigures, runAppender } from "./appenders.js";
 import { runEndCheck, type EndCheck } from "./end-check.js";
@@ -81,7 +81,7 @@ async function main(argv: string[]): Promise<number> {
   const services: RunningService[] = [];
   const stop = new AbortController();
   let env: SoakEnvironment | undefined;
-  let runtime: Runtime | undefined;
+  let runtime: Adapters | undefined;
   let fleet: ArchiverFleet | undefined;
   let finalChild: ReturnType<typeof spawn> | undefined;
   let faultMode: FaultMode | undefined;
@@ -171,7 +171,7 @@ async function main(argv: string[]): Promise<number> {
     });
     const config = parseConfig(workerEnv(CUTOFF_FINAL), { cwd: REPO_ROOT });
     // The soak's own S3 client carries the emulator's credentials; the archivers get them by environment.
-    runtime = await openRuntime(config, {
+    runtime = await openAdapters(config, {
       migrate: true,
       objectStore: new S3ObjectStore({ bucket: env.s3Bucket, client: env.s3 }),
     });

@@ -1,9 +1,10 @@
 import path from "node:path";
 import { ConfigError, InvalidInputError, type ConfigProblem } from "./errors.js";
+import { CONFIG, CONFIG_VARIABLES } from "./config-table.js";
+import { rawValue, readNumber, type Env } from "./variables.js";
 import { DISCOVERY_VARIABLES } from "./discovery-settings.js";
 import { FUNCTION_VARIABLES } from "./function-settings.js";
 import {
-  DEFAULT_CUTOFF_DESCRIPTION,
   DEFAULT_CUTOFF_POLICY,
   describeCutoffPolicy,
   fixedCutoff,
@@ -12,6 +13,14 @@ import {
 import { MAX_PREFIX_BYTES } from "./domain/object-keys.js";
 import { parseRfc3339Micros } from "./domain/time.js";
 import type { ArchiveFormat } from "./domain/table.js";
+
+export {
+  CONFIG_VARIABLES,
+  DEFAULT_MAX_ATTEMPTS,
+  DEFAULT_SEGMENT_BYTES,
+  DEFAULT_SEGMENT_ROWS,
+  GC_DEFAULT_MIN_AGE_SECONDS,
+} from "./config-table.js";
 
 export type DatabaseLocation =
   | { readonly kind: "postgres"; readonly url: string }
@@ -98,165 +107,6 @@ export const OBSOLETE_VARIABLES: Readonly<Record<string, string>> = {
     "it was a year-specific control of the v2 archiver and is not supported; set ARCHIVER_ELIGIBLE_BEFORE (an RFC 3339 cutoff applied to bucket_end, e.g. 2025-01-01T00:00:00Z) instead",
 };
 
-/** Every variable Pulpitum reads, with its default and rule, for docs and `--help`. */
-export const CONFIG_VARIABLES: ReadonlyArray<{ name: string; default: string; rule: string }> = [
-  {
-    name: "ARCHIVER_ELIGIBLE_BEFORE",
-    default: `${DEFAULT_CUTOFF_DESCRIPTION}, evaluated at every scan and claim`,
-    rule: "RFC 3339 timestamp with offset, at most microseconds; a bucket is eligible when bucket_end <= cutoff",
-  },
-  {
-    name: "ARCHIVER_INTERVAL_SECONDS",
-    default: "15",
-    rule: "seconds > 0; `pulpitum archive` scans for work this often, also while phases run",
-  },
-  { name: "ARCHIVER_LEASE_SECONDS", default: "60", rule: "seconds > 0" },
-  {
-    name: "ARCHIVER_LEASE_RENEWAL_SECONDS",
-    default: "lease / 3",
-    rule: "seconds > 0 and < ARCHIVER_LEASE_SECONDS",
-  },
-  {
-    name: "ARCHIVER_RETRY_SECONDS",
-    default: "15",
-    rule: "seconds >= 0; delay before deferred work is retried",
-  },
-  {
-    name: "ARCHIVER_REQUEUE_SECONDS",
-    default: "300",
-    rule: "seconds >= 0; discovery does not re-enqueue a bucket it enqueued more recently than this",
-  },
-  {
-    name: "ARCHIVER_SCAN_LIMIT",
-    default: "64",
-    rule: "integer 1..10000; candidates per discovery scan",
-  },
-  {
-    name: "ARCHIVER_WORKERS",
-    default: "2",
-    rule: "integer 1..64; concurrent phases in `pulpitum archive`",
-  },
-  {
-    name: "ARCHIVER_SNAPSHOT_PAGE_SIZE",
-    default: "5000",
-    rule: "integer 1..100000; rows per fenced snapshot page",
-  },
-  {
-    name: "ARCHIVER_MAX_ATTEMPTS",
-    default: "5",
-    rule: "integer 1..1000; failed attempts (deferrals, takeovers, timeouts) before a bucket is quarantined",
-  },
-  {
-    name: "ARCHIVER_SEGMENT_ROWS",
-    default: "1000000",
-    rule: "integer >= 1; most rows in one export part",
-  },
-  {
-    name: "ARCHIVER_SEGMENT_BYTES",
-    default: "268435456 (256 MiB)",
-    rule: "integer >= 1; most bytes of sort keys and values in one export part",
-  },
-  {
-    name: "ARCHIVER_CLEANUP_BATCH_SIZE",
-    default: "5000",
-    rule: "integer 1..100000; hot rows deleted per statement",
-  },
-  {
-    name: "ARCHIVER_CLEANUP_MAX_ROWS_PER_SECOND",
-    default: "0 (no cap)",
-    rule: "integer >= 0; per-worker delete rate cap",
-  },
-  {
-    name: "ARCHIVER_GC_MIN_AGE_SECONDS",
-    default: "86400 (24 hours)",
-    rule: "integer 3600..31536000; `pulpitum gc` deletes unreferenced archive objects only when older than this",
-  },
-  {
-    name: "PULPITUM_DB_CONNECT_TIMEOUT_SECONDS",
-    default: "10",
-    rule: "seconds > 0; opening a database connection, or waiting for a pooled one, fails after this long",
-  },
-  {
-    name: "PULPITUM_DB_STATEMENT_TIMEOUT_SECONDS",
-    default: "60",
-    rule: "seconds >= 0 (0: none); the server cancels a statement running longer (statement_timeout); must exceed the slowest snapshot page and cleanup batch",
-  },
-  {
-    name: "PULPITUM_DB_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS",
-    default: "60",
-    rule: "seconds >= 0 (0: none); the server ends a session whose transaction waits on its client longer (idle_in_transaction_session_timeout)",
-  },
-  {
-    name: "PULPITUM_S3_CONNECT_TIMEOUT_SECONDS",
-    default: "10",
-    rule: "seconds > 0; connecting to S3 fails after this long",
-  },
-  {
-    name: "PULPITUM_S3_REQUEST_TIMEOUT_SECONDS",
-    default: "30",
-    rule: "seconds >= 0 (0: none); an S3 request that sends or receives nothing for this long fails and is retried",
-  },
-  {
-    name: "PULPITUM_SQS_CONNECT_TIMEOUT_SECONDS",
-    default: "10",
-    rule: "seconds > 0; connecting to SQS fails after this long",
-  },
-  {
-    name: "PULPITUM_SQS_REQUEST_TIMEOUT_SECONDS",
-    default: "30",
-    rule: "0 (none) or seconds > 20 (the longest SQS long poll); an SQS request that sends or receives nothing for this long fails and is retried",
-  },
-  {
-    name: "DATABASE_URL",
-    default: "embedded PGlite under PULPITUM_HOME/db",
-    rule: "postgres:// or postgresql:// URL (PostgreSQL or CockroachDB); set together with PULPITUM_ARCHIVE_URL",
-  },
-  {
-    name: "PULPITUM_ARCHIVE_URL",
-    default: "file archive under PULPITUM_HOME/archive",
-    rule: "s3://bucket[/prefix] or file:///absolute/path; set together with DATABASE_URL",
-  },
-  {
-    name: "PULPITUM_HOME",
-    default: ".pulpitum",
-    rule: "directory for the embedded database and archive",
-  },
-  {
-    name: "PULPITUM_ARCHIVE_FORMAT",
-    default: "parquet",
-    rule: "parquet or json; format of tables created without --format",
-  },
-  {
-    name: "PULPITUM_S3_FORCE_PATH_STYLE",
-    default: "true when AWS_ENDPOINT_URL is set",
-    rule: "true or false",
-  },
-  { name: "PULPITUM_WORK_QUEUE_URL", default: "none (in-process queue)", rule: "SQS queue URL" },
-  {
-    name: "PULPITUM_DLQ_URL",
-    default: "none",
-    rule: "SQS queue URL of the work queue's dead-letter queue",
-  },
-];
-
-type Env = Readonly<Record<string, string | undefined>>;
-
-/**
- * Default safety age of garbage collection: a day, far longer than any phase
- * or lease, so an object is never judged by a view of metadata older than it.
- */
-export const GC_DEFAULT_MIN_AGE_SECONDS = 86_400;
-
-/**
- * Export part bounds. A part's staged file is bounded by these: a Parquet
- * part holds at most ARCHIVER_SEGMENT_BYTES of keys and values (less after
- * Zstandard) plus its footer; an NDJSON part base64-encodes them, so at most
- * 4/3 × ARCHIVER_SEGMENT_BYTES + about 110 bytes × ARCHIVER_SEGMENT_ROWS.
- */
-export const DEFAULT_SEGMENT_ROWS = 1_000_000;
-export const DEFAULT_MAX_ATTEMPTS = 5;
-export const DEFAULT_SEGMENT_BYTES = 256 * 1024 * 1024;
-
 /** SQS holds a ReceiveMessage silent for at most this long (WaitTimeSeconds <= 20). */
 export const SQS_LONGEST_POLL_SECONDS = 20;
 
@@ -271,41 +121,13 @@ export function parseConfig(env: Env, options: { cwd: string }): PulpitumConfig 
   const problems: ConfigProblem[] = [];
   const bad = (variable: string, value: string | undefined, accepted: string) =>
     problems.push({ variable, value, accepted });
-  const raw = (name: string): string | undefined => {
-    const v = env[name];
-    return v === undefined || v.trim() === "" ? undefined : v.trim();
-  };
+  const raw = (name: string): string | undefined => rawValue(env, name);
+  const number = (variable: Parameters<typeof readNumber>[1], fallback?: number) =>
+    readNumber(env, variable, problems, fallback);
 
   for (const [name, reason] of Object.entries(OBSOLETE_VARIABLES)) {
     if (env[name] !== undefined) bad(name, env[name], `obsolete: ${reason}`);
   }
-
-  const seconds = (name: string, fallback: number, { allowZero }: { allowZero: boolean }) => {
-    const v = raw(name);
-    if (v === undefined) return fallback;
-    const n = /^\d+(\.\d+)?$/.test(v) ? Number(v) : NaN;
-    if (!Number.isFinite(n) || (!allowZero && n <= 0) || n > 31_536_000) {
-      bad(
-        name,
-        v,
-        allowZero
-          ? "a number of seconds >= 0 and at most 31536000 (one year), such as 15"
-          : "a number of seconds > 0 and at most 31536000 (one year), such as 60",
-      );
-      return fallback;
-    }
-    return n;
-  };
-  const integer = (name: string, fallback: number, min: number, max: number) => {
-    const v = raw(name);
-    if (v === undefined) return fallback;
-    const n = /^\d+$/.test(v) ? Number(v) : NaN;
-    if (!Number.isSafeInteger(n) || n < min || n > max) {
-      bad(name, v, `an integer from ${min} to ${max}`);
-      return fallback;
-    }
-    return n;
-  };
 
   let cutoff = DEFAULT_CUTOFF_POLICY;
   const cutoffText = raw("ARCHIVER_ELIGIBLE_BEFORE");
@@ -319,12 +141,10 @@ export function parseConfig(env: Env, options: { cwd: string }): PulpitumConfig 
     }
   }
 
-  const intervalSeconds = seconds("ARCHIVER_INTERVAL_SECONDS", 15, { allowZero: false });
-  const leaseSeconds = seconds("ARCHIVER_LEASE_SECONDS", 60, { allowZero: false });
+  const intervalSeconds = number(CONFIG.intervalSeconds);
+  const leaseSeconds = number(CONFIG.leaseSeconds);
   const renewalText = raw("ARCHIVER_LEASE_RENEWAL_SECONDS");
-  const leaseRenewalSeconds = seconds("ARCHIVER_LEASE_RENEWAL_SECONDS", leaseSeconds / 3, {
-    allowZero: false,
-  });
+  const leaseRenewalSeconds = number(CONFIG.leaseRenewalSeconds, leaseSeconds / 3);
   if (
     renewalText !== undefined &&
     leaseRenewalSeconds >= leaseSeconds &&
@@ -336,56 +156,27 @@ export function parseConfig(env: Env, options: { cwd: string }): PulpitumConfig 
       `a number of seconds > 0 and shorter than ARCHIVER_LEASE_SECONDS (${leaseSeconds})`,
     );
   }
-  const retrySeconds = seconds("ARCHIVER_RETRY_SECONDS", 15, { allowZero: true });
-  const requeueSeconds = seconds("ARCHIVER_REQUEUE_SECONDS", 300, { allowZero: true });
-  const scanLimit = integer("ARCHIVER_SCAN_LIMIT", 64, 1, 10_000);
-  const workers = integer("ARCHIVER_WORKERS", 2, 1, 64);
-  const snapshotPageSize = integer("ARCHIVER_SNAPSHOT_PAGE_SIZE", 5000, 1, 100_000);
-  const maxAttempts = integer("ARCHIVER_MAX_ATTEMPTS", DEFAULT_MAX_ATTEMPTS, 1, 1000);
-  const segmentRows = integer(
-    "ARCHIVER_SEGMENT_ROWS",
-    DEFAULT_SEGMENT_ROWS,
-    1,
-    Number.MAX_SAFE_INTEGER,
-  );
-  const segmentBytes = integer(
-    "ARCHIVER_SEGMENT_BYTES",
-    DEFAULT_SEGMENT_BYTES,
-    1,
-    Number.MAX_SAFE_INTEGER,
-  );
-  const cleanupBatchSize = integer("ARCHIVER_CLEANUP_BATCH_SIZE", 5000, 1, 100_000);
-  const cleanupMaxRowsPerSecond = integer(
-    "ARCHIVER_CLEANUP_MAX_ROWS_PER_SECOND",
-    0,
-    0,
-    100_000_000,
-  );
-
-  const gcMinAgeSeconds = integer(
-    "ARCHIVER_GC_MIN_AGE_SECONDS",
-    GC_DEFAULT_MIN_AGE_SECONDS,
-    3600,
-    31_536_000,
-  );
+  const retrySeconds = number(CONFIG.retrySeconds);
+  const requeueSeconds = number(CONFIG.requeueSeconds);
+  const scanLimit = number(CONFIG.scanLimit);
+  const workers = number(CONFIG.workers);
+  const snapshotPageSize = number(CONFIG.snapshotPageSize);
+  const maxAttempts = number(CONFIG.maxAttempts);
+  const segmentRows = number(CONFIG.segmentRows);
+  const segmentBytes = number(CONFIG.segmentBytes);
+  const cleanupBatchSize = number(CONFIG.cleanupBatchSize);
+  const cleanupMaxRowsPerSecond = number(CONFIG.cleanupMaxRowsPerSecond);
+  const gcMinAgeSeconds = number(CONFIG.gcMinAgeSeconds);
 
   const sqsRequestText = raw("PULPITUM_SQS_REQUEST_TIMEOUT_SECONDS");
   const timeouts: ClientTimeouts = Object.freeze({
-    databaseConnectSeconds: seconds("PULPITUM_DB_CONNECT_TIMEOUT_SECONDS", 10, {
-      allowZero: false,
-    }),
-    databaseStatementSeconds: seconds("PULPITUM_DB_STATEMENT_TIMEOUT_SECONDS", 60, {
-      allowZero: true,
-    }),
-    databaseIdleInTransactionSeconds: seconds(
-      "PULPITUM_DB_IDLE_IN_TRANSACTION_TIMEOUT_SECONDS",
-      60,
-      { allowZero: true },
-    ),
-    s3ConnectSeconds: seconds("PULPITUM_S3_CONNECT_TIMEOUT_SECONDS", 10, { allowZero: false }),
-    s3RequestSeconds: seconds("PULPITUM_S3_REQUEST_TIMEOUT_SECONDS", 30, { allowZero: true }),
-    sqsConnectSeconds: seconds("PULPITUM_SQS_CONNECT_TIMEOUT_SECONDS", 10, { allowZero: false }),
-    sqsRequestSeconds: seconds("PULPITUM_SQS_REQUEST_TIMEOUT_SECONDS", 30, { allowZero: true }),
+    databaseConnectSeconds: number(CONFIG.databaseConnectSeconds),
+    databaseStatementSeconds: number(CONFIG.databaseStatementSeconds),
+    databaseIdleInTransactionSeconds: number(CONFIG.databaseIdleInTransactionSeconds),
+    s3ConnectSeconds: number(CONFIG.s3ConnectSeconds),
+    s3RequestSeconds: number(CONFIG.s3RequestSeconds),
+    sqsConnectSeconds: number(CONFIG.sqsConnectSeconds),
+    sqsRequestSeconds: number(CONFIG.sqsRequestSeconds),
   });
   if (
     sqsRequestText !== undefined &&
@@ -400,9 +191,9 @@ export function parseConfig(env: Env, options: { cwd: string }): PulpitumConfig 
     );
   }
 
-  const home = path.resolve(options.cwd, raw("PULPITUM_HOME") ?? ".pulpitum");
+  const home = path.resolve(options.cwd, raw("PULPITUM_HOME") ?? CONFIG.home.default);
 
-  let defaultFormat: ArchiveFormat = "parquet";
+  let defaultFormat: ArchiveFormat = CONFIG.defaultFormat.default;
   const formatText = raw("PULPITUM_ARCHIVE_FORMAT");
   if (formatText !== undefined) {
     if (formatText === "parquet" || formatText === "json") defaultFormat = formatText;

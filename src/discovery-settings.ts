@@ -4,8 +4,7 @@
  * for its idle workers instead, does not carry them.
  */
 import { ConfigError, type ConfigProblem } from "./errors.js";
-
-type Env = Readonly<Record<string, string | undefined>>;
+import { readNumber, type Env, type Variable } from "./variables.js";
 
 export interface DiscoverySettings {
   /** Keep the work queue's waiting messages at about this many. */
@@ -18,50 +17,45 @@ export interface DiscoverySettings {
   readonly pollMs: number;
 }
 
-export const DISCOVERY_VARIABLES: ReadonlyArray<{ name: string; default: string; rule: string }> = [
-  {
+const DISCOVERY = {
+  targetDepth: {
     name: "ARCHIVER_DISCOVERY_TARGET_DEPTH",
-    default: "100 (the stack sets worker concurrency × batch size × 2)",
-    rule: "integer 1..1000000; discovery enqueues until this many messages wait in the work queue",
+    default: 100,
+    defaultNote: "the stack: worker concurrency × batch size × 2",
+    read: { kind: "integer", min: 1, max: 1_000_000 },
+    rule: "1..1000000; a discovery run enqueues until this many messages wait in the work queue",
   },
-  {
+  maxEnqueuePerRun: {
     name: "ARCHIVER_DISCOVERY_MAX_ENQUEUE",
-    default: "100000",
-    rule: "integer 1..10000000; buckets one discovery run enqueues at most (DiscoveryStoppedOnCap when reached)",
+    default: 100_000,
+    read: { kind: "integer", min: 1, max: 10_000_000 },
+    rule: "1..10000000; buckets one discovery run enqueues at most (DiscoveryStoppedOnCap when reached)",
   },
-  {
+  runSeconds: {
     name: "ARCHIVER_DISCOVERY_RUN_SECONDS",
-    default: "50 (the stack sets the schedule interval less 30 s)",
-    rule: "seconds 1..900; a discovery run keeps the queue topped up this long while candidates remain",
+    default: 50,
+    defaultNote: "the stack: the schedule interval less 30 s",
+    read: { kind: "decimal", min: 1, max: 900 },
+    rule: "1..900; how long a discovery run keeps the queue topped up while candidates remain",
   },
-  {
+  pollSeconds: {
     name: "ARCHIVER_DISCOVERY_POLL_SECONDS",
-    default: "2",
-    rule: "seconds 0.1..60; how often a run re-reads the queue depth while the queue is full",
+    default: 2,
+    read: { kind: "decimal", min: 0.1, max: 60 },
+    rule: "0.1..60; how often a discovery run re-reads the queue depth while the queue is full",
   },
-];
+} as const satisfies Record<string, Variable>;
+
+/** The variables of backlog-aware discovery, in documentation order. */
+export const DISCOVERY_VARIABLES: readonly Variable[] = Object.values(DISCOVERY);
 
 export function parseDiscoverySettings(env: Env): DiscoverySettings {
   const problems: ConfigProblem[] = [];
-  const number = (name: string, fallback: number, min: number, max: number, integer: boolean) => {
-    const text = env[name]?.trim();
-    if (text === undefined || text === "") return fallback;
-    const n = (integer ? /^\d+$/ : /^\d+(\.\d+)?$/).test(text) ? Number(text) : NaN;
-    if (!Number.isFinite(n) || n < min || n > max) {
-      problems.push({
-        variable: name,
-        value: text,
-        accepted: integer ? `an integer from ${min} to ${max}` : `a number from ${min} to ${max}`,
-      });
-      return fallback;
-    }
-    return n;
-  };
   const settings: DiscoverySettings = Object.freeze({
-    targetDepth: number("ARCHIVER_DISCOVERY_TARGET_DEPTH", 100, 1, 1_000_000, true),
-    maxEnqueuePerRun: number("ARCHIVER_DISCOVERY_MAX_ENQUEUE", 100_000, 1, 10_000_000, true),
-    runMs: number("ARCHIVER_DISCOVERY_RUN_SECONDS", 50, 1, 900, false) * 1000,
-    pollMs: number("ARCHIVER_DISCOVERY_POLL_SECONDS", 2, 0.1, 60, false) * 1000,
+    targetDepth: readNumber(env, DISCOVERY.targetDepth, problems),
+    maxEnqueuePerRun: readNumber(env, DISCOVERY.maxEnqueuePerRun, problems),
+    runMs: readNumber(env, DISCOVERY.runSeconds, problems) * 1000,
+    pollMs: readNumber(env, DISCOVERY.pollSeconds, problems) * 1000,
   });
   if (problems.length > 0) throw new ConfigError(problems);
   return settings;

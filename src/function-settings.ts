@@ -3,9 +3,8 @@
  * container may hold, and how often it re-reads the database secret so a
  * rotation is picked up by warm containers.
  */
-import { ConfigError } from "./errors.js";
-
-type Env = Readonly<Record<string, string | undefined>>;
+import { ConfigError, type ConfigProblem } from "./errors.js";
+import { readNumber, type Env, type Variable } from "./variables.js";
 
 export interface FunctionSettings {
   /** Connections one container's pool may open: one for a phase's statements, one for its lease heartbeat. */
@@ -17,34 +16,31 @@ export interface FunctionSettings {
 /** The most connections a container's pool may open (the stack's connection ceiling counts on it). */
 export const MAX_FUNCTION_POOL = 2;
 
-export const FUNCTION_VARIABLES: ReadonlyArray<{ name: string; default: string; rule: string }> = [
-  {
+const FUNCTION = {
+  poolMax: {
     name: "PULPITUM_DB_POOL_MAX",
-    default: "2",
-    rule: `integer 1..${MAX_FUNCTION_POOL}; database connections one Lambda container may hold`,
+    default: 2,
+    defaultNote: "Lambda functions only",
+    read: { kind: "integer", min: 1, max: MAX_FUNCTION_POOL },
+    rule: `1..${MAX_FUNCTION_POOL}; database connections one Lambda container may hold (see Database connections)`,
   },
-  {
+  secretRefreshSeconds: {
     name: "PULPITUM_SECRET_REFRESH_SECONDS",
-    default: "60",
-    rule: "seconds 1..86400; a warm Lambda container re-reads the database secret at most this often",
+    default: 60,
+    defaultNote: "Lambda functions only",
+    read: { kind: "integer", min: 1, max: 86_400 },
+    rule: "1..86400; a warm container re-reads `DATABASE_SECRET_ARN` at most this often and reconnects when it changed",
   },
-];
+} as const satisfies Record<string, Variable>;
+
+/** The variables only the Lambda functions read, in documentation order. */
+export const FUNCTION_VARIABLES: readonly Variable[] = Object.values(FUNCTION);
 
 export function parseFunctionSettings(env: Env): FunctionSettings {
-  const problems: Array<{ variable: string; value: string; accepted: string }> = [];
-  const integer = (name: string, fallback: number, min: number, max: number) => {
-    const text = env[name]?.trim();
-    if (text === undefined || text === "") return fallback;
-    const n = /^\d+$/.test(text) ? Number(text) : NaN;
-    if (!Number.isSafeInteger(n) || n < min || n > max) {
-      problems.push({ variable: name, value: text, accepted: `an integer from ${min} to ${max}` });
-      return fallback;
-    }
-    return n;
-  };
+  const problems: ConfigProblem[] = [];
   const settings = Object.freeze({
-    poolMax: integer("PULPITUM_DB_POOL_MAX", 2, 1, MAX_FUNCTION_POOL),
-    secretRefreshMs: integer("PULPITUM_SECRET_REFRESH_SECONDS", 60, 1, 86_400) * 1000,
+    poolMax: readNumber(env, FUNCTION.poolMax, problems),
+    secretRefreshMs: readNumber(env, FUNCTION.secretRefreshSeconds, problems) * 1000,
   });
   if (problems.length > 0) throw new ConfigError(problems);
   return settings;

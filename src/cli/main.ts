@@ -5,7 +5,7 @@
  * embedded), the AWS SDK or the Parquet libraries.
  */
 import { Command, CommanderError, Option } from "commander";
-import { CONFIG_VARIABLES, OTHER_VARIABLES } from "../config.js";
+import { configHelpLines } from "../config-docs.js";
 import { parseBucketKey, parseBucketStrategy, type BucketId } from "../domain/bucket.js";
 import { RECORD_JSON_FORM } from "../domain/record.js";
 import { parseTableId } from "../domain/table.js";
@@ -53,17 +53,7 @@ function buildProgram(): Command {
     .showHelpAfterError()
     .addHelpText(
       "after",
-      `\nConfiguration (environment variables):\n${[
-        ...CONFIG_VARIABLES,
-        ...OTHER_VARIABLES.filter((v) => v.name === "PULPITUM_LOG"),
-      ]
-        .map(
-          (v) =>
-            `  ${v.name.padEnd(38)} ${"default" in v ? `default ${String(v.default)}` : v.rule}`,
-        )
-        .join(
-          "\n",
-        )}\n\nWith neither DATABASE_URL nor PULPITUM_ARCHIVE_URL set, everything runs embedded under PULPITUM_HOME (one process at a time).\n\n${EXIT_CODES_HELP}`,
+      `\nConfiguration (environment variables):\n${configHelpLines().join("\n")}\n\nWith neither DATABASE_URL nor PULPITUM_ARCHIVE_URL set, everything runs embedded under PULPITUM_HOME (one process at a time).\n\n${EXIT_CODES_HELP}`,
     );
   const tablesModule = () => import("./commands/tables.js");
   const readModule = () => import("./commands/read.js");

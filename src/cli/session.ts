@@ -1,10 +1,10 @@
 /**
  * What every command that touches the stores does first: validate the whole
- * configuration (warning about variables nothing reads), open the runtime,
+ * configuration (warning about variables nothing reads), open the adapters,
  * and close it however the command ends.
  */
 import { unknownVariableWarnings, type PulpitumConfig } from "../config.js";
-import { loadConfig, openRuntime, type Runtime } from "../runtime.js";
+import { loadConfig, openAdapters, type Adapters } from "../open-adapters.js";
 import type { WorkflowLog } from "../usecases/context.js";
 import { stderrLog } from "./log.js";
 
@@ -36,11 +36,11 @@ export function cliLog(): WorkflowLog {
 }
 
 export async function withRuntime<T>(
-  fn: (runtime: Runtime) => Promise<T>,
+  fn: (runtime: Adapters) => Promise<T>,
   options: { migrate?: boolean } = {},
 ): Promise<T> {
   const config = loadCliConfig();
-  const runtime = await openRuntime(config, { ...options, command: commandLine });
+  const runtime = await openAdapters(config, { ...options, command: commandLine });
   const stale = runtime.lock?.tookOverFrom;
   if (stale) {
     warn(

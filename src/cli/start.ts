@@ -10,7 +10,7 @@ import { parseTableId, type TableId } from "../domain/table.js";
 import type { PhaseName } from "../ports/hot-store.js";
 import { DurableTable } from "../read/durable-table.js";
 import { runStandalone } from "../runner/standalone.js";
-import type { Runtime } from "../runtime.js";
+import type { Adapters } from "../open-adapters.js";
 import { formatBytes, renderTable } from "./format.js";
 import { stderrLog } from "./log.js";
 import { ProgressBar } from "./progress.js";
@@ -73,7 +73,7 @@ export function* sampleChatMessages(now: Date): Iterable<TableRecord> {
   }
 }
 
-export async function runEmbeddedDemo(rt: Runtime): Promise<void> {
+export async function runEmbeddedDemo(rt: Adapters): Promise<void> {
   const log = stderrLog(process.env.PULPITUM_LOG === "debug");
   const where =
     rt.config.database.kind === "pglite"
@@ -118,7 +118,7 @@ export async function runEmbeddedDemo(rt: Runtime): Promise<void> {
   await showCutover(rt);
 }
 
-async function seedSample(rt: Runtime): Promise<void> {
+async function seedSample(rt: Adapters): Promise<void> {
   await rt.hotStore.registerTable(
     {
       tableId: SAMPLE_TABLE,
@@ -150,7 +150,7 @@ async function seedSample(rt: Runtime): Promise<void> {
 }
 
 async function archiveWithProgress(
-  rt: Runtime,
+  rt: Adapters,
   total: number,
   log: ReturnType<typeof stderrLog>,
 ): Promise<void> {
@@ -197,7 +197,7 @@ async function archiveWithProgress(
 }
 
 /** Read one channel from its first month to now, page by page, and say which tier served each month. */
-async function showCutover(rt: Runtime): Promise<void> {
+async function showCutover(rt: Adapters): Promise<void> {
   const channel = new TextEncoder().encode(CHANNELS[0]!);
   const table = new DurableTable({
     hotStore: rt.hotStore,

@@ -10,7 +10,7 @@ import type {
   LeaseLost,
   PayloadFacts,
   RecordedPhase,
-} from "./hot-store.js";
+} from "./hot-store-types.js";
 
 /** An archived bucket and the objects its reads go to: what an external engine should read. */
 export interface ArchivedBucket {

@@ -15,21 +15,18 @@
  * project tests against (moto), and it moves all or nothing; this use case
  * does receive, send, delete with a count limit and a dry run instead.
  */
-import {
-  ChangeMessageVisibilityBatchCommand,
-  DeleteMessageBatchCommand,
-  ReceiveMessageCommand,
-  type Message,
-  type SQSClient,
-} from "@aws-sdk/client-sqs";
 import { InvalidInputError, errorMessage } from "../errors.js";
-import { SQS_MAX_BATCH, sendEntries } from "../adapters/queue/sqs.js";
 import { readBoolean, readFields, readInteger } from "../input.js";
+import {
+  DEAD_LETTER_MAX_BATCH,
+  type DeadLetter,
+  type DeadLetterFailure,
+  type DeadLetterQueue,
+} from "../ports/dead-letters.js";
 
 export interface ReplayDeadLettersRequest {
-  readonly sqs: SQSClient;
-  readonly dlqUrl: string;
-  readonly queueUrl: string;
+  /** The dead-letter queue and the work queue it redrives to. */
+  readonly deadLetters: DeadLetterQueue;
   /** Stop after this many messages have been received. */
   readonly maxMessages: number;
   /** Receive and report only: nothing is sent or deleted. */
@@ -73,11 +70,14 @@ export interface ReplayReport {
   readonly stoppedBecause: "dlq-empty" | "max-messages" | "deadline";
 }
 
-export const REPLAY_LIMITS = Object.freeze({ maxMessages: 100_000, batchSize: SQS_MAX_BATCH });
+export const REPLAY_LIMITS = Object.freeze({
+  maxMessages: 100_000,
+  batchSize: DEAD_LETTER_MAX_BATCH,
+});
 
 /** Replay up to `maxMessages` dead letters; see the module comment for the guarantees. */
 export async function replayDeadLetters(request: ReplayDeadLettersRequest): Promise<ReplayReport> {
-  const batchSize = request.batchSize ?? SQS_MAX_BATCH;
+  const batchSize = request.batchSize ?? DEAD_LETTER_MAX_BATCH;
   if (
     !Number.isInteger(request.maxMessages) ||
     request.maxMessages < 1 ||
@@ -89,22 +89,22 @@ export async function replayDeadLetters(request: ReplayDeadLettersRequest): Prom
       `an integer from 1 to ${REPLAY_LIMITS.maxMessages}`,
     );
   }
-  if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > SQS_MAX_BATCH) {
+  if (!Number.isInteger(batchSize) || batchSize < 1 || batchSize > DEAD_LETTER_MAX_BATCH) {
     throw new InvalidInputError(
       "batch size",
       `is ${batchSize}`,
-      `an integer from 1 to ${SQS_MAX_BATCH}`,
+      `an integer from 1 to ${DEAD_LETTER_MAX_BATCH}`,
     );
   }
   const now = request.now ?? (() => new Date());
   const visibility = request.visibilityTimeoutSeconds ?? 30;
   const wait = request.waitTimeSeconds ?? 1;
-  const { sqs } = request;
+  const { deadLetters } = request;
 
   const messageIds: string[] = [];
   const seen = new Set<string>();
   const failures: ReplayFailure[] = [];
-  const heldByDryRun: Message[] = [];
+  const heldByDryRun: DeadLetter[] = [];
   let replayed = 0;
   let stoppedBecause: ReplayReport["stoppedBecause"] = "max-messages";
 
@@ -114,35 +114,28 @@ export async function replayDeadLetters(request: ReplayDeadLettersRequest): Prom
         stoppedBecause = "deadline";
         break;
       }
-      const response = await sqs.send(
-        new ReceiveMessageCommand({
-          QueueUrl: request.dlqUrl,
-          MaxNumberOfMessages: Math.min(batchSize, request.maxMessages - messageIds.length),
-          VisibilityTimeout: visibility,
-          WaitTimeSeconds: wait,
-          MessageAttributeNames: ["All"],
-        }),
+      const received = await deadLetters.receive(
+        Math.min(batchSize, request.maxMessages - messageIds.length),
+        { visibilityTimeoutSeconds: visibility, waitTimeSeconds: wait },
       );
       // A message seen before came back because its visibility ran out mid-run; count it once.
-      const fresh = (response.Messages ?? []).filter(
-        (m) => m.MessageId !== undefined && !seen.has(m.MessageId),
-      );
+      const fresh = received.filter((letter) => !seen.has(letter.id));
       if (fresh.length === 0) {
         stoppedBecause = "dlq-empty";
         break;
       }
-      for (const m of fresh) {
-        seen.add(m.MessageId!);
-        messageIds.push(m.MessageId!);
+      for (const letter of fresh) {
+        seen.add(letter.id);
+        messageIds.push(letter.id);
       }
       if (request.dryRun) {
         heldByDryRun.push(...fresh);
         continue;
       }
-      replayed += await replayRound(sqs, request, fresh, failures);
+      replayed += await replayRound(deadLetters, fresh, failures);
     }
   } finally {
-    if (heldByDryRun.length > 0) await releaseVisibility(sqs, request.dlqUrl, heldByDryRun);
+    if (heldByDryRun.length > 0) await deadLetters.release(heldByDryRun);
   }
 
   return {
@@ -159,79 +152,26 @@ export async function replayDeadLetters(request: ReplayDeadLettersRequest): Prom
 
 /** Send one round to the work queue, then delete from the DLQ exactly the ones that were sent. */
 async function replayRound(
-  sqs: SQSClient,
-  request: ReplayDeadLettersRequest,
-  messages: readonly Message[],
+  deadLetters: DeadLetterQueue,
+  letters: readonly DeadLetter[],
   failures: ReplayFailure[],
 ): Promise<number> {
-  const entries = messages.map((m, i) => ({
-    Id: String(i),
-    MessageBody: m.Body ?? "",
-    MessageAttributes: m.MessageAttributes,
-  }));
-  const notSent = await sendEntries(sqs, request.queueUrl, entries, {
-    attempts: 3,
-    retryDelayMs: 100,
-  });
+  const notSent = await deadLetters.redrive(letters);
   const notSentIds = new Set(notSent.map((f) => f.id));
-  for (const f of notSent) {
-    failures.push({
-      messageId: messages[Number(f.id)]!.MessageId!,
-      stage: "send",
-      reason: `${f.code}: ${f.message}`,
-    });
-  }
-  const sent = messages.filter((_, i) => !notSentIds.has(String(i)));
+  for (const f of notSent) failures.push({ messageId: f.id, stage: "send", reason: f.reason });
+  const sent = letters.filter((letter) => !notSentIds.has(letter.id));
   if (sent.length === 0) return 0;
 
-  let deleteFailed: { id: string; reason: string }[];
+  let deleteFailed: DeadLetterFailure[];
   try {
-    const response = await sqs.send(
-      new DeleteMessageBatchCommand({
-        QueueUrl: request.dlqUrl,
-        Entries: sent.map((m, i) => ({ Id: String(i), ReceiptHandle: m.ReceiptHandle! })),
-      }),
-    );
-    deleteFailed = (response.Failed ?? []).map((f) => ({
-      id: f.Id ?? "?",
-      reason: `${f.Code}: ${f.Message ?? ""}`,
-    }));
+    deleteFailed = await deadLetters.delete(sent);
   } catch (error) {
-    deleteFailed = sent.map((_, i) => ({ id: String(i), reason: errorMessage(error) }));
+    deleteFailed = sent.map((letter) => ({ id: letter.id, reason: errorMessage(error) }));
   }
   for (const f of deleteFailed) {
-    failures.push({
-      messageId: sent[Number(f.id)]?.MessageId ?? f.id,
-      stage: "delete",
-      reason: f.reason,
-    });
+    failures.push({ messageId: f.id, stage: "delete", reason: f.reason });
   }
   return sent.length - deleteFailed.length;
-}
-
-/** Make messages a dry run held visible again at once (visibility timeout 0). */
-async function releaseVisibility(
-  sqs: SQSClient,
-  dlqUrl: string,
-  messages: readonly Message[],
-): Promise<void> {
-  for (let start = 0; start < messages.length; start += SQS_MAX_BATCH) {
-    const chunk = messages.slice(start, start + SQS_MAX_BATCH);
-    try {
-      await sqs.send(
-        new ChangeMessageVisibilityBatchCommand({
-          QueueUrl: dlqUrl,
-          Entries: chunk.map((m, i) => ({
-            Id: String(i),
-            ReceiptHandle: m.ReceiptHandle!,
-            VisibilityTimeout: 0,
-          })),
-        }),
-      );
-    } catch {
-      // Not fatal: the messages become visible again when their visibility timeout runs out.
-    }
-  }
 }
 
 export const REPLAY_REQUEST_FORM =
@@ -258,7 +198,7 @@ export function parseReplayRequest(value: unknown, input = "DLQ replay request")
     batchSize: readInteger(
       o,
       "batch_size",
-      { fallback: SQS_MAX_BATCH, min: 1, max: SQS_MAX_BATCH },
+      { fallback: DEAD_LETTER_MAX_BATCH, min: 1, max: DEAD_LETTER_MAX_BATCH },
       at,
     ),
   };

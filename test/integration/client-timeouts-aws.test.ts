@@ -15,8 +15,8 @@ import { createSqsClient, SqsWorkQueue } from "../../src/adapters/queue/sqs.js";
 import { parseConfig } from "../../src/config.js";
 import { parseTableId } from "../../src/domain/table.js";
 import { TransientStoreError } from "../../src/errors.js";
-import { openRuntime } from "../../src/runtime.js";
-import { openLambdaRuntime } from "../../functions/runtime.js";
+import { openAdapters } from "../../src/open-adapters.js";
+import { openLambdaAdapters } from "../../functions/open-adapters.js";
 import { freshDatabase } from "../support/integration-resources.js";
 import {
   settleWithin,
@@ -191,7 +191,7 @@ describe("the runtimes built from the configuration", () => {
       },
       { cwd: process.cwd() },
     );
-    const runtime = await openRuntime(config, { migrate: true });
+    const runtime = await openAdapters(config, { migrate: true });
     try {
       await expectTransientWithin(runtime.objectStore.head("archive/v4/x"));
     } finally {
@@ -200,7 +200,7 @@ describe("the runtimes built from the configuration", () => {
   });
 
   it("the Lambda functions get S3 and SQS clients bounded by the same variables", async () => {
-    const runtime = await openLambdaRuntime({
+    const runtime = await openLambdaAdapters({
       AWS_REGION: "us-east-1",
       DATABASE_URL: database.url,
       PULPITUM_ARCHIVE_URL: "s3://stalled/archive",
@@ -211,7 +211,7 @@ describe("the runtimes built from the configuration", () => {
       PULPITUM_SQS_CONNECT_TIMEOUT_SECONDS: "1",
     });
     try {
-      await expectTransientWithin(runtime.runtime.objectStore.head("archive/v4/x"));
+      await expectTransientWithin(runtime.adapters.objectStore.head("archive/v4/x"));
       await expectTransientWithin(runtime.queue.send(item));
     } finally {
       await runtime.close();

@@ -13,7 +13,7 @@ import type { BucketId } from "../../src/domain/bucket.js";
 import { parseTableId } from "../../src/domain/table.js";
 import { AmbiguousCommitError } from "../../src/errors.js";
 import { parseConfig } from "../../src/config.js";
-import { openRuntime } from "../../src/runtime.js";
+import { openAdapters } from "../../src/open-adapters.js";
 import { freshDatabase } from "../support/integration-resources.js";
 import {
   settleWithin,
@@ -133,7 +133,7 @@ describe("the runtime built from the configuration", () => {
       },
       { cwd: process.cwd() },
     );
-    const runtime = await openRuntime(config);
+    const runtime = await openAdapters(config);
     const holder = await admin.connect();
     try {
       await holder.query("BEGIN");

@@ -1,7 +1,7 @@
 /**
  * A warm Lambda container crossing New Year, on PostgreSQL and the emulator's
  * SQS and S3: the discovery and worker functions are opened once through
- * openLambdaRuntime with the default cutoff and a manual clock, and archive a
+ * openLambdaAdapters with the default cutoff and a manual clock, and archive a
  * 2025 bucket at their first invocations after midnight UTC on 1 January.
  */
 import { randomUUID } from "node:crypto";
@@ -17,9 +17,9 @@ import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
 import { createDiscoveryHandler, type DiscoveryReport } from "../../functions/discover.js";
 import {
   cachedPerContainer,
-  openLambdaRuntime,
-  type LambdaRuntime,
-} from "../../functions/runtime.js";
+  openLambdaAdapters,
+  type LambdaAdapters,
+} from "../../functions/open-adapters.js";
 import { createWorkerHandler } from "../../functions/worker.js";
 import type { BucketId } from "../../src/domain/bucket.js";
 import { DEFAULT_CUTOFF_POLICY } from "../../src/domain/cutoff.js";
@@ -80,13 +80,13 @@ describe("a warm Lambda container crossing New Year", () => {
   const sqs = new SQSClient(clientConfig);
   const s3 = s3Client(endpoint);
   const clock = new ManualClock("2026-12-31T23:59:30Z");
-  const runtimes: LambdaRuntime[] = [];
+  const runtimes: LambdaAdapters[] = [];
   let drop: () => Promise<void>;
   let queueUrl: string;
   let opens = 0;
   let discovery: ReturnType<typeof createDiscoveryHandler>;
   let worker: ReturnType<typeof createWorkerHandler>;
-  let inspector: LambdaRuntime;
+  let inspector: LambdaAdapters;
 
   beforeAll(async () => {
     vi.spyOn(process.stdout, "write").mockImplementation(() => true);
@@ -111,7 +111,7 @@ describe("a warm Lambda container crossing New Year", () => {
     const container = (migrate: boolean) =>
       cachedPerContainer(async () => {
         opens++;
-        const runtime = await openLambdaRuntime(env, { clients: { sqs, s3 }, migrate, clock });
+        const runtime = await openLambdaAdapters(env, { clients: { sqs, s3 }, migrate, clock });
         runtimes.push(runtime);
         return runtime;
       });
@@ -122,9 +122,9 @@ describe("a warm Lambda container crossing New Year", () => {
       by_kind: {},
       stop: "exhausted",
     });
-    inspector = await openLambdaRuntime(env, { clients: { sqs, s3 } });
+    inspector = await openLambdaAdapters(env, { clients: { sqs, s3 } });
     runtimes.push(inspector);
-    const store = inspector.runtime.hotStore;
+    const store = inspector.adapters.hotStore;
     await store.registerTable(
       { tableId: TABLE, strategy: "CalendarYearUtc", format: "parquet", writableBuckets: null },
       clock.now(),
@@ -187,7 +187,7 @@ describe("a warm Lambda container crossing New Year", () => {
       new SendMessageCommand({ QueueUrl: queueUrl, MessageBody: encodeWorkMessage(BUCKET) }),
     );
     const deliveredBefore = await deliver();
-    const stateBefore = (await inspector.runtime.hotStore.getBucket(BUCKET))?.state;
+    const stateBefore = (await inspector.adapters.hotStore.getBucket(BUCKET))?.state;
     const opensBefore = opens;
 
     // Act: the first minute of 2027, same containers
@@ -200,7 +200,7 @@ describe("a warm Lambda container crossing New Year", () => {
       delivered += n;
       if (n === 0) break;
     }
-    const metadata = await inspector.runtime.hotStore.getBucket(BUCKET);
+    const metadata = await inspector.adapters.hotStore.getBucket(BUCKET);
 
     // Assess
     expect(before.candidates).toBe(0);
@@ -209,7 +209,7 @@ describe("a warm Lambda container crossing New Year", () => {
     expect(after).toMatchObject({ candidates: 1, by_kind: { eligible: 1 }, stop: "exhausted" });
     expect(delivered).toBe(5);
     expect(metadata).toMatchObject({ state: "archived", hotDeleted: true });
-    expect(await inspector.runtime.hotStore.countHotRows(BUCKET)).toBe(0);
+    expect(await inspector.adapters.hotStore.countHotRows(BUCKET)).toBe(0);
     // Both containers were opened before midnight and never again.
     expect(opensBefore).toBe(2);
     expect(opens).toBe(2);

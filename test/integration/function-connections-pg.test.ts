@@ -18,9 +18,9 @@ import {
   cachedPerContainer,
   cachedPerSecret,
   databaseSecretVersion,
-  openLambdaRuntime,
-  type LambdaRuntime,
-} from "../../functions/runtime.js";
+  openLambdaAdapters,
+  type LambdaAdapters,
+} from "../../functions/open-adapters.js";
 import { createWorkerHandler } from "../../functions/worker.js";
 import { parseTableId } from "../../src/domain/table.js";
 import { parseRfc3339Micros } from "../../src/domain/time.js";
@@ -78,7 +78,7 @@ describe("a Lambda container's database connections", () => {
   const s3 = s3Client(endpoint);
   const secrets = new SecretsManagerClient(aws);
   const databases: Array<{ url: string; drop(): Promise<void> }> = [];
-  const runtimes: LambdaRuntime[] = [];
+  const runtimes: LambdaAdapters[] = [];
   let env: Record<string, string>;
   let secretArn: string;
 
@@ -110,7 +110,7 @@ describe("a Lambda container's database connections", () => {
       ARCHIVER_ELIGIBLE_BEFORE: "2025-01-01T00:00:00Z",
     };
     for (const database of databases) {
-      const r = await openLambdaRuntime(
+      const r = await openLambdaAdapters(
         { ...env, DATABASE_SECRET_ARN: "", DATABASE_URL: database.url },
         { clients: { sqs, s3 }, migrate: true },
       );
@@ -127,14 +127,14 @@ describe("a Lambda container's database connections", () => {
   });
 
   const open = async () => {
-    const runtime = await openLambdaRuntime(env, { clients: { sqs, s3, secrets } });
+    const runtime = await openLambdaAdapters(env, { clients: { sqs, s3, secrets } });
     runtimes.push(runtime);
     return runtime;
   };
 
   it("holds at most two connections while a worker runs a batch of ten buckets' phases", async () => {
     const opened = await open();
-    const store = opened.runtime.hotStore;
+    const store = opened.adapters.hotStore;
     const tableId = parseTableId(`conn_${randomUUID().slice(0, 6)}`);
     await store.registerTable(
       { tableId, strategy: "CalendarDayUtc", format: "parquet", writableBuckets: null },
@@ -190,7 +190,7 @@ describe("a Lambda container's database connections", () => {
     expect(peak).toBeLessThanOrEqual(2);
     const inspector = await open();
     for (const item of items) {
-      expect(await inspector.runtime.hotStore.getBucket(item)).toMatchObject({
+      expect(await inspector.adapters.hotStore.getBucket(item)).toMatchObject({
         state: "archived",
         hotDeleted: true,
       });
@@ -204,17 +204,17 @@ describe("a Lambda container's database connections", () => {
       now: () => now,
     });
     const marker = parseTableId(`rotated_${randomUUID().slice(0, 6)}`);
-    const second = await openLambdaRuntime(
+    const second = await openLambdaAdapters(
       { ...env, DATABASE_SECRET_ARN: "", DATABASE_URL: databases[1]!.url },
       { clients: { sqs, s3 } },
     );
-    await second.runtime.hotStore.registerTable(
+    await second.adapters.hotStore.registerTable(
       { tableId: marker, strategy: "CalendarDayUtc", format: "json", writableBuckets: null },
       new Date(),
     );
     await second.close();
     const before = await get();
-    expect((await before.runtime.hotStore.listTables()).map((t) => t.tableId)).not.toContain(
+    expect((await before.adapters.hotStore.listTables()).map((t) => t.tableId)).not.toContain(
       marker,
     );
 
@@ -230,6 +230,6 @@ describe("a Lambda container's database connections", () => {
     const after = await get();
 
     expect(after).not.toBe(before);
-    expect((await after.runtime.hotStore.listTables()).map((t) => t.tableId)).toContain(marker);
+    expect((await after.adapters.hotStore.listTables()).map((t) => t.tableId)).toContain(marker);
   });
 });

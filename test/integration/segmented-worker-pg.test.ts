@@ -19,9 +19,9 @@ import { validateArchiveManifest, type ManifestV5 } from "../../src/archive/mani
 import { DurableTable } from "../../src/read/durable-table.js";
 import {
   cachedPerContainer,
-  openLambdaRuntime,
-  type LambdaRuntime,
-} from "../../functions/runtime.js";
+  openLambdaAdapters,
+  type LambdaAdapters,
+} from "../../functions/open-adapters.js";
 import { createWorkerHandler } from "../../functions/worker.js";
 import type { BucketId } from "../../src/domain/bucket.js";
 import type { TableRecord } from "../../src/domain/record.js";
@@ -91,11 +91,11 @@ describe("segmented export through the worker handler", () => {
   const sqs = new SQSClient(clientConfig);
   const s3 = s3Client(endpoint);
   const clock = new ManualClock("2026-06-01T00:00:00Z");
-  const runtimes: LambdaRuntime[] = [];
+  const runtimes: LambdaAdapters[] = [];
   let drop: () => Promise<void>;
   let queueUrl: string;
   let worker: ReturnType<typeof createWorkerHandler>;
-  let inspector: LambdaRuntime;
+  let inspector: LambdaAdapters;
 
   beforeAll(async () => {
     vi.spyOn(process.stdout, "write").mockImplementation(() => true);
@@ -118,11 +118,11 @@ describe("segmented export through the worker handler", () => {
       ARCHIVER_REQUEUE_SECONDS: "0",
       ARCHIVER_SEGMENT_ROWS: String(SEGMENT_ROWS),
     };
-    inspector = await openLambdaRuntime(env, { clients: { sqs, s3 }, migrate: true, clock });
+    inspector = await openLambdaAdapters(env, { clients: { sqs, s3 }, migrate: true, clock });
     runtimes.push(inspector);
     worker = createWorkerHandler(
       cachedPerContainer(async () => {
-        const runtime = await openLambdaRuntime(env, {
+        const runtime = await openLambdaAdapters(env, {
           clients: { sqs, s3 },
           migrate: false,
           clock,
@@ -131,7 +131,7 @@ describe("segmented export through the worker handler", () => {
         return runtime;
       }),
     );
-    const store = inspector.runtime.hotStore;
+    const store = inspector.adapters.hotStore;
     await store.registerTable(
       { tableId: TABLE, strategy: "CalendarYearUtc", format: "parquet", writableBuckets: null },
       clock.now(),
@@ -200,13 +200,13 @@ describe("segmented export through the worker handler", () => {
       expect(failures).toBe(0);
       if (delivered === 0) break;
       invocations += delivered;
-      partsSeen = Math.max(partsSeen, (await inspector.runtime.hotStore.listParts(BUCKET)).length);
+      partsSeen = Math.max(partsSeen, (await inspector.adapters.hotStore.listParts(BUCKET)).length);
       // Past its deadline cleanup deletes one batch per invocation; a real budget finishes it in one.
-      const state = (await inspector.runtime.hotStore.getBucket(BUCKET))?.state;
+      const state = (await inspector.adapters.hotStore.getBucket(BUCKET))?.state;
       if (state === "archived") remainingMs = 300_000;
       clock.advance(1000);
     }
-    const store = inspector.runtime.hotStore;
+    const store = inspector.adapters.hotStore;
     const metadata = await store.getBucket(BUCKET);
     expect(metadata).toMatchObject({ state: "archived", hotDeleted: true });
     expect(metadata!.segmented).toMatchObject({ parts: ROWS / SEGMENT_ROWS, rowCount: ROWS });
@@ -216,14 +216,14 @@ describe("segmented export through the worker handler", () => {
     expect(await store.countHotRows(BUCKET)).toBe(0);
 
     const manifest = validateArchiveManifest(
-      await inspector.runtime.objectStore.get(metadata!.manifestKey!),
+      await inspector.adapters.objectStore.get(metadata!.manifestKey!),
     ) as ManifestV5;
     expect(manifest.parts.map((p) => p.row_count)).toEqual(Array(10).fill(SEGMENT_ROWS));
     const table = new DurableTable({
       hotStore: store,
-      objectStore: inspector.runtime.objectStore,
+      objectStore: inspector.adapters.objectStore,
       clock,
-      archivePrefix: inspector.runtime.archivePrefix,
+      archivePrefix: inspector.adapters.archivePrefix,
     });
     const read: TableRecord[] = [];
     let cursor: string | undefined;

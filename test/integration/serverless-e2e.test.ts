@@ -26,12 +26,12 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, inject, it, onTestFailed, vi } from "vitest";
 import { createDiscoveryHandler, type DiscoveryReport } from "../../functions/discover.js";
 import { createReplayHandler } from "../../functions/replay-dlq.js";
-import { openQueueRuntime } from "../../functions/queue-runtime.js";
+import { openDeadLetters } from "../../functions/open-dead-letters.js";
 import {
   cachedPerContainer,
-  openLambdaRuntime,
-  type LambdaRuntime,
-} from "../../functions/runtime.js";
+  openLambdaAdapters,
+  type LambdaAdapters,
+} from "../../functions/open-adapters.js";
 import { createWorkerHandler } from "../../functions/worker.js";
 import { S3ObjectStore } from "../../src/adapters/object-store/s3.js";
 import { parseManifest } from "../../src/archive/manifest.js";
@@ -265,8 +265,8 @@ describe("the serverless archiver against SQS, S3 and PostgreSQL", () => {
   let dlqUrl: string;
   let workQueueArn: string;
   let env: Record<string, string>;
-  const runtimes: LambdaRuntime[] = [];
-  let inspector: LambdaRuntime;
+  const runtimes: LambdaAdapters[] = [];
+  let inspector: LambdaAdapters;
   let watcher: pg.Client;
   let verifyStore: S3ObjectStore;
   let poller: SqsEventSourcePoller;
@@ -278,7 +278,7 @@ describe("the serverless archiver against SQS, S3 and PostgreSQL", () => {
   function workerContainer() {
     return createWorkerHandler(
       cachedPerContainer(async () => {
-        const runtime = await openLambdaRuntime(env, {
+        const runtime = await openLambdaAdapters(env, {
           clients: { sqs: workerSqs, s3: workerS3, secrets },
         });
         runtimes.push(runtime);
@@ -299,12 +299,12 @@ describe("the serverless archiver against SQS, S3 and PostgreSQL", () => {
   }
 
   async function isArchived(id: BucketId): Promise<boolean> {
-    const m = await inspector.runtime.hotStore.getBucket(id);
+    const m = await inspector.adapters.hotStore.getBucket(id);
     return m?.state === "archived" && m.hotDeleted;
   }
 
   async function archivedRecords(id: BucketId): Promise<TableRecord[]> {
-    const m = await inspector.runtime.hotStore.getBucket(id);
+    const m = await inspector.adapters.hotStore.getBucket(id);
     const manifest = parseManifest(await verifyStore.get(m!.manifestKey!));
     const source = await objectByteSource(verifyStore, manifest.payload_key, manifest.byte_length);
     const out: TableRecord[] = [];
@@ -388,7 +388,7 @@ describe("the serverless archiver against SQS, S3 and PostgreSQL", () => {
     // Discovery migrates on its first start, as the deployed discovery function does.
     discoverHandler = createDiscoveryHandler(
       cachedPerContainer(async () => {
-        const runtime = await openLambdaRuntime(env, {
+        const runtime = await openLambdaAdapters(env, {
           clients: { sqs: workerSqs, s3: workerS3, secrets },
           migrate: true,
         });
@@ -398,11 +398,11 @@ describe("the serverless archiver against SQS, S3 and PostgreSQL", () => {
     );
     expect(await discoverOnce()).toMatchObject({ candidates: 0, by_kind: {}, stop: "exhausted" });
 
-    inspector = await openLambdaRuntime(env, { clients: admin });
+    inspector = await openLambdaAdapters(env, { clients: admin });
     watcher = new pg.Client({ connectionString: databaseUrl });
     await watcher.connect();
     verifyStore = new S3ObjectStore({ bucket, client: admin.s3 });
-    const store = inspector.runtime.hotStore;
+    const store = inspector.adapters.hotStore;
     const now = new Date();
     for (const table of TABLES) {
       const tableId = parseTableId(table.id);
@@ -501,7 +501,7 @@ describe("the serverless archiver against SQS, S3 and PostgreSQL", () => {
       expect(Buffer.from(archived[0]!.partitionKey).equals(Buffer.from(b.id.partitionKey))).toBe(
         true,
       );
-      const hot = await inspector.runtime.hotStore.readBucket(b.id, { limit: 10 });
+      const hot = await inspector.adapters.hotStore.readBucket(b.id, { limit: 10 });
       expect(hot.route).toBe("archive");
     }
     expect((await queueDepth(dlqUrl)).visible).toBe(0);
@@ -540,7 +540,7 @@ describe("the serverless archiver against SQS, S3 and PostgreSQL", () => {
 
   it("treats a duplicate message and a message for an already archived bucket as harmless", async () => {
     const target = seeded[7]!;
-    const before = await inspector.runtime.hotStore.getBucket(target.id);
+    const before = await inspector.adapters.hotStore.getBucket(target.id);
     const body = encodeWorkMessage(target.id);
     await admin.sqs.send(new SendMessageCommand({ QueueUrl: workQueueUrl, MessageBody: body }));
     await admin.sqs.send(new SendMessageCommand({ QueueUrl: workQueueUrl, MessageBody: body }));
@@ -549,7 +549,7 @@ describe("the serverless archiver against SQS, S3 and PostgreSQL", () => {
     for (let i = 0; i < 10 && received < 2; i++) received += await poller.pollOnce(0);
     expect(received).toBe(2);
     expect(poller.stats.succeeded - processedBefore).toBe(2);
-    expect(await inspector.runtime.hotStore.getBucket(target.id)).toEqual(before);
+    expect(await inspector.adapters.hotStore.getBucket(target.id)).toEqual(before);
     expect(await queueDepth(workQueueUrl)).toEqual({ visible: 0, inFlight: 0 });
     expect((await queueDepth(dlqUrl)).visible).toBe(0);
   }, 60_000);
@@ -578,7 +578,7 @@ describe("the serverless archiver against SQS, S3 and PostgreSQL", () => {
     expect(poller.stats.failed - failedBefore).toBe(2 * MAX_RECEIVE_COUNT);
     expect(output.join("").match(/malformed work message/g)?.length).toBe(MAX_RECEIVE_COUNT);
 
-    const replay = createReplayHandler(() => openQueueRuntime(env, { sqs: workerSqs }));
+    const replay = createReplayHandler(() => openDeadLetters(env, { sqs: workerSqs }));
     const dryRun = (await replay(
       { ...eventFile("replay-dlq.json"), dry_run: true },
       lambdaContext(),
@@ -592,7 +592,7 @@ describe("the serverless archiver against SQS, S3 and PostgreSQL", () => {
       ...r,
       partitionKey: late.partitionKey,
     }));
-    await inspector.runtime.hotStore.append(late.tableId, records, new Date());
+    await inspector.adapters.hotStore.append(late.tableId, records, new Date());
 
     const replayed = (await replay(eventFile("replay-dlq.json"), lambdaContext())) as ReplayReport;
     expect(replayed).toMatchObject({
@@ -633,7 +633,7 @@ describe("the serverless archiver against SQS, S3 and PostgreSQL", () => {
   it("archives one bucket by hand through a manual invocation of the worker", async () => {
     const tableId = parseTableId("manual");
     const now = new Date();
-    await inspector.runtime.hotStore.registerTable(
+    await inspector.adapters.hotStore.registerTable(
       { tableId, strategy: "CalendarMonthUtc", format: "json", writableBuckets: null },
       now,
     );
@@ -641,7 +641,7 @@ describe("the serverless archiver against SQS, S3 and PostgreSQL", () => {
       ...r,
       partitionKey: new TextEncoder().encode("tenant-42"),
     }));
-    await inspector.runtime.hotStore.append(tableId, records, now);
+    await inspector.adapters.hotStore.append(tableId, records, now);
     const worker = workerContainer();
 
     const report = (await worker(

@@ -20,6 +20,7 @@ import { SqsSendError, SqsWorkQueue } from "../../src/adapters/queue/sqs.js";
 import { parseTableId } from "../../src/domain/table.js";
 import { decodeWorkMessage, encodeWorkMessage, type WorkItem } from "../../src/ports/work-queue.js";
 import { replayDeadLetters } from "../../src/usecases/replay-dlq.js";
+import { SqsDeadLetterQueue } from "../../src/adapters/queue/sqs-dead-letters.js";
 
 const config = {
   endpoint: inject("awsEndpointUrl"),
@@ -164,9 +165,7 @@ describe("the DLQ replay", () => {
   it("moves at most max_messages, in rounds of batch_size, deleting each only after it was sent", async () => {
     const { dlq, work, bodies } = await deadLetters(15);
     const report = await replayDeadLetters({
-      sqs: admin,
-      dlqUrl: dlq,
-      queueUrl: work,
+      deadLetters: new SqsDeadLetterQueue(admin, { deadLetterQueueUrl: dlq, workQueueUrl: work }),
       maxMessages: 12,
       dryRun: false,
       batchSize: 5,
@@ -183,9 +182,7 @@ describe("the DLQ replay", () => {
     expect(moved).toHaveLength(12);
     expect(await visible(dlq)).toBe(3);
     const rest = await replayDeadLetters({
-      sqs: admin,
-      dlqUrl: dlq,
-      queueUrl: work,
+      deadLetters: new SqsDeadLetterQueue(admin, { deadLetterQueueUrl: dlq, workQueueUrl: work }),
       maxMessages: 100,
       dryRun: false,
     });
@@ -196,9 +193,7 @@ describe("the DLQ replay", () => {
   it("in a dry run receives and reports every message once, sends nothing and makes them visible again at once", async () => {
     const { dlq, work } = await deadLetters(13);
     const report = await replayDeadLetters({
-      sqs: admin,
-      dlqUrl: dlq,
-      queueUrl: work,
+      deadLetters: new SqsDeadLetterQueue(admin, { deadLetterQueueUrl: dlq, workQueueUrl: work }),
       maxMessages: 100,
       dryRun: true,
     });
@@ -217,9 +212,7 @@ describe("the DLQ replay", () => {
     const { dlq, work } = await deadLetters(4);
     const { client } = refusingClient((e) => e.Id === "1");
     const report = await replayDeadLetters({
-      sqs: client,
-      dlqUrl: dlq,
-      queueUrl: work,
+      deadLetters: new SqsDeadLetterQueue(client, { deadLetterQueueUrl: dlq, workQueueUrl: work }),
       maxMessages: 4,
       dryRun: false,
       visibilityTimeoutSeconds: 1,
@@ -236,16 +229,18 @@ describe("the DLQ replay", () => {
   it("rejects a batch size above 10 and a count below 1", async () => {
     await expect(
       replayDeadLetters({
-        sqs: admin,
-        dlqUrl: "x",
-        queueUrl: "y",
+        deadLetters: new SqsDeadLetterQueue(admin, { deadLetterQueueUrl: "x", workQueueUrl: "y" }),
         maxMessages: 1,
         dryRun: true,
         batchSize: 11,
       }),
     ).rejects.toThrow(/batch size: is 11; expected an integer from 1 to 10/);
     await expect(
-      replayDeadLetters({ sqs: admin, dlqUrl: "x", queueUrl: "y", maxMessages: 0, dryRun: true }),
+      replayDeadLetters({
+        deadLetters: new SqsDeadLetterQueue(admin, { deadLetterQueueUrl: "x", workQueueUrl: "y" }),
+        maxMessages: 0,
+        dryRun: true,
+      }),
     ).rejects.toThrow(/max messages: is 0/);
   });
 });

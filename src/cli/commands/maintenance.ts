@@ -165,12 +165,14 @@ export async function dlqReplayCommand(opts: {
     "--max/--dry-run",
   );
   const { SQSClient } = await import("@aws-sdk/client-sqs");
+  const { SqsDeadLetterQueue } = await import("../../adapters/queue/sqs-dead-letters.js");
   const sqs = new SQSClient({});
   try {
     const report = await replayDeadLetters({
-      sqs,
-      dlqUrl: config.deadLetterQueueUrl,
-      queueUrl: config.workQueueUrl,
+      deadLetters: new SqsDeadLetterQueue(sqs, {
+        deadLetterQueueUrl: config.deadLetterQueueUrl,
+        workQueueUrl: config.workQueueUrl,
+      }),
       maxMessages: request.maxMessages,
       dryRun: request.dryRun,
     });

@@ -9,7 +9,7 @@ import { dateToMicros } from "../../domain/time.js";
 import { InvalidInputError, UnknownTableError } from "../../errors.js";
 import { DurableTable } from "../../read/durable-table.js";
 import { exportRecords, type ExportFormat } from "../../read/export-records.js";
-import type { Runtime } from "../../runtime.js";
+import type { Adapters } from "../../open-adapters.js";
 import { bucketJson, showBucket, showBytes, strategyName } from "../display.js";
 import { UsageError } from "../exit-codes.js";
 import { count as countOf, formatBytes, printJson, renderTable } from "../format.js";
@@ -17,7 +17,7 @@ import type { TimeRange } from "../options.js";
 import { readPageToJson, renderRecords, type DisplayPreset } from "../read.js";
 import { withRuntime } from "../session.js";
 
-function durableTable(rt: Runtime): DurableTable {
+function durableTable(rt: Adapters): DurableTable {
   return new DurableTable({
     hotStore: rt.hotStore,
     objectStore: rt.objectStore,
@@ -156,7 +156,7 @@ async function writeFileAtomically(
 const BUCKET_PAGE = 500;
 
 /** An object key as a location an engine can open: `s3://bucket/key` or an absolute file path. */
-function objectLocation(rt: Runtime, key: string): string {
+function objectLocation(rt: Adapters, key: string): string {
   const archive = rt.config.archive;
   return archive.kind === "s3" ? `s3://${archive.bucket}/${key}` : path.join(archive.root, key);
 }

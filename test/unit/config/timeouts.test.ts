@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { CONFIG_VARIABLES, parseConfig } from "../../../src/config.js";
 import { ConfigError } from "../../../src/errors.js";
-import { pgTimeouts, s3Timeouts, sqsTimeouts } from "../../../src/runtime.js";
+import { pgTimeouts, s3Timeouts, sqsTimeouts } from "../../../src/open-adapters.js";
 
 const parse = (env: Record<string, string>) => parseConfig(env, { cwd: "/srv/app" });
 

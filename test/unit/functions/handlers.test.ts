@@ -187,7 +187,7 @@ afterAll(async () => {
 
 function workerOn(queue: WorkQueue): ReturnType<typeof createWorkerHandler> {
   const deps: WorkerDependencies = {
-    runtime: { context: (log) => ({ ...h.process().ctx, log }), clock: h.clock },
+    adapters: { context: (log) => ({ ...h.process().ctx, log }), clock: h.clock },
     queue,
   };
   return createWorkerHandler(async () => deps);
@@ -538,7 +538,7 @@ describe("the discovery handler", () => {
     ]);
     const queue = new RecordingQueue();
     const discover = createDiscoveryHandler(async () => ({
-      runtime: { context: (log) => ({ ...h.process().ctx, log }), clock: h.clock },
+      adapters: { context: (log) => ({ ...h.process().ctx, log }), clock: h.clock },
       queue,
     }));
 
@@ -620,7 +620,7 @@ describe("the restore and GC handlers", () => {
     const oldKeys = [archived.payload!.key, archived.manifestKey!].sort();
 
     const restore = createRestoreHandler(async () => ({
-      runtime: { context: (log) => ({ ...h.process().ctx, log }) },
+      adapters: { context: (log) => ({ ...h.process().ctx, log }) },
     }));
     const report = (await restore(
       eventFile("restore-bucket.json"),
@@ -651,7 +651,7 @@ describe("the restore and GC handlers", () => {
     const gcClock = new ManualClock(new Date(Date.now() + 2 * 86_400_000));
     const gc = createGcHandler(async () => ({
       config: { gcMinAgeSeconds: 86_400, leaseSeconds: 60 },
-      runtime: {
+      adapters: {
         hotStore: h.inner,
         objectStore: h.objects,
         clock: gcClock,

@@ -5,7 +5,7 @@
  * that works.
  */
 import { describe, expect, it } from "vitest";
-import { cachedPerSecret } from "../../../functions/runtime.js";
+import { cachedPerSecret } from "../../../functions/open-adapters.js";
 import { parseFunctionSettings } from "../../../src/function-settings.js";
 import { ConfigError } from "../../../src/errors.js";
 

@@ -88,7 +88,7 @@ async function contendedBucket() {
   });
   await queue.send(id);
   const worker = createWorkerHandler(async () => ({
-    runtime: { context: (log) => ({ ...h.process().ctx, log }), clock: h.clock },
+    adapters: { context: (log) => ({ ...h.process().ctx, log }), clock: h.clock },
     queue,
   }));
   return { h, id, queue, worker, renew };

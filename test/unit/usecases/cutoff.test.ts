@@ -12,7 +12,7 @@ import type { Context, SQSBatchResponse, SQSEvent } from "aws-lambda";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { createDiscoveryHandler, type DiscoveryReport } from "../../../functions/discover.js";
 import { createWorkerHandler } from "../../../functions/worker.js";
-import { cachedPerContainer } from "../../../functions/runtime.js";
+import { cachedPerContainer } from "../../../functions/open-adapters.js";
 import { parseConfig } from "../../../src/config.js";
 import type { BucketId } from "../../../src/domain/bucket.js";
 import {
@@ -33,7 +33,7 @@ import {
   type WorkQueue,
 } from "../../../src/ports/work-queue.js";
 import { runStandalone } from "../../../src/runner/standalone.js";
-import { openRuntime, type Runtime } from "../../../src/runtime.js";
+import { openAdapters, type Adapters } from "../../../src/open-adapters.js";
 import { InProcessWorkQueue } from "../../../src/adapters/queue/in-process.js";
 import { discover } from "../../../src/usecases/discover.js";
 import { runNextPhase } from "../../../src/usecases/run-next-phase.js";
@@ -274,7 +274,7 @@ function sqsEvent(item: WorkItem): SQSEvent {
 
 describe("the default cutoff crossing New Year in a warm Lambda container", () => {
   let home: string;
-  let runtime: Runtime | undefined;
+  let runtime: Adapters | undefined;
   beforeEach(() => {
     home = mkdtempSync(path.join(os.tmpdir(), "pulpitum-cutoff-"));
     // The handlers write Powertools log lines and EMF metrics to stdout.
@@ -293,12 +293,12 @@ describe("the default cutoff crossing New Year in a warm Lambda container", () =
     let opened = 0;
     const open = cachedPerContainer(async () => {
       opened++;
-      runtime = await openRuntime(config, { clock });
+      runtime = await openAdapters(config, { clock });
       return runtime;
     });
     const queue = new RecordingQueue();
-    const discovery = createDiscoveryHandler(async () => ({ runtime: await open(), queue }));
-    const worker = createWorkerHandler(async () => ({ runtime: await open(), queue }));
+    const discovery = createDiscoveryHandler(async () => ({ adapters: await open(), queue }));
+    const worker = createWorkerHandler(async () => ({ adapters: await open(), queue }));
     const rt = await open();
     await rt.hotStore.registerTable(
       { tableId: YEAR_2025, strategy: "CalendarYearUtc", format: "parquet", writableBuckets: null },

@@ -326,7 +326,7 @@ describe("event times in the worker Lambda", () => {
     );
     const queue = new RecordingQueue();
     const worker = createWorkerHandler(async () => ({
-      runtime: { context: (log) => ({ ...h.process().ctx, log }), clock: h.clock },
+      adapters: { context: (log) => ({ ...h.process().ctx, log }), clock: h.clock },
       queue,
     }));
 

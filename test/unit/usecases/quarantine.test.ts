@@ -115,6 +115,30 @@ describe("attempts, quarantine and pause", () => {
     await expectFullyArchived(h, expected());
   });
 
+  it("attempts count the failures since the bucket last reached the archive: a bucket that needed two tries to publish is not quarantined by one killed cleanup", async () => {
+    for (let attempt = 1; attempt <= 2; attempt++) {
+      const { ctx } = h.process({
+        object: { operation: "createIfAbsent", when: "before", kind: "error" },
+      });
+      await runNextPhase(ctx, id); // claim
+      expect(await runNextPhase(ctx, id)).toMatchObject({ phase: "export", result: "deferred" });
+      h.clock.advance(h.settings.retryMs + 1);
+    }
+    expect((await h.inner.getBucket(id))!.attempts).toBe(2);
+    const healthy = h.process().ctx;
+    for (let step = 0; step < 4; step++) await runNextPhase(healthy, id); // claim, export, seal, publish
+    expect(await h.inner.getBucket(id)).toMatchObject({ state: "archived", attempts: 0 });
+
+    const { ctx } = h.process({ hot: { operation: "cleanupBatch", when: "after", kind: "crash" } });
+    await expect(runNextPhase(ctx, id)).rejects.toBeInstanceOf(SimulatedCrash);
+    h.clock.advance(h.settings.leaseMs + 1);
+    const resumed = await runNextPhase(h.process().ctx, id);
+    expect(resumed.reason ?? "").not.toMatch(/quarantined/);
+    expect((await h.inner.getBucket(id))!.attempts).toBe(1);
+    await converge(h, expected());
+    await expectFullyArchived(h, expected());
+  });
+
   it("pausing a table stops automatic work on a stalled export and on pending cleanup, and resuming lets both finish", async () => {
     expect(await runNextPhase(h.process().ctx, id)).toMatchObject({ phase: "claim" });
     const { ctx } = h.process({ hot: { operation: "recordPart", when: "before", kind: "crash" } });

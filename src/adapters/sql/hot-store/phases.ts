@@ -75,7 +75,8 @@ export async function publish(db: SqlDatabase, lease: Lease, now: Date): Promise
     "publish",
     lease,
     now,
-    (p) => `state = 'archived', hot_deleted = false, phase = 'cleanup', ${HAND_ON(p, now)}`,
+    (p) =>
+      `state = 'archived', hot_deleted = false, phase = 'cleanup', attempts = 0, ${HAND_ON(p, now)}`,
     () => `state = 'archiving' AND phase = 'publish' AND manifest_key IS NOT NULL`,
   );
 }

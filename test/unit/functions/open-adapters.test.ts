@@ -3,10 +3,10 @@ import { SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
 import {
   cachedPerContainer,
   databaseUrlFromSecret,
-  openLambdaRuntime,
+  openLambdaAdapters,
   resolveDatabaseEnv,
-} from "../../../functions/runtime.js";
-import { openQueueRuntime } from "../../../functions/queue-runtime.js";
+} from "../../../functions/open-adapters.js";
+import { openDeadLetters } from "../../../functions/open-dead-letters.js";
 import { ConfigError } from "../../../src/errors.js";
 
 const SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:pulpitum/db-AbCdEf";
@@ -98,14 +98,14 @@ describe("the database URL held by a Secrets Manager secret", () => {
 
 describe("the Lambda runtime", () => {
   it("refuses the embedded defaults, which do not survive a Lambda container", async () => {
-    await expect(openLambdaRuntime({ PULPITUM_HOME: "/tmp/pulpitum-test" })).rejects.toThrow(
+    await expect(openLambdaAdapters({ PULPITUM_HOME: "/tmp/pulpitum-test" })).rejects.toThrow(
       /DATABASE_URL: a Lambda function needs an external database/,
     );
   });
 
   it("refuses a deployment without a work queue", async () => {
     await expect(
-      openLambdaRuntime({
+      openLambdaAdapters({
         DATABASE_URL: "postgresql://u@127.0.0.1:1/d",
         PULPITUM_ARCHIVE_URL: "s3://archive-bucket/p",
       }),
@@ -113,7 +113,7 @@ describe("the Lambda runtime", () => {
   });
 
   it("names both queue variables the replay function needs", () => {
-    expect(() => openQueueRuntime({})).toThrow(
+    expect(() => openDeadLetters({})).toThrow(
       /PULPITUM_WORK_QUEUE_URL: an SQS queue URL\nPULPITUM_DLQ_URL: an SQS queue URL/,
     );
   });

@@ -22,13 +22,13 @@ import type { ObjectStore } from "./ports/object-store.js";
 import { settingsFromConfig, type ArchiverContext, type WorkflowLog } from "./usecases/context.js";
 import { DatabaseUnreachableError } from "./adapters/sql/connection-error.js";
 
-export interface Runtime {
+export interface Adapters {
   readonly config: PulpitumConfig;
   readonly hotStore: HotStore;
   readonly objectStore: ObjectStore;
   readonly archivePrefix: string;
   readonly clock: Clock;
-  /** The embedded store's lock, when this runtime holds one. */
+  /** The embedded store's lock, when these adapters hold one. */
   readonly lock: EmbeddedStoreLock | null;
   context(log: WorkflowLog): ArchiverContext;
   close(): Promise<void>;
@@ -71,7 +71,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): PulpitumConfig
  * with `pulpitum migrate` unless `migrate` is true, and is probed once so an
  * unreachable server is reported as such.
  */
-export async function openRuntime(
+export async function openAdapters(
   config: PulpitumConfig,
   options: {
     migrate?: boolean;
@@ -83,7 +83,7 @@ export async function openRuntime(
     /** Connections the external database's pool may open (default 10); a Lambda container needs 2. */
     poolMax?: number;
   } = {},
-): Promise<Runtime> {
+): Promise<Adapters> {
   const clock = options.clock ?? systemClock;
   let hotStore: HotStore;
   let lock: EmbeddedStoreLock | null = null;

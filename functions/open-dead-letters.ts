@@ -1,26 +1,21 @@
 /**
- * What the DLQ replay function needs: the two queue URLs and an SQS client,
- * no database. Kept apart from functions/runtime.ts so the replay bundle
+ * What the DLQ replay function needs: the dead-letter queue on SQS (the two
+ * queue URLs and an SQS client), no database. Kept apart from functions/open-adapters.ts so the replay bundle
  * does not carry the database and archive code.
  */
 import type { SQSClient } from "@aws-sdk/client-sqs";
 import { createSqsClient } from "../src/adapters/queue/sqs.js";
+import { SqsDeadLetterQueue } from "../src/adapters/queue/sqs-dead-letters.js";
 import { parseConfig } from "../src/config.js";
 import { ConfigError } from "../src/errors.js";
 import { httpTimeoutsFromSeconds } from "../src/adapters/http-timeouts.js";
 
 type Env = Readonly<Record<string, string | undefined>>;
 
-export interface QueueRuntime {
-  readonly sqs: SQSClient;
-  readonly workQueueUrl: string;
-  readonly deadLetterQueueUrl: string;
-}
-
-export function openQueueRuntime(
+export function openDeadLetters(
   env: Env = process.env,
   clients: { sqs?: SQSClient } = {},
-): QueueRuntime {
+): SqsDeadLetterQueue {
   // Only the queue variables matter here; the database and archive settings belong to the other functions.
   const queues = {
     PULPITUM_WORK_QUEUE_URL: env.PULPITUM_WORK_QUEUE_URL,
@@ -38,17 +33,17 @@ export function openQueueRuntime(
       missing.map((variable) => ({ variable, value: undefined, accepted: "an SQS queue URL" })),
     );
   }
-  return {
-    sqs:
-      clients.sqs ??
-      createSqsClient({
-        region: env.AWS_REGION ?? env.AWS_DEFAULT_REGION,
-        timeouts: httpTimeoutsFromSeconds(
-          config.timeouts.sqsConnectSeconds,
-          config.timeouts.sqsRequestSeconds,
-        ),
-      }),
-    workQueueUrl: config.workQueueUrl!,
+  const sqs =
+    clients.sqs ??
+    createSqsClient({
+      region: env.AWS_REGION ?? env.AWS_DEFAULT_REGION,
+      timeouts: httpTimeoutsFromSeconds(
+        config.timeouts.sqsConnectSeconds,
+        config.timeouts.sqsRequestSeconds,
+      ),
+    });
+  return new SqsDeadLetterQueue(sqs, {
     deadLetterQueueUrl: config.deadLetterQueueUrl!,
-  };
+    workQueueUrl: config.workQueueUrl!,
+  });
 }

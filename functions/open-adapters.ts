@@ -29,11 +29,17 @@ import { createSqsClient, SqsWorkQueue } from "../src/adapters/queue/sqs.js";
 import { httpHandlerSettings } from "../src/adapters/http-timeouts.js";
 import type { Clock } from "../src/ports/clock.js";
 import type { MessageVisibility, WorkQueue } from "../src/ports/work-queue.js";
-import { loadConfig, openRuntime, s3Timeouts, sqsTimeouts, type Runtime } from "../src/runtime.js";
+import {
+  loadConfig,
+  openAdapters,
+  s3Timeouts,
+  sqsTimeouts,
+  type Adapters,
+} from "../src/open-adapters.js";
 
 type Env = Readonly<Record<string, string | undefined>>;
 
-/** AWS SDK clients the runtime uses; tests pass instrumented ones. */
+/** AWS SDK clients the adapters use; tests pass instrumented ones. */
 export interface AwsClients {
   readonly sqs?: SQSClient;
   readonly s3?: S3Client;
@@ -41,9 +47,9 @@ export interface AwsClients {
 }
 
 /** Everything a handler needs, opened once per container. */
-export interface LambdaRuntime {
+export interface LambdaAdapters {
   readonly config: PulpitumConfig;
-  readonly runtime: Runtime;
+  readonly adapters: Adapters;
   readonly queue: WorkQueue & MessageVisibility;
   close(): Promise<void>;
 }
@@ -146,14 +152,14 @@ export async function resolveDatabaseEnv(
 }
 
 /**
- * Open the runtime of a worker or discovery function. It lives as long as the
+ * Open the adapters of a worker or discovery function. It lives as long as the
  * container; nothing time-dependent is fixed here: the cutoff is evaluated at
  * each invocation's `now` from `clock` (the system clock; tests pass one).
  */
-export async function openLambdaRuntime(
+export async function openLambdaAdapters(
   env: Env = process.env,
   options: { clients?: AwsClients; migrate?: boolean; clock?: Clock } = {},
-): Promise<LambdaRuntime> {
+): Promise<LambdaAdapters> {
   const region = env.AWS_REGION ?? env.AWS_DEFAULT_REGION;
   const owned: Array<{ destroy(): void }> = [];
   const secrets = () =>
@@ -194,7 +200,7 @@ export async function openLambdaRuntime(
         requestHandler: httpHandlerSettings(s3Timeouts(config)),
       }),
     );
-  const runtime: Runtime = await openRuntime(config, {
+  const adapters: Adapters = await openAdapters(config, {
     migrate: options.migrate === true,
     clock: options.clock,
     // One connection for a phase's statements, one for its lease heartbeat: the worker runs one phase at a time.
@@ -203,10 +209,10 @@ export async function openLambdaRuntime(
   });
   return {
     config,
-    runtime,
+    adapters,
     queue: new SqsWorkQueue(config.workQueueUrl, sqs),
     async close() {
-      await runtime.close();
+      await adapters.close();
       for (const client of owned) client.destroy();
     },
   };
@@ -246,10 +252,10 @@ export async function databaseSecretVersion(
 /**
  * Open once per container and reuse, like {@link cachedPerContainer}, but
  * ask `secretVersion` at most every `refreshMs` whether the database secret
- * changed (a rotation): if it did, the next invocation opens a new runtime on
+ * changed (a rotation): if it did, the next invocation opens new adapters on
  * the new credentials and closes the old one, so warm containers follow a
  * rotation without being recycled. If the secret cannot be read, the open
- * runtime is kept and the secret is asked again after `refreshMs`. A failed
+ * adapters are kept and the secret is asked again after `refreshMs`. A failed
  * open is forgotten, so the next invocation tries again.
  */
 export function cachedPerSecret<T extends { close(): Promise<void> }>(
@@ -290,10 +296,10 @@ export function cachedPerSecret<T extends { close(): Promise<void> }>(
 }
 
 /**
- * The runtime of a deployed function: opened once per container, reopened
+ * The adapters of a deployed function: opened once per container, reopened
  * when the database secret was rotated (PULPITUM_SECRET_REFRESH_SECONDS).
  */
-export function lambdaRuntimePerContainer<T extends { close(): Promise<void> }>(
+export function lambdaAdaptersPerContainer<T extends { close(): Promise<void> }>(
   env: Env,
   open: () => Promise<T>,
 ): () => Promise<T> {

@@ -1,0 +1,287 @@
+/**
+ * The records the hot store port exchanges: bucket metadata and leases, the
+ * outcomes of fenced writes, snapshot, cleanup and restore batches,
+ * discovery candidates, reads and the status report. The port itself, with
+ * each method's contract, is `HotStore` in hot-store.ts.
+ */
+import type { BucketId, BucketStrategy } from "../domain/bucket.js";
+import type { ArchiveFormat, TableId } from "../domain/table.js";
+import type { EpochMicros } from "../domain/time.js";
+
+export type BucketState = "hot" | "archiving" | "archived";
+
+/** The next phase a bucket needs, as recorded in its metadata. */
+export type PhaseName = "claim" | "export" | "seal" | "publish" | "cleanup";
+export type RecordedPhase = PhaseName | "done";
+
+export interface PayloadFacts {
+  readonly key: string;
+  readonly sha256: string;
+  readonly rowCount: number;
+  readonly byteLength: number;
+}
+
+/**
+ * One verified part of a segmented export: a complete payload object holding
+ * the bucket's rows from `first` through `last` in clustering order (both
+ * null only for the single, empty part of an empty bucket).
+ */
+export interface BucketPart extends PayloadFacts {
+  readonly index: number;
+  readonly first: ClusteringPosition | null;
+  readonly last: ClusteringPosition | null;
+}
+
+/** The totals of a finished export of several parts (manifest v5). */
+export interface SegmentedPayload {
+  readonly parts: number;
+  readonly rowCount: number;
+  readonly byteLength: number;
+}
+
+export type RecordPart =
+  | { readonly kind: "recorded" }
+  /** Part `index - 1` is missing or part `index` already exists: the caller's view of the parts is stale. */
+  | { readonly kind: "out-of-order"; readonly recorded: number }
+  | LeaseLost;
+
+export interface BucketMetadata {
+  readonly id: BucketId;
+  readonly strategy: BucketStrategy;
+  readonly start: Date;
+  readonly end: Date;
+  readonly state: BucketState;
+  readonly phase: RecordedPhase;
+  readonly generation: number;
+  /** Present while a lease is held (it may have expired). */
+  readonly ownerToken: string | null;
+  readonly leaseExpiresAt: Date | null;
+  readonly attempts: number;
+  readonly retryAt: Date | null;
+  readonly lastError: string | null;
+  /** The single verified payload of a one-part export (manifest v4). */
+  readonly payload: PayloadFacts | null;
+  /**
+   * A finished export of several parts (manifest v5): the parts themselves
+   * are in {@link HotStore.listParts}. Null for a single payload and while
+   * export is running.
+   */
+  readonly segmented: SegmentedPayload | null;
+  readonly manifestKey: string | null;
+  readonly hotDeleted: boolean;
+  /**
+   * Set while an archived bucket is being copied back to the hot store
+   * ({@link HotStore.beginRestore}): reads still go to the archive, appends
+   * are refused, cleanup never runs. Null otherwise.
+   */
+  readonly restoreStartedAt: Date | null;
+  /**
+   * When the bucket last stopped referencing archive objects (a deferral
+   * that cleared a recorded payload or manifest, or a restore's flip to
+   * hot); null if it never did. Garbage collection measures an unreferenced
+   * object's age from this instant as well as from its creation, so a reader
+   * that followed the old route a moment before still finds the objects.
+   */
+  readonly dereferencedAt: Date | null;
+  /**
+   * Set when the bucket used up its attempts (ARCHIVER_MAX_ATTEMPTS): no
+   * automatic work touches it until {@link HotStore.releaseQuarantine}.
+   */
+  readonly quarantinedAt: Date | null;
+  readonly enqueuedAt: Date | null;
+  readonly createdAt: Date;
+  readonly updatedAt: Date;
+}
+
+/** Proof of ownership of a bucket for one phase. Opaque to everything but the adapter. */
+export interface Lease {
+  readonly bucket: BucketId;
+  readonly token: string;
+  readonly generation: number;
+  readonly expiresAt: Date;
+}
+
+export type LeaseAcquisition =
+  | { readonly kind: "acquired"; readonly lease: Lease; readonly metadata: BucketMetadata }
+  | { readonly kind: "busy"; readonly metadata: BucketMetadata }
+  | { readonly kind: "missing" };
+
+/** The result of a fenced write. */
+export type FencedWrite =
+  | { readonly kind: "committed"; readonly metadata: BucketMetadata }
+  | { readonly kind: "lease-lost"; readonly metadata: BucketMetadata | null };
+
+export type LeaseLost = { readonly kind: "lease-lost"; readonly metadata: BucketMetadata | null };
+
+/** One record of a bucket, as the fenced snapshot yields it (the partition key is the bucket's). */
+export interface BucketRow {
+  readonly eventTime: EpochMicros;
+  readonly sortKey: Uint8Array;
+  readonly value: Uint8Array;
+}
+
+export interface ClusteringPosition {
+  readonly eventTime: EpochMicros;
+  readonly sortKey: Uint8Array;
+}
+
+export type SnapshotPage =
+  { readonly kind: "page"; readonly rows: readonly BucketRow[] } | LeaseLost;
+
+export type CleanupBatch =
+  | {
+      readonly kind: "deleted";
+      readonly count: number;
+      /**
+       * The last key deleted, when the batch was full (rows may remain after
+       * it): pass it as `after` to the next batch. Absent when the batch
+       * deleted every row after `after`.
+       */
+      readonly last?: ClusteringPosition;
+    }
+  | LeaseLost;
+
+export type FinishCleanup =
+  | { readonly kind: "committed"; readonly metadata: BucketMetadata }
+  | { readonly kind: "rows-remain" }
+  | LeaseLost;
+
+export type RestoreBatch =
+  { readonly kind: "inserted"; readonly inserted: number; readonly verified: number } | LeaseLost;
+
+export type FinishRestore =
+  | { readonly kind: "committed"; readonly metadata: BucketMetadata }
+  /** The hot store does not hold exactly the recorded row count: the route stays on the archive. */
+  | { readonly kind: "rows-mismatch"; readonly hotRows: number; readonly expected: number }
+  | LeaseLost;
+
+/**
+ * What the archive garbage collector must keep for one bucket: the objects
+ * its metadata references, and whether anything may be writing under its
+ * prefix right now (`inFlight`: archiving, being restored, or leased).
+ */
+export interface ArchiveReference {
+  readonly id: BucketId;
+  readonly state: BucketState;
+  readonly payloadKey: string | null;
+  readonly manifestKey: string | null;
+  /** Every recorded part of a segmented export (running or finished). */
+  readonly partKeys: readonly string[];
+  /** See {@link BucketMetadata.dereferencedAt}. */
+  readonly dereferencedAt: Date | null;
+  readonly inFlight: boolean;
+}
+
+/** Why discovery offers a bucket. */
+export type CandidateKind = "eligible" | "stalled" | "cleanup";
+
+export interface Candidate {
+  readonly id: BucketId;
+  readonly kind: CandidateKind;
+  readonly state: BucketState;
+  readonly phase: RecordedPhase;
+  readonly end: Date;
+  readonly enqueuedAt: Date | null;
+}
+
+/** Where a kind's keyset page ended: candidates sort by `(bucket_end, table_id, partition_key, bucket_key)`. */
+export interface CandidatePosition {
+  readonly end: Date;
+  readonly id: BucketId;
+}
+
+export interface DiscoveryQuery {
+  readonly now: Date;
+  /** A hot bucket is eligible when `bucket_end <= cutoff`. */
+  readonly cutoff: Date;
+  readonly limit: number;
+  /** Buckets enqueued after this instant are skipped (they are already in the queue). */
+  readonly enqueuedBefore: Date;
+  /**
+   * Keyset cursors, one per kind: only candidates of that kind after the
+   * position are offered, so a run paging through a large backlog never
+   * rescans what its earlier pages returned.
+   */
+  readonly after?: Partial<Readonly<Record<CandidateKind, CandidatePosition>>>;
+}
+
+export interface TableRegistration {
+  readonly tableId: TableId;
+  readonly strategy: BucketStrategy;
+  readonly format: ArchiveFormat;
+  readonly writableBuckets: number | null;
+}
+
+export interface AppendResult {
+  /** Records newly stored. */
+  readonly inserted: number;
+  /** Records already present with identical values (a retried append). */
+  readonly duplicates: number;
+}
+
+/** A range of one bucket to read; bounds on event_time in epoch microseconds. */
+export interface BucketReadRange {
+  /** Inclusive lower bound. */
+  readonly from?: EpochMicros;
+  /** Exclusive upper bound. */
+  readonly to?: EpochMicros;
+  /** Resume strictly after this clustering position (a cursor). */
+  readonly after?: ClusteringPosition;
+  readonly limit: number;
+}
+
+/**
+ * A bucket's route and, for the hot route, its rows, observed in one
+ * statement: a read racing publish or cleanup sees either the hot rows or
+ * the archive route, never a mix and never nothing.
+ */
+export type BucketRead =
+  | { readonly route: "missing" }
+  | {
+      readonly route: "hot";
+      readonly state: "hot" | "archiving";
+      readonly rows: readonly BucketRow[];
+    }
+  | { readonly route: "archive"; readonly manifestKey: string; readonly generation: number };
+
+export interface StatusReport {
+  readonly tables: ReadonlyArray<{
+    readonly tableId: TableId;
+    readonly paused: boolean;
+    readonly strategy: BucketStrategy;
+    readonly format: ArchiveFormat;
+    readonly states: ReadonlyArray<{
+      readonly state: BucketState;
+      readonly hotDeleted: boolean;
+      readonly buckets: number;
+      /** Rows still in the hot store for buckets in this state. */
+      readonly hotRows: number;
+      /** Rows and payload bytes recorded for archived buckets. */
+      readonly archivedRows: number;
+      readonly archivedBytes: number;
+    }>;
+  }>;
+  /** Buckets waiting for a retry after a failed attempt, soonest first (at most 100). */
+  readonly deferred: ReadonlyArray<{
+    readonly id: BucketId;
+    readonly attempts: number;
+    readonly retryAt: Date | null;
+    readonly lastError: string | null;
+  }>;
+  /** Quarantined buckets, oldest quarantine first (at most 100). */
+  readonly quarantined: ReadonlyArray<{
+    readonly id: BucketId;
+    readonly state: BucketState;
+    readonly attempts: number;
+    readonly quarantinedAt: Date;
+    readonly lastError: string | null;
+  }>;
+  /** Buckets with a live lease: work in flight (at most 100). */
+  readonly leased: ReadonlyArray<{
+    readonly id: BucketId;
+    readonly phase: RecordedPhase;
+    readonly leaseExpiresAt: Date;
+  }>;
+  /** The oldest hot bucket past the cutoff, if any: how far behind archival is. */
+  readonly oldestEligibleHot: { readonly id: BucketId; readonly end: Date } | null;
+}
