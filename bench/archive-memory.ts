@@ -18,7 +18,7 @@ import { createReadStream } from "node:fs";
 import { copyFile, constants, mkdir, mkdtemp, open, rm, stat, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { storePayload } from "../src/archive/store.js";
 import { parseTableId } from "../src/domain/table.js";
 import { parseRfc3339Micros } from "../src/domain/time.js";
@@ -89,6 +89,9 @@ class BenchFileStore implements ObjectStore {
   }
   async delete(key: string): Promise<void> {
     await rm(this.#path(key), { force: true });
+  }
+  async uri(key: string): Promise<string> {
+    return pathToFileURL(this.#path(key)).href;
   }
 }
 

@@ -38,6 +38,7 @@ import {
 import { breakdownChild, type Breakdown } from "./breakdown-child.js";
 import { segmentedExports, segmentedLines, segmentedPlan } from "./segmented.js";
 import { cleanupCurve, hotBucketContention } from "./hot-store.js";
+import { measureQueryScan, queryScanFigures } from "./query-scan.js";
 import {
   appendsVsInserts,
   copyBucket,
@@ -256,6 +257,10 @@ async function main(): Promise<void> {
       await ctx.hotStore.close();
     }
     const archivedPage = await firstPage(store, objects);
+    log("DuckDB full scan of that bucket through the query catalog, vs COPY");
+    const queryScan = queryScanFigures(
+      await measureQueryScan(databaseUrl, store, objects, ratioBucket, plan.ratioRows, work),
+    );
 
     log("the same archived bucket on moto S3: first page");
     const s3Page = await firstPageOnS3(store, objects, ratioBucket, log);
@@ -296,6 +301,7 @@ async function main(): Promise<void> {
       export_peak_rss_mb_bundled: Math.max(...[...bundled.values()].map((e) => e.maxRssMb)),
       export_rss_growth_ratio_bundled:
         bundled.get(largeRows)!.maxRssMb / bundled.get(smallRows)!.maxRssMb,
+      ...queryScan.results,
       export_query_path_vs_copy_ratio: plan.ratioRows / queryPath.seconds / copyRowsPerS,
       export_query_path_rows_per_s: plan.ratioRows / queryPath.seconds,
       export_query_path: queryPath,
@@ -366,6 +372,7 @@ async function main(): Promise<void> {
       ">= 0.8",
       results.export_vs_copy_ratio >= 0.8,
     );
+    line(...queryScan.line);
     line(
       `export ${fmt(plan.ratioRows)} rows by query (CockroachDB path) vs COPY`,
       `${fmt(results.export_query_path_rows_per_s)} / ${fmt(copyRowsPerS)} rows/s = ${results.export_query_path_vs_copy_ratio.toFixed(2)}`,

@@ -1,7 +1,10 @@
 /**
  * What each function may touch, granted narrowly: the worker reaches only
  * `archive-bucket/<prefix>/*`, sends only to the work queue and reads only
- * the database secret; GC alone deletes; replay alone drains the DLQ. The
+ * the database secret; GC alone deletes archive data; the worker, GC and
+ * restore keep the query catalog (`<prefix>/catalog/*`: small entries each
+ * of them writes or removes, never archive data); replay alone drains the
+ * DLQ. The
  * cdk-nag findings these grants raise by design are acknowledged here, each
  * with its reason.
  */
@@ -57,6 +60,21 @@ export function grantAccess(inputs: GrantInputs): void {
   for (const fn of [functions.gcFunction, functions.restoreFunction]) {
     fn.addToRolePolicy(listPrefix());
     databaseSecret.grantRead(fn);
+  }
+  // Publish and cleanup write entries and GC corrects them; restore only removes them (src/usecases/catalog.ts).
+  const catalogAccess: [typeof worker, string[]][] = [
+    [worker, ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]],
+    [functions.gcFunction, ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]],
+    [functions.restoreFunction, ["s3:DeleteObject"]],
+  ];
+  for (const [fn, actions] of catalogAccess) {
+    fn.addToRolePolicy(
+      new iam.PolicyStatement({
+        sid: "QueryCatalogEntries",
+        actions,
+        resources: [bucket.arnForObjects(`${settings.archivePrefix}/catalog/*`)],
+      }),
+    );
   }
   // Discovery reads the queue depth before it enqueues more (the worker's event source mapping grants it its own).
   functions.discoverFunction.addToRolePolicy(
@@ -136,6 +154,10 @@ export function acknowledgeFunctionFindings(
     Validations.of(fn.role!).acknowledge({
       id: `AwsSolutions-IAM5[Resource::<${bucketLogicalId}.Arn>/${settings.archivePrefix}/*]`,
       reason: `Archive object keys are content-addressed and unknown in advance; the wildcard is confined to the archive prefix (${settings.archivePrefix}/*).`,
+    });
+    Validations.of(fn.role!).acknowledge({
+      id: `AwsSolutions-IAM5[Resource::<${bucketLogicalId}.Arn>/${settings.archivePrefix}/catalog/*]`,
+      reason: `Query catalog entries are named by bucket, unknown in advance; the wildcard is confined to the catalog (${settings.archivePrefix}/catalog/*).`,
     });
   }
 }

@@ -12,6 +12,7 @@ import { parseTableId } from "../domain/table.js";
 import { ConfigError, errorMessage, PulpitumError } from "../errors.js";
 import { EXIT, exitCodeFor, UsageError } from "./exit-codes.js";
 import { integerOption, partitionKeyFrom, timeRangeFrom } from "./options.js";
+import { addQueryCommands } from "./query-commands.js";
 import { beginInvocation } from "./session.js";
 import { packageVersion } from "./version.js";
 
@@ -331,6 +332,8 @@ function buildProgram(): Command {
         ).exportCommand(tableId, partitionKey, { bucket: opts.bucket, range }, opts);
       },
     );
+
+  addQueryCommands(program);
 
   program
     .command("gc")

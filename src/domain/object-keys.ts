@@ -140,3 +140,41 @@ export function joinKey(prefix: string, rest: string): string {
   const trimmed = prefix.replace(/^\/+|\/+$/g, "");
   return trimmed === "" ? rest : `${trimmed}/${rest}`;
 }
+
+/**
+ * The query catalog: Hive-style symlink manifests, one flat folder per table
+ * and payload format, one small text object per published bucket:
+ *
+ *   {prefix}/catalog/{parquet|json}/table_id={table_id}/{bucket name}.{partition segment}.txt
+ *
+ * The bucket name is the canonical bucket key with its `:` written as `-`
+ * (`year-2025`, `month-2025-03`, `day-2025-03-07`): a colon in a file name
+ * trips Hadoop's path parser, and the canonical key has exactly one colon,
+ * right after its strategy word, so the form is still reversible. It starts
+ * with a letter (Hive and Trino skip names starting with `_` or `.`), and
+ * neither it nor the partition segment contains a `.`, so the first `.`
+ * splits the name unambiguously. The name is a fixed function of the bucket
+ * id, so rewriting an entry replaces it and never adds a second one; at most
+ * 15 + 1 + 160 + 4 = 180 bytes, under the 255-byte file-name limit.
+ */
+export function catalogFolder(prefix: string, format: ArchiveFormat, tableId: TableId): string {
+  return `${joinKey(prefix, `catalog/${format}/table_id=${tableId}`)}/`;
+}
+
+/** `{prefix}/catalog/`: every catalog entry of the archive. */
+export function catalogRoot(prefix: string): string {
+  return `${joinKey(prefix, "catalog")}/`;
+}
+
+/** The entry name of a bucket, from its partition segment (see {@link partitionKeySegment}). */
+export function catalogEntryName(bucketKey: string, partitionSegment: string): string {
+  return `${bucketKey.replace(":", "-")}.${partitionSegment}.txt`;
+}
+
+/** The catalog entry of one bucket in the folder of one format. */
+export function catalogEntryKey(location: BucketLocation, format: ArchiveFormat): string {
+  return `${catalogFolder(location.prefix, format, location.tableId)}${catalogEntryName(
+    location.bucketKey,
+    partitionKeySegment(location.partitionKey),
+  )}`;
+}

@@ -39,6 +39,15 @@ export interface ObjectStore {
   /** Delete `key`; deleting an absent key succeeds. */
   delete(key: string): Promise<void>;
 
+  /**
+   * The absolute URI under which query engines read `key`: `s3://bucket/key`
+   * for S3 (not percent-encoded, as Athena, Spark and DuckDB expect),
+   * `file:///absolute/path` (percent-encoded where a file URL must be) for
+   * the file store. Pure: it does not check that the object exists. Throws
+   * InvalidInputError for a key the store would refuse.
+   */
+  uri(key: string): Promise<string>;
+
   /** Release connections and handles. */
   close?(): Promise<void>;
 }

@@ -10,7 +10,9 @@
  * table, or buckets without a registration, and running it again finishes
  * it.
  *
- * Archive objects are not touched: archived buckets' payloads and manifests
+ * The table's query catalog goes once the drop has started (the table is
+ * paused and no bucket is in flight, so no entry can be written again), so
+ * query engines stop seeing it at once. Other archive objects are not touched: archived buckets' payloads and manifests
  * stay in the archive, unreferenced, until `pulpitum gc --include-unowned`
  * removes them (it keeps anything younger than the GC safety age).
  */
@@ -22,6 +24,7 @@ import type { ClusteringPosition } from "../ports/hot-store.js";
 import type { InFlightBucket } from "../ports/hot-store-operations.js";
 import type { ArchiverContext } from "./context.js";
 import { takeBucketLease } from "./bucket-lease.js";
+import { removeTableCatalog } from "./catalog.js";
 
 /** Buckets listed per metadata page. */
 const PAGE_BUCKETS = 100;
@@ -82,6 +85,7 @@ export async function dropTable(
   const start = await ctx.hotStore.beginTableDrop(tableId, ctx.clock.now());
   if (start.kind === "unknown") throw new UnknownTableError(tableId);
   if (start.kind === "in-flight") throw new TableInFlightError(tableId, start.buckets);
+  await removeTableCatalog({ ...ctx, archivePrefix: ctx.settings.archivePrefix }, tableId);
   const batchRows = options.batchRows ?? ctx.settings.cleanupBatchSize;
 
   let bucketsRemoved = 0;

@@ -33,6 +33,10 @@
  *    from an older backup) are kept and reported unless the operator asks
  *    for them to go too: after a database restore they may be the only copy.
  *    Keys that do not have the archive's layout are never touched.
+ * 5. Before the first delete of a bucket's objects, the bucket's query
+ *    catalog entry is made to match its metadata (or removed, for an unowned
+ *    bucket), so no entry ever names a deleted payload (see
+ *    usecases/catalog.ts for why a late catalog write cannot undo this).
  *
  * Memory: the references of one table at a time (a few hundred bytes per
  * bucket), because object keys group by table and list in key order.
@@ -57,6 +61,7 @@ import {
   type GcPassCursor,
   type GcPassReport,
 } from "./gc-continuation.js";
+import { reconcileCatalogBeforeDelete } from "./catalog.js";
 
 export interface GcContext {
   readonly hotStore: HotStore;
@@ -226,7 +231,12 @@ export async function collectGarbage(ctx: GcContext, options: GcOptions): Promis
       for (const object of candidates) record(object, "would-delete");
       return;
     }
+    let catalogReconciled = false;
     const deleteOne = async (object: ObjectInfo) => {
+      if (!catalogReconciled) {
+        await reconcileCatalogBeforeDelete(ctx, current.prefix, refs?.id ?? null);
+        catalogReconciled = true;
+      }
       await ctx.objectStore.delete(object.key);
       deletedObjects++;
       deletedBytes += object.size;

@@ -23,7 +23,10 @@
  *    hot row count equals the recorded payload row count. Before this commit
  *    every read goes to the archive; after it, to a hot store that holds every
  *    row. Flipping first would serve a partial bucket; inserting without the
- *    mark would let cleanup delete the rows as they arrive.
+ *    mark would let cleanup delete the rows as they arrive. Just before the
+ *    flip, the bucket's query catalog entry is removed: after the flip the
+ *    payloads it names are no longer referenced and garbage collection may
+ *    delete them (see usecases/catalog.ts).
  *
  * The flip clears payload, manifest and hot_deleted, resets the phase to
  * claim and sets a retry time, so discovery leaves the bucket hot for the
@@ -48,6 +51,7 @@ import { WORK_MESSAGE_FORM, workItemFromObject, type WorkItem } from "../ports/w
 import type { ArchiverContext } from "./context.js";
 import { takeBucketLease } from "./bucket-lease.js";
 import { commitFenced } from "./phases/step.js";
+import { removeCatalogEntry } from "./catalog.js";
 
 /** Rows per restore transaction by default. */
 export const DEFAULT_RESTORE_BATCH_ROWS = 1000;
@@ -218,6 +222,8 @@ export async function restoreBucket(
     }
     if (!(await flush())) return lost("lease lost while inserting restored rows");
 
+    if (!heartbeat.healthy) return lost(heartbeat.failure ?? "heartbeat failed");
+    await removeCatalogEntry({ ...ctx, archivePrefix: ctx.settings.archivePrefix }, id);
     if (!heartbeat.healthy) return lost(heartbeat.failure ?? "heartbeat failed");
     const retryAt = new Date(ctx.clock.now().getTime() + options.holdMs);
     const finished = await commitFenced(

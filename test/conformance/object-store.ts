@@ -407,6 +407,29 @@ export function objectStoreConformance(name: string, open: () => Promise<OpenedS
       });
     });
 
+    describe("uri", () => {
+      it("names each key by one absolute URI that ends with the key, whether or not the object exists", async () => {
+        const keys = [
+          "v4/chat/Yy0x/month:2025-03/payloads/a.parquet",
+          "catalog/json/table_id=chat/b.txt",
+        ];
+        await store.createIfAbsent(keys[0]!, text("x"));
+
+        const uris = await Promise.all(keys.map((k) => store.uri(k)));
+
+        expect(new Set(uris).size).toBe(2);
+        for (const [i, uri] of uris.entries()) {
+          expect(uri).toMatch(/^[a-z][a-z0-9+.-]*:\/\//);
+          expect(decodeURIComponent(uri).endsWith(`/${keys[i]}`)).toBe(true);
+          expect(await store.uri(keys[i]!)).toBe(uri);
+        }
+      });
+
+      it("refuses a key the store would refuse", async () => {
+        await expect(store.uri("a/../b")).rejects.toBeInstanceOf(InvalidInputError);
+      });
+    });
+
     describe("delete", () => {
       it("removes an object so get throws ObjectNotFoundError, head is null and list omits it", async () => {
         await store.createIfAbsent("d/gone", text("bye"));

@@ -1,7 +1,8 @@
 import { randomBytes } from "node:crypto";
-import { mkdir, mkdtemp, readdir, rm, stat, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import { fileURLToPath } from "node:url";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { FileObjectStore, TEMP_FILE_PREFIX } from "../../src/adapters/object-store/filesystem.js";
 import { archivePrefix, openObjectStore } from "../../src/adapters/object-store/index.js";
@@ -82,6 +83,24 @@ async function keysOf(store: FileObjectStore, prefix = ""): Promise<string[]> {
   for await (const o of listAll(store, prefix)) keys.push(o.key);
   return keys;
 }
+
+describe("FileObjectStore URIs", () => {
+  it("names an object by the file URL of the file holding its bytes, even with a colon or a space in the key", async () => {
+    const root = await mkdtemp(path.join(os.tmpdir(), "pulpitum uri "));
+    try {
+      const store = new FileObjectStore(root);
+      const key = "v4/chat/Yy0x/month:2025-03/payloads/a b.json";
+      await store.createIfAbsent(key, new TextEncoder().encode("bytes"));
+
+      const uri = await store.uri(key);
+
+      expect(uri.startsWith("file:///")).toBe(true);
+      expect(await readFile(fileURLToPath(uri), "utf8")).toBe("bytes");
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
+  });
+});
 
 describe("FileObjectStore", () => {
   let base: string;

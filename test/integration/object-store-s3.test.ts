@@ -169,6 +169,14 @@ describe("S3ObjectStore against the S3 API", () => {
     return new S3ObjectStore({ bucket, client, ...multipart });
   }
 
+  it("names an object by the s3://bucket/key URI that engines read, without percent-encoding", async () => {
+    const store = new S3ObjectStore({ bucket, clientConfig });
+    const key = "v4/chat/~ab/day:2025-01-02/payloads/x.parquet";
+
+    expect(await store.uri(key)).toBe(`s3://${bucket}/${key}`);
+    await store.close();
+  });
+
   it("uploads a file above the threshold in parts, reads it back identical, and leaves no incomplete upload", async () => {
     const client = new S3Client(clientConfig);
     const sent = recordCommands(client);

@@ -227,5 +227,6 @@ export function faultyObjectStore(
     head: wrap("head", inner.head),
     list: wrap("list", inner.list),
     delete: wrap("delete", inner.delete),
+    uri: (key: string) => inner.uri(key),
   };
 }

@@ -51,5 +51,6 @@ export function gatedPayloadUploads(
     head: (key) => inner.head(key),
     list: (prefix, options) => inner.list(prefix, options),
     delete: (key) => inner.delete(key),
+    uri: (key) => inner.uri(key),
   };
 }

@@ -20,6 +20,7 @@ import { randomUUID } from "node:crypto";
 import { createReadStream, type Dirent } from "node:fs";
 import { copyFile, link, mkdir, open, readdir, rmdir, stat, unlink } from "node:fs/promises";
 import path from "node:path";
+import { pathToFileURL } from "node:url";
 import {
   InvalidInputError,
   ObjectNotFoundError,
@@ -198,6 +199,10 @@ export class FileObjectStore implements ObjectStore {
       throw storeError(error, "delete", key);
     }
     await this.#pruneEmptyDirectories(path.dirname(file));
+  }
+
+  async uri(key: string): Promise<string> {
+    return pathToFileURL(this.#pathOf(key)).href;
   }
 
   /** The file path of a key, which is always strictly inside the root. */

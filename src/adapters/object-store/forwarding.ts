@@ -53,6 +53,10 @@ export class ForwardingObjectStore implements ObjectStore {
     await (await this.target()).delete(key);
   }
 
+  async uri(key: string): Promise<string> {
+    return await (await this.target()).uri(key);
+  }
+
   async close(): Promise<void> {
     await (await this.target()).close?.();
   }

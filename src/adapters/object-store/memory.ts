@@ -62,6 +62,12 @@ export class MemoryObjectStore implements ObjectStore {
     return [...this.#objects.keys()].sort();
   }
 
+  /** `memory:///key`: no engine reads it, but it names the object unambiguously. */
+  async uri(key: string): Promise<string> {
+    validateObjectKey(key);
+    return `memory:///${key}`;
+  }
+
   #hook(operation: ObjectOperation, key: string, when: "before" | "after"): void {
     this.#fault?.(operation, key, when);
   }

@@ -453,6 +453,11 @@ export class S3ObjectStore implements ObjectStore {
     }
   }
 
+  async uri(key: string): Promise<string> {
+    validateObjectKey(key);
+    return this.#describe(key);
+  }
+
   #describe(key: string): string {
     return `s3://${this.bucket}/${key}`;
   }

@@ -13,7 +13,9 @@
  * deleted (tombstones on CockroachDB) are not scanned again. A failing heartbeat stops the loop before the next batch. Before the
  * first delete of every invocation the published manifest and payload are
  * checked to exist (HEAD): defence in depth, so that if the archive lost an
- * object by any route, the hot rows are not deleted too.
+ * object by any route, the hot rows are not deleted too. Then the query
+ * catalog's entry is made right (publish may have died before writing it),
+ * so no record is ever in the archive alone without the catalog naming it.
  */
 import { checkPublishedObjects } from "../../archive/store.js";
 import { verifyArchive } from "../../archive/segments.js";
@@ -23,6 +25,7 @@ import type { ClusteringPosition } from "../../ports/hot-store.js";
 import { sleep as timerSleep } from "../../ports/clock.js";
 import type { PhaseInput, StepResult } from "./step.js";
 import { commitFenced } from "./step.js";
+import { syncCatalogEntry } from "../catalog.js";
 
 /**
  * Throttling: with a cap of R rows per second, the next batch starts no
@@ -54,6 +57,7 @@ export async function cleanupBucket({
       verifyPayloadBytes: false,
     });
   }
+  await syncCatalogEntry({ ...ctx, archivePrefix: ctx.settings.archivePrefix }, metadata);
   const sleep = ctx.sleep ?? timerSleep;
   let deleted = 0;
   let batches = 0;

@@ -10,11 +10,15 @@
  * lost reply is resolved by re-reading the state (archived with our
  * generation means it landed), never by assuming. Publishing before the
  * manifest is verified could route reads to an object that does not match.
+ * The query catalog's entry is written after the commit (it must name only
+ * published payloads); if that write fails or the process dies first,
+ * cleanup writes it before deleting any hot row (see usecases/catalog.ts).
  */
 import { InvariantViolationError } from "../../errors.js";
 import { verifyArchive } from "../../archive/segments.js";
 import { commitFenced, type PhaseInput, type StepResult } from "./step.js";
 import { recordedPayload } from "./recorded-payload.js";
+import { refreshCatalogEntry } from "../catalog.js";
 
 export async function publishBucket({
   ctx,
@@ -52,6 +56,14 @@ export async function publishBucket({
   );
   if (written.kind === "lease-lost")
     return { kind: "lease-lost", reason: "lease lost before publication committed" };
+  await refreshCatalogEntry(
+    { ...ctx, archivePrefix: ctx.settings.archivePrefix },
+    metadata.id,
+  ).catch((error: unknown) =>
+    ctx.log.warn("catalog entry not written after publish; cleanup writes it", {
+      error: error instanceof Error ? error.message : String(error),
+    }),
+  );
   return {
     kind: "committed",
     next: "cleanup",

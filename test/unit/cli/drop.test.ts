@@ -49,7 +49,8 @@ describe("pulpitum tables drop", () => {
 
   it("drops the table's buckets and hot rows, says its archive objects stay until gc --include-unowned, and gc then removes them", async () => {
     const archive = path.join(home, "archive");
-    expect(filesUnder(archive)).toHaveLength(4);
+    expect(filesUnder(path.join(archive, "v4"))).toHaveLength(4);
+    expect(filesUnder(path.join(archive, "catalog"))).toHaveLength(2); // query catalog entries
     const unconfirmed = await runCli(["tables", "drop", "chat"], env);
     expect(unconfirmed.code).toBe(2);
 

@@ -250,6 +250,14 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
       Condition: { StringLike: { "s3:prefix": ["pulpitum/*"] } },
     });
     expect(statements).toContainEqual({
+      Sid: "QueryCatalogEntries",
+      Effect: "Allow",
+      Action: ["s3:DeleteObject", "s3:GetObject", "s3:PutObject"],
+      Resource: {
+        "Fn::Join": ["", [{ "Fn::GetAtt": [archiveId, "Arn"] }, "/pulpitum/catalog/*"]],
+      },
+    });
+    expect(statements).toContainEqual({
       Sid: "SendWork",
       Effect: "Allow",
       Action: "sqs:SendMessage",
@@ -262,9 +270,13 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
     expect(s3Statements.map((s) => s.Sid).sort()).toEqual([
       "ArchiveObjectsUnderPrefix",
       "ListArchivePrefix",
+      "QueryCatalogEntries",
     ]);
     expect(statements.filter((s) => s.Resource === "*")).toEqual([]);
-    expect(statements.flatMap((s) => [s.Action].flat())).not.toContain("s3:DeleteObject");
+    // It may delete query catalog entries, never archive data.
+    const deletes = statements.filter((s) => [s.Action].flat().includes("s3:DeleteObject"));
+    expect(deletes.map((s) => s.Sid)).toEqual(["QueryCatalogEntries"]);
+    expect(JSON.stringify(deletes[0]!.Resource)).toMatch(/\/catalog\/\*"/);
     // The consume permissions of the event source are on the work queue only.
     for (const s of statements.filter((s) =>
       [s.Action].flat().some((a) => String(a).startsWith("sqs:")),
@@ -273,7 +285,7 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
     }
   });
 
-  it("runs garbage collection daily and lets it only list the archive prefix, delete under it, and read the secret", () => {
+  it("runs garbage collection daily and lets it only list the archive prefix, delete under it, keep the query catalog, and read the secret", () => {
     const { template, stack } = synth;
     const archiveId = stack.getLogicalId(stack.archiveBucket.node.defaultChild as never);
     template.hasResourceProperties("AWS::Events::Rule", {
@@ -305,6 +317,10 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
         "s3:ListBucket",
         "secretsmanager:DescribeSecret",
         "secretsmanager:GetSecretValue",
+        // QueryCatalogEntries: GC corrects an entry before deleting what it names.
+        "s3:DeleteObject",
+        "s3:GetObject",
+        "s3:PutObject",
       ].sort(),
     );
     // Deleted versions stay recoverable for a while, then stop costing storage.
@@ -318,7 +334,7 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
     });
   });
 
-  it("gives the restore function read access to archive objects and the secret, and nothing that writes or deletes", () => {
+  it("gives the restore function read access to archive objects and the secret, and nothing that writes or deletes but query catalog entries", () => {
     const { template, stack } = synth;
     const statements = statementsOf(template, stack, stack.restoreFunction.role!);
     const actions = statements.flatMap((s) => [s.Action].flat()).sort();
@@ -326,6 +342,8 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
       [
         "s3:GetObject",
         "s3:ListBucket",
+        // QueryCatalogEntries: restore removes the bucket's entry before its flip.
+        "s3:DeleteObject",
         "secretsmanager:DescribeSecret",
         "secretsmanager:GetSecretValue",
       ].sort(),

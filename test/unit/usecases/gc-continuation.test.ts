@@ -81,6 +81,7 @@ describe("garbage collection that spans runs", () => {
       head: (key) => o.head(key),
       list: (prefix, options) => o.list(prefix, options),
       delete: (key) => o.delete(key),
+      uri: (key) => o.uri(key),
       ...overrides,
     };
   };

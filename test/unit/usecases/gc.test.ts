@@ -48,7 +48,7 @@ describe("archive garbage collection", () => {
     const out: string[] = [];
     let token: string | undefined;
     do {
-      const page = await h.objects.list("archive/", { continuationToken: token });
+      const page = await h.objects.list("archive/v4/", { continuationToken: token });
       out.push(...page.objects.map((o) => o.key));
       token = page.continuationToken;
     } while (token !== undefined);
@@ -227,6 +227,7 @@ describe("archive garbage collection", () => {
       getStream: (key) => objects.getStream(key),
       head: (key) => objects.head(key),
       list: (prefix, options) => objects.list(prefix, options),
+      uri: (key) => objects.uri(key),
       delete: async (key) => {
         deleteSent();
         await stalled;

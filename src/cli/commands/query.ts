@@ -1,0 +1,77 @@
+/** `pulpitum query` and `pulpitum catalog rebuild`. */
+import type { TableId } from "../../domain/table.js";
+import { queryArchive } from "../../read/query-archive.js";
+import { displayValue, jsonValue } from "../../read/query-values.js";
+import { rebuildCatalog, type CatalogRebuildReport } from "../../usecases/catalog-rebuild.js";
+import { count, printJson, renderTable } from "../format.js";
+import { withRuntime } from "../session.js";
+
+export async function queryCommand(
+  tableId: TableId,
+  sql: string,
+  opts: { json?: boolean },
+): Promise<void> {
+  await withRuntime(async (rt) => {
+    const result = await queryArchive({
+      hotStore: rt.hotStore,
+      objectStore: rt.objectStore,
+      archivePrefix: rt.archivePrefix,
+      tableId,
+      sql,
+    });
+    if (opts.json) {
+      const lines = result.rows.map((row) =>
+        JSON.stringify(
+          Object.fromEntries(result.columns.map((c, i) => [c.name, jsonValue(row[i] ?? null)])),
+        ),
+      );
+      process.stdout.write(lines.map((line) => `${line}\n`).join(""));
+      return;
+    }
+    console.log(
+      renderTable(
+        result.columns.map((c) => c.name),
+        result.rows.map((row) => row.map((v) => displayValue(v))),
+      ),
+    );
+    console.log(`(${count(result.rows.length, "row")})`);
+  });
+}
+
+export async function catalogRebuildCommand(
+  tableId: TableId | undefined,
+  opts: { json?: boolean },
+): Promise<void> {
+  await withRuntime(async (rt) => {
+    const tables =
+      tableId === undefined ? (await rt.hotStore.listTables()).map((t) => t.tableId) : [tableId];
+    const reports: CatalogRebuildReport[] = [];
+    for (const table of tables) {
+      reports.push(
+        await rebuildCatalog(
+          {
+            hotStore: rt.hotStore,
+            objectStore: rt.objectStore,
+            archivePrefix: rt.archivePrefix,
+            clock: rt.clock,
+          },
+          table,
+        ),
+      );
+    }
+    if (opts.json) printJson({ tables: reports });
+    else
+      console.log(
+        renderTable(
+          ["table", "archived buckets", "written", "removed", "unchanged"],
+          reports.map((r) => [
+            r.table_id,
+            r.archived_buckets,
+            r.entries_written,
+            r.entries_removed,
+            r.entries_unchanged,
+          ]),
+        ),
+      );
+  });
+}

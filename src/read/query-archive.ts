@@ -1,0 +1,216 @@
+/**
+ * `pulpitum query`: SQL over a table's published payloads through DuckDB,
+ * found through the query catalog (usecases/catalog.ts), never by listing
+ * `payloads/` (which holds orphans and superseded payloads too).
+ *
+ * The table is a view under its own name with the schema v2 envelope as
+ * DuckDB types, the same for Parquet and JSON payloads: `partition_key`
+ * BLOB, `event_time` TIMESTAMP (UTC), `sort_key` BLOB, `value` BLOB. A
+ * table mixing formats (a re-archive after a format change) is the union of
+ * both. With no archived bucket the view is empty and keeps its schema.
+ *
+ * Files of the file store are read in place. Other stores (S3) are read
+ * through the project's object store, since DuckDB's httpfs extension may not
+ * be installable: each catalogued payload is downloaded into a private
+ * temporary directory while its SHA-256 is checked against the content
+ * address in its name (the manifest's `sha256`), and the directory is removed
+ * when the query ends, also on error.
+ */
+import { createHash } from "node:crypto";
+import { createWriteStream } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
+import { fileURLToPath } from "node:url";
+import { DuckDBInstance, type DuckDBValue } from "@duckdb/node-api";
+import { catalogFolder, parsePayloadName } from "../domain/object-keys.js";
+import { ARCHIVE_FORMATS, type ArchiveFormat, type TableId } from "../domain/table.js";
+import {
+  InvalidInputError,
+  InvariantViolationError,
+  PulpitumError,
+  UnknownTableError,
+} from "../errors.js";
+import type { HotStore } from "../ports/hot-store.js";
+import { listAll, type ObjectStore } from "../ports/object-store.js";
+import { parseCatalogEntry } from "../usecases/catalog.js";
+
+export interface QueryArchiveInput {
+  readonly hotStore: HotStore;
+  readonly objectStore: ObjectStore;
+  readonly archivePrefix: string;
+  readonly tableId: TableId;
+  readonly sql: string;
+  /** Where downloaded payloads are staged (default the OS temporary directory). */
+  readonly tempDir?: string;
+}
+
+export interface QueryResult {
+  readonly columns: readonly { readonly name: string; readonly type: string }[];
+  readonly rows: readonly (readonly DuckDBValue[])[];
+  /** Payload objects the view read, and how many of them were downloaded first. */
+  readonly payloads: number;
+  readonly downloaded: number;
+}
+
+/** The SQL itself failed in DuckDB: the message is DuckDB's. */
+export class QuerySqlError extends InvalidInputError {}
+
+/** Payload files of one format, as local paths DuckDB reads. */
+type PayloadFiles = Record<ArchiveFormat, string[]>;
+
+export async function queryArchive(input: QueryArchiveInput): Promise<QueryResult> {
+  if ((await input.hotStore.getTable(input.tableId)) === null) {
+    throw new UnknownTableError(input.tableId);
+  }
+  let staging: string | undefined;
+  const stagingDir = async () =>
+    (staging ??= await mkdtemp(path.join(input.tempDir ?? os.tmpdir(), "pulpitum-query-")));
+  try {
+    const files: PayloadFiles = { parquet: [], json: [] };
+    let downloaded = 0;
+    for (const format of ARCHIVE_FORMATS) {
+      for (const uri of await catalogUris(input, format)) {
+        if (uri.startsWith("file://")) {
+          files[format].push(fileURLToPath(uri));
+        } else {
+          const target = path.join(await stagingDir(), `${downloaded}.${format}`);
+          await downloadVerified(input.objectStore, await keyOfUri(input.objectStore, uri), target);
+          files[format].push(target);
+          downloaded++;
+        }
+      }
+    }
+    const result = await runDuckDb(input.tableId, files, input.sql);
+    return { ...result, payloads: files.parquet.length + files.json.length, downloaded };
+  } finally {
+    if (staging !== undefined) await rm(staging, { recursive: true, force: true });
+  }
+}
+
+/** Every URI the table's catalog entries of one format name, entries in key order. */
+async function catalogUris(input: QueryArchiveInput, format: ArchiveFormat): Promise<string[]> {
+  const uris: string[] = [];
+  const folder = catalogFolder(input.archivePrefix, format, input.tableId);
+  for await (const object of listAll(input.objectStore, folder)) {
+    uris.push(...parseCatalogEntry(await input.objectStore.get(object.key)));
+  }
+  return uris;
+}
+
+/** The object key behind a URI of this store (entries name objects by `store.uri(key)`). */
+async function keyOfUri(store: ObjectStore, uri: string): Promise<string> {
+  const probe = "k";
+  const base = (await store.uri(probe)).slice(0, -probe.length);
+  if (!uri.startsWith(base) || uri.length === base.length) {
+    throw new InvariantViolationError(
+      `a catalog entry names ${uri}, which is not an object of this archive (${base}...)`,
+    );
+  }
+  return uri.slice(base.length);
+}
+
+/** Stream an object to `target`, checking the SHA-256 its content-addressed name states. */
+async function downloadVerified(store: ObjectStore, key: string, target: string): Promise<void> {
+  const name = parsePayloadName(key.slice(key.lastIndexOf("/") + 1));
+  if (name === null) {
+    throw new InvariantViolationError(`a catalog entry names ${key}, which is not a payload`);
+  }
+  const hash = createHash("sha256");
+  const source = await store.getStream(key);
+  async function* hashed() {
+    for await (const chunk of source) {
+      hash.update(chunk);
+      yield chunk;
+    }
+  }
+  await pipeline(Readable.from(hashed()), createWriteStream(target, { flags: "wx" }));
+  const actual = hash.digest("hex");
+  if (actual !== name.sha256) {
+    throw new InvariantViolationError(
+      `payload ${key} has SHA-256 ${actual}, but its manifest and name say ${name.sha256}`,
+    );
+  }
+}
+
+const sqlString = (text: string) => `'${text.replace(/'/g, "''")}'`;
+const sqlList = (items: readonly string[]) => `[${items.map(sqlString).join(", ")}]`;
+
+/** The envelope as DuckDB types, whatever the payload format. */
+function envelopeRelation(format: ArchiveFormat, files: readonly string[]): string {
+  if (format === "parquet") {
+    return (
+      "SELECT partition_key::BLOB AS partition_key, event_time::TIMESTAMP AS event_time, " +
+      `sort_key::BLOB AS sort_key, value::BLOB AS value FROM read_parquet(${sqlList(files)})`
+    );
+  }
+  return (
+    "SELECT from_base64(partition_key) AS partition_key, " +
+    "event_time::TIMESTAMPTZ::TIMESTAMP AS event_time, " +
+    "from_base64(sort_key) AS sort_key, from_base64(value) AS value " +
+    `FROM read_json(${sqlList(files)}, format = 'newline_delimited', ` +
+    "columns = {partition_key: 'VARCHAR', event_time: 'VARCHAR', sort_key: 'VARCHAR', value: 'VARCHAR'})"
+  );
+}
+
+const EMPTY_ENVELOPE =
+  "SELECT NULL::BLOB AS partition_key, NULL::TIMESTAMP AS event_time, " +
+  "NULL::BLOB AS sort_key, NULL::BLOB AS value WHERE false";
+
+async function runDuckDb(
+  tableId: TableId,
+  files: PayloadFiles,
+  sql: string,
+): Promise<Pick<QueryResult, "columns" | "rows">> {
+  const instance = await DuckDBInstance.create(":memory:");
+  const connection = await instance.connect();
+  try {
+    // Timestamps convert to and from UTC whatever the machine's zone.
+    await connection.run("SET TimeZone = 'UTC'");
+    const relations = ARCHIVE_FORMATS.filter((f) => files[f].length > 0).map((f) =>
+      envelopeRelation(f, files[f]),
+    );
+    const view = relations.length === 0 ? EMPTY_ENVELOPE : relations.join(" UNION ALL ");
+    await connection.run(`CREATE VIEW "${tableId}" AS ${view}`).catch((error: unknown) => {
+      throw new PulpitumError(
+        `DuckDB could not read the table's catalogued payloads: ${error instanceof Error ? error.message : String(error)}`,
+        { cause: error },
+      );
+    });
+    let reader;
+    try {
+      reader = await connection.runAndReadAll(sql);
+    } catch (error) {
+      throw sqlError(error, sql);
+    }
+    return {
+      columns: reader.columnNames().map((name, i) => ({
+        name,
+        type: String(reader.columnTypes()[i]),
+      })),
+      rows: reader.getRows(),
+    };
+  } finally {
+    connection.closeSync();
+    instance.closeSync();
+  }
+}
+
+/**
+ * DuckDB's own message; a failure to read the archive (IO) is an operational
+ * failure, anything else (parse, bind, catalog, conversion) the SQL's fault.
+ */
+function sqlError(error: unknown, sql: string): PulpitumError {
+  const message = error instanceof Error ? error.message : String(error);
+  if (/^(IO|Out of Memory|Internal|FATAL|Interrupt) Error/.test(message)) {
+    return new PulpitumError(`DuckDB could not run the query: ${message}`, { cause: error });
+  }
+  return new QuerySqlError(
+    `SQL ${JSON.stringify(sql.length > 200 ? `${sql.slice(0, 200)}…` : sql)}`,
+    `DuckDB refused it: ${message}`,
+    "a DuckDB SQL statement over the table's view (columns partition_key BLOB, event_time TIMESTAMP, sort_key BLOB, value BLOB)",
+    { cause: error },
+  );
+}

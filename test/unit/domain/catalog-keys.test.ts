@@ -1,0 +1,62 @@
+import { describe, expect, it } from "vitest";
+import { validateObjectKey } from "../../../src/adapters/object-store/keys.js";
+import { parseBucketKey } from "../../../src/domain/bucket.js";
+import {
+  catalogEntryKey,
+  catalogEntryName,
+  catalogFolder,
+  MAX_INLINE_PARTITION_KEY_BYTES,
+  partitionKeySegment,
+} from "../../../src/domain/object-keys.js";
+import { parseTableId } from "../../../src/domain/table.js";
+
+const chat = parseTableId("chat");
+
+describe("catalog entry keys", () => {
+  it("put one flat folder per table and format under {prefix}/catalog/, with the table as a Hive partition", () => {
+    expect(catalogFolder("tenant/a", "parquet", chat)).toBe(
+      "tenant/a/catalog/parquet/table_id=chat/",
+    );
+    expect(catalogFolder("", "json", chat)).toBe("catalog/json/table_id=chat/");
+    expect(
+      catalogEntryKey(
+        {
+          prefix: "p",
+          tableId: chat,
+          partitionKey: new Uint8Array([0x63]),
+          bucketKey: "month:2025-03",
+        },
+        "json",
+      ),
+    ).toBe("p/catalog/json/table_id=chat/month-2025-03.Yw.txt");
+  });
+
+  it("name a bucket by a visible, colon-free name whose first dot splits bucket from partition, under 255 bytes", () => {
+    const keys = ["year:2025", "month:2025-03", "day:2025-03-07"];
+    const partitions = [
+      new Uint8Array([0xff, 0xfe]),
+      new Uint8Array(0),
+      new Uint8Array(MAX_INLINE_PARTITION_KEY_BYTES).fill(0xfb),
+      new Uint8Array(MAX_INLINE_PARTITION_KEY_BYTES + 1),
+    ];
+    const names = new Set<string>();
+    for (const bucketKey of keys) {
+      for (const partitionKey of partitions) {
+        const segment = partitionKeySegment(partitionKey);
+        const name = catalogEntryName(bucketKey, segment);
+        expect(name).toMatch(/^[a-z]/);
+        expect(name).not.toContain(":");
+        expect(Buffer.byteLength(name)).toBeLessThanOrEqual(255);
+        const [bucket, rest] = [
+          name.slice(0, name.indexOf(".")),
+          name.slice(name.indexOf(".") + 1),
+        ];
+        expect(parseBucketKey(bucket.replace("-", ":")).key).toBe(bucketKey);
+        expect(rest).toBe(`${segment}.txt`);
+        validateObjectKey(`catalog/json/table_id=chat/${name}`);
+        names.add(name);
+      }
+    }
+    expect(names.size).toBe(keys.length * partitions.length);
+  });
+});

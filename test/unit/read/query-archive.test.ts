@@ -1,0 +1,221 @@
+/**
+ * `pulpitum query` over the catalog, on the real SQL hot store (PGlite):
+ * DuckDB sees every archived record exactly once, whatever restores,
+ * re-archives, format changes and orphans the archive went through; the
+ * file store is read in place, other stores through verified downloads.
+ */
+import { mkdtempSync, readdirSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { FileObjectStore } from "../../../src/adapters/object-store/filesystem.js";
+import { MemoryObjectStore } from "../../../src/adapters/object-store/memory.js";
+import type { TableRecord } from "../../../src/domain/record.js";
+import { payloadKey } from "../../../src/domain/object-keys.js";
+import { parseTableId } from "../../../src/domain/table.js";
+import {
+  InvalidInputError,
+  InvariantViolationError,
+  UnknownTableError,
+} from "../../../src/errors.js";
+import type { ObjectStore } from "../../../src/ports/object-store.js";
+import { queryArchive, QuerySqlError } from "../../../src/read/query-archive.js";
+import { jsonValue } from "../../../src/read/query-values.js";
+import { rebuildCatalog } from "../../../src/usecases/catalog-rebuild.js";
+import { restoreBucket } from "../../../src/usecases/restore.js";
+import { catalogEntries, expectCatalogMatchesPublished } from "../../support/catalog.js";
+import { freshPgliteHotStore } from "../../support/pglite-template.js";
+import {
+  chatRecords,
+  converge,
+  harnessOn,
+  seedTable,
+  type Harness,
+} from "../../support/workflow-harness.js";
+
+const TABLE = parseTableId("chat");
+const HOUR = 3_600_000;
+const PREFIX = "archive";
+const ENVELOPE_SQL =
+  "SELECT hex(partition_key) AS p, epoch_us(event_time) AS t, hex(sort_key) AS s, hex(value) AS v FROM chat ORDER BY p, t, s";
+
+const hex = (b: Uint8Array) => Buffer.from(b).toString("hex").toUpperCase();
+const asRows = (records: TableRecord[]) =>
+  records
+    .map((r) => `${hex(r.partitionKey)}|${r.eventTime}|${hex(r.sortKey)}|${hex(r.value)}`)
+    .sort();
+
+describe("pulpitum query over the catalog", () => {
+  let dir: string;
+  let temp: string;
+  let h: Harness<ObjectStore>;
+  const query = (sql: string, tableId = TABLE) =>
+    queryArchive({
+      hotStore: h.inner,
+      objectStore: h.objects,
+      archivePrefix: PREFIX,
+      tableId,
+      sql,
+      tempDir: temp,
+    });
+  const queriedRows = async () =>
+    (await query(ENVELOPE_SQL)).rows
+      .map((row) => row.map((v) => String(jsonValue(v))).join("|"))
+      .sort();
+
+  /** Archive three months, restore one bucket, re-archive it as Parquet, and leave an orphan. */
+  const churn = async () => {
+    const records = chatRecords([3, 4, 5], 30);
+    const expected = await seedTable(h, TABLE, "CalendarMonthUtc", "json", records);
+    await converge(h, expected);
+    const restored = [...expected.values()][1]!.id;
+    expect((await restoreBucket(h.process().ctx, restored, { holdMs: HOUR })).result).toBe(
+      "restored",
+    );
+    await h.inner.registerTable(
+      { tableId: TABLE, strategy: "CalendarMonthUtc", format: "parquet", writableBuckets: null },
+      h.clock.now(),
+    );
+    h.clock.advance(HOUR + 1);
+    await converge(h, expected);
+    const orphan = payloadKey({ prefix: PREFIX, ...restored }, "b".repeat(64), "parquet", {
+      generation: 99,
+      ownerToken: "abandoned",
+    });
+    const someone = (await h.objects.list(`${PREFIX}/v4/`)).objects.find((o) =>
+      o.key.endsWith(".parquet"),
+    )!;
+    await h.objects.createIfAbsent(orphan, await h.objects.get(someone.key));
+    return records;
+  };
+
+  for (const kind of ["file", "memory"] as const) {
+    describe(`on the ${kind} store`, () => {
+      beforeEach(async () => {
+        dir = mkdtempSync(path.join(os.tmpdir(), "pulpitum-query-"));
+        temp = mkdtempSync(path.join(os.tmpdir(), "pulpitum-query-temp-"));
+        const store = kind === "file" ? new FileObjectStore(dir) : new MemoryObjectStore();
+        h = harnessOn(await freshPgliteHotStore(), store);
+      });
+      afterEach(async () => {
+        await h.close();
+        rmSync(dir, { recursive: true, force: true });
+        rmSync(temp, { recursive: true, force: true });
+      });
+
+      it("returns every archived record exactly once after a restore, a re-archive in another format and an orphan, and leaves no temporary file", async () => {
+        const records = await churn();
+        await expectCatalogMatchesPublished(h.inner, h.objects, PREFIX, [TABLE]);
+
+        expect(await queriedRows()).toEqual(asRows(records));
+        const counted = await query("SELECT count(*) AS n FROM chat");
+        expect(counted.rows.map((r) => jsonValue(r[0]!))).toEqual([records.length]);
+        expect(counted.downloaded).toBe(kind === "file" ? 0 : counted.payloads);
+        expect(readdirSync(temp)).toEqual([]);
+      });
+    });
+  }
+
+  describe("on the file store", () => {
+    beforeEach(async () => {
+      dir = mkdtempSync(path.join(os.tmpdir(), "pulpitum-query-"));
+      temp = mkdtempSync(path.join(os.tmpdir(), "pulpitum-query-temp-"));
+      h = harnessOn(await freshPgliteHotStore(), new FileObjectStore(dir));
+    });
+    afterEach(async () => {
+      await h.close();
+      rmSync(dir, { recursive: true, force: true });
+      rmSync(temp, { recursive: true, force: true });
+    });
+
+    it("exposes the envelope as BLOB, TIMESTAMP and BLOB columns, and an empty relation with that schema when nothing is archived", async () => {
+      await seedTable(h, TABLE, "CalendarMonthUtc", "json", chatRecords([3], 5));
+
+      const empty = await query("SELECT * FROM chat");
+
+      expect(empty.columns).toEqual([
+        { name: "partition_key", type: "BLOB" },
+        { name: "event_time", type: "TIMESTAMP" },
+        { name: "sort_key", type: "BLOB" },
+        { name: "value", type: "BLOB" },
+      ]);
+      expect(empty.rows).toEqual([]);
+    });
+
+    it("names an unknown table and reports bad SQL with DuckDB's message as invalid input", async () => {
+      await seedTable(h, TABLE, "CalendarMonthUtc", "json", chatRecords([3], 5));
+
+      await expect(query("SELECT 1", parseTableId("nope"))).rejects.toBeInstanceOf(
+        UnknownTableError,
+      );
+      const bad = query("SELEC * FROM chat");
+      await expect(bad).rejects.toBeInstanceOf(QuerySqlError);
+      await expect(bad).rejects.toBeInstanceOf(InvalidInputError);
+      await expect(bad).rejects.toThrow(/Parser Error/);
+    });
+
+    it("rebuild writes the entries of buckets published before the catalog existed and removes stray ones", async () => {
+      const records = chatRecords([3, 4], 10);
+      const expected = await seedTable(h, TABLE, "CalendarMonthUtc", "parquet", records);
+      await converge(h, expected);
+      const before = await catalogEntries(h.objects, PREFIX);
+      for (const key of before.keys()) await h.objects.delete(key);
+      const stray = `${PREFIX}/catalog/json/table_id=chat/year-2019.bm9ib2R5.txt`;
+      await h.objects.createIfAbsent(stray, new TextEncoder().encode("file:///nowhere\n"));
+      await expect(queriedRows()).rejects.toThrow(
+        /could not read the table's catalogued payloads.*nowhere/,
+      );
+
+      const ports = {
+        hotStore: h.inner,
+        objectStore: h.objects,
+        archivePrefix: PREFIX,
+        clock: h.clock,
+      };
+      const report = await rebuildCatalog(ports, TABLE);
+
+      expect(report).toMatchObject({
+        archived_buckets: expected.size,
+        entries_written: expected.size,
+        entries_removed: 1,
+      });
+      expect(await catalogEntries(h.objects, PREFIX)).toEqual(before);
+      expect(await queriedRows()).toEqual(asRows(records));
+      expect(await rebuildCatalog(ports, TABLE)).toMatchObject({
+        entries_written: 0,
+        entries_removed: 0,
+      });
+    });
+  });
+
+  describe("on a store read through downloads", () => {
+    let store: MemoryObjectStore;
+    beforeEach(async () => {
+      temp = mkdtempSync(path.join(os.tmpdir(), "pulpitum-query-temp-"));
+      store = new MemoryObjectStore();
+      h = harnessOn(await freshPgliteHotStore(), store);
+    });
+    afterEach(async () => {
+      await h.close();
+      rmSync(temp, { recursive: true, force: true });
+    });
+
+    it("refuses a payload whose bytes do not match the SHA-256 its manifest names, and removes its downloads", async () => {
+      const expected = await seedTable(
+        h,
+        TABLE,
+        "CalendarMonthUtc",
+        "parquet",
+        chatRecords([3], 10),
+      );
+      await converge(h, expected);
+      const key = (await h.inner.getBucket([...expected.values()][0]!.id))!.payload!.key;
+      store.tamper(key, new TextEncoder().encode("not the archived bytes"));
+
+      await expect(query("SELECT count(*) FROM chat")).rejects.toBeInstanceOf(
+        InvariantViolationError,
+      );
+      expect(readdirSync(temp)).toEqual([]);
+    });
+  });
+});
