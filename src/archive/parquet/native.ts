@@ -35,14 +35,11 @@ import {
   type PageInfo,
   type RowGroupInfo,
 } from "./footer.js";
+import { PageCompressor } from "./page-compressor.js";
 import { ThriftWriter } from "./thrift.js";
 
 /** A page holding this much is closed whatever its row count. */
 export const MAX_PAGE_BYTES = 1024 * 1024;
-/** The ZSTD level parquet-wasm uses by default, and the fastest of the regular levels. */
-const ZSTD_LEVEL = 1;
-/** The compressor's output buffer; frames are views into it until it is full. */
-const OUTPUT_CHUNK_BYTES = 1024 * 1024;
 /** Pages of a partition_key data page: its indices take bits, so it is cut by rows only. */
 const KEY_PAGE_ROWS = 20_000;
 
@@ -53,59 +50,6 @@ const MAGIC = Buffer.from("PAR1", "latin1");
 /** True when this runtime's zlib has Zstandard (Node 22.15+), which the native writer needs. */
 export function nativeParquetAvailable(): boolean {
   return typeof (zlib as { createZstdCompress?: unknown }).createZstdCompress === "function";
-}
-
-/**
- * Compresses pages one after another on libuv's thread pool through one
- * Zstandard stream, each page ending its own frame (as Parquet wants). One
- * kept context costs a third of a context per page; the frames are the
- * same bytes as one-shot compression.
- */
-class PageCompressor {
-  readonly #stream: zlib.ZstdCompress;
-  #output: Buffer[] = [];
-  #failure: Error | undefined;
-  readonly #waiting = new Set<(error: Error) => void>();
-
-  constructor() {
-    this.#stream = zlib.createZstdCompress({
-      params: { [zlib.constants.ZSTD_c_compressionLevel]: ZSTD_LEVEL },
-      // Frames are cut as views of one large output buffer rather than
-      // allocated chunk by chunk: fewer allocations, less garbage collection.
-      chunkSize: OUTPUT_CHUNK_BYTES,
-    });
-    this.#stream.on("data", (chunk: Buffer) => this.#output.push(chunk));
-    this.#stream.on("error", (error) => {
-      this.#failure = error;
-      for (const fail of this.#waiting) fail(error);
-      this.#waiting.clear();
-    });
-  }
-
-  /** The page compressed as one frame; pages resolve in the order they were given. */
-  compress(body: Buffer): Promise<Buffer> {
-    const frame = new Promise<Buffer>((resolve, reject) => {
-      if (this.#failure !== undefined) return reject(this.#failure);
-      this.#waiting.add(reject);
-      this.#stream.write(body);
-      // The frame's output is pushed before the flush's callback runs, and
-      // after the previous page's callback took its own.
-      this.#stream.flush(zlib.constants.ZSTD_e_end, () => {
-        this.#waiting.delete(reject);
-        if (this.#failure !== undefined) return reject(this.#failure);
-        const frame = this.#output.length === 1 ? this.#output[0]! : Buffer.concat(this.#output);
-        this.#output = [];
-        resolve(frame);
-      });
-    });
-    // Observed when the page is assembled; never an unhandled rejection before.
-    frame.catch(() => undefined);
-    return frame;
-  }
-
-  close(): void {
-    this.#stream.destroy();
-  }
 }
 
 /** A page waiting for its compressed body. */

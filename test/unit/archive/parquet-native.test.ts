@@ -316,6 +316,26 @@ describe.runIf(nativeParquetAvailable())("the native Parquet writer", () => {
     expect(firstRows(native.bytes, metaNative)).toEqual(firstRows(wasm.bytes, metaWasm));
   });
 
+  it("compresses every column as tightly as parquet-wasm does (a stream's large-input parameters once doubled event_time)", async () => {
+    const rows = makeRows(20_000);
+    const sizes = (bytes: Buffer) => {
+      const totals = new Map<string, number>();
+      for (const group of metadataOf(bytes).row_groups)
+        for (const chunk of group.columns) {
+          const name = chunk.meta_data!.path_in_schema.join(".");
+          totals.set(
+            name,
+            (totals.get(name) ?? 0) + Number(chunk.meta_data!.total_compressed_size),
+          );
+        }
+      return totals;
+    };
+    const native = sizes((await write(rows, "native", 4_096)).bytes);
+    const wasm = sizes((await write(rows, "wasm", 4_096)).bytes);
+    for (const column of ["event_time", "sort_key", "value"])
+      expect(native.get(column)!, column).toBeLessThanOrEqual(wasm.get(column)! * 1.05);
+  });
+
   it("a snapshot failing mid-payload rejects with its own error, after the row groups before it, and stops reading", async () => {
     const rows = makeRows(3_000);
     const failure = new Error("snapshot page 3 failed");
