@@ -163,6 +163,11 @@ async function main(argv: string[]): Promise<number> {
       ARCHIVER_LEASE_SECONDS: String(LEASE_SECONDS),
       ARCHIVER_LEASE_RENEWAL_SECONDS: "1",
       ARCHIVER_RETRY_SECONDS: "1",
+      // Kills and injected faults land far more often than in production (a
+      // bucket can be killed or hit by S3 faults five times in a row), and a
+      // quarantined bucket would end the run unconverged: quarantine has its
+      // own tests, the soak checks that every bucket still gets archived.
+      ARCHIVER_MAX_ATTEMPTS: "1000",
       ARCHIVER_INTERVAL_SECONDS: "1",
       ARCHIVER_WORKERS: String(profile.phasesPerProcess),
       // Small pages and batches: more fenced statements for a kill to land between.
