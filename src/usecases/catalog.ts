@@ -49,6 +49,7 @@ import { ARCHIVE_FORMATS, type ArchiveFormat, type TableId } from "../domain/tab
 import { InvariantViolationError, ObjectNotFoundError, TransientStoreError } from "../errors.js";
 import type { BucketMetadata, HotStore } from "../ports/hot-store.js";
 import { listAll, type ObjectStore } from "../ports/object-store.js";
+import type { ArchiverContext } from "./context.js";
 import { recordedPayload } from "./phases/recorded-payload.js";
 
 export interface CatalogPorts {
@@ -56,6 +57,15 @@ export interface CatalogPorts {
   readonly objectStore: ObjectStore;
   /** The archive prefix (may be empty). */
   readonly archivePrefix: string;
+}
+
+/** The catalog's ports from an archiver's context (its stores and archive prefix). */
+export function catalogPortsOf(ctx: ArchiverContext): CatalogPorts {
+  return {
+    hotStore: ctx.hotStore,
+    objectStore: ctx.objectStore,
+    archivePrefix: ctx.settings.archivePrefix,
+  };
 }
 
 /** The payloads one bucket's entry names, in clustering order. */

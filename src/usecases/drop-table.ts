@@ -24,7 +24,7 @@ import type { ClusteringPosition } from "../ports/hot-store.js";
 import type { InFlightBucket } from "../ports/hot-store-operations.js";
 import type { ArchiverContext } from "./context.js";
 import { takeBucketLease } from "./bucket-lease.js";
-import { removeTableCatalog } from "./catalog.js";
+import { catalogPortsOf, removeTableCatalog } from "./catalog.js";
 
 /** Buckets listed per metadata page. */
 const PAGE_BUCKETS = 100;
@@ -85,7 +85,7 @@ export async function dropTable(
   const start = await ctx.hotStore.beginTableDrop(tableId, ctx.clock.now());
   if (start.kind === "unknown") throw new UnknownTableError(tableId);
   if (start.kind === "in-flight") throw new TableInFlightError(tableId, start.buckets);
-  await removeTableCatalog({ ...ctx, archivePrefix: ctx.settings.archivePrefix }, tableId);
+  await removeTableCatalog(catalogPortsOf(ctx), tableId);
   const batchRows = options.batchRows ?? ctx.settings.cleanupBatchSize;
 
   let bucketsRemoved = 0;

@@ -51,7 +51,7 @@ import { WORK_MESSAGE_FORM, workItemFromObject, type WorkItem } from "../ports/w
 import type { ArchiverContext } from "./context.js";
 import { takeBucketLease } from "./bucket-lease.js";
 import { commitFenced } from "./phases/step.js";
-import { removeCatalogEntry } from "./catalog.js";
+import { catalogPortsOf, removeCatalogEntry } from "./catalog.js";
 
 /** Rows per restore transaction by default. */
 export const DEFAULT_RESTORE_BATCH_ROWS = 1000;
@@ -223,7 +223,7 @@ export async function restoreBucket(
     if (!(await flush())) return lost("lease lost while inserting restored rows");
 
     if (!heartbeat.healthy) return lost(heartbeat.failure ?? "heartbeat failed");
-    await removeCatalogEntry({ ...ctx, archivePrefix: ctx.settings.archivePrefix }, id);
+    await removeCatalogEntry(catalogPortsOf(ctx), id);
     if (!heartbeat.healthy) return lost(heartbeat.failure ?? "heartbeat failed");
     const retryAt = new Date(ctx.clock.now().getTime() + options.holdMs);
     const finished = await commitFenced(

@@ -25,7 +25,7 @@ import type { ClusteringPosition } from "../../ports/hot-store.js";
 import { sleep as timerSleep } from "../../ports/clock.js";
 import type { PhaseInput, StepResult } from "./step.js";
 import { commitFenced } from "./step.js";
-import { syncCatalogEntry } from "../catalog.js";
+import { catalogPortsOf, syncCatalogEntry } from "../catalog.js";
 
 /**
  * Throttling: with a cap of R rows per second, the next batch starts no
@@ -57,7 +57,7 @@ export async function cleanupBucket({
       verifyPayloadBytes: false,
     });
   }
-  await syncCatalogEntry({ ...ctx, archivePrefix: ctx.settings.archivePrefix }, metadata);
+  await syncCatalogEntry(catalogPortsOf(ctx), metadata);
   const sleep = ctx.sleep ?? timerSleep;
   let deleted = 0;
   let batches = 0;

@@ -18,7 +18,7 @@ import { InvariantViolationError } from "../../errors.js";
 import { verifyArchive } from "../../archive/segments.js";
 import { commitFenced, type PhaseInput, type StepResult } from "./step.js";
 import { recordedPayload } from "./recorded-payload.js";
-import { refreshCatalogEntry } from "../catalog.js";
+import { catalogPortsOf, refreshCatalogEntry } from "../catalog.js";
 
 export async function publishBucket({
   ctx,
@@ -56,10 +56,7 @@ export async function publishBucket({
   );
   if (written.kind === "lease-lost")
     return { kind: "lease-lost", reason: "lease lost before publication committed" };
-  await refreshCatalogEntry(
-    { ...ctx, archivePrefix: ctx.settings.archivePrefix },
-    metadata.id,
-  ).catch((error: unknown) =>
+  await refreshCatalogEntry(catalogPortsOf(ctx), metadata.id).catch((error: unknown) =>
     ctx.log.warn("catalog entry not written after publish; cleanup writes it", {
       error: error instanceof Error ? error.message : String(error),
     }),
