@@ -190,6 +190,16 @@ export interface HotStore {
   defer(lease: Lease, now: Date, retryAt: Date, error: string): Promise<FencedWrite>;
 
   /**
+   * Give up an export attempt but keep its recorded parts: the bucket stays
+   * archiving in phase export with its parts (each verified and recorded
+   * under a fence, so still good), attempts + 1, retry at `retryAt`, error
+   * recorded. Refused (lease-lost) unless the bucket is archiving in phase
+   * export under this live lease. Releases the lease; the next attempt
+   * resumes after the last recorded part.
+   */
+  suspendExport(lease: Lease, now: Date, retryAt: Date, error: string): Promise<FencedWrite>;
+
+  /**
    * Candidates, at most `limit`, of three kinds: eligible hot buckets of
    * unpaused tables without a pending retry or a live lease; archiving
    * buckets without a live lease (stalled); archived buckets with

@@ -8,7 +8,7 @@ import {
   ArchiveIntegrityError,
   InvariantViolationError,
 } from "../errors.js";
-import type { BucketMetadata, PhaseName } from "../ports/hot-store.js";
+import type { BucketMetadata, BucketPart, PhaseName } from "../ports/hot-store.js";
 import type { ArchiverContext, PhaseOutcome } from "./context.js";
 import { takeBucketLease } from "./bucket-lease.js";
 import type { LeaseHeartbeat } from "./heartbeat.js";
@@ -94,7 +94,7 @@ export async function runNextPhase(
   if (planned === "claim") {
     const reason = await reasonNotToClaim(ctx, before, now);
     if (reason !== undefined) {
-      return before.retryAt !== null && before.retryAt.getTime() > now.getTime()
+      return retryPending(before, now)
         ? outcome({
             phase: null,
             result: "deferred",
@@ -104,6 +104,17 @@ export async function runNextPhase(
           })
         : outcome({ phase: null, result: "done", next: "claim", reason });
     }
+  }
+
+  if (planned === "export" && before.ownerToken === null && retryPending(before, now)) {
+    // A suspended export (it kept its parts) waits out its retry like a deferred claim.
+    return outcome({
+      phase: null,
+      result: "deferred",
+      next: "export",
+      reason: `export suspended until ${before.retryAt.toISOString()} after: ${before.lastError ?? "an earlier failure"}`,
+      retryAt: before.retryAt,
+    });
   }
 
   const acquisition = await takeBucketLease(ctx, bucket, now);
@@ -232,7 +243,7 @@ async function reasonNotToClaim(
   if (metadata.end.getTime() > cutoffAt(ctx.settings.cutoff, now).getTime()) {
     return `not eligible: bucket_end ${metadata.end.toISOString()} is after the cutoff ${formatCutoffAt(ctx.settings.cutoff, now)}`;
   }
-  if (metadata.retryAt !== null && metadata.retryAt.getTime() > now.getTime()) {
+  if (retryPending(metadata, now)) {
     return `deferred until ${metadata.retryAt.toISOString()} after: ${metadata.lastError ?? "an earlier failure"}`;
   }
   const table = await ctx.hotStore.getTable(metadata.id.tableId);
@@ -244,7 +255,12 @@ async function reasonNotToClaim(
  * After a failed phase: before publication, re-read first (a failure after an
  * upload may hide a commit that landed), then defer; after publication the
  * archive is already the read authority, so release and let a later attempt
- * finish cleanup.
+ * finish cleanup. An export that recorded parts keeps them (suspends): each
+ * was verified and recorded under the fence, so a transient failure in part
+ * 40 of a large bucket costs one part, not the 39 before it, and attempts
+ * still count toward quarantine. Only a failure that condemns a recorded
+ * part (its re-verification failed) sends the bucket back to hot with its
+ * parts forgotten.
  */
 async function recoverFromFailure(
   ctx: ArchiverContext,
@@ -269,6 +285,25 @@ async function recoverFromFailure(
       return outcome({ phase, result: "deferred", next: nextPhaseOf(current), reason });
     }
     const retryAt = new Date(ctx.clock.now().getTime() + ctx.settings.retryMs);
+    if (phase === "export" && current.state === "archiving" && current.phase === "export") {
+      const parts = await ctx.hotStore.listParts(lease.bucket);
+      if (parts.length > 0 && !condemnsRecordedParts(error, parts)) {
+        const suspended = await commitFenced(
+          ctx,
+          lease,
+          "suspend export",
+          () => ctx.hotStore.suspendExport(lease, ctx.clock.now(), retryAt, reason),
+          (m) =>
+            m.state === "archiving" &&
+            m.generation === lease.generation &&
+            m.ownerToken === null &&
+            m.retryAt?.getTime() === retryAt.getTime(),
+        );
+        if (suspended.kind === "lease-lost")
+          return outcome({ phase, result: "lease-lost", next: phase, reason });
+        return outcome({ phase, result: "deferred", next: "export", reason, retryAt });
+      }
+    }
     const deferred = await commitFenced(
       ctx,
       lease,
@@ -289,4 +324,17 @@ async function recoverFromFailure(
     );
     throw error;
   }
+}
+
+/** Whether `error` shows that the recorded parts cannot be resumed from. */
+function condemnsRecordedParts(error: unknown, parts: readonly BucketPart[]): boolean {
+  if (error instanceof InvariantViolationError) return true;
+  return error instanceof ArchiveIntegrityError && parts.some((p) => p.key === error.objectKey);
+}
+
+function retryPending(
+  metadata: BucketMetadata,
+  now: Date,
+): metadata is BucketMetadata & { readonly retryAt: Date } {
+  return metadata.retryAt !== null && metadata.retryAt.getTime() > now.getTime();
 }

@@ -91,6 +91,7 @@ const HOT_OPERATIONS: readonly HotOperation[] = [
   "cleanupBatch",
   "finishCleanup",
   "defer",
+  "suspendExport",
   "discover",
   "peekCandidates",
   "readBucket",

@@ -76,7 +76,14 @@ import { readBucket } from "./hot-store/fenced-update.js";
 import { listArchiveReferences } from "./hot-store/gc-references.js";
 import { acquireLease, releaseLease, renewLease } from "./hot-store/leases.js";
 import { listArchivedBuckets, listHeldBuckets } from "./hot-store/operator-queries.js";
-import { claim, defer, publish, recordManifest, recordPayload } from "./hot-store/phases.js";
+import {
+  claim,
+  defer,
+  publish,
+  recordManifest,
+  recordPayload,
+  suspendExport,
+} from "./hot-store/phases.js";
 import { finishExport, listParts, recordPart } from "./hot-store/parts.js";
 import { quarantine, releaseQuarantine } from "./hot-store/quarantine.js";
 import { countHotRows, listPartitionBuckets, readBucketRange } from "./hot-store/reads.js";
@@ -219,6 +226,10 @@ export class SqlHotStore implements HotStore {
 
   async defer(lease: Lease, now: Date, retryAt: Date, error: string): Promise<FencedWrite> {
     return await defer(this.db, lease, now, retryAt, error);
+  }
+
+  async suspendExport(lease: Lease, now: Date, retryAt: Date, error: string): Promise<FencedWrite> {
+    return await suspendExport(this.db, lease, now, retryAt, error);
   }
 
   async discover(query: DiscoveryQuery): Promise<Candidate[]> {

@@ -127,6 +127,49 @@ export function partConformance(getStore: () => HotStore): void {
       expect(await store.listParts(id)).toEqual([]);
     });
 
+    it("suspending an export keeps its part records, counts the attempt, records the error, releases the lease, and holds the bucket back from discovery until its retry time", async () => {
+      const store = getStore();
+      const tableId = await newTable(store, "parts-suspend");
+      const id = await hotBucket(store, tableId);
+      await advanceTo(store, id, "export");
+      const lease = await acquire(store, id);
+      await store.recordPart(lease, NOW, part(0));
+      await store.recordPart(lease, NOW, part(1));
+
+      const stale = later(NOW, LEASE_MS);
+      expect((await store.suspendExport(lease, stale, stale, "too late")).kind).toBe("lease-lost");
+      const retryAt = later(NOW, 5000);
+      const suspended = committed(await store.suspendExport(lease, NOW, retryAt, "S3 timed out"));
+      expect(suspended.metadata).toMatchObject({
+        state: "archiving",
+        phase: "export",
+        attempts: 1,
+        retryAt,
+        lastError: "S3 timed out",
+        ownerToken: null,
+        dereferencedAt: null,
+      });
+      expect(await store.listParts(id)).toEqual([part(0), part(1)]);
+      // The lease is gone: a second suspension under it is refused.
+      expect((await store.suspendExport(lease, NOW, retryAt, "again")).kind).toBe("lease-lost");
+
+      const offered = async (at: Date) =>
+        (await store.peekCandidates({ now: at, cutoff: at, enqueuedBefore: at, limit: 10 }))
+          .filter((c) => c.id.tableId === tableId)
+          .map((c) => c.kind);
+      expect(await offered(later(NOW, 4999))).toEqual([]);
+      expect(await offered(later(NOW, 5001))).toEqual(["stalled"]);
+
+      // Outside the export phase it is refused and nothing changes.
+      const next = await acquire(store, id, later(NOW, 5001));
+      committed(await store.finishExport(next, later(NOW, 5001), 2));
+      const sealing = await acquire(store, id, later(NOW, 5002));
+      expect((await store.suspendExport(sealing, later(NOW, 5002), retryAt, "x")).kind).toBe(
+        "lease-lost",
+      );
+      expect((await store.getBucket(id))!).toMatchObject({ phase: "seal", attempts: 1 });
+    });
+
     it("GC's reference set names every recorded part and reports the exporting bucket in flight", async () => {
       const store = getStore();
       const tableId = await newTable(store, "parts-gc");

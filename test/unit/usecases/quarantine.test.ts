@@ -93,6 +93,59 @@ describe("attempts, quarantine and pause", () => {
     await expectFullyArchived(h, expected());
   });
 
+  it("an export that keeps failing after it recorded a part is quarantined with that part kept, and once released it resumes after the part instead of starting over", async () => {
+    const inParts = (ctx: ReturnType<Harness["process"]>["ctx"]) => ({
+      ...ctx,
+      settings: { ...ctx.settings, segmentRows: 50 },
+    });
+    const failingUpload = (nth: number) =>
+      inParts(
+        h.process({
+          object: {
+            operation: "createIfAbsent",
+            when: "before",
+            kind: "error",
+            keyIncludes: "/payloads/",
+            nth,
+          },
+        }).ctx,
+      );
+    expect(await runNextPhase(inParts(h.process().ctx), id)).toMatchObject({ phase: "claim" });
+    for (let attempt = 1; attempt <= 3; attempt++) {
+      // The first attempt records part 1 and fails on part 2; later ones fail on part 2 at once.
+      const outcome = await runNextPhase(failingUpload(attempt === 1 ? 2 : 1), id);
+      expect(outcome).toMatchObject({ phase: "export", result: "deferred", next: "export" });
+      expect((await h.inner.getBucket(id))!).toMatchObject({
+        state: "archiving",
+        attempts: attempt,
+      });
+      h.clock.advance(h.settings.retryMs + 1);
+    }
+    const [kept, ...more] = await h.inner.listParts(id);
+    expect(more).toEqual([]);
+    expect(kept!.rowCount).toBe(50);
+
+    const quarantined = await runNextPhase(inParts(h.process().ctx), id);
+    expect(quarantined.reason).toMatch(/quarantined after 3 failed attempts.*injected failure/);
+    expect(await offered()).toEqual([]);
+    const status = await h.inner.statusReport(h.clock.now(), CUTOFF);
+    expect(status.quarantined).toEqual([
+      expect.objectContaining({ state: "archiving", attempts: 3 }),
+    ]);
+    expect(await h.inner.listParts(id)).toEqual([kept]);
+
+    await h.inner.releaseQuarantine(id, h.clock.now());
+    expect(await offered()).toEqual([id.bucketKey]);
+    expect(await runNextPhase(inParts(h.process().ctx), id)).toMatchObject({
+      phase: "export",
+      result: "advanced",
+      rows: 70,
+    });
+    expect((await h.inner.listParts(id))[0]).toEqual(kept);
+    await converge(h, expected());
+    await expectFullyArchived(h, expected());
+  });
+
   it("every takeover of a killed worker's lease counts as an attempt, so a bucket whose export keeps dying mid-phase is quarantined", async () => {
     expect(await runNextPhase(h.process().ctx, id)).toMatchObject({ phase: "claim" });
     for (let kill = 1; kill <= 3; kill++) {

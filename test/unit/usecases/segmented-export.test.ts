@@ -23,6 +23,7 @@ import { SimulatedCrash } from "../../support/faults.js";
 import {
   chatRecords,
   converge,
+  CUTOFF,
   expectFullyArchived,
   expectSameRecords,
   makeHarness,
@@ -206,6 +207,60 @@ describe("segmented export", () => {
     await converge(h, buckets);
     await expectFullyArchived(h, buckets);
     expect((await h.inner.getBucket(id))!.segmented?.parts).toBe(3);
+  });
+
+  it("a transient failure while writing part 3 suspends the export with parts 1 and 2 kept: the bucket waits out its retry in export, then resumes after part 2 and archives every record exactly once", async () => {
+    const { buckets, id, records } = await seedOneBucket(2500);
+    const healthy = h.process().ctx;
+    await runNextPhase(healthy, id); // claim
+    const failing = h.process({
+      object: {
+        operation: "createIfAbsent",
+        when: "before",
+        kind: "error",
+        keyIncludes: "/payloads/",
+        nth: 3,
+      },
+    });
+
+    const failed = await runNextPhase(failing.ctx, id);
+    expect(failed).toMatchObject({ phase: "export", result: "deferred", next: "export" });
+    expect(failed.reason).toMatch(/injected failure at createIfAbsent/);
+    const kept = await h.inner.listParts(id);
+    expect(kept.map((p) => p.rowCount)).toEqual([1000, 1000]);
+    const suspended = (await h.inner.getBucket(id))!;
+    expect(suspended).toMatchObject({
+      state: "archiving",
+      phase: "export",
+      attempts: 1,
+      ownerToken: null,
+      retryAt: new Date(h.clock.now().getTime() + h.settings.retryMs),
+    });
+    expect(suspended.lastError).toMatch(/injected failure/);
+    const status = await h.inner.statusReport(h.clock.now(), CUTOFF);
+    expect(status.deferred.map((d) => d.id.bucketKey)).toEqual([id.bucketKey]);
+
+    // Before its retry time nobody takes the bucket (no lease, no new generation).
+    expect(await runNextPhase(healthy, id)).toMatchObject({
+      phase: null,
+      result: "deferred",
+      next: "export",
+    });
+    expect((await h.inner.getBucket(id))!.generation).toBe(suspended.generation);
+
+    h.clock.advance(h.settings.retryMs + 1);
+    expect(await runNextPhase(healthy, id)).toMatchObject({
+      phase: "export",
+      result: "advanced",
+      next: "seal",
+      rows: 500,
+    });
+    const parts = await h.inner.listParts(id);
+    expect(parts.slice(0, 2)).toEqual(kept);
+    expect(parts.map((p) => p.rowCount)).toEqual([1000, 1000, 500]);
+    await converge(h, buckets);
+    await expectFullyArchived(h, buckets);
+    expectSameRecords(await readBucketAsReader(h, id), records);
   });
 
   it("without a deadline one invocation exports every part and finishes", async () => {

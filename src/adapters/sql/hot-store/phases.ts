@@ -81,6 +81,26 @@ export async function publish(db: SqlDatabase, lease: Lease, now: Date): Promise
   );
 }
 
+/** See HotStore.suspendExport: the parts stay recorded, so nothing is dereferenced. */
+export async function suspendExport(
+  db: SqlDatabase,
+  lease: Lease,
+  now: Date,
+  retryAt: Date,
+  error: string,
+): Promise<FencedWrite> {
+  return await fencedUpdate(
+    db,
+    "suspendExport",
+    lease,
+    now,
+    (p) =>
+      `attempts = attempts + 1, retry_at = ${p.time(retryAt)}, ` +
+      `last_error = ${p.text(error.slice(0, MAX_ERROR_LENGTH))}, ${RELEASE_LEASE}`,
+    () => `state = 'archiving' AND phase = 'export'`,
+  );
+}
+
 /**
  * One transaction: lock the metadata row under the caller's lease (not yet
  * archived), delete the bucket's part records, then send it back to hot. The
