@@ -21,7 +21,6 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { execFileSync } from "node:child_process";
 import { PgDatabase } from "../src/adapters/sql/database.js";
-import { METADATA_TABLE, RECORDS_TABLE } from "../src/adapters/sql/migrations.js";
 import { SqlHotStore } from "../src/adapters/sql/sql-hot-store.js";
 import type { BucketId } from "../src/domain/bucket.js";
 import type { TableId } from "../src/domain/table.js";
@@ -30,12 +29,12 @@ import type { ObjectStore } from "../src/ports/object-store.js";
 import { queryArchive } from "../src/read/query-archive.js";
 import { jsonValue } from "../src/read/query-values.js";
 import { runNextPhase } from "../src/usecases/run-next-phase.js";
-import { startPostgres, type RunningService } from "../test/support/services.js";
 import { copyBucket } from "./measurements.js";
 import {
   benchContext,
+  benchPostgres,
   benchSettings,
-  EXPORT_TABLE,
+  freshExportTable,
   exportBucketId,
   median,
   seedBucket,
@@ -123,12 +122,7 @@ export async function measureQueryScan(
 async function main(): Promise<void> {
   const rowsArg = process.argv.indexOf("--rows");
   const rows = rowsArg >= 0 ? Number(process.argv[rowsArg + 1]) : 1_000_000;
-  let service: RunningService | undefined;
-  let databaseUrl = process.env.DATABASE_URL;
-  if (!databaseUrl) {
-    service = await startPostgres();
-    databaseUrl = service.url;
-  }
+  const { url: databaseUrl, service } = await benchPostgres();
   const work = await mkdtemp(path.join(os.tmpdir(), "pulpitum-query-bench-"));
   const db = new PgDatabase(databaseUrl, { max: 4 });
   const store = new SqlHotStore(db, { ownsDatabase: false });
@@ -136,17 +130,7 @@ async function main(): Promise<void> {
   const ctx = benchContext(databaseUrl, storeRoot, SNAPSHOT_PAGE_SIZE, work);
   try {
     await store.migrate();
-    await db.query(`DELETE FROM ${RECORDS_TABLE} WHERE table_id = $1`, [EXPORT_TABLE]);
-    await db.query(`DELETE FROM ${METADATA_TABLE} WHERE table_id = $1`, [EXPORT_TABLE]);
-    await store.registerTable(
-      {
-        tableId: EXPORT_TABLE,
-        strategy: "CalendarDayUtc",
-        format: "parquet",
-        writableBuckets: null,
-      },
-      new Date(),
-    );
+    await freshExportTable(db, store);
     const bucket = await seedBucket(store, 1, rows);
     console.error(`seeded ${rows} rows; archiving them (claim, export, seal, publish)`);
     for (const phase of ["claim", "export", "seal", "publish"]) {

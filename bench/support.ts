@@ -17,6 +17,7 @@ import { parseTableId, type TableId } from "../src/domain/table.js";
 import { formatMicrosRfc3339, parseRfc3339Micros, type EpochMicros } from "../src/domain/time.js";
 import { systemClock } from "../src/ports/clock.js";
 import type { ArchiverContext, ArchiverSettings } from "../src/usecases/context.js";
+import { startPostgres, type RunningService } from "../test/support/services.js";
 
 export const VALUE_BYTES = 200;
 /** Snapshot page size of every measured export (the default of ARCHIVER_SNAPSHOT_PAGE_SIZE). */
@@ -135,6 +136,48 @@ export async function seedDiscoveryMetadata(db: PgDatabase, rows: number): Promi
     );
   }
   await db.query(`ANALYZE ${METADATA_TABLE}`);
+}
+
+/** A progress line on stderr stamped with the seconds since `started`, so a long run shows where it is. */
+export function progressLog(started: number): (message: string) => void {
+  return (message) =>
+    console.error(
+      `[${((performance.now() - started) / 1000).toFixed(0).padStart(4)} s] ${message}`,
+    );
+}
+
+/**
+ * The PostgreSQL a bench measures: `DATABASE_URL` when set, else a throwaway
+ * server started here, which the caller stops (`service`) when done.
+ */
+export async function benchPostgres(
+  log?: (message: string) => void,
+): Promise<{ url: string; service?: RunningService }> {
+  const url = process.env.DATABASE_URL;
+  if (url) return { url };
+  const service = await startPostgres();
+  log?.(`started a throwaway PostgreSQL at ${service.url}`);
+  return { url: service.url, service };
+}
+
+/** Delete a bench table's records and metadata: a rerun against the same DATABASE_URL starts from empty. */
+export async function clearBenchTable(db: PgDatabase, tableId: TableId): Promise<void> {
+  await db.query(`DELETE FROM ${RECORDS_TABLE} WHERE table_id = $1`, [tableId]);
+  await db.query(`DELETE FROM ${METADATA_TABLE} WHERE table_id = $1`, [tableId]);
+}
+
+/** The export table, emptied and registered (day buckets, Parquet) for a run that seeds it. */
+export async function freshExportTable(db: PgDatabase, store: SqlHotStore): Promise<void> {
+  await clearBenchTable(db, EXPORT_TABLE);
+  await store.registerTable(
+    {
+      tableId: EXPORT_TABLE,
+      strategy: "CalendarDayUtc",
+      format: "parquet",
+      writableBuckets: null,
+    },
+    new Date(),
+  );
 }
 
 export function benchSettings(snapshotPageSize: number, tempDir: string): ArchiverSettings {
