@@ -17,10 +17,10 @@ import type {
 } from "../../../ports/hot-store.js";
 import type { SqlExecutor, SqlDatabase } from "../database.js";
 import { METADATA_TABLE, PARTS_TABLE } from "../migrations.js";
-import { leaseLost } from "./fenced-update.js";
+import { committedOrLost, leaseLost, lockUnderFence } from "./fenced-update.js";
 import { BUCKET, HAND_ON, LIVE_LEASE } from "./fences.js";
 import { SqlParams } from "./params.js";
-import { METADATA_COLUMNS, toBytes, toMetadata, type MetadataRow } from "./rows.js";
+import { METADATA_COLUMNS, toBytes, type MetadataRow } from "./rows.js";
 
 /** EXPORT_FENCE: an archiving bucket in phase export, under the caller's lease. */
 function EXPORT_FENCE(p: SqlParams, lease: Lease, now: Date): string {
@@ -29,14 +29,7 @@ function EXPORT_FENCE(p: SqlParams, lease: Lease, now: Date): string {
 
 /** Lock the metadata row if it is under the export fence; false when it is not. */
 async function lockExportFence(tx: SqlExecutor, lease: Lease, now: Date): Promise<boolean> {
-  const f = new SqlParams();
-  const { rows } = await tx.query(
-    `SELECT 1 AS ok FROM ${METADATA_TABLE}
-      WHERE ${BUCKET(f, lease.bucket)} AND ${EXPORT_FENCE(f, lease, now)}
-        FOR UPDATE`,
-    f.values,
-  );
-  return rows.length > 0;
+  return await lockUnderFence(tx, lease.bucket, (f) => EXPORT_FENCE(f, lease, now));
 }
 
 async function countParts(tx: SqlExecutor, id: BucketId): Promise<number> {
@@ -166,6 +159,5 @@ export async function finishExport(
     );
     return updated[0] ?? null;
   }, "finishExport");
-  if (row === null) return await leaseLost(db, id);
-  return { kind: "committed", metadata: toMetadata(row) };
+  return await committedOrLost(db, id, row);
 }
