@@ -47,12 +47,18 @@ export async function lockUnderFence(
   return rows.length > 0;
 }
 
-/** A fenced transaction's outcome: its updated row committed, or no row because the fence failed. */
-export async function committedOrLost(
-  db: SqlExecutor,
+/**
+ * A fenced write of several statements in one transaction: `body` checks
+ * its fence and returns the updated metadata row, or null when the fence
+ * failed, which is reported as the lost lease.
+ */
+export async function fencedTransaction(
+  db: SqlDatabase,
+  operation: string,
   id: BucketId,
-  row: MetadataRow | null,
+  body: (tx: SqlExecutor) => Promise<MetadataRow | null>,
 ): Promise<FencedWrite> {
+  const row = await db.transaction(body, operation);
   return row === null ? await leaseLost(db, id) : { kind: "committed", metadata: toMetadata(row) };
 }
 

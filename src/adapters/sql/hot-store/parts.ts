@@ -17,7 +17,7 @@ import type {
 } from "../../../ports/hot-store.js";
 import type { SqlExecutor, SqlDatabase } from "../database.js";
 import { METADATA_TABLE, PARTS_TABLE } from "../migrations.js";
-import { committedOrLost, leaseLost, lockUnderFence } from "./fenced-update.js";
+import { fencedTransaction, leaseLost, lockUnderFence } from "./fenced-update.js";
 import { BUCKET, HAND_ON, LIVE_LEASE } from "./fences.js";
 import { SqlParams } from "./params.js";
 import { METADATA_COLUMNS, toBytes, type MetadataRow } from "./rows.js";
@@ -127,7 +127,7 @@ export async function finishExport(
   parts: number,
 ): Promise<FencedWrite> {
   const id = lease.bucket;
-  const row = await db.transaction(async (tx) => {
+  return await fencedTransaction(db, "finishExport", id, async (tx) => {
     if (!(await lockExportFence(tx, lease, now))) return null;
     const recorded = await listParts(tx, id);
     if (recorded.length !== parts || parts < 1) {
@@ -158,6 +158,5 @@ export async function finishExport(
       p.values,
     );
     return updated[0] ?? null;
-  }, "finishExport");
-  return await committedOrLost(db, id, row);
+  });
 }

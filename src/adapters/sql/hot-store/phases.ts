@@ -8,7 +8,7 @@
 import type { FencedWrite, Lease, PayloadFacts } from "../../../ports/hot-store.js";
 import type { SqlDatabase } from "../database.js";
 import { METADATA_TABLE } from "../migrations.js";
-import { committedOrLost, fencedUpdate, lockUnderFence } from "./fenced-update.js";
+import { fencedTransaction, fencedUpdate, lockUnderFence } from "./fenced-update.js";
 import { BUCKET, CLAIMABLE, HAND_ON, LIVE_LEASE, RELEASE_LEASE } from "./fences.js";
 import { SqlParams } from "./params.js";
 import { deleteParts } from "./parts.js";
@@ -95,7 +95,7 @@ export async function defer(
   error: string,
 ): Promise<FencedWrite> {
   const id = lease.bucket;
-  const row = await db.transaction(async (tx) => {
+  return await fencedTransaction(db, "defer", id, async (tx) => {
     const unarchived = (f: SqlParams) => `${LIVE_LEASE(f, lease, now)} AND state <> 'archived'`;
     if (!(await lockUnderFence(tx, id, unarchived))) return null;
     const hadParts = (await deleteParts(tx, id)) > 0;
@@ -116,6 +116,5 @@ export async function defer(
       p.values,
     );
     return rows[0] ?? null;
-  }, "defer");
-  return await committedOrLost(db, id, row);
+  });
 }

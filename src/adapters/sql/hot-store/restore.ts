@@ -14,7 +14,7 @@ import type {
 import type { SqlDatabase } from "../database.js";
 import { METADATA_TABLE, RECORDS_TABLE } from "../migrations.js";
 import {
-  committedOrLost,
+  fencedTransaction,
   fencedUpdate,
   holdsLiveLease,
   leaseLost,
@@ -86,7 +86,7 @@ export async function finishRestore(
   // One transaction: the fenced UPDATE locks the row, and a segmented
   // bucket's part records go with its payload facts.
   const id = lease.bucket;
-  const row = await db.transaction(async (tx) => {
+  const result = await fencedTransaction(db, "finishRestore", id, async (tx) => {
     const p = new SqlParams();
     const { rows } = await tx.query<MetadataRow>(
       `UPDATE ${METADATA_TABLE}
@@ -104,8 +104,7 @@ export async function finishRestore(
     if (rows[0] === undefined) return null;
     await deleteParts(tx, id);
     return rows[0];
-  }, "finishRestore");
-  const result = await committedOrLost(db, id, row);
+  });
   if (result.kind === "committed") return result;
   const m = result.metadata;
   if (
