@@ -15,13 +15,9 @@
  * one bucket, archives it through claim, export, seal and publish on the
  * file store, and measures.
  */
-import { mkdtemp, rm } from "node:fs/promises";
-import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { execFileSync } from "node:child_process";
-import { PgDatabase } from "../src/adapters/sql/database.js";
-import { SqlHotStore } from "../src/adapters/sql/sql-hot-store.js";
 import type { BucketId } from "../src/domain/bucket.js";
 import type { TableId } from "../src/domain/table.js";
 import type { HotStore } from "../src/ports/hot-store.js";
@@ -32,12 +28,12 @@ import { runNextPhase } from "../src/usecases/run-next-phase.js";
 import { copyBucket } from "./measurements.js";
 import {
   benchContext,
-  benchPostgres,
   benchSettings,
   freshExportTable,
   exportBucketId,
   median,
   seedBucket,
+  withBenchSession,
   SNAPSHOT_PAGE_SIZE,
 } from "./support.js";
 
@@ -122,33 +118,34 @@ export async function measureQueryScan(
 async function main(): Promise<void> {
   const rowsArg = process.argv.indexOf("--rows");
   const rows = rowsArg >= 0 ? Number(process.argv[rowsArg + 1]) : 1_000_000;
-  const { url: databaseUrl, service } = await benchPostgres();
-  const work = await mkdtemp(path.join(os.tmpdir(), "pulpitum-query-bench-"));
-  const db = new PgDatabase(databaseUrl, { max: 4 });
-  const store = new SqlHotStore(db, { ownsDatabase: false });
-  const storeRoot = path.join(work, "store");
-  const ctx = benchContext(databaseUrl, storeRoot, SNAPSHOT_PAGE_SIZE, work);
-  try {
-    await store.migrate();
-    await freshExportTable(db, store);
-    const bucket = await seedBucket(store, 1, rows);
-    console.error(`seeded ${rows} rows; archiving them (claim, export, seal, publish)`);
-    for (const phase of ["claim", "export", "seal", "publish"]) {
-      const outcome = await runNextPhase(ctx, exportBucketId(1));
-      if (outcome.phase !== phase || outcome.result !== "advanced")
-        throw new Error(`${phase} did not advance: ${JSON.stringify(outcome)}`);
+  const session = { workPrefix: "pulpitum-query-bench-", connections: 4 };
+  await withBenchSession(session, async ({ databaseUrl, db, store, work }) => {
+    const storeRoot = path.join(work, "store");
+    const ctx = benchContext(databaseUrl, storeRoot, SNAPSHOT_PAGE_SIZE, work);
+    try {
+      await freshExportTable(db, store);
+      const bucket = await seedBucket(store, 1, rows);
+      console.error(`seeded ${rows} rows; archiving them (claim, export, seal, publish)`);
+      for (const phase of ["claim", "export", "seal", "publish"]) {
+        const outcome = await runNextPhase(ctx, exportBucketId(1));
+        if (outcome.phase !== phase || outcome.result !== "advanced")
+          throw new Error(`${phase} did not advance: ${JSON.stringify(outcome)}`);
+      }
+      const result = await measureQueryScan(
+        databaseUrl,
+        store,
+        ctx.objectStore,
+        bucket,
+        rows,
+        work,
+      );
+      console.log(
+        JSON.stringify({ ...result, uptime: execFileSync("uptime").toString().trim() }, null, 2),
+      );
+    } finally {
+      await ctx.hotStore.close();
     }
-    const result = await measureQueryScan(databaseUrl, store, ctx.objectStore, bucket, rows, work);
-    console.log(
-      JSON.stringify({ ...result, uptime: execFileSync("uptime").toString().trim() }, null, 2),
-    );
-  } finally {
-    await ctx.hotStore.close();
-    await store.close();
-    await db.close();
-    await rm(work, { recursive: true, force: true });
-    await service?.stop();
-  }
+  });
 }
 
 /** The figures `npm run bench` records, and its summary line: goal, measured, target, met. */

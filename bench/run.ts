@@ -18,13 +18,11 @@
  *
  * Figures are printed and recorded, never asserted.
  */
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { PgDatabase } from "../src/adapters/sql/database.js";
 import { RECORDS_TABLE } from "../src/adapters/sql/migrations.js";
-import { SqlHotStore } from "../src/adapters/sql/sql-hot-store.js";
 import { FileObjectStore } from "../src/adapters/object-store/filesystem.js";
 import { runNextPhase } from "../src/usecases/run-next-phase.js";
 import { stackSettings } from "../infra/settings.js";
@@ -48,7 +46,6 @@ import {
 import {
   APPEND_TABLE,
   benchContext,
-  benchPostgres,
   clearBenchTable,
   CONTENTION_TABLE,
   DISCOVERY_TABLE,
@@ -61,6 +58,7 @@ import {
   seedBucket,
   seedDiscoveryMetadata,
   VALUE_BYTES,
+  withBenchSession,
 } from "./support.js";
 
 /** Buckets of the bundled exports are this many days after the tsx exports' ones. */
@@ -112,12 +110,8 @@ async function main(): Promise<void> {
   const plan = planFor(process.argv.includes("--quick"));
   const started = performance.now();
   const log = progressLog(started);
-  const { url: databaseUrl, service } = await benchPostgres(log);
-  const work = await mkdtemp(path.join(os.tmpdir(), "pulpitum-bench-"));
-  const db = new PgDatabase(databaseUrl, { max: 4 });
-  const store = new SqlHotStore(db, { ownsDatabase: false });
-  try {
-    await store.migrate();
+  const session = { workPrefix: "pulpitum-bench-", connections: 4, log };
+  await withBenchSession(session, async ({ databaseUrl, db, store, work }) => {
     const server =
       (await db.query<{ version: string }>("SELECT version() AS version")).rows[0]?.version ?? "?";
     // A rerun against the same DATABASE_URL starts from empty bench tables.
@@ -479,12 +473,7 @@ async function main(): Promise<void> {
     }
     console.log(`\ndiscovery plan (index used: ${disc.usesIndex}):\n${disc.plan}`);
     console.log(`\nwrote ${file}; total ${((performance.now() - started) / 1000).toFixed(0)} s`);
-  } finally {
-    await store.close();
-    await db.close();
-    await rm(work, { recursive: true, force: true });
-    await service?.stop();
-  }
+  });
 }
 
 const childIndex = process.argv.indexOf("--child");

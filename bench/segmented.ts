@@ -16,12 +16,17 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { DEFAULT_SEGMENT_BYTES, DEFAULT_SEGMENT_ROWS } from "../src/config.js";
-import { PgDatabase } from "../src/adapters/sql/database.js";
 import { RECORDS_TABLE } from "../src/adapters/sql/migrations.js";
-import { SqlHotStore } from "../src/adapters/sql/sql-hot-store.js";
+import type { SqlHotStore } from "../src/adapters/sql/sql-hot-store.js";
 import { bundleExportChild } from "./export-child.js";
 import type { SegmentedArgs, SegmentedResult } from "./segmented-child.js";
-import { benchPostgres, freshExportTable, progressLog, runChild, seedBucket } from "./support.js";
+import {
+  freshExportTable,
+  progressLog,
+  runChild,
+  seedBucket,
+  withBenchSession,
+} from "./support.js";
 
 /** Day index of the first of the four identical buckets (clear of run.ts's 1–34). */
 const FIRST_BUCKET = 50;
@@ -186,12 +191,8 @@ async function main(): Promise<void> {
   const plan = segmentedPlan(quick);
   const started = performance.now();
   const log = progressLog(started);
-  const { url: databaseUrl, service } = await benchPostgres(log);
-  const work = await mkdtemp(path.join(os.tmpdir(), "pulpitum-segmented-"));
-  const db = new PgDatabase(databaseUrl, { max: 2 });
-  const store = new SqlHotStore(db, { ownsDatabase: false });
-  try {
-    await store.migrate();
+  const session = { workPrefix: "pulpitum-segmented-", connections: 2, log };
+  await withBenchSession(session, async ({ databaseUrl, db, store, work }) => {
     await freshExportTable(db, store);
     const figures = await segmentedExports(store, databaseUrl, work, plan, log);
     const results = {
@@ -212,12 +213,7 @@ async function main(): Promise<void> {
       );
     segmentedLines(figures, line);
     console.log(`\nwrote ${file}; total ${((performance.now() - started) / 1000).toFixed(0)} s`);
-  } finally {
-    await store.close();
-    await db.close();
-    await rm(work, { recursive: true, force: true });
-    await service?.stop();
-  }
+  });
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) await main();

@@ -6,6 +6,9 @@
  */
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { FileObjectStore } from "../src/adapters/object-store/filesystem.js";
 import { PgDatabase } from "../src/adapters/sql/database.js";
@@ -158,6 +161,42 @@ export async function benchPostgres(
   const service = await startPostgres();
   log?.(`started a throwaway PostgreSQL at ${service.url}`);
   return { url: service.url, service };
+}
+
+export interface BenchSession {
+  readonly databaseUrl: string;
+  readonly db: PgDatabase;
+  readonly store: SqlHotStore;
+  /** A scratch directory, removed afterwards. */
+  readonly work: string;
+}
+
+/**
+ * Run `body` against the bench's PostgreSQL, migrated, with a scratch
+ * directory; then close the store and the database, remove the directory and
+ * stop a server started here, whether `body` succeeded or not.
+ */
+export async function withBenchSession<T>(
+  options: {
+    readonly workPrefix: string;
+    readonly connections: number;
+    readonly log?: (message: string) => void;
+  },
+  body: (session: BenchSession) => Promise<T>,
+): Promise<T> {
+  const { url: databaseUrl, service } = await benchPostgres(options.log);
+  const work = await mkdtemp(path.join(os.tmpdir(), options.workPrefix));
+  const db = new PgDatabase(databaseUrl, { max: options.connections });
+  const store = new SqlHotStore(db, { ownsDatabase: false });
+  try {
+    await store.migrate();
+    return await body({ databaseUrl, db, store, work });
+  } finally {
+    await store.close();
+    await db.close();
+    await rm(work, { recursive: true, force: true });
+    await service?.stop();
+  }
 }
 
 /** Delete a bench table's records and metadata: a rerun against the same DATABASE_URL starts from empty. */
