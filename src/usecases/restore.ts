@@ -44,7 +44,7 @@ import {
 import { readRecordBatches } from "../archive/payload-reader.js";
 import { objectByteSource } from "../archive/byte-sources.js";
 import { verifyArchive } from "../archive/segments.js";
-import { recordedPayload } from "./phases/recorded-payload.js";
+import { requireSealedArchive } from "./phases/recorded-payload.js";
 import type { BucketRow } from "../ports/hot-store.js";
 import type { WorkItem } from "../ports/work-queue.js";
 import type { ArchiverContext } from "./context.js";
@@ -153,17 +153,14 @@ export async function restoreBucket(
     if (metadata.state === "hot") return report("already-hot");
     throw notRestorable(id);
   }
-  const manifestKey = metadata.manifestKey;
-  const recorded = await recordedPayload(ctx.hotStore, metadata).catch(async (error) => {
+  const { recorded, manifestKey } = await requireSealedArchive(
+    ctx.hotStore,
+    metadata,
+    `archived bucket ${describeBucket(id)} lacks a recorded payload or manifest`,
+  ).catch(async (error: unknown) => {
     await ctx.hotStore.releaseLease(heartbeat.lease);
     throw error;
   });
-  if (recorded === null || manifestKey === null) {
-    await ctx.hotStore.releaseLease(heartbeat.lease);
-    throw new InvariantViolationError(
-      `archived bucket ${describeBucket(id)} lacks a recorded payload or manifest`,
-    );
-  }
   const resumed = metadata.restoreStartedAt !== null;
   const lost = (reason: string) =>
     report("lease-lost", { resumed, manifest_key: manifestKey, reason });
