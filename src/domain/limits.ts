@@ -36,9 +36,7 @@ interface RecordSizes {
 }
 
 /** The first of a record's keys and value that is over its limit; undefined when all fit. */
-export function oversizedField(
-  record: RecordSizes,
-):
+export function oversizedField(record: RecordSizes):
   | {
       readonly field: "partition_key" | "sort_key" | "value";
       readonly bytes: number;
