@@ -39,8 +39,7 @@ import type {
   CandidatePosition,
   DiscoveryQuery,
 } from "../src/ports/hot-store.js";
-import { startPostgres, type RunningService } from "../test/support/services.js";
-import { DISCOVERY_TABLE, median, seedDiscoveryMetadata } from "./support.js";
+import { benchPostgres, DISCOVERY_TABLE, median, seedDiscoveryMetadata } from "./support.js";
 
 const PAGE = 64;
 /** Pages of one walk: 64 × 300 = 19,200 candidates, well past the first ties. */
@@ -48,12 +47,7 @@ const WALK_PAGES = 300;
 
 async function main(): Promise<void> {
   const rows = Number(process.argv[2] ?? 1_000_000);
-  let service: RunningService | undefined;
-  let url = process.env.DATABASE_URL;
-  if (!url) {
-    service = await startPostgres();
-    url = service.url;
-  }
+  const { url, service } = await benchPostgres();
   const db = new PgDatabase(url, { max: 4 });
   const store = new SqlHotStore(db, { ownsDatabase: false });
   try {

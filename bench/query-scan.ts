@@ -15,14 +15,9 @@
  * one bucket, archives it through claim, export, seal and publish on the
  * file store, and measures.
  */
-import { mkdtemp, rm } from "node:fs/promises";
-import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { execFileSync } from "node:child_process";
-import { PgDatabase } from "../src/adapters/sql/database.js";
-import { METADATA_TABLE, RECORDS_TABLE } from "../src/adapters/sql/migrations.js";
-import { SqlHotStore } from "../src/adapters/sql/sql-hot-store.js";
 import type { BucketId } from "../src/domain/bucket.js";
 import type { TableId } from "../src/domain/table.js";
 import type { HotStore } from "../src/ports/hot-store.js";
@@ -30,15 +25,15 @@ import type { ObjectStore } from "../src/ports/object-store.js";
 import { queryArchive } from "../src/read/query-archive.js";
 import { jsonValue } from "../src/read/query-values.js";
 import { runNextPhase } from "../src/usecases/run-next-phase.js";
-import { startPostgres, type RunningService } from "../test/support/services.js";
 import { copyBucket } from "./measurements.js";
 import {
   benchContext,
   benchSettings,
-  EXPORT_TABLE,
+  freshExportTable,
   exportBucketId,
   median,
   seedBucket,
+  withBenchSession,
   SNAPSHOT_PAGE_SIZE,
 } from "./support.js";
 
@@ -123,48 +118,34 @@ export async function measureQueryScan(
 async function main(): Promise<void> {
   const rowsArg = process.argv.indexOf("--rows");
   const rows = rowsArg >= 0 ? Number(process.argv[rowsArg + 1]) : 1_000_000;
-  let service: RunningService | undefined;
-  let databaseUrl = process.env.DATABASE_URL;
-  if (!databaseUrl) {
-    service = await startPostgres();
-    databaseUrl = service.url;
-  }
-  const work = await mkdtemp(path.join(os.tmpdir(), "pulpitum-query-bench-"));
-  const db = new PgDatabase(databaseUrl, { max: 4 });
-  const store = new SqlHotStore(db, { ownsDatabase: false });
-  const storeRoot = path.join(work, "store");
-  const ctx = benchContext(databaseUrl, storeRoot, SNAPSHOT_PAGE_SIZE, work);
-  try {
-    await store.migrate();
-    await db.query(`DELETE FROM ${RECORDS_TABLE} WHERE table_id = $1`, [EXPORT_TABLE]);
-    await db.query(`DELETE FROM ${METADATA_TABLE} WHERE table_id = $1`, [EXPORT_TABLE]);
-    await store.registerTable(
-      {
-        tableId: EXPORT_TABLE,
-        strategy: "CalendarDayUtc",
-        format: "parquet",
-        writableBuckets: null,
-      },
-      new Date(),
-    );
-    const bucket = await seedBucket(store, 1, rows);
-    console.error(`seeded ${rows} rows; archiving them (claim, export, seal, publish)`);
-    for (const phase of ["claim", "export", "seal", "publish"]) {
-      const outcome = await runNextPhase(ctx, exportBucketId(1));
-      if (outcome.phase !== phase || outcome.result !== "advanced")
-        throw new Error(`${phase} did not advance: ${JSON.stringify(outcome)}`);
+  const session = { workPrefix: "pulpitum-query-bench-", connections: 4 };
+  await withBenchSession(session, async ({ databaseUrl, db, store, work }) => {
+    const storeRoot = path.join(work, "store");
+    const ctx = benchContext(databaseUrl, storeRoot, SNAPSHOT_PAGE_SIZE, work);
+    try {
+      await freshExportTable(db, store);
+      const bucket = await seedBucket(store, 1, rows);
+      console.error(`seeded ${rows} rows; archiving them (claim, export, seal, publish)`);
+      for (const phase of ["claim", "export", "seal", "publish"]) {
+        const outcome = await runNextPhase(ctx, exportBucketId(1));
+        if (outcome.phase !== phase || outcome.result !== "advanced")
+          throw new Error(`${phase} did not advance: ${JSON.stringify(outcome)}`);
+      }
+      const result = await measureQueryScan(
+        databaseUrl,
+        store,
+        ctx.objectStore,
+        bucket,
+        rows,
+        work,
+      );
+      console.log(
+        JSON.stringify({ ...result, uptime: execFileSync("uptime").toString().trim() }, null, 2),
+      );
+    } finally {
+      await ctx.hotStore.close();
     }
-    const result = await measureQueryScan(databaseUrl, store, ctx.objectStore, bucket, rows, work);
-    console.log(
-      JSON.stringify({ ...result, uptime: execFileSync("uptime").toString().trim() }, null, 2),
-    );
-  } finally {
-    await ctx.hotStore.close();
-    await store.close();
-    await db.close();
-    await rm(work, { recursive: true, force: true });
-    await service?.stop();
-  }
+  });
 }
 
 /** The figures `npm run bench` records, and its summary line: goal, measured, target, met. */

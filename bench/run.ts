@@ -18,17 +18,14 @@
  *
  * Figures are printed and recorded, never asserted.
  */
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { PgDatabase } from "../src/adapters/sql/database.js";
-import { METADATA_TABLE, RECORDS_TABLE } from "../src/adapters/sql/migrations.js";
-import { SqlHotStore } from "../src/adapters/sql/sql-hot-store.js";
+import { RECORDS_TABLE } from "../src/adapters/sql/migrations.js";
 import { FileObjectStore } from "../src/adapters/object-store/filesystem.js";
 import { runNextPhase } from "../src/usecases/run-next-phase.js";
 import { stackSettings } from "../infra/settings.js";
-import { startPostgres, type RunningService } from "../test/support/services.js";
 import {
   bundleExportChild,
   exportChild,
@@ -49,16 +46,19 @@ import {
 import {
   APPEND_TABLE,
   benchContext,
+  clearBenchTable,
   CONTENTION_TABLE,
   DISCOVERY_TABLE,
   EXPORT_TABLE,
   exportBucketId,
   PLAIN_RECORDS_TABLE,
+  progressLog,
   runChild,
   SNAPSHOT_PAGE_SIZE,
   seedBucket,
   seedDiscoveryMetadata,
   VALUE_BYTES,
+  withBenchSession,
 } from "./support.js";
 
 /** Buckets of the bundled exports are this many days after the tsx exports' ones. */
@@ -109,28 +109,14 @@ const fmt = (n: number, digits = 0) =>
 async function main(): Promise<void> {
   const plan = planFor(process.argv.includes("--quick"));
   const started = performance.now();
-  const log = (message: string) =>
-    console.error(
-      `[${((performance.now() - started) / 1000).toFixed(0).padStart(4)} s] ${message}`,
-    );
-  let service: RunningService | undefined;
-  let databaseUrl = process.env.DATABASE_URL;
-  if (!databaseUrl) {
-    service = await startPostgres();
-    databaseUrl = service.url;
-    log(`started a throwaway PostgreSQL at ${databaseUrl}`);
-  }
-  const work = await mkdtemp(path.join(os.tmpdir(), "pulpitum-bench-"));
-  const db = new PgDatabase(databaseUrl, { max: 4 });
-  const store = new SqlHotStore(db, { ownsDatabase: false });
-  try {
-    await store.migrate();
+  const log = progressLog(started);
+  const session = { workPrefix: "pulpitum-bench-", connections: 4, log };
+  await withBenchSession(session, async ({ databaseUrl, db, store, work }) => {
     const server =
       (await db.query<{ version: string }>("SELECT version() AS version")).rows[0]?.version ?? "?";
     // A rerun against the same DATABASE_URL starts from empty bench tables.
     for (const t of [EXPORT_TABLE, APPEND_TABLE, DISCOVERY_TABLE, CONTENTION_TABLE]) {
-      await db.query(`DELETE FROM ${RECORDS_TABLE} WHERE table_id = $1`, [t]);
-      await db.query(`DELETE FROM ${METADATA_TABLE} WHERE table_id = $1`, [t]);
+      await clearBenchTable(db, t);
     }
     await db.query(`DROP TABLE IF EXISTS ${PLAIN_RECORDS_TABLE}`);
     await db.query(`CREATE TABLE ${PLAIN_RECORDS_TABLE} (LIKE ${RECORDS_TABLE} INCLUDING ALL)`);
@@ -487,12 +473,7 @@ async function main(): Promise<void> {
     }
     console.log(`\ndiscovery plan (index used: ${disc.usesIndex}):\n${disc.plan}`);
     console.log(`\nwrote ${file}; total ${((performance.now() - started) / 1000).toFixed(0)} s`);
-  } finally {
-    await store.close();
-    await db.close();
-    await rm(work, { recursive: true, force: true });
-    await service?.stop();
-  }
+  });
 }
 
 const childIndex = process.argv.indexOf("--child");

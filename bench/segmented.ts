@@ -16,13 +16,17 @@ import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { DEFAULT_SEGMENT_BYTES, DEFAULT_SEGMENT_ROWS } from "../src/config.js";
-import { PgDatabase } from "../src/adapters/sql/database.js";
-import { METADATA_TABLE, RECORDS_TABLE } from "../src/adapters/sql/migrations.js";
-import { SqlHotStore } from "../src/adapters/sql/sql-hot-store.js";
-import { startPostgres, type RunningService } from "../test/support/services.js";
+import { RECORDS_TABLE } from "../src/adapters/sql/migrations.js";
+import type { SqlHotStore } from "../src/adapters/sql/sql-hot-store.js";
 import { bundleExportChild } from "./export-child.js";
 import type { SegmentedArgs, SegmentedResult } from "./segmented-child.js";
-import { EXPORT_TABLE, runChild, seedBucket } from "./support.js";
+import {
+  freshExportTable,
+  progressLog,
+  runChild,
+  seedBucket,
+  withBenchSession,
+} from "./support.js";
 
 /** Day index of the first of the four identical buckets (clear of run.ts's 1–34). */
 const FIRST_BUCKET = 50;
@@ -186,33 +190,10 @@ async function main(): Promise<void> {
   const quick = process.argv.includes("--quick");
   const plan = segmentedPlan(quick);
   const started = performance.now();
-  const log = (message: string) =>
-    console.error(
-      `[${((performance.now() - started) / 1000).toFixed(0).padStart(4)} s] ${message}`,
-    );
-  let service: RunningService | undefined;
-  let databaseUrl = process.env.DATABASE_URL;
-  if (!databaseUrl) {
-    service = await startPostgres();
-    databaseUrl = service.url;
-    log(`started a throwaway PostgreSQL at ${databaseUrl}`);
-  }
-  const work = await mkdtemp(path.join(os.tmpdir(), "pulpitum-segmented-"));
-  const db = new PgDatabase(databaseUrl, { max: 2 });
-  const store = new SqlHotStore(db, { ownsDatabase: false });
-  try {
-    await store.migrate();
-    await db.query(`DELETE FROM ${RECORDS_TABLE} WHERE table_id = $1`, [EXPORT_TABLE]);
-    await db.query(`DELETE FROM ${METADATA_TABLE} WHERE table_id = $1`, [EXPORT_TABLE]);
-    await store.registerTable(
-      {
-        tableId: EXPORT_TABLE,
-        strategy: "CalendarDayUtc",
-        format: "parquet",
-        writableBuckets: null,
-      },
-      new Date(),
-    );
+  const log = progressLog(started);
+  const session = { workPrefix: "pulpitum-segmented-", connections: 2, log };
+  await withBenchSession(session, async ({ databaseUrl, db, store, work }) => {
+    await freshExportTable(db, store);
     const figures = await segmentedExports(store, databaseUrl, work, plan, log);
     const results = {
       mode: quick ? "quick" : "full",
@@ -232,12 +213,7 @@ async function main(): Promise<void> {
       );
     segmentedLines(figures, line);
     console.log(`\nwrote ${file}; total ${((performance.now() - started) / 1000).toFixed(0)} s`);
-  } finally {
-    await store.close();
-    await db.close();
-    await rm(work, { recursive: true, force: true });
-    await service?.stop();
-  }
+  });
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) await main();

@@ -6,6 +6,9 @@
  */
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { mkdtemp, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { FileObjectStore } from "../src/adapters/object-store/filesystem.js";
 import { PgDatabase } from "../src/adapters/sql/database.js";
@@ -17,6 +20,7 @@ import { parseTableId, type TableId } from "../src/domain/table.js";
 import { formatMicrosRfc3339, parseRfc3339Micros, type EpochMicros } from "../src/domain/time.js";
 import { systemClock } from "../src/ports/clock.js";
 import type { ArchiverContext, ArchiverSettings } from "../src/usecases/context.js";
+import { startPostgres, type RunningService } from "../test/support/services.js";
 
 export const VALUE_BYTES = 200;
 /** Snapshot page size of every measured export (the default of ARCHIVER_SNAPSHOT_PAGE_SIZE). */
@@ -135,6 +139,84 @@ export async function seedDiscoveryMetadata(db: PgDatabase, rows: number): Promi
     );
   }
   await db.query(`ANALYZE ${METADATA_TABLE}`);
+}
+
+/** A progress line on stderr stamped with the seconds since `started`, so a long run shows where it is. */
+export function progressLog(started: number): (message: string) => void {
+  return (message) =>
+    console.error(
+      `[${((performance.now() - started) / 1000).toFixed(0).padStart(4)} s] ${message}`,
+    );
+}
+
+/**
+ * The PostgreSQL a bench measures: `DATABASE_URL` when set, else a throwaway
+ * server started here, which the caller stops (`service`) when done.
+ */
+export async function benchPostgres(
+  log?: (message: string) => void,
+): Promise<{ url: string; service?: RunningService }> {
+  const url = process.env.DATABASE_URL;
+  if (url) return { url };
+  const service = await startPostgres();
+  log?.(`started a throwaway PostgreSQL at ${service.url}`);
+  return { url: service.url, service };
+}
+
+export interface BenchSession {
+  readonly databaseUrl: string;
+  readonly db: PgDatabase;
+  readonly store: SqlHotStore;
+  /** A scratch directory, removed afterwards. */
+  readonly work: string;
+}
+
+/**
+ * Run `body` against the bench's PostgreSQL, migrated, with a scratch
+ * directory; then close the store and the database, remove the directory and
+ * stop a server started here, whether `body` succeeded or not.
+ */
+export async function withBenchSession<T>(
+  options: {
+    readonly workPrefix: string;
+    readonly connections: number;
+    readonly log?: (message: string) => void;
+  },
+  body: (session: BenchSession) => Promise<T>,
+): Promise<T> {
+  const { url: databaseUrl, service } = await benchPostgres(options.log);
+  const work = await mkdtemp(path.join(os.tmpdir(), options.workPrefix));
+  const db = new PgDatabase(databaseUrl, { max: options.connections });
+  const store = new SqlHotStore(db, { ownsDatabase: false });
+  try {
+    await store.migrate();
+    return await body({ databaseUrl, db, store, work });
+  } finally {
+    await store.close();
+    await db.close();
+    await rm(work, { recursive: true, force: true });
+    await service?.stop();
+  }
+}
+
+/** Delete a bench table's records and metadata: a rerun against the same DATABASE_URL starts from empty. */
+export async function clearBenchTable(db: PgDatabase, tableId: TableId): Promise<void> {
+  await db.query(`DELETE FROM ${RECORDS_TABLE} WHERE table_id = $1`, [tableId]);
+  await db.query(`DELETE FROM ${METADATA_TABLE} WHERE table_id = $1`, [tableId]);
+}
+
+/** The export table, emptied and registered (day buckets, Parquet) for a run that seeds it. */
+export async function freshExportTable(db: PgDatabase, store: SqlHotStore): Promise<void> {
+  await clearBenchTable(db, EXPORT_TABLE);
+  await store.registerTable(
+    {
+      tableId: EXPORT_TABLE,
+      strategy: "CalendarDayUtc",
+      format: "parquet",
+      writableBuckets: null,
+    },
+    new Date(),
+  );
 }
 
 export function benchSettings(snapshotPageSize: number, tempDir: string): ArchiverSettings {

@@ -4,9 +4,6 @@
  * work (src/usecases/discover-backlog.ts) until the candidates run out, the
  * run's time is up or its cap is reached.
  */
-import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
-import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
-import middy from "@middy/core";
 import { InvalidInputError } from "../src/errors.js";
 import type { Context } from "aws-lambda";
 import { parseDiscoverySettings, type DiscoverySettings } from "../src/discovery-settings.js";
@@ -15,7 +12,8 @@ import type { WorkQueue } from "../src/ports/work-queue.js";
 import type { Adapters } from "../src/open-adapters.js";
 import { discoverBacklog, type DiscoveryStop } from "../src/usecases/discover-backlog.js";
 import { DrainMeter } from "../src/usecases/drain-meter.js";
-import { logger, metrics, recordDiscovery, workflowLog } from "./observability.js";
+import { logger, recordDiscovery, workflowLog } from "./observability.js";
+import { observedHandler } from "./observed-handler.js";
 import { lambdaAdaptersPerContainer, openLambdaAdapters } from "./open-adapters.js";
 
 export interface DiscoveryDependencies {
@@ -63,47 +61,48 @@ export function validateDiscoveryEvent(event: unknown): void {
 export function createDiscoveryHandler(open: () => Promise<DiscoveryDependencies>) {
   // One per container: a warm container's runs start from the drain the previous ones measured.
   const drain = new DrainMeter();
-  return middy(async (event: unknown, context: Context): Promise<DiscoveryReport> => {
-    validateDiscoveryEvent(event);
-    const deps = await open();
-    const ctx = deps.adapters.context(workflowLog(logger));
-    const clock = deps.adapters.clock;
-    const deadline = new Date(
-      clock.now().getTime() + context.getRemainingTimeInMillis() - DEADLINE_MARGIN_MS,
-    );
-    const run = await discoverBacklog(
-      {
-        hotStore: ctx.hotStore,
-        queue: deps.queue,
-        clock,
-        settings: { ...ctx.settings, ...(deps.discovery ?? parseDiscoverySettings({})) },
-        drain,
-        sleep: (ms) => sleep(ms),
-      },
-      deadline,
-    );
-    const byKind = Object.fromEntries(Object.entries(run.byKind).filter(([, n]) => n > 0));
-    recordDiscovery(run, clock.now());
-    const report: DiscoveryReport = {
-      candidates: run.enqueued,
-      by_kind: byKind,
-      stop: run.stop,
-      pages: run.pages,
-      waiting_at_start: run.waitingAtStart,
-      waiting_at_end: run.waitingAtEnd,
-      drain_per_second: run.drainPerSecond,
-      requeue_window_seconds: run.requeueWindowMs / 1000,
-    };
-    if (run.stop === "cap") {
-      logger.warn(
-        "discovery stopped on its cap with candidates left: raise ARCHIVER_DISCOVERY_MAX_ENQUEUE if the workers keep up",
-        { ...report },
+  return observedHandler(
+    async (event: unknown, context: Context): Promise<DiscoveryReport> => {
+      validateDiscoveryEvent(event);
+      const deps = await open();
+      const ctx = deps.adapters.context(workflowLog(logger));
+      const clock = deps.adapters.clock;
+      const deadline = new Date(
+        clock.now().getTime() + context.getRemainingTimeInMillis() - DEADLINE_MARGIN_MS,
       );
-    } else logger.info("discovery enqueued candidates", { ...report });
-    return report;
-  })
-    .use(injectLambdaContext(logger, { resetKeys: true }))
-    .use(logMetrics(metrics, { captureColdStartMetric: true }));
+      const run = await discoverBacklog(
+        {
+          hotStore: ctx.hotStore,
+          queue: deps.queue,
+          clock,
+          settings: { ...ctx.settings, ...(deps.discovery ?? parseDiscoverySettings({})) },
+          drain,
+          sleep: (ms) => sleep(ms),
+        },
+        deadline,
+      );
+      const byKind = Object.fromEntries(Object.entries(run.byKind).filter(([, n]) => n > 0));
+      recordDiscovery(run, clock.now());
+      const report: DiscoveryReport = {
+        candidates: run.enqueued,
+        by_kind: byKind,
+        stop: run.stop,
+        pages: run.pages,
+        waiting_at_start: run.waitingAtStart,
+        waiting_at_end: run.waitingAtEnd,
+        drain_per_second: run.drainPerSecond,
+        requeue_window_seconds: run.requeueWindowMs / 1000,
+      };
+      if (run.stop === "cap") {
+        logger.warn(
+          "discovery stopped on its cap with candidates left: raise ARCHIVER_DISCOVERY_MAX_ENQUEUE if the workers keep up",
+          { ...report },
+        );
+      } else logger.info("discovery enqueued candidates", { ...report });
+      return report;
+    },
+    { captureColdStartMetric: true },
+  );
 }
 
 export const handler = createDiscoveryHandler(

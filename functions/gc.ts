@@ -6,16 +6,14 @@
  * longer than one invocation stops before the deadline, saving where it
  * stands, and the next invocation continues it (src/usecases/gc-continuation.ts).
  */
-import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
-import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
-import middy from "@middy/core";
 import type { Context } from "aws-lambda";
 import type { PulpitumConfig } from "../src/config.js";
 import type { Adapters } from "../src/open-adapters.js";
 import { readBoolean, readFields, readObject } from "../src/input.js";
 import { gcProgressOf } from "../src/adapters/sql/gc-progress.js";
 import { collectGarbage, type GcReport } from "../src/usecases/gc.js";
-import { logger, metrics, recordGc, workflowLog } from "./observability.js";
+import { logger, recordGc, workflowLog } from "./observability.js";
+import { observedHandler } from "./observed-handler.js";
 import { lambdaAdaptersPerContainer, openLambdaAdapters } from "./open-adapters.js";
 
 export interface GcDependencies {
@@ -49,7 +47,7 @@ export function parseGcRequest(value: unknown, input = "GC request"): GcRequest 
 const GC_DEADLINE_MARGIN_MS = 30_000;
 
 export function createGcHandler(open: () => Promise<GcDependencies>) {
-  return middy(async (event: unknown, context: Context): Promise<GcReport> => {
+  return observedHandler(async (event: unknown, context: Context): Promise<GcReport> => {
     const request = parseGcRequest(event, "GC event");
     const { config, adapters } = await open();
     const report = await collectGarbage(
@@ -68,9 +66,7 @@ export function createGcHandler(open: () => Promise<GcDependencies>) {
     );
     recordGc(report);
     return report;
-  })
-    .use(injectLambdaContext(logger, { resetKeys: true }))
-    .use(logMetrics(metrics));
+  });
 }
 
 export const handler = createGcHandler(

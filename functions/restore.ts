@@ -4,12 +4,10 @@
  * store and route its reads there again. Safe to invoke again after a
  * timeout or a failure: the restore resumes (see src/usecases/restore.ts).
  */
-import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
-import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
-import middy from "@middy/core";
 import type { Adapters } from "../src/open-adapters.js";
 import { parseRestoreRequest, restoreBucket, type RestoreReport } from "../src/usecases/restore.js";
-import { bucketLogger, logger, metrics, recordRestore, workflowLog } from "./observability.js";
+import { bucketLogger, recordRestore, workflowLog } from "./observability.js";
+import { observedHandler } from "./observed-handler.js";
 import { lambdaAdaptersPerContainer, openLambdaAdapters } from "./open-adapters.js";
 
 export interface RestoreDependencies {
@@ -17,7 +15,7 @@ export interface RestoreDependencies {
 }
 
 export function createRestoreHandler(open: () => Promise<RestoreDependencies>) {
-  return middy(async (event: unknown): Promise<RestoreReport> => {
+  return observedHandler(async (event: unknown): Promise<RestoreReport> => {
     const request = parseRestoreRequest(event, "restore event");
     const { adapters } = await open();
     const log = bucketLogger(request.item);
@@ -27,9 +25,7 @@ export function createRestoreHandler(open: () => Promise<RestoreDependencies>) {
     log.info("restore finished", { result: report.result, reason: report.reason });
     recordRestore(report);
     return report;
-  })
-    .use(injectLambdaContext(logger, { resetKeys: true }))
-    .use(logMetrics(metrics));
+  });
 }
 
 export const handler = createRestoreHandler(

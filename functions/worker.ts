@@ -10,9 +10,6 @@
  *   the function returns a report of each phase.
  */
 import { BatchProcessor, EventType, processPartialResponse } from "@aws-lambda-powertools/batch";
-import { injectLambdaContext } from "@aws-lambda-powertools/logger/middleware";
-import { logMetrics } from "@aws-lambda-powertools/metrics/middleware";
-import middy from "@middy/core";
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda";
 import { InvalidInputError, errorMessage } from "../src/errors.js";
 import {
@@ -38,11 +35,11 @@ import {
 import {
   bucketLogger,
   logger,
-  metrics,
   recordPhaseFailure,
   recordPhaseOutcome,
   workflowLog,
 } from "./observability.js";
+import { observedHandler } from "./observed-handler.js";
 import { lambdaAdaptersPerContainer, openLambdaAdapters } from "./open-adapters.js";
 
 export interface WorkerDependencies {
@@ -189,7 +186,7 @@ export function createWorkerHandler(open: () => Promise<WorkerDependencies>) {
     return report;
   }
 
-  return middy(
+  return observedHandler(
     async (event: unknown, context: Context): Promise<SQSBatchResponse | ManualRunReport> => {
       const request = classifyWorkerEvent(event);
       const deps = await open();
@@ -212,9 +209,8 @@ export function createWorkerHandler(open: () => Promise<WorkerDependencies>) {
         },
       );
     },
-  )
-    .use(injectLambdaContext(logger, { resetKeys: true }))
-    .use(logMetrics(metrics, { captureColdStartMetric: true }));
+    { captureColdStartMetric: true },
+  );
 }
 
 export const handler = createWorkerHandler(

@@ -144,17 +144,16 @@ export function connectionCeiling(workerMaxConcurrency: number, poolMax: number)
 /** The worker's visibility timeout is this many times its timeout (AWS guidance for SQS event sources). */
 export const VISIBILITY_TIMEOUT_FACTOR = 6;
 
+/** The props that hold an integer. */
+type IntegerProp = {
+  [K in keyof ArchiverStackProps]-?: NonNullable<ArchiverStackProps[K]> extends number ? K : never;
+}[keyof ArchiverStackProps];
+
 /** Validate the props; every problem names the prop and the accepted form. */
 export function stackSettings(props: ArchiverStackProps): StackSettings {
   const problems: string[] = [];
-  const integer = (
-    name: keyof ArchiverStackProps,
-    value: number | undefined,
-    fallback: number,
-    min: number,
-    max: number,
-  ) => {
-    const v = value ?? fallback;
+  const integer = (name: IntegerProp, fallback: number, min: number, max: number) => {
+    const v = props[name] ?? fallback;
     if (!Number.isInteger(v) || v < min || v > max) {
       problems.push(`${name}=${JSON.stringify(v)} is invalid: an integer from ${min} to ${max}`);
       return fallback;
@@ -170,39 +169,15 @@ export function stackSettings(props: ArchiverStackProps): StackSettings {
       `archivePrefix=${JSON.stringify(props.archivePrefix)} is invalid: a non-empty key prefix of '/'-separated segments of letters, digits and !_.*'()- (no '.' or '..' segments)`,
     );
   }
-  const scheduleMinutes = integer("scheduleMinutes", props.scheduleMinutes, 5, 1, 1440);
-  const maxReceiveCount = integer("maxReceiveCount", props.maxReceiveCount, 5, 1, 1000);
-  const workerTimeoutSeconds = integer(
-    "workerTimeoutSeconds",
-    props.workerTimeoutSeconds,
-    300,
-    60,
-    900,
-  );
+  const scheduleMinutes = integer("scheduleMinutes", 5, 1, 1440);
+  const maxReceiveCount = integer("maxReceiveCount", 5, 1, 1000);
+  const workerTimeoutSeconds = integer("workerTimeoutSeconds", 300, 60, 900);
   const visibilityTimeoutSeconds = VISIBILITY_TIMEOUT_FACTOR * workerTimeoutSeconds;
-  const workerMemoryMb = integer("workerMemoryMb", props.workerMemoryMb, 1024, 256, 10240);
-  const workerBatchSize = integer("workerBatchSize", props.workerBatchSize, 5, 1, 10);
-  const workerMaxConcurrency = integer(
-    "workerMaxConcurrency",
-    props.workerMaxConcurrency,
-    10,
-    2,
-    1000,
-  );
-  const databasePoolMax = integer(
-    "databasePoolMax",
-    props.databasePoolMax,
-    MAX_FUNCTION_POOL,
-    1,
-    MAX_FUNCTION_POOL,
-  );
-  const databaseConnectionBudget = integer(
-    "databaseConnectionBudget",
-    props.databaseConnectionBudget,
-    100,
-    1,
-    100_000,
-  );
+  const workerMemoryMb = integer("workerMemoryMb", 1024, 256, 10240);
+  const workerBatchSize = integer("workerBatchSize", 5, 1, 10);
+  const workerMaxConcurrency = integer("workerMaxConcurrency", 10, 2, 1000);
+  const databasePoolMax = integer("databasePoolMax", MAX_FUNCTION_POOL, 1, MAX_FUNCTION_POOL);
+  const databaseConnectionBudget = integer("databaseConnectionBudget", 100, 1, 100_000);
   const databaseConnectionCeiling = connectionCeiling(workerMaxConcurrency, databasePoolMax);
   if (databaseConnectionCeiling > databaseConnectionBudget) {
     problems.push(
@@ -212,21 +187,14 @@ export function stackSettings(props: ArchiverStackProps): StackSettings {
         `${Math.floor(databaseConnectionBudget / databasePoolMax) - OTHER_CONTAINERS} or less, lower databasePoolMax, or raise the budget (with the database's max_connections)`,
     );
   }
-  const accessLogRetentionDays = integer(
-    "accessLogRetentionDays",
-    props.accessLogRetentionDays,
-    90,
-    1,
-    3650,
-  );
+  const accessLogRetentionDays = integer("accessLogRetentionDays", 90, 1, 3650);
   const oldestMessageAlarmSeconds = integer(
     "oldestMessageAlarmSeconds",
-    props.oldestMessageAlarmSeconds,
     2 * visibilityTimeoutSeconds,
     60,
     1_209_600,
   );
-  const drainAlarmPeriods = integer("drainAlarmPeriods", props.drainAlarmPeriods, 8, 1, 96);
+  const drainAlarmPeriods = integer("drainAlarmPeriods", 8, 1, 96);
   const serviceName = props.serviceName ?? DEFAULT_SERVICE_NAME;
   if (!/^[A-Za-z0-9_.-]{1,64}$/.test(serviceName)) {
     problems.push(
@@ -240,20 +208,8 @@ export function stackSettings(props: ArchiverStackProps): StackSettings {
       `glueDatabaseName=${JSON.stringify(glueDatabaseName)} is invalid: 1-255 lower-case letters, digits or '_' (a name Athena queries without quoting)`,
     );
   }
-  const queryBytesScannedCutoffGb = integer(
-    "queryBytesScannedCutoffGb",
-    props.queryBytesScannedCutoffGb,
-    100,
-    1,
-    10_240,
-  );
-  const queryResultsRetentionDays = integer(
-    "queryResultsRetentionDays",
-    props.queryResultsRetentionDays,
-    7,
-    1,
-    3650,
-  );
+  const queryBytesScannedCutoffGb = integer("queryBytesScannedCutoffGb", 100, 1, 10_240);
+  const queryResultsRetentionDays = integer("queryResultsRetentionDays", 7, 1, 3650);
   const payloadStorageClass = props.payloadStorageClass ?? "STANDARD_IA";
   if (!PAYLOAD_STORAGE_CLASSES.includes(payloadStorageClass)) {
     problems.push(
@@ -264,7 +220,7 @@ export function stackSettings(props: ArchiverStackProps): StackSettings {
   if (props.payloadTransitionDays !== undefined) {
     // S3 refuses a transition to STANDARD_IA sooner than 30 days after creation.
     const min = payloadStorageClass === "STANDARD_IA" ? 30 : 0;
-    const days = integer("payloadTransitionDays", props.payloadTransitionDays, min, min, 36_500);
+    const days = integer("payloadTransitionDays", min, min, 36_500);
     payloadTransition = { days, storageClass: payloadStorageClass };
   } else if (props.payloadStorageClass !== undefined) {
     problems.push(

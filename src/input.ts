@@ -13,6 +13,15 @@ export interface InputContext {
   readonly form: string;
 }
 
+/** JSON `text`, parsed; text that is not JSON is refused as `problem`, with the parser's error as the cause. */
+export function readJsonText(text: string, problem: string, at: InputContext): unknown {
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (error) {
+    throw new InvalidInputError(at.input, problem, at.form, { cause: error });
+  }
+}
+
 /** `value` as a JSON object (not null, not an array). */
 export function readObject(value: unknown, at: InputContext): Record<string, unknown> {
   if (typeof value !== "object" || value === null || Array.isArray(value)) {

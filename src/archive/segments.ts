@@ -5,29 +5,18 @@
  * recorded parts, and each part re-checked by HEAD before its key is
  * returned, as {@link sealManifest} does for a single payload.
  */
-import type { BucketStrategy } from "../domain/bucket.js";
 import { manifestKey as contentManifestKey } from "../domain/object-keys.js";
-import type { ArchiveFormat } from "../domain/table.js";
 import type { BucketPart } from "../ports/hot-store.js";
-import type { ObjectStore } from "../ports/object-store.js";
-import { sha256Hex, type ManifestBucket } from "./manifest.js";
+import { sha256Hex } from "./manifest.js";
 import {
   buildSegmentedManifest,
   serializeArchiveManifest,
   validateArchiveManifest,
   type ArchiveManifestExpectations,
 } from "./manifest-v5.js";
-import { writeVerifiedManifest, type ArchiveBucketRef } from "./store.js";
+import { manifestBucketOf, writeVerifiedManifest, type SealTarget } from "./store.js";
 
-export interface SealSegmentedInput {
-  readonly store: ObjectStore;
-  readonly prefix: string;
-  readonly bucket: ArchiveBucketRef;
-  readonly strategy: BucketStrategy;
-  readonly start: Date;
-  readonly end: Date;
-  readonly generation: number;
-  readonly format: ArchiveFormat;
+export interface SealSegmentedInput extends SealTarget {
   /** The recorded parts, in index order. */
   readonly parts: readonly BucketPart[];
 }
@@ -35,14 +24,7 @@ export interface SealSegmentedInput {
 /** Write, read back and validate manifest v5 for the recorded parts; returns its key. */
 export async function sealSegmentedManifest(input: SealSegmentedInput): Promise<string> {
   const { store, prefix } = input;
-  const bucket: ManifestBucket = {
-    tableId: input.bucket.tableId,
-    partitionKey: input.bucket.partitionKey,
-    bucketKey: input.bucket.bucketKey,
-    strategy: input.strategy,
-    start: input.start,
-    end: input.end,
-  };
+  const bucket = manifestBucketOf(input);
   const manifest = buildSegmentedManifest({
     bucket,
     generation: input.generation,

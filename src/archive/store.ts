@@ -235,7 +235,8 @@ async function hashObject(
   return { sha256: hash.digest("hex"), byteLength };
 }
 
-export interface SealManifestInput {
+/** What sealing a bucket's manifest names, whichever version it writes. */
+export interface SealTarget {
   readonly store: ObjectStore;
   readonly prefix: string;
   readonly bucket: ArchiveBucketRef;
@@ -245,6 +246,21 @@ export interface SealManifestInput {
   /** The lease generation sealing the bucket (see the note at the top of this module). */
   readonly generation: number;
   readonly format: ArchiveFormat;
+}
+
+/** The bucket identity and bounds a manifest of `target` records. */
+export function manifestBucketOf(target: SealTarget): ManifestBucket {
+  return {
+    tableId: target.bucket.tableId,
+    partitionKey: target.bucket.partitionKey,
+    bucketKey: target.bucket.bucketKey,
+    strategy: target.strategy,
+    start: target.start,
+    end: target.end,
+  };
+}
+
+export interface SealManifestInput extends SealTarget {
   /** The verified payload, as {@link storePayload} returned it and metadata recorded it. */
   readonly payload: PayloadFacts;
 }
@@ -257,14 +273,7 @@ export interface SealManifestInput {
  */
 export async function sealManifest(input: SealManifestInput): Promise<string> {
   const { store, prefix, payload } = input;
-  const bucket: ManifestBucket = {
-    tableId: input.bucket.tableId,
-    partitionKey: input.bucket.partitionKey,
-    bucketKey: input.bucket.bucketKey,
-    strategy: input.strategy,
-    start: input.start,
-    end: input.end,
-  };
+  const bucket = manifestBucketOf(input);
   const manifest = buildManifest({
     bucket,
     generation: input.generation,

@@ -27,3 +27,33 @@ export const MAX_APPEND_BYTES = 64 * 1024 * 1024;
  * than this is sent on its own): far below CockroachDB's 16 MiB message limit.
  */
 export const MAX_STATEMENT_BYTES = 4 * 1024 * 1024;
+
+/** A record's keys and value, as the limits weigh them. */
+interface RecordSizes {
+  readonly partitionKey: Uint8Array;
+  readonly sortKey: Uint8Array;
+  readonly value: Uint8Array;
+}
+
+/** The first of a record's keys and value that is over its limit; undefined when all fit. */
+export function oversizedField(record: RecordSizes):
+  | {
+      readonly field: "partition_key" | "sort_key" | "value";
+      readonly bytes: number;
+      readonly max: number;
+    }
+  | undefined {
+  for (const [field, bytes, max] of [
+    ["partition_key", record.partitionKey, MAX_PARTITION_KEY_BYTES],
+    ["sort_key", record.sortKey, MAX_SORT_KEY_BYTES],
+    ["value", record.value, MAX_VALUE_BYTES],
+  ] as const) {
+    if (bytes.byteLength > max) return { field, bytes: bytes.byteLength, max };
+  }
+  return undefined;
+}
+
+/** Keys and value of a record: what it adds to an append and to a statement's parameters. */
+export function recordBytes(record: RecordSizes): number {
+  return record.partitionKey.byteLength + record.sortKey.byteLength + record.value.byteLength;
+}

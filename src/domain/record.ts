@@ -1,4 +1,5 @@
 import { InvalidInputError } from "../errors.js";
+import { readJsonText } from "../input.js";
 import {
   checkEventTime,
   formatMicrosRfc3339,
@@ -123,12 +124,7 @@ export function recordFromJsonLine(
   input = "record",
   options: RecordJsonOptions = {},
 ): TableRecord {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(line);
-  } catch (error) {
-    throw new InvalidInputError(input, "is not valid JSON", RECORD_JSON_FORM, { cause: error });
-  }
+  const parsed = readJsonText(line, "is not valid JSON", { input, form: RECORD_JSON_FORM });
   return recordFromJson(parsed, input, options);
 }
 

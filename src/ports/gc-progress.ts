@@ -13,6 +13,7 @@
  * the next run repeats them (each decision re-reads the bucket's metadata,
  * and deleting an absent object succeeds, so repeating is safe).
  */
+import type { LeaseTerms } from "./lease-terms.js";
 
 export interface GcPass {
   /** The listing root this pass covers. */
@@ -28,11 +29,8 @@ export interface GcPass {
 }
 
 /** The right to act on a root's pass, held by one run. */
-export interface GcPassLease {
+export interface GcPassLease extends LeaseTerms {
   readonly root: string;
-  readonly token: string;
-  readonly generation: number;
-  readonly expiresAt: Date;
 }
 
 export type GcPassAcquisition =

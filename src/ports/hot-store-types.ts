@@ -7,6 +7,7 @@
 import type { BucketId, BucketStrategy } from "../domain/bucket.js";
 import type { ArchiveFormat, TableId } from "../domain/table.js";
 import type { EpochMicros } from "../domain/time.js";
+import type { LeaseTerms } from "./lease-terms.js";
 
 export type BucketState = "hot" | "archiving" | "archived";
 
@@ -94,11 +95,8 @@ export interface BucketMetadata {
 }
 
 /** Proof of ownership of a bucket for one phase. Opaque to everything but the adapter. */
-export interface Lease {
+export interface Lease extends LeaseTerms {
   readonly bucket: BucketId;
-  readonly token: string;
-  readonly generation: number;
-  readonly expiresAt: Date;
 }
 
 export type LeaseAcquisition =

@@ -1,4 +1,5 @@
 import { InvalidInputError } from "../errors.js";
+import { readJsonText } from "../input.js";
 import { parseBucketKey, type BucketId } from "../domain/bucket.js";
 import { parseTableId, type TableId } from "../domain/table.js";
 
@@ -88,12 +89,7 @@ const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$
 
 /** Parse and validate a message body; throws InvalidInputError naming `input` (e.g. the message id). */
 export function decodeWorkMessage(body: string, input = "work message"): WorkItem {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(body);
-  } catch (error) {
-    throw new InvalidInputError(input, "body is not JSON", WORK_MESSAGE_FORM, { cause: error });
-  }
+  const parsed = readJsonText(body, "body is not JSON", { input, form: WORK_MESSAGE_FORM });
   return workItemFromObject(parsed, input, WORK_MESSAGE_FORM);
 }
 

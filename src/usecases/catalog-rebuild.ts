@@ -16,6 +16,7 @@ import { ARCHIVE_FORMATS, type TableId } from "../domain/table.js";
 import { UnknownTableError } from "../errors.js";
 import type { Clock } from "../ports/clock.js";
 import { listAll } from "../ports/object-store.js";
+import { archiveReferencePages } from "./archive-references.js";
 import {
   refreshCatalogEntry,
   syncCatalogEntry,
@@ -57,14 +58,7 @@ export async function rebuildCatalog(
   const bucketOfName = new Map<string, BucketId>();
   const checked = new Set<string>();
   let archived = 0;
-  let after: { partitionKey: Uint8Array; bucketKey: string } | null = null;
-  for (;;) {
-    const page = await ports.hotStore.listArchiveReferences(
-      tableId,
-      after,
-      PAGE_BUCKETS,
-      ports.clock.now(),
-    );
+  for await (const page of archiveReferencePages(ports, tableId, PAGE_BUCKETS)) {
     for (const ref of page) {
       const name = catalogEntryName(ref.id.bucketKey, partitionKeySegment(ref.id.partitionKey));
       bucketOfName.set(name, ref.id);
@@ -75,9 +69,6 @@ export async function rebuildCatalog(
       checked.add(name);
       tally(await syncCatalogEntry(ports, metadata));
     }
-    if (page.length < PAGE_BUCKETS) break;
-    const last = page[page.length - 1]!;
-    after = { partitionKey: last.id.partitionKey, bucketKey: last.id.bucketKey };
   }
 
   for (const entry of existing) {

@@ -46,11 +46,11 @@ import {
   partitionKeySegment,
 } from "../domain/object-keys.js";
 import { ARCHIVE_FORMATS, type ArchiveFormat, type TableId } from "../domain/table.js";
-import { InvariantViolationError, ObjectNotFoundError, TransientStoreError } from "../errors.js";
+import { ObjectNotFoundError, TransientStoreError } from "../errors.js";
 import type { BucketMetadata, HotStore } from "../ports/hot-store.js";
 import { listAll, type ObjectStore } from "../ports/object-store.js";
 import type { ArchiverContext } from "./context.js";
-import { recordedPayload } from "./phases/recorded-payload.js";
+import { requireRecordedPayload } from "./phases/recorded-payload.js";
 
 export interface CatalogPorts {
   readonly hotStore: HotStore;
@@ -101,10 +101,11 @@ export async function expectedCatalogEntry(
     metadata.restoreStartedAt !== null
   )
     return null;
-  const recorded = await recordedPayload(hotStore, metadata);
-  if (recorded === null) {
-    throw new InvariantViolationError("an archived bucket has no recorded payload");
-  }
+  const recorded = await requireRecordedPayload(
+    hotStore,
+    metadata,
+    "an archived bucket has no recorded payload",
+  );
   return {
     format: recorded.format,
     payloadKeys:

@@ -22,6 +22,7 @@ import type { TableId } from "../domain/table.js";
 import { PulpitumError, UnknownTableError } from "../errors.js";
 import type { ClusteringPosition } from "../ports/hot-store.js";
 import type { InFlightBucket } from "../ports/hot-store-operations.js";
+import { archiveReferencePages } from "./archive-references.js";
 import type { ArchiverContext } from "./context.js";
 import { takeBucketLease } from "./bucket-lease.js";
 import { catalogPortsOf, removeTableCatalog } from "./catalog.js";
@@ -95,17 +96,7 @@ export async function dropTable(
   let dropped = false;
   for (let pass = 0; pass < MAX_PASSES && !dropped; pass++) {
     busy = [];
-    let after: { partitionKey: Uint8Array; bucketKey: string } | null = null;
-    for (;;) {
-      const page = await ctx.hotStore.listArchiveReferences(
-        tableId,
-        after,
-        PAGE_BUCKETS,
-        ctx.clock.now(),
-      );
-      const last = page[page.length - 1];
-      if (last === undefined) break;
-      after = { partitionKey: last.id.partitionKey, bucketKey: last.id.bucketKey };
+    for await (const page of archiveReferencePages(ctx, tableId, PAGE_BUCKETS, true)) {
       for (const ref of page) {
         const removed = await dropBucket(ctx, ref.id, batchRows);
         if (removed === null) {

@@ -62,6 +62,7 @@ import {
   type GcPassReport,
 } from "./gc-continuation.js";
 import { reconcileCatalogBeforeDelete } from "./catalog.js";
+import { archiveReferencePages } from "./archive-references.js";
 
 export interface GcContext {
   readonly hotStore: HotStore;
@@ -377,14 +378,7 @@ async function loadTableReferences(
     return null;
   }
   const refs = new Map<string, BucketRefs>();
-  let after: { partitionKey: Uint8Array; bucketKey: string } | null = null;
-  for (;;) {
-    const page = await ctx.hotStore.listArchiveReferences(
-      tableId,
-      after,
-      pageSize,
-      ctx.clock.now(),
-    );
+  for await (const page of archiveReferencePages(ctx, tableId, pageSize)) {
     for (const r of page) {
       const key = bucketPrefix({
         prefix: ctx.archivePrefix,
@@ -403,8 +397,6 @@ async function loadTableReferences(
         inFlight: r.inFlight,
       });
     }
-    if (page.length < pageSize) return refs;
-    const last = page[page.length - 1]!;
-    after = { partitionKey: last.id.partitionKey, bucketKey: last.id.bucketKey };
   }
+  return refs;
 }

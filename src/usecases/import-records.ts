@@ -14,12 +14,7 @@
  * count as already present, never as new.
  */
 import { bucketForTime, shiftBucket } from "../domain/bucket.js";
-import {
-  MAX_APPEND_BYTES,
-  MAX_PARTITION_KEY_BYTES,
-  MAX_SORT_KEY_BYTES,
-  MAX_VALUE_BYTES,
-} from "../domain/limits.js";
+import { MAX_APPEND_BYTES, oversizedField, recordBytes } from "../domain/limits.js";
 import { recordFromJsonLine, toBase64, type TableRecord } from "../domain/record.js";
 import type { TableDefinition, TableId } from "../domain/table.js";
 import { dateToMicros } from "../domain/time.js";
@@ -321,24 +316,15 @@ function bucketKeyOf(table: TableDefinition | null, record: TableRecord): string
   return table === null ? undefined : bucketForTime(table.strategy, record.eventTime).key;
 }
 
-function recordBytes(record: TableRecord): number {
-  return record.partitionKey.byteLength + record.sortKey.byteLength + record.value.byteLength;
-}
-
 /** The store's per-record limits (domain/limits.ts), checked per line so the error names it. */
 function checkKeySizes(record: TableRecord, input: string): void {
-  for (const [field, bytes, max] of [
-    ["partition_key", record.partitionKey, MAX_PARTITION_KEY_BYTES],
-    ["sort_key", record.sortKey, MAX_SORT_KEY_BYTES],
-    ["value", record.value, MAX_VALUE_BYTES],
-  ] as const) {
-    if (bytes.byteLength > max) {
-      throw new InvalidInputError(
-        `${input} ${field}`,
-        `is ${bytes.byteLength} bytes long`,
-        `at most ${max} bytes`,
-      );
-    }
+  const over = oversizedField(record);
+  if (over !== undefined) {
+    throw new InvalidInputError(
+      `${input} ${over.field}`,
+      `is ${over.bytes} bytes long`,
+      `at most ${over.max} bytes`,
+    );
   }
 }
 

@@ -5,17 +5,28 @@
  * spent, or too little time is left to start another phase. Stopping early is
  * always safe: the durable state says where the next attempt resumes.
  */
-import { readInteger, readObject } from "../input.js";
 import type { BucketId } from "../domain/bucket.js";
 import type { BucketState, PhaseName, RecordedPhase } from "../ports/hot-store.js";
-import { WORK_MESSAGE_FORM, workItemFromObject, type WorkItem } from "../ports/work-queue.js";
+import type { WorkItem } from "../ports/work-queue.js";
 import type { ArchiverContext, PhaseOutcome, PhaseResult } from "./context.js";
 import { runNextPhase } from "./run-next-phase.js";
+import {
+  readWorkItemWithOption,
+  workItemOptionForm,
+  type WorkItemOption,
+} from "./work-item-request.js";
 
 export const MAX_MANUAL_PHASES = 100;
 export const DEFAULT_MANUAL_PHASES = 20;
 
-export const MANUAL_RUN_FORM = `${WORK_MESSAGE_FORM.slice(0, -1)},"max_phases"?:integer 1..${MAX_MANUAL_PHASES}}`;
+const MAX_PHASES_OPTION: WorkItemOption = {
+  field: "max_phases",
+  fallback: DEFAULT_MANUAL_PHASES,
+  min: 1,
+  max: MAX_MANUAL_PHASES,
+};
+
+export const MANUAL_RUN_FORM = workItemOptionForm(MAX_PHASES_OPTION);
 
 export interface ManualRunRequest {
   readonly item: WorkItem;
@@ -27,16 +38,8 @@ export function parseManualRunRequest(
   value: unknown,
   input = "manual invocation",
 ): ManualRunRequest {
-  const at = { input, form: MANUAL_RUN_FORM };
-  const o = readObject(value, at);
-  const maxPhases = readInteger(
-    o,
-    "max_phases",
-    { fallback: DEFAULT_MANUAL_PHASES, min: 1, max: MAX_MANUAL_PHASES },
-    at,
-  );
-  const { max_phases: _maxPhases, ...message } = o;
-  return { item: workItemFromObject(message, input, MANUAL_RUN_FORM), maxPhases };
+  const { item, option } = readWorkItemWithOption(value, input, MAX_PHASES_OPTION);
+  return { item, maxPhases: option };
 }
 
 export interface ManualRunOptions {

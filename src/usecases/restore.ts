@@ -33,7 +33,6 @@
  * hold period. The archive objects it no longer references are removed by
  * garbage collection once they are older than its safety age.
  */
-import { readInteger, readObject } from "../input.js";
 import { describeBucket, type BucketId } from "../domain/bucket.js";
 import { toBase64 } from "../domain/record.js";
 import {
@@ -45,13 +44,18 @@ import {
 import { readRecordBatches } from "../archive/payload-reader.js";
 import { objectByteSource } from "../archive/byte-sources.js";
 import { verifyArchive } from "../archive/segments.js";
-import { recordedPayload } from "./phases/recorded-payload.js";
+import { requireSealedArchive } from "./phases/recorded-payload.js";
 import type { BucketRow } from "../ports/hot-store.js";
-import { WORK_MESSAGE_FORM, workItemFromObject, type WorkItem } from "../ports/work-queue.js";
+import type { WorkItem } from "../ports/work-queue.js";
 import type { ArchiverContext } from "./context.js";
 import { takeBucketLease } from "./bucket-lease.js";
 import { commitFenced } from "./phases/step.js";
 import { catalogPortsOf, removeCatalogEntry } from "./catalog.js";
+import {
+  readWorkItemWithOption,
+  workItemOptionForm,
+  type WorkItemOption,
+} from "./work-item-request.js";
 
 /** Rows per restore transaction by default. */
 export const DEFAULT_RESTORE_BATCH_ROWS = 1000;
@@ -149,17 +153,14 @@ export async function restoreBucket(
     if (metadata.state === "hot") return report("already-hot");
     throw notRestorable(id);
   }
-  const manifestKey = metadata.manifestKey;
-  const recorded = await recordedPayload(ctx.hotStore, metadata).catch(async (error) => {
+  const { recorded, manifestKey } = await requireSealedArchive(
+    ctx.hotStore,
+    metadata,
+    `archived bucket ${describeBucket(id)} lacks a recorded payload or manifest`,
+  ).catch(async (error: unknown) => {
     await ctx.hotStore.releaseLease(heartbeat.lease);
     throw error;
   });
-  if (recorded === null || manifestKey === null) {
-    await ctx.hotStore.releaseLease(heartbeat.lease);
-    throw new InvariantViolationError(
-      `archived bucket ${describeBucket(id)} lacks a recorded payload or manifest`,
-    );
-  }
   const resumed = metadata.restoreStartedAt !== null;
   const lost = (reason: string) =>
     report("lease-lost", { resumed, manifest_key: manifestKey, reason });
@@ -277,7 +278,14 @@ function notRestorable(id: BucketId): BucketNotRestorableError {
   );
 }
 
-export const RESTORE_REQUEST_FORM = `${WORK_MESSAGE_FORM.slice(0, -1)},"hold_seconds"?:integer 0..${MAX_RESTORE_HOLD_SECONDS}}`;
+const HOLD_SECONDS_OPTION: WorkItemOption = {
+  field: "hold_seconds",
+  fallback: DEFAULT_RESTORE_HOLD_SECONDS,
+  min: 0,
+  max: MAX_RESTORE_HOLD_SECONDS,
+};
+
+export const RESTORE_REQUEST_FORM = workItemOptionForm(HOLD_SECONDS_OPTION);
 
 export interface RestoreRequest {
   readonly item: WorkItem;
@@ -286,14 +294,6 @@ export interface RestoreRequest {
 
 /** Validate a restore invocation: the work message fields plus an optional `hold_seconds`. */
 export function parseRestoreRequest(value: unknown, input = "restore request"): RestoreRequest {
-  const at = { input, form: RESTORE_REQUEST_FORM };
-  const o = readObject(value, at);
-  const holdSeconds = readInteger(
-    o,
-    "hold_seconds",
-    { fallback: DEFAULT_RESTORE_HOLD_SECONDS, min: 0, max: MAX_RESTORE_HOLD_SECONDS },
-    at,
-  );
-  const { hold_seconds: _holdSeconds, ...message } = o;
-  return { item: workItemFromObject(message, input, RESTORE_REQUEST_FORM), holdSeconds };
+  const { item, option } = readWorkItemWithOption(value, input, HOLD_SECONDS_OPTION);
+  return { item, holdSeconds: option };
 }

@@ -42,6 +42,7 @@ import {
   unreadableFileBody,
   validateByteRange,
   validateListPrefix,
+  validateMaxKeys,
   validateObjectKey,
 } from "./keys.js";
 
@@ -163,14 +164,7 @@ export class FileObjectStore implements ObjectStore {
 
   async list(prefix: string, options: ListOptions = {}): Promise<ListPage> {
     validateListPrefix(prefix);
-    const maxKeys = options.maxKeys ?? 1000;
-    if (!Number.isSafeInteger(maxKeys) || maxKeys < 1) {
-      throw new InvalidInputError(
-        `maxKeys ${maxKeys}`,
-        "is not a positive integer",
-        "an integer >= 1",
-      );
-    }
+    const maxKeys = validateMaxKeys(options.maxKeys);
     if (prefix.split("/").some((segment) => segment.startsWith(TEMP_FILE_PREFIX))) {
       return { objects: [], continuationToken: undefined };
     }

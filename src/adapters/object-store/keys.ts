@@ -33,6 +33,19 @@ export function validateListPrefix(prefix: string): string {
   return prefix;
 }
 
+/** A list call's page size: `maxKeys` when given, else 1000; a positive integer. */
+export function validateMaxKeys(given: number | undefined): number {
+  const maxKeys = given ?? 1000;
+  if (!Number.isSafeInteger(maxKeys) || maxKeys < 1) {
+    throw new InvalidInputError(
+      `maxKeys ${maxKeys}`,
+      "is not a positive integer",
+      "an integer >= 1",
+    );
+  }
+  return maxKeys;
+}
+
 /**
  * A byte range `[start, end)` of non-negative safe integers with `end >= start`.
  * An empty range is valid and reads no bytes; a range past the end is clipped.

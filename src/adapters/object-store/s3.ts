@@ -51,6 +51,7 @@ import {
   unreadableFileBody,
   validateByteRange,
   validateListPrefix,
+  validateMaxKeys,
   validateObjectKey,
 } from "./keys.js";
 import {
@@ -241,14 +242,7 @@ export class S3ObjectStore implements ObjectStore {
 
   async list(prefix: string, options: ListOptions = {}): Promise<ListPage> {
     validateListPrefix(prefix);
-    const maxKeys = options.maxKeys ?? 1000;
-    if (!Number.isSafeInteger(maxKeys) || maxKeys < 1) {
-      throw new InvalidInputError(
-        `maxKeys ${maxKeys}`,
-        "is not a positive integer",
-        "an integer >= 1",
-      );
-    }
+    const maxKeys = validateMaxKeys(options.maxKeys);
     try {
       const response = await this.#client.send(
         new ListObjectsV2Command({
@@ -290,9 +284,9 @@ export class S3ObjectStore implements ObjectStore {
     bytes: Uint8Array,
     contentType: string | undefined,
   ): Promise<CreateResult> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await this.#client.send(
+    try {
+      return await this.#ifNoneMatch(key, () =>
+        this.#client.send(
           new PutObjectCommand({
             Bucket: this.bucket,
             Key: key,
@@ -301,18 +295,42 @@ export class S3ObjectStore implements ObjectStore {
             ContentType: contentType,
             IfNoneMatch: "*",
           }),
-        );
+        ),
+      );
+    } catch (error) {
+      throw this.#error(error, "createIfAbsent", key);
+    }
+  }
+
+  /**
+   * A write conditioned on no object at `key`: a failed precondition means
+   * another writer won (`onLost` runs first); a conflict with a concurrent
+   * conditional write is retried with backoff, and after the last attempt
+   * (`onLost` first) the object's presence decides. Other errors propagate.
+   */
+  async #ifNoneMatch(
+    key: string,
+    send: () => Promise<unknown>,
+    onLost: () => Promise<void> = async () => {},
+  ): Promise<CreateResult> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await send();
         return "created";
       } catch (error) {
-        if (isPreconditionFailed(error)) return "already-exists";
+        if (isPreconditionFailed(error)) {
+          await onLost();
+          return "already-exists";
+        }
         if (isConditionalConflict(error)) {
           if (attempt < this.#conflictAttempts) {
             await conflictBackoff(attempt);
             continue;
           }
+          await onLost();
           if ((await this.head(key)) !== null) return "already-exists";
         }
-        throw this.#error(error, "createIfAbsent", key);
+        throw error;
       }
     }
   }
@@ -352,9 +370,10 @@ export class S3ObjectStore implements ObjectStore {
     };
     try {
       const parts = await this.#uploadParts(key, uploadId, filePath, size, partSize);
-      for (let attempt = 1; ; attempt++) {
-        try {
-          await this.#client.send(
+      return await this.#ifNoneMatch(
+        key,
+        () =>
+          this.#client.send(
             new CompleteMultipartUploadCommand({
               Bucket: this.bucket,
               Key: key,
@@ -362,24 +381,9 @@ export class S3ObjectStore implements ObjectStore {
               MultipartUpload: { Parts: parts },
               IfNoneMatch: "*",
             }),
-          );
-          return "created";
-        } catch (error) {
-          if (isPreconditionFailed(error)) {
-            await abort();
-            return "already-exists";
-          }
-          if (isConditionalConflict(error) && attempt < this.#conflictAttempts) {
-            await conflictBackoff(attempt);
-            continue;
-          }
-          if (isConditionalConflict(error)) {
-            await abort();
-            if ((await this.head(key)) !== null) return "already-exists";
-          }
-          throw error;
-        }
-      }
+          ),
+        abort,
+      );
     } catch (error) {
       await abort();
       throw this.#error(error, "createIfAbsent", key);

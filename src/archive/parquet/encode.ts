@@ -17,7 +17,6 @@ import {
 } from "apache-arrow";
 import * as parquetWasm from "parquet-wasm";
 import { InvalidInputError } from "../../errors.js";
-import { formatMicrosRfc3339 } from "../../domain/time.js";
 import type { BucketRow } from "../../ports/hot-store.js";
 import { PARQUET_CREATED_BY, RECORD_SCHEMA_VERSION, type BinaryColumn } from "../envelope.js";
 import type { RowGuard } from "../row-guard.js";
@@ -26,6 +25,8 @@ import {
   DATA_PAGE_ROWS,
   DEFAULT_BATCH_ROWS,
   DEFAULT_ROW_GROUP_ROWS,
+  eventTimeNanos,
+  positiveInteger,
   RECORD_SCHEMA_VERSION_KEY,
 } from "./layout.js";
 import { nativeParquetAvailable, writeNativeParquet } from "./native.js";
@@ -61,10 +62,6 @@ export type ParquetWriterKind = "native" | "wasm";
 export function defaultParquetWriter(): ParquetWriterKind {
   return nativeParquetAvailable() ? "native" : "wasm";
 }
-
-/** Event times a Parquet TIMESTAMP(NANOS) can hold: signed 64-bit nanoseconds. */
-const MIN_NANOS = -(2n ** 63n);
-const MAX_NANOS = 2n ** 63n - 1n;
 
 const ARROW_SCHEMA = new Schema([
   new Field("partition_key", new Binary(), false),
@@ -170,14 +167,7 @@ class BatchBuilder {
   }
 
   add(row: BucketRow): void {
-    const nanos = row.eventTime * 1000n;
-    if (nanos < MIN_NANOS || nanos > MAX_NANOS) {
-      throw new InvalidInputError(
-        `event time ${formatMicrosRfc3339(row.eventTime)}`,
-        "is outside what a Parquet TIMESTAMP(NANOS) can hold",
-        "a time between 1677-09-21T00:12:43.145225Z and 2262-04-11T23:47:16.854775Z; archive such a table as json",
-      );
-    }
+    const nanos = eventTimeNanos(row.eventTime);
     const i = this.length;
     this.#micros[i] = row.eventTime;
     this.#nanos[i] = nanos;
@@ -242,13 +232,6 @@ function toWasmBatch(ipc: Uint8Array): parquetWasm.RecordBatch {
   } finally {
     table.free();
   }
-}
-
-function positiveInteger(value: number, name: string): number {
-  if (!Number.isSafeInteger(value) || value < 1) {
-    throw new InvalidInputError(`${name} ${value}`, "is not a positive integer", "an integer >= 1");
-  }
-  return value;
 }
 
 /** Encode pages of rows as an envelope Parquet file with the writer `options.writer` names. */

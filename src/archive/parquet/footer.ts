@@ -50,6 +50,28 @@ export interface RowGroupInfo {
   readonly numRows: number;
 }
 
+/**
+ * A Thrift PageHeader: the page's type and sizes, then the header of its
+ * type in `field` (5 for a data page, 7 for a dictionary page).
+ */
+function pageHeader(
+  type: number,
+  uncompressed: number,
+  compressed: number,
+  out: ThriftWriter,
+  field: number,
+  typeHeader: () => void,
+): Buffer {
+  out.reset();
+  out.struct(() => {
+    out.i32(1, type);
+    out.i32(2, uncompressed);
+    out.i32(3, compressed);
+    out.structField(field, typeHeader);
+  });
+  return out.bytes();
+}
+
 export function dataPageHeader(
   uncompressed: number,
   compressed: number,
@@ -57,19 +79,12 @@ export function dataPageHeader(
   encoding: number,
   out: ThriftWriter,
 ): Buffer {
-  out.reset();
-  out.struct(() => {
-    out.i32(1, PageType.DATA_PAGE);
-    out.i32(2, uncompressed);
-    out.i32(3, compressed);
-    out.structField(5, () => {
-      out.i32(1, rows);
-      out.i32(2, encoding);
-      out.i32(3, Encoding.RLE);
-      out.i32(4, Encoding.RLE);
-    });
+  return pageHeader(PageType.DATA_PAGE, uncompressed, compressed, out, 5, () => {
+    out.i32(1, rows);
+    out.i32(2, encoding);
+    out.i32(3, Encoding.RLE);
+    out.i32(4, Encoding.RLE);
   });
-  return out.bytes();
 }
 
 export function dictionaryPageHeader(
@@ -78,17 +93,10 @@ export function dictionaryPageHeader(
   entries: number,
   out: ThriftWriter,
 ): Buffer {
-  out.reset();
-  out.struct(() => {
-    out.i32(1, PageType.DICTIONARY_PAGE);
-    out.i32(2, uncompressed);
-    out.i32(3, compressed);
-    out.structField(7, () => {
-      out.i32(1, entries);
-      out.i32(2, Encoding.PLAIN);
-    });
+  return pageHeader(PageType.DICTIONARY_PAGE, uncompressed, compressed, out, 7, () => {
+    out.i32(1, entries);
+    out.i32(2, Encoding.PLAIN);
   });
-  return out.bytes();
 }
 
 /** A column chunk's OffsetIndex: every data page's location and first row. */

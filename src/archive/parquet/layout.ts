@@ -1,8 +1,11 @@
 /**
- * The Parquet layout every payload writer produces: row groups, data pages
- * and the footer's fixed metadata. Both writers (native.ts and parquet-wasm
- * in encode.ts) follow it, so readers see the same shape whichever wrote.
+ * The Parquet layout every payload writer produces: row groups, data pages,
+ * the footer's fixed metadata and the event-time range a TIMESTAMP(NANOS)
+ * holds. Both writers (native.ts and parquet-wasm in encode.ts) follow it,
+ * so readers see the same shape, and refuse the same input, whichever wrote.
  */
+import { formatMicrosRfc3339, type EpochMicros } from "../../domain/time.js";
+import { InvalidInputError } from "../../errors.js";
 import { RECORD_SCHEMA_VERSION } from "../envelope.js";
 
 /**
@@ -37,3 +40,28 @@ export const KEY_VALUE_METADATA: readonly (readonly [string, string])[] = [
   [RECORD_SCHEMA_VERSION_KEY, String(RECORD_SCHEMA_VERSION)],
   ["ARROW:schema", ARROW_SCHEMA_BASE64],
 ];
+
+/** Event times a Parquet TIMESTAMP(NANOS) can hold: signed 64-bit nanoseconds. */
+export const MIN_NANOS = -(2n ** 63n);
+export const MAX_NANOS = 2n ** 63n - 1n;
+
+/** A row's event time as the TIMESTAMP(NANOS) both writers store; a time it cannot hold is refused. */
+export function eventTimeNanos(eventTime: EpochMicros): bigint {
+  const nanos = eventTime * 1000n;
+  if (nanos < MIN_NANOS || nanos > MAX_NANOS) {
+    throw new InvalidInputError(
+      `event time ${formatMicrosRfc3339(eventTime)}`,
+      "is outside what a Parquet TIMESTAMP(NANOS) can hold",
+      "a time between 1677-09-21T00:12:43.145225Z and 2262-04-11T23:47:16.854775Z; archive such a table as json",
+    );
+  }
+  return nanos;
+}
+
+/** A writer option (row group or batch rows) that must be a whole number of at least one. */
+export function positiveInteger(value: number, name: string): number {
+  if (!Number.isSafeInteger(value) || value < 1) {
+    throw new InvalidInputError(`${name} ${value}`, "is not a positive integer", "an integer >= 1");
+  }
+  return value;
+}

@@ -19,11 +19,17 @@
  * page; the bytes are the same for the same rows and settings.
  */
 import * as zlib from "node:zlib";
-import { InvalidInputError } from "../../errors.js";
-import { formatMicrosRfc3339 } from "../../domain/time.js";
 import type { BucketRow } from "../../ports/hot-store.js";
 import type { RowGuard } from "../row-guard.js";
-import { DATA_PAGE_BYTES, DATA_PAGE_ROWS, DEFAULT_ROW_GROUP_ROWS } from "./layout.js";
+import {
+  DATA_PAGE_BYTES,
+  DATA_PAGE_ROWS,
+  DEFAULT_ROW_GROUP_ROWS,
+  eventTimeNanos,
+  MAX_NANOS,
+  MIN_NANOS,
+  positiveInteger,
+} from "./layout.js";
 import {
   dataPageHeader,
   dictionaryPageHeader,
@@ -43,8 +49,6 @@ export const MAX_PAGE_BYTES = 1024 * 1024;
 /** Pages of a partition_key data page: its indices take bits, so it is cut by rows only. */
 const KEY_PAGE_ROWS = 20_000;
 
-const MIN_NANOS = -(2n ** 63n);
-const MAX_NANOS = 2n ** 63n - 1n;
 const MAGIC = Buffer.from("PAR1", "latin1");
 
 /** True when this runtime's zlib has Zstandard (Node 22.15+), which the native writer needs. */
@@ -184,14 +188,7 @@ class RowGroupBuilder {
   }
 
   add(row: BucketRow): void {
-    const nanos = row.eventTime * 1000n;
-    if (nanos < MIN_NANOS || nanos > MAX_NANOS) {
-      throw new InvalidInputError(
-        `event time ${formatMicrosRfc3339(row.eventTime)}`,
-        "is outside what a Parquet TIMESTAMP(NANOS) can hold",
-        "a time between 1677-09-21T00:12:43.145225Z and 2262-04-11T23:47:16.854775Z; archive such a table as json",
-      );
-    }
+    const nanos = eventTimeNanos(row.eventTime);
     if (nanos < this.range.min) this.range.min = nanos;
     if (nanos > this.range.max) this.range.max = nanos;
     const key = row.sortKey;
@@ -371,13 +368,6 @@ class FileAssembler {
     out.push(footer, length, MAGIC);
     return out;
   }
-}
-
-function positiveInteger(value: number, name: string): number {
-  if (!Number.isSafeInteger(value) || value < 1) {
-    throw new InvalidInputError(`${name} ${value}`, "is not a positive integer", "an integer >= 1");
-  }
-  return value;
 }
 
 /**

@@ -19,7 +19,7 @@
  */
 import { checkPublishedObjects } from "../../archive/store.js";
 import { verifyArchive } from "../../archive/segments.js";
-import { recordedPayload } from "./recorded-payload.js";
+import { requireSealedArchive } from "./recorded-payload.js";
 import { InvariantViolationError } from "../../errors.js";
 import type { ClusteringPosition } from "../../ports/hot-store.js";
 import { sleep as timerSleep } from "../../ports/clock.js";
@@ -41,17 +41,16 @@ export async function cleanupBucket({
   deadline,
 }: PhaseInput): Promise<StepResult> {
   const { cleanupBatchSize, cleanupMaxRowsPerSecond } = ctx.settings;
-  const recorded = await recordedPayload(ctx.hotStore, metadata);
-  if (metadata.manifestKey === null || recorded === null) {
-    throw new InvariantViolationError(
-      "archived bucket in phase cleanup lacks a manifest or payload",
-    );
-  }
+  const { recorded, manifestKey } = await requireSealedArchive(
+    ctx.hotStore,
+    metadata,
+    "archived bucket in phase cleanup lacks a manifest or payload",
+  );
   if (recorded.kind === "single") {
-    await checkPublishedObjects(ctx.objectStore, metadata.manifestKey, recorded.payload);
+    await checkPublishedObjects(ctx.objectStore, manifestKey, recorded.payload);
   } else {
     // The manifest names the parts; reading it proves it exists, and each part is checked by HEAD.
-    await verifyArchive(ctx.objectStore, metadata.manifestKey, {
+    await verifyArchive(ctx.objectStore, manifestKey, {
       bucket: metadata.id,
       parts: recorded.parts,
       verifyPayloadBytes: false,

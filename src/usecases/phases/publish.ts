@@ -14,10 +14,9 @@
  * published payloads); if that write fails or the process dies first,
  * cleanup writes it before deleting any hot row (see usecases/catalog.ts).
  */
-import { InvariantViolationError } from "../../errors.js";
 import { verifyArchive } from "../../archive/segments.js";
 import { commitFenced, type PhaseInput, type StepResult } from "./step.js";
-import { recordedPayload } from "./recorded-payload.js";
+import { requireSealedArchive } from "./recorded-payload.js";
 import { catalogPortsOf, refreshCatalogEntry } from "../catalog.js";
 
 export async function publishBucket({
@@ -26,13 +25,11 @@ export async function publishBucket({
   metadata,
   takeover,
 }: PhaseInput): Promise<StepResult> {
-  const recorded = await recordedPayload(ctx.hotStore, metadata);
-  const manifestKey = metadata.manifestKey;
-  if (recorded === null || manifestKey === null) {
-    throw new InvariantViolationError(
-      "bucket in phase publish lacks a recorded payload or manifest",
-    );
-  }
+  const { recorded, manifestKey } = await requireSealedArchive(
+    ctx.hotStore,
+    metadata,
+    "bucket in phase publish lacks a recorded payload or manifest",
+  );
   await verifyArchive(ctx.objectStore, manifestKey, {
     bucket: metadata.id,
     strategy: metadata.strategy,

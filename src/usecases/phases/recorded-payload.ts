@@ -63,3 +63,29 @@ export async function recordedPayload(
     byteLength: bytes,
   };
 }
+
+/**
+ * The recorded payload of a bucket past export. Its absence breaks the
+ * archive's invariant; `problem` says which, in the caller's words.
+ */
+export async function requireRecordedPayload(
+  hotStore: HotStore,
+  metadata: BucketMetadata,
+  problem: string,
+): Promise<RecordedPayload> {
+  const recorded = await recordedPayload(hotStore, metadata);
+  if (recorded === null) throw new InvariantViolationError(problem);
+  return recorded;
+}
+
+/** The recorded payload and manifest key of a sealed bucket; either missing is reported as `problem`. */
+export async function requireSealedArchive(
+  hotStore: HotStore,
+  metadata: BucketMetadata,
+  problem: string,
+): Promise<{ readonly recorded: RecordedPayload; readonly manifestKey: string }> {
+  const recorded = await recordedPayload(hotStore, metadata);
+  const manifestKey = metadata.manifestKey;
+  if (recorded === null || manifestKey === null) throw new InvariantViolationError(problem);
+  return { recorded, manifestKey };
+}

@@ -13,12 +13,11 @@
  * content-addressed, so a repeat of this phase writes no second object for
  * the same content and the record commit is fenced like every other.
  */
-import { InvariantViolationError } from "../../errors.js";
 import { sealManifest } from "../../archive/store.js";
 import { verifyPayload } from "../../archive/verify.js";
 import { sealSegmentedManifest } from "../../archive/segments.js";
 import { commitFenced, type PhaseInput, type StepResult } from "./step.js";
-import { recordedPayload } from "./recorded-payload.js";
+import { requireRecordedPayload } from "./recorded-payload.js";
 
 export async function sealBucket({
   ctx,
@@ -26,12 +25,11 @@ export async function sealBucket({
   metadata,
   takeover,
 }: PhaseInput): Promise<StepResult> {
-  const recorded = await recordedPayload(ctx.hotStore, metadata);
-  if (recorded === null) {
-    throw new InvariantViolationError(
-      `bucket in phase seal has no recorded payload (generation ${metadata.generation})`,
-    );
-  }
+  const recorded = await requireRecordedPayload(
+    ctx.hotStore,
+    metadata,
+    `bucket in phase seal has no recorded payload (generation ${metadata.generation})`,
+  );
   const { format } = recorded;
   const objects = recorded.kind === "single" ? [recorded.payload] : recorded.parts;
   if (takeover) {

@@ -7,9 +7,8 @@ import { bucketForTime } from "../../../domain/bucket.js";
 import {
   MAX_APPEND_BYTES,
   MAX_APPEND_RECORDS,
-  MAX_PARTITION_KEY_BYTES,
-  MAX_SORT_KEY_BYTES,
-  MAX_VALUE_BYTES,
+  oversizedField,
+  recordBytes,
 } from "../../../domain/limits.js";
 import { bytesEqual, type TableRecord } from "../../../domain/record.js";
 import type { TableId } from "../../../domain/table.js";
@@ -21,7 +20,6 @@ import {
   describeRecord,
   identityKey,
   insertAppendChunk,
-  recordBytes,
   statementChunks,
   type PendingBucket,
   type PendingRecord,
@@ -130,18 +128,13 @@ function checkAppendSizes(tableId: TableId, records: readonly TableRecord[]): vo
   }
   let total = 0;
   for (const [index, record] of records.entries()) {
-    for (const [field, bytes, max] of [
-      ["partition_key", record.partitionKey, MAX_PARTITION_KEY_BYTES],
-      ["sort_key", record.sortKey, MAX_SORT_KEY_BYTES],
-      ["value", record.value, MAX_VALUE_BYTES],
-    ] as const) {
-      if (bytes.byteLength > max) {
-        throw new InvalidInputError(
-          `record ${index} of ${input}`,
-          `its ${field} is ${bytes.byteLength} bytes long`,
-          `a ${field} of at most ${max} bytes; nothing of this append was stored`,
-        );
-      }
+    const over = oversizedField(record);
+    if (over !== undefined) {
+      throw new InvalidInputError(
+        `record ${index} of ${input}`,
+        `its ${over.field} is ${over.bytes} bytes long`,
+        `a ${over.field} of at most ${over.max} bytes; nothing of this append was stored`,
+      );
     }
     total += recordBytes(record);
   }

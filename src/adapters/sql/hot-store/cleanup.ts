@@ -10,11 +10,10 @@ import type {
   Lease,
 } from "../../../ports/hot-store.js";
 import type { SqlDatabase } from "../database.js";
-import { METADATA_TABLE, RECORDS_TABLE } from "../migrations.js";
-import { fencedUpdate, holdsLiveLease, leaseLost } from "./fenced-update.js";
+import { RECORDS_TABLE } from "../migrations.js";
+import { fencedUpdate, holdsLiveLease, leaseLost, lockUnderFence } from "./fenced-update.js";
 import { BUCKET, CLEANUP_FENCE, NOT_RESTORING, RELEASE_LEASE } from "./fences.js";
 import { deleteNextKeyRange } from "./key-range-delete.js";
-import { SqlParams } from "./params.js";
 
 export async function cleanupBatch(
   db: SqlDatabase,
@@ -25,19 +24,11 @@ export async function cleanupBatch(
 ): Promise<CleanupBatch> {
   const id = lease.bucket;
   const deleted = await db.transaction(async (tx) => {
-    // Lock the metadata row under the cleanup fence first. A restore (or
-    // any takeover) must update that row to take the bucket, so it waits
-    // for this transaction, and a stale cleanup finds the fence failed:
-    // whatever the isolation level, rows are deleted only while the bucket
-    // is archived, not being restored, and leased by us.
-    const f = new SqlParams();
-    const { rows: fenced } = await tx.query(
-      `SELECT 1 AS ok FROM ${METADATA_TABLE}
-        WHERE ${BUCKET(f, id)} AND ${CLEANUP_FENCE(f, lease, now)}
-          FOR UPDATE`,
-      f.values,
-    );
-    if (fenced.length === 0) return null;
+    // The cleanup fence first. A restore (or any takeover) must update the
+    // locked row to take the bucket, so whatever the isolation level, rows
+    // are deleted only while the bucket is archived, not being restored,
+    // and leased by us.
+    if (!(await lockUnderFence(tx, id, (f) => CLEANUP_FENCE(f, lease, now)))) return null;
     return await deleteNextKeyRange(tx, id, limit, after);
   }, "cleanupBatch");
   if (deleted === null) return await leaseLost(db, id);

@@ -27,6 +27,42 @@ export async function leaseLost(db: SqlExecutor, id: BucketId): Promise<LeaseLos
 }
 
 /**
+ * Lock a bucket's metadata row if it stands under `fence`: a takeover must
+ * update that row to take the bucket, so it waits for the caller's
+ * transaction, and a stale holder finds no row. False, with nothing locked,
+ * when the fence does not hold.
+ */
+export async function lockUnderFence(
+  tx: SqlExecutor,
+  id: BucketId,
+  fence: (p: SqlParams) => string,
+): Promise<boolean> {
+  const f = new SqlParams();
+  const { rows } = await tx.query(
+    `SELECT 1 AS ok FROM ${METADATA_TABLE}
+      WHERE ${BUCKET(f, id)} AND ${fence(f)}
+        FOR UPDATE`,
+    f.values,
+  );
+  return rows.length > 0;
+}
+
+/**
+ * A fenced write of several statements in one transaction: `body` checks
+ * its fence and returns the updated metadata row, or null when the fence
+ * failed, which is reported as the lost lease.
+ */
+export async function fencedTransaction(
+  db: SqlDatabase,
+  operation: string,
+  id: BucketId,
+  body: (tx: SqlExecutor) => Promise<MetadataRow | null>,
+): Promise<FencedWrite> {
+  const row = await db.transaction(body, operation);
+  return row === null ? await leaseLost(db, id) : { kind: "committed", metadata: toMetadata(row) };
+}
+
+/**
  * One conditional UPDATE of a bucket's metadata under {@link LIVE_LEASE}
  * plus `condition`, committed on its own; on failure, the current metadata
  * for the caller.

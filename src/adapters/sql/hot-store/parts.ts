@@ -17,10 +17,10 @@ import type {
 } from "../../../ports/hot-store.js";
 import type { SqlExecutor, SqlDatabase } from "../database.js";
 import { METADATA_TABLE, PARTS_TABLE } from "../migrations.js";
-import { leaseLost } from "./fenced-update.js";
+import { fencedTransaction, leaseLost, lockUnderFence } from "./fenced-update.js";
 import { BUCKET, HAND_ON, LIVE_LEASE } from "./fences.js";
 import { SqlParams } from "./params.js";
-import { METADATA_COLUMNS, toBytes, toMetadata, type MetadataRow } from "./rows.js";
+import { METADATA_COLUMNS, toBytes, type MetadataRow } from "./rows.js";
 
 /** EXPORT_FENCE: an archiving bucket in phase export, under the caller's lease. */
 function EXPORT_FENCE(p: SqlParams, lease: Lease, now: Date): string {
@@ -29,14 +29,7 @@ function EXPORT_FENCE(p: SqlParams, lease: Lease, now: Date): string {
 
 /** Lock the metadata row if it is under the export fence; false when it is not. */
 async function lockExportFence(tx: SqlExecutor, lease: Lease, now: Date): Promise<boolean> {
-  const f = new SqlParams();
-  const { rows } = await tx.query(
-    `SELECT 1 AS ok FROM ${METADATA_TABLE}
-      WHERE ${BUCKET(f, lease.bucket)} AND ${EXPORT_FENCE(f, lease, now)}
-        FOR UPDATE`,
-    f.values,
-  );
-  return rows.length > 0;
+  return await lockUnderFence(tx, lease.bucket, (f) => EXPORT_FENCE(f, lease, now));
 }
 
 async function countParts(tx: SqlExecutor, id: BucketId): Promise<number> {
@@ -134,7 +127,7 @@ export async function finishExport(
   parts: number,
 ): Promise<FencedWrite> {
   const id = lease.bucket;
-  const row = await db.transaction(async (tx) => {
+  return await fencedTransaction(db, "finishExport", id, async (tx) => {
     if (!(await lockExportFence(tx, lease, now))) return null;
     const recorded = await listParts(tx, id);
     if (recorded.length !== parts || parts < 1) {
@@ -165,7 +158,5 @@ export async function finishExport(
       p.values,
     );
     return updated[0] ?? null;
-  }, "finishExport");
-  if (row === null) return await leaseLost(db, id);
-  return { kind: "committed", metadata: toMetadata(row) };
+  });
 }

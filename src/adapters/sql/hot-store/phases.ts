@@ -8,11 +8,11 @@
 import type { FencedWrite, Lease, PayloadFacts } from "../../../ports/hot-store.js";
 import type { SqlDatabase } from "../database.js";
 import { METADATA_TABLE } from "../migrations.js";
-import { fencedUpdate, leaseLost } from "./fenced-update.js";
+import { fencedTransaction, fencedUpdate, lockUnderFence } from "./fenced-update.js";
 import { BUCKET, CLAIMABLE, HAND_ON, LIVE_LEASE, RELEASE_LEASE } from "./fences.js";
 import { SqlParams } from "./params.js";
 import { deleteParts } from "./parts.js";
-import { METADATA_COLUMNS, toMetadata, type MetadataRow } from "./rows.js";
+import { METADATA_COLUMNS, type MetadataRow } from "./rows.js";
 
 /** `last_error` is kept to this many characters. */
 export const MAX_ERROR_LENGTH = 2000;
@@ -115,15 +115,9 @@ export async function defer(
   error: string,
 ): Promise<FencedWrite> {
   const id = lease.bucket;
-  const row = await db.transaction(async (tx) => {
-    const f = new SqlParams();
-    const { rows: fenced } = await tx.query(
-      `SELECT 1 AS ok FROM ${METADATA_TABLE}
-        WHERE ${BUCKET(f, id)} AND ${LIVE_LEASE(f, lease, now)} AND state <> 'archived'
-          FOR UPDATE`,
-      f.values,
-    );
-    if (fenced.length === 0) return null;
+  return await fencedTransaction(db, "defer", id, async (tx) => {
+    const unarchived = (f: SqlParams) => `${LIVE_LEASE(f, lease, now)} AND state <> 'archived'`;
+    if (!(await lockUnderFence(tx, id, unarchived))) return null;
     const hadParts = (await deleteParts(tx, id)) > 0;
     const p = new SqlParams();
     const { rows } = await tx.query<MetadataRow>(
@@ -142,7 +136,5 @@ export async function defer(
       p.values,
     );
     return rows[0] ?? null;
-  }, "defer");
-  if (row === null) return await leaseLost(db, id);
-  return { kind: "committed", metadata: toMetadata(row) };
+  });
 }

@@ -4,7 +4,7 @@
  */
 import { RecordConflictError } from "../../../errors.js";
 import { describeBucket, type BucketDescriptor, type BucketId } from "../../../domain/bucket.js";
-import { MAX_STATEMENT_BYTES } from "../../../domain/limits.js";
+import { MAX_STATEMENT_BYTES, recordBytes } from "../../../domain/limits.js";
 import { bufferView, bytesEqual, toBase64, type TableRecord } from "../../../domain/record.js";
 import type { TableId } from "../../../domain/table.js";
 import { formatMicrosRfc3339, parseSqlTimestamp, type EpochMicros } from "../../../domain/time.js";
@@ -50,11 +50,6 @@ export function describeRecord(
     `${describeBucket(bucket)} at ${formatMicrosRfc3339(eventTime)} ` +
     `with sort_key ${toBase64(sortKey)} (base64)`
   );
-}
-
-/** Keys and value of a record: what it adds to a statement's parameters. */
-export function recordBytes(record: TableRecord): number {
-  return record.partitionKey.byteLength + record.sortKey.byteLength + record.value.byteLength;
 }
 
 /**

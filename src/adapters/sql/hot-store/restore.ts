@@ -13,11 +13,17 @@ import type {
 } from "../../../ports/hot-store.js";
 import type { SqlDatabase } from "../database.js";
 import { METADATA_TABLE, RECORDS_TABLE } from "../migrations.js";
-import { fencedUpdate, holdsLiveLease, leaseLost } from "./fenced-update.js";
+import {
+  fencedTransaction,
+  fencedUpdate,
+  holdsLiveLease,
+  leaseLost,
+  lockUnderFence,
+} from "./fenced-update.js";
 import { BUCKET, LIVE_LEASE, RELEASE_LEASE, RESTORE_FENCE } from "./fences.js";
 import { SqlParams } from "./params.js";
 import { deleteParts } from "./parts.js";
-import { METADATA_COLUMNS, toMetadata, type MetadataRow } from "./rows.js";
+import { METADATA_COLUMNS, type MetadataRow } from "./rows.js";
 import { countHotRows } from "./reads.js";
 import {
   compareExisting,
@@ -48,16 +54,9 @@ export async function restoreRecords(
   const id = lease.bucket;
   const bucket: PendingBucket = { id, descriptor: parseBucketKey(id.bucketKey) };
   const result = await db.transaction(async (tx) => {
-    // Lock the metadata row under the restore fence first: a takeover's
-    // acquireLease waits for this transaction, so no stale owner inserts.
-    const f = new SqlParams();
-    const { rows: fenced } = await tx.query(
-      `SELECT 1 AS ok FROM ${METADATA_TABLE}
-        WHERE ${BUCKET(f, id)} AND ${RESTORE_FENCE(f, lease, now)}
-          FOR UPDATE`,
-      f.values,
-    );
-    if (fenced.length === 0) return null;
+    // The restore fence first: a takeover's acquireLease waits for this
+    // transaction, so no stale owner inserts.
+    if (!(await lockUnderFence(tx, id, (f) => RESTORE_FENCE(f, lease, now)))) return null;
     const pending: PendingRecord[] = rows.map((row) => ({
       bucket,
       record: { partitionKey: id.partitionKey, ...row },
@@ -87,7 +86,7 @@ export async function finishRestore(
   // One transaction: the fenced UPDATE locks the row, and a segmented
   // bucket's part records go with its payload facts.
   const id = lease.bucket;
-  const row = await db.transaction(async (tx) => {
+  const result = await fencedTransaction(db, "finishRestore", id, async (tx) => {
     const p = new SqlParams();
     const { rows } = await tx.query<MetadataRow>(
       `UPDATE ${METADATA_TABLE}
@@ -105,9 +104,7 @@ export async function finishRestore(
     if (rows[0] === undefined) return null;
     await deleteParts(tx, id);
     return rows[0];
-  }, "finishRestore");
-  const result: FencedWrite =
-    row === null ? await leaseLost(db, id) : { kind: "committed", metadata: toMetadata(row) };
+  });
   if (result.kind === "committed") return result;
   const m = result.metadata;
   if (

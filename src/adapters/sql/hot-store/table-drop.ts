@@ -43,6 +43,7 @@ import type {
 import type { SqlDatabase } from "../database.js";
 import { METADATA_TABLE, RECORDS_TABLE, TABLES_TABLE } from "../migrations.js";
 import { SOME_LIVE_LEASE, BUCKET, LIVE_LEASE } from "./fences.js";
+import { lockUnderFence } from "./fenced-update.js";
 import { deleteNextKeyRange } from "./key-range-delete.js";
 import { SqlParams } from "./params.js";
 import { deleteParts } from "./parts.js";
@@ -133,15 +134,8 @@ export async function dropBucketBatch(
 ): Promise<DropBatch> {
   const id = lease.bucket;
   const result = await db.transaction(async (tx) => {
-    // The fence first: a takeover must update this row, so it waits for us,
-    // and a stale holder finds no row and deletes nothing.
-    const f = new SqlParams();
-    const { rows: fenced } = await tx.query(
-      `SELECT 1 AS ok FROM ${METADATA_TABLE}
-        WHERE ${BUCKET(f, id)} AND ${LIVE_LEASE(f, lease, now)} FOR UPDATE`,
-      f.values,
-    );
-    if (fenced.length === 0) return null;
+    // The fence first, so a stale holder deletes nothing.
+    if (!(await lockUnderFence(tx, id, (f) => LIVE_LEASE(f, lease, now)))) return null;
     const deleted = await deleteNextKeyRange(tx, id, limit, after);
     if (deleted.last !== undefined)
       return { rows: deleted.count, bucketRemoved: false, last: deleted.last };
