@@ -8,7 +8,7 @@ import { Command, CommanderError, Option } from "commander";
 import { configHelpLines } from "../config-docs.js";
 import { parseBucketKey, parseBucketStrategy, type BucketId } from "../domain/bucket.js";
 import { RECORD_JSON_FORM } from "../domain/record.js";
-import { parseTableId } from "../domain/table.js";
+import { parseTableId, type TableId } from "../domain/table.js";
 import { ConfigError, errorMessage, PulpitumError } from "../errors.js";
 import { EXIT, exitCodeFor, UsageError } from "./exit-codes.js";
 import { integerOption, partitionKeyFrom, timeRangeFrom } from "./options.js";
@@ -263,20 +263,12 @@ function buildProgram(): Command {
       async (
         table: string,
         partitionKeyText: string | undefined,
-        opts: {
-          partitionKeyB64?: string;
-          from?: string;
-          to?: string;
-          limit: string;
-          cursor?: string;
-          preset: "raw" | "chat";
-          json?: boolean;
-        },
+        opts: PartitionRangeOptions & { limit: string; cursor?: string; preset: "raw" | "chat" },
       ) => {
-        const tableId = parseTableId(table, "TABLE");
-        const partitionKey = partitionKeyFrom(
+        const { tableId, partitionKey } = partitionArguments(
+          table,
           partitionKeyText,
-          opts.partitionKeyB64,
+          opts,
           "read TABLE (PARTITION_KEY | --partition-key-b64 B64)",
         );
         const range = timeRangeFrom(opts.from, opts.to);
@@ -307,20 +299,16 @@ function buildProgram(): Command {
       async (
         table: string,
         partitionKeyText: string | undefined,
-        opts: {
-          partitionKeyB64?: string;
+        opts: PartitionRangeOptions & {
           bucket?: string;
-          from?: string;
-          to?: string;
           format: "ndjson" | "parquet";
           output?: string;
-          json?: boolean;
         },
       ) => {
-        const tableId = parseTableId(table, "TABLE");
-        const partitionKey = partitionKeyFrom(
+        const { tableId, partitionKey } = partitionArguments(
+          table,
           partitionKeyText,
-          opts.partitionKeyB64,
+          opts,
           "export TABLE (PARTITION_KEY | --partition-key-b64 B64) [--bucket KEY | --from T --to T]",
         );
         if (opts.bucket !== undefined && (opts.from !== undefined || opts.to !== undefined))
@@ -389,21 +377,11 @@ function buildProgram(): Command {
     )
     .option("--json", "print the report as JSON")
     .action(
-      async (
-        table: string,
-        first: string,
-        second: string | undefined,
-        opts: { partitionKeyB64?: string; holdSeconds?: string; json?: boolean },
-      ) => {
-        const id = bucketArguments(
-          table,
-          first,
-          second,
-          opts.partitionKeyB64,
-          "restore TABLE PARTITION BUCKET, or restore TABLE BUCKET --partition-key-b64 B64",
-        );
-        await (await maintenanceModule()).restoreCommand(id, opts);
-      },
+      bucketAction(
+        "restore TABLE PARTITION BUCKET, or restore TABLE BUCKET --partition-key-b64 B64",
+        async (id, opts: { holdSeconds?: string; json?: boolean }) =>
+          await (await maintenanceModule()).restoreCommand(id, opts),
+      ),
     );
 
   program
@@ -418,21 +396,11 @@ function buildProgram(): Command {
     .option("--partition-key-b64 <b64>", "partition key as standard base64 (for binary keys)")
     .option("--json", "print the result as JSON")
     .action(
-      async (
-        table: string,
-        first: string,
-        second: string | undefined,
-        opts: { partitionKeyB64?: string; json?: boolean },
-      ) => {
-        const id = bucketArguments(
-          table,
-          first,
-          second,
-          opts.partitionKeyB64,
-          "retry TABLE PARTITION BUCKET, or retry TABLE BUCKET --partition-key-b64 B64",
-        );
-        await (await maintenanceModule()).retryCommand(id, opts);
-      },
+      bucketAction(
+        "retry TABLE PARTITION BUCKET, or retry TABLE BUCKET --partition-key-b64 B64",
+        async (id, opts: { json?: boolean }) =>
+          await (await maintenanceModule()).retryCommand(id, opts),
+      ),
     );
 
   const dlq = program
@@ -465,6 +433,39 @@ function buildProgram(): Command {
     });
 
   return program;
+}
+
+/** The options `read` and `export` share: the partition as base64, a time range, JSON output. */
+interface PartitionRangeOptions {
+  partitionKeyB64?: string;
+  from?: string;
+  to?: string;
+  json?: boolean;
+}
+
+/** TABLE and the partition given exactly once, as text or with --partition-key-b64. */
+function partitionArguments(
+  table: string,
+  partitionKeyText: string | undefined,
+  opts: PartitionRangeOptions,
+  usage: string,
+): { tableId: TableId; partitionKey: Uint8Array } {
+  const tableId = parseTableId(table, "TABLE");
+  return { tableId, partitionKey: partitionKeyFrom(partitionKeyText, opts.partitionKeyB64, usage) };
+}
+
+/** The action of a command that names one bucket (see {@link bucketArguments}). */
+function bucketAction<O extends object>(
+  usage: string,
+  run: (id: BucketId, opts: O) => Promise<void>,
+): (
+  table: string,
+  first: string,
+  second: string | undefined,
+  opts: O & { partitionKeyB64?: string },
+) => Promise<void> {
+  return async (table, first, second, opts) =>
+    await run(bucketArguments(table, first, second, opts.partitionKeyB64, usage), opts);
 }
 
 /** TABLE PARTITION BUCKET, or TABLE BUCKET with --partition-key-b64. */

@@ -28,23 +28,8 @@ import {
   TransientStoreError,
   errorMessage,
 } from "../../errors.js";
-import type {
-  ByteRange,
-  CreateResult,
-  ListOptions,
-  ListPage,
-  ObjectBody,
-  ObjectInfo,
-  ObjectStore,
-} from "../../ports/object-store.js";
-import {
-  fileBodyLengthMismatch,
-  unreadableFileBody,
-  validateByteRange,
-  validateListPrefix,
-  validateMaxKeys,
-  validateObjectKey,
-} from "./keys.js";
+import type * as port from "../../ports/object-store.js";
+import * as keys from "./keys.js";
 
 /** Names of in-flight (or crash-leftover) temporary files; never listed, never a key segment. */
 export const TEMP_FILE_PREFIX = ".tmp-";
@@ -65,7 +50,7 @@ const TRANSIENT_CODES = new Set([
   "ETIMEDOUT",
 ]);
 
-export class FileObjectStore implements ObjectStore {
+export class FileObjectStore implements port.ObjectStore {
   /** The absolute directory holding every object. */
   readonly root: string;
 
@@ -73,7 +58,7 @@ export class FileObjectStore implements ObjectStore {
     this.root = path.resolve(root);
   }
 
-  async createIfAbsent(key: string, body: ObjectBody): Promise<CreateResult> {
+  async createIfAbsent(key: string, body: port.ObjectBody): Promise<port.CreateResult> {
     const target = this.#pathOf(key);
     try {
       const dir = path.dirname(target);
@@ -100,9 +85,9 @@ export class FileObjectStore implements ObjectStore {
     }
   }
 
-  async get(key: string, range?: ByteRange): Promise<Uint8Array> {
+  async get(key: string, range?: port.ByteRange): Promise<Uint8Array> {
     const file = this.#pathOf(key);
-    if (range) validateByteRange(range, key);
+    if (range) keys.validateByteRange(range, key);
     let handle;
     try {
       handle = await open(file, "r");
@@ -114,19 +99,7 @@ export class FileObjectStore implements ObjectStore {
       if (!info.isFile()) throw new ObjectNotFoundError(key);
       const start = Math.min(range?.start ?? 0, info.size);
       const end = Math.min(range?.end ?? info.size, info.size);
-      const bytes = new Uint8Array(end - start);
-      let filled = 0;
-      while (filled < bytes.byteLength) {
-        const { bytesRead } = await handle.read(
-          bytes,
-          filled,
-          bytes.byteLength - filled,
-          start + filled,
-        );
-        if (bytesRead === 0) break;
-        filled += bytesRead;
-      }
-      return filled === bytes.byteLength ? bytes : bytes.subarray(0, filled);
+      return await keys.readFileRange(handle, start, end - start);
     } catch (error) {
       throw storeError(error, "get", key);
     } finally {
@@ -151,7 +124,7 @@ export class FileObjectStore implements ObjectStore {
     })();
   }
 
-  async head(key: string): Promise<ObjectInfo | null> {
+  async head(key: string): Promise<port.ObjectInfo | null> {
     const file = this.#pathOf(key);
     try {
       const info = await stat(file);
@@ -162,16 +135,16 @@ export class FileObjectStore implements ObjectStore {
     }
   }
 
-  async list(prefix: string, options: ListOptions = {}): Promise<ListPage> {
-    validateListPrefix(prefix);
-    const maxKeys = validateMaxKeys(options.maxKeys);
+  async list(prefix: string, options: port.ListOptions = {}): Promise<port.ListPage> {
+    keys.validateListPrefix(prefix);
+    const maxKeys = keys.validateMaxKeys(options.maxKeys);
     if (prefix.split("/").some((segment) => segment.startsWith(TEMP_FILE_PREFIX))) {
       return { objects: [], continuationToken: undefined };
     }
     // The deepest directory the prefix names completely; the rest of the
     // prefix (possibly part of a segment) filters its entries.
     const baseKey = prefix.slice(0, prefix.lastIndexOf("/") + 1);
-    const found: ObjectInfo[] = [];
+    const found: port.ObjectInfo[] = [];
     try {
       const after = options.continuationToken ?? options.startAfter;
       await this.#walk(baseKey, prefix, after, found, maxKeys + 1);
@@ -201,7 +174,7 @@ export class FileObjectStore implements ObjectStore {
 
   /** The file path of a key, which is always strictly inside the root. */
   #pathOf(key: string): string {
-    validateObjectKey(key);
+    keys.validateObjectKey(key);
     const segments = key.split("/");
     if (segments.some((segment) => segment.startsWith(TEMP_FILE_PREFIX))) {
       throw new InvalidInputError(
@@ -222,7 +195,7 @@ export class FileObjectStore implements ObjectStore {
   }
 
   /** Write and fsync the body to a fresh temporary file in `dir`; returns its path. */
-  async #writeTemporary(key: string, dir: string, body: ObjectBody): Promise<string> {
+  async #writeTemporary(key: string, dir: string, body: port.ObjectBody): Promise<string> {
     const temp = await this.#createTemporary(key, dir);
     try {
       if (body instanceof Uint8Array) {
@@ -240,7 +213,7 @@ export class FileObjectStore implements ObjectStore {
         try {
           const copied = (await handle.stat()).size;
           if (copied !== body.byteLength)
-            throw fileBodyLengthMismatch(body.filePath, body.byteLength, copied);
+            throw keys.fileBodyLengthMismatch(body.filePath, body.byteLength, copied);
           await handle.sync();
         } finally {
           await handle.close();
@@ -316,7 +289,7 @@ export class FileObjectStore implements ObjectStore {
     dirKey: string,
     prefix: string,
     after: string | undefined,
-    found: ObjectInfo[],
+    found: port.ObjectInfo[],
     limit: number,
   ): Promise<void> {
     const dirPath =
@@ -375,9 +348,10 @@ async function checkFileBody(body: { filePath: string; byteLength: number }): Pr
     if (!info.isFile()) throw new Error("not a regular file");
     size = info.size;
   } catch (error) {
-    throw unreadableFileBody(body.filePath, error);
+    throw keys.unreadableFileBody(body.filePath, error);
   }
-  if (size !== body.byteLength) throw fileBodyLengthMismatch(body.filePath, body.byteLength, size);
+  if (size !== body.byteLength)
+    throw keys.fileBodyLengthMismatch(body.filePath, body.byteLength, size);
 }
 
 async function fsyncDirectory(dir: string): Promise<void> {

@@ -4,36 +4,27 @@
  * what they change, so a method added to the port is forwarded everywhere
  * by writing it once, here.
  */
-import type {
-  ByteRange,
-  CreateOptions,
-  CreateResult,
-  ListOptions,
-  ListPage,
-  ObjectBody,
-  ObjectInfo,
-  ObjectStore,
-} from "../../ports/object-store.js";
+import type * as port from "../../ports/object-store.js";
 
-export class ForwardingObjectStore implements ObjectStore {
+export class ForwardingObjectStore implements port.ObjectStore {
   /** `inner` is the store itself, or how to reach it (opened on first use, say). */
-  constructor(private readonly inner: ObjectStore | (() => Promise<ObjectStore>)) {}
+  constructor(private readonly inner: port.ObjectStore | (() => Promise<port.ObjectStore>)) {}
 
   /** The store calls go to. */
-  protected target(): Promise<ObjectStore> {
+  protected target(): Promise<port.ObjectStore> {
     const inner = this.inner;
     return typeof inner === "function" ? inner() : Promise.resolve(inner);
   }
 
   async createIfAbsent(
     key: string,
-    body: ObjectBody,
-    options?: CreateOptions,
-  ): Promise<CreateResult> {
+    body: port.ObjectBody,
+    options?: port.CreateOptions,
+  ): Promise<port.CreateResult> {
     return await (await this.target()).createIfAbsent(key, body, options);
   }
 
-  async get(key: string, range?: ByteRange): Promise<Uint8Array> {
+  async get(key: string, range?: port.ByteRange): Promise<Uint8Array> {
     return await (await this.target()).get(key, range);
   }
 
@@ -41,11 +32,11 @@ export class ForwardingObjectStore implements ObjectStore {
     return await (await this.target()).getStream(key);
   }
 
-  async head(key: string): Promise<ObjectInfo | null> {
+  async head(key: string): Promise<port.ObjectInfo | null> {
     return await (await this.target()).head(key);
   }
 
-  async list(prefix: string, options?: ListOptions): Promise<ListPage> {
+  async list(prefix: string, options?: port.ListOptions): Promise<port.ListPage> {
     return await (await this.target()).list(prefix, options);
   }
 

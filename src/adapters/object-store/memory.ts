@@ -1,20 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { ObjectNotFoundError } from "../../errors.js";
-import type {
-  ByteRange,
-  CreateResult,
-  ListOptions,
-  ListPage,
-  ObjectBody,
-  ObjectInfo,
-  ObjectStore,
-} from "../../ports/object-store.js";
-import {
-  fileBodyLengthMismatch,
-  validateByteRange,
-  validateListPrefix,
-  validateObjectKey,
-} from "./keys.js";
+import type * as port from "../../ports/object-store.js";
+import * as keys from "./keys.js";
 
 export type ObjectOperation = "createIfAbsent" | "get" | "getStream" | "head" | "list" | "delete";
 
@@ -31,7 +18,7 @@ export type ObjectFault = (
 ) => void;
 
 /** An honest in-memory object store for unit tests, with fault injection. */
-export class MemoryObjectStore implements ObjectStore {
+export class MemoryObjectStore implements port.ObjectStore {
   readonly #objects = new Map<string, { bytes: Uint8Array; lastModified: Date }>();
   #fault: ObjectFault | undefined;
   /** Operation counts, for tests that assert request budgets. */
@@ -64,7 +51,7 @@ export class MemoryObjectStore implements ObjectStore {
 
   /** `memory:///key`: no engine reads it, but it names the object unambiguously. */
   async uri(key: string): Promise<string> {
-    validateObjectKey(key);
+    keys.validateObjectKey(key);
     return `memory:///${key}`;
   }
 
@@ -72,8 +59,8 @@ export class MemoryObjectStore implements ObjectStore {
     this.#fault?.(operation, key, when);
   }
 
-  async createIfAbsent(key: string, body: ObjectBody): Promise<CreateResult> {
-    validateObjectKey(key);
+  async createIfAbsent(key: string, body: port.ObjectBody): Promise<port.CreateResult> {
+    keys.validateObjectKey(key);
     this.calls.createIfAbsent++;
     this.#hook("createIfAbsent", key, "before");
     const bytes =
@@ -81,9 +68,9 @@ export class MemoryObjectStore implements ObjectStore {
         ? new Uint8Array(body)
         : new Uint8Array(await readFile(body.filePath));
     if (!(body instanceof Uint8Array) && bytes.byteLength !== body.byteLength) {
-      throw fileBodyLengthMismatch(body.filePath, body.byteLength, bytes.byteLength);
+      throw keys.fileBodyLengthMismatch(body.filePath, body.byteLength, bytes.byteLength);
     }
-    let result: CreateResult = "already-exists";
+    let result: port.CreateResult = "already-exists";
     if (!this.#objects.has(key)) {
       this.#objects.set(key, { bytes, lastModified: new Date() });
       result = "created";
@@ -92,9 +79,9 @@ export class MemoryObjectStore implements ObjectStore {
     return result;
   }
 
-  async get(key: string, range?: ByteRange): Promise<Uint8Array> {
-    validateObjectKey(key);
-    if (range) validateByteRange(range, key);
+  async get(key: string, range?: port.ByteRange): Promise<Uint8Array> {
+    keys.validateObjectKey(key);
+    if (range) keys.validateByteRange(range, key);
     this.calls.get++;
     this.#hook("get", key, "before");
     const object = this.#objects.get(key);
@@ -107,7 +94,7 @@ export class MemoryObjectStore implements ObjectStore {
   }
 
   async getStream(key: string): Promise<AsyncIterable<Uint8Array>> {
-    validateObjectKey(key);
+    keys.validateObjectKey(key);
     this.calls.getStream++;
     this.#hook("getStream", key, "before");
     const object = this.#objects.get(key);
@@ -120,8 +107,8 @@ export class MemoryObjectStore implements ObjectStore {
     })();
   }
 
-  async head(key: string): Promise<ObjectInfo | null> {
-    validateObjectKey(key);
+  async head(key: string): Promise<port.ObjectInfo | null> {
+    keys.validateObjectKey(key);
     this.calls.head++;
     this.#hook("head", key, "before");
     const object = this.#objects.get(key);
@@ -131,14 +118,14 @@ export class MemoryObjectStore implements ObjectStore {
       : null;
   }
 
-  async list(prefix: string, options: ListOptions = {}): Promise<ListPage> {
-    validateListPrefix(prefix);
+  async list(prefix: string, options: port.ListOptions = {}): Promise<port.ListPage> {
+    keys.validateListPrefix(prefix);
     this.calls.list++;
     this.#hook("list", prefix, "before");
     const maxKeys = options.maxKeys ?? 1000;
     const after = options.continuationToken ?? options.startAfter ?? "";
-    const keys = this.keys().filter((k) => k.startsWith(prefix) && k > after);
-    const page = keys.slice(0, maxKeys);
+    const matching = this.keys().filter((k) => k.startsWith(prefix) && k > after);
+    const page = matching.slice(0, maxKeys);
     const objects = page.map((key) => {
       const o = this.#objects.get(key)!;
       return { key, size: o.bytes.byteLength, lastModified: o.lastModified };
@@ -146,12 +133,12 @@ export class MemoryObjectStore implements ObjectStore {
     this.#hook("list", prefix, "after");
     return {
       objects,
-      continuationToken: keys.length > maxKeys ? page[page.length - 1] : undefined,
+      continuationToken: matching.length > maxKeys ? page[page.length - 1] : undefined,
     };
   }
 
   async delete(key: string): Promise<void> {
-    validateObjectKey(key);
+    keys.validateObjectKey(key);
     this.calls.delete++;
     this.#hook("delete", key, "before");
     this.#objects.delete(key);

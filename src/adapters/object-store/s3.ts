@@ -35,25 +35,9 @@ import {
   type S3ClientConfig,
 } from "@aws-sdk/client-s3";
 import { InvalidInputError, ObjectNotFoundError, TransientStoreError } from "../../errors.js";
-import type {
-  ByteRange,
-  CreateOptions,
-  CreateResult,
-  ListOptions,
-  ListPage,
-  ObjectBody,
-  ObjectInfo,
-  ObjectStore,
-} from "../../ports/object-store.js";
+import type * as port from "../../ports/object-store.js";
 import { httpHandlerSettings, type HttpClientTimeouts } from "../http-timeouts.js";
-import {
-  fileBodyLengthMismatch,
-  unreadableFileBody,
-  validateByteRange,
-  validateListPrefix,
-  validateMaxKeys,
-  validateObjectKey,
-} from "./keys.js";
+import * as keys from "./keys.js";
 import {
   conflictBackoff,
   isConditionalConflict,
@@ -93,7 +77,7 @@ export interface S3ObjectStoreOptions {
   readonly conflictAttempts?: number;
 }
 
-export class S3ObjectStore implements ObjectStore {
+export class S3ObjectStore implements port.ObjectStore {
   readonly bucket: string;
   readonly #client: S3Client;
   readonly #ownsClient: boolean;
@@ -138,35 +122,35 @@ export class S3ObjectStore implements ObjectStore {
 
   async createIfAbsent(
     key: string,
-    body: ObjectBody,
-    options: CreateOptions = {},
-  ): Promise<CreateResult> {
-    validateObjectKey(key);
+    body: port.ObjectBody,
+    options: port.CreateOptions = {},
+  ): Promise<port.CreateResult> {
+    keys.validateObjectKey(key);
     if (body instanceof Uint8Array) return await this.#putIfAbsent(key, body, options.contentType);
     let size: number;
     try {
       size = (await stat(body.filePath)).size;
     } catch (error) {
-      throw unreadableFileBody(body.filePath, error);
+      throw keys.unreadableFileBody(body.filePath, error);
     }
     if (size !== body.byteLength)
-      throw fileBodyLengthMismatch(body.filePath, body.byteLength, size);
+      throw keys.fileBodyLengthMismatch(body.filePath, body.byteLength, size);
     if (size <= this.#multipartThresholdBytes) {
       const bytes = await readFile(body.filePath).catch((error: unknown) => {
-        throw unreadableFileBody(body.filePath, error);
+        throw keys.unreadableFileBody(body.filePath, error);
       });
       if (bytes.byteLength !== body.byteLength) {
-        throw fileBodyLengthMismatch(body.filePath, body.byteLength, bytes.byteLength);
+        throw keys.fileBodyLengthMismatch(body.filePath, body.byteLength, bytes.byteLength);
       }
       return await this.#putIfAbsent(key, bytes, options.contentType);
     }
     return await this.#multipartIfAbsent(key, body.filePath, size, options.contentType);
   }
 
-  async get(key: string, range?: ByteRange): Promise<Uint8Array> {
-    validateObjectKey(key);
+  async get(key: string, range?: port.ByteRange): Promise<Uint8Array> {
+    keys.validateObjectKey(key);
     if (range) {
-      validateByteRange(range, key);
+      keys.validateByteRange(range, key);
       // "bytes=5-4" is not a range to S3: it would send the whole object.
       if (range.end === range.start) {
         if ((await this.head(key)) === null) throw new ObjectNotFoundError(key);
@@ -198,7 +182,7 @@ export class S3ObjectStore implements ObjectStore {
   }
 
   async getStream(key: string): Promise<AsyncIterable<Uint8Array>> {
-    validateObjectKey(key);
+    keys.validateObjectKey(key);
     let body: AsyncIterable<Uint8Array>;
     try {
       const response = await this.#client.send(
@@ -222,8 +206,8 @@ export class S3ObjectStore implements ObjectStore {
   }
 
   /** A HEAD response has no body, so a missing bucket also reads as null here; get and list name it. */
-  async head(key: string): Promise<ObjectInfo | null> {
-    validateObjectKey(key);
+  async head(key: string): Promise<port.ObjectInfo | null> {
+    keys.validateObjectKey(key);
     try {
       const response = await this.#client.send(
         new HeadObjectCommand({ Bucket: this.bucket, Key: key }),
@@ -240,9 +224,9 @@ export class S3ObjectStore implements ObjectStore {
     }
   }
 
-  async list(prefix: string, options: ListOptions = {}): Promise<ListPage> {
-    validateListPrefix(prefix);
-    const maxKeys = validateMaxKeys(options.maxKeys);
+  async list(prefix: string, options: port.ListOptions = {}): Promise<port.ListPage> {
+    keys.validateListPrefix(prefix);
+    const maxKeys = keys.validateMaxKeys(options.maxKeys);
     try {
       const response = await this.#client.send(
         new ListObjectsV2Command({
@@ -266,7 +250,7 @@ export class S3ObjectStore implements ObjectStore {
   }
 
   async delete(key: string): Promise<void> {
-    validateObjectKey(key);
+    keys.validateObjectKey(key);
     try {
       await this.#client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key }));
     } catch (error) {
@@ -283,7 +267,7 @@ export class S3ObjectStore implements ObjectStore {
     key: string,
     bytes: Uint8Array,
     contentType: string | undefined,
-  ): Promise<CreateResult> {
+  ): Promise<port.CreateResult> {
     try {
       return await this.#ifNoneMatch(key, () =>
         this.#client.send(
@@ -312,7 +296,7 @@ export class S3ObjectStore implements ObjectStore {
     key: string,
     send: () => Promise<unknown>,
     onLost: () => Promise<void> = async () => {},
-  ): Promise<CreateResult> {
+  ): Promise<port.CreateResult> {
     for (let attempt = 1; ; attempt++) {
       try {
         await send();
@@ -340,7 +324,7 @@ export class S3ObjectStore implements ObjectStore {
     filePath: string,
     size: number,
     contentType: string | undefined,
-  ): Promise<CreateResult> {
+  ): Promise<port.CreateResult> {
     // Uploading gigabytes only to lose at completion is waste; the conditional
     // completion below still decides races.
     if ((await this.head(key)) !== null) return "already-exists";
@@ -401,7 +385,7 @@ export class S3ObjectStore implements ObjectStore {
     const count = Math.ceil(size / partSize);
     const parts: CompletedPart[] = new Array<CompletedPart>(count);
     const handle = await open(filePath, "r").catch((error: unknown) => {
-      throw unreadableFileBody(filePath, error);
+      throw keys.unreadableFileBody(filePath, error);
     });
     try {
       let next = 0;
@@ -411,18 +395,10 @@ export class S3ObjectStore implements ObjectStore {
           const index = next++;
           try {
             const offset = index * partSize;
-            const bytes = new Uint8Array(Math.min(partSize, size - offset));
-            let filled = 0;
-            while (filled < bytes.byteLength) {
-              const { bytesRead } = await handle.read(
-                bytes,
-                filled,
-                bytes.byteLength - filled,
-                offset + filled,
-              );
-              if (bytesRead === 0) throw fileBodyLengthMismatch(filePath, size, offset + filled);
-              filled += bytesRead;
-            }
+            const length = Math.min(partSize, size - offset);
+            const bytes = await keys.readFileRange(handle, offset, length);
+            if (bytes.byteLength < length)
+              throw keys.fileBodyLengthMismatch(filePath, size, offset + bytes.byteLength);
             const checksum = crc32Base64(bytes);
             const response = await this.#client.send(
               new UploadPartCommand({
@@ -458,7 +434,7 @@ export class S3ObjectStore implements ObjectStore {
   }
 
   async uri(key: string): Promise<string> {
-    validateObjectKey(key);
+    keys.validateObjectKey(key);
     return this.#describe(key);
   }
 

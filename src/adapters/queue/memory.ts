@@ -9,14 +9,7 @@
 import { randomUUID } from "node:crypto";
 import { TransientStoreError } from "../../errors.js";
 import type { Clock } from "../../ports/clock.js";
-import {
-  checkVisibilitySeconds,
-  encodeWorkMessage,
-  type MessageVisibility,
-  type QueueDepth,
-  type WorkItem,
-  type WorkQueue,
-} from "../../ports/work-queue.js";
+import * as queue from "../../ports/work-queue.js";
 
 interface StoredMessage {
   readonly id: string;
@@ -33,7 +26,7 @@ export interface ReceivedMessage {
   readonly receiveCount: number;
 }
 
-export class MemoryWorkQueue implements WorkQueue, MessageVisibility {
+export class MemoryWorkQueue implements queue.WorkQueue, queue.MessageVisibility {
   readonly #clock: Clock;
   readonly #visibilityMs: number;
   readonly #messages = new Map<string, StoredMessage>();
@@ -45,11 +38,11 @@ export class MemoryWorkQueue implements WorkQueue, MessageVisibility {
     this.#visibilityMs = options.visibilityTimeoutSeconds * 1000;
   }
 
-  async send(item: WorkItem): Promise<void> {
+  async send(item: queue.WorkItem): Promise<void> {
     const id = randomUUID();
     this.#messages.set(id, {
       id,
-      body: encodeWorkMessage(item),
+      body: queue.encodeWorkMessage(item),
       visibleAt: 0,
       receipt: undefined,
       receiveCount: 0,
@@ -57,11 +50,11 @@ export class MemoryWorkQueue implements WorkQueue, MessageVisibility {
     this.sent++;
   }
 
-  async sendBatch(items: readonly WorkItem[]): Promise<void> {
+  async sendBatch(items: readonly queue.WorkItem[]): Promise<void> {
     for (const item of items) await this.send(item);
   }
 
-  async depth(): Promise<QueueDepth> {
+  async depth(): Promise<queue.QueueDepth> {
     const now = this.#clock.now().getTime();
     let waiting = 0;
     let inFlight = 0;
@@ -99,7 +92,7 @@ export class MemoryWorkQueue implements WorkQueue, MessageVisibility {
   }
 
   async returnAfter(receiptHandle: string, seconds: number): Promise<void> {
-    checkVisibilitySeconds(seconds);
+    queue.checkVisibilitySeconds(seconds);
     const m = this.#byReceipt(receiptHandle);
     // SQS refuses a receipt whose message is visible again or was received anew.
     if (m === undefined || m.visibleAt <= this.#clock.now().getTime()) {

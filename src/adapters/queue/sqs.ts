@@ -18,14 +18,7 @@ import {
 import { TransientStoreError, errorMessage } from "../../errors.js";
 import { describeBucket } from "../../domain/bucket.js";
 import { sleep } from "../../ports/clock.js";
-import {
-  checkVisibilitySeconds,
-  encodeWorkMessage,
-  type MessageVisibility,
-  type QueueDepth,
-  type WorkItem,
-  type WorkQueue,
-} from "../../ports/work-queue.js";
+import * as queue from "../../ports/work-queue.js";
 import { httpHandlerSettings, type HttpClientTimeouts } from "../http-timeouts.js";
 
 /**
@@ -54,7 +47,7 @@ export interface SqsWorkQueueOptions {
   readonly retryDelayMs?: number;
 }
 
-export class SqsWorkQueue implements WorkQueue, MessageVisibility {
+export class SqsWorkQueue implements queue.WorkQueue, queue.MessageVisibility {
   readonly queueUrl: string;
   readonly #client: SQSClient;
   readonly #attempts: number;
@@ -67,10 +60,13 @@ export class SqsWorkQueue implements WorkQueue, MessageVisibility {
     this.#retryDelayMs = Math.max(0, options.retryDelayMs ?? 100);
   }
 
-  async send(item: WorkItem): Promise<void> {
+  async send(item: queue.WorkItem): Promise<void> {
     try {
       await this.#client.send(
-        new SendMessageCommand({ QueueUrl: this.queueUrl, MessageBody: encodeWorkMessage(item) }),
+        new SendMessageCommand({
+          QueueUrl: this.queueUrl,
+          MessageBody: queue.encodeWorkMessage(item),
+        }),
       );
     } catch (error) {
       throw new TransientStoreError(
@@ -80,7 +76,7 @@ export class SqsWorkQueue implements WorkQueue, MessageVisibility {
     }
   }
 
-  async depth(): Promise<QueueDepth> {
+  async depth(): Promise<queue.QueueDepth> {
     let attributes: Record<string, string>;
     try {
       const response = await this.#client.send(
@@ -113,7 +109,7 @@ export class SqsWorkQueue implements WorkQueue, MessageVisibility {
   }
 
   async returnAfter(receiptHandle: string, seconds: number): Promise<void> {
-    checkVisibilitySeconds(seconds);
+    queue.checkVisibilitySeconds(seconds);
     try {
       await this.#client.send(
         new ChangeMessageVisibilityCommand({
@@ -130,13 +126,16 @@ export class SqsWorkQueue implements WorkQueue, MessageVisibility {
     }
   }
 
-  async sendBatch(items: readonly WorkItem[]): Promise<void> {
+  async sendBatch(items: readonly queue.WorkItem[]): Promise<void> {
     for (let start = 0; start < items.length; start += SQS_MAX_BATCH) {
       const chunk = items.slice(start, start + SQS_MAX_BATCH);
       const failed = await sendEntries(
         this.#client,
         this.queueUrl,
-        chunk.map((item, i) => ({ Id: String(start + i), MessageBody: encodeWorkMessage(item) })),
+        chunk.map((item, i) => ({
+          Id: String(start + i),
+          MessageBody: queue.encodeWorkMessage(item),
+        })),
         { attempts: this.#attempts, retryDelayMs: this.#retryDelayMs },
       );
       if (failed.length > 0) {
