@@ -24,6 +24,7 @@ import type { SQSClient } from "@aws-sdk/client-sqs";
 import type { PulpitumConfig } from "../src/config.js";
 import { parseFunctionSettings } from "../src/function-settings.js";
 import { ConfigError, errorMessage } from "../src/errors.js";
+import type { Env } from "../src/variables.js";
 import { S3ObjectStore } from "../src/adapters/object-store/s3.js";
 import { createSqsClient, SqsWorkQueue } from "../src/adapters/queue/sqs.js";
 import { httpHandlerSettings } from "../src/adapters/http-timeouts.js";
@@ -36,8 +37,6 @@ import {
   sqsTimeouts,
   type Adapters,
 } from "../src/open-adapters.js";
-
-type Env = Readonly<Record<string, string | undefined>>;
 
 /** AWS SDK clients the adapters use; tests pass instrumented ones. */
 export interface AwsClients {

@@ -8,9 +8,8 @@ import { createSqsClient } from "../src/adapters/queue/sqs.js";
 import { SqsDeadLetterQueue } from "../src/adapters/queue/sqs-dead-letters.js";
 import { parseConfig } from "../src/config.js";
 import { ConfigError } from "../src/errors.js";
+import type { Env } from "../src/variables.js";
 import { httpTimeoutsFromSeconds } from "../src/adapters/http-timeouts.js";
-
-type Env = Readonly<Record<string, string | undefined>>;
 
 export function openDeadLetters(
   env: Env = process.env,

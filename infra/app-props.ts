@@ -6,8 +6,7 @@
  */
 import type { ArchiverStackProps } from "./archiver-stack.js";
 import type { PayloadStorageClass } from "./settings.js";
-
-type Env = Readonly<Record<string, string | undefined>>;
+import type { Env } from "../src/variables.js";
 
 /** Each setting: its context key, its environment variable, and how to read it. */
 export const APP_SETTINGS = {
