@@ -103,6 +103,11 @@ export function payloadName(
   return `${sha256Hex}-g${attempt.generation}-${attemptTag(attempt.ownerToken)}.${format}`;
 }
 
+/** The format a payload key names by its extension (see {@link payloadKey}); anything but `.json` is Parquet. */
+export function formatOfPayloadKey(key: string): ArchiveFormat {
+  return key.endsWith(".json") ? "json" : "parquet";
+}
+
 export interface ParsedPayloadName {
   readonly sha256: string;
   readonly format: ArchiveFormat;

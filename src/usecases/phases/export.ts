@@ -33,7 +33,8 @@ import { storePayload } from "../../archive/store.js";
 import { verifyPayload } from "../../archive/verify.js";
 import type { ArchiverContext } from "../context.js";
 import type { LeaseHeartbeat } from "../heartbeat.js";
-import { commitFenced, formatOfPayloadKey, type PhaseInput, type StepResult } from "./step.js";
+import { formatOfPayloadKey } from "../../domain/object-keys.js";
+import { commitFenced, type PhaseInput, type StepResult } from "./step.js";
 import { SegmentCursor, type PartExtent } from "./segment-cursor.js";
 import { UnknownTableError } from "../../errors.js";
 

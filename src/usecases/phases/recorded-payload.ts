@@ -7,7 +7,7 @@ import { describeBucket } from "../../domain/bucket.js";
 import type { ArchiveFormat } from "../../domain/table.js";
 import { InvariantViolationError } from "../../errors.js";
 import type { BucketMetadata, BucketPart, HotStore, PayloadFacts } from "../../ports/hot-store.js";
-import { formatOfPayloadKey } from "./step.js";
+import { formatOfPayloadKey } from "../../domain/object-keys.js";
 
 export type RecordedPayload =
   | {

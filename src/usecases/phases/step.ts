@@ -1,5 +1,4 @@
 import { AmbiguousCommitError } from "../../errors.js";
-import type { ArchiveFormat } from "../../domain/table.js";
 import type { BucketMetadata, FencedWrite, Lease, PhaseName } from "../../ports/hot-store.js";
 import type { ArchiverContext } from "../context.js";
 import type { LeaseHeartbeat } from "../heartbeat.js";
@@ -54,8 +53,4 @@ export async function commitFenced(
       if (!stillOurs) return { kind: "lease-lost", metadata: current };
     }
   }
-}
-
-export function formatOfPayloadKey(key: string): ArchiveFormat {
-  return key.endsWith(".json") ? "json" : "parquet";
 }
