@@ -11,6 +11,7 @@ import {
   PulpitumError,
 } from "../errors.js";
 import type { ObjectStore } from "../ports/object-store.js";
+import { readFully } from "../file-read.js";
 
 /** Random and sequential access to one payload's bytes, counting what it fetched. */
 export interface ByteSource {
@@ -102,13 +103,7 @@ export async function fileByteSource(filePath: string, name = filePath): Promise
     async read(start, end) {
       const length = Math.max(0, Math.min(end, size) - start);
       const buffer = Buffer.allocUnsafe(length);
-      let filled = 0;
-      while (filled < length) {
-        const { bytesRead } = await handle.read(buffer, filled, length - filled, start + filled);
-        if (bytesRead === 0) break;
-        filled += bytesRead;
-      }
-      return buffer.subarray(0, filled);
+      return buffer.subarray(0, await readFully(handle, buffer, start));
     },
     chunks: async function* () {
       for await (const chunk of createReadStream(filePath, { highWaterMark: 1 << 20 })) {

@@ -30,6 +30,7 @@ import {
 } from "../../errors.js";
 import type * as port from "../../ports/object-store.js";
 import * as keys from "./keys.js";
+import { readFully } from "../../file-read.js";
 
 /** Names of in-flight (or crash-leftover) temporary files; never listed, never a key segment. */
 export const TEMP_FILE_PREFIX = ".tmp-";
@@ -99,7 +100,9 @@ export class FileObjectStore implements port.ObjectStore {
       if (!info.isFile()) throw new ObjectNotFoundError(key);
       const start = Math.min(range?.start ?? 0, info.size);
       const end = Math.min(range?.end ?? info.size, info.size);
-      return await keys.readFileRange(handle, start, end - start);
+      const bytes = new Uint8Array(end - start);
+      const filled = await readFully(handle, bytes, start);
+      return filled === bytes.byteLength ? bytes : bytes.subarray(0, filled);
     } catch (error) {
       throw storeError(error, "get", key);
     } finally {

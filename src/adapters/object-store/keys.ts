@@ -1,4 +1,3 @@
-import type { FileHandle } from "node:fs/promises";
 import { InvalidInputError, errorMessage } from "../../errors.js";
 
 const KEY_RULE =
@@ -83,25 +82,4 @@ export function unreadableFileBody(filePath: string, error: unknown): InvalidInp
     "the path of a readable regular file",
     { cause: error },
   );
-}
-
-/**
- * Read `length` bytes of an open file from `position` (fewer if the file ends
- * first: the result is then shorter, and the caller decides whether that is an
- * error). `read` may return fewer bytes than asked, so it is called until the
- * range is filled or the file ends.
- */
-export async function readFileRange(
-  handle: FileHandle,
-  position: number,
-  length: number,
-): Promise<Uint8Array> {
-  const bytes = new Uint8Array(length);
-  let filled = 0;
-  while (filled < length) {
-    const { bytesRead } = await handle.read(bytes, filled, length - filled, position + filled);
-    if (bytesRead === 0) break;
-    filled += bytesRead;
-  }
-  return filled === length ? bytes : bytes.subarray(0, filled);
 }

@@ -38,6 +38,7 @@ import { InvalidInputError, ObjectNotFoundError, TransientStoreError } from "../
 import type * as port from "../../ports/object-store.js";
 import { httpHandlerSettings, type HttpClientTimeouts } from "../http-timeouts.js";
 import * as keys from "./keys.js";
+import { readFully } from "../../file-read.js";
 import {
   conflictBackoff,
   isConditionalConflict,
@@ -395,10 +396,10 @@ export class S3ObjectStore implements port.ObjectStore {
           const index = next++;
           try {
             const offset = index * partSize;
-            const length = Math.min(partSize, size - offset);
-            const bytes = await keys.readFileRange(handle, offset, length);
-            if (bytes.byteLength < length)
-              throw keys.fileBodyLengthMismatch(filePath, size, offset + bytes.byteLength);
+            const bytes = new Uint8Array(Math.min(partSize, size - offset));
+            const filled = await readFully(handle, bytes, offset);
+            if (filled < bytes.byteLength)
+              throw keys.fileBodyLengthMismatch(filePath, size, offset + filled);
             const checksum = crc32Base64(bytes);
             const response = await this.#client.send(
               new UploadPartCommand({
