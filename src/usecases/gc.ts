@@ -7,20 +7,26 @@
  *
  * Ordering argument:
  *
- * 1. List the objects first, then read the references of their table. An
- *    object created after its table's references were read is younger than
- *    the safety age and is kept, so a stale view of metadata can only keep
- *    too much, never delete what it had not seen referenced. An object's age
- *    counts from its creation or from the moment its bucket stopped
- *    referencing objects (a deferral, a restore's flip to hot), whichever is
- *    later, so a reader that followed a route just before it changed still
- *    finds what the route named.
+ * 1. List the objects first, then read the references of their table, and
+ *    judge every object's age at the instant that read began, not when the
+ *    listing reaches it: a pass can spend longer than the safety age inside
+ *    one table (a large archive lists slowly; the CLI's pass has no
+ *    deadline), and an object created after the read (a part of a bucket the
+ *    fleet archived meanwhile) has a negative age at that instant, so it is
+ *    young and kept, however late the listing reaches it. A stale view of
+ *    metadata can thus only keep too much, never delete what it had not seen
+ *    referenced. An object's age counts from its creation or from the moment
+ *    its bucket stopped referencing objects (a deferral, a restore's flip to
+ *    hot), whichever is later, so a reader that followed a route just before
+ *    it changed still finds what the route named.
  * 2. Keep everything under the prefix of a bucket that is archiving, being
  *    restored, or leased: its export may have uploaded a payload (or its
  *    seal a manifest) that is not recorded yet.
  * 3. Delete only under the bucket's own lease, re-reading its metadata when
- *    taking it, and only objects that metadata does not reference while the
- *    bucket is neither archiving nor being restored. What makes a delete
+ *    taking it, and only objects that metadata does not reference (its
+ *    payload, its manifest and every recorded part), judged old at the
+ *    instant the lease was taken, while the bucket is neither archiving nor
+ *    being restored. What makes a delete
  *    safe even when it lands long after that check (a request stalled past
  *    the lease, a paused process, a skewed clock) is how objects are named,
  *    not the lease: a payload's key names the export attempt that wrote it
@@ -32,7 +38,12 @@
  *    dropped by hand, another deployment's prefix, or a database restored
  *    from an older backup) are kept and reported unless the operator asks
  *    for them to go too: after a database restore they may be the only copy.
- *    Keys that do not have the archive's layout are never touched.
+ *    Before such a delete the bucket's row is looked up again (where the
+ *    partition segment spells the key); a bucket that got a row meanwhile
+ *    goes through point 3 instead. Either way only objects that were old
+ *    when the references were read go, and no later archival can adopt one
+ *    (its keys name its own attempt). Keys that do not have the archive's
+ *    layout are never touched.
  * 5. Before the first delete of a bucket's objects, the bucket's query
  *    catalog entry is made to match its metadata (or removed, for an unowned
  *    bucket), so no entry ever names a deleted payload (see
@@ -51,7 +62,7 @@ import { parseTableId, type TableId } from "../domain/table.js";
 import { InvalidInputError } from "../errors.js";
 import type { Clock } from "../ports/clock.js";
 import type { GcProgressStore } from "../ports/gc-progress.js";
-import type { HotStore } from "../ports/hot-store.js";
+import type { BucketMetadata, HotStore } from "../ports/hot-store.js";
 import { listAll, type ObjectInfo, type ObjectStore } from "../ports/object-store.js";
 import type { WorkflowLog } from "./context.js";
 import {
@@ -144,6 +155,12 @@ export interface GcReport {
   readonly pass: GcPassReport | null;
 }
 
+/** A table's bucket references, read beginning at `readAt`, by bucket object-key prefix. */
+interface TableReferences {
+  readonly readAt: Date;
+  readonly buckets: ReadonlyMap<string, BucketRefs>;
+}
+
 interface BucketRefs {
   readonly id: BucketId;
   readonly referenced: ReadonlySet<string>;
@@ -193,7 +210,7 @@ export async function collectGarbage(ctx: GcContext, options: GcOptions): Promis
   let stoppedBecause: GcReport["stopped_because"] = "done";
 
   let tableSegment: string | undefined;
-  let tableRefs: Map<string, BucketRefs> | null = null;
+  let tableRefs: TableReferences | null = null;
   let group: { prefix: string; objects: ObjectInfo[] } | undefined;
 
   const unrecognizedKey = (key: string) => {
@@ -202,77 +219,78 @@ export async function collectGarbage(ctx: GcContext, options: GcOptions): Promis
   };
 
   const flush = async () => {
-    if (group === undefined) return;
+    if (group === undefined || tableRefs === null) return;
     const current = group;
     group = undefined;
-    const refs = tableRefs?.get(current.prefix);
-    const now = ctx.clock.now();
+    const refs = tableRefs.buckets.get(current.prefix);
     const candidates: ObjectInfo[] = [];
     for (const object of current.objects) {
       if (refs?.referenced.has(object.key)) kept.referenced++;
       else if (refs?.inFlight) kept.in_flight++;
-      else if (isYoung(object, refs?.dereferencedAt ?? null, now, options.minAgeMs)) kept.young++;
+      else if (isYoung(object, refs?.dereferencedAt ?? null, tableRefs.readAt, options.minAgeMs))
+        kept.young++;
       else candidates.push(object);
     }
     if (candidates.length === 0) return;
-    const record = (object: ObjectInfo, action: GcAction) =>
+    const record = (object: ObjectInfo, action: GcAction, id: BucketId | null) =>
       orphans.push({
         key: object.key,
         size: object.size,
         last_modified: object.lastModified.toISOString(),
-        bucket: refs === undefined ? null : describeBucket(refs.id),
+        bucket: id === null ? null : describeBucket(id),
         action,
       });
     if (refs === undefined && options.includeUnowned !== true) {
-      for (const object of candidates) record(object, "kept-unowned");
+      for (const object of candidates) record(object, "kept-unowned", null);
       kept.unowned += candidates.length;
       return;
     }
     if (options.dryRun) {
-      for (const object of candidates) record(object, "would-delete");
+      for (const object of candidates) record(object, "would-delete", refs?.id ?? null);
       return;
     }
+    const owner = refs?.id ?? (await ownerNow(ctx, current.prefix));
     let catalogReconciled = false;
     const deleteOne = async (object: ObjectInfo) => {
       if (!catalogReconciled) {
-        await reconcileCatalogBeforeDelete(ctx, current.prefix, refs?.id ?? null);
+        await reconcileCatalogBeforeDelete(ctx, current.prefix, owner);
         catalogReconciled = true;
       }
       await ctx.objectStore.delete(object.key);
       deletedObjects++;
       deletedBytes += object.size;
-      record(object, "deleted");
+      record(object, "deleted", owner);
     };
-    if (refs === undefined) {
+    if (owner === null) {
       for (const object of candidates) await deleteOne(object);
       return;
     }
-    const taken = await ctx.hotStore.acquireLease(refs.id, ctx.clock.now(), options.leaseMs);
+    const leaseAt = ctx.clock.now();
+    const taken = await ctx.hotStore.acquireLease(owner, leaseAt, options.leaseMs);
     if (taken.kind !== "acquired") {
       // Busy: a worker holds it; missing: the row vanished under us. Keep either way.
-      for (const object of candidates) record(object, "kept-busy");
+      for (const object of candidates) record(object, "kept-busy", owner);
       kept.busy += candidates.length;
       return;
     }
-    const acquiredAt = ctx.clock.now().getTime();
     try {
       const m = taken.metadata;
       if (m.state === "archiving" || m.restoreStartedAt !== null) {
         kept.in_flight += candidates.length;
         return;
       }
-      const referenced = new Set([m.payload?.key, m.manifestKey].filter((k) => k != null));
+      const referenced = await referencedKeys(ctx.hotStore, m);
       for (const [i, object] of candidates.entries()) {
         if (referenced.has(object.key)) {
           kept.referenced++;
           continue;
         }
-        if (isYoung(object, m.dereferencedAt, ctx.clock.now(), options.minAgeMs)) {
+        if (isYoung(object, m.dereferencedAt, leaseAt, options.minAgeMs)) {
           kept.young++;
           continue;
         }
-        if (ctx.clock.now().getTime() - acquiredAt >= options.leaseMs / 2) {
-          for (const rest of candidates.slice(i)) record(rest, "kept-busy");
+        if (ctx.clock.now().getTime() - leaseAt.getTime() >= options.leaseMs / 2) {
+          for (const rest of candidates.slice(i)) record(rest, "kept-busy", owner);
           kept.busy += candidates.length - i;
           break;
         }
@@ -370,13 +388,14 @@ async function loadTableReferences(
   ctx: GcContext,
   segment: string,
   pageSize: number,
-): Promise<Map<string, BucketRefs> | null> {
+): Promise<TableReferences | null> {
   let tableId: TableId;
   try {
     tableId = parseTableId(segment);
   } catch {
     return null;
   }
+  const readAt = ctx.clock.now();
   const refs = new Map<string, BucketRefs>();
   for await (const page of archiveReferencePages(ctx, tableId, pageSize)) {
     for (const r of page) {
@@ -398,5 +417,33 @@ async function loadTableReferences(
       });
     }
   }
-  return refs;
+  return { readAt, buckets: refs };
+}
+
+/** Every object a bucket's metadata references: its payload, its manifest and its recorded parts. */
+async function referencedKeys(
+  hotStore: HotStore,
+  metadata: BucketMetadata,
+): Promise<ReadonlySet<string>> {
+  const referenced = new Set<string>();
+  if (metadata.payload !== null) referenced.add(metadata.payload.key);
+  if (metadata.manifestKey !== null) referenced.add(metadata.manifestKey);
+  for (const part of await hotStore.listParts(metadata.id)) referenced.add(part.key);
+  return referenced;
+}
+
+/**
+ * The bucket of an object-key prefix `{root}{table}/{partition segment}/{bucket}`
+ * if it has a metadata row now; null when it has none or when the segment
+ * is a hash that does not spell the partition key (see point 4).
+ */
+async function ownerNow(ctx: GcContext, prefix: string): Promise<BucketId | null> {
+  const [bucketKey, segment, table] = prefix.split("/").reverse() as [string, string, string];
+  if (segment.startsWith("~")) return null;
+  const id: BucketId = {
+    tableId: parseTableId(table),
+    partitionKey: new Uint8Array(Buffer.from(segment, "base64url")),
+    bucketKey,
+  };
+  return (await ctx.hotStore.getBucket(id)) === null ? null : id;
 }
