@@ -12,14 +12,14 @@ import os from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { FileObjectStore } from "../../../src/adapters/object-store/filesystem.js";
-import { ForwardingObjectStore } from "../../../src/adapters/object-store/forwarding.js";
 import type { BucketId } from "../../../src/domain/bucket.js";
 import type { TableRecord } from "../../../src/domain/record.js";
 import { parseTableId } from "../../../src/domain/table.js";
-import type { ArchiveReference, HotStore } from "../../../src/ports/hot-store.js";
+import type { HotStore } from "../../../src/ports/hot-store.js";
 import * as port from "../../../src/ports/object-store.js";
 import { silentLog } from "../../../src/usecases/context.js";
 import { collectGarbage, type GcOptions, type GcReport } from "../../../src/usecases/gc.js";
+import { OneKeyPages, referencesHook } from "../../support/gc-hooks.js";
 import { freshPgliteHotStore } from "../../support/pglite-template.js";
 import {
   chatRecords,
@@ -35,35 +35,6 @@ const DAY = 86_400_000;
 const HOUR = 3_600_000;
 
 type Expected = Map<string, { id: BucketId; records: TableRecord[] }>;
-
-/** Lists one key per page, so keys created while the pass runs are listed after they appear. */
-class OneKeyPages extends ForwardingObjectStore {
-  override async list(prefix: string, options?: port.ListOptions): Promise<port.ListPage> {
-    return await super.list(prefix, { ...options, maxKeys: 1 });
-  }
-}
-
-/** The hot store GC sees: `afterRead` runs once, right after the first page of references is read. */
-function referencesHook(
-  inner: HotStore,
-  afterRead: (page: ArchiveReference[]) => Promise<ArchiveReference[]>,
-): HotStore {
-  let fired = false;
-  return new Proxy(inner, {
-    get(target, property, receiver) {
-      if (property === "listArchiveReferences") {
-        return async (...args: Parameters<HotStore["listArchiveReferences"]>) => {
-          const page = await target.listArchiveReferences(...args);
-          if (fired) return page;
-          fired = true;
-          return await afterRead(page);
-        };
-      }
-      const value: unknown = Reflect.get(target, property, receiver);
-      return typeof value === "function" ? value.bind(target) : value;
-    },
-  });
-}
 
 describe("a long garbage-collection pass beside the fleet", () => {
   let dir: string;
