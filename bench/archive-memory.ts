@@ -15,7 +15,17 @@
  */
 import { execFileSync } from "node:child_process";
 import { createReadStream } from "node:fs";
-import { copyFile, constants, mkdir, mkdtemp, open, rm, stat, writeFile } from "node:fs/promises";
+import {
+  copyFile,
+  constants,
+  mkdir,
+  mkdtemp,
+  open,
+  rename,
+  rm,
+  stat,
+  writeFile,
+} from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -46,6 +56,12 @@ class BenchFileStore implements ObjectStore {
   constructor(private readonly root: string) {}
   #path(key: string) {
     return path.join(this.root, ...key.split("/"));
+  }
+  async replace(key: string, body: Uint8Array): Promise<void> {
+    const target = this.#path(key);
+    await mkdir(path.dirname(target), { recursive: true });
+    await writeFile(`${target}.tmp`, body);
+    await rename(`${target}.tmp`, target);
   }
   async createIfAbsent(key: string, body: ObjectBody): Promise<CreateResult> {
     const target = this.#path(key);

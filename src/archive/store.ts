@@ -116,6 +116,9 @@ export async function storePayload(input: StorePayloadInput): Promise<StoredPayl
     // Decoding the local file runs while the upload and its read-back wait
     // on I/O; its result counts only once the stored bytes hash the same.
     const decoding = decodeWrittenPayload(written, key, format, bucketExpectations(bucket));
+    // Handled at once, so a refusal that comes while the upload is in flight is not an
+    // unhandled rejection (which ends the process); it is raised below, after the upload.
+    decoding.catch(() => undefined);
     let outcome: CreateResult;
     try {
       outcome = await store.createIfAbsent(

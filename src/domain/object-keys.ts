@@ -148,19 +148,27 @@ export function joinKey(prefix: string, rest: string): string {
 
 /**
  * The query catalog: Hive-style symlink manifests, one flat folder per table
- * and payload format, one small text object per published bucket:
+ * and payload format, one small text object per published version of a
+ * bucket:
  *
- *   {prefix}/catalog/{parquet|json}/table_id={table_id}/{bucket name}.{partition segment}.txt
+ *   {prefix}/catalog/{parquet|json}/table_id={table_id}/{bucket name}.{partition segment}.{version}.txt
  *
  * The bucket name is the canonical bucket key with its `:` written as `-`
  * (`year-2025`, `month-2025-03`, `day-2025-03-07`): a colon in a file name
  * trips Hadoop's path parser, and the canonical key has exactly one colon,
  * right after its strategy word, so the form is still reversible. It starts
  * with a letter (Hive and Trino skip names starting with `_` or `.`), and
- * neither it nor the partition segment contains a `.`, so the first `.`
- * splits the name unambiguously. The name is a fixed function of the bucket
- * id, so rewriting an entry replaces it and never adds a second one; at most
- * 15 + 1 + 160 + 4 = 180 bytes, under the 255-byte file-name limit.
+ * neither it, the partition segment nor the version contains a `.`, so the
+ * name splits unambiguously. The version names the export attempt that wrote
+ * the archive's last payload (`g{generation}-{attempt tag}`, see
+ * {@link payloadName}; `c{first 12 hex of the SHA-256}` for a content-only
+ * legacy name): no two published versions of a bucket share it, so an entry
+ * emptied once its version was replaced (a tombstone) can never be mistaken
+ * for, or overwrite, a later version's (see usecases/catalog.ts). Entries
+ * written before versions existed have no version segment
+ * (`{bucket name}.{partition segment}.txt`) and are replaced on the first
+ * upkeep. At most 15 + 1 + 160 + 1 + 30 + 4 = 211 bytes, under the 255-byte
+ * file-name limit.
  */
 export function catalogFolder(prefix: string, format: ArchiveFormat, tableId: TableId): string {
   return `${joinKey(prefix, `catalog/${format}/table_id=${tableId}`)}/`;
@@ -171,15 +179,47 @@ export function catalogRoot(prefix: string): string {
   return `${joinKey(prefix, "catalog")}/`;
 }
 
-/** The entry name of a bucket, from its partition segment (see {@link partitionKeySegment}). */
-export function catalogEntryName(bucketKey: string, partitionSegment: string): string {
-  return `${bucketKey.replace(":", "-")}.${partitionSegment}.txt`;
+/** What every entry name of one bucket starts with, from its partition segment (see {@link partitionKeySegment}). */
+export function catalogSlotName(bucketKey: string, partitionSegment: string): string {
+  return `${bucketKey.replace(":", "-")}.${partitionSegment}.`;
 }
 
-/** The catalog entry of one bucket in the folder of one format. */
-export function catalogEntryKey(location: BucketLocation, format: ArchiveFormat): string {
-  return `${catalogFolder(location.prefix, format, location.tableId)}${catalogEntryName(
-    location.bucketKey,
-    partitionKeySegment(location.partitionKey),
-  )}`;
+/** The entry name of one version of a bucket. */
+export function catalogEntryName(
+  bucketKey: string,
+  partitionSegment: string,
+  version: string,
+): string {
+  return `${catalogSlotName(bucketKey, partitionSegment)}${version}.txt`;
+}
+
+/** The version naming an archive whose last payload is `lastPayloadKey` (see {@link catalogFolder}). */
+export function catalogVersionOf(lastPayloadKey: string): string {
+  const name = parsePayloadName(lastPayloadKey.slice(lastPayloadKey.lastIndexOf("/") + 1));
+  if (name === null) throw new Error(`not a payload key: ${lastPayloadKey}`);
+  return name.generation === null
+    ? `c${name.sha256.slice(0, ATTEMPT_TAG_LENGTH)}`
+    : `g${name.generation}-${name.tag!}`;
+}
+
+export interface ParsedCatalogEntryName {
+  /** The canonical bucket key (`month:2025-03`). */
+  readonly bucketKey: string;
+  readonly partitionSegment: string;
+  /** Null for an entry written before versions existed. */
+  readonly version: string | null;
+}
+
+const CATALOG_ENTRY_NAME =
+  /^(year|month|day)-([0-9-]+)\.(~[0-9a-f]{64}|[A-Za-z0-9_-]+)\.(?:(g(?:0|[1-9][0-9]{0,15})-[0-9a-f]{12}|c[0-9a-f]{12})\.)?txt$/;
+
+/** Parse an entry's name (the part after its folder); null when it is not one. */
+export function parseCatalogEntryName(name: string): ParsedCatalogEntryName | null {
+  const match = CATALOG_ENTRY_NAME.exec(name);
+  if (match === null) return null;
+  return {
+    bucketKey: `${match[1]}:${match[2]}`,
+    partitionSegment: match[3]!,
+    version: match[4] ?? null,
+  };
 }

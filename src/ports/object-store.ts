@@ -1,10 +1,13 @@
 /**
- * The object store port: immutable archive payloads and manifests.
+ * The object store port: immutable archive payloads and manifests, and the
+ * query catalog's entries.
  *
- * Keys are `/`-separated relative paths (see domain/object-keys.ts). Objects
- * are never overwritten: the only write is create-if-absent, so a retry or a
- * takeover that produces the same content reaches the same key and finds its
- * own earlier work instead of clobbering it.
+ * Keys are `/`-separated relative paths (see domain/object-keys.ts).
+ * Payloads and manifests are never overwritten: their only write is
+ * create-if-absent, so a retry or a takeover that produces the same content
+ * reaches the same key and finds its own earlier work instead of clobbering
+ * it. The one overwrite, {@link ObjectStore.replace}, serves the catalog's
+ * tombstones (see usecases/catalog.ts).
  *
  * Errors: a missing object is {@link ObjectNotFoundError}; a key that could
  * escape the store (absolute, `..`, NUL, empty segment) is InvalidInputError;
@@ -23,6 +26,15 @@ export interface ObjectStore {
    * aborted; temporary files removed).
    */
   createIfAbsent(key: string, body: ObjectBody, options?: CreateOptions): Promise<CreateResult>;
+
+  /**
+   * Write `key` with `body` whether or not it exists, atomically: a reader
+   * sees the old bytes or the new, never a mix or nothing. Only the query
+   * catalog uses it, to empty an entry whose version was replaced (a
+   * tombstone that a late create-if-absent of that version cannot undo).
+   * Safe to retry.
+   */
+  replace(key: string, body: Uint8Array, options?: CreateOptions): Promise<void>;
 
   /** The whole object, or `[range.start, range.end)` of it. Throws ObjectNotFoundError. */
   get(key: string, range?: ByteRange): Promise<Uint8Array>;

@@ -25,7 +25,12 @@ import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { fileURLToPath } from "node:url";
 import { DuckDBInstance, type DuckDBValue } from "@duckdb/node-api";
-import { catalogFolder, parsePayloadName } from "../domain/object-keys.js";
+import {
+  catalogFolder,
+  catalogSlotName,
+  parseCatalogEntryName,
+  parsePayloadName,
+} from "../domain/object-keys.js";
 import { ARCHIVE_FORMATS, type ArchiveFormat, type TableId } from "../domain/table.js";
 import {
   InvalidInputError,
@@ -71,8 +76,9 @@ export async function queryArchive(input: QueryArchiveInput): Promise<QueryResul
   try {
     const files: PayloadFiles = { parquet: [], json: [] };
     let downloaded = 0;
+    const slotsSeen = new Map<string, string>();
     for (const format of ARCHIVE_FORMATS) {
-      for (const uri of await catalogUris(input, format)) {
+      for (const uri of await catalogUris(input, format, slotsSeen)) {
         if (uri.startsWith("file://")) {
           files[format].push(fileURLToPath(uri));
         } else {
@@ -90,12 +96,36 @@ export async function queryArchive(input: QueryArchiveInput): Promise<QueryResul
   }
 }
 
-/** Every URI the table's catalog entries of one format name, entries in key order. */
-async function catalogUris(input: QueryArchiveInput, format: ArchiveFormat): Promise<string[]> {
+/**
+ * Every URI the table's catalog entries of one format name, entries in key
+ * order; tombstones (empty entries) name none. A bucket with two non-empty
+ * entries (`slotsSeen`: bucket slot -> the first entry's key) would be read
+ * twice: that breaks the catalog's invariant and fails the query.
+ */
+async function catalogUris(
+  input: QueryArchiveInput,
+  format: ArchiveFormat,
+  slotsSeen: Map<string, string>,
+): Promise<string[]> {
   const uris: string[] = [];
   const folder = catalogFolder(input.archivePrefix, format, input.tableId);
   for await (const object of listAll(input.objectStore, folder)) {
-    uris.push(...parseCatalogEntry(await input.objectStore.get(object.key)));
+    if (object.size === 0) continue;
+    const named = parseCatalogEntry(await input.objectStore.get(object.key));
+    if (named.length === 0) continue;
+    const parsed = parseCatalogEntryName(object.key.slice(folder.length));
+    if (parsed !== null) {
+      const slot = catalogSlotName(parsed.bucketKey, parsed.partitionSegment);
+      const first = slotsSeen.get(slot);
+      if (first !== undefined) {
+        throw new InvariantViolationError(
+          `the query catalog lists one bucket twice (${first} and ${object.key}); ` +
+            "run `pulpitum catalog rebuild` and report this",
+        );
+      }
+      slotsSeen.set(slot, object.key);
+    }
+    uris.push(...named);
   }
   return uris;
 }

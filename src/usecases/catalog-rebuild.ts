@@ -11,15 +11,20 @@
  * all are removed. Idempotent; run it again after any failure.
  */
 import type { BucketId } from "../domain/bucket.js";
-import { catalogFolder, partitionKeySegment, catalogEntryName } from "../domain/object-keys.js";
+import {
+  catalogFolder,
+  catalogSlotName,
+  parseCatalogEntryName,
+  partitionKeySegment,
+} from "../domain/object-keys.js";
 import { ARCHIVE_FORMATS, type TableId } from "../domain/table.js";
 import { UnknownTableError } from "../errors.js";
 import type { Clock } from "../ports/clock.js";
 import { listAll } from "../ports/object-store.js";
 import { archiveReferencePages } from "./archive-references.js";
 import {
+  reconcileCatalogBeforeDelete,
   refreshCatalogEntry,
-  syncCatalogEntry,
   type CatalogChange,
   type CatalogPorts,
 } from "./catalog.js";
@@ -47,40 +52,41 @@ export async function rebuildCatalog(
     else counts.unchanged++;
   };
 
-  const existing: { key: string; name: string }[] = [];
+  // Slots (bucket name + partition segment) that hold a non-empty entry now.
+  const listedSlots = new Set<string>();
   for (const format of ARCHIVE_FORMATS) {
     const folder = catalogFolder(ports.archivePrefix, format, tableId);
     for await (const object of listAll(ports.objectStore, folder)) {
-      existing.push({ key: object.key, name: object.key.slice(folder.length) });
+      if (object.size === 0) continue;
+      const parsed = parseCatalogEntryName(object.key.slice(folder.length));
+      if (parsed === null) {
+        await ports.objectStore.delete(object.key);
+        counts.removed++;
+      } else listedSlots.add(catalogSlotName(parsed.bucketKey, parsed.partitionSegment));
     }
   }
 
-  const bucketOfName = new Map<string, BucketId>();
-  const checked = new Set<string>();
   let archived = 0;
   for await (const page of archiveReferencePages(ports, tableId, PAGE_BUCKETS)) {
     for (const ref of page) {
-      const name = catalogEntryName(ref.id.bucketKey, partitionKeySegment(ref.id.partitionKey));
-      bucketOfName.set(name, ref.id);
-      if (ref.state !== "archived") continue;
-      const metadata = await ports.hotStore.getBucket(ref.id);
-      if (metadata === null) continue;
-      archived++;
-      checked.add(name);
-      tally(await syncCatalogEntry(ports, metadata));
+      const slot = catalogSlotName(ref.id.bucketKey, partitionKeySegment(ref.id.partitionKey));
+      const listed = listedSlots.delete(slot);
+      if (ref.state !== "archived" && !listed) continue;
+      if (ref.state === "archived") archived++;
+      tally(await refreshCatalogEntry(ports, ref.id));
     }
   }
 
-  for (const entry of existing) {
-    if (checked.has(entry.name)) continue;
-    const id = bucketOfName.get(entry.name) ?? bucketOfEntryName(tableId, entry.name);
-    if (id !== undefined) {
-      checked.add(entry.name);
-      tally(await refreshCatalogEntry(ports, id));
-    } else {
-      await ports.objectStore.delete(entry.key);
-      counts.removed++;
-    }
+  // Entries of buckets with no metadata row: refreshed if the name spells the bucket, else emptied.
+  for (const slot of listedSlots) {
+    const [bucketName, segment] = slot.split(".") as [string, string];
+    const bucketKey = bucketName.replace("-", ":");
+    const id = bucketOfSlot(tableId, bucketKey, segment);
+    tally(
+      id === undefined
+        ? await reconcileCatalogBeforeDelete(ports, `${tableId}/${segment}/${bucketKey}`, null)
+        : await refreshCatalogEntry(ports, id),
+    );
   }
   return {
     table_id: tableId,
@@ -91,16 +97,8 @@ export async function rebuildCatalog(
   };
 }
 
-/**
- * The bucket an entry name stands for, when the name spells its partition key
- * (base64url); undefined for a hashed key (`~...`) or a name not of this form.
- */
-function bucketOfEntryName(tableId: TableId, name: string): BucketId | undefined {
-  const match = /^(year|month|day)-([0-9-]+)\.([A-Za-z0-9_-]+)\.txt$/.exec(name);
-  if (match === null) return undefined;
-  return {
-    tableId,
-    partitionKey: new Uint8Array(Buffer.from(match[3]!, "base64url")),
-    bucketKey: `${match[1]}:${match[2]}`,
-  };
+/** The bucket a slot stands for when its segment spells the partition key (base64url); undefined for a hash. */
+function bucketOfSlot(tableId: TableId, bucketKey: string, segment: string): BucketId | undefined {
+  if (segment.startsWith("~")) return undefined;
+  return { tableId, partitionKey: new Uint8Array(Buffer.from(segment, "base64url")), bucketKey };
 }

@@ -1,54 +1,59 @@
 /**
- * Upkeep of the query catalog: one symlink manifest per published bucket
- * naming exactly the payload objects of its published manifest (see
- * domain/object-keys.ts for the layout), so Athena, Trino, Spark and DuckDB
- * read a table's archived records once each, and never an orphan or a
- * payload a restore or a re-archive superseded.
+ * Upkeep of the query catalog: one symlink manifest per published version of
+ * a bucket naming exactly the payload objects of its published manifest
+ * (see domain/object-keys.ts for the layout), so Athena, Trino, Spark and
+ * DuckDB read a table's archived records once each, and never an orphan or
+ * a payload a restore or a re-archive superseded.
  *
- * Invariant: an entry names only payloads of a published manifest that
- * garbage collection keeps, and every bucket whose hot rows are deleted has
- * its entry (except while it is being restored back to the hot store).
+ * Invariant: at every instant a bucket has at most one non-empty entry, it
+ * names only the payloads of the version its metadata publishes, and every
+ * bucket whose hot rows are deleted has it (except while it is being
+ * restored back to the hot store). Whatever the delays: a writer that read
+ * the metadata long ago, a request stalled in flight, a paused process.
  *
  * Ordering argument:
  *
- * 1. Every write is computed from the bucket's metadata read immediately
- *    before it: what that metadata vouches for (archived, not being
- *    restored: the payloads it records), or nothing. A writer never writes
- *    from a memory of an older state.
- * 2. Publish writes the entry after its commit (writing before would name
- *    payloads that might never be published); a crash in between leaves no
- *    entry, and cleanup, under the bucket's lease, makes the entry right
- *    before it deletes the first hot row, so no archived-only record is ever
- *    missing from the catalog.
- * 3. Restore removes the entry before its flip drops the archive reference,
- *    so the entry never outlives the reference that keeps its payloads from
- *    garbage collection. A re-archive (in either format) writes the new
- *    entry and removes the other format's.
- * 4. A write that read the metadata before a restore can still land after
- *    it (a PUT stalled in flight). It is bounded by the S3 client timeouts
- *    (PULPITUM_S3_CONNECT/REQUEST_TIMEOUT_SECONDS, a few minutes with the
- *    SDK's retries), while garbage collection deletes a dereferenced
- *    payload only after ARCHIVER_GC_MIN_AGE_SECONDS (at least an hour) and
- *    re-makes the bucket's entry from the metadata right before its first
- *    delete. So by then the late write has landed and is corrected, never
- *    left naming a deleted object.
+ * 1. An entry's name carries its version, the export attempt of the
+ *    archive's last payload, so no two versions ever share a name and a
+ *    version never comes back once replaced (a re-archive writes payloads
+ *    under a new attempt).
+ * 2. An entry is created only with create-if-absent and only from metadata
+ *    that publishes its version, and is never deleted while its bucket can
+ *    publish: a replaced version's entry is emptied in place (a tombstone,
+ *    {@link ObjectStore.replace}). A late create of that version, however
+ *    late, finds the tombstone and changes nothing.
+ * 3. Restore empties the published version's entry (creating the tombstone
+ *    if the entry was never written) before its flip drops the archive
+ *    reference. The next version can only be published after that flip, so
+ *    two versions are never non-empty at once.
+ * 4. Every other upkeep (publish after its commit, cleanup before its first
+ *    delete, GC before its first delete, the rebuild) lists the bucket's
+ *    entries first and reads its metadata after: it empties only entries it
+ *    listed that the metadata does not publish. An entry listed before the
+ *    read existed before it, so its version was published before it; if the
+ *    metadata read after does not publish it, it is replaced for good. An
+ *    entry written after the read is never touched by this upkeep.
+ * 5. Publish writes the entry after its commit (before would name payloads
+ *    that might never be published); cleanup, under the bucket's lease,
+ *    makes the entry right before it deletes the first hot row, so no
+ *    archived-only record is ever missing from the catalog.
  *
- * Objects are never overwritten through the port: a changed entry is
- * deleted and created again (create-if-absent), and a write that finds the
- * entry already right changes nothing, so every function here is idempotent
- * and safe to retry.
+ * Tombstones are empty files: every engine reads them as no rows. They stay
+ * until the table is dropped (a few hundred bytes of listing per restore).
+ * Every function here is idempotent and safe to retry.
  */
 import type { BucketId } from "../domain/bucket.js";
 import {
-  catalogEntryKey,
   catalogEntryName,
   catalogFolder,
+  catalogSlotName,
+  catalogVersionOf,
   partitionKeySegment,
 } from "../domain/object-keys.js";
 import { ARCHIVE_FORMATS, type ArchiveFormat, type TableId } from "../domain/table.js";
-import { ObjectNotFoundError, TransientStoreError } from "../errors.js";
+import { ObjectNotFoundError } from "../errors.js";
 import type { BucketMetadata, HotStore } from "../ports/hot-store.js";
-import { listAll, type ObjectStore } from "../ports/object-store.js";
+import { listAll, type ObjectInfo, type ObjectStore } from "../ports/object-store.js";
 import type { ArchiverContext } from "./context.js";
 import { requireRecordedPayload } from "./phases/recorded-payload.js";
 
@@ -68,13 +73,14 @@ export function catalogPortsOf(ctx: ArchiverContext): CatalogPorts {
   };
 }
 
-/** The payloads one bucket's entry names, in clustering order. */
+/** The payloads one version of a bucket names, in clustering order. */
 export interface CatalogEntry {
   readonly format: ArchiveFormat;
+  readonly version: string;
   readonly payloadKeys: readonly string[];
 }
 
-/** Where a bucket's entry lives: its table, partition segment and bucket key. */
+/** Where a bucket's entries live: its table, partition segment and bucket key. */
 export interface CatalogSlot {
   readonly tableId: TableId;
   readonly partitionSegment: string;
@@ -86,6 +92,26 @@ export function slotOf(id: BucketId): CatalogSlot {
     tableId: id.tableId,
     partitionSegment: partitionKeySegment(id.partitionKey),
     bucketKey: id.bucketKey,
+  };
+}
+
+/** The version a bucket's metadata records as exported (published or not); null before export. */
+async function recordedEntry(
+  hotStore: HotStore,
+  metadata: BucketMetadata,
+): Promise<CatalogEntry | null> {
+  if (metadata.payload === null && metadata.segmented === null) return null;
+  const recorded = await requireRecordedPayload(
+    hotStore,
+    metadata,
+    "an archived bucket has no recorded payload",
+  );
+  const payloadKeys =
+    recorded.kind === "single" ? [recorded.payload.key] : recorded.parts.map((p) => p.key);
+  return {
+    format: recorded.format,
+    version: catalogVersionOf(payloadKeys[payloadKeys.length - 1]!),
+    payloadKeys,
   };
 }
 
@@ -101,22 +127,15 @@ export async function expectedCatalogEntry(
     metadata.restoreStartedAt !== null
   )
     return null;
-  const recorded = await requireRecordedPayload(
-    hotStore,
-    metadata,
-    "an archived bucket has no recorded payload",
-  );
-  return {
-    format: recorded.format,
-    payloadKeys:
-      recorded.kind === "single" ? [recorded.payload.key] : recorded.parts.map((p) => p.key),
-  };
+  return await recordedEntry(hotStore, metadata);
 }
 
-function entryKey(prefix: string, slot: CatalogSlot, format: ArchiveFormat): string {
-  return `${catalogFolder(prefix, format, slot.tableId)}${catalogEntryName(
+/** The key of one version's entry. */
+export function catalogEntryKeyOf(prefix: string, slot: CatalogSlot, entry: CatalogEntry): string {
+  return `${catalogFolder(prefix, entry.format, slot.tableId)}${catalogEntryName(
     slot.bucketKey,
     slot.partitionSegment,
+    entry.version,
   )}`;
 }
 
@@ -129,7 +148,7 @@ export async function renderCatalogEntry(
   return new TextEncoder().encode(uris.map((uri) => `${uri}\n`).join(""));
 }
 
-/** The URIs an entry names. */
+/** The URIs an entry names (none for a tombstone). */
 export function parseCatalogEntry(bytes: Uint8Array): string[] {
   return new TextDecoder()
     .decode(bytes)
@@ -138,90 +157,119 @@ export function parseCatalogEntry(bytes: Uint8Array): string[] {
     .filter((line) => line !== "");
 }
 
-export type CatalogChange = "unchanged" | "written" | "removed";
+/**
+ * written: an entry was created or made right; removed: only tombstones were
+ * laid; stale: the version the metadata named was already replaced (the
+ * metadata changed after it was read), nothing was written for it.
+ */
+export type CatalogChange = "unchanged" | "written" | "removed" | "stale";
 
-/** Attempts at replacing an entry that concurrent writers keep changing, before giving up (retryable). */
-const MAX_REPLACE_ATTEMPTS = 4;
+const TOMBSTONE = new Uint8Array(0);
+
+/** Every entry of a bucket, in both formats' folders, tombstones included. */
+async function listSlot(ports: CatalogPorts, slot: CatalogSlot): Promise<ObjectInfo[]> {
+  const entries: ObjectInfo[] = [];
+  for (const format of ARCHIVE_FORMATS) {
+    const slotPrefix = `${catalogFolder(ports.archivePrefix, format, slot.tableId)}${catalogSlotName(
+      slot.bucketKey,
+      slot.partitionSegment,
+    )}`;
+    for await (const object of listAll(ports.objectStore, slotPrefix)) entries.push(object);
+  }
+  return entries;
+}
+
+/** Empty `key` for good (see point 2). */
+async function layTombstone(ports: CatalogPorts, key: string): Promise<void> {
+  await ports.objectStore.replace(key, TOMBSTONE, { contentType: "text/plain" });
+}
 
 /**
- * Make the bucket's entries exactly `entry` (in its format's folder), or
- * none. The other format's entry goes first, so a re-archive in a new
- * format never shows both.
+ * Make `entry`'s object exist with its bytes (create-if-absent), unless its
+ * version was already replaced: a tombstone there is final.
  */
-export async function writeCatalogSlot(
+async function ensureEntry(
   ports: CatalogPorts,
   slot: CatalogSlot,
-  entry: CatalogEntry | null,
-): Promise<CatalogChange> {
+  entry: CatalogEntry,
+): Promise<"created" | "unchanged" | "stale"> {
   const store = ports.objectStore;
-  let removed = false;
-  for (const format of ARCHIVE_FORMATS) {
-    if (entry?.format === format) continue;
-    const key = entryKey(ports.archivePrefix, slot, format);
-    if ((await store.head(key)) !== null) {
-      await store.delete(key);
-      removed = true;
-    }
-  }
-  if (entry === null) return removed ? "removed" : "unchanged";
-  const key = entryKey(ports.archivePrefix, slot, entry.format);
+  const key = catalogEntryKeyOf(ports.archivePrefix, slot, entry);
   const bytes = await renderCatalogEntry(store, entry.payloadKeys);
-  for (let attempt = 0; attempt < MAX_REPLACE_ATTEMPTS; attempt++) {
-    const existing = await store.get(key).catch((error: unknown) => {
-      if (error instanceof ObjectNotFoundError) return null;
-      throw error;
-    });
-    if (existing !== null && Buffer.from(existing).equals(bytes)) {
-      return removed ? "written" : "unchanged";
-    }
-    if (existing !== null) await store.delete(key);
-    if ((await store.createIfAbsent(key, bytes, { contentType: "text/plain" })) === "created") {
-      return "written";
-    }
-  }
-  throw new TransientStoreError(
-    `catalog entry ${key} kept changing under concurrent writers; run again`,
-  );
+  if ((await store.createIfAbsent(key, bytes, { contentType: "text/plain" })) === "created")
+    return "created";
+  const existing = await store.get(key).catch((error: unknown) => {
+    if (error instanceof ObjectNotFoundError) return null;
+    throw error;
+  });
+  if (existing === null || existing.byteLength === 0) return "stale";
+  if (Buffer.from(existing).equals(bytes)) return "unchanged";
+  // The same version rendered under other URIs (an endpoint setting changed): still current.
+  await store.replace(key, bytes, { contentType: "text/plain" });
+  return "created";
 }
 
-/** Make a bucket's entry match the metadata just read (see the ordering argument). */
-export async function syncCatalogEntry(
+/**
+ * The one upkeep step (points 2 and 4): list the bucket's entries, then learn
+ * what its metadata publishes (`read`, called after the listing), then
+ * tombstone every listed non-empty entry that is not that version and make
+ * that version's entry exist. `alsoTombstone` names versions to empty even if
+ * unlisted (restore's published version, point 3).
+ */
+async function upkeepSlot(
   ports: CatalogPorts,
-  metadata: BucketMetadata,
+  slot: CatalogSlot,
+  read: () => Promise<{ keep: CatalogEntry | null; alsoTombstone?: CatalogEntry | null }>,
 ): Promise<CatalogChange> {
-  return await writeCatalogSlot(
-    ports,
-    slotOf(metadata.id),
-    await expectedCatalogEntry(ports.hotStore, metadata),
-  );
+  const listed = await listSlot(ports, slot);
+  const { keep, alsoTombstone } = await read();
+  const keepKey = keep === null ? null : catalogEntryKeyOf(ports.archivePrefix, slot, keep);
+  let removed = false;
+  if (alsoTombstone != null) {
+    await layTombstone(ports, catalogEntryKeyOf(ports.archivePrefix, slot, alsoTombstone));
+    removed = true;
+  }
+  for (const object of listed) {
+    if (object.key === keepKey || object.size === 0) continue;
+    await layTombstone(ports, object.key);
+    removed = true;
+  }
+  if (keep === null) return removed ? "removed" : "unchanged";
+  const made = await ensureEntry(ports, slot, keep);
+  if (made === "stale") return "stale";
+  return made === "created" || removed ? "written" : "unchanged";
 }
 
-/** Re-read a bucket and make its entry match (publish, after its commit). */
+/** Re-read a bucket and make its entries match (publish after its commit, cleanup, GC, rebuild). */
 export async function refreshCatalogEntry(
   ports: CatalogPorts,
   id: BucketId,
 ): Promise<CatalogChange> {
-  const metadata = await ports.hotStore.getBucket(id);
-  return await writeCatalogSlot(
-    ports,
-    slotOf(id),
-    await expectedCatalogEntry(ports.hotStore, metadata),
-  );
+  return await upkeepSlot(ports, slotOf(id), async () => ({
+    keep: await expectedCatalogEntry(ports.hotStore, await ports.hotStore.getBucket(id)),
+  }));
 }
 
-/** Remove a bucket's entry in both formats (restore, before its flip). */
+/**
+ * Restore, under the bucket's lease, before its flip: empty the entry of the
+ * version `metadata` publishes, written or not yet, and every other listed one.
+ */
 export async function removeCatalogEntry(
   ports: CatalogPorts,
-  id: BucketId,
+  metadata: BucketMetadata,
 ): Promise<CatalogChange> {
-  return await writeCatalogSlot(ports, slotOf(id), null);
+  return await upkeepSlot(ports, slotOf(metadata.id), async () => ({
+    keep: null,
+    alsoTombstone: await recordedEntry(ports.hotStore, metadata),
+  }));
 }
 
 /**
  * Before garbage collection deletes any object of a bucket: make the
- * bucket's entry match its metadata, re-read now (`id` null: the bucket has
- * no metadata row, so it must have no entry). `bucketPrefix` is the
- * bucket's object-key prefix `{prefix}/v4/{table}/{partition segment}/{bucket}`.
+ * bucket's entries match its metadata, re-read now (`id` null: the bucket
+ * has no metadata row, so every entry listed now is of a version no bucket
+ * publishes). `bucketPrefix` is the bucket's object-key prefix
+ * `{prefix}/v4/{table}/{partition segment}/{bucket}`.
  */
 export async function reconcileCatalogBeforeDelete(
   ports: CatalogPorts,
@@ -234,29 +282,36 @@ export async function reconcileCatalogBeforeDelete(
     string,
     string,
   ];
-  return await writeCatalogSlot(
-    ports,
-    { tableId: table as TableId, partitionSegment, bucketKey },
-    null,
+  return await upkeepSlot(ports, { tableId: table as TableId, partitionSegment, bucketKey }, () =>
+    Promise.resolve({ keep: null }),
   );
 }
 
-/** Remove every entry of a table (a table drop, once no bucket of it can publish). */
-export async function removeTableCatalog(ports: CatalogPorts, tableId: TableId): Promise<number> {
+/**
+ * Empty every entry of a table (a table drop, once no bucket of it can
+ * publish), and each archived bucket's published version even if its entry
+ * was not written yet: a late publish write cannot bring one back.
+ */
+export async function removeTableCatalog(
+  ports: CatalogPorts,
+  tableId: TableId,
+  published: readonly BucketMetadata[] = [],
+): Promise<number> {
   let removed = 0;
   for (const format of ARCHIVE_FORMATS) {
     for await (const object of listAll(
       ports.objectStore,
       catalogFolder(ports.archivePrefix, format, tableId),
     )) {
-      await ports.objectStore.delete(object.key);
+      if (object.size === 0) continue;
+      await layTombstone(ports, object.key);
       removed++;
     }
   }
+  for (const metadata of published) {
+    const entry = await recordedEntry(ports.hotStore, metadata);
+    if (entry !== null)
+      await layTombstone(ports, catalogEntryKeyOf(ports.archivePrefix, slotOf(metadata.id), entry));
+  }
   return removed;
-}
-
-/** The entry key of a bucket in one format (tests, the query). */
-export function catalogKeyOf(prefix: string, id: BucketId, format: ArchiveFormat): string {
-  return catalogEntryKey({ prefix, ...id }, format);
 }

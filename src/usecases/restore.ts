@@ -224,7 +224,7 @@ export async function restoreBucket(
     if (!(await flush())) return lost("lease lost while inserting restored rows");
 
     if (!heartbeat.healthy) return lost(heartbeat.failure ?? "heartbeat failed");
-    await removeCatalogEntry(catalogPortsOf(ctx), id);
+    await removeCatalogEntry(catalogPortsOf(ctx), metadata);
     if (!heartbeat.healthy) return lost(heartbeat.failure ?? "heartbeat failed");
     const retryAt = new Date(ctx.clock.now().getTime() + options.holdMs);
     const finished = await commitFenced(

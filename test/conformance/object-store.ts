@@ -67,6 +67,27 @@ export function objectStoreConformance(name: string, open: () => Promise<OpenedS
       await rm(scratch, { recursive: true, force: true });
     });
 
+    describe("replace", () => {
+      it("creates an absent key and overwrites an existing one, after which create-if-absent finds it", async () => {
+        await store.replace("t/catalog/e.txt", text("version one"));
+        expect(await store.get("t/catalog/e.txt")).toEqual(text("version one"));
+
+        await store.replace("t/catalog/e.txt", new Uint8Array(0));
+
+        expect((await store.head("t/catalog/e.txt"))?.size).toBe(0);
+        expect(await store.get("t/catalog/e.txt")).toEqual(new Uint8Array(0));
+        expect(await store.createIfAbsent("t/catalog/e.txt", text("late"))).toBe("already-exists");
+        expect(await store.get("t/catalog/e.txt")).toEqual(new Uint8Array(0));
+      });
+
+      it("leaves a reader the old bytes or the new, never a mix, under 16 concurrent replaces", async () => {
+        const bodies = Array.from({ length: 16 }, (_, i) => text(`body ${i} `.repeat(i + 1)));
+        await Promise.all(bodies.map((body) => store.replace("race/replaced", body)));
+        const got = Buffer.from(await store.get("race/replaced"));
+        expect(bodies.some((b) => got.equals(b))).toBe(true);
+      });
+    });
+
     describe("createIfAbsent", () => {
       it("creates an absent key, reports created, and stores exactly the body", async () => {
         const body = text("payload one");

@@ -5,23 +5,26 @@
  * nothing else.
  */
 import { expect } from "vitest";
-import { catalogRoot } from "../../src/domain/object-keys.js";
-import type { TableId } from "../../src/domain/table.js";
+import type { BucketId } from "../../src/domain/bucket.js";
+import { catalogFolder, catalogRoot, catalogSlotName } from "../../src/domain/object-keys.js";
+import type { ArchiveFormat, TableId } from "../../src/domain/table.js";
 import type { HotStore } from "../../src/ports/hot-store.js";
 import { listAll, type ObjectStore } from "../../src/ports/object-store.js";
 import {
-  catalogKeyOf,
+  catalogEntryKeyOf,
   expectedCatalogEntry,
   parseCatalogEntry,
+  slotOf,
 } from "../../src/usecases/catalog.js";
 
-/** Every catalog entry of the archive: key -> the URIs it names. */
+/** Every non-empty catalog entry of the archive (tombstones left out): key -> the URIs it names. */
 export async function catalogEntries(
   store: ObjectStore,
   prefix: string,
 ): Promise<Map<string, string[]>> {
   const entries = new Map<string, string[]>();
   for await (const object of listAll(store, catalogRoot(prefix))) {
+    if (object.size === 0) continue;
     entries.set(object.key, parseCatalogEntry(await store.get(object.key)));
   }
   return entries;
@@ -41,7 +44,7 @@ export async function expectedCatalog(
       const entry = await expectedCatalogEntry(hotStore, await hotStore.getBucket(ref.id));
       if (entry === null) continue;
       expected.set(
-        catalogKeyOf(prefix, ref.id, entry.format),
+        catalogEntryKeyOf(prefix, slotOf(ref.id), entry),
         await Promise.all(entry.payloadKeys.map((k) => store.uri(k))),
       );
     }
@@ -58,4 +61,24 @@ export async function expectCatalogMatchesPublished(
   const actual = await catalogEntries(store, prefix);
   const expected = await expectedCatalog(hotStore, store, prefix, tables);
   expect(Object.fromEntries(actual)).toEqual(Object.fromEntries(expected));
+}
+
+/** The URIs of a bucket's non-empty entry in one format's folder; undefined when it has none. */
+export async function liveEntryOf(
+  store: ObjectStore,
+  prefix: string,
+  id: BucketId,
+  format: ArchiveFormat,
+): Promise<string[] | undefined> {
+  const slot = slotOf(id);
+  const slotPrefix = `${catalogFolder(prefix, format, id.tableId)}${catalogSlotName(
+    slot.bucketKey,
+    slot.partitionSegment,
+  )}`;
+  const live: string[][] = [];
+  for await (const object of listAll(store, slotPrefix)) {
+    if (object.size > 0) live.push(parseCatalogEntry(await store.get(object.key)));
+  }
+  expect(live.length, `non-empty entries of one bucket under ${slotPrefix}`).toBeLessThanOrEqual(1);
+  return live[0];
 }

@@ -223,6 +223,7 @@ export function faultyObjectStore(
     };
   return {
     createIfAbsent: wrap("createIfAbsent", inner.createIfAbsent),
+    replace: wrap("replace", inner.replace),
     get: wrap("get", inner.get),
     getStream: wrap("getStream", inner.getStream),
     head: wrap("head", inner.head),

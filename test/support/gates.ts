@@ -46,6 +46,7 @@ export function gatedPayloadUploads(
       if (key.includes("/payloads/")) await gateFor(key)?.pass();
       return await inner.createIfAbsent(key, body, options);
     },
+    replace: (key, body, options) => inner.replace(key, body, options),
     get: (key, range) => inner.get(key, range),
     getStream: (key) => inner.getStream(key),
     head: (key) => inner.head(key),

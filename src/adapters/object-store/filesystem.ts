@@ -18,7 +18,17 @@
  */
 import { randomUUID } from "node:crypto";
 import { createReadStream, type Dirent } from "node:fs";
-import { copyFile, link, mkdir, open, readdir, rmdir, stat, unlink } from "node:fs/promises";
+import {
+  copyFile,
+  link,
+  mkdir,
+  open,
+  readdir,
+  rename,
+  rmdir,
+  stat,
+  unlink,
+} from "node:fs/promises";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import {
@@ -83,6 +93,23 @@ export class FileObjectStore implements port.ObjectStore {
       return "created";
     } catch (error) {
       throw storeError(error, "createIfAbsent", key);
+    }
+  }
+
+  async replace(key: string, body: Uint8Array): Promise<void> {
+    const target = this.#pathOf(key);
+    try {
+      const dir = path.dirname(target);
+      const temp = await this.#writeTemporary(key, dir, body);
+      try {
+        await rename(temp, target);
+      } catch (error) {
+        await unlink(temp).catch(() => undefined);
+        throw error;
+      }
+      await fsyncDirectory(dir);
+    } catch (error) {
+      throw storeError(error, "replace", key);
     }
   }
 

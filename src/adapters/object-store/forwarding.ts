@@ -24,6 +24,10 @@ export class ForwardingObjectStore implements port.ObjectStore {
     return await (await this.target()).createIfAbsent(key, body, options);
   }
 
+  async replace(key: string, body: Uint8Array, options?: port.CreateOptions): Promise<void> {
+    await (await this.target()).replace(key, body, options);
+  }
+
   async get(key: string, range?: port.ByteRange): Promise<Uint8Array> {
     return await (await this.target()).get(key, range);
   }

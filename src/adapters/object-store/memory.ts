@@ -3,7 +3,8 @@ import { ObjectNotFoundError } from "../../errors.js";
 import type * as port from "../../ports/object-store.js";
 import * as keys from "./keys.js";
 
-export type ObjectOperation = "createIfAbsent" | "get" | "getStream" | "head" | "list" | "delete";
+export type ObjectOperation =
+  "createIfAbsent" | "replace" | "get" | "getStream" | "head" | "list" | "delete";
 
 /**
  * A fault hook: called before and after each operation takes effect; throwing
@@ -24,6 +25,7 @@ export class MemoryObjectStore implements port.ObjectStore {
   /** Operation counts, for tests that assert request budgets. */
   readonly calls: Record<ObjectOperation, number> = {
     createIfAbsent: 0,
+    replace: 0,
     get: 0,
     getStream: 0,
     head: 0,
@@ -77,6 +79,14 @@ export class MemoryObjectStore implements port.ObjectStore {
     }
     this.#hook("createIfAbsent", key, "after");
     return result;
+  }
+
+  async replace(key: string, body: Uint8Array): Promise<void> {
+    keys.validateObjectKey(key);
+    this.calls.replace++;
+    this.#hook("replace", key, "before");
+    this.#objects.set(key, { bytes: new Uint8Array(body), lastModified: new Date() });
+    this.#hook("replace", key, "after");
   }
 
   async get(key: string, range?: port.ByteRange): Promise<Uint8Array> {

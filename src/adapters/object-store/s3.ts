@@ -287,6 +287,23 @@ export class S3ObjectStore implements port.ObjectStore {
     }
   }
 
+  async replace(key: string, body: Uint8Array, options: port.CreateOptions = {}): Promise<void> {
+    keys.validateObjectKey(key);
+    try {
+      await this.#client.send(
+        new PutObjectCommand({
+          Bucket: this.bucket,
+          Key: key,
+          Body: body,
+          ContentLength: body.byteLength,
+          ContentType: options.contentType,
+        }),
+      );
+    } catch (error) {
+      throw this.#error(error, "replace", key);
+    }
+  }
+
   /**
    * A write conditioned on no object at `key`: a failed precondition means
    * another writer won (`onLost` runs first); a conflict with a concurrent

@@ -25,7 +25,7 @@ import type { ClusteringPosition } from "../../ports/hot-store.js";
 import { sleep as timerSleep } from "../../ports/clock.js";
 import type { PhaseInput, StepResult } from "./step.js";
 import { commitFenced } from "./step.js";
-import { catalogPortsOf, syncCatalogEntry } from "../catalog.js";
+import { catalogPortsOf, refreshCatalogEntry } from "../catalog.js";
 
 /**
  * Throttling: with a cap of R rows per second, the next batch starts no
@@ -56,7 +56,9 @@ export async function cleanupBucket({
       verifyPayloadBytes: false,
     });
   }
-  await syncCatalogEntry(catalogPortsOf(ctx), metadata);
+  if ((await refreshCatalogEntry(catalogPortsOf(ctx), metadata.id)) === "stale") {
+    return { kind: "lease-lost", reason: "the bucket's published version was replaced" };
+  }
   const sleep = ctx.sleep ?? timerSleep;
   let deleted = 0;
   let batches = 0;

@@ -2,10 +2,11 @@ import { describe, expect, it } from "vitest";
 import { validateObjectKey } from "../../../src/adapters/object-store/keys.js";
 import { parseBucketKey } from "../../../src/domain/bucket.js";
 import {
-  catalogEntryKey,
   catalogEntryName,
   catalogFolder,
+  catalogVersionOf,
   MAX_INLINE_PARTITION_KEY_BYTES,
+  parseCatalogEntryName,
   partitionKeySegment,
 } from "../../../src/domain/object-keys.js";
 import { parseTableId } from "../../../src/domain/table.js";
@@ -18,17 +19,29 @@ describe("catalog entry keys", () => {
       "tenant/a/catalog/parquet/table_id=chat/",
     );
     expect(catalogFolder("", "json", chat)).toBe("catalog/json/table_id=chat/");
+    const version = catalogVersionOf(
+      `p/v4/chat/Yw/month:2025-03/payloads/${"a".repeat(64)}-g17-0123456789ab.json`,
+    );
+    expect(version).toBe("g17-0123456789ab");
     expect(
-      catalogEntryKey(
-        {
-          prefix: "p",
-          tableId: chat,
-          partitionKey: new Uint8Array([0x63]),
-          bucketKey: "month:2025-03",
-        },
-        "json",
-      ),
-    ).toBe("p/catalog/json/table_id=chat/month-2025-03.Yw.txt");
+      `${catalogFolder("p", "json", chat)}${catalogEntryName("month:2025-03", "Yw", version)}`,
+    ).toBe("p/catalog/json/table_id=chat/month-2025-03.Yw.g17-0123456789ab.txt");
+    expect(catalogVersionOf(`x/payloads/${"b".repeat(64)}.parquet`)).toBe("cbbbbbbbbbbbb");
+  });
+
+  it("parse an entry name back into its bucket, partition segment and version (none for a legacy name)", () => {
+    expect(parseCatalogEntryName("month-2025-03.Yw.g17-0123456789ab.txt")).toEqual({
+      bucketKey: "month:2025-03",
+      partitionSegment: "Yw",
+      version: "g17-0123456789ab",
+    });
+    expect(parseCatalogEntryName("day-2025-03-07.Yw.txt")).toEqual({
+      bucketKey: "day:2025-03-07",
+      partitionSegment: "Yw",
+      version: null,
+    });
+    expect(parseCatalogEntryName("month-2025-03.Yw.g17.txt")).toBeNull();
+    expect(parseCatalogEntryName("_SUCCESS")).toBeNull();
   });
 
   it("name a bucket by a visible, colon-free name whose first dot splits bucket from partition, under 255 bytes", () => {
@@ -43,7 +56,7 @@ describe("catalog entry keys", () => {
     for (const bucketKey of keys) {
       for (const partitionKey of partitions) {
         const segment = partitionKeySegment(partitionKey);
-        const name = catalogEntryName(bucketKey, segment);
+        const name = catalogEntryName(bucketKey, segment, "g9999999999999999-0123456789ab");
         expect(name).toMatch(/^[a-z]/);
         expect(name).not.toContain(":");
         expect(Buffer.byteLength(name)).toBeLessThanOrEqual(255);
@@ -52,7 +65,8 @@ describe("catalog entry keys", () => {
           name.slice(name.indexOf(".") + 1),
         ];
         expect(parseBucketKey(bucket.replace("-", ":")).key).toBe(bucketKey);
-        expect(rest).toBe(`${segment}.txt`);
+        expect(rest).toBe(`${segment}.g9999999999999999-0123456789ab.txt`);
+        expect(parseCatalogEntryName(name)?.partitionSegment).toBe(segment);
         validateObjectKey(`catalog/json/table_id=chat/${name}`);
         names.add(name);
       }

@@ -14,17 +14,26 @@ import { FileObjectStore } from "../../../src/adapters/object-store/filesystem.j
 import type { ObjectOperation } from "../../../src/adapters/object-store/memory.js";
 import { InProcessWorkQueue } from "../../../src/adapters/queue/in-process.js";
 import type { BucketId } from "../../../src/domain/bucket.js";
-import { catalogFolder, payloadKey } from "../../../src/domain/object-keys.js";
+import {
+  catalogEntryName,
+  catalogFolder,
+  catalogVersionOf,
+  partitionKeySegment,
+  payloadKey,
+} from "../../../src/domain/object-keys.js";
 import { parseTableId } from "../../../src/domain/table.js";
 import { listAll } from "../../../src/ports/object-store.js";
-import { catalogKeyOf } from "../../../src/usecases/catalog.js";
 import { silentLog } from "../../../src/usecases/context.js";
 import { discover } from "../../../src/usecases/discover.js";
 import { dropTable } from "../../../src/usecases/drop-table.js";
 import { collectGarbage, type GcOptions } from "../../../src/usecases/gc.js";
 import { restoreBucket } from "../../../src/usecases/restore.js";
 import { runNextPhase } from "../../../src/usecases/run-next-phase.js";
-import { catalogEntries, expectCatalogMatchesPublished } from "../../support/catalog.js";
+import {
+  catalogEntries,
+  expectCatalogMatchesPublished,
+  liveEntryOf,
+} from "../../support/catalog.js";
 import { SimulatedCrash, type FaultPoint, type HotOperation } from "../../support/faults.js";
 import { freshPgliteHotStore } from "../../support/pglite-template.js";
 import {
@@ -110,7 +119,7 @@ describe("the query catalog", () => {
     expect(entries.size).toBe(expected.size);
     for (const { id: bucket } of expected.values()) {
       const metadata = await h.inner.getBucket(bucket);
-      expect(entries.get(catalogKeyOf(PREFIX, bucket, "json"))).toEqual([
+      expect(await liveEntryOf(h.objects, PREFIX, bucket, "json")).toEqual([
         `file://${dir}/${metadata!.payload!.key}`,
       ]);
     }
@@ -187,7 +196,7 @@ describe("the query catalog", () => {
         when: "before",
         kind: "hook",
         hook: async () => {
-          entryAtFlip = (await h.objects.head(catalogKeyOf(PREFIX, id, "json"))) !== null;
+          entryAtFlip = (await liveEntryOf(h.objects, PREFIX, id, "json")) !== undefined;
         },
       },
     });
@@ -217,23 +226,26 @@ describe("the query catalog", () => {
     h.clock.advance(HOUR + 1);
     await converge(h, expected);
 
-    const entries = await catalogEntries(h.objects, PREFIX);
-    expect(entries.has(catalogKeyOf(PREFIX, id, "json"))).toBe(false);
-    expect(entries.get(catalogKeyOf(PREFIX, id, "parquet"))).toEqual([
+    expect(await liveEntryOf(h.objects, PREFIX, id, "json")).toBeUndefined();
+    expect(await liveEntryOf(h.objects, PREFIX, id, "parquet")).toEqual([
       `file://${dir}/${(await h.inner.getBucket(id))!.payload!.key}`,
     ]);
     await matches();
   });
 
-  it("a stalled catalog write landing after a restore is removed by GC before it deletes the payloads that write names", async () => {
+  it("a stalled catalog write landing after a restore finds its version's tombstone and changes nothing", async () => {
     await converge(h, expected);
-    const staleKey = catalogKeyOf(PREFIX, id, "json");
-    const staleBytes = await h.objects.get(staleKey);
+    const [staleKey] = [...(await catalogEntries(h.objects, PREFIX)).keys()].filter((k) =>
+      k.includes(`.${Buffer.from(id.partitionKey).toString("base64url")}.`),
+    );
+    const staleBytes = await h.objects.get(staleKey!);
     expect((await restoreBucket(h.process().ctx, id, { holdMs: 30 * DAY })).result).toBe(
       "restored",
     );
     // The PUT of a writer that read the bucket as archived before the restore lands now.
-    expect(await h.objects.createIfAbsent(staleKey, staleBytes)).toBe("created");
+    expect(await h.objects.createIfAbsent(staleKey!, staleBytes)).toBe("already-exists");
+    expect((await h.objects.head(staleKey!))?.size).toBe(0);
+    await matches();
     await ageAll(30 * DAY);
     h.clock.advance(DAY + 1);
 
@@ -253,7 +265,11 @@ describe("the query catalog", () => {
     };
     const stray = payloadKey({ prefix: PREFIX, ...nobody }, "a".repeat(64), "json");
     await h.objects.createIfAbsent(stray, new TextEncoder().encode("stray"));
-    const entryKey = catalogKeyOf(PREFIX, nobody, "json");
+    const entryKey = `${catalogFolder(PREFIX, "json", TABLE)}${catalogEntryName(
+      nobody.bucketKey,
+      partitionKeySegment(nobody.partitionKey),
+      catalogVersionOf(stray),
+    )}`;
     await h.objects.createIfAbsent(
       entryKey,
       new TextEncoder().encode(`${await h.objects.uri(stray)}\n`),
@@ -263,7 +279,7 @@ describe("the query catalog", () => {
     const report = await gc({ includeUnowned: true });
 
     expect(report.orphans).toEqual([expect.objectContaining({ key: stray, action: "deleted" })]);
-    expect(await h.objects.head(entryKey)).toBeNull();
+    expect((await h.objects.head(entryKey))?.size).toBe(0);
     await expectNoDanglingEntry();
     await matches();
   });
@@ -277,6 +293,6 @@ describe("the query catalog", () => {
     expect(report.dropped).toBe(true);
     expect((await catalogEntries(h.objects, PREFIX)).size).toBe(0);
     const folder = catalogFolder(PREFIX, "json", TABLE);
-    expect((await h.objects.list(folder)).objects).toEqual([]);
+    expect((await h.objects.list(folder)).objects.every((o) => o.size === 0)).toBe(true);
   });
 });

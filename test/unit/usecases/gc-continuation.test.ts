@@ -77,6 +77,7 @@ describe("garbage collection that spans runs", () => {
     const o = h.objects;
     return {
       createIfAbsent: (key, body) => o.createIfAbsent(key, body),
+      replace: (key, body) => o.replace(key, body),
       get: (key, range) => o.get(key, range),
       getStream: (key) => o.getStream(key),
       head: (key) => o.head(key),

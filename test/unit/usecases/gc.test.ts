@@ -223,6 +223,7 @@ describe("archive garbage collection", () => {
     const objects = h.objects;
     const stallingStore: ObjectStore = {
       createIfAbsent: (key, body) => objects.createIfAbsent(key, body),
+      replace: (key, body) => objects.replace(key, body),
       get: (key, range) => objects.get(key, range),
       getStream: (key) => objects.getStream(key),
       head: (key) => objects.head(key),
