@@ -195,9 +195,13 @@ export function createWorkerHandler(open: () => Promise<WorkerDependencies>) {
     context: Context,
   ): Promise<ManualRunReport> {
     const log = bucketLogger(request.item);
-    log.info("manual run started", { max_phases: request.maxPhases });
+    log.info("manual run started", {
+      max_phases: request.maxPhases,
+      run_quarantined: request.runQuarantined,
+    });
     const report = await runBucketPhases(deps.adapters.context(workflowLog(log)), request.item, {
       maxPhases: request.maxPhases,
+      manual: request.runQuarantined,
       remainingMs: () => context.getRemainingTimeInMillis(),
       onPhase: recordPhaseOutcome,
     });
