@@ -4,12 +4,18 @@
  * - an SQS batch from the work queue's event source mapping: each record runs
  *   one fenced phase of the bucket it names; the response lists the records
  *   that must come back (`batchItemFailures`), so one bad record never fails
- *   the others;
+ *   the others. The records run one after another, and none starts once the
+ *   invocation's deadline has passed: those come back at once for another
+ *   invocation, while every record that ran reports its own outcome. A batch
+ *   that ran on into the timeout would be returned whole, committed phases
+ *   and all, each message's receive count raised and the cut phase's lease
+ *   left to expire into a takeover;
  * - a manual invocation naming one bucket (events/manual-bucket.json): its
  *   phases run one after another until it is finished or cannot proceed, and
  *   the function returns a report of each phase.
  */
 import { BatchProcessor, EventType, processPartialResponse } from "@aws-lambda-powertools/batch";
+import type { Logger } from "@aws-lambda-powertools/logger";
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda";
 import { InvalidInputError, errorMessage } from "../src/errors.js";
 import {
@@ -19,7 +25,6 @@ import {
   type WorkQueue,
 } from "../src/ports/work-queue.js";
 import type { Adapters } from "../src/open-adapters.js";
-import { silentLog } from "../src/usecases/context.js";
 import {
   MANUAL_RUN_FORM,
   parseManualRunRequest,
@@ -29,7 +34,7 @@ import {
 } from "../src/usecases/manual-run.js";
 import {
   WorkNotFinishedError,
-  busyReturnSeconds,
+  WorkNotStartedError,
   processWorkMessage,
 } from "../src/usecases/work-message.js";
 import {
@@ -48,8 +53,13 @@ export interface WorkerDependencies {
   readonly queue: WorkQueue & Partial<MessageVisibility>;
 }
 
-/** Stop starting cleanup batches this long before the function times out. */
-const SQS_DEADLINE_MARGIN_MS = 10_000;
+/**
+ * The invocation's deadline is this long before the function times out: no
+ * record of a batch starts after it, and a started phase starts no new export
+ * part or cleanup batch after it. One part or batch with its lease and commit
+ * (the least a started phase does) must fit in this margin.
+ */
+export const WORKER_DEADLINE_MARGIN_MS = 10_000;
 
 export const WORKER_EVENT_FORM = `an SQS event from the work queue ({"Records":[{"eventSource":"aws:sqs","messageId":…,"body":${WORK_MESSAGE_FORM}},…]}) or a manual invocation ${MANUAL_RUN_FORM}`;
 
@@ -103,6 +113,14 @@ export function createWorkerHandler(open: () => Promise<WorkerDependencies>) {
     record: SQSRecord,
     deadline: Date,
   ): Promise<void> {
+    if (deps.adapters.clock.now().getTime() > deadline.getTime()) {
+      const log = logger.createChild({ persistentKeys: { message_id: record.messageId } });
+      log.info("work message not started: the invocation's deadline has passed", {
+        deadline: deadline.toISOString(),
+      });
+      await handBack(deps, record, 0, log);
+      throw new WorkNotStartedError(record.messageId, deadline);
+    }
     let item;
     try {
       item = decodeWorkMessage(record.body, `SQS message ${record.messageId}`);
@@ -124,7 +142,7 @@ export function createWorkerHandler(open: () => Promise<WorkerDependencies>) {
       const result = await processWorkMessage(
         { ...deps.adapters.context(workflowLog(log)), queue: deps.queue },
         item,
-        { deadline },
+        { deadline, receiveCount: Number(record.attributes?.ApproximateReceiveCount ?? 1) },
       );
       recordPhaseOutcome(result.outcome);
       log.info("work message processed", {
@@ -132,11 +150,13 @@ export function createWorkerHandler(open: () => Promise<WorkerDependencies>) {
         result: result.outcome.result,
         next: result.outcome.next,
         reason: result.outcome.reason,
+        retry_at: result.outcome.retryAt?.toISOString(),
         enqueued: result.kind === "finished" ? result.enqueued : null,
         duration_ms: result.outcome.durationMs,
       });
       if (result.kind === "retry-later") {
-        if (result.outcome.result === "busy") await returnSooner(deps, record, log);
+        if (result.returnAfterSeconds !== null)
+          await handBack(deps, record, result.returnAfterSeconds, log);
         throw new WorkNotFinishedError(result.outcome);
       }
     } catch (error) {
@@ -151,20 +171,19 @@ export function createWorkerHandler(open: () => Promise<WorkerDependencies>) {
     }
   }
 
-  /** Hand a `busy` message back for a lease's time; if that fails it returns at its visibility timeout. */
-  async function returnSooner(
+  /** Make a kept message visible again `seconds` from now; if that fails it returns at its visibility timeout. */
+  async function handBack(
     deps: WorkerDependencies,
     record: SQSRecord,
-    log: ReturnType<typeof bucketLogger>,
+    seconds: number,
+    log: Logger,
   ): Promise<void> {
     if (deps.queue.returnAfter === undefined || !record.receiptHandle) return;
-    const receives = Number(record.attributes?.ApproximateReceiveCount ?? 1);
-    const seconds = busyReturnSeconds(deps.adapters.context(silentLog).settings.leaseMs, receives);
     try {
       await deps.queue.returnAfter(record.receiptHandle, seconds);
-      log.info("busy message handed back", { return_after_seconds: seconds });
+      log.info("message handed back", { return_after_seconds: seconds });
     } catch (error) {
-      log.warn("could not hand the busy message back; it returns at its visibility timeout", {
+      log.warn("could not hand the message back; it returns at its visibility timeout", {
         error: errorMessage(error),
       });
     }
@@ -176,9 +195,13 @@ export function createWorkerHandler(open: () => Promise<WorkerDependencies>) {
     context: Context,
   ): Promise<ManualRunReport> {
     const log = bucketLogger(request.item);
-    log.info("manual run started", { max_phases: request.maxPhases });
+    log.info("manual run started", {
+      max_phases: request.maxPhases,
+      run_quarantined: request.runQuarantined,
+    });
     const report = await runBucketPhases(deps.adapters.context(workflowLog(log)), request.item, {
       maxPhases: request.maxPhases,
+      manual: request.runQuarantined,
       remainingMs: () => context.getRemainingTimeInMillis(),
       onPhase: recordPhaseOutcome,
     });
@@ -194,7 +217,7 @@ export function createWorkerHandler(open: () => Promise<WorkerDependencies>) {
       const deadline = new Date(
         deps.adapters.clock.now().getTime() +
           context.getRemainingTimeInMillis() -
-          SQS_DEADLINE_MARGIN_MS,
+          WORKER_DEADLINE_MARGIN_MS,
       );
       return await processPartialResponse(
         request.event,

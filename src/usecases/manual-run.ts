@@ -9,6 +9,7 @@ import type { BucketId } from "../domain/bucket.js";
 import type { BucketState, PhaseName, RecordedPhase } from "../ports/hot-store.js";
 import type { WorkItem } from "../ports/work-queue.js";
 import type { ArchiverContext, PhaseOutcome, PhaseResult } from "./context.js";
+import { readBoolean, readObject } from "../input.js";
 import { runNextPhase } from "./run-next-phase.js";
 import {
   readWorkItemWithOption,
@@ -26,20 +27,34 @@ const MAX_PHASES_OPTION: WorkItemOption = {
   max: MAX_MANUAL_PHASES,
 };
 
-export const MANUAL_RUN_FORM = workItemOptionForm(MAX_PHASES_OPTION);
+/** The field that runs a quarantined bucket, as `pulpitum archive --bucket` does. */
+const RUN_QUARANTINED = "run_quarantined";
+
+export const MANUAL_RUN_FORM = `${workItemOptionForm(MAX_PHASES_OPTION).slice(0, -1)},"${RUN_QUARANTINED}"?:boolean}`;
 
 export interface ManualRunRequest {
   readonly item: WorkItem;
   readonly maxPhases: number;
+  /**
+   * Run the bucket even when it is quarantined (it stays quarantined; never
+   * for a paused table). Off unless asked for by name: a quarantine was set
+   * for a reason, and an invocation replayed from a script or the sample
+   * event must not run past it unawares.
+   */
+  readonly runQuarantined: boolean;
 }
 
-/** Validate a manual invocation: the work message fields plus an optional `max_phases`. */
+/** Validate a manual invocation: the work message fields plus optional `max_phases` and `run_quarantined`. */
 export function parseManualRunRequest(
   value: unknown,
   input = "manual invocation",
 ): ManualRunRequest {
-  const { item, option } = readWorkItemWithOption(value, input, MAX_PHASES_OPTION);
-  return { item, maxPhases: option };
+  const at = { input, form: MANUAL_RUN_FORM };
+  const o = readObject(value, at);
+  const runQuarantined = readBoolean(o, RUN_QUARANTINED, false, at);
+  const { [RUN_QUARANTINED]: _runQuarantined, ...rest } = o;
+  const { item, option } = readWorkItemWithOption(rest, input, MAX_PHASES_OPTION, MANUAL_RUN_FORM);
+  return { item, maxPhases: option, runQuarantined };
 }
 
 export interface ManualRunOptions {

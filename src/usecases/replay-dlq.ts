@@ -5,6 +5,13 @@
  * bucket's durable state before acting, so replaying a message whose bucket
  * has since been archived, or replaying one twice, does nothing harmful.
  *
+ * A letter whose body is not a valid work message is never sent: no worker
+ * can ever decode it, so replaying it would only loop it back here after
+ * `maxReceiveCount` more receives, each logged as a failure. It stays in the
+ * DLQ (the evidence of whatever produced it) and is reported with the
+ * decode error; once the rest is replayed, what remains is what an operator
+ * must read and then delete or purge by hand.
+ *
  * Ordering: a message is deleted from the DLQ only after SendMessageBatch
  * reported it sent. A crash between the two leaves the message in both queues
  * (a harmless duplicate); the reverse order could lose it.
@@ -17,6 +24,7 @@
  */
 import { InvalidInputError, errorMessage } from "../errors.js";
 import { readBoolean, readFields, readInteger } from "../input.js";
+import { decodeWorkMessage } from "../ports/work-queue.js";
 import {
   DEAD_LETTER_MAX_BATCH,
   type DeadLetter,
@@ -49,7 +57,8 @@ export interface ReplayDeadLettersRequest {
 
 export interface ReplayFailure {
   readonly messageId: string;
-  readonly stage: "send" | "delete";
+  /** `decode`: the body is not a work message; the letter stays in the DLQ, unsent. */
+  readonly stage: "decode" | "send" | "delete";
   readonly reason: string;
 }
 
@@ -63,6 +72,8 @@ export interface ReplayReport {
   readonly sentNotDeleted: number;
   /** Not sent; they stay in the DLQ and reappear after the visibility timeout. */
   readonly notSent: number;
+  /** Not sent because their body is not a work message (also in a dry run); they stay in the DLQ. */
+  readonly undecodable: number;
   /** The ids of the messages received, in order. */
   readonly messageIds: readonly string[];
   readonly failures: readonly ReplayFailure[];
@@ -128,11 +139,12 @@ export async function replayDeadLetters(request: ReplayDeadLettersRequest): Prom
         seen.add(letter.id);
         messageIds.push(letter.id);
       }
+      const decodable = fresh.filter((letter) => isWorkMessage(letter, failures));
       if (request.dryRun) {
         heldByDryRun.push(...fresh);
         continue;
       }
-      replayed += await replayRound(deadLetters, fresh, failures);
+      if (decodable.length > 0) replayed += await replayRound(deadLetters, decodable, failures);
     }
   } finally {
     if (heldByDryRun.length > 0) await deadLetters.release(heldByDryRun);
@@ -144,10 +156,22 @@ export async function replayDeadLetters(request: ReplayDeadLettersRequest): Prom
     replayed,
     sentNotDeleted: failures.filter((f) => f.stage === "delete").length,
     notSent: failures.filter((f) => f.stage === "send").length,
+    undecodable: failures.filter((f) => f.stage === "decode").length,
     messageIds,
     failures,
     stoppedBecause,
   };
+}
+
+/** Whether a letter's body decodes as a work message; if not, its decode error joins `failures`. */
+function isWorkMessage(letter: DeadLetter, failures: ReplayFailure[]): boolean {
+  try {
+    decodeWorkMessage(letter.body, `dead letter ${letter.id}`);
+    return true;
+  } catch (error) {
+    failures.push({ messageId: letter.id, stage: "decode", reason: errorMessage(error) });
+    return false;
+  }
 }
 
 /** Send one round to the work queue, then delete from the DLQ exactly the ones that were sent. */

@@ -19,13 +19,17 @@ export function workItemOptionForm(option: WorkItemOption): string {
   return `${WORK_MESSAGE_FORM.slice(0, -1)},"${option.field}"?:integer ${option.min}..${option.max}}`;
 }
 
-/** Validate such an invocation: the bucket's work item and the option's value (its fallback when absent). */
+/**
+ * Validate such an invocation: the bucket's work item and the option's value
+ * (its fallback when absent). `form`: the accepted form errors name, when the
+ * caller accepts more fields than this one option (it reads those itself).
+ */
 export function readWorkItemWithOption(
   value: unknown,
   input: string,
   option: WorkItemOption,
+  form = workItemOptionForm(option),
 ): { readonly item: WorkItem; readonly option: number } {
-  const form = workItemOptionForm(option);
   const at = { input, form };
   const o = readObject(value, at);
   const chosen = readInteger(o, option.field, option, at);

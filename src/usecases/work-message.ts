@@ -9,18 +9,24 @@
  *
  * A message is only a wake-up. `busy` (another worker holds the lease) and
  * `deferred` (the bucket is waiting for its retry time) keep the message so
- * the queue redelivers it; a `busy` one is handed back after
- * {@link busyReturnSeconds} rather than a whole visibility timeout (the lease
- * it met ends or is renewed within a lease). A bucket that keeps
- * failing therefore reaches the dead-letter queue after `maxReceiveCount`
- * receives, where an alarm sees it. Everything else finishes the message:
- * `done` and `lease-lost` leave nothing for this message to do (discovery
- * finds stalled buckets again once their lease expires).
+ * the queue redelivers it, each handed back for the time it should wait
+ * ({@link returnAfterSeconds}): a `busy` one after {@link busyReturnSeconds}
+ * (the lease it met ends or is renewed within a lease), a `deferred` one at
+ * its retry time. A bucket deferred beyond the longest visibility SQS accepts
+ * (a restore's hold of days) finishes its message instead: discovery offers
+ * a hot or stalled bucket again once its retry time has passed, so keeping
+ * the message would only spend its receives until it reached the
+ * dead-letter queue, where the alarm would fire for a healthy bucket. A
+ * bucket that keeps failing reaches quarantine, or the dead-letter queue
+ * after `maxReceiveCount` receives, where an alarm sees it. Everything else
+ * finishes the message: `done` and `lease-lost` leave nothing for this
+ * message to do (discovery finds stalled buckets again once their lease
+ * expires).
  */
 import { describeBucket } from "../domain/bucket.js";
 import { PulpitumError } from "../errors.js";
 import type { PhaseName } from "../ports/hot-store.js";
-import type { WorkItem, WorkQueue } from "../ports/work-queue.js";
+import { MAX_VISIBILITY_SECONDS, type WorkItem, type WorkQueue } from "../ports/work-queue.js";
 import type { ArchiverContext, PhaseOutcome } from "./context.js";
 import { runNextPhase } from "./run-next-phase.js";
 
@@ -35,16 +41,30 @@ export type WorkMessageResult =
       readonly outcome: PhaseOutcome;
       readonly enqueued: PhaseName | null;
     }
-  /** Keep the message: the queue redelivers it after its visibility timeout. */
-  | { readonly kind: "retry-later"; readonly outcome: PhaseOutcome };
+  /**
+   * Keep the message. `returnAfterSeconds`: hand it back to come again that
+   * many seconds from now; null: it comes back after its visibility timeout.
+   */
+  | {
+      readonly kind: "retry-later";
+      readonly outcome: PhaseOutcome;
+      readonly returnAfterSeconds: number | null;
+    };
+
+export interface WorkMessageOptions {
+  /** Start no new cleanup batch or export part after this instant (see RunPhaseOptions). */
+  readonly deadline?: Date;
+  /** How many times the queue has delivered this message (SQS's ApproximateReceiveCount). */
+  readonly receiveCount?: number;
+}
 
 /** Run the next phase of the bucket a message names and decide the message's fate. */
 export async function processWorkMessage(
   ctx: WorkMessageContext,
   item: WorkItem,
-  options: { deadline?: Date } = {},
+  options: WorkMessageOptions = {},
 ): Promise<WorkMessageResult> {
-  const outcome = await runNextPhase(ctx, item, options);
+  const outcome = await runNextPhase(ctx, item, { deadline: options.deadline });
   switch (outcome.result) {
     case "advanced":
       if (outcome.next !== null) {
@@ -53,8 +73,16 @@ export async function processWorkMessage(
       }
       return { kind: "finished", outcome, enqueued: null };
     case "busy":
-    case "deferred":
-      return { kind: "retry-later", outcome };
+      return {
+        kind: "retry-later",
+        outcome,
+        returnAfterSeconds: busyReturnSeconds(ctx.settings.leaseMs, options.receiveCount ?? 1),
+      };
+    case "deferred": {
+      const wait = deferredReturnSeconds(outcome.retryAt, ctx.clock.now());
+      if (wait === "beyond-visibility") return { kind: "finished", outcome, enqueued: null };
+      return { kind: "retry-later", outcome, returnAfterSeconds: wait };
+    }
     case "done":
     case "lease-lost":
       return { kind: "finished", outcome, enqueued: null };
@@ -78,6 +106,22 @@ export function busyReturnSeconds(leaseMs: number, receiveCount: number): number
 }
 
 /**
+ * When a `deferred` message should come back: at the bucket's retry time
+ * (at least a second from now), or "beyond-visibility" when that is further
+ * than {@link MAX_VISIBILITY_SECONDS} away. Null without a retry time (a
+ * failed cleanup: discovery offers the bucket again at once, so the
+ * visibility timeout spaces the attempts).
+ */
+export function deferredReturnSeconds(
+  retryAt: Date | undefined,
+  now: Date,
+): number | "beyond-visibility" | null {
+  if (retryAt === undefined) return null;
+  const seconds = Math.max(1, Math.ceil((retryAt.getTime() - now.getTime()) / 1000));
+  return seconds > MAX_VISIBILITY_SECONDS ? "beyond-visibility" : seconds;
+}
+
+/**
  * Thrown by a queue consumer for a message that must come back later (a
  * `retry-later` result), so that partial-batch handling reports it failed.
  */
@@ -86,9 +130,26 @@ export class WorkNotFinishedError extends PulpitumError {
   constructor(outcome: PhaseOutcome) {
     super(
       `${describeBucket(outcome.bucket)}: ${outcome.result}${outcome.reason ? ` (${outcome.reason})` : ""}; ` +
-        "the message stays on the queue and is retried after its visibility timeout",
+        "the message stays on the queue and comes back later",
       { retryable: true },
     );
     this.outcome = outcome;
+  }
+}
+
+/**
+ * Thrown by a queue consumer for a message it did not start because its
+ * invocation's deadline had passed: partial-batch handling reports it failed,
+ * so it comes back for another invocation. Nothing of its bucket was touched.
+ */
+export class WorkNotStartedError extends PulpitumError {
+  readonly messageId: string;
+  constructor(messageId: string, deadline: Date) {
+    super(
+      `message ${messageId} not started: the invocation's deadline ${deadline.toISOString()} has passed; ` +
+        "it comes back for another invocation",
+      { retryable: true },
+    );
+    this.messageId = messageId;
   }
 }

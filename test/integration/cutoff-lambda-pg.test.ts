@@ -147,7 +147,7 @@ describe("a warm Lambda container crossing New Year", () => {
 
     // Assess
     expect(before.candidates).toBe(0);
-    expect(deliveredBefore).toEqual({ delivered: 1, failures: 0 });
+    expect(deliveredBefore).toMatchObject({ delivered: 1, failures: 0 });
     expect(stateBefore).toBe("hot");
     expect(after).toMatchObject({ candidates: 1, by_kind: { eligible: 1 }, stop: "exhausted" });
     expect(delivered).toBe(5);

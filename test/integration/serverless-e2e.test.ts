@@ -583,7 +583,13 @@ describe("the serverless archiver against SQS, S3 and PostgreSQL", () => {
       { ...eventFile("replay-dlq.json"), dry_run: true },
       lambdaContext(),
     )) as ReplayReport;
-    expect(dryRun).toMatchObject({ dryRun: true, received: 2, replayed: 0, notSent: 0 });
+    expect(dryRun).toMatchObject({
+      dryRun: true,
+      received: 2,
+      replayed: 0,
+      notSent: 0,
+      undecodable: 1,
+    });
     expect((await queueDepth(dlqUrl)).visible).toBe(2);
     expect(await queueDepth(workQueueUrl)).toEqual({ visible: 0, inFlight: 0 });
 
@@ -595,19 +601,24 @@ describe("the serverless archiver against SQS, S3 and PostgreSQL", () => {
     await inspector.adapters.hotStore.append(late.tableId, records, new Date());
 
     const replayed = (await replay(eventFile("replay-dlq.json"), lambdaContext())) as ReplayReport;
+    // The malformed one can never decode: it is reported and kept in the DLQ, never sent.
     expect(replayed).toMatchObject({
       dryRun: false,
       received: 2,
-      replayed: 2,
+      replayed: 1,
       notSent: 0,
       sentNotDeleted: 0,
+      undecodable: 1,
       stoppedBecause: "dlq-empty",
     });
+    expect(replayed.failures).toEqual([
+      { messageId: expect.any(String), stage: "decode", reason: expect.stringMatching(/not JSON/) },
+    ]);
     expect([...replayed.messageIds].sort()).toEqual([...dryRun.messageIds].sort());
-    expect((await queueDepth(dlqUrl)).visible).toBe(0);
+    expect(await queueDepth(dlqUrl)).toEqual({ visible: 0, inFlight: 1 });
 
     poller.start();
-    // The repaired message archives its bucket (one phase, then its follow-ups); the malformed one dead-letters again.
+    // The repaired message archives its bucket (one phase, then its follow-ups); the malformed one stays in the DLQ.
     await waitFor(
       "the repaired bucket archived",
       () => isArchived(late),
@@ -615,12 +626,14 @@ describe("the serverless archiver against SQS, S3 and PostgreSQL", () => {
       async () => void (await discoverOnce()),
     );
     await waitFor(
-      "the malformed message back in the DLQ",
+      "the malformed message visible in the DLQ again after the replay's visibility timeout",
       async () => (await queueDepth(dlqUrl)).visible === 1,
       60_000,
     );
     await poller.stop();
     expect(await archivedRecords(late)).toHaveLength(records.length);
+    // No worker received it again.
+    expect(output.join("").match(/malformed work message/g)?.length).toBe(MAX_RECEIVE_COUNT);
     const leftover = await admin.sqs.send(
       new ReceiveMessageCommand({ QueueUrl: dlqUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 1 }),
     );

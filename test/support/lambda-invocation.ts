@@ -38,32 +38,48 @@ export function invocationContext(
   };
 }
 
+/** What one delivery did: the messages in event order, and those the worker reported failed. */
+export interface Delivery {
+  readonly delivered: number;
+  readonly failures: number;
+  readonly messageIds: readonly string[];
+  readonly failedIds: ReadonlySet<string>;
+  /** Each message's ApproximateReceiveCount as SQS reported it, by message id. */
+  readonly receiveCounts: ReadonlyMap<string, number>;
+}
+
 /**
  * Receive what the queue holds and hand it to the worker as the event source
- * mapping would: one batch, then delete every message not reported failed.
+ * mapping would (with each message's real receive count): one batch, then
+ * delete every message not reported failed.
  */
 export async function deliverToWorker(
   sqs: SQSClient,
   queueUrl: string,
   worker: (event: SQSEvent, context: Context) => Promise<unknown>,
   context: () => Context,
-): Promise<{ delivered: number; failures: number }> {
+): Promise<Delivery> {
   const received = await sqs.send(
     new ReceiveMessageCommand({
       QueueUrl: queueUrl,
       MaxNumberOfMessages: 10,
       WaitTimeSeconds: 0,
+      MessageSystemAttributeNames: ["ApproximateReceiveCount"],
     }),
   );
   const messages = received.Messages ?? [];
-  if (messages.length === 0) return { delivered: 0, failures: 0 };
+  const receiveCounts = new Map(
+    messages.map((m) => [m.MessageId!, Number(m.Attributes?.ApproximateReceiveCount ?? 1)]),
+  );
+  if (messages.length === 0)
+    return { delivered: 0, failures: 0, messageIds: [], failedIds: new Set(), receiveCounts };
   const event: SQSEvent = {
     Records: messages.map((m) => ({
       messageId: m.MessageId!,
       receiptHandle: m.ReceiptHandle!,
       body: m.Body!,
       attributes: {
-        ApproximateReceiveCount: "1",
+        ApproximateReceiveCount: String(receiveCounts.get(m.MessageId!)),
         SentTimestamp: "0",
         SenderId: "AIDATEST",
         ApproximateFirstReceiveTimestamp: "0",
@@ -83,5 +99,11 @@ export async function deliverToWorker(
         new DeleteMessageCommand({ QueueUrl: queueUrl, ReceiptHandle: m.ReceiptHandle! }),
       );
   }
-  return { delivered: messages.length, failures: failed.size };
+  return {
+    delivered: messages.length,
+    failures: failed.size,
+    messageIds: messages.map((m) => m.MessageId!),
+    failedIds: failed,
+    receiveCounts,
+  };
 }

@@ -205,7 +205,7 @@ export async function dlqReplayCommand(opts: {
     if (opts.json) printJson(report);
     else
       console.log(
-        `${report.dryRun ? "dry run: " : ""}received ${report.received}, replayed ${report.replayed}, not sent ${report.notSent}, sent but not deleted ${report.sentNotDeleted} (${report.stoppedBecause})`,
+        `${report.dryRun ? "dry run: " : ""}received ${report.received}, replayed ${report.replayed}, not sent ${report.notSent}, sent but not deleted ${report.sentNotDeleted}, undecodable (kept in the DLQ) ${report.undecodable} (${report.stoppedBecause})`,
       );
     if (report.failures.length > 0) process.exitCode = 1;
   } finally {

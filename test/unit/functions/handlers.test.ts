@@ -508,6 +508,76 @@ describe("the worker handler invoked by hand", () => {
     expect(report.final).toMatchObject({ stopped_because: "time", state: "hot", next: null });
   });
 
+  it("runs a quarantined bucket only when asked by name with run_quarantined, leaves it quarantined, and never runs a paused table's", async () => {
+    // Prepare: a quarantined bucket, and one of a paused table
+    const quarantine = async (id: BucketId) => {
+      const acquired = await h.inner.acquireLease(id, h.clock.now(), 60_000);
+      if (acquired.kind !== "acquired") throw new Error("no lease");
+      const set = await h.inner.quarantine(acquired.lease, h.clock.now(), "injected: integrity");
+      if (set.kind !== "committed") throw new Error(`not quarantined: ${set.kind}`);
+    };
+    const { event, id, expected } = await manualBucket();
+    await quarantine(id);
+    const paused = await manualBucket();
+    await quarantine(paused.id);
+    await h.inner.setPaused(paused.id.tableId, true, h.clock.now());
+
+    // Act
+    const plain = (await worker(event, lambdaContext())) as ManualRunReport;
+    const asked = (await worker(
+      { ...event, run_quarantined: true },
+      lambdaContext(),
+    )) as ManualRunReport;
+    const onPaused = (await worker(
+      { ...paused.event, run_quarantined: true },
+      lambdaContext(),
+    )) as ManualRunReport;
+
+    // Assess
+    expect(plain.phases).toEqual([
+      expect.objectContaining({
+        phase: null,
+        result: "done",
+        reason: expect.stringMatching(/^quarantined since/),
+      }),
+    ]);
+    expect(plain.final).toMatchObject({ stopped_because: "nothing-to-do", state: "hot" });
+    expect(asked.phases.map((p) => [p.phase, p.result])).toEqual([
+      ["claim", "advanced"],
+      ["export", "advanced"],
+      ["seal", "advanced"],
+      ["publish", "advanced"],
+      ["cleanup", "advanced"],
+    ]);
+    expect(asked.final).toMatchObject({
+      stopped_because: "finished",
+      state: "archived",
+      hot_deleted: true,
+    });
+    expectSameRecords(await archivedRecords(h, id), expected);
+    expect((await h.inner.getBucket(id))?.quarantinedAt).not.toBeNull();
+    expect(onPaused.phases).toEqual([
+      expect.objectContaining({
+        phase: null,
+        result: "done",
+        reason: expect.stringMatching(/paused/),
+      }),
+    ]);
+    expect(await h.inner.getBucket(paused.id)).toMatchObject({ state: "hot" });
+    expect(output.logs().filter((l) => l.message === "manual run started")).toEqual([
+      expect.objectContaining({ run_quarantined: false }),
+      expect.objectContaining({ run_quarantined: true }),
+      expect.objectContaining({ run_quarantined: true }),
+    ]);
+  });
+
+  it("rejects a run_quarantined that is not true or false, naming the field", async () => {
+    const { event } = await manualBucket();
+    await expect(worker({ ...event, run_quarantined: "yes" }, lambdaContext())).rejects.toThrow(
+      /run_quarantined "yes" is not true or false; expected .*"run_quarantined"\?:boolean/,
+    );
+  });
+
   it("reports a busy bucket without waiting", async () => {
     const { event, id } = await manualBucket();
     await h.inner.acquireLease(id, h.clock.now(), 60_000);

@@ -10,7 +10,8 @@ import { afterEach, describe, expect, it } from "vitest";
 import { createWorkerHandler } from "../../../functions/worker.js";
 import { MemoryWorkQueue, type ReceivedMessage } from "../../../src/adapters/queue/memory.js";
 import { parseTableId } from "../../../src/domain/table.js";
-import { busyReturnSeconds } from "../../../src/usecases/work-message.js";
+import { MAX_VISIBILITY_SECONDS } from "../../../src/ports/work-queue.js";
+import { busyReturnSeconds, deferredReturnSeconds } from "../../../src/usecases/work-message.js";
 import {
   chatRecords,
   makeHarness,
@@ -139,5 +140,23 @@ describe("the busy return time", () => {
     ]);
     expect(busyReturnSeconds(60_000, Number.NaN)).toBe(60);
     expect(busyReturnSeconds(500, 1)).toBe(1);
+  });
+});
+
+describe("the deferred return time", () => {
+  it("is the wait until the retry time, at least a second, up to SQS's 12 hours, and beyond that finishes the message", () => {
+    const now = new Date("2026-06-01T00:00:00Z");
+    const at = (ms: number) => new Date(now.getTime() + ms);
+    expect(deferredReturnSeconds(at(60_000), now)).toBe(60);
+    expect(deferredReturnSeconds(at(59_001), now)).toBe(60);
+    expect(deferredReturnSeconds(at(0), now)).toBe(1);
+    expect(deferredReturnSeconds(at(MAX_VISIBILITY_SECONDS * 1000), now)).toBe(
+      MAX_VISIBILITY_SECONDS,
+    );
+    expect(deferredReturnSeconds(at(MAX_VISIBILITY_SECONDS * 1000 + 1), now)).toBe(
+      "beyond-visibility",
+    );
+    expect(deferredReturnSeconds(at(7 * 86_400_000), now)).toBe("beyond-visibility");
+    expect(deferredReturnSeconds(undefined, now)).toBeNull();
   });
 });
