@@ -14,6 +14,7 @@ import {
   processStartTicks,
   type LockHolder,
 } from "../../../../src/adapters/sql/embedded-lock.js";
+import { ownBootId, ownPidNamespace } from "../../../../src/adapters/sql/lock-holder.js";
 
 const CONTENDER = path.resolve(
   import.meta.dirname,
@@ -39,6 +40,9 @@ function holder(fields: Partial<LockHolder>): LockHolder {
     since: "2026-01-01T00:00:00.000Z",
     token: `t-${Math.random()}`,
     pidStart: null,
+    pidNamespace: ownPidNamespace(),
+    bootId: ownBootId(),
+    kernelLock: false,
     ...fields,
   };
 }
@@ -107,7 +111,7 @@ describe("the embedded store's lock", () => {
   });
 
   it("refuses a lock held on another host, since its holder cannot be checked, and names the file to delete", () => {
-    plant(holder({ hostname: "elsewhere.example", pid: 4242 }));
+    plant(holder({ hostname: "elsewhere.example", pid: 4242, bootId: randomUUID() }));
     expect(() => acquire()).toThrow(
       /process 4242 .* on host elsewhere\.example .*delete .*db\.lock/s,
     );
