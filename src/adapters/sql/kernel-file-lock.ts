@@ -87,10 +87,14 @@ type FlockOutcome =
   | { readonly kind: "unavailable"; readonly reason: string };
 
 function runFlock(command: string, target: string[], fd: number | null): FlockOutcome {
-  const result = spawnSync(command, ["--exclusive", "--nonblock", "-E", String(CONFLICT), ...target], {
-    stdio: ["ignore", "ignore", "pipe", ...(fd === null ? [] : [fd])],
-    timeout: SPAWN_TIMEOUT_MS,
-  });
+  const result = spawnSync(
+    command,
+    ["--exclusive", "--nonblock", "-E", String(CONFLICT), ...target],
+    {
+      stdio: ["ignore", "ignore", "pipe", ...(fd === null ? [] : [fd])],
+      timeout: SPAWN_TIMEOUT_MS,
+    },
+  );
   if (result.error !== undefined) {
     return { kind: "unavailable", reason: `\`${command}\` cannot run (${result.error.message})` };
   }
