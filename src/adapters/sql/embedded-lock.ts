@@ -8,13 +8,27 @@
  * other wrote, and acknowledged records vanish. So the lock is taken before
  * PGlite touches the directory and released only after PGlite has closed.
  *
- * The lock is a file created atomically with `link(2)` from a fully written
- * temporary file, so a reader never sees a half-written holder. It names the
- * holder (pid, host, command, start time) for the refusal message.
+ * Two layers, taken in this order and released in the reverse one:
  *
- * A lock whose holder died (SIGKILL, power loss) is stale: its pid is not
- * alive on this host, or the pid now belongs to a process that started
- * later. Breaking it must not let two processes in at once, so the
+ * 1. The kernel's: an exclusive flock on `<dataDir>.flock`, which the kernel
+ *    holds until this process ends (kernel-file-lock.ts). It is the
+ *    exclusion: it needs no judgement of whether a holder still runs, so a
+ *    holder in another PID namespace with the same host name (containers
+ *    sharing a hostname, `unshare -p`), whose pid means nothing here, is
+ *    never mistaken for a dead one. Where it cannot be had (no util-linux
+ *    `flock`, as on macOS; a filesystem that does not enforce flock) the
+ *    record below is the only exclusion, and says so (`kernelLock: false`).
+ *    A judgement from pids, even with the namespace and boot recorded, can
+ *    only refuse what it cannot see into; the kernel lock never has to.
+ * 2. The record `<dataDir>.lock`, naming the holder (pid, host, PID
+ *    namespace, boot, command, start time) for the refusal message, and the
+ *    exclusion between processes without the kernel lock (an older version,
+ *    a system without `flock`). It is created atomically with `link(2)` from
+ *    a fully written temporary file, so a reader never sees a half-written
+ *    holder.
+ *
+ * A record whose holder is gone (lock-holder.ts says when that can be known)
+ * is stale. Breaking it must not let two processes in at once, so the
  * ordering is:
  *
  * 1. to remove the stale lock with token T, a process must first create the
@@ -44,42 +58,86 @@ import {
 import os from "node:os";
 import path from "node:path";
 import { PulpitumError } from "../../errors.js";
+import { KernelFileLock } from "./kernel-file-lock.js";
+import {
+  errorCode,
+  judgeHolder,
+  observer,
+  parseHolder,
+  processStartTicks,
+  type LockHolder,
+  type Observer,
+  type Verdict,
+} from "./lock-holder.js";
 
-/** What the lock file holds. */
-export interface LockHolder {
-  readonly pid: number;
-  readonly hostname: string;
-  readonly command: string;
-  /** When the holder took the lock, RFC 3339 UTC. */
-  readonly since: string;
-  /** Unique per acquisition; names the claim file of a takeover. */
-  readonly token: string;
-  /** Start time of the pid in clock ticks since boot (Linux), to detect a reused pid. */
-  readonly pidStart: string | null;
-}
+export { processStartTicks, type LockHolder } from "./lock-holder.js";
+
+/** Why the lock was refused: what the message can say and advise. */
+export type Refusal =
+  /** The kernel lock is held: the holder certainly runs. */
+  | { readonly kind: "kernel" }
+  | { readonly kind: "record"; readonly verdict: Exclude<Verdict, "gone"> }
+  | { readonly kind: "unreadable"; readonly problem: string };
 
 /** Another live process holds the embedded store. */
 export class EmbeddedStoreLockedError extends PulpitumError {
   readonly holder: LockHolder | null;
   readonly lockPath: string;
+  readonly refusal: Refusal;
 
-  constructor(dataDir: string, lockPath: string, holder: LockHolder | null, problem?: string) {
-    const who =
-      holder === null
-        ? `a process whose lock file ${lockPath} cannot be read${problem ? ` (${problem})` : ""}`
-        : `process ${holder.pid} (\`${holder.command}\`) ${holder.hostname === os.hostname() ? "on this host" : `on host ${holder.hostname}`} since ${holder.since}`;
-    const stop =
-      holder !== null && holder.hostname === os.hostname()
-        ? `stop that process (\`kill ${holder.pid}\`; it releases the lock as it exits) and run this command again`
-        : `stop that process, or delete ${lockPath} if no process uses ${dataDir} any more, and run this command again`;
+  constructor(dataDir: string, lockPath: string, holder: LockHolder | null, refusal: Refusal) {
     super(
-      `the embedded database ${dataDir} is in use by ${who}. The embedded store serves one ` +
-        `process at a time: ${stop}. To run several processes at once (an archiver next to ` +
+      `the embedded database ${dataDir} is in use by ${describeHolder(lockPath, holder, refusal)}. ` +
+        `The embedded store serves one process at a time: ${advice(dataDir, lockPath, holder, refusal)} ` +
+        `and run this command again. To run several processes at once (an archiver next to ` +
         `imports and reads), use PostgreSQL or CockroachDB: set DATABASE_URL and PULPITUM_ARCHIVE_URL.`,
     );
     this.holder = holder;
     this.lockPath = lockPath;
+    this.refusal = refusal;
   }
+}
+
+function describeHolder(lockPath: string, holder: LockHolder | null, refusal: Refusal): string {
+  if (holder === null) {
+    return refusal.kind === "unreadable"
+      ? `a process whose lock file ${lockPath} cannot be read (${refusal.problem})`
+      : `a process that holds the kernel lock on ${kernelLockPath(lockPath)} and has not named itself in ${lockPath}`;
+  }
+  const host = holder.hostname === os.hostname() ? "on this host" : `on host ${holder.hostname}`;
+  const namespace =
+    visibleFromHere(holder, refusal) || refusal.kind === "unreadable"
+      ? ""
+      : holder.pidNamespace === null
+        ? " in a PID namespace its lock record does not name"
+        : ` in PID namespace ${holder.pidNamespace} (this process is in ${observer(false).pidNamespace ?? "an unknown one"})`;
+  return `process ${holder.pid} (\`${holder.command}\`)${namespace} ${host} since ${holder.since}`;
+}
+
+function advice(
+  dataDir: string,
+  lockPath: string,
+  holder: LockHolder | null,
+  refusal: Refusal,
+): string {
+  if (holder !== null && visibleFromHere(holder, refusal)) {
+    return `stop that process (\`kill ${holder.pid}\`; it releases the lock as it exits)`;
+  }
+  if (refusal.kind === "kernel") {
+    return `stop that process where it runs (the kernel holds its lock on ${kernelLockPath(lockPath)} until it exits; deleting a file will not release it)`;
+  }
+  const notHere =
+    refusal.kind === "record" && refusal.verdict === "another-pid-namespace" && holder !== null
+      ? ` (pid ${holder.pid} is its number in its own PID namespace, so this process cannot tell whether it runs, and \`kill ${holder.pid}\` here would reach another process)`
+      : "";
+  return `stop that process${notHere}, or delete ${lockPath} if no process uses ${dataDir} any more,`;
+}
+
+/** Whether the holder's pid names the same process here, so `kill <pid>` reaches it. */
+function visibleFromHere(holder: LockHolder, refusal: Refusal): boolean {
+  if (refusal.kind === "record") return refusal.verdict === "running";
+  if (refusal.kind === "unreadable") return false;
+  return judgeHolder(holder, observer(false)) === "running";
 }
 
 export interface AcquireOptions {
@@ -88,6 +146,8 @@ export interface AcquireOptions {
   readonly now: Date;
   /** Whether a signal that nobody else handles releases the lock before the process dies (default true). */
   readonly releaseOnSignal?: boolean;
+  /** The util-linux `flock` command (default `flock` on the PATH); a missing one means no kernel lock. */
+  readonly flockCommand?: string;
   /** Fault injection for tests: runs between finding a stale lock and breaking it. */
   readonly faults?: { readonly afterStaleRead?: (stale: LockHolder) => void };
 }
@@ -95,11 +155,16 @@ export interface AcquireOptions {
 const SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
 const ATTEMPTS = 20;
 
+const kernelLockPath = (lockPath: string) => `${lockPath.slice(0, -".lock".length)}.flock`;
+
 export class EmbeddedStoreLock {
   readonly lockPath: string;
   readonly holder: LockHolder;
   /** The stale holder this acquisition took over from, if any (for a notice). */
   readonly tookOverFrom: LockHolder | null;
+  /** Why no kernel lock is held (the record alone excludes), or null when it is. */
+  readonly withoutKernelLock: string | null;
+  readonly #kernel: KernelFileLock | null;
   #released = false;
   readonly #onExit = () => this.release();
   readonly #onSignal = (signal: NodeJS.Signals) => {
@@ -114,58 +179,53 @@ export class EmbeddedStoreLock {
     lockPath: string,
     holder: LockHolder,
     tookOverFrom: LockHolder | null,
+    kernel: KernelFileLock | null,
+    withoutKernelLock: string | null,
     releaseOnSignal: boolean,
   ) {
     this.lockPath = lockPath;
     this.holder = holder;
     this.tookOverFrom = tookOverFrom;
+    this.#kernel = kernel;
+    this.withoutKernelLock = withoutKernelLock;
     process.on("exit", this.#onExit);
     if (releaseOnSignal) for (const s of SIGNALS) process.on(s, this.#onSignal);
   }
 
   /**
-   * Take the lock of `dataDir` (the file `<dataDir>.lock`), or throw
-   * {@link EmbeddedStoreLockedError} naming the live holder. A stale lock is
-   * taken over (see the module comment).
+   * Take the lock of `dataDir` (the files `<dataDir>.flock` and
+   * `<dataDir>.lock`), or throw {@link EmbeddedStoreLockedError} naming the
+   * live holder. A stale record is taken over (see the module comment).
    */
   static acquire(dataDir: string, options: AcquireOptions): EmbeddedStoreLock {
     const lockPath = `${path.resolve(dataDir)}.lock`;
-    const holder: LockHolder = {
-      pid: process.pid,
-      hostname: os.hostname(),
-      command: options.command.slice(0, 200),
-      since: options.now.toISOString(),
-      token: randomUUID(),
-      pidStart: processStartTicks(process.pid),
-    };
-    let tookOverFrom: LockHolder | null = null;
-    for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
-      if (linkNew(lockPath, holder)) {
-        removeLeftoverClaims(lockPath);
-        return new EmbeddedStoreLock(
-          lockPath,
-          holder,
-          tookOverFrom,
-          options.releaseOnSignal ?? true,
-        );
-      }
-      const current = readHolder(lockPath);
-      if (current.kind === "absent") continue;
-      if (current.kind === "unreadable")
-        throw new EmbeddedStoreLockedError(dataDir, lockPath, null, current.problem);
-      if (isAlive(current.holder))
-        throw new EmbeddedStoreLockedError(dataDir, lockPath, current.holder);
-      options.faults?.afterStaleRead?.(current.holder);
-      if (breakStaleLock(lockPath, current.holder, holder.token)) tookOverFrom = current.holder;
-      else sleepSync(5 + attempt * 5);
+    const kernel = takeKernelLock(dataDir, lockPath, options.flockCommand);
+    try {
+      const here = observer(kernel.lock !== null);
+      const holder: LockHolder = {
+        pid: process.pid,
+        hostname: here.hostname,
+        command: options.command.slice(0, 200),
+        since: options.now.toISOString(),
+        token: randomUUID(),
+        pidStart: processStartTicks(process.pid),
+        pidNamespace: here.pidNamespace,
+        bootId: here.bootId,
+        kernelLock: here.holdsKernelLock,
+      };
+      const tookOverFrom = takeRecord(dataDir, lockPath, holder, here, options);
+      return new EmbeddedStoreLock(
+        lockPath,
+        holder,
+        tookOverFrom,
+        kernel.lock,
+        kernel.lock === null ? kernel.reason : null,
+        options.releaseOnSignal ?? true,
+      );
+    } catch (error) {
+      kernel.lock?.release();
+      throw error;
     }
-    const last = readHolder(lockPath);
-    throw new EmbeddedStoreLockedError(
-      dataDir,
-      lockPath,
-      last.kind === "held" ? last.holder : null,
-      "it kept changing while this process tried to take it",
-    );
   }
 
   /** Give the lock up (idempotent, synchronous so it can run in an exit handler). */
@@ -182,7 +242,74 @@ export class EmbeddedStoreLock {
         // Already gone: nothing to release.
       }
     }
+    // Last: while the record stands, the kernel lock says whether its holder runs.
+    this.#kernel?.release();
   }
+}
+
+/**
+ * The kernel lock, or why there is none. Refused while another process
+ * holds it; a holder that has just taken it may not have written its record
+ * yet (the record then still names its gone predecessor, or nothing), so
+ * that case is looked at again for a moment before it is refused.
+ */
+function takeKernelLock(
+  dataDir: string,
+  lockPath: string,
+  flockCommand: string | undefined,
+): { lock: KernelFileLock; reason?: never } | { lock: null; reason: string } {
+  let last: HolderRead = { kind: "absent" };
+  for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
+    const attempted = KernelFileLock.tryLock(kernelLockPath(lockPath), flockCommand);
+    if (attempted.kind === "held") return { lock: attempted.lock };
+    if (attempted.kind === "unavailable") return { lock: null, reason: attempted.reason };
+    last = readHolder(lockPath);
+    if (last.kind === "held" && judgeHolder(last.holder, observer(false)) !== "gone") break;
+    sleepSync(5 + attempt * 5);
+  }
+  throw new EmbeddedStoreLockedError(dataDir, lockPath, last.kind === "held" ? last.holder : null, {
+    kind: "kernel",
+  });
+}
+
+/** Create this process's record, taking over a stale one; returns whose that was. */
+function takeRecord(
+  dataDir: string,
+  lockPath: string,
+  holder: LockHolder,
+  here: Observer,
+  options: AcquireOptions,
+): LockHolder | null {
+  let tookOverFrom: LockHolder | null = null;
+  for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
+    if (linkNew(lockPath, holder)) {
+      removeLeftoverClaims(lockPath, here);
+      return tookOverFrom;
+    }
+    const current = readHolder(lockPath);
+    if (current.kind === "absent") continue;
+    if (current.kind === "unreadable") {
+      throw new EmbeddedStoreLockedError(dataDir, lockPath, null, {
+        kind: "unreadable",
+        problem: current.problem,
+      });
+    }
+    const verdict = judgeHolder(current.holder, here);
+    if (verdict !== "gone") {
+      throw new EmbeddedStoreLockedError(dataDir, lockPath, current.holder, {
+        kind: "record",
+        verdict,
+      });
+    }
+    options.faults?.afterStaleRead?.(current.holder);
+    if (breakStaleLock(lockPath, current.holder, holder, here)) tookOverFrom = current.holder;
+    else sleepSync(5 + attempt * 5);
+  }
+  const last = readHolder(lockPath);
+  throw new EmbeddedStoreLockedError(dataDir, lockPath, last.kind === "held" ? last.holder : null, {
+    kind: "unreadable",
+    problem: "it kept changing while this process tried to take it",
+  });
 }
 
 type HolderRead =
@@ -198,29 +325,8 @@ function readHolder(file: string): HolderRead {
     if (errorCode(error) === "ENOENT") return { kind: "absent" };
     return { kind: "unreadable", problem: String(error) };
   }
-  try {
-    const value = JSON.parse(text) as Partial<LockHolder>;
-    if (
-      typeof value.pid === "number" &&
-      typeof value.hostname === "string" &&
-      typeof value.token === "string" &&
-      typeof value.since === "string"
-    ) {
-      return {
-        kind: "held",
-        holder: {
-          pid: value.pid,
-          hostname: value.hostname,
-          command: typeof value.command === "string" ? value.command : "?",
-          since: value.since,
-          token: value.token,
-          pidStart: typeof value.pidStart === "string" ? value.pidStart : null,
-        },
-      };
-    }
-  } catch {
-    // reported below
-  }
+  const holder = parseHolder(text);
+  if (holder !== null) return { kind: "held", holder };
   return { kind: "unreadable", problem: "it does not hold a lock holder's JSON" };
 }
 
@@ -252,19 +358,17 @@ const claimPath = (lockPath: string, token: string) => `${lockPath}.takeover-${t
  * claim chain. Returns whether this process removed it; false means another
  * process is taking it over (or already has), and the caller looks again.
  */
-function breakStaleLock(lockPath: string, stale: LockHolder, myToken: string): boolean {
-  const claimer: LockHolder = { ...stale, pid: process.pid, token: myToken };
+function breakStaleLock(
+  lockPath: string,
+  stale: LockHolder,
+  claimer: LockHolder,
+  here: Observer,
+): boolean {
   const walked: string[] = [];
   let target = stale.token;
   for (let depth = 0; depth < 16; depth++) {
     const claim = claimPath(lockPath, target);
-    if (
-      linkNew(claim, {
-        ...claimer,
-        hostname: os.hostname(),
-        pidStart: processStartTicks(process.pid),
-      })
-    ) {
+    if (linkNew(claim, claimer)) {
       walked.push(claim);
       const current = readHolder(lockPath);
       const removed = current.kind === "held" && current.holder.token === stale.token;
@@ -275,7 +379,7 @@ function breakStaleLock(lockPath: string, stale: LockHolder, myToken: string): b
     }
     const other = readHolder(claim);
     if (other.kind !== "held") return false;
-    if (isAlive(other.holder)) return false;
+    if (judgeHolder(other.holder, here) !== "gone") return false;
     walked.push(claim);
     target = other.holder.token;
   }
@@ -287,7 +391,7 @@ function breakStaleLock(lockPath: string, stale: LockHolder, myToken: string): b
  * never reused) but untidy. Only called while holding the lock, when no
  * takeover of an earlier lock can still be in progress that matters.
  */
-function removeLeftoverClaims(lockPath: string): void {
+function removeLeftoverClaims(lockPath: string, here: Observer): void {
   const dir = path.dirname(lockPath);
   const base = `${path.basename(lockPath)}.takeover-`;
   let names: string[];
@@ -303,7 +407,7 @@ function removeLeftoverClaims(lockPath: string): void {
     if (!isClaimName(name, base)) continue;
     const file = path.join(dir, name);
     const claim = readHolder(file);
-    if (claim.kind === "held" && isAlive(claim.holder)) continue;
+    if (claim.kind === "held" && judgeHolder(claim.holder, here) !== "gone") continue;
     // Move it aside first: a claim another process is still reading is not pulled from under it.
     const aside = `${file}.${randomUUID()}.gone`;
     try {
@@ -315,50 +419,12 @@ function removeLeftoverClaims(lockPath: string): void {
   }
 }
 
-/**
- * Whether the holder may still be running. A holder on another host cannot
- * be checked and counts as alive; so does one whose pid exists but cannot be
- * signalled (another user).
- */
-export function isAlive(holder: LockHolder): boolean {
-  if (holder.hostname !== os.hostname()) return true;
-  try {
-    process.kill(holder.pid, 0);
-  } catch (error) {
-    if (errorCode(error) === "ESRCH") return false;
-  }
-  if (holder.pidStart !== null) {
-    const start = processStartTicks(holder.pid);
-    if (start !== null && start !== holder.pidStart) return false;
-  }
-  return true;
-}
-
-/** Field 22 of /proc/PID/stat (start time in clock ticks since boot), or null where /proc is absent. */
-export function processStartTicks(pid: number): string | null {
-  let stat: string;
-  try {
-    stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  } catch {
-    return null;
-  }
-  // The command name (field 2) is in parentheses and may contain spaces.
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return fields[19] ?? null;
-}
-
 function unlinkQuietly(file: string): void {
   try {
     unlinkSync(file);
   } catch {
     // already gone
   }
-}
-
-function errorCode(error: unknown): string | undefined {
-  return typeof error === "object" && error !== null && "code" in error
-    ? String((error as { code: unknown }).code)
-    : undefined;
 }
 
 function sleepSync(ms: number): void {

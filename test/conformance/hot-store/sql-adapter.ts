@@ -4,6 +4,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { SqlHotStore } from "../../../src/adapters/sql/sql-hot-store.js";
+import type { TableId } from "../../../src/domain/table.js";
 import {
   parameterBytes,
   recordingOf,
@@ -175,6 +176,60 @@ export function sqlHotStoreConformance(
       expect(inserts.length).toBeGreaterThanOrEqual(2 * Math.ceil(120 / perStatement));
       expect(Math.max(...sent.map(parameterBytes))).toBeLessThanOrEqual(MAX_STATEMENT_BYTES);
     });
+
+    it("bounds the append fence's statements: 10,000 new buckets with 1 KiB partition keys go in one atomic append, each statement under 65,535 parameters and 4 MiB", async () => {
+      const statements = recordingOf(store).statements;
+      const partition = (i: number) => {
+        const key = new Uint8Array(1024).fill(0x5a);
+        new DataView(key.buffer).setUint32(0, i);
+        return key;
+      };
+      const rows = Array.from({ length: 10_000 }, (_, i) =>
+        rec("2023-06-01T00:00:00Z", "k", "v", partition(i)),
+      );
+      const bucketOf = (tableId: TableId, i: number) => ({
+        tableId,
+        partitionKey: partition(i),
+        bucketKey: "year:2023",
+      });
+
+      // A failure after a later fence statement, once earlier ones created rows, stores nothing.
+      const failing = await newTable(store, "fence-atomic");
+      let metadataInserts = 0;
+      store.db.faults = {
+        afterStatement(operation, _statement, text) {
+          if (operation !== "append") return;
+          if (text.includes("INSERT INTO pulpitum_v4_bucket_metadata") && ++metadataInserts === 3)
+            throw new Error("failed after the third fence insert");
+        },
+      };
+      try {
+        await expect(store.append(failing, rows, NOW)).rejects.toThrow(/third fence insert/);
+      } finally {
+        store.db.faults = undefined;
+      }
+      for (const i of [0, 2_999, 9_999])
+        expect(await store.getBucket(bucketOf(failing, i))).toBeNull();
+
+      const tableId = await newTable(store, "fence-bounded");
+      const from = statements.length;
+      expect(await store.append(tableId, rows, NOW)).toEqual({ inserted: 10_000, duplicates: 0 });
+      const sent = statements.slice(from);
+      const fenceInserts = sent.filter((st) =>
+        st.text.includes("INSERT INTO pulpitum_v4_bucket_metadata"),
+      );
+      expect(fenceInserts.length).toBeGreaterThanOrEqual(10);
+      for (const st of sent) {
+        expect(st.params.length).toBeLessThanOrEqual(65_535);
+        expect(parameterBytes(st) + Buffer.byteLength(st.text)).toBeLessThanOrEqual(
+          MAX_STATEMENT_BYTES,
+        );
+      }
+      for (const i of [0, 2_999, 9_999])
+        expect(await store.getBucket(bucketOf(tableId, i))).toMatchObject({ state: "hot" });
+      const stored = await store.readBucket(bucketOf(tableId, 9_999), { limit: 10 });
+      expect(stored.route === "hot" ? stored.rows : stored).toHaveLength(1);
+    }, 120_000);
 
     it("writes nothing when a transaction fails just before COMMIT", async () => {
       const tableId = await newTable(store, "before-commit");

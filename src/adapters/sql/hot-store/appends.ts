@@ -14,7 +14,7 @@ import { bytesEqual, type TableRecord } from "../../../domain/record.js";
 import type { TableId } from "../../../domain/table.js";
 import type { AppendResult } from "../../../ports/hot-store.js";
 import { isUniqueViolation, type SqlDatabase } from "../database.js";
-import { checkWritableWindow, fenceHotBuckets } from "./append-fence.js";
+import { checkWritableWindow, compareBuckets, fenceHotBuckets } from "./append-fence.js";
 import {
   bucketIdentityKey,
   describeRecord,
@@ -93,9 +93,7 @@ async function appendOnce(
       unique.set(identity, { bucket, record, identity });
     }
 
-    const ordered = [...buckets.entries()]
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-      .map(([, bucket]) => bucket);
+    const ordered = [...buckets.values()].sort(compareBuckets);
     checkWritableWindow(
       table,
       ordered.map((b) => b.descriptor),

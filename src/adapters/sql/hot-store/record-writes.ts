@@ -12,7 +12,10 @@ import type { SqlExecutor } from "../database.js";
 import { RECORDS_TABLE } from "../migrations.js";
 import { SqlParams } from "./params.js";
 
-/** Rows per multi-row INSERT: 1,000 rows × 5 parameters stays far below the 65,535 limit. */
+/**
+ * Rows per multi-row statement: 1,000 rows × at most 6 parameters stays far
+ * below the protocol's 65,535.
+ */
 export const APPEND_ROWS_PER_STATEMENT = 1000;
 
 export interface PendingBucket {
@@ -57,13 +60,25 @@ export function describeRecord(
  * rows and {@link MAX_STATEMENT_BYTES} of keys and values (a single larger
  * record goes alone), so no statement nears a server's message limit.
  */
-export function* statementChunks<T extends { readonly record: TableRecord }>(
+export function statementChunks<T extends { readonly record: TableRecord }>(
   pending: readonly T[],
+): Iterable<T[]> {
+  return boundedChunks(pending, (item) => recordBytes(item.record));
+}
+
+/**
+ * `items` in order, cut into runs of at most {@link APPEND_ROWS_PER_STATEMENT}
+ * items and {@link MAX_STATEMENT_BYTES} as `bytesOf` weighs them (a single
+ * heavier item goes alone): one statement's rows each.
+ */
+export function* boundedChunks<T>(
+  items: readonly T[],
+  bytesOf: (item: T) => number,
 ): Iterable<T[]> {
   let chunk: T[] = [];
   let bytes = 0;
-  for (const item of pending) {
-    const size = recordBytes(item.record);
+  for (const item of items) {
+    const size = bytesOf(item);
     if (
       chunk.length > 0 &&
       (chunk.length >= APPEND_ROWS_PER_STATEMENT || bytes + size > MAX_STATEMENT_BYTES)

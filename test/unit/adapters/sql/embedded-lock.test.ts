@@ -4,7 +4,15 @@
  */
 import { spawn, spawnSync } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -14,6 +22,7 @@ import {
   processStartTicks,
   type LockHolder,
 } from "../../../../src/adapters/sql/embedded-lock.js";
+import { ownBootId, ownPidNamespace } from "../../../../src/adapters/sql/lock-holder.js";
 
 const CONTENDER = path.resolve(
   import.meta.dirname,
@@ -39,6 +48,9 @@ function holder(fields: Partial<LockHolder>): LockHolder {
     since: "2026-01-01T00:00:00.000Z",
     token: `t-${Math.random()}`,
     pidStart: null,
+    pidNamespace: ownPidNamespace(),
+    bootId: ownBootId(),
+    kernelLock: false,
     ...fields,
   };
 }
@@ -63,6 +75,17 @@ describe("the embedded store's lock", () => {
     return lock;
   };
   const plant = (h: LockHolder, file = lockPath) => writeFileSync(file, JSON.stringify(h));
+  const refusalOf = (take: () => unknown): EmbeddedStoreLockedError => {
+    try {
+      take();
+    } catch (error) {
+      if (error instanceof EmbeddedStoreLockedError) return error;
+      throw error;
+    }
+    throw new Error("the lock was taken, not refused");
+  };
+  /** Another namespace's inode number: the kernel numbers them from 0xF0000000 up. */
+  const otherNamespace = "pid:[4026530001]";
 
   it("names its holder in the lock file and refuses a second taker with pid, command, start time and what to do", () => {
     const first = acquire("pulpitum archive");
@@ -107,7 +130,7 @@ describe("the embedded store's lock", () => {
   });
 
   it("refuses a lock held on another host, since its holder cannot be checked, and names the file to delete", () => {
-    plant(holder({ hostname: "elsewhere.example", pid: 4242 }));
+    plant(holder({ hostname: "elsewhere.example", pid: 4242, bootId: randomUUID() }));
     expect(() => acquire()).toThrow(
       /process 4242 .* on host elsewhere\.example .*delete .*db\.lock/s,
     );
@@ -146,6 +169,110 @@ describe("the embedded store's lock", () => {
     const lock = acquire();
     expect(lock.tookOverFrom).toBeNull();
     expect(existsSync(inProgress)).toBe(true);
+  });
+
+  it("refuses a live holder whose recorded pid is not running here (a holder in another PID namespace) and takes over once it has ended", async () => {
+    const child = spawn(
+      process.execPath,
+      ["--import", "tsx", CONTENDER, dataDir, String(Date.now()), "-1"],
+      { stdio: ["ignore", "pipe", "pipe"] },
+    );
+    const exited = new Promise<void>((resolve) => child.once("close", () => resolve()));
+    try {
+      await new Promise<void>((resolve) => child.stdout.once("data", () => resolve()));
+      // What a holder in another PID namespace with our host name looks like
+      // from here: its pid (numbered in its namespace) is not a running process.
+      const live = JSON.parse(readFileSync(lockPath, "utf8")) as LockHolder;
+      const invisible = deadPid();
+      plant({ ...live, pid: invisible, pidStart: null, pidNamespace: otherNamespace });
+
+      const refusal = refusalOf(() => acquire());
+      expect(refusal.holder?.token).toBe(live.token);
+      expect(refusal.message).toContain(
+        `in use by process ${invisible} (\`lock-contender\`) in PID namespace ${otherNamespace}`,
+      );
+      expect(refusal.message).not.toContain(`kill ${invisible}`);
+      expect(JSON.parse(readFileSync(lockPath, "utf8")).token).toBe(live.token);
+    } finally {
+      child.kill("SIGKILL");
+      await exited;
+    }
+    // SIGKILL left its record; the kernel dropped its lock, so the record is stale.
+    const lock = acquire();
+    expect(lock.withoutKernelLock).toBeNull();
+    expect(lock.tookOverFrom?.token).not.toBeUndefined();
+  }, 60_000);
+
+  it("without the kernel lock, never takes over a record from another PID namespace on this kernel, and names the namespace and the file to delete", () => {
+    plant(holder({ pidNamespace: otherNamespace, command: "pulpitum archive" }));
+    const refusal = refusalOf(() =>
+      EmbeddedStoreLock.acquire(dataDir, {
+        command: "pulpitum import t f",
+        now,
+        releaseOnSignal: false,
+        flockCommand: path.join(home, "no-flock-here"),
+      }),
+    );
+    expect(refusal.message).toMatch(
+      new RegExp(
+        `in PID namespace pid:\\[4026530001\\] \\(this process is in pid:\\[\\d+\\]\\) on this host.*` +
+          `cannot tell whether it runs.*delete ${lockPath.replace(/[.]/g, "\\.")} if no process uses`,
+        "s",
+      ),
+    );
+  });
+
+  it("never takes over a record that does not name its PID namespace, where this process knows its own", () => {
+    plant(holder({ pidNamespace: null, bootId: null }));
+    expect(() => acquire()).toThrow(/in a PID namespace its lock record does not name/);
+  });
+
+  it("takes over a record from an earlier boot of this host, even if its pid runs now", () => {
+    plant(holder({ pid: process.pid, bootId: randomUUID() }));
+    expect(acquire().tookOverFrom?.pid).toBe(process.pid);
+  });
+
+  it("takes over a record whose holder held the kernel lock once that lock is free, even if its pid runs here", () => {
+    plant(holder({ pid: process.pid, kernelLock: true }));
+    const lock = acquire();
+    expect(lock.withoutKernelLock).toBeNull();
+    expect(lock.tookOverFrom?.pid).toBe(process.pid);
+    expect(JSON.parse(readFileSync(lockPath, "utf8"))).toMatchObject({
+      kernelLock: true,
+      pidNamespace: ownPidNamespace(),
+      bootId: ownBootId(),
+    });
+  });
+
+  it("without a `flock` command, says why it holds no kernel lock and still excludes through the record", () => {
+    const recordOnly = () =>
+      EmbeddedStoreLock.acquire(dataDir, {
+        command: "pulpitum status",
+        now,
+        releaseOnSignal: false,
+        flockCommand: path.join(home, "no-flock-here"),
+      });
+    const lock = recordOnly();
+    held.push(lock);
+    expect(lock.withoutKernelLock).toMatch(/no-flock-here` cannot run/);
+    expect(JSON.parse(readFileSync(lockPath, "utf8")).kernelLock).toBe(false);
+    expect(refusalOf(recordOnly).message).toContain(`kill ${process.pid}`);
+    // A process with the kernel lock judges the record the same way.
+    expect(refusalOf(() => acquire()).holder?.token).toBe(lock.holder.token);
+  });
+
+  it("does not trust a flock that the filesystem does not enforce between processes", () => {
+    const fake = path.join(home, "flock-that-always-succeeds");
+    writeFileSync(fake, "#!/bin/sh\nexit 0\n");
+    chmodSync(fake, 0o755);
+    const lock = EmbeddedStoreLock.acquire(dataDir, {
+      command: "pulpitum status",
+      now,
+      releaseOnSignal: false,
+      flockCommand: fake,
+    });
+    held.push(lock);
+    expect(lock.withoutKernelLock).toMatch(/does not enforce flock between processes/);
   });
 
   it("lets only one of several processes racing for the same stale lock hold it at any moment", async () => {
