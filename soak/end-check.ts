@@ -12,7 +12,7 @@ import { METADATA_TABLE } from "../src/adapters/sql/migrations.js";
 import { manifestParts, validateArchiveManifest } from "../src/archive/manifest-v5.js";
 import { readRecords } from "../src/archive/payload-reader.js";
 import { objectByteSource } from "../src/archive/byte-sources.js";
-import { verifyArchivedBucket } from "../src/archive/verify.js";
+import { verifyArchive } from "../src/archive/verify.js";
 import { describeBucket, type BucketId } from "../src/domain/bucket.js";
 import type { TableRecord } from "../src/domain/record.js";
 import type { TableId } from "../src/domain/table.js";
@@ -159,7 +159,10 @@ export async function runEndCheck(options: {
       return [];
     }
     try {
-      await verifyArchivedBucket(runtime.objectStore, meta.manifestKey, {
+      // A multi-part bucket's recorded parts must be exactly the parts its manifest names.
+      const parts = meta.segmented === null ? undefined : await runtime.hotStore.listParts(meta.id);
+      await verifyArchive(runtime.objectStore, meta.manifestKey, {
+        parts,
         prefix: runtime.archivePrefix,
         bucket: meta.id,
         strategy: meta.strategy,

@@ -155,7 +155,24 @@ async function main(argv: string[]): Promise<number> {
     });
   };
   process.once("uncaughtException", crash);
-  process.once("unhandledRejection", crash);
+  // A rejection the product handles a moment later (a promise awaited only after another await)
+  // is noted, not a crash of the soak; Node without a handler would have ended the process.
+  const handledLate = new WeakSet<Promise<unknown>>();
+  let lateHandledRejections = 0;
+  const onRejectionHandled = (promise: Promise<unknown>) => handledLate.add(promise);
+  const onUnhandledRejection = (reason: unknown, promise: Promise<unknown>) => {
+    setTimeout(() => {
+      if (!handledLate.has(promise)) return crash(reason);
+      lateHandledRejections++;
+      figures.rejections_handled_late = lateHandledRejections;
+      if (lateHandledRejections <= 3)
+        log(
+          `a rejection went unhandled, then was handled late: ${String((reason as Error)?.stack ?? reason)}`,
+        );
+    }, 2000);
+  };
+  process.on("rejectionHandled", onRejectionHandled);
+  process.on("unhandledRejection", onUnhandledRejection);
   const deadline = setTimeout(() => {
     log(`deadline of ${profile.deadlineSeconds}s reached: aborting`);
     void cleanup(false).finally(() => {
@@ -592,7 +609,8 @@ async function main(argv: string[]): Promise<number> {
     process.off("SIGINT", interrupt);
     process.off("SIGTERM", interrupt);
     process.off("uncaughtException", crash);
-    process.off("unhandledRejection", crash);
+    process.off("unhandledRejection", onUnhandledRejection);
+    process.off("rejectionHandled", onRejectionHandled);
   }
   if (passed && !options.keep) rmSync(workDir, { recursive: true, force: true });
   else log(`work folder kept: ${workDir} (archiver logs, ledger.jsonl)`);
