@@ -9,10 +9,10 @@
  */
 import type pg from "pg";
 import { METADATA_TABLE } from "../src/adapters/sql/migrations.js";
-import { parseManifest } from "../src/archive/manifest.js";
+import { manifestParts, validateArchiveManifest } from "../src/archive/manifest-v5.js";
 import { readRecords } from "../src/archive/payload-reader.js";
 import { objectByteSource } from "../src/archive/byte-sources.js";
-import { verifyArchivedBucket } from "../src/archive/verify.js";
+import { verifyArchive } from "../src/archive/verify.js";
 import { describeBucket, type BucketId } from "../src/domain/bucket.js";
 import type { TableRecord } from "../src/domain/record.js";
 import type { TableId } from "../src/domain/table.js";
@@ -25,6 +25,8 @@ export interface EndCheck {
   buckets: number;
   eligibleBuckets: number;
   archivedBuckets: number;
+  /** Archived buckets whose published manifest names more than one part (manifest v5). */
+  multipartBuckets: number;
   manifestsVerified: number;
   badManifests: number;
   /** Eligible buckets not archived with hot_deleted, or archived with hot rows left. */
@@ -57,6 +59,7 @@ export async function runEndCheck(options: {
     buckets: 0,
     eligibleBuckets: 0,
     archivedBuckets: 0,
+    multipartBuckets: 0,
     manifestsVerified: 0,
     badManifests: 0,
     unconverged: 0,
@@ -156,7 +159,10 @@ export async function runEndCheck(options: {
       return [];
     }
     try {
-      await verifyArchivedBucket(runtime.objectStore, meta.manifestKey, {
+      // A multi-part bucket's recorded parts must be exactly the parts its manifest names.
+      const parts = meta.segmented === null ? undefined : await runtime.hotStore.listParts(meta.id);
+      await verifyArchive(runtime.objectStore, meta.manifestKey, {
+        parts,
         prefix: runtime.archivePrefix,
         bucket: meta.id,
         strategy: meta.strategy,
@@ -172,13 +178,17 @@ export async function runEndCheck(options: {
     }
     const out: TableRecord[] = [];
     try {
-      const manifest = parseManifest(await runtime.objectStore.get(meta.manifestKey));
-      const source = await objectByteSource(
-        runtime.objectStore,
-        manifest.payload_key,
-        manifest.byte_length,
+      const manifest = validateArchiveManifest(
+        await runtime.objectStore.get(meta.manifestKey),
+        {},
+        meta.manifestKey,
       );
-      for await (const r of readRecords(source, manifest.format)) out.push(r);
+      const parts = manifestParts(manifest);
+      if (parts.length > 1) result.multipartBuckets++;
+      for (const part of parts) {
+        const source = await objectByteSource(runtime.objectStore, part.key, part.byteLength);
+        for await (const r of readRecords(source, manifest.format)) out.push(r);
+      }
     } catch (error) {
       problem(`${name}: payload unreadable: ${errorMessage(error)}`);
     }

@@ -34,7 +34,7 @@ export interface FleetFigures {
 
 export class ArchiverFleet {
   readonly #slots: Slot[];
-  readonly #envFor: () => NodeJS.ProcessEnv;
+  readonly #envFor: (slot: number) => NodeJS.ProcessEnv;
   readonly #argsFor: () => string[];
   readonly #logDir: string;
   readonly #log: (line: string) => void;
@@ -46,7 +46,8 @@ export class ArchiverFleet {
 
   constructor(options: {
     processes: number;
-    envFor: () => NodeJS.ProcessEnv;
+    /** Settings of the process started in slot `slot` (0-based; a restart keeps its slot). */
+    envFor: (slot: number) => NodeJS.ProcessEnv;
     /** Node arguments of each process started; default `bin/pulpitum.js archive`. */
     argsFor?: () => string[];
     logDir: string;
@@ -150,7 +151,7 @@ export class ArchiverFleet {
     const fd = openSync(slot.logFile, "a");
     const child = spawn(process.execPath, this.#argsFor(), {
       cwd: REPO_ROOT,
-      env: this.#envFor(),
+      env: this.#envFor(slot.index),
       stdio: ["ignore", fd, fd],
     });
     closeSync(fd);

@@ -46,12 +46,12 @@ export interface BucketLedger {
 export class Ledger {
   readonly #buckets = new Map<string, BucketLedger>();
   readonly #inflight = new Map<string, Set<Promise<unknown>>>();
-  readonly #strategies: ReadonlyMap<string, BucketStrategy>;
+  readonly #strategies: Map<string, BucketStrategy>;
   readonly #file: WriteStream;
   #records = 0;
 
   constructor(strategies: ReadonlyMap<string, BucketStrategy>, filePath: string) {
-    this.#strategies = strategies;
+    this.#strategies = new Map(strategies);
     this.#file = createWriteStream(filePath, { flags: "a" });
   }
 
@@ -121,6 +121,20 @@ export class Ledger {
       if (ref.startsWith(prefix)) out.set(b.bucketKey, new Set(b.committed.keys()));
     }
     return out;
+  }
+
+  /** A table created during the run (one the soak drops later). */
+  addTable(tableId: string, strategy: BucketStrategy): void {
+    this.#strategies.set(tableId, strategy);
+  }
+
+  /** A dropped table's records are no longer owed by anyone. */
+  forgetTable(tableId: string): void {
+    for (const [ref, b] of this.#buckets) {
+      if (b.tableId !== tableId) continue;
+      this.#records -= b.committed.size;
+      this.#buckets.delete(ref);
+    }
   }
 
   bucketOf(tableId: string, eventTime: EpochMicros): string {

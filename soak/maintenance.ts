@@ -15,6 +15,8 @@ import { describeBucket } from "../src/domain/bucket.js";
 import { errorMessage } from "../src/errors.js";
 import { collectGarbage, type GcContext } from "../src/usecases/gc.js";
 import type { ArchiverContext } from "../src/usecases/context.js";
+import { ForwardingObjectStore } from "../src/adapters/object-store/forwarding.js";
+import type { ListOptions, ListPage, ObjectStore } from "../src/ports/object-store.js";
 import { BucketNotRestorableError, restoreBucket } from "../src/usecases/restore.js";
 import type { MetadataMonitor } from "./monitor.js";
 import type { Random } from "./random.js";
@@ -50,6 +52,14 @@ export class RestoreTracker {
 
 export interface MaintenanceFigures {
   gcRuns: number;
+  /** Lambda-like passes: a deadline, an object budget and the progress store. */
+  gcBoundedRuns: number;
+  /** CLI-like passes: no deadline, `includeUnowned`. */
+  gcUnboundedRuns: number;
+  /** Unbounded passes held inside a table past the minimum age that then finished. */
+  longGcPasses: number;
+  /** Bounded passes that stopped at their deadline or budget (the next one continues). */
+  gcContinued: number;
   gcFailedRuns: number;
   gcDeleted: number;
   gcKeptBusy: number;
@@ -58,6 +68,8 @@ export interface MaintenanceFigures {
   restoresBusy: number;
   restoresCutOff: number;
   restoreErrors: number;
+  /** Restores after which the soak switched the table's format before the re-archive. */
+  formatSwitches: number;
   /** Every bucket a restore flipped to hot; each must end archived again. */
   readonly restored: Set<string>;
   /** Restores cut off after their mark may have been set: run again until they finish. */
@@ -68,6 +80,10 @@ export interface MaintenanceFigures {
 export function newMaintenanceFigures(): MaintenanceFigures {
   return {
     gcRuns: 0,
+    gcBoundedRuns: 0,
+    gcUnboundedRuns: 0,
+    longGcPasses: 0,
+    gcContinued: 0,
     gcFailedRuns: 0,
     gcDeleted: 0,
     gcKeptBusy: 0,
@@ -76,6 +92,7 @@ export function newMaintenanceFigures(): MaintenanceFigures {
     restoresBusy: 0,
     restoresCutOff: 0,
     restoreErrors: 0,
+    formatSwitches: 0,
     restored: new Set(),
     unfinished: new Set(),
     examples: [],
@@ -86,6 +103,21 @@ function note(figures: MaintenanceFigures, text: string): void {
   if (figures.examples.length < 10) figures.examples.push(text);
 }
 
+/** How a GC loop runs its passes. */
+export type GcPassShape =
+  /** As the GC Lambda does: stop at a deadline or an object budget, continue from the progress store. */
+  | { readonly kind: "bounded"; readonly deadlineMs: number; readonly maxObjects: number }
+  /**
+   * As `pulpitum gc --include-unowned` does: list everything in one pass;
+   * `pauseShare` of the passes are held inside a table for `pauseMs` (past
+   * the minimum age), as a large archive listing slowly holds them.
+   */
+  | {
+      readonly kind: "unbounded";
+      readonly pauseShare: number;
+      readonly pauseMs: readonly [number, number];
+    };
+
 /** GC passes back to back, a random pause apart, until `signal` aborts. */
 export async function runGcLoop(options: {
   ctx: GcContext;
@@ -95,18 +127,42 @@ export async function runGcLoop(options: {
   random: Random;
   figures: MaintenanceFigures;
   signal: AbortSignal;
+  shape?: GcPassShape;
 }): Promise<void> {
   const { ctx, random, figures, signal } = options;
+  const shape = options.shape ?? { kind: "unbounded", pauseShare: 0, pauseMs: [0, 0] };
   while (!signal.aborted) {
     await sleep(random.between(options.gapMs[0], options.gapMs[1]), signal);
     if (signal.aborted) break;
+    const pausing =
+      shape.kind === "unbounded" && random.chance(shape.pauseShare)
+        ? new PausingListStore(
+            ctx.objectStore,
+            random.int(2, 5),
+            random.between(shape.pauseMs[0], shape.pauseMs[1]),
+          )
+        : undefined;
     try {
-      const report = await collectGarbage(ctx, {
-        minAgeMs: options.minAgeMs,
-        dryRun: false,
-        leaseMs: options.leaseMs,
-      });
+      const report = await collectGarbage(
+        { ...ctx, objectStore: pausing ?? ctx.objectStore },
+        {
+          minAgeMs: options.minAgeMs,
+          dryRun: false,
+          leaseMs: options.leaseMs,
+          ...(shape.kind === "bounded"
+            ? {
+                deadline: new Date(ctx.clock.now().getTime() + shape.deadlineMs),
+                maxObjects: shape.maxObjects,
+              }
+            : { includeUnowned: true }),
+        },
+      );
       figures.gcRuns++;
+      if (shape.kind === "bounded") figures.gcBoundedRuns++;
+      else figures.gcUnboundedRuns++;
+      if (pausing?.paused === true && report.stopped_because === "done") figures.longGcPasses++;
+      if (report.stopped_because === "deadline" || report.stopped_because === "budget")
+        figures.gcContinued++;
       figures.gcDeleted += report.deleted_objects;
       figures.gcKeptBusy += report.kept.busy;
     } catch (error) {
@@ -117,6 +173,34 @@ export async function runGcLoop(options: {
   }
 }
 
+/**
+ * The object store of one GC pass, listing in small pages and sleeping once
+ * before page `pauseAtPage`: the pass is then inside some table, between
+ * reading its references and judging the rest of its objects, for longer
+ * than the minimum age.
+ */
+export class PausingListStore extends ForwardingObjectStore {
+  static readonly PAGE = 20;
+  #pages = 0;
+  paused = false;
+
+  constructor(
+    inner: ObjectStore,
+    private readonly pauseAtPage: number,
+    private readonly pauseMs: number,
+  ) {
+    super(inner);
+  }
+
+  override async list(prefix: string, options?: ListOptions): Promise<ListPage> {
+    if (++this.#pages === this.pauseAtPage) {
+      await sleep(this.pauseMs);
+      this.paused = true;
+    }
+    return super.list(prefix, { ...options, maxKeys: PausingListStore.PAGE });
+  }
+}
+
 /** Restore one bucket once; the figures and the unfinished set record what happened. */
 async function restoreOnce(
   ctx: ArchiverContext,
@@ -124,6 +208,7 @@ async function restoreOnce(
   holdMs: number,
   tracker: RestoreTracker,
   figures: MaintenanceFigures,
+  switchFormat = false,
 ): Promise<void> {
   const id = {
     tableId: bucket.tableId,
@@ -139,6 +224,7 @@ async function restoreOnce(
         figures.restores++;
         figures.restored.add(bucket.ref);
         figures.unfinished.delete(bucket.ref);
+        if (switchFormat) await switchTableFormat(ctx, bucket, figures);
         break;
       case "already-hot":
         figures.unfinished.delete(bucket.ref);
@@ -162,6 +248,34 @@ async function restoreOnce(
 }
 
 /**
+ * An operator changes the table's format while one of its buckets is hot
+ * again: that bucket's re-archive (and every later archive of the table) is
+ * in the other format, and its catalog entry moves to the other folder.
+ */
+async function switchTableFormat(
+  ctx: ArchiverContext,
+  bucket: SoakBucket,
+  figures: MaintenanceFigures,
+): Promise<void> {
+  try {
+    const table = await ctx.hotStore.getTable(bucket.tableId);
+    if (table === null) return;
+    const result = await ctx.hotStore.registerTable(
+      {
+        tableId: table.tableId,
+        strategy: table.strategy,
+        format: table.format === "parquet" ? "json" : "parquet",
+        writableBuckets: table.writableBuckets,
+      },
+      ctx.clock.now(),
+    );
+    if (result === "updated") figures.formatSwitches++;
+  } catch (error) {
+    note(figures, `format switch of ${bucket.tableId}: ${errorMessage(error)}`);
+  }
+}
+
+/**
  * Restore random archived buckets, a random pause apart, while `more()`
  * says so and `signal` is live; unfinished restores are taken up first.
  */
@@ -176,6 +290,8 @@ export async function runRestoreLoop(options: {
   figures: MaintenanceFigures;
   more: () => boolean;
   signal: AbortSignal;
+  /** Share of restores after which the table's format is switched. */
+  switchFormatShare?: number;
 }): Promise<void> {
   const { ctx, catalog, monitor, random, figures, signal } = options;
   while (!signal.aborted && options.more()) {
@@ -191,7 +307,14 @@ export async function runRestoreLoop(options: {
       if (archived.length > 0) bucket = random.pick(archived);
     }
     if (bucket !== undefined)
-      await restoreOnce(ctx, bucket, options.holdMs, options.tracker, figures);
+      await restoreOnce(
+        ctx,
+        bucket,
+        options.holdMs,
+        options.tracker,
+        figures,
+        random.chance(options.switchFormatShare ?? 0),
+      );
   }
 }
 

@@ -17,12 +17,37 @@ export interface FaultPlan {
   readonly minS3Faults: number;
   readonly minDbRestarts: number;
   readonly minSkewedProcesses: number;
-  readonly minGcRuns: number;
-  readonly minRestores: number;
   /** Random pause between PostgreSQL restarts, in seconds. */
   readonly restartGapSeconds: readonly [number, number];
+}
+
+/**
+ * Every feature at once (soak/mix.ts), with and without `--faults`: what
+ * runs beside archival and the least of each a run must have done.
+ */
+export interface MixPlan {
+  /** ARCHIVER_SEGMENT_ROWS of the first `smallSegmentProcesses` archivers: their exports are multi-part. */
+  readonly segmentRows: number;
+  readonly smallSegmentProcesses: number;
+  /** Least share of the buckets that must end archived in more than one part. */
+  readonly minMultipartShare: number;
+  /** Least Lambda-like (bounded) GC passes; CLI-like passes run beside them. */
+  readonly minGcRuns: number;
+  /** Share of CLI-like passes held inside a table past the minimum age, and the least that finished. */
+  readonly gcPauseShare: number;
+  readonly minLongGcPasses: number;
+  readonly minRestores: number;
+  /** Share of restores followed by a switch of the table's format, and the least number of switches. */
+  readonly formatSwitchShare: number;
+  readonly minFormatSwitches: number;
+  readonly minQuarantineRetries: number;
+  readonly minTableDrops: number;
+  readonly minCatalogChecks: number;
   readonly gcGapSeconds: readonly [number, number];
   readonly restoreGapSeconds: readonly [number, number];
+  readonly quarantineGapSeconds: readonly [number, number];
+  readonly dropGapSeconds: readonly [number, number];
+  readonly catalogGapSeconds: readonly [number, number];
 }
 
 export interface TablePlan {
@@ -57,6 +82,7 @@ export interface SoakProfile {
   /** The whole soak is aborted (and fails) after this long. */
   readonly deadlineSeconds: number;
   readonly faults: FaultPlan;
+  readonly mix: MixPlan;
 }
 
 /**
@@ -119,11 +145,26 @@ const FULL: SoakProfile = {
     minS3Faults: 500,
     minDbRestarts: 5,
     minSkewedProcesses: 4,
-    minGcRuns: 20,
-    minRestores: 50,
     restartGapSeconds: [45, 85],
+  },
+  mix: {
+    segmentRows: 12,
+    smallSegmentProcesses: 2,
+    minMultipartShare: 0.2,
+    minGcRuns: 20,
+    gcPauseShare: 0.5,
+    minLongGcPasses: 6,
+    minRestores: 50,
+    formatSwitchShare: 0.25,
+    minFormatSwitches: 8,
+    minQuarantineRetries: 6,
+    minTableDrops: 3,
+    minCatalogChecks: 30,
     gcGapSeconds: [4, 12],
     restoreGapSeconds: [3, 7],
+    quarantineGapSeconds: [10, 30],
+    dropGapSeconds: [30, 90],
+    catalogGapSeconds: [2, 6],
   },
 };
 
@@ -143,11 +184,26 @@ const QUICK: SoakProfile = {
     minS3Faults: 50,
     minDbRestarts: 1,
     minSkewedProcesses: 4,
-    minGcRuns: 5,
-    minRestores: 5,
     restartGapSeconds: [25, 50],
+  },
+  mix: {
+    segmentRows: 12,
+    smallSegmentProcesses: 2,
+    minMultipartShare: 0.2,
+    minGcRuns: 5,
+    gcPauseShare: 0.6,
+    minLongGcPasses: 2,
+    minRestores: 5,
+    formatSwitchShare: 0.35,
+    minFormatSwitches: 2,
+    minQuarantineRetries: 2,
+    minTableDrops: 1,
+    minCatalogChecks: 5,
     gcGapSeconds: [3, 8],
     restoreGapSeconds: [3, 7],
+    quarantineGapSeconds: [5, 15],
+    dropGapSeconds: [10, 30],
+    catalogGapSeconds: [2, 5],
   },
 };
 

@@ -9,14 +9,22 @@
  * end check proves every committed record is stored exactly once, in the
  * tier its bucket's route names, behind a manifest that verifies.
  *
+ * Every feature runs at once (issue 32, soak/mix.ts): half the archivers
+ * export in small parts, GC runs as bounded (Lambda) and unbounded
+ * (`gc --include-unowned`) passes, some held past the minimum age, restores
+ * re-archive buckets (some after a switch of the table's format), buckets are
+ * quarantined and retried, extra tables are dropped, catalog writes are
+ * delayed and reordered by a proxy, and a reader queries through the
+ * catalog (soak/catalog-reader.ts); every restored bucket must end archived
+ * again and every table's catalog must match the ledger at the end.
+ *
  * With `--faults` (issue 13) the chaos also injects infrastructure faults
  * through loopback proxies in front of S3 and PostgreSQL, restarts
- * PostgreSQL, runs the soak's own archiver entry (soak/archiver.ts) with a
- * skewed clock per process, and runs GC and restores beside archival; every
- * restored bucket must end archived again (soak/fault-mode.ts).
+ * PostgreSQL and runs the soak's own archiver entry (soak/archiver.ts) with
+ * a skewed clock per process (soak/fault-mode.ts).
  *
- * Stages: environment -> seed -> chaos (kills, appends, reads; faults, GC,
- * restores) -> quiesce -> final archive --once -> end check. The last line
+ * Stages: environment -> seed -> chaos (kills, appends, reads; the mix;
+ * faults) -> quiesce -> final archive --once -> end check -> catalog check. The last line
  * printed is one JSON object with the figures; the exit code is 0 only when
  * nothing was lost, duplicated or read from the wrong tier, every bucket
  * converged and the profile's goals were met.
@@ -26,6 +34,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { S3ObjectStore } from "../src/adapters/object-store/s3.js";
+import { METADATA_TABLE } from "../src/adapters/sql/migrations.js";
 import { parseConfig } from "../src/config.js";
 import { systemClock } from "../src/ports/clock.js";
 import { DurableTable } from "../src/read/durable-table.js";
@@ -49,7 +58,10 @@ import { newReadFigures, runReader } from "./readers.js";
 import { sabotage } from "./sabotage.js";
 import { buildCatalog, seed } from "./workload.js";
 import { FaultMode } from "./fault-mode.js";
-import { FaultHarness } from "./faults/harness.js";
+import { catalogDelay, FaultHarness } from "./faults/harness.js";
+import { CALM_S3, newS3FaultFigures, S3FaultProxy } from "./faults/s3-proxy.js";
+import { finalCatalogCheck } from "./catalog-reader.js";
+import { FeatureMix } from "./mix.js";
 
 const LEASE_SECONDS = 3;
 /** Clean `archive --once` runs allowed after the chaos before the soak gives up on convergence. */
@@ -85,6 +97,9 @@ async function main(argv: string[]): Promise<number> {
   let fleet: ArchiverFleet | undefined;
   let finalChild: ReturnType<typeof spawn> | undefined;
   let faultMode: FaultMode | undefined;
+  let delayProxy: S3FaultProxy | undefined;
+  let delayedClients: Adapters | undefined;
+  let mix: FeatureMix | undefined;
   let cleanedUp = false;
   const cleanup = async (keepData: boolean) => {
     if (cleanedUp) return;
@@ -92,7 +107,11 @@ async function main(argv: string[]): Promise<number> {
     stop.abort();
     fleet?.killAllNow();
     finalChild?.kill("SIGKILL");
+    await mix?.stop().catch(() => undefined);
+    await mix?.stopReader().catch(() => undefined);
     await faultMode?.close();
+    await delayProxy?.stop().catch(() => undefined);
+    await delayedClients?.close().catch(() => undefined);
     await runtime?.close().catch(() => undefined);
     await env?.teardown(keepData).catch(() => undefined);
     for (const s of services.reverse()) await s.stop().catch(() => undefined);
@@ -110,6 +129,12 @@ async function main(argv: string[]): Promise<number> {
     gc_runs: 0,
     gc_deleted: 0,
     restores: 0,
+    multipart_buckets: 0,
+    catalog_checks: 0,
+    catalog_mismatches: 0,
+    long_gc_passes: 0,
+    format_switches: 0,
+    quarantine_retries: 0,
   };
   const interrupt = (signal: NodeJS.Signals) => {
     log(`${signal}: stopping the archivers and services`);
@@ -130,7 +155,24 @@ async function main(argv: string[]): Promise<number> {
     });
   };
   process.once("uncaughtException", crash);
-  process.once("unhandledRejection", crash);
+  // A rejection the product handles a moment later (a promise awaited only after another await)
+  // is noted, not a crash of the soak; Node without a handler would have ended the process.
+  const handledLate = new WeakSet<Promise<unknown>>();
+  let lateHandledRejections = 0;
+  const onRejectionHandled = (promise: Promise<unknown>) => handledLate.add(promise);
+  const onUnhandledRejection = (reason: unknown, promise: Promise<unknown>) => {
+    setTimeout(() => {
+      if (!handledLate.has(promise)) return crash(reason);
+      lateHandledRejections++;
+      figures.rejections_handled_late = lateHandledRejections;
+      if (lateHandledRejections <= 3)
+        log(
+          `a rejection went unhandled, then was handled late: ${String((reason as Error)?.stack ?? reason)}`,
+        );
+    }, 2000);
+  };
+  process.on("rejectionHandled", onRejectionHandled);
+  process.on("unhandledRejection", onUnhandledRejection);
   const deadline = setTimeout(() => {
     log(`deadline of ${profile.deadlineSeconds}s reached: aborting`);
     void cleanup(false).finally(() => {
@@ -152,13 +194,28 @@ async function main(argv: string[]): Promise<number> {
         sabotage: options.sabotage,
         log,
       });
-      faultMode = new FaultMode(options, harness, LEASE_SECONDS * 1000);
+      faultMode = new FaultMode(options, harness);
       await harness.start();
     }
-    /** Settings of an archiver; `throughFaults`: its clients go through the fault proxies. */
-    const workerEnv = (cutoff: Date, throughFaults = false): NodeJS.ProcessEnv => ({
+    // Without --faults, catalog writes still go through a proxy that only delays (and so reorders) them.
+    const delayFigures = newS3FaultFigures();
+    let delayEnv: NodeJS.ProcessEnv = {};
+    if (faultMode === undefined) {
+      delayProxy = new S3FaultProxy({
+        upstream: env.endpoint,
+        random: new Random(options.seed + 4500),
+        weather: () => CALM_S3,
+        figures: delayFigures,
+        catalogDelay: () => catalogDelay(LEASE_SECONDS * 1000),
+      });
+      const url = await delayProxy.start();
+      delayEnv = { AWS_ENDPOINT_URL: url, AWS_ENDPOINT_URL_S3: url };
+      log(`catalog-delay proxy: S3 ${url}`);
+    }
+    /** Settings of an archiver; `throughProxies`: its clients go through the fault (or catalog-delay) proxies. */
+    const workerEnv = (cutoff: Date, throughProxies = false): NodeJS.ProcessEnv => ({
       ...env!.baseEnv,
-      ...(throughFaults ? faultMode?.harness.clientEnv() : {}),
+      ...(throughProxies ? (faultMode?.harness.clientEnv() ?? delayEnv) : {}),
       ARCHIVER_ELIGIBLE_BEFORE: cutoff.toISOString(),
       ARCHIVER_LEASE_SECONDS: String(LEASE_SECONDS),
       ARCHIVER_LEASE_RENEWAL_SECONDS: "1",
@@ -180,10 +237,24 @@ async function main(argv: string[]): Promise<number> {
       migrate: true,
       objectStore: new S3ObjectStore({ bucket: env.s3Bucket, client: env.s3 }),
     });
-    // The chaos clients (appenders, readers, GC, restores): through the fault proxies with --faults.
+    // The chaos clients (appenders, readers, GC, restores, the catalog reader): through the proxies.
+    if (faultMode === undefined) {
+      delayedClients = await openAdapters(
+        parseConfig(workerEnv(CUTOFF_FINAL, true), { cwd: REPO_ROOT }),
+        {
+          objectStore: new S3ObjectStore({
+            bucket: env.s3Bucket,
+            endpoint: delayEnv.AWS_ENDPOINT_URL,
+            forcePathStyle: true,
+            region: env.region,
+            clientConfig: { credentials: env.credentials },
+          }),
+        },
+      );
+    }
     const clients =
       faultMode === undefined
-        ? runtime
+        ? delayedClients!
         : await faultMode.openClients(workerEnv(CUTOFF_FINAL, true), REPO_ROOT);
     const catalog = buildCatalog(profile);
     const ledger = new Ledger(catalog.strategies, path.join(workDir, "ledger.jsonl"));
@@ -198,6 +269,20 @@ async function main(argv: string[]): Promise<number> {
     const monitor = new MetadataMonitor(env.admin);
     await monitor.refresh();
     void monitor.run(stop.signal);
+    mix = new FeatureMix({
+      profile,
+      seed: options.seed,
+      runtime: clients,
+      gcStore: faultMode?.gcStore() ?? clients.objectStore,
+      admin: env.admin,
+      catalog,
+      monitor,
+      ledger,
+      leaseMs: LEASE_SECONDS * 1000,
+      sabotaged: faultMode?.sabotaged === true,
+      log,
+    });
+    const tracker = mix.tracker;
 
     const chaosStarted = Date.now();
     const chaosElapsed = () => (Date.now() - chaosStarted) / 1000;
@@ -209,7 +294,13 @@ async function main(argv: string[]): Promise<number> {
     };
     fleet = new ArchiverFleet({
       processes: profile.workerProcesses,
-      envFor: () => workerEnv(currentCutoff(), true),
+      // The first archivers export in small parts: their buckets end multi-part (manifest v5).
+      envFor: (slot) => ({
+        ...workerEnv(currentCutoff(), true),
+        ...(slot < profile.mix.smallSegmentProcesses
+          ? { ARCHIVER_SEGMENT_ROWS: String(profile.mix.segmentRows) }
+          : {}),
+      }),
       argsFor: faultMode && (() => faultMode!.harness.archiverArgs()),
       logDir: workDir,
       log,
@@ -222,8 +313,8 @@ async function main(argv: string[]): Promise<number> {
       runAppender({
         name: `a${i}`,
         hot: clients.hotStore,
-        restores: faultMode?.tracker,
-        avoid: faultMode && ((b) => faultMode!.avoid(b.ref)),
+        restores: tracker,
+        avoid: faultMode && ((b) => faultMode!.avoid(b.ref, tracker)),
         catalog,
         ledger,
         monitor,
@@ -243,7 +334,7 @@ async function main(argv: string[]): Promise<number> {
           archivePrefix: clients.archivePrefix,
         }),
         hot: clients.hotStore,
-        restores: faultMode?.tracker,
+        restores: tracker,
         catalog,
         ledger,
         random: new Random(options.seed + 2000 + i),
@@ -264,19 +355,17 @@ async function main(argv: string[]): Promise<number> {
     }).catch((error: unknown) => `sabotage failed: ${(error as Error).message}`);
 
     const plan = profile.faults;
-    const maintenance = faultMode?.maintenance;
-    faultMode?.start(
-      catalog,
-      monitor,
-      // Restores stop once their goal is met late in the chaos, so the fleet can drain; the
-      // sabotage restores throughout the minimum chaos, each restore a chance for its race.
+    const maintenance = mix.maintenance;
+    faultMode?.start();
+    // Restores, quarantines and drops stop once their goals are met late in the chaos, so the
+    // fleet can drain; the sabotage restores throughout the minimum chaos, each restore a
+    // chance for its race.
+    mix.start(
       () =>
-        faultMode!.sabotaged
+        faultMode?.sabotaged === true
           ? chaosElapsed() < profile.chaosMinSeconds
-          : !(
-              maintenance!.restores >= plan.minRestores &&
-              chaosElapsed() >= profile.chaosMinSeconds * 0.7
-            ),
+          : !(mix!.goalsMet() && chaosElapsed() >= profile.chaosMinSeconds * 0.7),
+      (b) => b.descriptor.end.getTime() <= currentCutoff().getTime(),
     );
     /** The fault goals of the profile, met so far (always with --faults off). */
     const faultGoalsMet = () => {
@@ -285,9 +374,7 @@ async function main(argv: string[]): Promise<number> {
       return (
         h.s3Faults >= plan.minS3Faults &&
         (h.restarts >= plan.minDbRestarts || !h.restartsPossible) &&
-        h.skewedProcesses >= plan.minSkewedProcesses &&
-        maintenance!.gcRuns >= plan.minGcRuns &&
-        maintenance!.restores >= plan.minRestores
+        h.skewedProcesses >= plan.minSkewedProcesses
       );
     };
 
@@ -297,12 +384,15 @@ async function main(argv: string[]): Promise<number> {
           `(cutoff now ${currentCutoff().toISOString().slice(0, 16)}), ` +
           `${monitor.count((b) => b.state === "archived")} archived, ${appendFigures.committed} appends committed / ` +
           `${appendFigures.rejected} fenced off, ${readFigures.partitionReads} partition reads, ` +
-          `${readFigures.wrongTierReads} wrong-tier, ${monitor.expiredLeases} expired leases` +
+          `${readFigures.wrongTierReads} wrong-tier, ${monitor.expiredLeases} expired leases; ` +
+          `${maintenance.gcRuns} GC runs (${maintenance.longGcPasses} long, ${maintenance.gcDeleted} deleted), ` +
+          `${maintenance.restores} restores (${maintenance.formatSwitches} format switches), ` +
+          `${mix!.operator.figures.quarantineRetries} quarantines retried, ${mix!.operator.figures.tableDrops} tables dropped, ` +
+          `${mix!.catalogFigures.checks} catalog checks (${mix!.catalogFigures.mismatches} mismatches)` +
           (faultMode === undefined
             ? ""
             : `; faults: ${faultMode.harness.weather.current.spell} weather, ${faultMode.harness.s3Faults} S3 faults, ` +
-              `${faultMode.harness.restarts} restarts, ${maintenance!.gcRuns} GC runs (${maintenance!.gcDeleted} deleted), ` +
-              `${maintenance!.restores} restores`),
+              `${faultMode.harness.restarts} restarts`),
       );
     }, 15_000);
 
@@ -316,6 +406,7 @@ async function main(argv: string[]): Promise<number> {
           fleet!.figures.kills >= profile.minKills &&
           t >= profile.chaosMinSeconds &&
           faultGoalsMet() &&
+          mix!.goalsMet() &&
           monitor.pending(CUTOFF_FINAL) === 0
         );
       },
@@ -329,7 +420,10 @@ async function main(argv: string[]): Promise<number> {
     appendStop.abort();
     await Promise.all(appenders);
     await fleet.stop();
-    await faultMode?.windDown(runtime, log);
+    await mix.stop();
+    await faultMode?.windDown();
+    await delayProxy?.settle();
+    await mix.finish(runtime, log);
     const sabotaged = await Promise.race([sabotageDone, Promise.resolve("not done")]);
 
     // Leases of the killed archivers must expire before a clean run can take them over.
@@ -356,6 +450,7 @@ async function main(argv: string[]): Promise<number> {
     }
     readStop.abort();
     await Promise.all(readers);
+    await mix.stopReader();
 
     log("end check: every bucket, manifest and committed record");
     const checkStarted = Date.now();
@@ -365,11 +460,27 @@ async function main(argv: string[]): Promise<number> {
       ledger,
       cutoff: CUTOFF_FINAL,
       concurrency: 4,
-      restored: maintenance?.restored,
+      restored: maintenance.restored,
     });
+    // Every table through the catalog, on the clean runtime, once everything is quiet.
+    const catalogLines = await finalCatalogCheck({
+      ports: runtime,
+      admin: env.admin,
+      catalog,
+      ledger,
+      figures: mix.catalogFigures,
+      log,
+    });
+    for (const line of catalogLines) log(`catalog: ${line}`);
+    const { rows: partRows } = await env.admin.query<{ n: string }>(
+      `SELECT count(*)::text AS n FROM ${METADATA_TABLE} WHERE state = 'archived' AND payload_parts > 1`,
+    );
+    const multipartRecorded = Number(partRows[0]?.n ?? 0);
     const checkSeconds = (Date.now() - checkStarted) / 1000;
     for (const p of check.problems) log(`problem: ${p}`);
     for (const e of readFigures.examples) log(`read: ${e}`);
+    for (const e of mix.catalogFigures.examples) log(`catalog: ${e}`);
+    for (const e of mix.operator.figures.examples) log(`operator: ${e}`);
     for (const e of appendFigures.errorExamples) log(`append error: ${e}`);
     for (const e of fleet.figures.unexpectedExitDetails.slice(0, 5)) log(`archiver: ${e}`);
 
@@ -379,9 +490,33 @@ async function main(argv: string[]): Promise<number> {
       check.badManifests === 0 &&
       check.buckets >= catalog.buckets.length;
     const faultFigures = faultMode?.harness.figures();
+    const catalogFigures = mix.catalogFigures;
+    const multipartGoal = Math.ceil(profile.mix.minMultipartShare * check.buckets);
+    const mixCounters = {
+      multipart_buckets: check.multipartBuckets,
+      catalog_checks: catalogFigures.checks,
+      long_gc_passes: maintenance.longGcPasses,
+      format_switches: maintenance.formatSwitches,
+      quarantine_retries: mix.operator.figures.quarantineRetries,
+    };
+    const missedGoals = [
+      ...Object.entries(mixCounters)
+        .filter(([, n]) => n === 0)
+        .map(([k]) => `${k} is 0`),
+      ...(check.multipartBuckets < multipartGoal
+        ? [
+            `multipart_buckets ${check.multipartBuckets} < ${multipartGoal} (${profile.mix.minMultipartShare * 100}% of buckets)`,
+          ]
+        : []),
+      ...(mix.goalsMet() ? [] : ["the mix's goals (see mix_details) were not met"]),
+      ...(faultGoalsMet() ? [] : ["the fault goals were not met"]),
+    ];
+    for (const m of missedGoals) log(`goal missed: ${m}`);
     passed =
       converged &&
-      faultGoalsMet() &&
+      missedGoals.length === 0 &&
+      catalogFigures.mismatches === 0 &&
+      mix.operator.probesLeft === 0 &&
       check.restoredNotRearchived === 0 &&
       check.lost === 0 &&
       check.duplicated === 0 &&
@@ -400,9 +535,12 @@ async function main(argv: string[]): Promise<number> {
       s3_faults: faultFigures?.s3Faults ?? 0,
       db_restarts: faultFigures?.dbRestarts ?? 0,
       skewed_processes: faultFigures?.skewedProcesses ?? 0,
-      gc_runs: maintenance?.gcRuns ?? 0,
-      gc_deleted: maintenance?.gcDeleted ?? 0,
-      restores: maintenance?.restores ?? 0,
+      gc_runs: maintenance.gcRuns,
+      gc_deleted: maintenance.gcDeleted,
+      restores: maintenance.restores,
+      ...mixCounters,
+      catalog_mismatches: catalogFigures.mismatches,
+      missed_goals: missedGoals.length === 0 ? undefined : missedGoals,
       profile: profile.name,
       faults: options.faults,
       seed: options.seed,
@@ -417,6 +555,9 @@ async function main(argv: string[]): Promise<number> {
       passed,
       eligible_buckets: check.eligibleBuckets,
       archived_buckets: check.archivedBuckets,
+      multipart_buckets_recorded: multipartRecorded,
+      catalog_tables: catalogLines,
+      catalog_writes_delayed: faultMode === undefined ? delayFigures.catalogDelayed : undefined,
       unconverged_buckets: check.unconverged,
       manifests_verified: check.manifestsVerified,
       bad_manifests: check.badManifests,
@@ -445,6 +586,7 @@ async function main(argv: string[]): Promise<number> {
       read_errors: readFigures.readErrors,
       restored_not_rearchived: check.restoredNotRearchived,
       unfinished_restores: check.unfinishedRestores,
+      mix_details: mix.report(),
       fault_details: faultMode?.report(),
       final_runs: finalRuns,
       final_run_failures: finalFailures,
@@ -467,7 +609,8 @@ async function main(argv: string[]): Promise<number> {
     process.off("SIGINT", interrupt);
     process.off("SIGTERM", interrupt);
     process.off("uncaughtException", crash);
-    process.off("unhandledRejection", crash);
+    process.off("unhandledRejection", onUnhandledRejection);
+    process.off("rejectionHandled", onRejectionHandled);
   }
   if (passed && !options.keep) rmSync(workDir, { recursive: true, force: true });
   else log(`work folder kept: ${workDir} (archiver logs, ledger.jsonl)`);

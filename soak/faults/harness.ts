@@ -17,6 +17,7 @@ import { sleep } from "../random.js";
 import {
   newS3FaultFigures,
   NO_DELETE_STALL,
+  type CatalogDelay,
   S3FaultProxy,
   totalS3Faults,
   type DeleteStall,
@@ -109,14 +110,15 @@ export class FaultHarness {
       );
     }
     const s3Weather = () => this.weather.current.s3;
+    const lease = this.#leaseMs;
     this.#s3 = new S3FaultProxy({
       upstream: this.#env.endpoint,
       random: this.#random,
       weather: s3Weather,
       figures: this.#s3Figures,
+      catalogDelay: () => catalogDelay(lease),
     });
     // GC's deletes: some stalled past the lease and delivered late; all of them under the sabotage.
-    const lease = this.#leaseMs;
     // Under the sabotage every payload delete stalls and lands late (manifest deletes pass, so a
     // pass reaches the payload of a bucket before its first stalled delete ends it).
     const gcDeleteStall: DeleteStall =
@@ -129,6 +131,7 @@ export class FaultHarness {
       weather: s3Weather,
       figures: this.#gcS3Figures,
       deleteStall: () => (this.weather.current.spell === "calm" ? NO_DELETE_STALL : gcDeleteStall),
+      catalogDelay: () => catalogDelay(lease),
     });
     this.#s3Url = await this.#s3.start();
     this.#gcS3Url = await this.#gcS3.start();
@@ -232,6 +235,7 @@ export class FaultHarness {
         s3_delivered_after_client_left:
           this.#s3Figures.deliveredAfterClientLeft + this.#gcS3Figures.deliveredAfterClientLeft,
         gc_deletes_landed_late: this.#gcS3Figures.lateDeletes,
+        catalog_writes_delayed: this.#s3Figures.catalogDelayed + this.#gcS3Figures.catalogDelayed,
         db_connections: this.#dbFigures.connections,
         db_resets: this.#dbFigures.resets,
         db_blackholes: this.#dbFigures.blackholes,
@@ -263,6 +267,15 @@ export class FaultHarness {
       }
     }
   }
+}
+
+/**
+ * Catalog entry writes held back in every weather, calm too: from under a
+ * lease to several leases, so a late write lands after the next phase, a
+ * restore or a re-archive of its bucket wrote the entry anew.
+ */
+export function catalogDelay(leaseMs: number): CatalogDelay {
+  return { share: 0.35, ms: [0.3 * leaseMs, 3 * leaseMs] };
 }
 
 function sumKinds(a: S3FaultFigures, b: S3FaultFigures): Record<string, number> {

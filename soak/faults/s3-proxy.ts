@@ -56,6 +56,8 @@ export interface S3FaultFigures {
   deliveredAfterClientLeft: number;
   /** Of those, DeleteObject requests. */
   lateDeletes: number;
+  /** Catalog entry writes and deletes held back by the catalog delay rule. */
+  catalogDelayed: number;
 }
 
 export function newS3FaultFigures(): S3FaultFigures {
@@ -72,6 +74,7 @@ export function newS3FaultFigures(): S3FaultFigures {
     },
     deliveredAfterClientLeft: 0,
     lateDeletes: 0,
+    catalogDelayed: 0,
   };
 }
 
@@ -87,6 +90,26 @@ export interface DeleteStall {
 }
 
 export const NO_DELETE_STALL: DeleteStall = { share: 0, ms: [0, 0], keys: /$^/ };
+
+/**
+ * Catalog entries (`{prefix}/catalog/...`) are written by publish, cleanup,
+ * restores and GC, each a delete and a create-if-absent computed from the
+ * metadata it read: this share of those PUTs and DELETEs is held for a
+ * random time and then delivered, whether or not the client gave up and
+ * retried meanwhile. Held requests land out of order with later writes of
+ * the same entry, as a slow network delivers them.
+ */
+export interface CatalogDelay {
+  readonly share: number;
+  readonly ms: readonly [number, number];
+}
+
+export const NO_CATALOG_DELAY: CatalogDelay = { share: 0, ms: [0, 0] };
+
+/** Whether a request path names a catalog entry (path-style: `/{bucket}/{prefix}/catalog/...`). */
+export function isCatalogRequest(method: string | undefined, url: string | undefined): boolean {
+  return (method === "PUT" || method === "DELETE") && /\/catalog\//.test(url ?? "");
+}
 
 interface Upstream {
   readonly status: number;
@@ -112,6 +135,7 @@ export class S3FaultProxy {
   readonly #figures: S3FaultFigures;
   /** Extra stall rule for DeleteObject (the GC's client): share and range in ms, for keys it matches. */
   readonly #deleteStall: () => DeleteStall;
+  readonly #catalogDelay: () => CatalogDelay;
   readonly #agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
   readonly #held = new Set<Promise<void>>();
   #server: http.Server | undefined;
@@ -122,12 +146,14 @@ export class S3FaultProxy {
     weather: () => S3Weather;
     figures: S3FaultFigures;
     deleteStall?: () => DeleteStall;
+    catalogDelay?: () => CatalogDelay;
   }) {
     this.#upstream = new URL(options.upstream);
     this.#random = options.random;
     this.#weather = options.weather;
     this.#figures = options.figures;
     this.#deleteStall = options.deleteStall ?? (() => NO_DELETE_STALL);
+    this.#catalogDelay = options.catalogDelay ?? (() => NO_CATALOG_DELAY);
   }
 
   /** Listen on a free loopback port; the URL clients use as their S3 endpoint. */
@@ -168,6 +194,11 @@ export class S3FaultProxy {
     if (r.chance(w.latencyShare)) {
       this.#figures.delayed++;
       await sleep(r.between(w.latencyMs[0], w.latencyMs[1]));
+    }
+    const catalogDelay = this.#catalogDelay();
+    if (isCatalogRequest(req.method, req.url) && r.chance(catalogDelay.share)) {
+      this.#figures.catalogDelayed++;
+      return this.#stall(req, res, body, catalogDelay.ms, false);
     }
     const deleteStall = this.#deleteStall();
     if (
@@ -218,8 +249,9 @@ export class S3FaultProxy {
     res: http.ServerResponse,
     body: Buffer,
     range: readonly [number, number],
+    isFault = true,
   ): Promise<void> {
-    this.#figures.faults.stall++;
+    if (isFault) this.#figures.faults.stall++;
     let clientLeft = false;
     res.on("close", () => (clientLeft = !res.writableFinished));
     const held = (async () => {
