@@ -172,6 +172,10 @@ export class EmbeddedStoreLock {
     // closes the store, which releases the lock.
     if (process.listenerCount(signal) > 1) return;
     this.release();
+    // Die of the signal as if unhandled. The kernel ignores a signal without
+    // a handler sent to PID 1 (a container without an init), which would
+    // leave this process running with the store open and no lock: exit.
+    if (process.pid === 1) process.exit(128 + (os.constants.signals[signal] ?? 0));
     process.kill(process.pid, signal);
   };
 
