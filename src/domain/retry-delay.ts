@@ -3,28 +3,34 @@
  * see `countsAsAttempt` in errors.ts). Such a failure does not count toward
  * ARCHIVER_MAX_ATTEMPTS, so the wait is what keeps a long outage cheap: each
  * consecutive outage deferral doubles the ceiling, from ARCHIVER_RETRY_SECONDS
- * up to {@link MAX_OUTAGE_RETRY_MS}, and the delay is drawn from the upper
- * half of it, so the buckets an outage deferred together come back spread
- * out instead of all at once against a service that has just recovered.
+ * up to {@link MAX_OUTAGE_BACKOFF_DOUBLINGS} doublings of it (16 minutes at
+ * the default 15 s), and the delay is drawn from the upper half of the
+ * ceiling, so the buckets an outage deferred together come back spread out
+ * instead of all at once against a service that has just recovered. The
+ * ceiling starts at no less than {@link MIN_OUTAGE_RETRY_MS}, so even with
+ * ARCHIVER_RETRY_SECONDS=0 an outage is never retried in a tight loop (a
+ * `pulpitum archive --once` would otherwise claim and fail the same buckets
+ * until the outage ended).
  */
 
-/** The longest wait after an outage deferral (unless ARCHIVER_RETRY_SECONDS is longer). */
-export const MAX_OUTAGE_RETRY_MS = 15 * 60_000;
+/** The least first ceiling of an outage's backoff. */
+export const MIN_OUTAGE_RETRY_MS = 1000;
+
+/** The longest wait after an outage deferral is ARCHIVER_RETRY_SECONDS times 2 to this power. */
+export const MAX_OUTAGE_BACKOFF_DOUBLINGS = 6;
 
 /**
- * The delay before the `deferral`-th consecutive outage deferral's retry
- * (1-based): uniform in `[ceiling / 2, ceiling]` with `ceiling =
- * min(retryMs * 2^(deferral - 1), max(retryMs, MAX_OUTAGE_RETRY_MS))`. The
- * first is never longer than `retryMs`, the delay after an own failure.
- * `random` returns a number in [0, 1).
+ * The delay before the retry of the `deferral`-th consecutive outage
+ * deferral (1-based): uniform in `[ceiling / 2, ceiling]` with `ceiling =
+ * max(retryMs, MIN_OUTAGE_RETRY_MS) * 2^min(deferral - 1,
+ * MAX_OUTAGE_BACKOFF_DOUBLINGS)`. `random` returns a number in [0, 1).
  */
 export function outageRetryDelayMs(
   retryMs: number,
   deferral: number,
   random: () => number = Math.random,
 ): number {
-  const cap = Math.max(retryMs, MAX_OUTAGE_RETRY_MS);
-  const exponent = Math.min(Math.max(deferral, 1) - 1, 30);
-  const ceiling = Math.min(retryMs * 2 ** exponent, cap);
+  const doublings = Math.min(Math.max(deferral, 1) - 1, MAX_OUTAGE_BACKOFF_DOUBLINGS);
+  const ceiling = Math.max(retryMs, MIN_OUTAGE_RETRY_MS) * 2 ** doublings;
   return Math.round(ceiling / 2 + random() * (ceiling / 2));
 }
