@@ -154,14 +154,10 @@ export class TransientStoreError extends PulpitumError {
 
 /**
  * A backing service refused the caller itself: credentials missing, expired
- * or denied. Nothing about the data is wrong; the same call succeeds once an
- * operator fixes access, so it is retryable and never the bucket's fault.
+ * or denied. Not retryable (access must be fixed first), but never the
+ * bucket's fault: the same call succeeds for every bucket once it is.
  */
-export class ServiceAccessError extends PulpitumError {
-  constructor(message: string, options: { cause?: unknown } = {}) {
-    super(message, { ...options, retryable: true });
-  }
-}
+export class ServiceAccessError extends PulpitumError {}
 
 /**
  * Whether a failed phase counts toward ARCHIVER_MAX_ATTEMPTS: only a failure
@@ -222,6 +218,7 @@ const NETWORK_FAILURE_CODES = new Set([
 const DATABASE_OUTAGE_CLASSES = new Set(["08", "53", "57", "58"]);
 
 function showsOutage(error: unknown): boolean {
+  if (error instanceof ServiceAccessError) return true;
   if (error instanceof PulpitumError) return error.retryable;
   if (typeof error !== "object" || error === null) return false;
   const { name, code, severity } = error as { name?: unknown; code?: unknown; severity?: unknown };
