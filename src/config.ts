@@ -55,7 +55,10 @@ export interface PulpitumConfig {
   readonly workers: number;
   /** Rows fetched per fenced snapshot page. */
   readonly snapshotPageSize: number;
-  /** A bucket is quarantined once this many attempts failed (deferrals, takeovers, timeouts). */
+  /**
+   * A bucket is quarantined once this many attempts failed: its own failures
+   * and takeovers of a killed worker's lease, never an outage's deferrals.
+   */
   readonly maxAttempts: number;
   /** Most rows in one part of a segmented export. */
   readonly segmentRows: number;

@@ -152,6 +152,97 @@ export class TransientStoreError extends PulpitumError {
   }
 }
 
+/**
+ * A backing service refused the caller itself: credentials missing, expired
+ * or denied. Not retryable (access must be fixed first), but never the
+ * bucket's fault: the same call succeeds for every bucket once it is.
+ */
+export class ServiceAccessError extends PulpitumError {}
+
+/**
+ * Whether a failed phase counts toward ARCHIVER_MAX_ATTEMPTS: only a failure
+ * that is the bucket's own, one that the same data would meet again on any
+ * healthy fleet, may count (a stored object that fails verification, an
+ * invariant violation, a record the format refuses, a deterministic decode
+ * or encode error). Anything that shows an unavailable dependency anywhere
+ * in its cause chain (a refused or reset connection, a timeout, throttling,
+ * a 5xx, refused credentials, an unreachable database, every retryable
+ * Pulpitum error) does not count, and neither does an error nobody
+ * classified: quarantine is for buckets an operator must look at, so an
+ * outage, however long or however it is reported, must never set a healthy
+ * bucket aside. Those back off instead (see domain/retry-delay.ts).
+ */
+export function countsAsAttempt(error: unknown): boolean {
+  if (causeChain(error).some(showsOutage)) return false;
+  return (
+    error instanceof ArchiveIntegrityError ||
+    error instanceof InvariantViolationError ||
+    error instanceof InvalidInputError ||
+    error instanceof RecordConflictError ||
+    error instanceof ObjectNotFoundError ||
+    // A deterministic failure of code on this bucket's data (an encoder's
+    // range or type check); a transport failure reported this way (fetch's
+    // `TypeError: fetch failed`) carries its network cause, caught above.
+    error instanceof TypeError ||
+    error instanceof RangeError ||
+    error instanceof SyntaxError
+  );
+}
+
+/** Node's codes for a network or socket that failed, never for bad data. */
+const NETWORK_FAILURE_CODES = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ECONNABORTED",
+  "EPIPE",
+  "ETIMEDOUT",
+  "EHOSTUNREACH",
+  "EHOSTDOWN",
+  "ENETUNREACH",
+  "ENETDOWN",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "ERR_SOCKET_CONNECTION_TIMEOUT",
+  "ERR_STREAM_PREMATURE_CLOSE",
+  "UND_ERR_SOCKET",
+  "UND_ERR_CONNECT_TIMEOUT",
+  "UND_ERR_HEADERS_TIMEOUT",
+  "UND_ERR_BODY_TIMEOUT",
+]);
+/**
+ * SQLSTATE classes of a server that is unreachable, overloaded, shutting down
+ * or cancelled the statement (08 connection exception, 53 insufficient
+ * resources, 57 operator intervention incl. statement timeout, 58 system
+ * error), and 25P03 (idle-in-transaction timeout).
+ */
+const DATABASE_OUTAGE_CLASSES = new Set(["08", "53", "57", "58"]);
+
+function showsOutage(error: unknown): boolean {
+  if (error instanceof ServiceAccessError) return true;
+  if (error instanceof PulpitumError) return error.retryable;
+  if (typeof error !== "object" || error === null) return false;
+  const { name, code, severity } = error as { name?: unknown; code?: unknown; severity?: unknown };
+  if (name === "TimeoutError") return true;
+  if (typeof code !== "string") return false;
+  if (NETWORK_FAILURE_CODES.has(code)) return true;
+  const sqlState = typeof severity === "string" && /^[0-9A-Z]{5}$/.test(code);
+  return sqlState && (DATABASE_OUTAGE_CLASSES.has(code.slice(0, 2)) || code === "25P03");
+}
+
+/** `error`, its causes, and the members of any AggregateError among them (bounded, cycle-safe). */
+function causeChain(error: unknown): unknown[] {
+  const seen: unknown[] = [];
+  const pending = [error];
+  while (pending.length > 0 && seen.length < 32) {
+    const next = pending.shift();
+    if (next === undefined || next === null || seen.includes(next)) continue;
+    seen.push(next);
+    if (next instanceof AggregateError) pending.push(...(next.errors as unknown[]));
+    if (next instanceof Error) pending.push(next.cause);
+  }
+  return seen;
+}
+
 export function errorMessage(error: unknown): string {
   if (error instanceof Error) return error.message;
   return String(error);

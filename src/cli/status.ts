@@ -25,6 +25,7 @@ export function statusToJson(report: StatusReport, cutoff: string) {
       bucket: showBucket(d.id),
       ...bucketJson(d.id),
       attempts: d.attempts,
+      outage_deferrals: d.outageDeferrals,
       retry_at: d.retryAt?.toISOString() ?? null,
       last_error: d.lastError,
     })),
@@ -106,7 +107,7 @@ export function renderStatus(report: StatusReport, cutoff: string): string {
     lines.push(`deferred (${report.deferred.length}):`);
     for (const d of report.deferred) {
       lines.push(
-        `  ${showBucket(d.id)} attempts ${d.attempts}, retry at ${d.retryAt?.toISOString() ?? "-"}: ${d.lastError ?? ""}`,
+        `  ${showBucket(d.id)} attempts ${d.attempts}, outage deferrals ${d.outageDeferrals}, retry at ${d.retryAt?.toISOString() ?? "-"}: ${d.lastError ?? ""}`,
       );
     }
   }

@@ -57,7 +57,19 @@ export interface BucketMetadata {
   /** Present while a lease is held (it may have expired). */
   readonly ownerToken: string | null;
   readonly leaseExpiresAt: Date | null;
+  /**
+   * Failures that were the bucket's own ({@link FailureAccounting}) plus
+   * takeovers of a lease its owner never released, since the bucket last
+   * reached the archive (or was released or restored). At
+   * ARCHIVER_MAX_ATTEMPTS the bucket is quarantined.
+   */
   readonly attempts: number;
+  /**
+   * Consecutive deferrals caused by an outage since the bucket last reached
+   * the archive (or was released or restored): the exponent of their
+   * backoff. Never leads to quarantine.
+   */
+  readonly outageDeferrals: number;
   readonly retryAt: Date | null;
   readonly lastError: string | null;
   /** The single verified payload of a one-part export (manifest v4). */
@@ -93,6 +105,15 @@ export interface BucketMetadata {
   readonly createdAt: Date;
   readonly updatedAt: Date;
 }
+
+/**
+ * How {@link HotStore.defer} and {@link HotStore.suspendExport} account for
+ * the failure they record: `attempt`, the bucket's own failure, adds one to
+ * `attempts` (toward quarantine); `outage`, a failure of a dependency (see
+ * `countsAsAttempt` in errors.ts), adds one to `outageDeferrals` and leaves
+ * `attempts` as it is.
+ */
+export type FailureAccounting = "attempt" | "outage";
 
 /** Proof of ownership of a bucket for one phase. Opaque to everything but the adapter. */
 export interface Lease extends LeaseTerms {
@@ -263,6 +284,8 @@ export interface StatusReport {
   readonly deferred: ReadonlyArray<{
     readonly id: BucketId;
     readonly attempts: number;
+    /** Consecutive deferrals by an outage (they never lead to quarantine). */
+    readonly outageDeferrals: number;
     readonly retryAt: Date | null;
     readonly lastError: string | null;
   }>;

@@ -38,6 +38,7 @@ import type {
   Lease,
   LeaseLost,
   FencedWrite,
+  FailureAccounting,
   ClusteringPosition,
   SnapshotPage,
   BucketPart,
@@ -157,8 +158,9 @@ export interface HotStore {
 
   /**
    * archiving -> archived with `hot_deleted = false` and the route set to the
-   * recorded manifest: the read cutover. Resets `attempts` to 0 (they count
-   * failures since the bucket last reached the archive). Releases the lease.
+   * recorded manifest: the read cutover. Resets `attempts` and
+   * `outageDeferrals` to 0 (they count failures since the bucket last
+   * reached the archive). Releases the lease.
    */
   publish(lease: Lease, now: Date): Promise<FencedWrite>;
 
@@ -183,21 +185,34 @@ export interface HotStore {
   /**
    * Give up an attempt before publication: back to hot, phase claim, payload,
    * manifest and recorded parts cleared in one transaction (stamping
-   * `dereferencedAt` if there were any),
-   * attempts + 1, retry at `retryAt`, error recorded. Refused (lease-lost)
-   * for an archived bucket. Releases the lease.
+   * `dereferencedAt` if there were any), retry at `retryAt`, error recorded,
+   * and the failure counted as `accounting` says (default `attempt`:
+   * attempts + 1; `outage`: outageDeferrals + 1, attempts unchanged).
+   * Refused (lease-lost) for an archived bucket. Releases the lease.
    */
-  defer(lease: Lease, now: Date, retryAt: Date, error: string): Promise<FencedWrite>;
+  defer(
+    lease: Lease,
+    now: Date,
+    retryAt: Date,
+    error: string,
+    accounting?: FailureAccounting,
+  ): Promise<FencedWrite>;
 
   /**
    * Give up an export attempt but keep its recorded parts: the bucket stays
    * archiving in phase export with its parts (each verified and recorded
-   * under a fence, so still good), attempts + 1, retry at `retryAt`, error
-   * recorded. Refused (lease-lost) unless the bucket is archiving in phase
-   * export under this live lease. Releases the lease; the next attempt
-   * resumes after the last recorded part.
+   * under a fence, so still good), retry at `retryAt`, error recorded, the
+   * failure counted as in {@link defer}. Refused (lease-lost) unless the
+   * bucket is archiving in phase export under this live lease. Releases the
+   * lease; the next attempt resumes after the last recorded part.
    */
-  suspendExport(lease: Lease, now: Date, retryAt: Date, error: string): Promise<FencedWrite>;
+  suspendExport(
+    lease: Lease,
+    now: Date,
+    retryAt: Date,
+    error: string,
+    accounting?: FailureAccounting,
+  ): Promise<FencedWrite>;
 
   /**
    * Candidates, at most `limit`, of three kinds: eligible hot buckets of
@@ -262,9 +277,10 @@ export interface HotStore {
    * archived (restoring) -> hot in one conditional statement, if the lease is
    * live and the hot rows number exactly the recorded payload rows: the route
    * flips to hot; payload, manifest, hot_deleted and the restore mark are
-   * cleared and `dereferencedAt` set to `now`; phase claim, attempts 0,
-   * retry at `retryAt` (so the bucket is not re-archived before the operator
-   * is done). Releases the lease.
+   * cleared and `dereferencedAt` set to `now`; phase claim, attempts and
+   * outageDeferrals 0, quarantine cleared (a restore is the operator's fresh
+   * start), retry at `retryAt` (so the bucket is not re-archived before the
+   * operator is done). Releases the lease.
    */
   finishRestore(lease: Lease, now: Date, retryAt: Date): Promise<FinishRestore>;
 
@@ -279,9 +295,10 @@ export interface HotStore {
   quarantine(lease: Lease, now: Date, reason: string): Promise<FencedWrite>;
 
   /**
-   * Release a quarantined bucket: quarantine cleared, attempts 0, no retry
-   * pending. Returns the metadata afterwards (unchanged when the bucket was
-   * not quarantined), null for an unknown bucket. Safe to retry.
+   * Release a quarantined bucket: quarantine cleared, attempts and
+   * outageDeferrals 0, no retry pending. Returns the metadata afterwards
+   * (unchanged when the bucket was not quarantined), null for an unknown
+   * bucket. Safe to retry.
    */
   releaseQuarantine(id: BucketId, now: Date): Promise<BucketMetadata | null>;
 

@@ -30,8 +30,11 @@
  *
  * The flip clears payload, manifest and hot_deleted, resets the phase to
  * claim and sets a retry time, so discovery leaves the bucket hot for the
- * hold period. The archive objects it no longer references are removed by
- * garbage collection once they are older than its safety age.
+ * hold period. It also clears a quarantine and resets the attempts: a
+ * restore is the operator's fresh start, and a bucket left quarantined would
+ * never be archived again after its hold. The archive objects it no longer
+ * references are removed by garbage collection once they are older than its
+ * safety age.
  */
 import { describeBucket, type BucketId } from "../domain/bucket.js";
 import { toBase64 } from "../domain/record.js";

@@ -1,14 +1,21 @@
 import { DEFAULT_MAX_ATTEMPTS } from "../config.js";
 import { describeBucket, type BucketId } from "../domain/bucket.js";
 import { cutoffAt, formatCutoffAt } from "../domain/cutoff.js";
+import { outageRetryDelayMs } from "../domain/retry-delay.js";
 import {
+  countsAsAttempt,
   errorMessage,
   LeaseLostError,
   UnknownBucketError,
   ArchiveIntegrityError,
   InvariantViolationError,
 } from "../errors.js";
-import type { BucketMetadata, BucketPart, PhaseName } from "../ports/hot-store.js";
+import type {
+  BucketMetadata,
+  BucketPart,
+  FailureAccounting,
+  PhaseName,
+} from "../ports/hot-store.js";
 import type { ArchiverContext, PhaseOutcome } from "./context.js";
 import { takeBucketLease } from "./bucket-lease.js";
 import type { LeaseHeartbeat } from "./heartbeat.js";
@@ -138,7 +145,7 @@ export async function runNextPhase(
   const maxAttempts = ctx.settings.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
   if (metadata.attempts >= maxAttempts && options.manual !== true) {
     const reason =
-      `quarantined after ${metadata.attempts} failed attempts (deferrals, takeovers, timeouts); ` +
+      `quarantined after ${metadata.attempts} failed attempts (its own failures, takeovers of a killed worker's lease); ` +
       `last error: ${metadata.lastError ?? "none recorded (the worker was killed or timed out)"}`;
     const set = await ctx.hotStore.quarantine(heartbeat.lease, ctx.clock.now(), reason);
     if (set.kind === "lease-lost") {
@@ -261,6 +268,12 @@ async function reasonNotToClaim(
  * still count toward quarantine. Only a failure that condemns a recorded
  * part (its re-verification failed) sends the bucket back to hot with its
  * parts forgotten.
+ *
+ * Only the bucket's own failures count toward quarantine
+ * ({@link countsAsAttempt}); an outage's wait after ARCHIVER_RETRY_SECONDS
+ * instead grows with each consecutive outage deferral, jittered, so an outage
+ * of any length quarantines nothing and a recovered service is not met by
+ * every bucket at once.
  */
 async function recoverFromFailure(
   ctx: ArchiverContext,
@@ -284,7 +297,12 @@ async function recoverFromFailure(
       await ctx.hotStore.releaseLease(lease);
       return outcome({ phase, result: "deferred", next: nextPhaseOf(current), reason });
     }
-    const retryAt = new Date(ctx.clock.now().getTime() + ctx.settings.retryMs);
+    const accounting: FailureAccounting = countsAsAttempt(error) ? "attempt" : "outage";
+    const delayMs =
+      accounting === "attempt"
+        ? ctx.settings.retryMs
+        : outageRetryDelayMs(ctx.settings.retryMs, current.outageDeferrals + 1);
+    const retryAt = new Date(ctx.clock.now().getTime() + delayMs);
     if (phase === "export" && current.state === "archiving" && current.phase === "export") {
       const parts = await ctx.hotStore.listParts(lease.bucket);
       if (parts.length > 0 && !condemnsRecordedParts(error, parts)) {
@@ -292,7 +310,7 @@ async function recoverFromFailure(
           ctx,
           lease,
           "suspend export",
-          () => ctx.hotStore.suspendExport(lease, ctx.clock.now(), retryAt, reason),
+          () => ctx.hotStore.suspendExport(lease, ctx.clock.now(), retryAt, reason, accounting),
           (m) =>
             m.state === "archiving" &&
             m.generation === lease.generation &&
@@ -308,7 +326,7 @@ async function recoverFromFailure(
       ctx,
       lease,
       "defer",
-      () => ctx.hotStore.defer(lease, ctx.clock.now(), retryAt, reason),
+      () => ctx.hotStore.defer(lease, ctx.clock.now(), retryAt, reason, accounting),
       (m) => m.state === "hot" && m.generation === lease.generation && m.ownerToken === null,
     );
     if (deferred.kind === "lease-lost")

@@ -8,10 +8,20 @@
  *   real crash; the test then continues with a fresh process life.
  * - `ambiguous`: the operation landed but its reply was lost
  *   (AmbiguousCommitError); the process lives on.
- * - `error`: the operation fails before taking effect; the process lives on.
+ * - `error`: the operation fails before taking effect with a transient
+ *   error (an outage: it does not count toward quarantine); the process
+ *   lives on.
+ * - `integrity`: the operation fails before taking effect with a failure
+ *   that is the bucket's own (an object store finds the object corrupt, the
+ *   hot store an invariant broken): it counts toward quarantine.
  * - `hook`: run arbitrary code at that point (advance a clock, start a rival).
  */
-import { AmbiguousCommitError, TransientStoreError } from "../../src/errors.js";
+import {
+  AmbiguousCommitError,
+  ArchiveIntegrityError,
+  InvariantViolationError,
+  TransientStoreError,
+} from "../../src/errors.js";
 import type { HotStore } from "../../src/ports/hot-store.js";
 import type { ObjectFault, ObjectOperation } from "../../src/adapters/object-store/memory.js";
 import type { ObjectStore } from "../../src/ports/object-store.js";
@@ -42,7 +52,7 @@ export class ProcessLife {
 }
 
 export type HotOperation = Exclude<keyof HotStore, "close" | "migrate">;
-export type FaultKind = "crash" | "ambiguous" | "error" | "hook";
+export type FaultKind = "crash" | "ambiguous" | "error" | "integrity" | "hook";
 
 export interface FaultPoint<Op extends string> {
   readonly operation: Op;
@@ -171,6 +181,8 @@ async function fire<Op extends string>(
     // falls through: crash never returns
     case "error":
       throw new TransientStoreError(`injected failure at ${where}`);
+    case "integrity":
+      throw new InvariantViolationError(`injected failure at ${where}`);
     case "ambiguous":
       throw new AmbiguousCommitError(`${where} (injected before the operation: nothing landed)`);
     case "hook":
@@ -197,6 +209,8 @@ export function objectFault(life: ProcessLife, point?: FaultPoint<ObjectOperatio
       case "error":
       case "ambiguous":
         throw new TransientStoreError(`injected failure at ${where}`);
+      case "integrity":
+        throw new ArchiveIntegrityError(key, `injected failure at ${where}`);
       case "hook":
         void point!.hook?.();
     }

@@ -1,11 +1,13 @@
 /**
  * How S3 and its transport fail, mapped to the port's errors: a missing
- * object, a transient failure worth retrying, a lost conditional-write race.
+ * object, a transient failure worth retrying, refused credentials, a lost
+ * conditional-write race.
  */
 import { sleep } from "../../ports/clock.js";
 import {
   ObjectNotFoundError,
   PulpitumError,
+  ServiceAccessError,
   TransientStoreError,
   errorMessage,
 } from "../../errors.js";
@@ -23,6 +25,7 @@ export function s3Error(error: unknown, operation: string, key: string, where: s
   }
   const message = `S3 ${operation} of ${where} failed: ${name ?? "Error"}: ${errorMessage(error)}`;
   if (isTransient(error)) return new TransientStoreError(message, { cause: error });
+  if (isAccessRefused(error)) return new ServiceAccessError(message, { cause: error });
   return new PulpitumError(message, { cause: error });
 }
 
@@ -52,6 +55,25 @@ const NETWORK_CODES = new Set([
   "EAI_AGAIN",
   "ERR_SOCKET_CONNECTION_TIMEOUT",
 ]);
+
+/** S3 or the SDK refused the caller's identity, not the request's content. */
+const ACCESS_REFUSED_NAMES = new Set([
+  "AccessDenied",
+  "InvalidAccessKeyId",
+  "SignatureDoesNotMatch",
+  "ExpiredToken",
+  "ExpiredTokenException",
+  "InvalidToken",
+  "TokenRefreshRequired",
+  "RequestTimeTooSkewed",
+  "CredentialsProviderError",
+]);
+
+export function isAccessRefused(error: unknown): boolean {
+  const status = statusOf(error);
+  const name = nameOf(error);
+  return status === 401 || status === 403 || (name !== undefined && ACCESS_REFUSED_NAMES.has(name));
+}
 
 export function nameOf(error: unknown): string | undefined {
   return (error as { name?: unknown } | undefined)?.name as string | undefined;

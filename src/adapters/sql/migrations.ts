@@ -183,6 +183,15 @@ export const MIGRATIONS: readonly Migration[] = [
       )`,
     ],
   },
+  {
+    version: 10,
+    name: "outage deferrals",
+    // Consecutive deferrals by an outage since the bucket last reached the
+    // archive: the exponent of their backoff, which must not touch attempts.
+    statements: [
+      `ALTER TABLE ${METADATA_TABLE} ADD COLUMN IF NOT EXISTS outage_deferrals INT8 NOT NULL DEFAULT 0`,
+    ],
+  },
 ];
 
 /** Concurrent `CREATE … IF NOT EXISTS` on PostgreSQL can still collide in the catalog. */

@@ -47,6 +47,7 @@ import type {
   CleanupBatch,
   ClusteringPosition,
   DiscoveryQuery,
+  FailureAccounting,
   FencedWrite,
   FinishCleanup,
   FinishRestore,
@@ -224,12 +225,24 @@ export class SqlHotStore implements HotStore {
     return await finishCleanup(this.db, lease, now);
   }
 
-  async defer(lease: Lease, now: Date, retryAt: Date, error: string): Promise<FencedWrite> {
-    return await defer(this.db, lease, now, retryAt, error);
+  async defer(
+    lease: Lease,
+    now: Date,
+    retryAt: Date,
+    error: string,
+    accounting: FailureAccounting = "attempt",
+  ): Promise<FencedWrite> {
+    return await defer(this.db, lease, now, retryAt, error, accounting);
   }
 
-  async suspendExport(lease: Lease, now: Date, retryAt: Date, error: string): Promise<FencedWrite> {
-    return await suspendExport(this.db, lease, now, retryAt, error);
+  async suspendExport(
+    lease: Lease,
+    now: Date,
+    retryAt: Date,
+    error: string,
+    accounting: FailureAccounting = "attempt",
+  ): Promise<FencedWrite> {
+    return await suspendExport(this.db, lease, now, retryAt, error, accounting);
   }
 
   async discover(query: DiscoveryQuery): Promise<Candidate[]> {

@@ -83,10 +83,13 @@ export function heldReasons(h: HeldBucket, now: Date): string[] {
   if (h.state === "hot" && h.tablePaused)
     reasons.push(`table ${h.id.tableId} is paused (\`pulpitum tables resume ${h.id.tableId}\`)`);
   if (h.state === "hot" && h.retryAt !== null && h.retryAt.getTime() > now.getTime()) {
+    // A restore's hold clears the last error; a deferral records it.
     reasons.push(
       h.attempts > 0
         ? `deferred after ${h.attempts} failed attempt${h.attempts === 1 ? "" : "s"} until ${h.retryAt.toISOString()}: ${h.lastError ?? "?"}`
-        : `restored to the hot store; held out of archival until ${h.retryAt.toISOString()}`,
+        : h.lastError !== null
+          ? `deferred by an outage (not counted as an attempt) until ${h.retryAt.toISOString()}: ${h.lastError}`
+          : `restored to the hot store; held out of archival until ${h.retryAt.toISOString()}`,
     );
   }
   if (reasons.length === 0 && h.state === "archived") reasons.push("cleanup pending");

@@ -170,6 +170,29 @@ export function partConformance(getStore: () => HotStore): void {
       expect((await store.getBucket(id))!).toMatchObject({ phase: "seal", attempts: 1 });
     });
 
+    it("suspending an export for an outage keeps its part records and counts an outage deferral, not an attempt", async () => {
+      const store = getStore();
+      const id = await hotBucket(store, await newTable(store, "parts-suspend-outage"));
+      await advanceTo(store, id, "export");
+      const lease = await acquire(store, id);
+      await store.recordPart(lease, NOW, part(0));
+
+      const retryAt = later(NOW, 5000);
+      const suspended = committed(
+        await store.suspendExport(lease, NOW, retryAt, "S3 refused", "outage"),
+      );
+      expect(suspended.metadata).toMatchObject({
+        state: "archiving",
+        phase: "export",
+        attempts: 0,
+        outageDeferrals: 1,
+        retryAt,
+        lastError: "S3 refused",
+        ownerToken: null,
+      });
+      expect(await store.listParts(id)).toEqual([part(0)]);
+    });
+
     it("GC's reference set names every recorded part and reports the exporting bucket in flight", async () => {
       const store = getStore();
       const tableId = await newTable(store, "parts-gc");

@@ -46,6 +46,7 @@ export function phaseConformance(opened: () => HotStore): void {
         ownerToken: null,
         leaseExpiresAt: null,
         attempts: 0,
+        outageDeferrals: 0,
         retryAt: null,
         lastError: null,
         generation: 1,
@@ -257,6 +258,28 @@ export function phaseConformance(opened: () => HotStore): void {
         inserted: 1,
         duplicates: 0,
       });
+    });
+
+    it("defers an outage without counting an attempt: outageDeferrals + 1, attempts unchanged, and publish resets both", async () => {
+      const tableId = await newTable(store, "defer-outage");
+      const id = await hotBucket(store, tableId);
+      await advanceTo(store, id, "export");
+      committed(await store.defer(await acquire(store, id), NOW, NOW, "corrupt", "attempt"));
+      for (let n = 1; n <= 3; n++) {
+        await advanceTo(store, id, "export");
+        const deferred = committed(
+          await store.defer(await acquire(store, id), NOW, NOW, "S3 refused", "outage"),
+        );
+        expect(deferred.metadata).toMatchObject({
+          state: "hot",
+          attempts: 1,
+          outageDeferrals: n,
+          retryAt: NOW,
+          lastError: "S3 refused",
+        });
+      }
+      const published = await advanceTo(store, id, "cleanup");
+      expect(published).toMatchObject({ state: "archived", attempts: 0, outageDeferrals: 0 });
     });
 
     it("refuses the claim itself while a retry is pending or the table is paused, whoever holds the lease", async () => {

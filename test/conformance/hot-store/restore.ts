@@ -100,6 +100,31 @@ export function restoreConformance(opened: () => HotStore): void {
       expect(read.route === "hot" ? read.rows : read).toEqual(rows);
     });
 
+    it("a restore's flip to hot releases a quarantined bucket: quarantine cleared, attempts and outage deferrals 0, only the hold's retry pending", async () => {
+      const { id, rows } = await archivedAndCleaned("restore-quarantined");
+      // Archived buckets take an attempt only from a takeover (a killed cleanup, say).
+      await acquire(store, id);
+      const killed = await acquire(store, id, later(NOW, LEASE_MS + 1));
+      const at = later(NOW, LEASE_MS + 2);
+      committed(await store.quarantine(killed, at, "quarantined after 1 failed attempts"));
+      expect((await store.getBucket(id))!).toMatchObject({ attempts: 1 });
+      expect((await store.getBucket(id))!.quarantinedAt).toEqual(at);
+
+      const lease = await acquire(store, id, at);
+      committed(await store.beginRestore(lease, at));
+      await store.restoreRecords(lease, at, rows);
+      const retryAt = later(at, 60_000);
+      const flipped = committed(await store.finishRestore(lease, at, retryAt));
+      expect(flipped.metadata).toMatchObject({
+        state: "hot",
+        quarantinedAt: null,
+        attempts: 0,
+        outageDeferrals: 0,
+        retryAt,
+        lastError: null,
+      });
+    });
+
     it("fences restore like archival: no mark on a hot bucket, nothing from a stale owner, no cleanup while restoring", async () => {
       const tableId = await newTable(store, "restore-fence");
       const hot = await hotBucket(store, tableId, bytes(7));

@@ -1,6 +1,7 @@
 /**
- * Failure accounting on the real SQL hot store (PGlite): deferrals and
- * takeovers count as attempts, a bucket that used up ARCHIVER_MAX_ATTEMPTS is
+ * Failure accounting on the real SQL hot store (PGlite): the bucket's own
+ * failures (here an upload that fails verification) and takeovers count as
+ * attempts (outages do not: see outage.test.ts), a bucket that used up ARCHIVER_MAX_ATTEMPTS is
  * quarantined (no automatic work, visible in status) until released, and a
  * paused table's buckets get no automatic work in any phase.
  */
@@ -55,10 +56,10 @@ describe("attempts, quarantine and pause", () => {
     await h.close();
   });
 
-  it("a bucket whose export keeps failing is quarantined after the last attempt: offered no more, left untouched, listed in status with its error, and released by retry", async () => {
+  it("a bucket whose export keeps failing verification is quarantined after the last attempt: offered no more, left untouched, listed in status with its error, and released by retry", async () => {
     for (let attempt = 1; attempt <= 3; attempt++) {
       const { ctx } = h.process({
-        object: { operation: "createIfAbsent", when: "before", kind: "error" },
+        object: { operation: "createIfAbsent", when: "before", kind: "integrity" },
       });
       expect(await runNextPhase(ctx, id)).toMatchObject({ phase: "claim", result: "advanced" });
       expect(await runNextPhase(ctx, id)).toMatchObject({ phase: "export", result: "deferred" });
@@ -93,7 +94,7 @@ describe("attempts, quarantine and pause", () => {
     await expectFullyArchived(h, expected());
   });
 
-  it("an export that keeps failing after it recorded a part is quarantined with that part kept, and once released it resumes after the part instead of starting over", async () => {
+  it("an export that keeps failing verification after it recorded a part is quarantined with that part kept, and once released it resumes after the part instead of starting over", async () => {
     const inParts = (ctx: ReturnType<Harness["process"]>["ctx"]) => ({
       ...ctx,
       settings: { ...ctx.settings, segmentRows: 50 },
@@ -104,7 +105,7 @@ describe("attempts, quarantine and pause", () => {
           object: {
             operation: "createIfAbsent",
             when: "before",
-            kind: "error",
+            kind: "integrity",
             keyIncludes: "/payloads/",
             nth,
           },
@@ -171,7 +172,7 @@ describe("attempts, quarantine and pause", () => {
   it("attempts count the failures since the bucket last reached the archive: a bucket that needed two tries to publish is not quarantined by one killed cleanup", async () => {
     for (let attempt = 1; attempt <= 2; attempt++) {
       const { ctx } = h.process({
-        object: { operation: "createIfAbsent", when: "before", kind: "error" },
+        object: { operation: "createIfAbsent", when: "before", kind: "integrity" },
       });
       await runNextPhase(ctx, id); // claim
       expect(await runNextPhase(ctx, id)).toMatchObject({ phase: "export", result: "deferred" });

@@ -84,6 +84,31 @@ describe("restoring an archived bucket", () => {
     expect(after!.retryAt?.getTime()).toBe(h.clock.now().getTime() + HOLD_MS);
   });
 
+  it("a restore is the operator's fresh start: restoring a quarantined bucket releases it, so once the hold passes it is archived again without a retry", async () => {
+    // Prepare: the archived bucket set aside under a worker's lease, as quarantine leaves it
+    const acquired = await h.inner.acquireLease(id, h.clock.now(), h.settings.leaseMs);
+    if (acquired.kind !== "acquired") throw new Error("no lease");
+    await h.inner.quarantine(acquired.lease, h.clock.now(), "quarantined after 5 failed attempts");
+    expect((await h.inner.getBucket(id))!.quarantinedAt).not.toBeNull();
+
+    // Act
+    const report = await restoreBucket(h.process().ctx, id, { holdMs: HOLD_MS });
+
+    // Assess
+    expect(report).toMatchObject({ result: "restored", rows_inserted: records.length });
+    expect(await h.inner.getBucket(id)).toMatchObject({
+      state: "hot",
+      quarantinedAt: null,
+      attempts: 0,
+      lastError: null,
+    });
+    expect((await h.inner.statusReport(h.clock.now(), h.clock.now())).quarantined).toEqual([]);
+    h.clock.advance(HOLD_MS + 1);
+    const expected = new Map([["solo", { id, records }]]);
+    await converge(h, expected);
+    await expectFullyArchived(h, expected);
+  });
+
   it("closes each restore transaction at its byte bound as well as its row bound", async () => {
     const { ctx } = h.process();
     const batches: number[] = [];

@@ -229,13 +229,17 @@ describe("segmented export", () => {
     const kept = await h.inner.listParts(id);
     expect(kept.map((p) => p.rowCount)).toEqual([1000, 1000]);
     const suspended = (await h.inner.getBucket(id))!;
+    // An outage: not counted toward quarantine, and its first wait is at most ARCHIVER_RETRY_SECONDS.
     expect(suspended).toMatchObject({
       state: "archiving",
       phase: "export",
-      attempts: 1,
+      attempts: 0,
+      outageDeferrals: 1,
       ownerToken: null,
-      retryAt: new Date(h.clock.now().getTime() + h.settings.retryMs),
     });
+    const waitMs = suspended.retryAt!.getTime() - h.clock.now().getTime();
+    expect(waitMs).toBeGreaterThanOrEqual(h.settings.retryMs / 2);
+    expect(waitMs).toBeLessThanOrEqual(h.settings.retryMs);
     expect(suspended.lastError).toMatch(/injected failure/);
     const status = await h.inner.statusReport(h.clock.now(), CUTOFF);
     expect(status.deferred.map((d) => d.id.bucketKey)).toEqual([id.bucketKey]);

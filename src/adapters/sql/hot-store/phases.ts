@@ -5,7 +5,12 @@
  * generation, and each hands the bucket on ({@link HAND_ON}) in the same
  * statement.
  */
-import type { FencedWrite, Lease, PayloadFacts } from "../../../ports/hot-store.js";
+import type {
+  FailureAccounting,
+  FencedWrite,
+  Lease,
+  PayloadFacts,
+} from "../../../ports/hot-store.js";
 import type { SqlDatabase } from "../database.js";
 import { METADATA_TABLE } from "../migrations.js";
 import { fencedTransaction, fencedUpdate, lockUnderFence } from "./fenced-update.js";
@@ -76,9 +81,17 @@ export async function publish(db: SqlDatabase, lease: Lease, now: Date): Promise
     lease,
     now,
     (p) =>
-      `state = 'archived', hot_deleted = false, phase = 'cleanup', attempts = 0, ${HAND_ON(p, now)}`,
+      `state = 'archived', hot_deleted = false, phase = 'cleanup', attempts = 0,
+       outage_deferrals = 0, ${HAND_ON(p, now)}`,
     () => `state = 'archiving' AND phase = 'publish' AND manifest_key IS NOT NULL`,
   );
+}
+
+/** The counter a recorded failure adds one to (see {@link FailureAccounting}). */
+function countFailure(accounting: FailureAccounting): string {
+  return accounting === "attempt"
+    ? "attempts = attempts + 1"
+    : "outage_deferrals = outage_deferrals + 1";
 }
 
 /** See HotStore.suspendExport: the parts stay recorded, so nothing is dereferenced. */
@@ -88,6 +101,7 @@ export async function suspendExport(
   now: Date,
   retryAt: Date,
   error: string,
+  accounting: FailureAccounting,
 ): Promise<FencedWrite> {
   return await fencedUpdate(
     db,
@@ -95,7 +109,7 @@ export async function suspendExport(
     lease,
     now,
     (p) =>
-      `attempts = attempts + 1, retry_at = ${p.time(retryAt)}, ` +
+      `${countFailure(accounting)}, retry_at = ${p.time(retryAt)}, ` +
       `last_error = ${p.text(error.slice(0, MAX_ERROR_LENGTH))}, ${RELEASE_LEASE}`,
     () => `state = 'archiving' AND phase = 'export'`,
   );
@@ -113,6 +127,7 @@ export async function defer(
   now: Date,
   retryAt: Date,
   error: string,
+  accounting: FailureAccounting,
 ): Promise<FencedWrite> {
   const id = lease.bucket;
   return await fencedTransaction(db, "defer", id, async (tx) => {
@@ -128,7 +143,7 @@ export async function defer(
                                      THEN dereferenced_at ELSE ${p.time(now)} END,
               payload_key = NULL, payload_sha256 = NULL, payload_rows = NULL,
               payload_bytes = NULL, payload_parts = NULL, manifest_key = NULL,
-              attempts = attempts + 1, retry_at = ${p.time(retryAt)},
+              ${countFailure(accounting)}, retry_at = ${p.time(retryAt)},
               last_error = ${p.text(error.slice(0, MAX_ERROR_LENGTH))}, ${RELEASE_LEASE},
               updated_at = ${p.time(now)}
         WHERE ${BUCKET(p, id)}

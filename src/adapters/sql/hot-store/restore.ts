@@ -93,8 +93,9 @@ export async function finishRestore(
           SET state = 'hot', phase = 'claim', payload_key = NULL, payload_sha256 = NULL,
               payload_rows = NULL, payload_bytes = NULL, payload_parts = NULL,
               manifest_key = NULL, hot_deleted = false, restore_started_at = NULL,
-              dereferenced_at = ${p.time(now)}, attempts = 0, retry_at = ${p.time(retryAt)},
-              last_error = NULL, enqueued_at = NULL, ${RELEASE_LEASE}, updated_at = ${p.time(now)}
+              dereferenced_at = ${p.time(now)}, attempts = 0, outage_deferrals = 0,
+              quarantined_at = NULL, retry_at = ${p.time(retryAt)}, last_error = NULL,
+              enqueued_at = NULL, ${RELEASE_LEASE}, updated_at = ${p.time(now)}
         WHERE ${BUCKET(p, id)} AND ${LIVE_LEASE(p, lease, now)}
           AND state = 'archived' AND restore_started_at IS NOT NULL
           AND payload_rows = (SELECT count(*) FROM ${RECORDS_TABLE} WHERE ${BUCKET(p, id)})

@@ -61,6 +61,7 @@ export const METADATA_COLUMNS = [
   "owner_token",
   "lease_expires_at",
   "attempts",
+  "outage_deferrals",
   "retry_at",
   "last_error",
   "payload_key",
@@ -88,6 +89,7 @@ export interface MetadataRow extends BucketKeyRow {
   owner_token: string | null;
   lease_expires_at: string | null;
   attempts: string | number;
+  outage_deferrals: string | number;
   retry_at: string | null;
   last_error: string | null;
   payload_key: string | null;
@@ -147,6 +149,7 @@ export function toMetadata(row: MetadataRow): BucketMetadata {
     ownerToken: row.owner_token,
     leaseExpiresAt: sqlDateOrNull(row.lease_expires_at),
     attempts: Number(row.attempts),
+    outageDeferrals: Number(row.outage_deferrals),
     retryAt: sqlDateOrNull(row.retry_at),
     lastError: row.last_error,
     payload,

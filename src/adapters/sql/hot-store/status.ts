@@ -52,7 +52,7 @@ export async function statusReport(
     `SELECT ${METADATA_COLUMNS} FROM ${METADATA_TABLE}
       WHERE (state = 'hot' OR (state = 'archiving' AND phase = 'export' AND owner_token IS NULL
                                AND retry_at > ${d.time(now)}))
-        AND attempts > 0 AND last_error IS NOT NULL
+        AND (attempts > 0 OR outage_deferrals > 0) AND last_error IS NOT NULL
       ORDER BY retry_at NULLS LAST, table_id, partition_key, bucket_key LIMIT 100`,
     d.values,
   );
@@ -97,6 +97,7 @@ export async function statusReport(
     deferred: deferred.map(toMetadata).map((m) => ({
       id: m.id,
       attempts: m.attempts,
+      outageDeferrals: m.outageDeferrals,
       retryAt: m.retryAt,
       lastError: m.lastError,
     })),
