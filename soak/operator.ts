@@ -169,6 +169,25 @@ export class OperatorActions {
     }
   }
 
+  /**
+   * A takeover (a killed archiver) can quarantine a probed bucket while it is
+   * archiving, where its probe row is behind the export's fence and cannot
+   * be removed. The operator's way out is `retry`: the export runs again,
+   * fails on the probe (the bucket's own failure) and sends the bucket back
+   * to hot, where the probe goes.
+   */
+  async #releaseIfQuarantinedInFlight(bucket: SoakBucket): Promise<void> {
+    const id = {
+      tableId: bucket.tableId,
+      partitionKey: bucket.partitionKey,
+      bucketKey: bucket.descriptor.key,
+    };
+    const meta = await this.ctx.hotStore.getBucket(id);
+    if (meta?.state === "archiving" && meta.quarantinedAt !== null) {
+      await this.ctx.hotStore.releaseQuarantine(id, this.ctx.clock.now());
+    }
+  }
+
   /** Remove every probe row whose bucket is hot; keep trying for up to `ms`. */
   async #removeProbes(ms: number, signal?: AbortSignal): Promise<void> {
     const until = Date.now() + ms;
@@ -190,6 +209,7 @@ export class OperatorActions {
             [b.tableId, Buffer.from(b.partitionKey), b.descriptor.key, probe.sortKey],
           );
           if (rows.length === 0) this.#probes.delete(probe);
+          else await this.#releaseIfQuarantinedInFlight(b);
         } catch (error) {
           note(this.figures, `probe removal: ${errorMessage(error)}`);
         }
