@@ -160,13 +160,15 @@ export async function runGcLoop(options: {
       figures.gcRuns++;
       if (shape.kind === "bounded") figures.gcBoundedRuns++;
       else figures.gcUnboundedRuns++;
-      if (pausing?.paused === true && report.stopped_because === "done") figures.longGcPasses++;
+      if (pausing?.continuedAfterPause === true) figures.longGcPasses++;
       if (report.stopped_because === "deadline" || report.stopped_because === "budget")
         figures.gcContinued++;
       figures.gcDeleted += report.deleted_objects;
       figures.gcKeptBusy += report.kept.busy;
     } catch (error) {
       // A pass cut off by a fault; the next one starts over. Deletes it sent may still land.
+      // Held past the minimum age and then listing on, it was long all the same.
+      if (pausing?.continuedAfterPause === true) figures.longGcPasses++;
       figures.gcFailedRuns++;
       note(figures, `gc: ${errorMessage(error)}`);
     }
@@ -183,6 +185,8 @@ export class PausingListStore extends ForwardingObjectStore {
   static readonly PAGE = 20;
   #pages = 0;
   paused = false;
+  /** Whether the pass listed on after its pause: it judged objects past the minimum age. */
+  continuedAfterPause = false;
 
   constructor(
     inner: ObjectStore,
@@ -197,7 +201,9 @@ export class PausingListStore extends ForwardingObjectStore {
       await sleep(this.pauseMs);
       this.paused = true;
     }
-    return super.list(prefix, { ...options, maxKeys: PausingListStore.PAGE });
+    const page = await super.list(prefix, { ...options, maxKeys: PausingListStore.PAGE });
+    if (this.paused) this.continuedAfterPause = true;
+    return page;
   }
 }
 
