@@ -1,0 +1,61 @@
+/**
+ * Every read checks what it reads, on the file store: one changed byte in
+ * an archived payload on disk makes `read`, `export` and `restore` fail
+ * with an ArchiveIntegrityError naming the object, and no row of it is
+ * ever returned.
+ */
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterEach, beforeEach, describe, it } from "vitest";
+import { FileObjectStore } from "../../../src/adapters/object-store/filesystem.js";
+import { freshPgliteHotStore } from "../../support/pglite-template.js";
+import {
+  archiveOneBucket,
+  changeJsonValue,
+  expectExportRefused,
+  expectReadRefused,
+  expectRestoreRefused,
+} from "../../support/integrity.js";
+import { harnessOn, type Harness } from "../../support/workflow-harness.js";
+
+describe("reads of a payload changed on the file store", () => {
+  let dir: string;
+  let h: Harness<FileObjectStore>;
+  beforeEach(async () => {
+    dir = mkdtempSync(path.join(os.tmpdir(), "pulpitum-integrity-"));
+    h = harnessOn(await freshPgliteHotStore(), new FileObjectStore(dir));
+  });
+  afterEach(async () => {
+    await h.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** Rewrite the object's file in place, as bit rot or a stray edit would. */
+  const tamper = async (key: string, change: (bytes: Uint8Array) => Uint8Array) => {
+    const file = fileURLToPath(await h.objects.uri(key));
+    writeFileSync(file, change(readFileSync(file)));
+  };
+
+  describe("a JSON payload with one character of a value changed (still valid JSON)", () => {
+    it("read, export and restore fail naming the payload and return none of its rows", async () => {
+      const bucket = await archiveOneBucket(h, "json");
+      await tamper(bucket.payloadKey, changeJsonValue);
+
+      await expectReadRefused(h, bucket.payloadKey);
+      await expectExportRefused(h, bucket.payloadKey, "ndjson");
+      await expectRestoreRefused(h, bucket);
+    });
+
+    it("a payload missing its last line (still well-formed NDJSON) is refused before its first row", async () => {
+      const bucket = await archiveOneBucket(h, "json");
+      await tamper(bucket.payloadKey, (bytes) => {
+        const lastLine = bytes.lastIndexOf(0x0a, bytes.byteLength - 2);
+        return bytes.subarray(0, lastLine + 1);
+      });
+
+      await expectReadRefused(h, bucket.payloadKey);
+    });
+  });
+});
