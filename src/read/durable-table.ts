@@ -8,10 +8,15 @@
  * cached. An object-store error reaches the caller: there is no fallback to
  * hot rows that may be kept only for cleanup.
  *
- * No row of a JSON payload that differs from its manifest is returned: the
- * part is copied and its SHA-256 and length checked against the manifest
- * before it is decoded (see archive/verified-object.ts). A mismatch is an
- * ArchiveIntegrityError naming the object.
+ * No row of a payload that differs from its manifest is knowingly returned:
+ * a JSON part is copied and its SHA-256 and length checked against the
+ * manifest before it is decoded (see archive/verified-object.ts); a Parquet
+ * part is read by range, so its footer's row count is checked against the
+ * manifest, every page against the CRC-32 in its header before it is
+ * decoded, and each row group's decoded bounds against its statistics (see
+ * archive/parquet/reader.ts). A mismatch is an ArchiveIntegrityError
+ * naming the object. Parquet parts written without page CRCs (before the
+ * writer recorded them) are checked only structurally on this path.
  */
 import { parseManifest } from "../archive/manifest.js";
 import {
@@ -28,7 +33,7 @@ import type { BucketId } from "../domain/bucket.js";
 import { bytesEqual, compareClustering, type TableRecord } from "../domain/record.js";
 import type { TableId } from "../domain/table.js";
 import { microsToDate, type EpochMicros } from "../domain/time.js";
-import { InvalidInputError, UnknownTableError } from "../errors.js";
+import { ArchiveIntegrityError, InvalidInputError, UnknownTableError } from "../errors.js";
 import type { Clock } from "../ports/clock.js";
 import type {
   AppendResult,
@@ -225,6 +230,12 @@ export class DurableTable {
         if (reader === undefined) {
           const source = await objectByteSource(this.#objects, part.key, part.byteLength);
           reader = await ParquetPayloadReader.open(source);
+          if (reader.rowCount !== part.rowCount) {
+            throw new ArchiveIntegrityError(
+              part.key,
+              `the footer states ${reader.rowCount} rows, ${part.rowCount} in manifest ${manifestKey}`,
+            );
+          }
           route.parquet.set(part.key, reader);
         }
         const start = readerBytes(reader);

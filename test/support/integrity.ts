@@ -3,6 +3,8 @@
  * them: shared by the file-store tests and the S3 (moto) tests.
  */
 import { createHash } from "node:crypto";
+import { parquetMetadata } from "hyparquet";
+import { parquetHeader } from "hyparquet/src/column.js";
 import { expect } from "vitest";
 import type { BucketId } from "../../src/domain/bucket.js";
 import type { TableRecord } from "../../src/domain/record.js";
@@ -74,6 +76,46 @@ export function flipByte(bytes: Uint8Array, at: number): Uint8Array {
   return copy;
 }
 
+/** Where page bodies and the footer of a payload written by our writer lie. */
+function parquetLayout(bytes: Uint8Array) {
+  const buffer = new Uint8Array(bytes).buffer;
+  const metadata = parquetMetadata(buffer);
+  const chunk = (column: number) => metadata.row_groups[0]!.columns[column]!.meta_data!;
+  const pageBody = (offset: number) => {
+    const reader = { view: new DataView(buffer), offset };
+    const header = parquetHeader(reader);
+    return { start: reader.offset, end: reader.offset + header.compressed_page_size };
+  };
+  const footerLength = new DataView(buffer).getUint32(bytes.byteLength - 8, true);
+  return { chunk, pageBody, footerStart: bytes.byteLength - 8 - footerLength };
+}
+
+/** One byte of the last value in the first `value` data page (stored raw by Zstandard). */
+export function flipValueDataPage(bytes: Uint8Array): Uint8Array {
+  const { chunk, pageBody } = parquetLayout(bytes);
+  return flipByte(bytes, pageBody(Number(chunk(3).data_page_offset)).end - 10);
+}
+
+/** The last byte of the partition key in the `partition_key` dictionary page. */
+export function flipDictionaryPage(bytes: Uint8Array): Uint8Array {
+  const { chunk, pageBody } = parquetLayout(bytes);
+  return flipByte(bytes, pageBody(Number(chunk(0).dictionary_page_offset)).end - 1);
+}
+
+/**
+ * One byte of the `event_time` maximum the footer states for the first row
+ * group (`max_value`, the last copy of those eight bytes in the footer), so
+ * the stated maximum moves by 2^40 ns.
+ */
+export function flipFooterStatistics(bytes: Uint8Array, lastEventTimeMicros: bigint): Uint8Array {
+  const { footerStart } = parquetLayout(bytes);
+  const max = Buffer.alloc(8);
+  max.writeBigInt64LE(lastEventTimeMicros * 1000n);
+  const at = Buffer.from(bytes).subarray(footerStart).lastIndexOf(max);
+  expect(at).toBeGreaterThanOrEqual(0);
+  return flipByte(bytes, footerStart + at + 5);
+}
+
 function durableTable(h: Harness<ObjectStore>): DurableTable {
   return new DurableTable({
     hotStore: h.inner,
@@ -83,17 +125,24 @@ function durableTable(h: Harness<ObjectStore>): DurableTable {
   });
 }
 
-const namesObject = (key: string) => (error: unknown) => {
-  expect(error).toBeInstanceOf(ArchiveIntegrityError);
-  expect((error as ArchiveIntegrityError).objectKey).toBe(key);
-};
+const namesObject =
+  (key: string, problem = /./) =>
+  (error: unknown) => {
+    expect(error).toBeInstanceOf(ArchiveIntegrityError);
+    expect((error as ArchiveIntegrityError).objectKey).toBe(key);
+    expect((error as Error).message).toMatch(problem);
+  };
 
-/** `pulpitum read`: fails naming the object; no record is returned. */
-export async function expectReadRefused(h: Harness<ObjectStore>, key: string): Promise<void> {
+/** `pulpitum read`: fails naming the object and saying what differed; no record is returned. */
+export async function expectReadRefused(
+  h: Harness<ObjectStore>,
+  key: string,
+  problem?: RegExp,
+): Promise<void> {
   const read = durableTable(h).read(TABLE, PARTITION, { limit: 10_000 });
   await read.then(
     (page) => expect.fail(`read returned ${page.records.length} records`),
-    namesObject(key),
+    namesObject(key, problem),
   );
 }
 

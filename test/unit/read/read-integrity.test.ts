@@ -14,6 +14,9 @@ import { freshPgliteHotStore } from "../../support/pglite-template.js";
 import {
   archiveOneBucket,
   changeJsonValue,
+  flipDictionaryPage,
+  flipFooterStatistics,
+  flipValueDataPage,
   expectExportRefused,
   expectReadRefused,
   expectRestoreRefused,
@@ -43,7 +46,11 @@ describe("reads of a payload changed on the file store", () => {
       const bucket = await archiveOneBucket(h, "json");
       await tamper(bucket.payloadKey, changeJsonValue);
 
-      await expectReadRefused(h, bucket.payloadKey);
+      await expectReadRefused(
+        h,
+        bucket.payloadKey,
+        /hashes to [0-9a-f]{64}, [0-9a-f]{64} in manifest/,
+      );
       await expectExportRefused(h, bucket.payloadKey, "ndjson");
       await expectRestoreRefused(h, bucket);
     });
@@ -55,7 +62,41 @@ describe("reads of a payload changed on the file store", () => {
         return bytes.subarray(0, lastLine + 1);
       });
 
-      await expectReadRefused(h, bucket.payloadKey);
+      await expectReadRefused(h, bucket.payloadKey, /streamed \d+ bytes, \d+ in manifest/);
+    });
+  });
+
+  describe("a Parquet payload with one byte flipped", () => {
+    it("in a data page (a value): read, export and restore fail naming the payload and return none of its rows", async () => {
+      const bucket = await archiveOneBucket(h, "parquet");
+      await tamper(bucket.payloadKey, flipValueDataPage);
+
+      await expectReadRefused(
+        h,
+        bucket.payloadKey,
+        /page at byte \d+ has CRC-32 \w+, its header states/,
+      );
+      await expectExportRefused(h, bucket.payloadKey, "parquet");
+      await expectRestoreRefused(h, bucket);
+    });
+
+    it("in the dictionary page (the partition key): read, export and restore fail naming the payload", async () => {
+      const bucket = await archiveOneBucket(h, "parquet");
+      await tamper(bucket.payloadKey, flipDictionaryPage);
+
+      await expectReadRefused(h, bucket.payloadKey, /page at byte \d+ has CRC-32/);
+      await expectExportRefused(h, bucket.payloadKey, "ndjson");
+      await expectRestoreRefused(h, bucket);
+    });
+
+    it("in the footer (a row group's event_time maximum): read, export and restore fail naming the payload", async () => {
+      const bucket = await archiveOneBucket(h, "parquet");
+      const last = bucket.records[bucket.records.length - 1]!.eventTime;
+      await tamper(bucket.payloadKey, (bytes) => flipFooterStatistics(bytes, last));
+
+      await expectReadRefused(h, bucket.payloadKey, /states maximum event_time/);
+      await expectExportRefused(h, bucket.payloadKey, "ndjson");
+      await expectRestoreRefused(h, bucket);
     });
   });
 });
