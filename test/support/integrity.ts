@@ -15,6 +15,7 @@ import type { ObjectStore } from "../../src/ports/object-store.js";
 import { DurableTable } from "../../src/read/durable-table.js";
 import { exportRecords } from "../../src/read/export-records.js";
 import { restoreBucket } from "../../src/usecases/restore.js";
+import { queryArchive } from "../../src/read/query-archive.js";
 import { converge, seedTable, type Harness } from "./workflow-harness.js";
 
 export const TABLE = parseTableId("ledger");
@@ -180,4 +181,24 @@ export async function expectRestoreRefused(
   );
   expect((await h.inner.getBucket(bucket.id))?.state).toBe("archived");
   expect(await h.inner.countHotRows(bucket.id)).toBe(0);
+}
+
+/** `pulpitum query`: fails naming the object before DuckDB reads any of it. */
+export async function expectQueryRefused(
+  h: Harness<ObjectStore>,
+  key: string,
+  tempDir: string,
+): Promise<void> {
+  const query = queryArchive({
+    hotStore: h.inner,
+    objectStore: h.objects,
+    archivePrefix: h.settings.archivePrefix,
+    tableId: TABLE,
+    sql: `SELECT count(*) AS n FROM ${TABLE}`,
+    tempDir,
+  });
+  await query.then(
+    (result) => expect.fail(`query returned count(*) = ${String(result.rows[0]?.[0])}`),
+    namesObject(key, /hashes to [0-9a-f]{64}, [0-9a-f]{64} by its content-addressed name/),
+  );
 }
