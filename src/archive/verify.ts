@@ -4,14 +4,10 @@
  * (before publication, and for operators). Each streams the payload once,
  * hashing it, and decodes the same bytes from a temporary copy.
  */
-import { createHash } from "node:crypto";
-import { createWriteStream } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { pipeline } from "node:stream/promises";
-import { Readable, Transform } from "node:stream";
-import { ArchiveIntegrityError, ObjectNotFoundError } from "../errors.js";
+import { ArchiveIntegrityError } from "../errors.js";
 import { parseBucketKey, type BucketStrategy } from "../domain/bucket.js";
 import type { ArchiveFormat } from "../domain/table.js";
 import { dateToMicros } from "../domain/time.js";
@@ -27,6 +23,7 @@ import {
 } from "./manifest-v5.js";
 import { inspectPayload, type PayloadExpectations } from "./payload-reader.js";
 import { fileByteSource } from "./byte-sources.js";
+import { downloadVerified } from "./verified-object.js";
 import { bucketExpectations, checkPayloadSize, type ArchiveBucketRef } from "./store.js";
 
 export interface PayloadVerification {
@@ -74,41 +71,7 @@ async function verifyPayloadBytes(
   const dir = await mkdtemp(path.join(tempDir ?? os.tmpdir(), "pulpitum-verify-"));
   try {
     const filePath = path.join(dir, `payload.${format}`);
-    const hash = createHash("sha256");
-    let byteLength = 0;
-    let stream: AsyncIterable<Uint8Array>;
-    try {
-      stream = await store.getStream(key);
-    } catch (error) {
-      if (error instanceof ObjectNotFoundError) {
-        throw new ArchiveIntegrityError(key, "payload is missing", { cause: error });
-      }
-      throw error;
-    }
-    await pipeline(
-      Readable.from(stream),
-      new Transform({
-        transform(chunk: Buffer, _encoding, callback) {
-          hash.update(chunk);
-          byteLength += chunk.byteLength;
-          callback(null, chunk);
-        },
-      }),
-      createWriteStream(filePath, { flags: "wx" }),
-    );
-    const sha256 = hash.digest("hex");
-    if (byteLength !== payload.byteLength) {
-      throw new ArchiveIntegrityError(
-        key,
-        `payload streamed ${byteLength} bytes, ${payload.byteLength} ${recordedBy}`,
-      );
-    }
-    if (sha256 !== payload.sha256) {
-      throw new ArchiveIntegrityError(
-        key,
-        `payload hashes to ${sha256}, ${payload.sha256} ${recordedBy}`,
-      );
-    }
+    const { sha256, byteLength } = await downloadVerified(store, payload, filePath, recordedBy);
     const source = await fileByteSource(filePath, key);
     let rowCount: number;
     try {

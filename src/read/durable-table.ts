@@ -7,6 +7,16 @@
  * cached (bounded, process-local); hot and archiving observations are never
  * cached. An object-store error reaches the caller: there is no fallback to
  * hot rows that may be kept only for cleanup.
+ *
+ * No row of a payload that differs from its manifest is knowingly returned:
+ * a JSON part is copied and its SHA-256 and length checked against the
+ * manifest before it is decoded (see archive/verified-object.ts); a Parquet
+ * part is read by range, so its footer's row count is checked against the
+ * manifest, every page against the CRC-32 in its header before it is
+ * decoded, and each row group's decoded bounds against its statistics (see
+ * archive/parquet/reader.ts). A mismatch is an ArchiveIntegrityError
+ * naming the object. Parquet parts written without page CRCs (before the
+ * writer recorded them) are checked only structurally on this path.
  */
 import { parseManifest } from "../archive/manifest.js";
 import {
@@ -18,11 +28,12 @@ import {
 import { readRecordBatches } from "../archive/payload-reader.js";
 import { ParquetPayloadReader } from "../archive/parquet/reader.js";
 import { objectByteSource } from "../archive/byte-sources.js";
+import { verifiedObjectSource } from "../archive/verified-object.js";
 import type { BucketId } from "../domain/bucket.js";
 import { bytesEqual, compareClustering, type TableRecord } from "../domain/record.js";
 import type { TableId } from "../domain/table.js";
 import { microsToDate, type EpochMicros } from "../domain/time.js";
-import { InvalidInputError, UnknownTableError } from "../errors.js";
+import { ArchiveIntegrityError, InvalidInputError, UnknownTableError } from "../errors.js";
 import type { Clock } from "../ports/clock.js";
 import type {
   AppendResult,
@@ -65,6 +76,8 @@ export interface DurableTableOptions {
   readonly archivePrefix?: string;
   /** Manifests (and Parquet footers) kept in memory; default 1024. */
   readonly cacheEntries?: number;
+  /** Where a JSON part is copied while its hash is checked (default: the OS temporary folder). */
+  readonly tempDir?: string;
 }
 
 interface ArchivedRoute {
@@ -81,6 +94,7 @@ export class DurableTable {
   readonly #prefix: string | undefined;
   readonly #cache = new Map<string, ArchivedRoute>();
   readonly #cacheEntries: number;
+  readonly #tempDir: string | undefined;
 
   constructor(options: DurableTableOptions) {
     this.#hot = options.hotStore;
@@ -88,6 +102,7 @@ export class DurableTable {
     this.#clock = options.clock;
     this.#prefix = options.archivePrefix;
     this.#cacheEntries = options.cacheEntries ?? 1024;
+    this.#tempDir = options.tempDir;
   }
 
   /** Append records (one transaction; see HotStore.append). */
@@ -215,6 +230,12 @@ export class DurableTable {
         if (reader === undefined) {
           const source = await objectByteSource(this.#objects, part.key, part.byteLength);
           reader = await ParquetPayloadReader.open(source);
+          if (reader.rowCount !== part.rowCount) {
+            throw new ArchiveIntegrityError(
+              part.key,
+              `the footer states ${reader.rowCount} rows, ${part.rowCount} in manifest ${manifestKey}`,
+            );
+          }
           route.parquet.set(part.key, reader);
         }
         const start = readerBytes(reader);
@@ -228,13 +249,19 @@ export class DurableTable {
         fetched += readerBytes(reader) - start;
         continue;
       }
-      const source = await objectByteSource(this.#objects, part.key, part.byteLength);
-      for await (const batch of readRecordBatches(source, manifest.format)) {
-        for (const r of batch) {
-          if (keep(r)) out.push(r);
+      const source = await verifiedObjectSource(this.#objects, part, `in manifest ${manifestKey}`, {
+        tempDir: this.#tempDir,
+      });
+      try {
+        for await (const batch of readRecordBatches(source, manifest.format)) {
+          for (const r of batch) {
+            if (keep(r)) out.push(r);
+            if (out.length >= range.limit) break;
+          }
           if (out.length >= range.limit) break;
         }
-        if (out.length >= range.limit) break;
+      } finally {
+        await source.close();
       }
       fetched += source.bytesFetched;
     }

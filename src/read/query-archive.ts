@@ -9,21 +9,21 @@
  * table mixing formats (a re-archive after a format change) is the union of
  * both. With no archived bucket the view is empty and keeps its schema.
  *
- * Files of the file store are read in place. Other stores (S3) are read
- * through the project's object store, since DuckDB's httpfs extension may not
- * be installable: each catalogued payload is downloaded into a private
- * temporary directory while its SHA-256 is checked against the content
- * address in its name (the manifest's `sha256`), and the directory is removed
- * when the query ends, also on error.
+ * DuckDB never reads an object of the store itself: each catalogued payload
+ * is copied through the project's object store into a private temporary
+ * directory while its SHA-256 is checked against the content address in its
+ * name (the manifest's `sha256`), and DuckDB reads only copies that matched;
+ * a mismatch fails the query with an ArchiveIntegrityError naming the
+ * object. That holds for the file store too: hashing its files in place and
+ * then handing DuckDB the paths would check one read and serve another. The
+ * copy costs one local write of every payload the view names, and their
+ * total size in temporary disk space. (DuckDB's httpfs extension may not be
+ * installable either.) The directory is removed when the query ends, also
+ * on error.
  */
-import { createHash } from "node:crypto";
-import { createWriteStream } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { Readable } from "node:stream";
-import { pipeline } from "node:stream/promises";
-import { fileURLToPath } from "node:url";
 import { DuckDBInstance, type DuckDBValue } from "@duckdb/node-api";
 import {
   catalogFolder,
@@ -41,6 +41,7 @@ import {
 import type { HotStore } from "../ports/hot-store.js";
 import { listAll, type ObjectStore } from "../ports/object-store.js";
 import { parseCatalogEntry } from "../usecases/catalog.js";
+import { downloadVerified } from "../archive/verified-object.js";
 
 export interface QueryArchiveInput {
   readonly hotStore: HotStore;
@@ -79,14 +80,10 @@ export async function queryArchive(input: QueryArchiveInput): Promise<QueryResul
     const slotsSeen = new Map<string, string>();
     for (const format of ARCHIVE_FORMATS) {
       for (const uri of await catalogUris(input, format, slotsSeen)) {
-        if (uri.startsWith("file://")) {
-          files[format].push(fileURLToPath(uri));
-        } else {
-          const target = path.join(await stagingDir(), `${downloaded}.${format}`);
-          await downloadVerified(input.objectStore, await keyOfUri(input.objectStore, uri), target);
-          files[format].push(target);
-          downloaded++;
-        }
+        const target = path.join(await stagingDir(), `${downloaded}.${format}`);
+        await copyVerified(input.objectStore, await keyOfUri(input.objectStore, uri), target);
+        files[format].push(target);
+        downloaded++;
       }
     }
     const result = await runDuckDb(input.tableId, files, input.sql);
@@ -142,27 +139,21 @@ async function keyOfUri(store: ObjectStore, uri: string): Promise<string> {
   return uri.slice(base.length);
 }
 
-/** Stream an object to `target`, checking the SHA-256 its content-addressed name states. */
-async function downloadVerified(store: ObjectStore, key: string, target: string): Promise<void> {
+/**
+ * Copy a catalogued payload to `target` while hashing it, against the
+ * SHA-256 its content-addressed name states (the manifest's `sha256`).
+ */
+async function copyVerified(store: ObjectStore, key: string, target: string): Promise<void> {
   const name = parsePayloadName(key.slice(key.lastIndexOf("/") + 1));
   if (name === null) {
     throw new InvariantViolationError(`a catalog entry names ${key}, which is not a payload`);
   }
-  const hash = createHash("sha256");
-  const source = await store.getStream(key);
-  async function* hashed() {
-    for await (const chunk of source) {
-      hash.update(chunk);
-      yield chunk;
-    }
-  }
-  await pipeline(Readable.from(hashed()), createWriteStream(target, { flags: "wx" }));
-  const actual = hash.digest("hex");
-  if (actual !== name.sha256) {
-    throw new InvariantViolationError(
-      `payload ${key} has SHA-256 ${actual}, but its manifest and name say ${name.sha256}`,
-    );
-  }
+  await downloadVerified(
+    store,
+    { key, sha256: name.sha256 },
+    target,
+    "by its content-addressed name",
+  );
 }
 
 const sqlString = (text: string) => `'${text.replace(/'/g, "''")}'`;

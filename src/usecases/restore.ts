@@ -45,7 +45,7 @@ import {
   UnknownBucketError,
 } from "../errors.js";
 import { readRecordBatches } from "../archive/payload-reader.js";
-import { objectByteSource } from "../archive/byte-sources.js";
+import { verifiedObjectSource } from "../archive/verified-object.js";
 import { verifyArchive } from "../archive/segments.js";
 import { requireSealedArchive } from "./phases/recorded-payload.js";
 import type { BucketRow } from "../ports/hot-store.js";
@@ -208,7 +208,13 @@ export async function restoreBucket(
       return true;
     };
     for (const part of archive.parts) {
-      const source = await objectByteSource(ctx.objectStore, part.key, part.byteLength);
+      // Read from a copy checked again: the verification above read another copy.
+      const source = await verifiedObjectSource(
+        ctx.objectStore,
+        part,
+        `in manifest ${manifestKey}`,
+        { tempDir: ctx.settings.tempDir },
+      );
       try {
         for await (const records of readRecordBatches(source, format)) {
           for (const r of records) {

@@ -3,6 +3,7 @@
  * headers, offset indexes and the footer (FileMetaData), in the Thrift
  * compact protocol. Field ids are parquet.thrift's.
  */
+import { crc32 } from "node:zlib";
 import { PARQUET_CREATED_BY } from "../envelope.js";
 import { KEY_VALUE_METADATA } from "./layout.js";
 import { ThriftWriter } from "./thrift.js";
@@ -50,14 +51,22 @@ export interface RowGroupInfo {
   readonly numRows: number;
 }
 
+/** A page's stored bytes (after compression), which its header's `crc` covers. */
+export interface PageBody {
+  readonly compressed: Uint8Array;
+  readonly uncompressedSize: number;
+}
+
 /**
- * A Thrift PageHeader: the page's type and sizes, then the header of its
- * type in `field` (5 for a data page, 7 for a dictionary page).
+ * A Thrift PageHeader: the page's type and sizes, the CRC-32 of the page's
+ * stored bytes (the format's `crc`: standard CRC-32 as in gzip, over the
+ * bytes after the header, that is after compression; a signed i32), then
+ * the header of its type in `field` (5 for a data page, 7 for a dictionary
+ * page).
  */
 function pageHeader(
   type: number,
-  uncompressed: number,
-  compressed: number,
+  body: PageBody,
   out: ThriftWriter,
   field: number,
   typeHeader: () => void,
@@ -65,21 +74,21 @@ function pageHeader(
   out.reset();
   out.struct(() => {
     out.i32(1, type);
-    out.i32(2, uncompressed);
-    out.i32(3, compressed);
+    out.i32(2, body.uncompressedSize);
+    out.i32(3, body.compressed.byteLength);
+    out.i32(4, crc32(body.compressed) | 0);
     out.structField(field, typeHeader);
   });
   return out.bytes();
 }
 
 export function dataPageHeader(
-  uncompressed: number,
-  compressed: number,
+  body: PageBody,
   rows: number,
   encoding: number,
   out: ThriftWriter,
 ): Buffer {
-  return pageHeader(PageType.DATA_PAGE, uncompressed, compressed, out, 5, () => {
+  return pageHeader(PageType.DATA_PAGE, body, out, 5, () => {
     out.i32(1, rows);
     out.i32(2, encoding);
     out.i32(3, Encoding.RLE);
@@ -87,13 +96,8 @@ export function dataPageHeader(
   });
 }
 
-export function dictionaryPageHeader(
-  uncompressed: number,
-  compressed: number,
-  entries: number,
-  out: ThriftWriter,
-): Buffer {
-  return pageHeader(PageType.DICTIONARY_PAGE, uncompressed, compressed, out, 7, () => {
+export function dictionaryPageHeader(body: PageBody, entries: number, out: ThriftWriter): Buffer {
+  return pageHeader(PageType.DICTIONARY_PAGE, body, out, 7, () => {
     out.i32(1, entries);
     out.i32(2, Encoding.PLAIN);
   });

@@ -296,7 +296,11 @@ class FileAssembler {
     }
     const dictionaryCompressed = await this.zstd.compress(key);
     const dictionaryPage = page(
-      dictionaryPageHeader(key.byteLength, dictionaryCompressed.byteLength, 1, this.#header),
+      dictionaryPageHeader(
+        { compressed: dictionaryCompressed, uncompressedSize: key.byteLength },
+        1,
+        this.#header,
+      ),
       dictionaryCompressed,
       key.byteLength,
       0,
@@ -306,8 +310,7 @@ class FileAssembler {
       for (const pending of pages) {
         const body = await pending.compressed;
         const header = dataPageHeader(
-          pending.size,
-          body.byteLength,
+          { compressed: body, uncompressedSize: pending.size },
           pending.rows,
           encoding,
           this.#header,

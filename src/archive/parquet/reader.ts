@@ -2,7 +2,8 @@
  * Reading record schema v2 Parquet payloads one row group at a time through
  * byte-range reads: the footer and page indexes are read once, and a
  * time-range read fetches only the row groups whose `event_time`
- * statistics overlap the range.
+ * statistics overlap the range. Every page fetched is checked against the
+ * CRC-32 in its header before it is decoded (see page-crc.ts).
  */
 import { decompress as zstdDecompress } from "fzstd";
 import {
@@ -20,6 +21,7 @@ import type { TableRecord } from "../../domain/record.js";
 import type { EpochMicros } from "../../domain/time.js";
 import { integrityFailure, ownArrayBuffer, type ByteSource } from "../byte-sources.js";
 import { ENVELOPE_COLUMNS } from "../envelope.js";
+import { PageCrcCheck } from "./page-crc.js";
 
 const COMPRESSORS: Compressors = {
   // fzstd is called without an output buffer on purpose: given one, fzstd 0.1.1
@@ -104,10 +106,18 @@ export class ParquetPayloadReader {
     const indexes = new Map<string, Promise<ArrayBuffer>>();
     const read = async (start: number, end: number) =>
       ownArrayBuffer(await source.read(start, end));
+    // Set once the footer is read: from then on, every range of the data
+    // region is checked page by page before the decoder sees it.
+    const checked: { pages?: PageCrcCheck } = {};
+    const readData = async (start: number, end: number) => {
+      const bytes = await read(start, end);
+      const pages = checked.pages;
+      return pages === undefined || start >= pages.dataEnd ? bytes : pages.check(start, bytes);
+    };
     const file: AsyncBuffer = {
       byteLength: source.byteLength,
       slice: (start, end = source.byteLength) => {
-        if (start < indexStart || end - start > MAX_CACHED_INDEX_BYTES) return read(start, end);
+        if (start < indexStart || end - start > MAX_CACHED_INDEX_BYTES) return readData(start, end);
         const key = `${start}:${end}`;
         let cached = indexes.get(key);
         if (cached === undefined) {
@@ -129,6 +139,32 @@ export class ParquetPayloadReader {
     }
     checkEnvelopeSchema(source, metadata.schema);
     indexStart = pageIndexStart(metadata);
+    const footerStart = source.byteLength - 8 - metadata.metadata_length;
+    const indexRegion =
+      indexStart < footerStart ? await read(indexStart, footerStart) : new ArrayBuffer(0);
+    checked.pages = PageCrcCheck.of(
+      source.name,
+      metadata,
+      source.byteLength,
+      indexStart,
+      indexRegion,
+    );
+    // The page indexes were read here in one go: the decoder takes its slices from that read.
+    for (const group of metadata.row_groups) {
+      for (const column of group.columns) {
+        for (const [offset, length] of [
+          [column.offset_index_offset, column.offset_index_length],
+          [column.column_index_offset, column.column_index_length],
+        ] as const) {
+          if (offset === undefined || length === undefined) continue;
+          const at = Number(offset) - indexStart;
+          indexes.set(
+            `${Number(offset)}:${Number(offset) + length}`,
+            Promise.resolve(indexRegion.slice(at, at + length)),
+          );
+        }
+      }
+    }
     return new ParquetPayloadReader(source, file, metadata);
   }
 
@@ -210,7 +246,40 @@ export class ParquetPayloadReader {
         value: values[i]!,
       };
     }
+    this.#checkStatistics(group, offset, records);
     return records;
+  }
+
+  /**
+   * The footer is covered by no CRC, and its event_time statistics decide
+   * which row groups a range read skips: a group's first and last rows, when
+   * decoded, must be exactly its stated minimum and maximum (rows are sorted
+   * by event_time and the writer records exact bounds).
+   */
+  #checkStatistics(group: RowGroupInfo, offset: number, records: readonly TableRecord[]): void {
+    const mismatch = (which: string, stated: EpochMicros, actual: EpochMicros) =>
+      new ArchiveIntegrityError(
+        this.source.name,
+        `row group ${group.index} states ${which} event_time ${stated} µs, its rows hold ${actual} µs`,
+      );
+    const firstRow = records[0];
+    const lastRow = records[records.length - 1];
+    if (
+      offset === 0 &&
+      firstRow !== undefined &&
+      group.minEventTime !== undefined &&
+      firstRow.eventTime !== group.minEventTime
+    ) {
+      throw mismatch("minimum", group.minEventTime, firstRow.eventTime);
+    }
+    if (
+      offset + records.length === group.rowCount &&
+      lastRow !== undefined &&
+      group.maxEventTime !== undefined &&
+      lastRow.eventTime !== group.maxEventTime
+    ) {
+      throw mismatch("maximum", group.maxEventTime, lastRow.eventTime);
+    }
   }
 
   /** Row groups whose event_time statistics overlap `[from, to)`; all of them when unbounded. */

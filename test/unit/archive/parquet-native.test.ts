@@ -9,7 +9,9 @@ import {
   type FileMetaData,
   type OffsetIndex,
 } from "hyparquet";
+import { crc32 } from "node:zlib";
 import { decompress as fzstd } from "fzstd";
+import { parquetHeader } from "hyparquet/src/column.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { memoryByteSource, ownArrayBuffer } from "../../../src/archive/byte-sources.js";
 import { encodeParquet, type ParquetWriterKind } from "../../../src/archive/parquet/encode.js";
@@ -19,6 +21,7 @@ import { ParquetPayloadReader } from "../../../src/archive/parquet/reader.js";
 import { inspectPayload } from "../../../src/archive/payload-reader.js";
 import { RowStreamGuard } from "../../../src/archive/row-guard.js";
 import { parseRfc3339Micros } from "../../../src/domain/time.js";
+import { ArchiveIntegrityError } from "../../../src/errors.js";
 import type { BucketRow } from "../../../src/ports/hot-store.js";
 
 const KEY = new Uint8Array([0x00, 0x70, 0xff, 0x10]);
@@ -397,5 +400,55 @@ describe.runIf(nativeParquetAvailable())("the native Parquet writer", () => {
     const wasm = metadataOf((await write(makeRows(1), "wasm")).bytes);
     const arrow = wasm.key_value_metadata?.find((kv) => kv.key === "ARROW:schema");
     expect(arrow?.value).toBe(ARROW_SCHEMA_BASE64);
+  });
+
+  it("records the CRC-32 of its stored bytes in every data and dictionary page header (parquet-wasm records none)", async () => {
+    const rows = makeRows(5_000);
+    const pagesOf = (bytes: Buffer) => {
+      const found: { type: string; crc: number | undefined; actual: number }[] = [];
+      for (const group of metadataOf(bytes).row_groups) {
+        for (const column of group.columns) {
+          const meta = column.meta_data!;
+          const reader = {
+            view: new DataView(arrayBuffer(bytes)),
+            offset: Number(meta.dictionary_page_offset ?? meta.data_page_offset),
+          };
+          const end = reader.offset + Number(meta.total_compressed_size);
+          while (reader.offset < end) {
+            const header = parquetHeader(reader);
+            const body = bytes.subarray(reader.offset, reader.offset + header.compressed_page_size);
+            reader.offset += header.compressed_page_size;
+            found.push({ type: header.type, crc: header.crc, actual: crc32(body) | 0 });
+          }
+        }
+      }
+      return found;
+    };
+    const native = pagesOf((await write(rows, "native", 2_000)).bytes);
+    expect(new Set(native.map((p) => p.type))).toEqual(new Set(["DICTIONARY_PAGE", "DATA_PAGE"]));
+    expect(native.filter((p) => p.crc !== p.actual)).toEqual([]);
+    const wasm = pagesOf((await write(rows, "wasm", 2_000)).bytes);
+    expect(wasm.filter((p) => p.crc !== undefined)).toEqual([]);
+  });
+
+  it("a range read refuses a page whose bytes no longer match its CRC, before decoding it", async () => {
+    const { bytes } = await write(makeRows(5_000), "native", 2_000);
+    const meta = metadataOf(bytes).row_groups[1]!.columns[2]!.meta_data!;
+    const reader = {
+      view: new DataView(arrayBuffer(bytes)),
+      offset: Number(meta.data_page_offset),
+    };
+    const header = parquetHeader(reader);
+    const changed = Buffer.from(bytes);
+    changed[reader.offset + header.compressed_page_size - 1]! ^= 0x01;
+    const source = memoryByteSource("payloads/changed.parquet", changed);
+    const own = await ParquetPayloadReader.open(source);
+
+    expect((await own.readRowGroup(0)).length).toBe(2_000);
+    const failure = own.readRowGroup(1);
+    await expect(failure).rejects.toBeInstanceOf(ArchiveIntegrityError);
+    await expect(failure).rejects.toThrow(
+      /payloads\/changed.parquet failed verification: the page at byte \d+ has CRC-32/,
+    );
   });
 });
