@@ -149,7 +149,7 @@ const FULL: SoakProfile = {
   },
   mix: {
     segmentRows: 12,
-    smallSegmentProcesses: 2,
+    smallSegmentProcesses: 3,
     minMultipartShare: 0.2,
     minGcRuns: 20,
     gcPauseShare: 0.75,

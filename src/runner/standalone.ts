@@ -45,7 +45,8 @@ export interface StandaloneSummary {
  * its work advances, more is likely waiting: the next scan runs as soon as a
  * worker is idle again rather than at the next tick, so a backlog drains at
  * full speed. `once` scans whenever the pool is idle and stops when a scan
- * finds nothing or nothing it found could advance.
+ * finds nothing, or when a scan made with no phase in flight found nothing
+ * that could advance.
  *
  * A failed scan (the database restarting, a connection reset in the middle
  * of it) does not stop a long-running archiver: it is logged and counted, the
@@ -79,6 +80,12 @@ export async function runStandalone(
   let lastScanFound = false;
   /** A phase advanced since the last scan. */
   let progressed = false;
+  /**
+   * The last scan ran with no phase in flight. A scan made while phases ran
+   * can return a bucket between two of their phases (unleased for a moment),
+   * which this process already runs; its answer is not final for `once`.
+   */
+  let lastScanIdle = false;
   let nextTickAt = ctx.clock.now().getTime() + options.intervalMs;
   let tick: Promise<void> | undefined;
 
@@ -105,6 +112,7 @@ export async function runStandalone(
 
   const scan = async () => {
     const limit = Math.min(ctx.settings.scanLimit, idleWorkers());
+    lastScanIdle = running.size === 0;
     rounds++;
     const candidates = await discover(
       {
@@ -151,7 +159,7 @@ export async function runStandalone(
     }
     if (options.once) {
       if (running.size === 0) {
-        if (!lastScanFound || !progressed) break;
+        if (!lastScanFound || (!progressed && lastScanIdle)) break;
         scanDue = true;
         continue;
       }

@@ -10,6 +10,7 @@ import { parseTableId, type TableId } from "../../../src/domain/table.js";
 import { parseRfc3339Micros } from "../../../src/domain/time.js";
 import type { Candidate, DiscoveryQuery, HotStore } from "../../../src/ports/hot-store.js";
 import { runStandalone } from "../../../src/runner/standalone.js";
+import { TransientStoreError } from "../../../src/errors.js";
 import type { ArchiverContext, PhaseOutcome } from "../../../src/usecases/context.js";
 import { Gate, gatedPayloadUploads } from "../../support/gates.js";
 import { ManualTicker } from "../../support/manual-ticker.js";
@@ -230,6 +231,54 @@ describe("the standalone archiver's scan cadence", () => {
     expect(await Promise.all(buckets.map(fullyArchived))).toEqual([true, true, true]);
     expect(ticker.requested).toEqual([]);
     expect(summary).toMatchObject({ advanced: 15, failures: 0 });
+  });
+
+  it("--once tries every eligible bucket when an outage defers them all, even after a scan made while phases ran found only a bucket this process runs", async () => {
+    // Prepare: every payload upload fails as an outage does; bucket "b"'s waits
+    // until the second scan, which (as a scan between two phases can) offers
+    // only a bucket this process has already run.
+    const buckets = await seedBuckets(parseTableId("raced"), ["a", "b", "c", "d"]);
+    const bGate = new Gate();
+    const bSegment = Buffer.from("b").toString("base64url");
+    const base = h.process().ctx;
+    const outage = gatedPayloadUploads(
+      {
+        ...base.objectStore,
+        createIfAbsent: (key) =>
+          Promise.reject(new TransientStoreError(`S3 put of ${key} failed: connect ECONNREFUSED`)),
+      },
+      (key) => (key.includes(`/${bSegment}/`) ? bGate : undefined),
+    );
+    let scans = 0;
+    let firstFound: Candidate | undefined;
+    const hotStore = new Proxy(base.hotStore, {
+      get(target, property, receiver) {
+        if (property === "discover") {
+          return async (query: DiscoveryQuery) => {
+            const found = await target.discover(query);
+            scans++;
+            firstFound ??= found[0];
+            if (scans !== 2) return found;
+            bGate.open();
+            return [firstFound!];
+          };
+        }
+        const value: unknown = Reflect.get(target, property, receiver);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+
+    // Act
+    const summary = await runStandalone(
+      { ...base, hotStore, objectStore: outage },
+      { workers: 2, intervalMs: INTERVAL_MS, once: true, sleep: new ManualTicker(h.clock).sleep },
+    );
+
+    // Assess: every bucket was claimed and deferred by the outage, none left untried
+    for (const id of buckets) {
+      expect(await h.inner.getBucket(id)).toMatchObject({ state: "hot", outageDeferrals: 1 });
+    }
+    expect(summary.failures).toBe(0);
   });
 
   it("a failed discovery scan (the database restarting) is logged and retried at the next tick, and the archiver keeps running", async () => {
