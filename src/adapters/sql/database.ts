@@ -416,8 +416,16 @@ function listenForSessionEnd(client: pg.PoolClient): () => void {
  * A `pg` Submittable for `COPY … TO STDOUT`: collects every CopyData message
  * into one growing buffer (the driver reuses its receive buffer, so each
  * message is copied out as it arrives) and settles on ReadyForQuery.
+ *
+ * It calls `callback` when it settles: the driver wraps it to clear the
+ * client-side `query_timeout` timer it armed for this query. Without that
+ * call the timer stays armed for the statement timeout plus the backstop
+ * (65 s by default) after the copy finished, keeping a finished CLI command
+ * alive that long, and then fires on a settled query.
  */
 class BinaryCopyOut implements pg.Submittable {
+  /** Set by the driver when a `query_timeout` applies; called once, when the copy settles. */
+  callback?: (error: Error | null) => void;
   #buffer: Buffer;
   #used = 0;
   #error: Error | undefined;
@@ -450,12 +458,16 @@ class BinaryCopyOut implements pg.Submittable {
 
   handleError(error: Error): void {
     // The client drops a query after its error; no ReadyForQuery reaches it.
+    const first = this.#error === undefined;
     this.#error ??= error;
     this.reject(this.#error);
+    if (first) this.callback?.(this.#error);
   }
 
   handleReadyForQuery(): void {
-    if (this.#error === undefined) this.resolve(this.#buffer.subarray(0, this.#used));
+    if (this.#error !== undefined) return;
+    this.resolve(this.#buffer.subarray(0, this.#used));
+    this.callback?.(null);
   }
 
   handleRowDescription(): void {}

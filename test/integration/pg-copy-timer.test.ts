@@ -1,0 +1,39 @@
+/**
+ * A finished command exits at once on PostgreSQL: a binary COPY read (every
+ * export's snapshot pages) leaves no client-side `query_timeout` timer armed
+ * once it settles. Such a timer kept `pulpitum archive --once` and `npm start`
+ * alive for the statement timeout plus the backstop (65 s) after their summary.
+ */
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { PgDatabase } from "../../src/adapters/sql/database.js";
+import { freshDatabase } from "../support/integration-resources.js";
+
+const armedTimers = () => process.getActiveResourcesInfo().filter((r) => r === "Timeout").length;
+
+describe("PostgreSQL binary COPY and the client's query timeout", () => {
+  let url: string;
+  let drop: () => Promise<void>;
+  beforeAll(async () => {
+    ({ url, drop } = await freshDatabase(inject("databaseUrl")));
+  });
+  afterAll(async () => {
+    await drop();
+  });
+
+  it("leaves no timer armed after a COPY read settles, with a statement timeout in force", async () => {
+    const db = new PgDatabase(url, {
+      timeouts: { connectMs: 5000, statementMs: 60_000, idleInTransactionMs: 0 },
+    });
+    const before = armedTimers();
+    try {
+      for (let i = 0; i < 3; i++) {
+        const bytes = await db.copyOutBinary("SELECT g AS n FROM generate_series(1, 1000) AS g");
+        expect(bytes?.byteLength).toBeGreaterThan(1000);
+      }
+      await expect(db.copyOutBinary("SELECT 1/0 AS boom")).rejects.toThrow(/division by zero/);
+    } finally {
+      await db.close();
+    }
+    expect(armedTimers()).toBe(before);
+  });
+});
