@@ -44,6 +44,17 @@ export function partitionKeySegment(partitionKey: Uint8Array): string {
   return `~${createHash("sha256").update(partitionKey).digest("hex")}`;
 }
 
+/**
+ * The partition key a segment spells: the bytes of an inline (base64url)
+ * segment; null for a hashed one (`~...`), which cannot be reversed, and for
+ * a string {@link partitionKeySegment} would not have written.
+ */
+export function partitionKeyOfSegment(segment: string): Uint8Array | null {
+  if (segment.startsWith("~")) return null;
+  const key = new Uint8Array(Buffer.from(segment, "base64url"));
+  return partitionKeySegment(key) === segment ? key : null;
+}
+
 export interface BucketLocation {
   readonly prefix: string;
   readonly tableId: TableId;

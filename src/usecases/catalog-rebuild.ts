@@ -10,11 +10,11 @@
  * its listing) is re-read, not removed blindly. Entries naming no bucket at
  * all are removed. Idempotent; run it again after any failure.
  */
-import type { BucketId } from "../domain/bucket.js";
 import {
   catalogFolder,
   catalogSlotName,
   parseCatalogEntryName,
+  partitionKeyOfSegment,
   partitionKeySegment,
 } from "../domain/object-keys.js";
 import { ARCHIVE_FORMATS, type TableId } from "../domain/table.js";
@@ -23,7 +23,7 @@ import type { Clock } from "../ports/clock.js";
 import { listAll } from "../ports/object-store.js";
 import { archiveReferencePages } from "./archive-references.js";
 import {
-  reconcileCatalogBeforeDelete,
+  emptyCatalogSlot,
   refreshCatalogEntry,
   type CatalogChange,
   type CatalogPorts,
@@ -81,11 +81,11 @@ export async function rebuildCatalog(
   for (const slot of listedSlots) {
     const [bucketName, segment] = slot.split(".") as [string, string];
     const bucketKey = bucketName.replace("-", ":");
-    const id = bucketOfSlot(tableId, bucketKey, segment);
+    const partitionKey = partitionKeyOfSegment(segment);
     tally(
-      id === undefined
-        ? await reconcileCatalogBeforeDelete(ports, `${tableId}/${segment}/${bucketKey}`, null)
-        : await refreshCatalogEntry(ports, id),
+      partitionKey === null
+        ? await emptyCatalogSlot(ports, { tableId, partitionSegment: segment, bucketKey })
+        : await refreshCatalogEntry(ports, { tableId, partitionKey, bucketKey }),
     );
   }
   return {
@@ -95,10 +95,4 @@ export async function rebuildCatalog(
     entries_removed: counts.removed,
     entries_unchanged: counts.unchanged,
   };
-}
-
-/** The bucket a slot stands for when its segment spells the partition key (base64url); undefined for a hash. */
-function bucketOfSlot(tableId: TableId, bucketKey: string, segment: string): BucketId | undefined {
-  if (segment.startsWith("~")) return undefined;
-  return { tableId, partitionKey: new Uint8Array(Buffer.from(segment, "base64url")), bucketKey };
 }

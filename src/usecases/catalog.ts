@@ -282,9 +282,15 @@ export async function reconcileCatalogBeforeDelete(
     string,
     string,
   ];
-  return await upkeepSlot(ports, { tableId: table as TableId, partitionSegment, bucketKey }, () =>
-    Promise.resolve({ keep: null }),
-  );
+  return await emptyCatalogSlot(ports, { tableId: table as TableId, partitionSegment, bucketKey });
+}
+
+/** Empty every entry of a slot whose bucket has no metadata row (see {@link reconcileCatalogBeforeDelete}). */
+export async function emptyCatalogSlot(
+  ports: CatalogPorts,
+  slot: CatalogSlot,
+): Promise<CatalogChange> {
+  return await upkeepSlot(ports, slot, () => Promise.resolve({ keep: null }));
 }
 
 /**

@@ -57,7 +57,7 @@
  * runs off the same keys (see gc-continuation.ts).
  */
 import { describeBucket, type BucketId } from "../domain/bucket.js";
-import { bucketPrefix, joinKey } from "../domain/object-keys.js";
+import { bucketPrefix, joinKey, partitionKeyOfSegment } from "../domain/object-keys.js";
 import { parseTableId, type TableId } from "../domain/table.js";
 import { InvalidInputError } from "../errors.js";
 import type { Clock } from "../ports/clock.js";
@@ -439,11 +439,8 @@ async function referencedKeys(
  */
 async function ownerNow(ctx: GcContext, prefix: string): Promise<BucketId | null> {
   const [bucketKey, segment, table] = prefix.split("/").reverse() as [string, string, string];
-  if (segment.startsWith("~")) return null;
-  const id: BucketId = {
-    tableId: parseTableId(table),
-    partitionKey: new Uint8Array(Buffer.from(segment, "base64url")),
-    bucketKey,
-  };
+  const partitionKey = partitionKeyOfSegment(segment);
+  if (partitionKey === null) return null;
+  const id: BucketId = { tableId: parseTableId(table), partitionKey, bucketKey };
   return (await ctx.hotStore.getBucket(id)) === null ? null : id;
 }

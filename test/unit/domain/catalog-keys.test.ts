@@ -7,6 +7,7 @@ import {
   catalogVersionOf,
   MAX_INLINE_PARTITION_KEY_BYTES,
   parseCatalogEntryName,
+  partitionKeyOfSegment,
   partitionKeySegment,
 } from "../../../src/domain/object-keys.js";
 import { parseTableId } from "../../../src/domain/table.js";
@@ -27,6 +28,15 @@ describe("catalog entry keys", () => {
       `${catalogFolder("p", "json", chat)}${catalogEntryName("month:2025-03", "Yw", version)}`,
     ).toBe("p/catalog/json/table_id=chat/month-2025-03.Yw.g17-0123456789ab.txt");
     expect(catalogVersionOf(`x/payloads/${"b".repeat(64)}.parquet`)).toBe("cbbbbbbbbbbbb");
+  });
+
+  it("read a partition segment back into its key, and refuse a hashed or non-canonical one", () => {
+    for (const key of [new Uint8Array([0x63]), new Uint8Array([0xff, 0xfe, 0x00])]) {
+      expect(partitionKeyOfSegment(partitionKeySegment(key))).toEqual(key);
+    }
+    expect(partitionKeyOfSegment(partitionKeySegment(new Uint8Array(0)))).toBeNull();
+    expect(partitionKeyOfSegment(partitionKeySegment(new Uint8Array(200)))).toBeNull();
+    expect(partitionKeyOfSegment("Yw==")).toBeNull();
   });
 
   it("parse an entry name back into its bucket, partition segment and version (none for a legacy name)", () => {
