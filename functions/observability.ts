@@ -19,6 +19,7 @@ import type { BucketId } from "../src/domain/bucket.js";
 import type { PhaseOutcome, WorkflowLog } from "../src/usecases/context.js";
 import type { BacklogRun } from "../src/usecases/discover-backlog.js";
 import type { GcReport } from "../src/usecases/gc.js";
+import type { ScrubReport } from "../src/usecases/scrub.js";
 import type { RestoreReport } from "../src/usecases/restore.js";
 
 export const METRICS_NAMESPACE = "Pulpitum";
@@ -66,6 +67,14 @@ export const METRIC = {
   BucketsRestored: "BucketsRestored",
   /** Records a restore inserted back into the hot store. Dashboard "Maintenance". */
   RowsRestored: "RowsRestored",
+  /** Archived buckets one scrub run verified. Dashboard "Maintenance". */
+  ScrubBucketsVerified: "ScrubBucketsVerified",
+  /** Archived buckets one scrub run found damaged and marked corrupt. Alarm "CorruptBucketsFound" and dashboard "Maintenance". */
+  ScrubCorruptBuckets: "ScrubCorruptBuckets",
+  /** Buckets marked corrupt in the whole archive after a scrub run (stays up until they are recovered). Alarm "CorruptBucketsFound" and dashboard "Maintenance". */
+  CorruptBucketsTotal: "CorruptBucketsTotal",
+  /** Buckets whose catalog entries one scrub run found wrong. Dashboard "Maintenance". */
+  ScrubCatalogProblems: "ScrubCatalogProblems",
 } as const;
 
 export type MetricName = (typeof METRIC)[keyof typeof METRIC];
@@ -155,6 +164,14 @@ export function recordGc(report: GcReport): void {
   metrics.addMetric(METRIC.GcOrphansFound, MetricUnit.Count, report.orphans.length);
   metrics.addMetric(METRIC.GcObjectsDeleted, MetricUnit.Count, report.deleted_objects);
   metrics.addMetric(METRIC.GcBytesDeleted, MetricUnit.Bytes, report.deleted_bytes);
+}
+
+/** What one scrub run verified and found. */
+export function recordScrub(report: ScrubReport): void {
+  metrics.addMetric(METRIC.ScrubBucketsVerified, MetricUnit.Count, report.verified);
+  metrics.addMetric(METRIC.ScrubCorruptBuckets, MetricUnit.Count, report.corrupt);
+  metrics.addMetric(METRIC.CorruptBucketsTotal, MetricUnit.Count, report.corrupt_buckets_total);
+  metrics.addMetric(METRIC.ScrubCatalogProblems, MetricUnit.Count, report.catalog_problems);
 }
 
 /** What one restore invocation moved back to the hot store. */

@@ -60,8 +60,11 @@ export class ArchiverStack extends Stack {
   readonly gcFunction: nodejs.NodejsFunction;
   /** Copies one archived bucket back to the hot store; invoked by hand. */
   readonly restoreFunction: nodejs.NodejsFunction;
+  /** Re-reads archived buckets daily so each is verified within ARCHIVER_SCRUB_PERIOD_DAYS. */
+  readonly scrubFunction: nodejs.NodejsFunction;
   readonly schedule: events.Rule;
   readonly gcSchedule: events.Rule;
+  readonly scrubSchedule: events.Rule;
   readonly alarms: ArchiverAlarms & ScaleAlarms;
   readonly dashboard: cloudwatch.Dashboard;
   /** The Glue tables over the catalog and the Athena workgroup; undefined when queryCatalog is false. */
@@ -100,7 +103,12 @@ export class ArchiverStack extends Stack {
     this.replayFunction = functions.replayFunction;
     this.gcFunction = functions.gcFunction;
     this.restoreFunction = functions.restoreFunction;
-    ({ schedule: this.schedule, gcSchedule: this.gcSchedule } = addSchedules(
+    this.scrubFunction = functions.scrubFunction;
+    ({
+      schedule: this.schedule,
+      gcSchedule: this.gcSchedule,
+      scrubSchedule: this.scrubSchedule,
+    } = addSchedules(
       this,
       settings,
       functions,

@@ -31,6 +31,7 @@ export interface ArchiverFunctions {
   readonly replayFunction: nodejs.NodejsFunction;
   readonly gcFunction: nodejs.NodejsFunction;
   readonly restoreFunction: nodejs.NodejsFunction;
+  readonly scrubFunction: nodejs.NodejsFunction;
 }
 
 export interface FunctionInputs {
@@ -136,6 +137,17 @@ export function addFunctions(stack: Stack, inputs: FunctionInputs): ArchiverFunc
     ...network,
   });
 
+  const scrubFunction = fn("ScrubFunction", "functions/scrub.ts", {
+    description:
+      "Pulpitum scrub: re-read archived buckets daily, least recently verified first, and mark damaged ones corrupt",
+    timeout: Duration.seconds(900),
+    memorySize: settings.workerMemoryMb,
+    ephemeralStorageSize: Size.mebibytes(1024), // one payload part staged at a time, as the worker
+    deadLetterQueue: queues.scheduledFailures,
+    environment,
+    ...network,
+  });
+
   workerFunction.addEventSource(
     new eventSources.SqsEventSource(queues.workQueue, {
       batchSize: settings.workerBatchSize,
@@ -143,7 +155,14 @@ export function addFunctions(stack: Stack, inputs: FunctionInputs): ArchiverFunc
       maxConcurrency: settings.workerMaxConcurrency,
     }),
   );
-  return { discoverFunction, workerFunction, replayFunction, gcFunction, restoreFunction };
+  return {
+    discoverFunction,
+    workerFunction,
+    replayFunction,
+    gcFunction,
+    restoreFunction,
+    scrubFunction,
+  };
 }
 
 /**
@@ -169,6 +188,7 @@ export function discoveryTiming(settings: StackSettings): {
 export interface Schedules {
   readonly schedule: events.Rule;
   readonly gcSchedule: events.Rule;
+  readonly scrubSchedule: events.Rule;
 }
 
 export function addSchedules(
@@ -201,5 +221,16 @@ export function addSchedules(
       }),
     ],
   });
-  return { schedule, gcSchedule };
+  const scrubSchedule = new events.Rule(stack, "ScrubSchedule", {
+    description: "Runs the Pulpitum integrity scrub daily",
+    schedule: events.Schedule.rate(Duration.days(1)),
+    targets: [
+      new targets.LambdaFunction(functions.scrubFunction, {
+        maxEventAge: Duration.hours(1),
+        retryAttempts: 2,
+        deadLetterQueue: queues.scheduledFailures,
+      }),
+    ],
+  });
+  return { schedule, gcSchedule, scrubSchedule };
 }

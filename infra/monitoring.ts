@@ -21,6 +21,7 @@ export interface ArchiverAlarms {
   readonly workerErrors: cloudwatch.Alarm;
   readonly discoveryErrors: cloudwatch.Alarm;
   readonly notDraining: cloudwatch.Alarm;
+  readonly corruptBuckets: cloudwatch.Alarm;
 }
 
 export interface MonitoredParts {
@@ -136,7 +137,16 @@ export function addAlarms(stack: Stack, parts: MonitoredParts): ArchiverAlarms {
     datapointsToAlarm: settings.drainAlarmPeriods,
     treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
   });
-  return { deadLetters, oldestMessage, workerErrors, discoveryErrors, notDraining };
+  const corruptBuckets = new cloudwatch.Alarm(stack, "CorruptBucketsFound", {
+    alarmDescription:
+      "The scrub found archived buckets damaged (a payload or manifest missing or changed): reads and restores of them fail until they are recovered. `pulpitum verify` lists them; docs/integrity.md says how to recover each kind of damage.",
+    metric: metric(METRIC.CorruptBucketsTotal, "Maximum", Duration.days(1)),
+    threshold: 1,
+    comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+    evaluationPeriods: 1,
+    treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+  });
+  return { deadLetters, oldestMessage, workerErrors, discoveryErrors, notDraining, corruptBuckets };
 }
 
 export function addDashboard(
@@ -265,18 +275,23 @@ export function addDashboard(
   );
   dashboard.addWidgets(
     new cloudwatch.GraphWidget({
-      title: "Maintenance (GC and restore)",
+      title: "Maintenance (GC, restore and scrub)",
       width: 24,
       left: [
         sum(METRIC.GcOrphansFound),
         sum(METRIC.GcObjectsDeleted),
         sum(METRIC.BucketsRestored),
         sum(METRIC.RowsRestored),
+        sum(METRIC.ScrubBucketsVerified),
+        sum(METRIC.ScrubCorruptBuckets),
+        sum(METRIC.ScrubCatalogProblems),
+        sum(METRIC.CorruptBucketsTotal),
       ],
       right: [
         sum(METRIC.GcBytesDeleted),
         functions.gcFunction.metricErrors({ period, label: "GC errors" }),
         functions.restoreFunction.metricErrors({ period, label: "restore errors" }),
+        functions.scrubFunction.metricErrors({ period, label: "scrub errors" }),
       ],
     }),
   );

@@ -57,7 +57,14 @@ export function grantAccess(inputs: GrantInputs): void {
       resources: [prefixObjects],
     }),
   );
-  for (const fn of [functions.gcFunction, functions.restoreFunction]) {
+  functions.scrubFunction.addToRolePolicy(
+    new iam.PolicyStatement({
+      sid: "ReadArchiveObjectsUnderPrefix",
+      actions: ["s3:GetObject"],
+      resources: [prefixObjects],
+    }),
+  );
+  for (const fn of [functions.gcFunction, functions.restoreFunction, functions.scrubFunction]) {
     fn.addToRolePolicy(listPrefix());
     databaseSecret.grantRead(fn);
   }
@@ -66,6 +73,8 @@ export function grantAccess(inputs: GrantInputs): void {
     [worker, ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]],
     [functions.gcFunction, ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]],
     [functions.restoreFunction, ["s3:DeleteObject"]],
+    // The scrub puts a wrong entry right through the same upkeep (create-if-absent and tombstones).
+    [functions.scrubFunction, ["s3:PutObject"]],
   ];
   for (const [fn, actions] of catalogAccess) {
     fn.addToRolePolicy(
@@ -132,6 +141,7 @@ export function acknowledgeFunctionFindings(
     functions.replayFunction,
     functions.gcFunction,
     functions.restoreFunction,
+    functions.scrubFunction,
   ]) {
     Validations.of(fn).acknowledge({
       id: "AwsSolutions-L1",
@@ -150,7 +160,12 @@ export function acknowledgeFunctionFindings(
   const bucketLogicalId = stack.getLogicalId(
     inputs.storage.archiveBucket.node.defaultChild as s3.CfnBucket,
   );
-  for (const fn of [functions.workerFunction, functions.gcFunction, functions.restoreFunction]) {
+  for (const fn of [
+    functions.workerFunction,
+    functions.gcFunction,
+    functions.restoreFunction,
+    functions.scrubFunction,
+  ]) {
     Validations.of(fn.role!).acknowledge({
       id: `AwsSolutions-IAM5[Resource::<${bucketLogicalId}.Arn>/${settings.archivePrefix}/*]`,
       reason: `Archive object keys are content-addressed and unknown in advance; the wildcard is confined to the archive prefix (${settings.archivePrefix}/*).`,

@@ -115,6 +115,12 @@ export const CONFIG = {
     read: integer(3600, 31_536_000),
     rule: "3600..31536000; `pulpitum gc` keeps unreferenced archive objects younger than this",
   },
+  scrubPeriodDays: {
+    name: "ARCHIVER_SCRUB_PERIOD_DAYS",
+    default: 90,
+    read: integer(1, 3650),
+    rule: "1..3650; the daily scrub re-reads every archived bucket at least once in this many days",
+  },
   databaseConnectSeconds: {
     name: "PULPITUM_DB_CONNECT_TIMEOUT_SECONDS",
     default: 10,

@@ -70,6 +70,8 @@ export interface PulpitumConfig {
   readonly cleanupMaxRowsPerSecond: number;
   /** Garbage collection deletes unreferenced archive objects only when older than this. */
   readonly gcMinAgeSeconds: number;
+  /** The scrub function verifies every archived bucket at least once in this many days. */
+  readonly scrubPeriodDays: number;
   /** Bounds on calls to the database, S3 and SQS: a stalled dependency fails a call instead of holding it. */
   readonly timeouts: ClientTimeouts;
   readonly database: DatabaseLocation;
@@ -170,6 +172,7 @@ export function parseConfig(env: Env, options: { cwd: string }): PulpitumConfig 
   const cleanupBatchSize = number(CONFIG.cleanupBatchSize);
   const cleanupMaxRowsPerSecond = number(CONFIG.cleanupMaxRowsPerSecond);
   const gcMinAgeSeconds = number(CONFIG.gcMinAgeSeconds);
+  const scrubPeriodDays = number(CONFIG.scrubPeriodDays);
 
   const sqsRequestText = raw("PULPITUM_SQS_REQUEST_TIMEOUT_SECONDS");
   const timeouts: ClientTimeouts = Object.freeze({
@@ -274,6 +277,7 @@ export function parseConfig(env: Env, options: { cwd: string }): PulpitumConfig 
     cleanupBatchSize,
     cleanupMaxRowsPerSecond,
     gcMinAgeSeconds,
+    scrubPeriodDays,
     timeouts,
     database: Object.freeze(database),
     archive: Object.freeze(archive),

@@ -121,6 +121,20 @@ export class ArchiveIntegrityError extends PulpitumError {
   }
 }
 
+/**
+ * A scrub found this archived bucket damaged (see usecases/scrub.ts): reads
+ * and restores of it fail, naming it, until a verification passes again.
+ */
+export class CorruptBucketError extends ArchiveIntegrityError {
+  constructor(bucket: string, manifestKey: string, since: Date, problem: string) {
+    super(manifestKey, problem);
+    this.message =
+      `archived bucket ${bucket} was found corrupt on ${since.toISOString()}: ${problem}. ` +
+      "Nothing of it is served until it is recovered; see docs/integrity.md, then run " +
+      "`pulpitum verify --bucket` on it";
+  }
+}
+
 /** Durable state contradicts an invariant (for example rows in the wrong tier). Pages. */
 export class InvariantViolationError extends PulpitumError {}
 

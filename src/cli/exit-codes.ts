@@ -3,6 +3,7 @@
  * can tell "fix the command line" from "fix the input" from "try again".
  */
 import {
+  ArchiveIntegrityError,
   BucketNotWritableError,
   ConfigError,
   InvalidInputError,
@@ -23,6 +24,8 @@ export const EXIT = Object.freeze({
   usage: 2,
   /** The input is invalid: a configuration variable, an argument's value, an import file's record, or something the arguments name that does not exist (an unregistered table). Fix the input. */
   invalidInput: 3,
+  /** Archived data failed its integrity check: a read, query or restore met damaged bytes or a missing object, or `pulpitum verify` found a bucket corrupt. See docs/integrity.md. */
+  integrity: 4,
 });
 
 /** The command line cannot be acted on as written. */
@@ -31,6 +34,7 @@ export class UsageError extends PulpitumError {}
 /** The exit code for an error that reached the top of the CLI. */
 export function exitCodeFor(error: unknown): number {
   if (error instanceof UsageError) return EXIT.usage;
+  if (error instanceof ArchiveIntegrityError) return EXIT.integrity;
   if (error instanceof ImportStoppedError)
     return error.stop.kind === "failed" ? EXIT.failure : EXIT.invalidInput;
   if (

@@ -210,6 +210,46 @@ function buildProgram(): Command {
     );
 
   program
+    .command("verify")
+    .description(
+      "re-read archived buckets and prove them right: manifest, every payload's bytes and rows, catalog entry; mark damaged buckets corrupt (exit 4 if any)",
+    )
+    .argument("[target...]", "TABLE (only its buckets), or with --bucket: TABLE PARTITION BUCKET")
+    .option(
+      "--bucket",
+      "verify only the bucket TABLE PARTITION BUCKET (whatever its last verification)",
+    )
+    .option("--partition-key-b64 <b64>", "with --bucket: partition key as standard base64")
+    .option("--sample <n>", "verify only the N buckets verified longest ago")
+    .option("--json", "print the report as JSON")
+    .action(
+      async (
+        target: string[],
+        opts: { bucket?: boolean; partitionKeyB64?: string; sample?: string; json?: boolean },
+      ) => {
+        const usage =
+          "verify [TABLE] [--sample N], or verify --bucket TABLE PARTITION BUCKET (or TABLE BUCKET --partition-key-b64 B64)";
+        const sample =
+          opts.sample === undefined
+            ? undefined
+            : integerOption(opts.sample, "--sample", 1, Number.MAX_SAFE_INTEGER);
+        const { verifyCommand } = await import("./commands/verify.js");
+        if (opts.bucket !== true) {
+          if (target.length > 1 || opts.partitionKeyB64 !== undefined)
+            throw new UsageError(`usage: ${usage}`);
+          const tableId = target[0] === undefined ? undefined : parseTableId(target[0], "TABLE");
+          return await verifyCommand({ tableId, sample, json: opts.json });
+        }
+        if (sample !== undefined) throw new UsageError("--sample and --bucket cannot go together");
+        const [table, first, second, ...extra] = target;
+        if (table === undefined || first === undefined || extra.length > 0)
+          throw new UsageError(`usage: ${usage}`);
+        const bucket = bucketArguments(table, first, second, opts.partitionKeyB64, usage);
+        await verifyCommand({ bucket, json: opts.json });
+      },
+    );
+
+  program
     .command("status")
     .description(
       "buckets per table and state, rows, bytes, deferred buckets with their last error, archival lag",

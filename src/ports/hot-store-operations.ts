@@ -5,6 +5,7 @@
  */
 import type { BucketId, BucketStrategy } from "../domain/bucket.js";
 import type {
+  BucketCorruption,
   BucketState,
   ClusteringPosition,
   LeaseLost,
@@ -32,6 +33,8 @@ export interface ArchivedBucket {
   readonly hotDeleted: boolean;
   /** Set while the bucket is being copied back to the hot store. */
   readonly restoreStartedAt: Date | null;
+  /** Set when a scrub found the archive damaged (see BucketMetadata.corruption). */
+  readonly corruption: BucketCorruption | null;
 }
 
 /**

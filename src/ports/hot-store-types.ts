@@ -101,9 +101,27 @@ export interface BucketMetadata {
    * automatic work touches it until {@link HotStore.releaseQuarantine}.
    */
   readonly quarantinedAt: Date | null;
+  /**
+   * When the archived bytes were last proven right: by the publish that
+   * verified them, or by a scrub that passed (usecases/scrub.ts). Null for a
+   * bucket that is not archived.
+   */
+  readonly verifiedAt: Date | null;
+  /**
+   * Set when a scrub found the archive damaged (a payload or manifest
+   * missing, or bytes that do not match what was recorded): reads and
+   * restores of the bucket fail naming it until a verification passes again.
+   */
+  readonly corruption: BucketCorruption | null;
   readonly enqueuedAt: Date | null;
   readonly createdAt: Date;
   readonly updatedAt: Date;
+}
+
+/** What a scrub found wrong with an archived bucket, and when. */
+export interface BucketCorruption {
+  readonly at: Date;
+  readonly problem: string;
 }
 
 /**

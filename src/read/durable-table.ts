@@ -30,10 +30,17 @@ import { ParquetPayloadReader } from "../archive/parquet/reader.js";
 import { objectByteSource } from "../archive/byte-sources.js";
 import { verifiedObjectSource } from "../archive/verified-object.js";
 import type { BucketId } from "../domain/bucket.js";
+import { showBucket } from "../domain/display.js";
 import { bytesEqual, compareClustering, type TableRecord } from "../domain/record.js";
 import type { TableId } from "../domain/table.js";
 import { microsToDate, type EpochMicros } from "../domain/time.js";
-import { ArchiveIntegrityError, InvalidInputError, UnknownTableError } from "../errors.js";
+import {
+  ArchiveIntegrityError,
+  CorruptBucketError,
+  InvalidInputError,
+  ObjectNotFoundError,
+  UnknownTableError,
+} from "../errors.js";
 import type { Clock } from "../ports/clock.js";
 import type {
   AppendResult,
@@ -185,6 +192,14 @@ export class DurableTable {
         fetched: 0,
       };
     }
+    if (bucket.corruption !== null) {
+      throw new CorruptBucketError(
+        showBucket(bucket.id),
+        read.manifestKey,
+        bucket.corruption.at,
+        bucket.corruption.problem,
+      );
+    }
     return await this.#readArchived(bucket.id, read.manifestKey, range);
   }
 
@@ -196,7 +211,15 @@ export class DurableTable {
     let fetched = 0;
     let route = this.#cache.get(manifestKey);
     if (route === undefined) {
-      const bytes = await this.#objects.get(manifestKey);
+      const bytes = await this.#objects.get(manifestKey).catch((error: unknown) => {
+        if (error instanceof ObjectNotFoundError)
+          throw new ArchiveIntegrityError(
+            manifestKey,
+            `manifest is missing (named by bucket ${showBucket(id)}'s metadata)`,
+            { cause: error },
+          );
+        throw error;
+      });
       fetched += bytes.byteLength;
       const manifest = validateArchiveManifest(
         bytes,
@@ -229,7 +252,15 @@ export class DurableTable {
         let reader = route.parquet.get(part.key);
         if (reader === undefined) {
           const source = await objectByteSource(this.#objects, part.key, part.byteLength);
-          reader = await ParquetPayloadReader.open(source);
+          reader = await ParquetPayloadReader.open(source).catch((error: unknown) => {
+            if (error instanceof ObjectNotFoundError && error.objectKey === part.key)
+              throw new ArchiveIntegrityError(
+                part.key,
+                `payload is missing (${part.byteLength} bytes in manifest ${manifestKey})`,
+                { cause: error },
+              );
+            throw error;
+          });
           if (reader.rowCount !== part.rowCount) {
             throw new ArchiveIntegrityError(
               part.key,

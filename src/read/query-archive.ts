@@ -30,9 +30,12 @@ import {
   catalogSlotName,
   parseCatalogEntryName,
   parsePayloadName,
+  partitionKeySegment,
 } from "../domain/object-keys.js";
 import { ARCHIVE_FORMATS, type ArchiveFormat, type TableId } from "../domain/table.js";
 import {
+  ArchiveIntegrityError,
+  CorruptBucketError,
   InvalidInputError,
   InvariantViolationError,
   PulpitumError,
@@ -40,7 +43,14 @@ import {
 } from "../errors.js";
 import type { HotStore } from "../ports/hot-store.js";
 import { listAll, type ObjectStore } from "../ports/object-store.js";
-import { parseCatalogEntry } from "../usecases/catalog.js";
+import {
+  catalogEntryKeyOf,
+  expectedCatalogEntry,
+  parseCatalogEntry,
+  slotOf,
+} from "../usecases/catalog.js";
+import type { BucketId } from "../domain/bucket.js";
+import { showBucket } from "../domain/display.js";
 import { downloadVerified } from "../archive/verified-object.js";
 
 export interface QueryArchiveInput {
@@ -77,14 +87,25 @@ export async function queryArchive(input: QueryArchiveInput): Promise<QueryResul
   try {
     const files: PayloadFiles = { parquet: [], json: [] };
     let downloaded = 0;
+    // The metadata first, the listing after (see checkCatalogCovers).
+    const archived = await catalogedBuckets(input);
     const slotsSeen = new Map<string, string>();
+    const named: { format: ArchiveFormat; entryKey: string; uri: string }[] = [];
     for (const format of ARCHIVE_FORMATS) {
-      for (const uri of await catalogUris(input, format, slotsSeen)) {
-        const target = path.join(await stagingDir(), `${downloaded}.${format}`);
-        await copyVerified(input.objectStore, await keyOfUri(input.objectStore, uri), target);
-        files[format].push(target);
-        downloaded++;
-      }
+      for (const { entryKey, uri } of await catalogUris(input, format, slotsSeen))
+        named.push({ format, entryKey, uri });
+    }
+    await checkCatalogCovers(input, archived, slotsSeen);
+    for (const { format, entryKey, uri } of named) {
+      const target = path.join(await stagingDir(), `${downloaded}.${format}`);
+      await copyVerified(
+        input.objectStore,
+        entryKey,
+        await keyOfUri(input.objectStore, entryKey, uri),
+        target,
+      );
+      files[format].push(target);
+      downloaded++;
     }
     const result = await runDuckDb(input.tableId, files, input.sql);
     return { ...result, payloads: files.parquet.length + files.json.length, downloaded };
@@ -103,8 +124,8 @@ async function catalogUris(
   input: QueryArchiveInput,
   format: ArchiveFormat,
   slotsSeen: Map<string, string>,
-): Promise<string[]> {
-  const uris: string[] = [];
+): Promise<{ entryKey: string; uri: string }[]> {
+  const uris: { entryKey: string; uri: string }[] = [];
   const folder = catalogFolder(input.archivePrefix, format, input.tableId);
   for await (const object of listAll(input.objectStore, folder)) {
     if (object.size === 0) continue;
@@ -122,18 +143,77 @@ async function catalogUris(
       }
       slotsSeen.set(slot, object.key);
     }
-    uris.push(...named);
+    uris.push(...named.map((uri) => ({ entryKey: object.key, uri })));
   }
   return uris;
 }
 
+/**
+ * The table's buckets that must have a catalog entry: archived, hot rows
+ * deleted, not being restored. A bucket a scrub marked corrupt fails the
+ * query here, named, before any payload is read.
+ */
+async function catalogedBuckets(input: QueryArchiveInput): Promise<Map<string, BucketId>> {
+  const buckets = new Map<string, BucketId>();
+  let after: { partitionKey: Uint8Array; bucketKey: string } | null = null;
+  for (;;) {
+    const page = await input.hotStore.listArchivedBuckets(input.tableId, { after, limit: 1000 });
+    for (const bucket of page) {
+      if (bucket.corruption !== null)
+        throw new CorruptBucketError(
+          showBucket(bucket.id),
+          bucket.manifestKey,
+          bucket.corruption.at,
+          bucket.corruption.problem,
+        );
+      if (bucket.hotDeleted && bucket.restoreStartedAt === null)
+        buckets.set(
+          catalogSlotName(bucket.id.bucketKey, partitionKeySegment(bucket.id.partitionKey)),
+          bucket.id,
+        );
+    }
+    const last = page[page.length - 1];
+    if (last === undefined || page.length < 1000) return buckets;
+    after = { partitionKey: last.id.partitionKey, bucketKey: last.id.bucketKey };
+  }
+}
+
+/**
+ * Every bucket whose records live only in the archive must be in the
+ * catalog, or the query would quietly miss them. Ordering argument: such a
+ * bucket's entry was written before its first hot row was deleted, so before
+ * the metadata read that saw the deletion, so before the listing; only a
+ * restore empties it, and a restore marks the bucket first. A bucket missing
+ * from the listing is read again: still archived, deleted and unmarked, its
+ * entry was lost (deleted, or damaged past reading).
+ */
+async function checkCatalogCovers(
+  input: QueryArchiveInput,
+  expected: ReadonlyMap<string, BucketId>,
+  listed: ReadonlyMap<string, string>,
+): Promise<void> {
+  for (const [slot, id] of expected) {
+    if (listed.has(slot)) continue;
+    const now = await input.hotStore.getBucket(id);
+    const entry = await expectedCatalogEntry(input.hotStore, now);
+    if (entry === null || !now!.hotDeleted) continue;
+    const key = catalogEntryKeyOf(input.archivePrefix, slotOf(id), entry);
+    throw new ArchiveIntegrityError(
+      key,
+      `the catalog entry of archived bucket ${showBucket(id)} is missing or empty, so its ` +
+        "records would be left out; `pulpitum verify --bucket` on it puts the entry right",
+    );
+  }
+}
+
 /** The object key behind a URI of this store (entries name objects by `store.uri(key)`). */
-async function keyOfUri(store: ObjectStore, uri: string): Promise<string> {
+async function keyOfUri(store: ObjectStore, entryKey: string, uri: string): Promise<string> {
   const probe = "k";
   const base = (await store.uri(probe)).slice(0, -probe.length);
   if (!uri.startsWith(base) || uri.length === base.length) {
-    throw new InvariantViolationError(
-      `a catalog entry names ${uri}, which is not an object of this archive (${base}...)`,
+    throw new ArchiveIntegrityError(
+      entryKey,
+      `catalog entry names ${uri}, which is not an object of this archive (${base}...)`,
     );
   }
   return uri.slice(base.length);
@@ -143,16 +223,21 @@ async function keyOfUri(store: ObjectStore, uri: string): Promise<string> {
  * Copy a catalogued payload to `target` while hashing it, against the
  * SHA-256 its content-addressed name states (the manifest's `sha256`).
  */
-async function copyVerified(store: ObjectStore, key: string, target: string): Promise<void> {
+async function copyVerified(
+  store: ObjectStore,
+  entryKey: string,
+  key: string,
+  target: string,
+): Promise<void> {
   const name = parsePayloadName(key.slice(key.lastIndexOf("/") + 1));
   if (name === null) {
-    throw new InvariantViolationError(`a catalog entry names ${key}, which is not a payload`);
+    throw new ArchiveIntegrityError(entryKey, `catalog entry names ${key}, which is not a payload`);
   }
   await downloadVerified(
     store,
     { key, sha256: name.sha256 },
     target,
-    "by its content-addressed name",
+    `by its content-addressed name, in catalog entry ${entryKey}`,
   );
 }
 

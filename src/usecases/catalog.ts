@@ -192,7 +192,7 @@ async function ensureEntry(
   ports: CatalogPorts,
   slot: CatalogSlot,
   entry: CatalogEntry,
-): Promise<"created" | "unchanged" | "stale"> {
+): Promise<"created" | "replaced" | "unchanged" | "stale"> {
   const store = ports.objectStore;
   const key = catalogEntryKeyOf(ports.archivePrefix, slot, entry);
   const bytes = await renderCatalogEntry(store, entry.payloadKeys);
@@ -204,9 +204,11 @@ async function ensureEntry(
   });
   if (existing === null || existing.byteLength === 0) return "stale";
   if (Buffer.from(existing).equals(bytes)) return "unchanged";
-  // The same version rendered under other URIs (an endpoint setting changed): still current.
+  // The same version rendered under other URIs (an endpoint setting changed),
+  // or damaged bytes: still current, so written again. The caller re-reads
+  // the metadata after this overwrite (see upkeepSlot).
   await store.replace(key, bytes, { contentType: "text/plain" });
-  return "created";
+  return "replaced";
 }
 
 /**
@@ -237,7 +239,18 @@ async function upkeepSlot(
   if (keep === null) return removed ? "removed" : "unchanged";
   const made = await ensureEntry(ports, slot, keep);
   if (made === "stale") return "stale";
-  return made === "created" || removed ? "written" : "unchanged";
+  if (made === "replaced") {
+    // An overwrite, unlike a create-if-absent, could land on a tombstone a
+    // restore laid after the existing bytes were read. A restore empties the
+    // entry only after its mark is committed, so a metadata read now sees
+    // the mark (or what followed) if that happened: empty the entry again.
+    const { keep: now } = await read();
+    if (now === null || catalogEntryKeyOf(ports.archivePrefix, slot, now) !== keepKey) {
+      await layTombstone(ports, keepKey!);
+      return "stale";
+    }
+  }
+  return made !== "unchanged" || removed ? "written" : "unchanged";
 }
 
 /** Re-read a bucket and make its entries match (publish after its commit, cleanup, GC, rebuild). */
@@ -248,6 +261,41 @@ export async function refreshCatalogEntry(
   return await upkeepSlot(ports, slotOf(id), async () => ({
     keep: await expectedCatalogEntry(ports.hotStore, await ports.hotStore.getBucket(id)),
   }));
+}
+
+/**
+ * What is wrong with an archived bucket's entries, as the scrub sees it
+ * (usecases/scrub.ts): once its hot rows are deleted (and it is not being
+ * restored) the bucket must have exactly one non-empty entry, of the version
+ * its metadata publishes, naming that version's payloads. Empty when all is
+ * right, or when the bucket need not have an entry yet.
+ */
+export async function checkCatalogEntries(
+  ports: CatalogPorts,
+  metadata: BucketMetadata,
+): Promise<string[]> {
+  if (!metadata.hotDeleted) return [];
+  const expected = await expectedCatalogEntry(ports.hotStore, metadata);
+  if (expected === null) return [];
+  const slot = slotOf(metadata.id);
+  const listed = await listSlot(ports, slot);
+  const key = catalogEntryKeyOf(ports.archivePrefix, slot, expected);
+  const problems: string[] = [];
+  const own = listed.find((object) => object.key === key);
+  if (own === undefined) problems.push(`catalog entry ${key} is missing`);
+  else if (own.size === 0)
+    problems.push(`catalog entry ${key} is empty though the bucket publishes its version`);
+  else {
+    const bytes = await ports.objectStore.get(key);
+    const want = await renderCatalogEntry(ports.objectStore, expected.payloadKeys);
+    if (!Buffer.from(bytes).equals(want))
+      problems.push(`catalog entry ${key} does not name exactly the published payloads`);
+  }
+  for (const object of listed) {
+    if (object.key !== key && object.size > 0)
+      problems.push(`catalog entry ${object.key} names a version the bucket does not publish`);
+  }
+  return problems;
 }
 
 /**

@@ -37,8 +37,10 @@
  * safety age.
  */
 import { describeBucket, type BucketId } from "../domain/bucket.js";
+import { showBucket } from "../domain/display.js";
 import { toBase64 } from "../domain/record.js";
 import {
+  CorruptBucketError,
   InvalidInputError,
   InvariantViolationError,
   LeaseLostError,
@@ -164,6 +166,15 @@ export async function restoreBucket(
     await ctx.hotStore.releaseLease(heartbeat.lease);
     throw error;
   });
+  if (metadata.corruption !== null) {
+    await ctx.hotStore.releaseLease(heartbeat.lease);
+    throw new CorruptBucketError(
+      showBucket(id),
+      manifestKey,
+      metadata.corruption.at,
+      metadata.corruption.problem,
+    );
+  }
   const resumed = metadata.restoreStartedAt !== null;
   const lost = (reason: string) =>
     report("lease-lost", { resumed, manifest_key: manifestKey, reason });

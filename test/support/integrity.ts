@@ -117,7 +117,7 @@ export function flipFooterStatistics(bytes: Uint8Array, lastEventTimeMicros: big
   return flipByte(bytes, footerStart + at + 5);
 }
 
-function durableTable(h: Harness<ObjectStore>): DurableTable {
+export function durableTable(h: Harness<ObjectStore>): DurableTable {
   return new DurableTable({
     hotStore: h.inner,
     objectStore: h.objects,

@@ -22,6 +22,10 @@ export const RECORDS_TABLE = "pulpitum_v4_records";
 export const PARTS_TABLE = "pulpitum_v4_bucket_parts";
 /** Where a garbage-collection pass over one archive root stands, and who holds it (migration 9). */
 export const GC_PROGRESS_TABLE = "pulpitum_v4_gc_progress";
+/** What the integrity scrub last did over one archive root (migration 11). */
+export const SCRUB_PROGRESS_TABLE = "pulpitum_v4_scrub_progress";
+/** Serves the scrub's order: archived buckets, least recently verified first (migration 11). */
+export const SCRUB_INDEX = "pulpitum_v4_bucket_metadata_scrub_idx";
 /** The discovery index of migration 2, replaced by {@link DISCOVERY_INDEX} in migration 8. */
 export const DISCOVERY_INDEX_V2 = "pulpitum_v4_bucket_metadata_discovery_idx";
 /**
@@ -190,6 +194,32 @@ export const MIGRATIONS: readonly Migration[] = [
     // archive: the exponent of their backoff, which must not touch attempts.
     statements: [
       `ALTER TABLE ${METADATA_TABLE} ADD COLUMN IF NOT EXISTS outage_deferrals INT8 NOT NULL DEFAULT 0`,
+    ],
+  },
+  {
+    version: 11,
+    name: "integrity scrub",
+    // verified_at: when the archived bytes were last proven right (publish
+    // verifies them; so does every scrub that passes). corrupt_at and
+    // corrupt_problem: a scrub found the archive damaged (usecases/scrub.ts).
+    // Buckets archived before this migration count as verified when they
+    // last changed, so the first scrubs do not all fall due at once.
+    statements: [
+      `ALTER TABLE ${METADATA_TABLE} ADD COLUMN IF NOT EXISTS verified_at TIMESTAMPTZ NULL`,
+      `ALTER TABLE ${METADATA_TABLE} ADD COLUMN IF NOT EXISTS corrupt_at TIMESTAMPTZ NULL`,
+      `ALTER TABLE ${METADATA_TABLE} ADD COLUMN IF NOT EXISTS corrupt_problem TEXT NULL`,
+      `UPDATE ${METADATA_TABLE} SET verified_at = updated_at
+        WHERE state = 'archived' AND verified_at IS NULL`,
+      `CREATE INDEX IF NOT EXISTS ${SCRUB_INDEX}
+        ON ${METADATA_TABLE} (state, verified_at, table_id, partition_key, bucket_key)`,
+      `CREATE TABLE IF NOT EXISTS ${SCRUB_PROGRESS_TABLE} (
+        archive_root TEXT PRIMARY KEY,
+        last_run_at TIMESTAMPTZ NOT NULL,
+        last_run_verified INT8 NOT NULL,
+        last_run_corrupt INT8 NOT NULL,
+        last_completed_at TIMESTAMPTZ NULL,
+        updated_at TIMESTAMPTZ NOT NULL
+      )`,
     ],
   },
 ];

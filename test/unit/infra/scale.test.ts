@@ -158,7 +158,7 @@ describe("serverless checks, tracing and the fleet's alarms", () => {
       ]);
     }
     const functions = template.findResources("AWS::Lambda::Function");
-    expect(Object.keys(functions)).toHaveLength(5);
+    expect(Object.keys(functions)).toHaveLength(6);
     for (const fn of Object.values(functions))
       expect(fn.Properties.TracingConfig).toEqual({ Mode: "Active" });
   });

@@ -197,7 +197,7 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
 
   it("runs every function on nodejs22.x as an ESM bundle with the database secret, never a database URL, in its environment", () => {
     const functions = synth.template.findResources("AWS::Lambda::Function");
-    expect(Object.keys(functions)).toHaveLength(5);
+    expect(Object.keys(functions)).toHaveLength(6);
     for (const fn of Object.values(functions)) {
       expect(fn.Properties.Runtime).toBe("nodejs22.x");
       expect(fn.Properties.Handler).toBe("index.handler");
@@ -283,6 +283,45 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
     )) {
       expect(s.Resource).toEqual(workQueueArn);
     }
+  });
+
+  it("runs the scrub daily and lets it only list and read the archive prefix, put catalog entries right, and read the secret", () => {
+    const { template, stack } = synth;
+    const archiveId = stack.getLogicalId(stack.archiveBucket.node.defaultChild as never);
+    template.hasResourceProperties("AWS::Events::Rule", {
+      ScheduleExpression: "rate(1 day)",
+      Targets: [
+        Match.objectLike({
+          Arn: { "Fn::GetAtt": [fnLogicalId(stack, stack.scrubFunction), "Arn"] },
+        }),
+      ],
+    });
+    const statements = statementsOf(template, stack, stack.scrubFunction.role!);
+    expect(statements).toContainEqual({
+      Sid: "ReadArchiveObjectsUnderPrefix",
+      Effect: "Allow",
+      Action: "s3:GetObject",
+      Resource: { "Fn::Join": ["", [{ "Fn::GetAtt": [archiveId, "Arn"] }, "/pulpitum/*"]] },
+    });
+    const actions = statements.flatMap((s) => [s.Action].flat()).sort();
+    // Never a delete: the scrub reads archive data and only ever writes catalog entries.
+    expect(actions).toEqual(
+      [
+        "s3:GetObject",
+        "s3:ListBucket",
+        "s3:PutObject",
+        "secretsmanager:DescribeSecret",
+        "secretsmanager:GetSecretValue",
+      ].sort(),
+    );
+    expect(statements).toContainEqual({
+      Sid: "QueryCatalogEntries",
+      Effect: "Allow",
+      Action: "s3:PutObject",
+      Resource: {
+        "Fn::Join": ["", [{ "Fn::GetAtt": [archiveId, "Arn"] }, "/pulpitum/catalog/*"]],
+      },
+    });
   });
 
   it("runs garbage collection daily and lets it only list the archive prefix, delete under it, keep the query catalog, and read the secret", () => {
@@ -423,7 +462,15 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
       DatapointsToAlarm: 8,
       Threshold: 1,
     });
-    template.resourceCountIs("AWS::CloudWatch::Alarm", 11);
+    template.hasResourceProperties("AWS::CloudWatch::Alarm", {
+      MetricName: METRIC.CorruptBucketsTotal,
+      Namespace: METRICS_NAMESPACE,
+      Statistic: "Maximum",
+      Period: 86_400,
+      Threshold: 1,
+      AlarmDescription: Match.stringLikeRegexp("docs/integrity.md"),
+    });
+    template.resourceCountIs("AWS::CloudWatch::Alarm", 12);
     template.resourceCountIs("AWS::CloudWatch::Dashboard", 1);
     // The dashboard graphs every metric the functions emit, GC and restore included.
     const body = JSON.stringify(template.findResources("AWS::CloudWatch::Dashboard"));

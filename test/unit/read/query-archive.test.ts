@@ -162,8 +162,9 @@ describe("pulpitum query over the catalog", () => {
       for (const key of before.keys()) await h.objects.delete(key);
       const stray = `${PREFIX}/catalog/json/table_id=chat/year-2019.bm9ib2R5.txt`;
       await h.objects.createIfAbsent(stray, new TextEncoder().encode("file:///nowhere\n"));
+      // Buckets whose records live only in the archive are missing from the catalog.
       await expect(queriedRows()).rejects.toThrow(
-        /a catalog entry names file:\/\/\/nowhere, which is not an object of this archive/,
+        /the catalog entry of archived bucket chat\/c-1\/month:2025-03 is missing or empty/,
       );
 
       const ports = {
@@ -185,6 +186,22 @@ describe("pulpitum query over the catalog", () => {
         entries_written: 0,
         entries_removed: 0,
       });
+    });
+
+    it("a catalog entry naming an object outside the archive fails the query naming the entry", async () => {
+      const expected = await seedTable(
+        h,
+        TABLE,
+        "CalendarMonthUtc",
+        "parquet",
+        chatRecords([3], 10),
+      );
+      await converge(h, expected);
+      const stray = `${PREFIX}/catalog/json/table_id=chat/year-2019.bm9ib2R5.txt`;
+      await h.objects.createIfAbsent(stray, new TextEncoder().encode("file:///nowhere\n"));
+      await expect(queriedRows()).rejects.toThrow(
+        `archive object ${stray} failed verification: catalog entry names file:///nowhere, which is not an object of this archive`,
+      );
     });
   });
 

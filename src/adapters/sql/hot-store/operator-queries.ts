@@ -26,6 +26,8 @@ interface ArchivedRow extends BucketKeyRow {
   manifest_key: string;
   hot_deleted: boolean;
   restore_started_at: string | null;
+  corrupt_at: string | null;
+  corrupt_problem: string | null;
 }
 
 /**
@@ -60,7 +62,7 @@ export async function listArchivedBuckets(
     `SELECT table_id, partition_key, bucket_key, bucket_strategy, bucket_start, bucket_end,
             generation, payload_key, payload_sha256, payload_rows, payload_bytes, payload_parts,
             manifest_key,
-            hot_deleted, restore_started_at
+            hot_deleted, restore_started_at, corrupt_at, corrupt_problem
        FROM ${METADATA_TABLE}
       WHERE ${conditions.join(" AND ")}
       ORDER BY partition_key, bucket_key
@@ -88,6 +90,10 @@ export async function listArchivedBuckets(
     manifestKey: r.manifest_key,
     hotDeleted: r.hot_deleted,
     restoreStartedAt: sqlDateOrNull(r.restore_started_at),
+    corruption:
+      r.corrupt_at === null
+        ? null
+        : { at: sqlDate(r.corrupt_at), problem: r.corrupt_problem ?? "" },
   }));
 }
 

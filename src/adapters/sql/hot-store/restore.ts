@@ -95,6 +95,7 @@ export async function finishRestore(
               manifest_key = NULL, hot_deleted = false, restore_started_at = NULL,
               dereferenced_at = ${p.time(now)}, attempts = 0, outage_deferrals = 0,
               quarantined_at = NULL, retry_at = ${p.time(retryAt)}, last_error = NULL,
+              verified_at = NULL, corrupt_at = NULL, corrupt_problem = NULL,
               enqueued_at = NULL, ${RELEASE_LEASE}, updated_at = ${p.time(now)}
         WHERE ${BUCKET(p, id)} AND ${LIVE_LEASE(p, lease, now)}
           AND state = 'archived' AND restore_started_at IS NOT NULL

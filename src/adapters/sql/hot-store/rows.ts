@@ -74,6 +74,9 @@ export const METADATA_COLUMNS = [
   "restore_started_at",
   "dereferenced_at",
   "quarantined_at",
+  "verified_at",
+  "corrupt_at",
+  "corrupt_problem",
   "enqueued_at",
   "created_at",
   "updated_at",
@@ -102,6 +105,9 @@ export interface MetadataRow extends BucketKeyRow {
   restore_started_at: string | null;
   dereferenced_at: string | null;
   quarantined_at: string | null;
+  verified_at: string | null;
+  corrupt_at: string | null;
+  corrupt_problem: string | null;
   enqueued_at: string | null;
   created_at: string;
   updated_at: string;
@@ -166,6 +172,11 @@ export function toMetadata(row: MetadataRow): BucketMetadata {
     restoreStartedAt: sqlDateOrNull(row.restore_started_at),
     dereferencedAt: sqlDateOrNull(row.dereferenced_at),
     quarantinedAt: sqlDateOrNull(row.quarantined_at),
+    verifiedAt: sqlDateOrNull(row.verified_at),
+    corruption:
+      row.corrupt_at === null
+        ? null
+        : { at: sqlDate(row.corrupt_at), problem: row.corrupt_problem ?? "" },
     enqueuedAt: sqlDateOrNull(row.enqueued_at),
     createdAt: sqlDate(row.created_at),
     updatedAt: sqlDate(row.updated_at),

@@ -1,0 +1,87 @@
+/**
+ * The scrub function, run daily by an EventBridge schedule (or invoked by
+ * hand with `{"sample": N}` or a bucket): re-read archived buckets, least
+ * recently verified first, so every archived object is re-read within
+ * ARCHIVER_SCRUB_PERIOD_DAYS; mark damaged buckets corrupt and report them
+ * (metric ScrubCorruptBuckets, alarm CorruptBucketsFound). See
+ * src/usecases/scrub.ts for why an outage or a flaky read marks nothing. A
+ * run that reaches its deadline stops; the buckets it did not reach are the
+ * least recently verified, so the next run starts with them.
+ */
+import type { Context } from "aws-lambda";
+import type { PulpitumConfig } from "../src/config.js";
+import type { Adapters } from "../src/open-adapters.js";
+import { parseTableId, type TableId } from "../src/domain/table.js";
+import { readFields, readInteger, readObject } from "../src/input.js";
+import { scrubStoreOf } from "../src/adapters/sql/scrub-store.js";
+import { InvalidInputError, InvariantViolationError } from "../src/errors.js";
+import { scrub, type ScrubReport } from "../src/usecases/scrub.js";
+import { logger, recordScrub, workflowLog } from "./observability.js";
+import { observedHandler } from "./observed-handler.js";
+import { lambdaAdaptersPerContainer, openLambdaAdapters } from "./open-adapters.js";
+
+export interface ScrubDependencies {
+  readonly config: Pick<PulpitumConfig, "scrubPeriodDays">;
+  readonly adapters: Pick<Adapters, "hotStore" | "objectStore" | "clock" | "archivePrefix">;
+}
+
+export const SCRUB_REQUEST_FORM =
+  '{} or an EventBridge scheduled event, optionally with "table_id": string and "sample": integer >= 1';
+
+export interface ScrubRequest {
+  readonly tableId?: TableId;
+  readonly sample?: number;
+}
+
+/** Validate a scrub invocation: the schedule's event, `{}`, or explicit options; unknown fields are refused. */
+export function parseScrubRequest(value: unknown, input = "scrub request"): ScrubRequest {
+  const at = { input, form: SCRUB_REQUEST_FORM };
+  const event = readObject(value, at);
+  if (event.source === "aws.events" && event["detail-type"] === "Scheduled Event") return {};
+  const o = readFields(event, ["table_id", "sample"], at);
+  const table = o.table_id;
+  if (table !== undefined && typeof table !== "string")
+    throw new InvalidInputError(
+      at.input,
+      `table_id ${JSON.stringify(table)} is not a string`,
+      at.form,
+    );
+  const sample =
+    o.sample === undefined
+      ? undefined
+      : readInteger(o, "sample", { fallback: 0, min: 1, max: 10_000_000 }, at);
+  return {
+    ...(table === undefined ? {} : { tableId: parseTableId(table, "table_id") }),
+    ...(sample === undefined ? {} : { sample }),
+  };
+}
+
+/** Start no new bucket with less time than this left (a bucket is re-read in full). */
+const SCRUB_DEADLINE_MARGIN_MS = 120_000;
+
+export function createScrubHandler(open: () => Promise<ScrubDependencies>) {
+  return observedHandler(async (event: unknown, context: Context): Promise<ScrubReport> => {
+    const request = parseScrubRequest(event, "scrub event");
+    const { config, adapters } = await open();
+    const scrubStore = scrubStoreOf(adapters.hotStore);
+    if (scrubStore === null) throw new InvariantViolationError("the scrub needs the SQL hot store");
+    const report = await scrub(
+      { ...adapters, scrubStore, log: workflowLog(logger) },
+      {
+        ...request,
+        rotation: { periodDays: config.scrubPeriodDays },
+        deadline: new Date(
+          adapters.clock.now().getTime() +
+            context.getRemainingTimeInMillis() -
+            SCRUB_DEADLINE_MARGIN_MS,
+        ),
+      },
+    );
+    recordScrub(report);
+    return report;
+  });
+}
+
+export const handler = createScrubHandler(
+  lambdaAdaptersPerContainer(process.env, () => openLambdaAdapters()),
+);
