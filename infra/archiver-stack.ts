@@ -108,12 +108,7 @@ export class ArchiverStack extends Stack {
       schedule: this.schedule,
       gcSchedule: this.gcSchedule,
       scrubSchedule: this.scrubSchedule,
-    } = addSchedules(
-      this,
-      settings,
-      functions,
-      queues,
-    ));
+    } = addSchedules(this, settings, functions, queues));
 
     const parts = { settings, storage, queues, databaseSecret: this.databaseSecret, functions };
     grantAccess(parts);
