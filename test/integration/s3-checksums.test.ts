@@ -36,7 +36,11 @@ import {
   type S3ClientConfig,
 } from "@aws-sdk/client-s3";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { S3ObjectStore, S3_MIN_PART_BYTES } from "../../src/adapters/object-store/s3.js";
+import {
+  S3ObjectStore,
+  S3_CHECKSUM_SETTINGS,
+  S3_MIN_PART_BYTES,
+} from "../../src/adapters/object-store/s3.js";
 import { ArchiveIntegrityError } from "../../src/errors.js";
 import { parseManifest } from "../../src/archive/manifest.js";
 import { sealManifest, storePayload } from "../../src/archive/store.js";
@@ -46,14 +50,13 @@ import { parseRfc3339Micros } from "../../src/domain/time.js";
 import type { BucketRow } from "../../src/ports/hot-store.js";
 
 const endpoint = inject("awsEndpointUrl");
-/** The settings the adapter gives the client it builds: every checksum is asked for by its calls. */
+/** Built as the adapter builds its clients (S3_CHECKSUM_SETTINGS: checksums only where a call asks). */
 const clientConfig: S3ClientConfig = {
   endpoint,
   region: "us-east-1",
   forcePathStyle: true,
   credentials: { accessKeyId: "test", secretAccessKey: "test" },
-  requestChecksumCalculation: "WHEN_REQUIRED",
-  responseChecksumValidation: "WHEN_REQUIRED",
+  ...S3_CHECKSUM_SETTINGS,
 };
 const admin = new S3Client(clientConfig);
 const multipart = { multipartThresholdBytes: S3_MIN_PART_BYTES, partSizeBytes: S3_MIN_PART_BYTES };

@@ -33,12 +33,13 @@
  * - `get` of a whole object and `getStream` ask for the stored checksum
  *   (`ChecksumMode: ENABLED`) and the SDK checks the body against it once it
  *   is read to the end; a mismatch is an ArchiveIntegrityError naming the
- *   key. A composite checksum (a multipart object written before this, the
- *   CRC of its parts' CRCs) cannot be checked against the body, so the SDK
- *   skips it and such objects read as before; a ranged read gets no checksum.
- * The client built here leaves every checksum to these calls
- * (`WHEN_REQUIRED` both ways), instead of the SDK's default of adding a
- * CRC-32 to every upload and validating every read it can.
+ *   key. A composite checksum (the CRC of the parts' CRCs, which multipart
+ *   objects of earlier releases carry) cannot be checked against the body,
+ *   so the SDK skips it and such objects read unchecked by S3 (our own
+ *   SHA-256 still checks them); a ranged read gets no checksum.
+ * Clients are built with {@link S3_CHECKSUM_SETTINGS}, which leaves every
+ * checksum to these calls instead of the SDK's default of adding a CRC-32
+ * to every upload and validating every read it can.
  */
 import { createHash } from "node:crypto";
 import { open, readFile, stat } from "node:fs/promises";
@@ -70,6 +71,12 @@ import {
   s3Error,
   statusOf,
 } from "./s3-errors.js";
+
+/** How the S3 clients of this archive are built: checksums only where the calls ask (see above). */
+export const S3_CHECKSUM_SETTINGS = {
+  requestChecksumCalculation: "WHEN_REQUIRED",
+  responseChecksumValidation: "WHEN_REQUIRED",
+} as const satisfies S3ClientConfig;
 
 const MIB = 1024 * 1024;
 /** S3's smallest part (all but the last) and largest part, and its part-count limit. */
@@ -139,9 +146,7 @@ export class S3ObjectStore implements port.ObjectStore {
       if (options.forcePathStyle !== undefined) config.forcePathStyle = options.forcePathStyle;
       if (options.timeouts !== undefined)
         config.requestHandler = httpHandlerSettings(options.timeouts);
-      // Every checksum is asked for by the calls below (see the top of this module).
-      config.requestChecksumCalculation = "WHEN_REQUIRED";
-      config.responseChecksumValidation = "WHEN_REQUIRED";
+      Object.assign(config, S3_CHECKSUM_SETTINGS);
       this.#client = new S3Client(config);
       this.#ownsClient = true;
     }
