@@ -25,7 +25,7 @@ import type { PulpitumConfig } from "../src/config.js";
 import { parseFunctionSettings } from "../src/function-settings.js";
 import { ConfigError, errorMessage } from "../src/errors.js";
 import type { Env } from "../src/variables.js";
-import { S3ObjectStore } from "../src/adapters/object-store/s3.js";
+import { S3ObjectStore, S3_CHECKSUM_SETTINGS } from "../src/adapters/object-store/s3.js";
 import { createSqsClient, SqsWorkQueue } from "../src/adapters/queue/sqs.js";
 import { httpHandlerSettings } from "../src/adapters/http-timeouts.js";
 import type { Clock } from "../src/ports/clock.js";
@@ -197,6 +197,7 @@ export async function openLambdaAdapters(
         ...(archive.endpoint !== undefined && { endpoint: archive.endpoint }),
         forcePathStyle: archive.forcePathStyle,
         requestHandler: httpHandlerSettings(s3Timeouts(config)),
+        ...S3_CHECKSUM_SETTINGS,
       }),
     );
   const adapters: Adapters = await openAdapters(config, {

@@ -3,8 +3,9 @@
  *
  * It carries every identity field of manifest v4 (see manifest.ts) and, in
  * place of v4's single `payload_key` and `sha256`, `parts`: the payload
- * objects in clustering order, each with its key, rows, bytes, SHA-256 and
- * the first and last `(event_time, sort_key)` it holds, so a reader opens
+ * objects in clustering order, each with its key, rows, bytes, SHA-256, the
+ * store's checksum if any (`storage_checksum`, as in v4) and the first and
+ * last `(event_time, sort_key)` it holds, so a reader opens
  * only the parts a key range overlaps. `row_count` and `byte_length` are the
  * totals. A bucket of one part keeps manifest v4, byte for byte, so a v5
  * manifest always lists at least two parts, none of them empty.
@@ -21,6 +22,7 @@ import { formatMicrosRfc3339, parseRfc3339Micros } from "../domain/time.js";
 import { parseBucketKey, type BucketStrategy } from "../domain/bucket.js";
 import type { ArchiveFormat } from "../domain/table.js";
 import type { BucketPart, ClusteringPosition, PayloadFacts } from "../ports/hot-store.js";
+import type { StorageChecksum } from "../ports/object-store.js";
 import { dateToMicros } from "../domain/time.js";
 import {
   buildManifest,
@@ -29,21 +31,19 @@ import {
   MANIFEST_VERSION,
   serializeManifest,
   sha256Hex,
+  storageChecksumField,
   validateManifest,
   type Manifest,
   type ManifestBucket,
   type ManifestIdentity,
   type ManifestExpectations,
+  type ManifestPayloadFields,
 } from "./manifest.js";
 import { RECORD_SCHEMA_VERSION } from "./envelope.js";
 
 export const SEGMENTED_MANIFEST_VERSION = 5;
 
-export interface ManifestPart {
-  readonly payload_key: string;
-  readonly row_count: number;
-  readonly byte_length: number;
-  readonly sha256: string;
+export interface ManifestPart extends ManifestPayloadFields {
   readonly first_event_time: string;
   readonly first_sort_key_b64: string;
   readonly last_event_time: string;
@@ -76,6 +76,7 @@ const PART_FIELDS = [
   "row_count",
   "byte_length",
   "sha256",
+  "storage_checksum",
   "first_event_time",
   "first_sort_key_b64",
   "last_event_time",
@@ -125,6 +126,8 @@ export interface SegmentedManifestInput {
   readonly format: ArchiveFormat;
   /** The recorded parts in index order (at least two, none empty). */
   readonly parts: readonly BucketPart[];
+  /** What the store keeps of each part (ObjectStore.storageChecksumFor), by index; none when absent. */
+  readonly storageChecksums?: readonly (StorageChecksum | undefined)[];
 }
 
 export function buildSegmentedManifest(input: SegmentedManifestInput): ManifestV5 {
@@ -137,7 +140,7 @@ export function buildSegmentedManifest(input: SegmentedManifestInput): ManifestV
   });
   return segmentedManifest(
     identity,
-    input.parts.map((part) => {
+    input.parts.map((part, i) => {
       if (part.first === null || part.last === null) {
         throw new ArchiveIntegrityError(part.key, "a part of a segmented export holds no rows");
       }
@@ -146,6 +149,7 @@ export function buildSegmentedManifest(input: SegmentedManifestInput): ManifestV
         row_count: part.rowCount,
         byte_length: part.byteLength,
         sha256: part.sha256,
+        ...storageChecksumField(input.storageChecksums?.[i]),
         first_event_time: formatMicrosRfc3339(part.first.eventTime),
         first_sort_key_b64: toBase64(part.first.sortKey),
         last_event_time: formatMicrosRfc3339(part.last.eventTime),
@@ -274,6 +278,7 @@ export function validateArchiveManifest(
           sha256: part.sha256,
           row_count: part.row_count,
           byte_length: part.byte_length,
+          storage_checksum: part.storage_checksum,
         },
         identityExpectations,
         objectKey,
@@ -325,6 +330,7 @@ export function validateArchiveManifest(
       row_count: checked.row_count,
       byte_length: checked.byte_length,
       sha256: checked.sha256,
+      ...storageChecksumField(checked.storage_checksum),
       first_event_time: part.first_event_time as string,
       first_sort_key_b64: part.first_sort_key_b64 as string,
       last_event_time: part.last_event_time as string,
@@ -376,6 +382,7 @@ function v4PayloadOf(part: ManifestPart) {
     sha256: part.sha256,
     row_count: part.row_count,
     byte_length: part.byte_length,
+    storage_checksum: part.storage_checksum,
     parts: undefined,
   };
 }

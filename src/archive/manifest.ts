@@ -3,7 +3,8 @@
  *
  * A manifest names its bucket (table, partition key, bucket key, strategy,
  * bounds), the lease generation that wrote it, and the payload (key, format,
- * rows, bytes, SHA-256). It carries no wall-clock time, so the same bucket,
+ * rows, bytes, SHA-256, and the full-object checksum its store was asked to
+ * keep, if any: see {@link ManifestPayloadFields}). It carries no wall-clock time, so the same bucket,
  * payload and generation always serialise to the same bytes and therefore to
  * the same content-addressed key: a retried seal finds its own manifest.
  *
@@ -25,6 +26,7 @@ import { parseBase64, toBase64 } from "../domain/record.js";
 import { parseTableId, type ArchiveFormat, type TableId } from "../domain/table.js";
 import { dateToMicros, formatMicrosRfc3339, parseRfc3339Micros } from "../domain/time.js";
 import type { PayloadFacts } from "../ports/hot-store.js";
+import { STORAGE_CHECKSUMS, type StorageChecksum } from "../ports/object-store.js";
 import { RECORD_SCHEMA_VERSION } from "./envelope.js";
 
 export const MANIFEST_VERSION = 4;
@@ -47,13 +49,24 @@ export interface ManifestIdentity {
   readonly created_by: string;
 }
 
-/** Manifest v4 as stored (snake_case JSON). */
-export interface Manifest extends ManifestIdentity {
-  readonly manifest_version: 4;
+/** What a manifest says of one payload object (v4: its payload; v5: each part). */
+export interface ManifestPayloadFields {
   readonly payload_key: string;
   readonly row_count: number;
   readonly byte_length: number;
   readonly sha256: string;
+  /**
+   * The full-object checksum the object store was asked to keep and check
+   * on every write and whole read (S3: `sha256` for one request, `crc32` for
+   * parts); absent where the store keeps none (the file store) and in
+   * manifests written before stores kept one. Only known values validate.
+   */
+  readonly storage_checksum?: StorageChecksum;
+}
+
+/** Manifest v4 as stored (snake_case JSON). */
+export interface Manifest extends ManifestIdentity, ManifestPayloadFields {
+  readonly manifest_version: 4;
 }
 
 /** The bucket's identity and the record form: both versions' fields after `manifest_version`, in serialisation order. */
@@ -77,6 +90,7 @@ export const MANIFEST_FIELDS = [
   "row_count",
   "byte_length",
   "sha256",
+  "storage_checksum",
   "clustering_key",
   "created_by",
 ] as const satisfies readonly (keyof Manifest)[];
@@ -96,6 +110,8 @@ export interface ManifestInput {
   readonly generation: number;
   readonly format: ArchiveFormat;
   readonly payload: PayloadFacts;
+  /** What the store keeps of the payload (ObjectStore.storageChecksumFor); omitted when undefined. */
+  readonly storageChecksum?: StorageChecksum;
 }
 
 export function buildManifest(input: ManifestInput): Manifest {
@@ -115,9 +131,17 @@ export function buildManifest(input: ManifestInput): Manifest {
     row_count: payload.rowCount,
     byte_length: payload.byteLength,
     sha256: payload.sha256,
+    ...storageChecksumField(input.storageChecksum),
     clustering_key: [...CLUSTERING_KEY] as unknown as Manifest["clustering_key"],
     created_by: MANIFEST_CREATED_BY,
   };
+}
+
+/** The `storage_checksum` field, or nothing when the store keeps no checksum. */
+export function storageChecksumField(
+  checksum: StorageChecksum | undefined,
+): Pick<ManifestPayloadFields, "storage_checksum"> {
+  return checksum === undefined ? {} : { storage_checksum: checksum };
 }
 
 /** The manifest's bytes: fixed key order, so equal manifests are byte-identical. */
@@ -285,6 +309,16 @@ export function validateManifest(
   const sha256 = string("sha256");
   if (!/^[0-9a-f]{64}$/.test(sha256))
     fail("sha256", `is ${JSON.stringify(sha256)}, expected 64 lowercase hex digits`);
+  const storageChecksum = m.storage_checksum;
+  if (
+    storageChecksum !== undefined &&
+    !(STORAGE_CHECKSUMS as readonly unknown[]).includes(storageChecksum)
+  ) {
+    fail(
+      "storage_checksum",
+      `is ${JSON.stringify(storageChecksum)}, expected one of ${STORAGE_CHECKSUMS.join(", ")} or no field`,
+    );
+  }
 
   const clustering = m.clustering_key;
   if (
@@ -343,6 +377,7 @@ export function validateManifest(
     row_count: rowCount,
     byte_length: byteLength,
     sha256,
+    ...storageChecksumField(storageChecksum as StorageChecksum | undefined),
     clustering_key: CLUSTERING_KEY,
     created_by: (m.created_by as string | undefined) ?? MANIFEST_CREATED_BY,
   };

@@ -30,6 +30,9 @@ export async function sealSegmentedManifest(input: SealSegmentedInput): Promise<
     generation: input.generation,
     format: input.format,
     parts: input.parts,
+    storageChecksums: await Promise.all(
+      input.parts.map((part) => store.storageChecksumFor?.(part.byteLength)),
+    ),
   });
   const bytes = serializeArchiveManifest(manifest);
   const key = contentManifestKey({ prefix, ...input.bucket }, sha256Hex(bytes));

@@ -124,7 +124,7 @@ export async function storePayload(input: StorePayloadInput): Promise<StoredPayl
       outcome = await store.createIfAbsent(
         key,
         { filePath: written.filePath, byteLength: written.byteLength },
-        { contentType: PAYLOAD_CONTENT_TYPES[format] },
+        { contentType: PAYLOAD_CONTENT_TYPES[format], sha256: written.sha256 },
       );
       await verifyStoredBytes(store, key, written);
     } finally {
@@ -282,6 +282,7 @@ export async function sealManifest(input: SealManifestInput): Promise<string> {
     generation: input.generation,
     format: input.format,
     payload,
+    storageChecksum: await store.storageChecksumFor?.(payload.byteLength),
   });
   const bytes = serializeManifest(manifest);
   const key = contentManifestKey(location(prefix, bucket), sha256Hex(bytes));

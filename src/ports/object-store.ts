@@ -60,6 +60,17 @@ export interface ObjectStore {
    */
   uri(key: string): Promise<string>;
 
+  /**
+   * The whole-object checksum this store asks its backend to keep, and to
+   * check on the wire, for a body of `byteLength` bytes created from a file
+   * (an in-memory body is always stored in one request, as the smallest file
+   * is); undefined, or no such method, when the store keeps none (file,
+   * memory). Pure: no request, the same answer for the same length.
+   * Manifests record it (see archive/manifest.ts), so an archive says what
+   * its store verifies. A decorator must forward it (see ForwardingObjectStore).
+   */
+  storageChecksumFor?(byteLength: number): Promise<StorageChecksum | undefined>;
+
   /** Release connections and handles. */
   close?(): Promise<void>;
 }
@@ -73,7 +84,22 @@ export type ObjectBody = Uint8Array | { readonly filePath: string; readonly byte
 
 export interface CreateOptions {
   readonly contentType?: string;
+  /**
+   * The body's SHA-256 (64 lowercase hex digits) when the caller already
+   * knows it (payloads are named by it); a store that keeps a SHA-256 then
+   * does not hash the body again. It must be the body's: a store that checks
+   * it refuses the body otherwise.
+   */
+  readonly sha256?: string;
 }
+
+/**
+ * A full-object checksum a store keeps beside the bytes and checks on every
+ * write and whole read: `sha256` (a body stored in one request), `crc32`
+ * (a body stored in parts, its CRC-32 over the whole object, not per part).
+ */
+export const STORAGE_CHECKSUMS = ["sha256", "crc32"] as const;
+export type StorageChecksum = (typeof STORAGE_CHECKSUMS)[number];
 
 export type CreateResult = "created" | "already-exists";
 

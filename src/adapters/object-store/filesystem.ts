@@ -198,6 +198,11 @@ export class FileObjectStore implements port.ObjectStore {
     await this.#pruneEmptyDirectories(path.dirname(file));
   }
 
+  /** Files and memory keep no checksum of their own; the manifest's SHA-256 is the only one. */
+  async storageChecksumFor(): Promise<undefined> {
+    return undefined;
+  }
+
   async uri(key: string): Promise<string> {
     return pathToFileURL(this.#pathOf(key)).href;
   }

@@ -52,6 +52,10 @@ export class ForwardingObjectStore implements port.ObjectStore {
     return await (await this.target()).uri(key);
   }
 
+  async storageChecksumFor(byteLength: number): Promise<port.StorageChecksum | undefined> {
+    return await (await this.target()).storageChecksumFor?.(byteLength);
+  }
+
   async close(): Promise<void> {
     await (await this.target()).close?.();
   }

@@ -51,6 +51,11 @@ export class MemoryObjectStore implements port.ObjectStore {
     return [...this.#objects.keys()].sort();
   }
 
+  /** Files and memory keep no checksum of their own; the manifest's SHA-256 is the only one. */
+  async storageChecksumFor(): Promise<undefined> {
+    return undefined;
+  }
+
   /** `memory:///key`: no engine reads it, but it names the object unambiguously. */
   async uri(key: string): Promise<string> {
     keys.validateObjectKey(key);

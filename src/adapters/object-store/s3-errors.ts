@@ -5,6 +5,7 @@
  */
 import { sleep } from "../../ports/clock.js";
 import {
+  ArchiveIntegrityError,
   ObjectNotFoundError,
   PulpitumError,
   ServiceAccessError,
@@ -24,6 +25,13 @@ export function s3Error(error: unknown, operation: string, key: string, where: s
     return new ObjectNotFoundError(key, { cause: error });
   }
   const message = `S3 ${operation} of ${where} failed: ${name ?? "Error"}: ${errorMessage(error)}`;
+  if (isChecksumMismatch(error)) {
+    return new ArchiveIntegrityError(
+      key,
+      `S3 ${operation} of ${where}: the bytes do not match the object's checksum: ${errorMessage(error)}`,
+      { cause: error },
+    );
+  }
   if (isTransient(error)) return new TransientStoreError(message, { cause: error });
   if (isAccessRefused(error)) return new ServiceAccessError(message, { cause: error });
   return new PulpitumError(message, { cause: error });
@@ -68,6 +76,19 @@ const ACCESS_REFUSED_NAMES = new Set([
   "RequestTimeTooSkewed",
   "CredentialsProviderError",
 ]);
+
+/**
+ * A body that does not match its checksum: S3 refused an upload whose bytes
+ * arrived different from those hashed (BadDigest for a checksum header,
+ * XAmzContentSHA256Mismatch for the signed payload hash), or the SDK found a
+ * downloaded body that differs from the stored full-object checksum (it
+ * reports that as a plain Error, recognised by its message).
+ */
+function isChecksumMismatch(error: unknown): boolean {
+  const name = nameOf(error);
+  if (name === "BadDigest" || name === "XAmzContentSHA256Mismatch") return true;
+  return error instanceof Error && error.message.startsWith("Checksum mismatch:");
+}
 
 export function isAccessRefused(error: unknown): boolean {
   const status = statusOf(error);

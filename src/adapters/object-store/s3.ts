@@ -17,9 +17,32 @@
  * aborts the upload, so no incomplete upload (which S3 would bill and keep
  * invisible) is left behind by this process. A crash mid-upload can still leave
  * one; the bucket needs an AbortIncompleteMultipartUpload lifecycle rule.
+ *
+ * S3 keeps a full-object checksum of every object this adapter writes and
+ * checks it on the way in and on every whole read:
+ * - a body sent in one request carries its SHA-256 (the caller's, when it
+ *   knows it, else hashed here), so S3 refuses a body that arrived different
+ *   and stores the SHA-256 at rest;
+ * - a body sent in parts carries each part's CRC-32 and, on completion, the
+ *   whole object's CRC-32 (`FULL_OBJECT`, combined from the parts' CRCs), so
+ *   S3 refuses a damaged part or a wrong whole and stores one CRC-32 of the
+ *   object, not a checksum of checksums. CRC-64/NVME would be S3's first
+ *   choice, but moto (the emulator every test runs on) stores a CRC-32 under
+ *   that name unless an optional native package is present, and the SDK's
+ *   CRC-64 is JavaScript, several times slower than zlib's CRC-32.
+ * - `get` of a whole object and `getStream` ask for the stored checksum
+ *   (`ChecksumMode: ENABLED`) and the SDK checks the body against it once it
+ *   is read to the end; a mismatch is an ArchiveIntegrityError naming the
+ *   key. A composite checksum (the CRC of the parts' CRCs, which multipart
+ *   objects of earlier releases carry) cannot be checked against the body,
+ *   so the SDK skips it and such objects read unchecked by S3 (our own
+ *   SHA-256 still checks them); a ranged read gets no checksum.
+ * Clients are built with {@link S3_CHECKSUM_SETTINGS}, which leaves every
+ * checksum to these calls instead of the SDK's default of adding a CRC-32
+ * to every upload and validating every read it can.
  */
+import { createHash } from "node:crypto";
 import { open, readFile, stat } from "node:fs/promises";
-import { crc32 } from "node:zlib";
 import {
   AbortMultipartUploadCommand,
   CompleteMultipartUploadCommand,
@@ -39,6 +62,7 @@ import type * as port from "../../ports/object-store.js";
 import { httpHandlerSettings, type HttpClientTimeouts } from "../http-timeouts.js";
 import * as keys from "./keys.js";
 import { readFully } from "../../file-read.js";
+import { crc32Base64, crc32Combine, crc32Of } from "./crc32.js";
 import {
   conflictBackoff,
   isConditionalConflict,
@@ -47,6 +71,12 @@ import {
   s3Error,
   statusOf,
 } from "./s3-errors.js";
+
+/** How the S3 clients of this archive are built: checksums only where the calls ask (see above). */
+export const S3_CHECKSUM_SETTINGS = {
+  requestChecksumCalculation: "WHEN_REQUIRED",
+  responseChecksumValidation: "WHEN_REQUIRED",
+} as const satisfies S3ClientConfig;
 
 const MIB = 1024 * 1024;
 /** S3's smallest part (all but the last) and largest part, and its part-count limit. */
@@ -116,6 +146,7 @@ export class S3ObjectStore implements port.ObjectStore {
       if (options.forcePathStyle !== undefined) config.forcePathStyle = options.forcePathStyle;
       if (options.timeouts !== undefined)
         config.requestHandler = httpHandlerSettings(options.timeouts);
+      Object.assign(config, S3_CHECKSUM_SETTINGS);
       this.#client = new S3Client(config);
       this.#ownsClient = true;
     }
@@ -127,7 +158,7 @@ export class S3ObjectStore implements port.ObjectStore {
     options: port.CreateOptions = {},
   ): Promise<port.CreateResult> {
     keys.validateObjectKey(key);
-    if (body instanceof Uint8Array) return await this.#putIfAbsent(key, body, options.contentType);
+    if (body instanceof Uint8Array) return await this.#putIfAbsent(key, body, options);
     let size: number;
     try {
       size = (await stat(body.filePath)).size;
@@ -143,7 +174,7 @@ export class S3ObjectStore implements port.ObjectStore {
       if (bytes.byteLength !== body.byteLength) {
         throw keys.fileBodyLengthMismatch(body.filePath, body.byteLength, bytes.byteLength);
       }
-      return await this.#putIfAbsent(key, bytes, options.contentType);
+      return await this.#putIfAbsent(key, bytes, options);
     }
     return await this.#multipartIfAbsent(key, body.filePath, size, options.contentType);
   }
@@ -164,6 +195,8 @@ export class S3ObjectStore implements port.ObjectStore {
           Bucket: this.bucket,
           Key: key,
           Range: range ? `bytes=${range.start}-${range.end - 1}` : undefined,
+          // A range has no stored checksum to check against.
+          ChecksumMode: range ? undefined : "ENABLED",
         }),
       );
       if (!response.Body)
@@ -187,7 +220,7 @@ export class S3ObjectStore implements port.ObjectStore {
     let body: AsyncIterable<Uint8Array>;
     try {
       const response = await this.#client.send(
-        new GetObjectCommand({ Bucket: this.bucket, Key: key }),
+        new GetObjectCommand({ Bucket: this.bucket, Key: key, ChecksumMode: "ENABLED" }),
       );
       if (!response.Body)
         throw new TransientStoreError(`S3 getStream of ${this.#describe(key)} returned no body`);
@@ -264,12 +297,17 @@ export class S3ObjectStore implements port.ObjectStore {
     if (this.#ownsClient) this.#client.destroy();
   }
 
+  async storageChecksumFor(byteLength: number): Promise<port.StorageChecksum> {
+    return byteLength <= this.#multipartThresholdBytes ? "sha256" : "crc32";
+  }
+
   async #putIfAbsent(
     key: string,
     bytes: Uint8Array,
-    contentType: string | undefined,
+    options: port.CreateOptions,
   ): Promise<port.CreateResult> {
     try {
+      const checksum = sha256Base64(bytes, options.sha256);
       return await this.#ifNoneMatch(key, () =>
         this.#client.send(
           new PutObjectCommand({
@@ -277,7 +315,9 @@ export class S3ObjectStore implements port.ObjectStore {
             Key: key,
             Body: bytes,
             ContentLength: bytes.byteLength,
-            ContentType: contentType,
+            ContentType: options.contentType,
+            ChecksumAlgorithm: "SHA256",
+            ChecksumSHA256: checksum,
             IfNoneMatch: "*",
           }),
         ),
@@ -297,6 +337,8 @@ export class S3ObjectStore implements port.ObjectStore {
           Body: body,
           ContentLength: body.byteLength,
           ContentType: options.contentType,
+          ChecksumAlgorithm: "SHA256",
+          ChecksumSHA256: sha256Base64(body, options.sha256),
         }),
       );
     } catch (error) {
@@ -355,6 +397,7 @@ export class S3ObjectStore implements port.ObjectStore {
           Key: key,
           ContentType: contentType,
           ChecksumAlgorithm: "CRC32",
+          ChecksumType: "FULL_OBJECT",
         }),
       );
       if (!created.UploadId)
@@ -371,7 +414,11 @@ export class S3ObjectStore implements port.ObjectStore {
         .catch(() => undefined); // best effort; the lifecycle rule collects what remains
     };
     try {
-      const parts = await this.#uploadParts(key, uploadId, filePath, size, partSize);
+      const { parts, crcs } = await this.#uploadParts(key, uploadId, filePath, size, partSize);
+      // Parts in order: each but the last is partSize bytes.
+      const whole = crcs.reduce((crc, partCrc, i) =>
+        crc32Combine(crc, partCrc, Math.min(partSize, size - i * partSize)),
+      );
       return await this.#ifNoneMatch(
         key,
         () =>
@@ -381,6 +428,8 @@ export class S3ObjectStore implements port.ObjectStore {
               Key: key,
               UploadId: uploadId,
               MultipartUpload: { Parts: parts },
+              ChecksumType: "FULL_OBJECT",
+              ChecksumCRC32: crc32Base64(whole),
               IfNoneMatch: "*",
             }),
           ),
@@ -399,9 +448,10 @@ export class S3ObjectStore implements port.ObjectStore {
     filePath: string,
     size: number,
     partSize: number,
-  ): Promise<CompletedPart[]> {
+  ): Promise<{ parts: CompletedPart[]; crcs: number[] }> {
     const count = Math.ceil(size / partSize);
     const parts: CompletedPart[] = new Array<CompletedPart>(count);
+    const crcs: number[] = new Array<number>(count);
     const handle = await open(filePath, "r").catch((error: unknown) => {
       throw keys.unreadableFileBody(filePath, error);
     });
@@ -417,7 +467,9 @@ export class S3ObjectStore implements port.ObjectStore {
             const filled = await readFully(handle, bytes, offset);
             if (filled < bytes.byteLength)
               throw keys.fileBodyLengthMismatch(filePath, size, offset + filled);
-            const checksum = crc32Base64(bytes);
+            const crc = crc32Of(bytes);
+            crcs[index] = crc;
+            const checksum = crc32Base64(crc);
             const response = await this.#client.send(
               new UploadPartCommand({
                 Bucket: this.bucket,
@@ -445,7 +497,7 @@ export class S3ObjectStore implements port.ObjectStore {
       const outcomes = await Promise.allSettled(workers);
       const rejected = outcomes.find((o): o is PromiseRejectedResult => o.status === "rejected");
       if (rejected) throw rejected.reason;
-      return parts;
+      return { parts, crcs };
     } finally {
       await handle.close();
     }
@@ -466,10 +518,15 @@ export class S3ObjectStore implements port.ObjectStore {
   }
 }
 
-function crc32Base64(bytes: Uint8Array): string {
-  const digest = Buffer.alloc(4);
-  digest.writeUInt32BE(crc32(bytes));
-  return digest.toString("base64");
+/** S3's form of a SHA-256: base64 of its bytes; from the caller's hex digest when given. */
+function sha256Base64(bytes: Uint8Array, knownHex: string | undefined): string {
+  if (knownHex !== undefined) {
+    if (!/^[0-9a-f]{64}$/.test(knownHex)) {
+      throw new InvalidInputError(`sha256 ${knownHex}`, "is malformed", "64 lowercase hex digits");
+    }
+    return Buffer.from(knownHex, "hex").toString("base64");
+  }
+  return createHash("sha256").update(bytes).digest("base64");
 }
 
 function sizeOption(name: string, value: number, min: number, max: number): number {

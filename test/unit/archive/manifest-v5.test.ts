@@ -87,6 +87,11 @@ describe("manifest v5", () => {
       /parts\[1\]: .*payload_key/,
     ],
     ["an empty part", edited((m) => (partsOf(m)[0]!.row_count = 0)), /parts\[0\]\.row_count is 0/],
+    [
+      "a part naming an unknown storage checksum",
+      edited((m) => (partsOf(m)[1]!.storage_checksum = "crc64nvme")),
+      /parts\[1\]: .*manifest field storage_checksum is "crc64nvme", expected one of sha256, crc32/,
+    ],
   ];
   for (const [what, text, message] of refusals) {
     it(`refuses a v5 manifest with ${what}`, () => {
@@ -94,6 +99,45 @@ describe("manifest v5", () => {
       expect(() => validateArchiveManifest(text)).toThrow(message);
     });
   }
+
+  it("records each part's storage checksum after its sha256 and reads it back", () => {
+    const kept = buildSegmentedManifest({
+      bucket,
+      generation: 4,
+      format: "parquet",
+      parts,
+      storageChecksums: ["sha256", "crc32", undefined],
+    });
+    const text = Buffer.from(serializeArchiveManifest(kept)).toString("utf8");
+    const stored = partsOf(JSON.parse(text) as Record<string, unknown>);
+    expect(stored.map((p) => Object.keys(p).slice(3, 5))).toEqual([
+      ["sha256", "storage_checksum"],
+      ["sha256", "storage_checksum"],
+      ["sha256", "first_event_time"],
+    ]);
+    const parsed = validateArchiveManifest(text, { prefix: "archive", bucket, parts });
+    expect(parsed).toEqual(kept);
+    expect(parsed.manifest_version === 5 && parsed.parts.map((p) => p.storage_checksum)).toEqual([
+      "sha256",
+      "crc32",
+      undefined,
+    ]);
+  });
+
+  it("writes no storage_checksum where the store keeps none, so old v5 manifests stay valid", () => {
+    const none = buildSegmentedManifest({
+      bucket,
+      generation: 4,
+      format: "parquet",
+      parts,
+      storageChecksums: [undefined, undefined, undefined],
+    });
+    expect(Buffer.from(serializeArchiveManifest(none)).toString("utf8")).toBe(
+      Buffer.from(bytes).toString("utf8"),
+    );
+    expect(Buffer.from(bytes).toString("utf8")).not.toContain("storage_checksum");
+    expect(validateArchiveManifest(bytes, { prefix: "archive", bucket, parts })).toEqual(manifest);
+  });
 
   it("must agree with the recorded parts, and a recorded single payload refuses v5", () => {
     expect(() => validateArchiveManifest(bytes, { parts: parts.slice(0, 2) })).toThrow(

@@ -11,6 +11,7 @@ import { parseBucketKey } from "../../../src/domain/bucket.js";
 import { payloadKey } from "../../../src/domain/object-keys.js";
 import { parseTableId } from "../../../src/domain/table.js";
 import { ArchiveIntegrityError } from "../../../src/errors.js";
+import { STORAGE_CHECKSUMS } from "../../../src/ports/object-store.js";
 
 const SHA = "ab".repeat(32);
 const descriptor = parseBucketKey("month:2024-02");
@@ -37,7 +38,10 @@ function mutated(change: Partial<Record<keyof Manifest, unknown>>): Record<strin
 describe("manifest v4", () => {
   it("serialises every field in a fixed order with snake_case names", () => {
     const text = Buffer.from(serializeManifest(manifest)).toString("utf8");
-    expect(Object.keys(JSON.parse(text))).toEqual([...MANIFEST_FIELDS]);
+    // A store that keeps no checksum (the file store) leaves storage_checksum out.
+    expect(Object.keys(JSON.parse(text))).toEqual(
+      MANIFEST_FIELDS.filter((f) => f !== "storage_checksum"),
+    );
     expect(JSON.parse(text)).toMatchObject({
       manifest_version: 4,
       table_id: "orders",
@@ -163,6 +167,78 @@ describe("manifest v4", () => {
       validateManifest(serializeManifest(manifest), { prefix: "pre/fix", bucket, payload }),
     ).toEqual(manifest);
   });
+
+  it("records the store's checksum after the payload's sha256 and reads it back, for each known value", () => {
+    for (const storageChecksum of STORAGE_CHECKSUMS) {
+      const kept = buildManifest({
+        bucket,
+        generation: 3,
+        format: "parquet",
+        payload,
+        storageChecksum,
+      });
+      const text = Buffer.from(serializeManifest(kept)).toString("utf8");
+      expect(Object.keys(JSON.parse(text))).toEqual([...MANIFEST_FIELDS]);
+      expect(text).toContain(`"sha256": "${SHA}",\n  "storage_checksum": "${storageChecksum}",`);
+      const parsed = validateManifest(text, { prefix: "pre/fix", bucket, payload });
+      expect(parsed.storage_checksum).toBe(storageChecksum);
+      expect(serializeManifest(parsed)).toEqual(serializeManifest(kept));
+    }
+  });
+
+  it("writes no storage_checksum for a store that keeps none, byte for byte as before the field", () => {
+    const none = buildManifest({
+      bucket,
+      generation: 3,
+      format: "parquet",
+      payload,
+      storageChecksum: undefined,
+    });
+    const text = Buffer.from(serializeManifest(none)).toString("utf8");
+    expect(text).not.toContain("storage_checksum");
+    expect(text).toBe(Buffer.from(serializeManifest(manifest)).toString("utf8"));
+    expect(validateManifest(text).storage_checksum).toBeUndefined();
+  });
+
+  it("accepts an old manifest without storage_checksum, written before the field existed", () => {
+    // A v4 manifest as the release before the field wrote it: no storage_checksum key at all.
+    const old = `{
+  "manifest_version": 4,
+  "table_id": "orders",
+  "partition_key_b64": "AP8Q",
+  "bucket_key": "month:2024-02",
+  "bucket_strategy": "CalendarMonthUtc",
+  "bucket_start": "2024-02-01T00:00:00.000000Z",
+  "bucket_end": "2024-03-01T00:00:00.000000Z",
+  "generation": 3,
+  "format": "parquet",
+  "record_schema_version": 2,
+  "payload_key": "pre/fix/v4/orders/AP8Q/month:2024-02/payloads/${SHA}.parquet",
+  "row_count": 12,
+  "byte_length": 3456,
+  "sha256": "${SHA}",
+  "clustering_key": [
+    "event_time",
+    "sort_key"
+  ],
+  "created_by": "pulpitum"
+}
+`;
+    expect(validateManifest(old, { prefix: "pre/fix", bucket, payload })).toEqual(manifest);
+    expect(Buffer.from(serializeManifest(manifest)).toString("utf8")).toBe(old);
+  });
+
+  it.each([["crc64nvme"], ["SHA256"], [""], [null], [256], [["sha256"]]])(
+    "refuses a storage_checksum of %j, naming the field",
+    (value) => {
+      expect(() => validateManifest(mutated({ storage_checksum: value }))).toThrow(
+        ArchiveIntegrityError,
+      );
+      expect(() => validateManifest(mutated({ storage_checksum: value }))).toThrow(
+        /manifest field storage_checksum .*expected one of sha256, crc32/,
+      );
+    },
+  );
 
   it("rejects bytes that are not a JSON object", () => {
     expect(() => parseManifest("[]")).toThrow(ArchiveIntegrityError);
