@@ -1,11 +1,31 @@
 import type { StatusReport } from "../ports/hot-store.js";
+import type { CorruptBucket, ScrubRun } from "../ports/scrub-store.js";
+
+/** What the scrub found and when it last ran (usecases/scrub.ts). */
+export interface IntegrityStatus {
+  readonly corruptTotal: number;
+  /** The oldest marks, at most 20. */
+  readonly corrupt: readonly CorruptBucket[];
+  readonly lastRun: ScrubRun | null;
+}
 import { bucketJson, showBucket, strategyName } from "./display.js";
 import { formatBytes, renderTable } from "./format.js";
 
 /** `status --json`: stable snake_case field names. */
-export function statusToJson(report: StatusReport, cutoff: string) {
+export function statusToJson(report: StatusReport, cutoff: string, integrity: IntegrityStatus) {
   return {
     cutoff,
+    integrity: {
+      corrupt_buckets: integrity.corruptTotal,
+      corrupt: integrity.corrupt.map((c) => ({
+        bucket: showBucket(c.id),
+        ...bucketJson(c.id),
+        corrupt_since: c.corruption.at.toISOString(),
+        problem: c.corruption.problem,
+      })),
+      scrub_last_run_at: integrity.lastRun?.lastRunAt.toISOString() ?? null,
+      scrub_last_completed_at: integrity.lastRun?.lastCompletedAt?.toISOString() ?? null,
+    },
     tables: report.tables.map((t) => ({
       table_id: t.tableId,
       strategy: strategyName(t.strategy),
@@ -53,7 +73,11 @@ export function statusToJson(report: StatusReport, cutoff: string) {
   };
 }
 
-export function renderStatus(report: StatusReport, cutoff: string): string {
+export function renderStatus(
+  report: StatusReport,
+  cutoff: string,
+  integrity: IntegrityStatus,
+): string {
   const lines: string[] = [`cutoff ${cutoff}`];
   if (report.tables.length === 0) {
     lines.push("no tables registered; create one with `pulpitum tables create TABLE`");
@@ -102,6 +126,19 @@ export function renderStatus(report: StatusReport, cutoff: string): string {
         `  ${showBucket(q.id)} ${q.state}, attempts ${q.attempts}, since ${q.quarantinedAt.toISOString()}: ${q.lastError ?? ""}`,
       );
     }
+  }
+  const completed = integrity.lastRun?.lastCompletedAt;
+  lines.push(
+    `integrity: ${integrity.corruptTotal} buckets marked corrupt; scrub last completed ${completed ? completed.toISOString() : "never"}`,
+  );
+  if (integrity.corruptTotal > 0) {
+    lines.push(
+      `corrupt (${integrity.corruptTotal}; reads and restores of them fail: docs/integrity.md says how to recover):`,
+    );
+    for (const c of integrity.corrupt)
+      lines.push(
+        `  ${showBucket(c.id)} since ${c.corruption.at.toISOString()}: ${c.corruption.problem}`,
+      );
   }
   if (report.deferred.length > 0) {
     lines.push(`deferred (${report.deferred.length}):`);
