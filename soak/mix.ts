@@ -15,6 +15,7 @@
  */
 import type pg from "pg";
 import { gcProgressOf } from "../src/adapters/sql/gc-progress.js";
+import { scrubStoreOf } from "../src/adapters/sql/scrub-store.js";
 import type { Adapters } from "../src/open-adapters.js";
 import { systemClock } from "../src/ports/clock.js";
 import type { ObjectStore } from "../src/ports/object-store.js";
@@ -27,6 +28,7 @@ import {
   RestoreTracker,
   runGcLoop,
   runRestoreLoop,
+  runScrubLoop,
   type MaintenanceFigures,
 } from "./maintenance.js";
 import type { MetadataMonitor } from "./monitor.js";
@@ -88,7 +90,8 @@ export class FeatureMix {
       m.formatSwitches >= plan.minFormatSwitches &&
       this.operator.figures.quarantineRetries >= plan.minQuarantineRetries &&
       this.operator.figures.tableDrops >= plan.minTableDrops &&
-      this.catalogFigures.checks >= plan.minCatalogChecks
+      this.catalogFigures.checks >= plan.minCatalogChecks &&
+      m.scrubRuns >= plan.minScrubRuns
     );
   }
 
@@ -158,6 +161,21 @@ export class FeatureMix {
         more,
         signal,
       }),
+      runScrubLoop({
+        ctx: {
+          hotStore: runtime.hotStore,
+          objectStore: runtime.objectStore,
+          scrubStore: scrubStoreOf(runtime.hotStore)!,
+          clock: runtime.clock,
+          log: silentLog,
+          archivePrefix: runtime.archivePrefix,
+        },
+        sample: 8,
+        gapMs: seconds(plan.scrubGapSeconds),
+        random: new Random(seed + 8500),
+        figures: this.maintenance,
+        signal,
+      }),
       this.operator.runDropLoop({
         random: new Random(seed + 7500),
         gapMs: seconds(plan.dropGapSeconds),
@@ -223,6 +241,11 @@ export class FeatureMix {
       restores_cut_off: m.restoresCutOff,
       restore_errors: m.restoreErrors,
       restored_buckets: m.restored.size,
+      scrub_runs: m.scrubRuns,
+      scrub_failed_runs: m.scrubFailedRuns,
+      scrub_buckets_verified: m.scrubVerified,
+      scrub_buckets_skipped: m.scrubSkipped,
+      scrub_catalog_problems: m.scrubCatalogProblems,
       quarantines: o.quarantines,
       quarantine_timeouts: o.quarantineTimeouts,
       table_drops: o.tableDrops,

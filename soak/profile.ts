@@ -43,6 +43,9 @@ export interface MixPlan {
   readonly minQuarantineRetries: number;
   readonly minTableDrops: number;
   readonly minCatalogChecks: number;
+  /** Least scrub runs (`pulpitum verify --sample`) beside the fleet; none may mark a healthy bucket. */
+  readonly minScrubRuns: number;
+  readonly scrubGapSeconds: readonly [number, number];
   readonly gcGapSeconds: readonly [number, number];
   readonly restoreGapSeconds: readonly [number, number];
   readonly quarantineGapSeconds: readonly [number, number];
@@ -160,6 +163,8 @@ const FULL: SoakProfile = {
     minQuarantineRetries: 6,
     minTableDrops: 3,
     minCatalogChecks: 30,
+    minScrubRuns: 20,
+    scrubGapSeconds: [3, 8],
     gcGapSeconds: [4, 12],
     restoreGapSeconds: [3, 7],
     quarantineGapSeconds: [10, 30],
@@ -199,6 +204,8 @@ const QUICK: SoakProfile = {
     minQuarantineRetries: 2,
     minTableDrops: 1,
     minCatalogChecks: 5,
+    minScrubRuns: 5,
+    scrubGapSeconds: [2, 6],
     gcGapSeconds: [3, 8],
     restoreGapSeconds: [3, 7],
     quarantineGapSeconds: [5, 15],

@@ -132,6 +132,8 @@ async function main(argv: string[]): Promise<number> {
     multipart_buckets: 0,
     catalog_checks: 0,
     catalog_mismatches: 0,
+    corrupt_marks: 0,
+    scrub_runs: 0,
     long_gc_passes: 0,
     format_switches: 0,
     quarantine_retries: 0,
@@ -476,6 +478,11 @@ async function main(argv: string[]): Promise<number> {
       `SELECT count(*)::text AS n FROM ${METADATA_TABLE} WHERE state = 'archived' AND payload_parts > 1`,
     );
     const multipartRecorded = Number(partRows[0]?.n ?? 0);
+    // Nothing damages an archive in the soak (but a sabotage): any corruption mark is false.
+    const { rows: markRows } = await env.admin.query<{ n: string }>(
+      `SELECT count(*)::text AS n FROM ${METADATA_TABLE} WHERE corrupt_at IS NOT NULL`,
+    );
+    const corruptMarks = Number(markRows[0]?.n ?? 0);
     const checkSeconds = (Date.now() - checkStarted) / 1000;
     for (const p of check.problems) log(`problem: ${p}`);
     for (const e of readFigures.examples) log(`read: ${e}`);
@@ -498,6 +505,7 @@ async function main(argv: string[]): Promise<number> {
       long_gc_passes: maintenance.longGcPasses,
       format_switches: maintenance.formatSwitches,
       quarantine_retries: mix.operator.figures.quarantineRetries,
+      scrub_runs: maintenance.scrubRuns,
     };
     const missedGoals = [
       ...Object.entries(mixCounters)
@@ -516,6 +524,7 @@ async function main(argv: string[]): Promise<number> {
       converged &&
       missedGoals.length === 0 &&
       catalogFigures.mismatches === 0 &&
+      (corruptMarks === 0 || options.sabotage !== "none") &&
       mix.operator.probesLeft === 0 &&
       check.restoredNotRearchived === 0 &&
       check.lost === 0 &&
@@ -540,6 +549,7 @@ async function main(argv: string[]): Promise<number> {
       restores: maintenance.restores,
       ...mixCounters,
       catalog_mismatches: catalogFigures.mismatches,
+      corrupt_marks: corruptMarks,
       missed_goals: missedGoals.length === 0 ? undefined : missedGoals,
       profile: profile.name,
       faults: options.faults,

@@ -43,4 +43,6 @@ export interface TableDefinition {
    */
   readonly writableBuckets: number | null;
   readonly paused: boolean;
+  /** A drop of the table has started (`pulpitum tables drop`): its buckets are being removed. */
+  readonly dropping?: boolean;
 }

@@ -78,9 +78,14 @@ export class QuerySqlError extends InvalidInputError {}
 type PayloadFiles = Record<ArchiveFormat, string[]>;
 
 export async function queryArchive(input: QueryArchiveInput): Promise<QueryResult> {
-  if ((await input.hotStore.getTable(input.tableId)) === null) {
-    throw new UnknownTableError(input.tableId);
-  }
+  const table = await input.hotStore.getTable(input.tableId);
+  if (table === null) throw new UnknownTableError(input.tableId);
+  if (table.dropping === true)
+    throw new InvalidInputError(
+      `table ${input.tableId}`,
+      "is being dropped (`pulpitum tables drop`), its catalog already emptied",
+      "a registered table that is not being dropped",
+    );
   let staging: string | undefined;
   const stagingDir = async () =>
     (staging ??= await mkdtemp(path.join(input.tempDir ?? os.tmpdir(), "pulpitum-query-")));

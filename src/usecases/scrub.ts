@@ -175,6 +175,10 @@ export async function verifyBucket(ctx: ScrubContext, id: BucketId): Promise<Buc
   if (metadata === null) return { kind: "skipped", id, reason: "no such bucket" };
   if (metadata.state !== "archived" || metadata.manifestKey === null)
     return { kind: "skipped", id, reason: `not archived (state ${metadata.state})` };
+  // A table being dropped loses its catalog first and its buckets one by one after.
+  const table = await ctx.hotStore.getTable(id.tableId);
+  if (table === null || table.dropping === true)
+    return { kind: "skipped", id, reason: "its table is being dropped" };
   const version: VerifiedVersion = {
     id,
     generation: metadata.generation,

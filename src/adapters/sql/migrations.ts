@@ -222,6 +222,16 @@ export const MIGRATIONS: readonly Migration[] = [
       )`,
     ],
   },
+  {
+    version: 12,
+    name: "table drop marker",
+    // Set when a drop starts (the table is paused and its catalog emptied):
+    // from then on its archived buckets are being removed, and neither the
+    // scrub nor a query holds them to the catalog's invariant.
+    statements: [
+      `ALTER TABLE ${TABLES_TABLE} ADD COLUMN IF NOT EXISTS drop_started_at TIMESTAMPTZ NULL`,
+    ],
+  },
 ];
 
 /** Concurrent `CREATE … IF NOT EXISTS` on PostgreSQL can still collide in the catalog. */

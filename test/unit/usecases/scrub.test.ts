@@ -14,6 +14,8 @@ import { FileObjectStore } from "../../../src/adapters/object-store/filesystem.j
 import { TransientStoreError } from "../../../src/errors.js";
 import type { ObjectStore } from "../../../src/ports/object-store.js";
 import { scrub } from "../../../src/usecases/scrub.js";
+import { removeTableCatalog } from "../../../src/usecases/catalog.js";
+import { queryArchive } from "../../../src/read/query-archive.js";
 import { archiveOneBucket, flipValueDataPage } from "../../support/integrity.js";
 import { freshPgliteHotStore } from "../../support/pglite-template.js";
 import { DAMAGE, runDamageCase, scrubContext, verifyOne } from "../../support/scrub-cases.js";
@@ -131,6 +133,30 @@ describe("integrity end to end on the file store", () => {
     expect((await h.inner.getBucket(bucket.id))?.corruption).toBeNull();
     // Looked at again, the damage is found and marked.
     expect(await verifyOne(h, bucket.id)).toMatchObject({ corrupt: 1 });
+  });
+
+  it("a table whose drop has started (catalog emptied, buckets not yet removed) is skipped, not reported, and not queried", async () => {
+    const bucket = await archiveOneBucket(h, "json");
+    const table = bucket.id.tableId;
+    expect(await h.inner.beginTableDrop(table, h.clock.now())).toEqual({ kind: "paused" });
+    const metadata = (await h.inner.getBucket(bucket.id))!;
+    await removeTableCatalog(
+      { hotStore: h.inner, objectStore: h.objects, archivePrefix: h.settings.archivePrefix },
+      table,
+      [metadata],
+    );
+    const report = await scrub(scrubContext(h));
+    expect(report).toMatchObject({ verified: 0, skipped: 1, catalog_problems: 0, problems: [] });
+    await expect(
+      queryArchive({
+        hotStore: h.inner,
+        objectStore: h.objects,
+        archivePrefix: h.settings.archivePrefix,
+        tableId: table,
+        sql: `SELECT count(*) FROM ${table}`,
+        tempDir: temp,
+      }),
+    ).rejects.toThrow(/is being dropped/);
   });
 
   it("the daily rotation re-reads every archived bucket within the period, least recently verified first", async () => {

@@ -113,7 +113,8 @@ export interface MetadataRow extends BucketKeyRow {
   updated_at: string;
 }
 
-export const TABLE_COLUMNS = "table_id, bucket_strategy, archive_format, writable_buckets, paused";
+export const TABLE_COLUMNS =
+  "table_id, bucket_strategy, archive_format, writable_buckets, paused, drop_started_at";
 
 export interface TableRow {
   table_id: string;
@@ -121,6 +122,7 @@ export interface TableRow {
   archive_format: string;
   writable_buckets: string | number | null;
   paused: boolean;
+  drop_started_at: string | null;
 }
 
 export interface CandidateRow extends BucketKeyRow {
@@ -190,6 +192,7 @@ export function toTable(row: TableRow): TableDefinition {
     format: row.archive_format as ArchiveFormat,
     writableBuckets: row.writable_buckets === null ? null : Number(row.writable_buckets),
     paused: row.paused,
+    dropping: row.drop_started_at !== null,
   };
 }
 

@@ -113,7 +113,9 @@ export async function beginTableDrop(
     }
     const u = new SqlParams();
     await tx.query(
-      `UPDATE ${TABLES_TABLE} SET paused = true, updated_at = ${u.time(now)}
+      `UPDATE ${TABLES_TABLE}
+          SET paused = true, drop_started_at = COALESCE(drop_started_at, ${u.time(now)}),
+              updated_at = ${u.time(now)}
         WHERE table_id = ${u.text(tableId)}`,
       u.values,
     );
