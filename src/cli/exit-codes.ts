@@ -3,6 +3,7 @@
  * can tell "fix the command line" from "fix the input" from "try again".
  */
 import {
+  ArchiveIntegrityError,
   BucketNotWritableError,
   ConfigError,
   InvalidInputError,
@@ -23,6 +24,10 @@ export const EXIT = Object.freeze({
   usage: 2,
   /** The input is invalid: a configuration variable, an argument's value, an import file's record, or something the arguments name that does not exist (an unregistered table). Fix the input. */
   invalidInput: 3,
+  /** Archived data failed its integrity check (a payload or manifest that does not match what was recorded for it, or that cannot be decoded): nothing of it was printed. Retrying does not help; the object needs an operator (restore it from a copy, or re-archive the bucket from the hot store if its rows are still there). */
+  integrity: 4,
+  /** `archive --once` archived some buckets but others failed or wait in quarantine: the work done is kept, the rest needs a rerun or an operator (as rsync's 23, a partial transfer). */
+  partial: 5,
 });
 
 /** The command line cannot be acted on as written. */
@@ -31,6 +36,7 @@ export class UsageError extends PulpitumError {}
 /** The exit code for an error that reached the top of the CLI. */
 export function exitCodeFor(error: unknown): number {
   if (error instanceof UsageError) return EXIT.usage;
+  if (error instanceof ArchiveIntegrityError) return EXIT.integrity;
   if (error instanceof ImportStoppedError)
     return error.stop.kind === "failed" ? EXIT.failure : EXIT.invalidInput;
   if (

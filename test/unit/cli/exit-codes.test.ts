@@ -1,0 +1,165 @@
+/**
+ * The exit codes of README's table, each produced by the failure it names,
+ * end to end on the embedded store: `archive --once` tells "nothing to do"
+ * from "everything failed" from "some failed", a corrupt payload is an
+ * integrity failure and not the SQL's fault, and a path that cannot be used
+ * is named with what is accepted.
+ */
+import { createHash } from "node:crypto";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { PgliteDatabase } from "../../../src/adapters/sql/pglite-database.js";
+import { EXIT } from "../../../src/cli/exit-codes.js";
+import { runCli } from "../../support/cli.js";
+
+const b64 = (text: string) => Buffer.from(text).toString("base64");
+const record = (pk: string, t: string, v: string) =>
+  JSON.stringify({ partition_key: b64(pk), event_time: t, sort_key: b64(t), value: b64(v) });
+
+/** Every file under `dir`, as paths relative to it. */
+function filesUnder(dir: string): string[] {
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((e) => e.isFile())
+    .map((e) => path.relative(dir, path.join(e.parentPath, e.name)));
+}
+
+describe("exit codes", () => {
+  let home: string;
+  let env: Record<string, string | undefined>;
+  const cli = (...args: string[]) => runCli(args, env);
+  /** A table with one March 2025 bucket of three records. */
+  const seed = async (table: string) => {
+    expect(
+      (await cli("tables", "create", table, "--strategy", "month", "--format", "json")).code,
+    ).toBe(0);
+    const file = path.join(home, `${table}.ndjson`);
+    writeFileSync(
+      file,
+      [1, 2, 3].map((d) => record("room", `2025-03-0${d}T00:00:00Z`, `v${d}`)).join("\n"),
+    );
+    expect((await cli("import", table, file)).code).toBe(0);
+  };
+  /** Make every write of a table's archive objects fail: a file where its folder must go. */
+  const blockArchiveOf = (table: string) => {
+    mkdirSync(path.join(home, "archive", "v4"), { recursive: true });
+    writeFileSync(path.join(home, "archive", "v4", table), "not a folder");
+  };
+
+  beforeEach(() => {
+    home = mkdtempSync(path.join(os.tmpdir(), "pulpitum-exit-codes-"));
+    env = {
+      PULPITUM_HOME: home,
+      DATABASE_URL: undefined,
+      PULPITUM_ARCHIVE_URL: undefined,
+      ARCHIVER_ELIGIBLE_BEFORE: "2026-01-01T00:00:00Z",
+    };
+  });
+  afterEach(() => rmSync(home, { recursive: true, force: true }));
+
+  describe("archive --once", () => {
+    it("exits 0 when there is nothing to archive", async () => {
+      await seed("chat");
+      expect((await cli("archive", "--once")).code).toBe(EXIT.ok);
+      const again = await cli("archive", "--once", "--json");
+      expect(again.code).toBe(EXIT.ok);
+      expect(JSON.parse(again.stdout.trim().split("\n").at(-1)!)).toMatchObject({
+        type: "summary",
+        buckets_archived: 0,
+        buckets_failed: 0,
+        quarantined: 0,
+      });
+    }, 120_000);
+
+    it("exits 1 when every bucket it attempted failed, and says so", async () => {
+      await seed("chat");
+      blockArchiveOf("chat");
+
+      const run = await cli("archive", "--once", "--json");
+
+      expect(run.code, run.stderr).toBe(EXIT.failure);
+      expect(JSON.parse(run.stdout.trim().split("\n").at(-1)!)).toMatchObject({
+        type: "summary",
+        buckets_archived: 0,
+        buckets_failed: 1,
+      });
+      expect(run.stderr).toMatch(/nothing was archived: 1 bucket failed/);
+    }, 120_000);
+
+    it("exits 5 when some buckets were archived and others failed", async () => {
+      await seed("chat");
+      await seed("blocked");
+      blockArchiveOf("blocked");
+
+      const run = await cli("archive", "--once");
+
+      expect(run.code, run.stderr).toBe(EXIT.partial);
+      expect(run.stdout).toMatch(/archived chat\/room\/month:2025-03/);
+      expect(run.stdout).toMatch(/1 bucket archived .*1 failed/);
+    }, 120_000);
+
+    it("exits 1 when the only eligible bucket waits in quarantine", async () => {
+      await seed("chat");
+      const db = await PgliteDatabase.open(path.join(home, "db"));
+      try {
+        await db.query(
+          `UPDATE pulpitum_v4_bucket_metadata SET attempts = 5, quarantined_at = now(), last_error = 'disk full'`,
+        );
+      } finally {
+        await db.close();
+      }
+
+      const run = await cli("archive", "--once");
+
+      expect(run.code, run.stderr).toBe(EXIT.failure);
+      expect(run.stderr).toMatch(/1 quarantined bucket waits for `pulpitum retry`/);
+    }, 120_000);
+  });
+
+  it("query: a payload that matches its content address but cannot be decoded exits 4 naming it, not 3", async () => {
+    await seed("chat");
+    expect((await cli("archive", "--once")).code).toBe(EXIT.ok);
+    // Rewrite the payload with a value that is not base64, under its new content address.
+    const archive = path.join(home, "archive");
+    const payload = filesUnder(archive).find((f) => f.includes("/payloads/"))!;
+    const corrupt = Buffer.from(
+      readFileSync(path.join(archive, payload), "utf8").replace(/"value":"[^"]*"/, '"value":"!!"'),
+    );
+    const sha = createHash("sha256").update(corrupt).digest("hex");
+    const oldSha = path.basename(payload).split(".")[0]!;
+    const corruptKey = path.join(path.dirname(payload), `${sha}.json`);
+    writeFileSync(path.join(archive, corruptKey), corrupt);
+    for (const entry of filesUnder(archive).filter((f) => f.includes("catalog"))) {
+      const text = readFileSync(path.join(archive, entry), "utf8");
+      if (text.includes(oldSha))
+        writeFileSync(path.join(archive, entry), text.split(oldSha).join(sha));
+    }
+
+    const run = await cli("query", "chat", "SELECT value FROM chat");
+
+    expect(run.code, run.stderr).toBe(EXIT.integrity);
+    expect(run.stderr).toContain(`archive object ${corruptKey} failed verification`);
+    expect(run.stderr).not.toMatch(/^pulpitum: SQL/m);
+    expect(run.stdout).toBe("");
+  }, 120_000);
+
+  it("read, export and restore of a payload changed in place exit 4 naming the object", async () => {
+    await seed("chat");
+    expect((await cli("archive", "--once")).code).toBe(EXIT.ok);
+    const archive = path.join(home, "archive");
+    const payload = filesUnder(archive).find((f) => f.includes("/payloads/"))!;
+    const file = path.join(archive, payload);
+    writeFileSync(file, readFileSync(file, "utf8").replace(/"value":"[^"]*"/, '"value":"AAAA"'));
+
+    for (const args of [
+      ["read", "chat", "room", "--json"],
+      ["export", "chat", "room", "--output", path.join(home, "out.ndjson")],
+      ["restore", "chat", "room", "month:2025-03"],
+    ]) {
+      const run = await cli(...args);
+      expect(run.code, `${args.join(" ")}: ${run.stderr}`).toBe(EXIT.integrity);
+      expect(run.stderr).toContain(`archive object ${payload} failed verification`);
+    }
+  }, 120_000);
+});
