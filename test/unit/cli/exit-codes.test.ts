@@ -5,14 +5,44 @@
  * integrity failure and not the SQL's fault, and a path that cannot be used
  * is named with what is accepted.
  */
+import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { once } from "node:events";
+import {
+  chmodSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { PgliteDatabase } from "../../../src/adapters/sql/pglite-database.js";
 import { EXIT } from "../../../src/cli/exit-codes.js";
-import { runCli } from "../../support/cli.js";
+import { CLI_BIN, runCli, type CliResult } from "../../support/cli.js";
+
+/** Run `pulpitum ARGS` in a child process, as another user when `as` names one. */
+async function runCliAs(
+  args: string[],
+  env: Record<string, string | undefined>,
+  as: { uid?: number; gid?: number },
+): Promise<CliResult> {
+  const merged: NodeJS.ProcessEnv = { ...process.env };
+  for (const [k, v] of Object.entries(env)) {
+    if (v === undefined) delete merged[k];
+    else merged[k] = v;
+  }
+  const child = spawn(process.execPath, [CLI_BIN, ...args], { env: merged, ...as });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.on("data", (d: Buffer) => (stdout += d.toString()));
+  child.stderr.on("data", (d: Buffer) => (stderr += d.toString()));
+  const [code] = (await once(child, "close")) as [number | null];
+  return { code: code ?? -1, stdout, stderr };
+}
 
 const b64 = (text: string) => Buffer.from(text).toString("base64");
 const record = (pk: string, t: string, v: string) =>
@@ -162,4 +192,55 @@ describe("exit codes", () => {
       expect(run.stderr).toContain(`archive object ${payload} failed verification`);
     }
   }, 120_000);
+
+  describe("paths that cannot be used exit 3, naming the path and what is accepted", () => {
+    const noTemporaryNames = (stderr: string) => {
+      expect(stderr).not.toMatch(/\.tmp|unexpected failure|pulpitum-lock|\bdb\b/);
+    };
+
+    it("PULPITUM_HOME that is a file, or lies under one", async () => {
+      const file = path.join(home, "a-file");
+      writeFileSync(file, "x");
+      for (const value of [file, path.join(file, "home")]) {
+        const run = await runCli(["status"], { ...env, PULPITUM_HOME: value });
+        expect(run.code, run.stderr).toBe(EXIT.invalidInput);
+        expect(run.stderr).toContain(
+          `PULPITUM_HOME=${JSON.stringify(value)} is invalid: it is a file`,
+        );
+        expect(run.stderr).toMatch(/expected a directory this user can create and write/);
+        noTemporaryNames(run.stderr);
+      }
+    }, 120_000);
+
+    it("PULPITUM_HOME this user may not write", async () => {
+      const locked = path.join(home, "locked");
+      mkdirSync(locked, { mode: 0o555 });
+      chmodSync(home, 0o755);
+      // Root writes anywhere: run the command as nobody then.
+      const asNobody = process.getuid?.() === 0 ? { uid: 65534, gid: 65534 } : {};
+      const run = await runCliAs(["status"], { ...env, PULPITUM_HOME: locked }, asNobody);
+      expect(run.code, run.stderr).toBe(EXIT.invalidInput);
+      expect(run.stderr).toContain(
+        `PULPITUM_HOME=${JSON.stringify(locked)} is invalid: it is not writable by this user (EACCES)`,
+      );
+      noTemporaryNames(run.stderr);
+    }, 120_000);
+
+    it("--output in a folder that does not exist, or under a file", async () => {
+      await seed("chat");
+      writeFileSync(path.join(home, "a-file"), "x");
+      for (const [output, problem] of [
+        [
+          path.join(home, "missing", "out.ndjson"),
+          `its folder ${path.join(home, "missing")} does not exist`,
+        ],
+        [path.join(home, "a-file", "out.ndjson"), `${path.join(home, "a-file")} is not a folder`],
+      ] as const) {
+        const run = await cli("export", "chat", "room", "--output", output);
+        expect(run.code, run.stderr).toBe(EXIT.invalidInput);
+        expect(run.stderr).toContain(`--output ${JSON.stringify(output)}: ${problem}`);
+        noTemporaryNames(run.stderr);
+      }
+    }, 120_000);
+  });
 });
