@@ -10,6 +10,7 @@ import { parseBucketKey, parseBucketStrategy, type BucketId } from "../domain/bu
 import { RECORD_JSON_FORM } from "../domain/record.js";
 import { parseTableId, type TableId } from "../domain/table.js";
 import { ConfigError, errorMessage, PulpitumError } from "../errors.js";
+import { stopQuietlyWhenOutputCloses } from "./closed-stdout.js";
 import { EXIT, exitCodeFor, UsageError } from "./exit-codes.js";
 import { integerOption, partitionKeyFrom, timeRangeFrom } from "./options.js";
 import { addQueryCommands } from "./query-commands.js";
@@ -18,6 +19,7 @@ import { packageVersion } from "./version.js";
 
 /** Run the CLI; returns the exit code. Errors go to stderr with the reason. */
 export async function main(argv: string[]): Promise<number> {
+  stopQuietlyWhenOutputCloses();
   beginInvocation(argv);
   const program = buildProgram();
   try {

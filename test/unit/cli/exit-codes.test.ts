@@ -22,7 +22,7 @@ import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { PgliteDatabase } from "../../../src/adapters/sql/pglite-database.js";
 import { EXIT } from "../../../src/cli/exit-codes.js";
-import { CLI_BIN, runCli, type CliResult } from "../../support/cli.js";
+import { CLI_BIN, runCli, spawnCli, type CliResult } from "../../support/cli.js";
 
 /** Run `pulpitum ARGS` in a child process, as another user when `as` names one. */
 async function runCliAs(
@@ -243,4 +243,26 @@ describe("exit codes", () => {
       }
     }, 120_000);
   });
+
+  it("a reader that closes stdout early (| head) ends the command quietly with 0, no stack trace", async () => {
+    expect((await cli("tables", "create", "chat", "--strategy", "month")).code).toBe(0);
+    const file = path.join(home, "many.ndjson");
+    // About 600 KiB of JSON: far more than a pipe holds before the reader closes it.
+    writeFileSync(
+      file,
+      Array.from({ length: 3000 }, (_, i) =>
+        record("room", new Date(Date.UTC(2025, 2, 1, 0, 0, i)).toISOString(), "v".repeat(100)),
+      ).join("\n"),
+    );
+    expect((await cli("import", "chat", file)).code).toBe(0);
+
+    const reader = spawnCli(["read", "chat", "room", "--json", "--limit", "10000"], env);
+    // Read the first chunk, then close the pipe, as `head -c 1` does.
+    await once(reader.child.stdout!, "data");
+    reader.child.stdout!.destroy();
+    const { code, signal } = await reader.exited;
+
+    expect({ code, signal }, reader.stderr()).toEqual({ code: EXIT.ok, signal: null });
+    expect(reader.stderr()).not.toMatch(/EPIPE|Error|\n\s+at /);
+  }, 120_000);
 });
