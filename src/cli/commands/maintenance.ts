@@ -10,8 +10,9 @@ import {
 } from "../../usecases/restore.js";
 import { parseReplayRequest, replayDeadLetters } from "../../usecases/replay-dlq.js";
 import type { PulpitumConfig } from "../../config.js";
-import { showBucket } from "../display.js";
-import { printJson, renderTable } from "../format.js";
+import type { TableId } from "../../domain/table.js";
+import { bucketJson, showBucket } from "../display.js";
+import { count, printJson, renderTable } from "../format.js";
 import { integerOption } from "../options.js";
 import { cliLog, loadCliConfig, withRuntime } from "../session.js";
 
@@ -126,6 +127,45 @@ export async function retryCommand(id: BucketId, opts: { json?: boolean }): Prom
           : `${showBucket(id)} is not quarantined; nothing to release`,
       );
     }
+  });
+}
+
+/**
+ * `pulpitum retry --table T | --all [--dry-run]`: release every quarantined
+ * bucket of a table, or of every table, in one statement.
+ */
+export async function retryManyCommand(
+  tableId: TableId | undefined,
+  opts: { dryRun?: boolean; json?: boolean },
+): Promise<void> {
+  await withRuntime(async (rt) => {
+    if (tableId !== undefined && (await rt.hotStore.getTable(tableId)) === null)
+      throw new UnknownTableError(tableId);
+    const dryRun = opts.dryRun === true;
+    const buckets = await rt.hotStore.releaseQuarantines({ tableId }, rt.clock.now(), { dryRun });
+    if (opts.json) {
+      printJson({
+        dry_run: dryRun,
+        table_id: tableId ?? null,
+        [dryRun ? "would_release" : "released"]: buckets.length,
+        buckets: buckets.map((m) => ({
+          bucket: showBucket(m.id),
+          ...bucketJson(m.id),
+          state: m.state,
+          last_error: m.lastError,
+        })),
+      });
+      return;
+    }
+    for (const m of buckets)
+      console.log(`${dryRun ? "would release" : "released"} ${showBucket(m.id)} (${m.state})`);
+    const scope = tableId === undefined ? "" : ` of ${tableId}`;
+    console.log(
+      dryRun
+        ? `would release ${count(buckets.length, "quarantined bucket")}${scope}; nothing changed`
+        : `released ${count(buckets.length, "quarantined bucket")}${scope}` +
+            (buckets.length > 0 ? "; discovery offers them again" : ""),
+    );
   });
 }
 
