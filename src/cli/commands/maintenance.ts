@@ -8,7 +8,11 @@ import {
   restoreBucket,
   type RestoreReport,
 } from "../../usecases/restore.js";
-import { parseReplayRequest, replayDeadLetters } from "../../usecases/replay-dlq.js";
+import {
+  parseReplayRequest,
+  replayDeadLetters,
+  type ReplayedMessage,
+} from "../../usecases/replay-dlq.js";
 import type { PulpitumConfig } from "../../config.js";
 import type { TableId } from "../../domain/table.js";
 import { bucketJson, showBucket } from "../display.js";
@@ -243,12 +247,33 @@ export async function dlqReplayCommand(opts: {
       dryRun: request.dryRun,
     });
     if (opts.json) printJson(report);
-    else
+    else {
+      if (report.dryRun && report.messages.length > 0) console.log(renderLetters(report.messages));
       console.log(
         `${report.dryRun ? "dry run: " : ""}received ${report.received}, replayed ${report.replayed}, not sent ${report.notSent}, sent but not deleted ${report.sentNotDeleted}, undecodable (kept in the DLQ) ${report.undecodable} (${report.stoppedBecause})`,
       );
+    }
     if (report.failures.length > 0) process.exitCode = 1;
   } finally {
     sqs.destroy();
   }
+}
+
+/** A dry run's listing: each message, the bucket it names and how often it was received. */
+function renderLetters(messages: readonly ReplayedMessage[]): string {
+  return renderTable(
+    ["message id", "kind", "bucket", "receives"],
+    messages.map((m) => [
+      m.messageId,
+      m.kind,
+      m.tableId === null || m.partitionKeyB64 === null || m.bucketKey === null
+        ? "-"
+        : showBucket({
+            tableId: m.tableId,
+            partitionKey: new Uint8Array(Buffer.from(m.partitionKeyB64, "base64")),
+            bucketKey: m.bucketKey,
+          }),
+      m.receiveCount,
+    ]),
+  );
 }
