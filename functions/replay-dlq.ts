@@ -30,7 +30,7 @@ export function createReplayHandler(open: () => DeadLetterQueue) {
         Date.now() + context.getRemainingTimeInMillis() - REPLAY_DEADLINE_MARGIN_MS,
       ),
     });
-    const { messageIds: _ids, ...summary } = report;
+    const { messageIds: _ids, messages: _messages, ...summary } = report;
     logger.info("DLQ replay finished", summary);
     return report;
   }).use(injectLambdaContext(logger, { resetKeys: true }));

@@ -8,8 +8,10 @@
  * external database then loads `pg` and little else.
  */
 import { mkdirSync } from "node:fs";
+import path from "node:path";
 import type { PulpitumConfig } from "./config.js";
 import { parseConfig } from "./config.js";
+import { ConfigError } from "./errors.js";
 import type { EmbeddedStoreLock } from "./adapters/sql/embedded-lock.js";
 import { LazyObjectStore } from "./adapters/object-store/lazy.js";
 import { httpTimeoutsFromSeconds, type HttpClientTimeouts } from "./adapters/http-timeouts.js";
@@ -32,6 +34,33 @@ export interface Adapters {
   readonly lock: EmbeddedStoreLock | null;
   context(log: WorkflowLog): ArchiverContext;
   close(): Promise<void>;
+}
+
+/** What a file-system error code says about a directory the configuration names. */
+const DIRECTORY_PROBLEMS: Readonly<Record<string, string>> = {
+  EACCES: "is not writable by this user",
+  EPERM: "is not writable by this user",
+  EROFS: "is on a read-only file system",
+  ENOTDIR: "is a file, or lies under one, not a directory",
+  EEXIST: "is a file, not a directory",
+};
+
+/**
+ * The configuration error for a directory that cannot be created or written
+ * (naming the variable and the directory, never a file inside it), or
+ * undefined when `error` is not such a failure.
+ */
+function unusableDirectory(error: unknown, variable: string, dir: string): ConfigError | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  const problem = typeof code === "string" ? DIRECTORY_PROBLEMS[code] : undefined;
+  if (problem === undefined) return undefined;
+  return new ConfigError([
+    {
+      variable,
+      value: dir,
+      accepted: `it ${problem} (${code}); expected a directory this user can create and write (the embedded database and the file archive live under it)`,
+    },
+  ]);
 }
 
 /** The database timeouts of the configuration, for the `pg` pool. */
@@ -89,12 +118,16 @@ export async function openAdapters(
   let lock: EmbeddedStoreLock | null = null;
   if (config.database.kind === "pglite") {
     const dataDir = config.database.dataDir;
-    mkdirSync(config.home, { recursive: true });
     const { EmbeddedStoreLock } = await import("./adapters/sql/embedded-lock.js");
-    lock = EmbeddedStoreLock.acquire(dataDir, {
-      command: options.command ?? commandLine(),
-      now: clock.now(),
-    });
+    try {
+      mkdirSync(config.home, { recursive: true });
+      lock = EmbeddedStoreLock.acquire(dataDir, {
+        command: options.command ?? commandLine(),
+        now: clock.now(),
+      });
+    } catch (error) {
+      throw unusableDirectory(error, "PULPITUM_HOME", config.home) ?? error;
+    }
     try {
       const { seedFromTemplate } = await import("./adapters/sql/pglite-template.js");
       seedFromTemplate(dataDir);
@@ -114,7 +147,20 @@ export async function openAdapters(
     );
   }
   const archive = config.archive;
-  if (archive.kind === "file") mkdirSync(archive.root, { recursive: true });
+  if (archive.kind === "file") {
+    try {
+      mkdirSync(archive.root, { recursive: true });
+    } catch (error) {
+      const variable =
+        archive.root === path.join(config.home, "archive")
+          ? "PULPITUM_HOME"
+          : "PULPITUM_ARCHIVE_URL";
+      const named = variable === "PULPITUM_HOME" ? config.home : archive.root;
+      await hotStore.close().catch(() => undefined);
+      lock?.release();
+      throw unusableDirectory(error, variable, named) ?? error;
+    }
+  }
   const objectStore =
     options.objectStore ??
     new LazyObjectStore(async () => {

@@ -24,8 +24,10 @@ export const EXIT = Object.freeze({
   usage: 2,
   /** The input is invalid: a configuration variable, an argument's value, an import file's record, or something the arguments name that does not exist (an unregistered table). Fix the input. */
   invalidInput: 3,
-  /** Archived data failed its integrity check: a read, query or restore met damaged bytes or a missing object, or `pulpitum verify` found a bucket corrupt. See docs/integrity.md. */
+  /** Archived data failed its integrity check: a read, query or restore met a payload or manifest that is missing, does not match what was recorded for it, or cannot be decoded, or `pulpitum verify` found a bucket corrupt. Nothing of it was printed; retrying does not help: see docs/integrity.md. */
   integrity: 4,
+  /** `archive --once` archived some buckets but others failed or wait in quarantine: the work done is kept, the rest needs a rerun or an operator (as rsync's 23, a partial transfer). */
+  partial: 5,
 });
 
 /** The command line cannot be acted on as written. */

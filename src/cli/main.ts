@@ -10,6 +10,7 @@ import { parseBucketKey, parseBucketStrategy, type BucketId } from "../domain/bu
 import { RECORD_JSON_FORM } from "../domain/record.js";
 import { parseTableId, type TableId } from "../domain/table.js";
 import { ConfigError, errorMessage, PulpitumError } from "../errors.js";
+import { stopQuietlyWhenOutputCloses } from "./closed-stdout.js";
 import { EXIT, exitCodeFor, UsageError } from "./exit-codes.js";
 import { integerOption, partitionKeyFrom, timeRangeFrom } from "./options.js";
 import { addQueryCommands } from "./query-commands.js";
@@ -18,6 +19,7 @@ import { packageVersion } from "./version.js";
 
 /** Run the CLI; returns the exit code. Errors go to stderr with the reason. */
 export async function main(argv: string[]): Promise<number> {
+  stopQuietlyWhenOutputCloses();
   beginInvocation(argv);
   const program = buildProgram();
   try {
@@ -41,7 +43,7 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
-const EXIT_CODES_HELP = `Exit codes: ${EXIT.ok} done; ${EXIT.failure} the command failed (database or archive unreachable or failing, embedded store in use, bucket busy); ${EXIT.usage} usage error (unknown command or option, missing argument); ${EXIT.invalidInput} invalid input (a configuration variable, an argument's value, an import record, an unknown table).`;
+const EXIT_CODES_HELP = `Exit codes: ${EXIT.ok} done (archive --once: also nothing to archive); ${EXIT.failure} the command failed (database or archive unreachable or failing, embedded store in use, bucket busy; archive --once archived nothing while a bucket failed or is quarantined); ${EXIT.usage} usage error (unknown command or option, missing argument); ${EXIT.invalidInput} invalid input (a configuration variable, an argument's value, an import record, an unknown table); ${EXIT.integrity} archived data failed its integrity check; ${EXIT.partial} archive --once archived some buckets while others failed or are quarantined.`;
 
 function buildProgram(): Command {
   const program = new Command("pulpitum")
@@ -426,21 +428,53 @@ function buildProgram(): Command {
 
   program
     .command("retry")
-    .argument("<table>", "table id")
+    .argument("[table]", "table id")
     .argument(
-      "<partition>",
+      "[partition]",
       "partition key as UTF-8 text, or the bucket key when --partition-key-b64 is given",
     )
     .argument("[bucket]", "bucket key: year:YYYY, month:YYYY-MM or day:YYYY-MM-DD")
-    .description("release a quarantined bucket: attempts back to 0, and discovery offers it again")
+    .description(
+      "release quarantined buckets (one, a table's, or all): attempts back to 0, and discovery offers them again",
+    )
     .option("--partition-key-b64 <b64>", "partition key as standard base64 (for binary keys)")
+    .option("--table <table>", "release every quarantined bucket of this table")
+    .option("--all", "release every quarantined bucket")
+    .option("--dry-run", "with --table or --all: list the buckets that would be released")
     .option("--json", "print the result as JSON")
     .action(
-      bucketAction(
-        "retry TABLE PARTITION BUCKET, or retry TABLE BUCKET --partition-key-b64 B64",
-        async (id, opts: { json?: boolean }) =>
-          await (await maintenanceModule()).retryCommand(id, opts),
-      ),
+      async (
+        table: string | undefined,
+        first: string | undefined,
+        second: string | undefined,
+        opts: {
+          partitionKeyB64?: string;
+          table?: string;
+          all?: boolean;
+          dryRun?: boolean;
+          json?: boolean;
+        },
+      ) => {
+        const usage =
+          "retry TABLE PARTITION BUCKET, retry TABLE BUCKET --partition-key-b64 B64, retry --table TABLE [--dry-run], or retry --all [--dry-run]";
+        const named = table !== undefined || opts.partitionKeyB64 !== undefined;
+        if (opts.all === true || opts.table !== undefined) {
+          if (opts.all === true && opts.table !== undefined)
+            throw new UsageError(`--all and --table cannot go together; usage: ${usage}`);
+          if (named)
+            throw new UsageError(
+              `${opts.all === true ? "--all" : "--table"} releases many buckets and takes no bucket argument; usage: ${usage}`,
+            );
+          const tableId =
+            opts.table === undefined ? undefined : parseTableId(opts.table, "--table");
+          return await (await maintenanceModule()).retryManyCommand(tableId, opts);
+        }
+        if (opts.dryRun === true)
+          throw new UsageError(`--dry-run goes with --table or --all; usage: ${usage}`);
+        if (table === undefined || first === undefined) throw new UsageError(`usage: ${usage}`);
+        const id = bucketArguments(table, first, second, opts.partitionKeyB64, usage);
+        await (await maintenanceModule()).retryCommand(id, opts);
+      },
     );
 
   const dlq = program

@@ -29,6 +29,8 @@ export interface DeadLetter {
   readonly attributes: Readonly<Record<string, DeadLetterAttribute>>;
   /** Opaque: names this receive of the letter, for delete and release. */
   readonly receipt: string;
+  /** Receives of the message so far, this one included, from the work queue on (approximate on SQS). */
+  readonly receiveCount: number;
 }
 
 /** A letter a call could not handle, and why (the queue's error code and message). */

@@ -302,6 +302,18 @@ export interface HotStore {
    */
   releaseQuarantine(id: BucketId, now: Date): Promise<BucketMetadata | null>;
 
+  /**
+   * Release every quarantined bucket (of one table when `tableId` is given)
+   * in one statement, as {@link HotStore.releaseQuarantine} releases one.
+   * Returns the metadata of the buckets released, in primary-key order;
+   * with `dryRun`, the ones that would be, changing nothing. Safe to retry.
+   */
+  releaseQuarantines(
+    scope: { readonly tableId?: TableId },
+    now: Date,
+    options: { readonly dryRun: boolean },
+  ): Promise<BucketMetadata[]>;
+
   /** Counts per table and state, deferred and leased buckets, archival lag. */
   statusReport(now: Date, cutoff: Date): Promise<StatusReport>;
 

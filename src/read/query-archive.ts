@@ -20,11 +20,17 @@
  * total size in temporary disk space. (DuckDB's httpfs extension may not be
  * installable either.) The directory is removed when the query ends, also
  * on error.
+ *
+ * A payload whose bytes match its address can still be undecodable (written
+ * so, or a value that is not base64). When DuckDB fails, each payload is
+ * decoded alone, every column, before the SQL is blamed: an undecodable one
+ * fails the query with an ArchiveIntegrityError naming it, so an operator
+ * looks at the archive rather than at a correct query.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { DuckDBInstance, type DuckDBValue } from "@duckdb/node-api";
+import { DuckDBInstance, type DuckDBConnection, type DuckDBValue } from "@duckdb/node-api";
 import {
   catalogFolder,
   catalogSlotName,
@@ -74,8 +80,12 @@ export interface QueryResult {
 /** The SQL itself failed in DuckDB: the message is DuckDB's. */
 export class QuerySqlError extends InvalidInputError {}
 
-/** Payload files of one format, as local paths DuckDB reads. */
-type PayloadFiles = Record<ArchiveFormat, string[]>;
+/** Payload files of one format, as local paths DuckDB reads, and the object key of each. */
+interface PayloadFiles {
+  readonly parquet: string[];
+  readonly json: string[];
+  readonly keyOf: Map<string, string>;
+}
 
 export async function queryArchive(input: QueryArchiveInput): Promise<QueryResult> {
   const table = await input.hotStore.getTable(input.tableId);
@@ -90,7 +100,7 @@ export async function queryArchive(input: QueryArchiveInput): Promise<QueryResul
   const stagingDir = async () =>
     (staging ??= await mkdtemp(path.join(input.tempDir ?? os.tmpdir(), "pulpitum-query-")));
   try {
-    const files: PayloadFiles = { parquet: [], json: [] };
+    const files: PayloadFiles = { parquet: [], json: [], keyOf: new Map() };
     let downloaded = 0;
     // The metadata first, the listing after (see checkCatalogCovers).
     const archived = await catalogedBuckets(input);
@@ -103,13 +113,10 @@ export async function queryArchive(input: QueryArchiveInput): Promise<QueryResul
     await checkCatalogCovers(input, archived, slotsSeen);
     for (const { format, entryKey, uri } of named) {
       const target = path.join(await stagingDir(), `${downloaded}.${format}`);
-      await copyVerified(
-        input.objectStore,
-        entryKey,
-        await keyOfUri(input.objectStore, entryKey, uri),
-        target,
-      );
+      const key = await keyOfUri(input.objectStore, entryKey, uri);
+      await copyVerified(input.objectStore, entryKey, key, target);
       files[format].push(target);
+      files.keyOf.set(target, key);
       downloaded++;
     }
     const result = await runDuckDb(input.tableId, files, input.sql);
@@ -284,17 +291,22 @@ async function runDuckDb(
       envelopeRelation(f, files[f]),
     );
     const view = relations.length === 0 ? EMPTY_ENVELOPE : relations.join(" UNION ALL ");
-    await connection.run(`CREATE VIEW "${tableId}" AS ${view}`).catch((error: unknown) => {
-      throw new PulpitumError(
-        `DuckDB could not read the table's catalogued payloads: ${error instanceof Error ? error.message : String(error)}`,
-        { cause: error },
+    try {
+      await connection.run(`CREATE VIEW "${tableId}" AS ${view}`);
+    } catch (error) {
+      throw (
+        (await undecodablePayload(connection, files)) ??
+        new PulpitumError(
+          `DuckDB could not read the table's catalogued payloads: ${error instanceof Error ? error.message : String(error)}`,
+          { cause: error },
+        )
       );
-    });
+    }
     let reader;
     try {
       reader = await connection.runAndReadAll(sql);
     } catch (error) {
-      throw sqlError(error, sql);
+      throw (await undecodablePayload(connection, files)) ?? sqlError(error, sql);
     }
     return {
       columns: reader.columnNames().map((name, i) => ({
@@ -307,6 +319,36 @@ async function runDuckDb(
     connection.closeSync();
     instance.closeSync();
   }
+}
+
+/**
+ * The first payload DuckDB cannot decode on its own, every column of every
+ * row, as the integrity error naming its object; undefined when all decode.
+ */
+async function undecodablePayload(
+  connection: DuckDBConnection,
+  files: PayloadFiles,
+): Promise<ArchiveIntegrityError | undefined> {
+  for (const format of ARCHIVE_FORMATS) {
+    for (const file of files[format]) {
+      try {
+        await connection.runAndReadAll(
+          "SELECT count(*), sum(length(partition_key)), max(event_time), sum(length(sort_key)), " +
+            `sum(length(value)) FROM (${envelopeRelation(format, [file])})`,
+        );
+      } catch (error) {
+        const message = (error instanceof Error ? error.message : String(error))
+          .split(file)
+          .join("the payload");
+        return new ArchiveIntegrityError(
+          files.keyOf.get(file) ?? file,
+          `its bytes match its content address, but DuckDB cannot decode it as ${format}: ${message}`,
+          { cause: error },
+        );
+      }
+    }
+  }
+  return undefined;
 }
 
 /**

@@ -22,9 +22,10 @@
  * project tests against (moto), and it moves all or nothing; this use case
  * does receive, send, delete with a count limit and a dry run instead.
  */
+import type { TableId } from "../domain/table.js";
 import { InvalidInputError, errorMessage } from "../errors.js";
 import { readBoolean, readFields, readInteger } from "../input.js";
-import { decodeWorkMessage } from "../ports/work-queue.js";
+import { decodeWorkMessage, type WorkItem } from "../ports/work-queue.js";
 import {
   DEAD_LETTER_MAX_BATCH,
   type DeadLetter,
@@ -62,6 +63,19 @@ export interface ReplayFailure {
   readonly reason: string;
 }
 
+/** One message received, as the report lists it (a dry run's listing). */
+export interface ReplayedMessage {
+  readonly messageId: string;
+  /** `work`: a work message naming a bucket; `undecodable`: a body no worker can decode. */
+  readonly kind: "work" | "undecodable";
+  /** The bucket a work message names (null for an undecodable one). */
+  readonly tableId: TableId | null;
+  readonly partitionKeyB64: string | null;
+  readonly bucketKey: string | null;
+  /** Receives so far, from the work queue on (approximate on SQS). */
+  readonly receiveCount: number;
+}
+
 export interface ReplayReport {
   readonly dryRun: boolean;
   /** Messages received from the DLQ. */
@@ -76,6 +90,8 @@ export interface ReplayReport {
   readonly undecodable: number;
   /** The ids of the messages received, in order. */
   readonly messageIds: readonly string[];
+  /** The messages received, in order: what each names and how often it was received. */
+  readonly messages: readonly ReplayedMessage[];
   readonly failures: readonly ReplayFailure[];
   /** Why the run ended. */
   readonly stoppedBecause: "dlq-empty" | "max-messages" | "deadline";
@@ -113,6 +129,7 @@ export async function replayDeadLetters(request: ReplayDeadLettersRequest): Prom
   const { deadLetters } = request;
 
   const messageIds: string[] = [];
+  const messages: ReplayedMessage[] = [];
   const seen = new Set<string>();
   const failures: ReplayFailure[] = [];
   const heldByDryRun: DeadLetter[] = [];
@@ -139,7 +156,19 @@ export async function replayDeadLetters(request: ReplayDeadLettersRequest): Prom
         seen.add(letter.id);
         messageIds.push(letter.id);
       }
-      const decodable = fresh.filter((letter) => isWorkMessage(letter, failures));
+      const decodable = fresh.filter((letter) => {
+        const item = workItemOf(letter, failures);
+        messages.push({
+          messageId: letter.id,
+          kind: item === undefined ? "undecodable" : "work",
+          tableId: item?.tableId ?? null,
+          partitionKeyB64:
+            item === undefined ? null : Buffer.from(item.partitionKey).toString("base64"),
+          bucketKey: item?.bucketKey ?? null,
+          receiveCount: letter.receiveCount,
+        });
+        return item !== undefined;
+      });
       if (request.dryRun) {
         heldByDryRun.push(...fresh);
         continue;
@@ -158,19 +187,19 @@ export async function replayDeadLetters(request: ReplayDeadLettersRequest): Prom
     notSent: failures.filter((f) => f.stage === "send").length,
     undecodable: failures.filter((f) => f.stage === "decode").length,
     messageIds,
+    messages,
     failures,
     stoppedBecause,
   };
 }
 
-/** Whether a letter's body decodes as a work message; if not, its decode error joins `failures`. */
-function isWorkMessage(letter: DeadLetter, failures: ReplayFailure[]): boolean {
+/** The bucket a letter's body names; when it is not a work message, its decode error joins `failures`. */
+function workItemOf(letter: DeadLetter, failures: ReplayFailure[]): WorkItem | undefined {
   try {
-    decodeWorkMessage(letter.body, `dead letter ${letter.id}`);
-    return true;
+    return decodeWorkMessage(letter.body, `dead letter ${letter.id}`);
   } catch (error) {
     failures.push({ messageId: letter.id, stage: "decode", reason: errorMessage(error) });
-    return false;
+    return undefined;
   }
 }
 

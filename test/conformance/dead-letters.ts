@@ -72,6 +72,11 @@ export function deadLetterConformance(
       await q.elapse(1.5);
       const again = await receiveAll(2, 30);
       expect(again.map((l) => l.id).sort()).toEqual(received.map((l) => l.id).sort());
+      for (const letter of again) {
+        const before = received.find((l) => l.id === letter.id)!.receiveCount;
+        expect(before).toBeGreaterThanOrEqual(1);
+        expect(letter.receiveCount).toBe(before + 1);
+      }
     });
 
     it("redrives body and attributes to the work queue and keeps the letter until it is deleted", async () => {

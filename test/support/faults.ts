@@ -95,6 +95,7 @@ const HOT_OPERATIONS: readonly HotOperation[] = [
   "finishExport",
   "quarantine",
   "releaseQuarantine",
+  "releaseQuarantines",
   "recordPayload",
   "recordManifest",
   "publish",

@@ -22,6 +22,7 @@ interface StoredLetter {
   readonly attributes: Readonly<Record<string, DeadLetterAttribute>>;
   visibleAt: number;
   receipt: string | undefined;
+  receiveCount: number;
 }
 
 export interface DeadLetterFailurePoints {
@@ -46,10 +47,17 @@ export class MemoryDeadLetterQueue implements DeadLetterQueue {
     this.failurePoints = options.failurePoints ?? {};
   }
 
-  /** Put a letter in the queue, as a work queue's redrive policy would. */
-  add(body: string, attributes: Readonly<Record<string, DeadLetterAttribute>> = {}): string {
+  /**
+   * Put a letter in the queue, as a work queue's redrive policy would, after
+   * `receiveCount` receives from the work queue (its maxReceiveCount).
+   */
+  add(
+    body: string,
+    attributes: Readonly<Record<string, DeadLetterAttribute>> = {},
+    receiveCount = 5,
+  ): string {
     const id = randomUUID();
-    this.#letters.set(id, { id, body, attributes, visibleAt: 0, receipt: undefined });
+    this.#letters.set(id, { id, body, attributes, visibleAt: 0, receipt: undefined, receiveCount });
     return id;
   }
 
@@ -64,11 +72,13 @@ export class MemoryDeadLetterQueue implements DeadLetterQueue {
       if (letter.visibleAt > now) continue;
       letter.visibleAt = now + options.visibilityTimeoutSeconds * 1000;
       letter.receipt = randomUUID();
+      letter.receiveCount++;
       received.push({
         id: letter.id,
         body: letter.body,
         attributes: letter.attributes,
         receipt: letter.receipt,
+        receiveCount: letter.receiveCount,
       });
     }
     return received;

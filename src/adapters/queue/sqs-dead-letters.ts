@@ -45,6 +45,7 @@ export class SqsDeadLetterQueue implements DeadLetterQueue {
         VisibilityTimeout: options.visibilityTimeoutSeconds,
         WaitTimeSeconds: options.waitTimeSeconds,
         MessageAttributeNames: ["All"],
+        MessageSystemAttributeNames: ["ApproximateReceiveCount"],
       }),
     );
     return (response.Messages ?? [])
@@ -54,6 +55,7 @@ export class SqsDeadLetterQueue implements DeadLetterQueue {
         body: m.Body ?? "",
         attributes: fromSqsAttributes(m.MessageAttributes),
         receipt: m.ReceiptHandle!,
+        receiveCount: Number(m.Attributes?.ApproximateReceiveCount ?? 0),
       }));
   }
 

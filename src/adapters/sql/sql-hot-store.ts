@@ -86,7 +86,7 @@ import {
   suspendExport,
 } from "./hot-store/phases.js";
 import { finishExport, listParts, recordPart } from "./hot-store/parts.js";
-import { quarantine, releaseQuarantine } from "./hot-store/quarantine.js";
+import { quarantine, releaseQuarantine, releaseQuarantines } from "./hot-store/quarantine.js";
 import { countHotRows, listPartitionBuckets, readBucketRange } from "./hot-store/reads.js";
 import { getTable, listTables, registerTable, setPaused } from "./hot-store/registry.js";
 import { beginRestore, finishRestore, restoreRecords } from "./hot-store/restore.js";
@@ -186,6 +186,14 @@ export class SqlHotStore implements HotStore {
 
   async releaseQuarantine(id: BucketId, now: Date): Promise<BucketMetadata | null> {
     return await releaseQuarantine(this.db, id, now);
+  }
+
+  async releaseQuarantines(
+    scope: { readonly tableId?: TableId },
+    now: Date,
+    options: { readonly dryRun: boolean },
+  ): Promise<BucketMetadata[]> {
+    return await releaseQuarantines(this.db, scope, now, options);
   }
 
   async recordPart(lease: Lease, now: Date, part: BucketPart): Promise<RecordPart> {

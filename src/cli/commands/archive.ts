@@ -1,13 +1,22 @@
 /**
  * `pulpitum archive [--once] [--json]`: the standalone archiver, printing one
  * line per bucket it finishes (archived and hot rows deleted) and a summary.
+ *
+ * The exit code of `--once` tells a cron job what happened: 0 when every
+ * bucket it attempted was archived or there was nothing to do; 1 when
+ * nothing was archived and a bucket failed (the archive unreachable, refused
+ * credentials, a missing S3 bucket) or waits in quarantine; 5 (partial) when
+ * some were archived and others failed or wait in quarantine. A quarantined
+ * bucket counts because it is work an operator must release: a run that
+ * skips it has not done what it was asked.
  */
-import { describeCutoffPolicy } from "../../domain/cutoff.js";
+import { cutoffAt, describeCutoffPolicy } from "../../domain/cutoff.js";
 import type { BucketId } from "../../domain/bucket.js";
 import type { HotStore } from "../../ports/hot-store.js";
 import { runStandalone } from "../../runner/standalone.js";
 import { MAX_MANUAL_PHASES, runBucketPhases } from "../../usecases/manual-run.js";
 import type { PhaseOutcome } from "../../usecases/context.js";
+import { EXIT } from "../exit-codes.js";
 import { bucketJson, showBucket } from "../display.js";
 import { count, formatBytes } from "../format.js";
 import { cliLog, withRuntime } from "../session.js";
@@ -19,6 +28,9 @@ export interface ArchiveTotals {
   deferred: number;
 }
 
+/** What a bucket's last outcome in this run says about it. */
+type BucketEnd = "archived" | "failed" | "other";
+
 /**
  * Turns phase outcomes into per-bucket lines. A finished bucket's rows and
  * bytes are read from its metadata (its export may have run in an earlier
@@ -28,6 +40,7 @@ export class ArchiveReporter {
   readonly totals: ArchiveTotals = { buckets: 0, rows: 0, bytes: 0, deferred: 0 };
   #pending: Promise<void> = Promise.resolve();
   readonly #started = new Map<string, number>();
+  readonly #ends = new Map<string, BucketEnd>();
 
   constructor(
     private readonly hotStore: HotStore,
@@ -39,6 +52,7 @@ export class ArchiveReporter {
   onOutcome(o: PhaseOutcome): void {
     const key = showBucket(o.bucket);
     if (!this.#started.has(key)) this.#started.set(key, Date.now() - o.durationMs);
+    this.#ends.set(key, endOf(o));
     if (o.result === "deferred" && o.phase !== null) {
       this.totals.deferred++;
       this.#emit(async () => this.#deferred(o));
@@ -47,6 +61,11 @@ export class ArchiveReporter {
       this.#started.delete(key);
       this.#emit(async () => this.#finished(o.bucket, Date.now() - startedAt));
     }
+  }
+
+  /** Buckets whose last outcome in this run was a failed phase or their quarantine. */
+  get failedBuckets(): number {
+    return [...this.#ends.values()].filter((end) => end === "failed").length;
   }
 
   /** Wait until every line is out. */
@@ -114,6 +133,19 @@ export class ArchiveReporter {
   }
 }
 
+function endOf(o: PhaseOutcome): BucketEnd {
+  if (o.quarantined === true) return "failed";
+  if (o.result === "deferred" && o.phase !== null) return "failed";
+  if (o.result === "advanced" && o.next === null) return "archived";
+  return "other";
+}
+
+/** The exit code of `archive --once`; see the module comment. */
+export function onceExitCode(archived: number, failed: number, quarantined: number): number {
+  if (failed === 0 && quarantined === 0) return EXIT.ok;
+  return archived > 0 ? EXIT.partial : EXIT.failure;
+}
+
 export async function archiveCommand(opts: { once?: boolean; json?: boolean }): Promise<void> {
   await withRuntime(async (rt) => {
     const controller = new AbortController();
@@ -162,14 +194,22 @@ export async function archiveCommand(opts: { once?: boolean; json?: boolean }): 
       await reporter.flush();
       const t = reporter.totals;
       const seconds = (Date.now() - started) / 1000;
+      // A phase run that threw names no bucket: count each as one failed bucket.
+      const failed = reporter.failedBuckets + summary.failures;
+      const now = rt.clock.now();
+      const quarantined = opts.once
+        ? (await rt.hotStore.statusReport(now, cutoffAt(rt.config.cutoff, now))).quarantined.length
+        : 0;
       if (opts.json) {
         console.log(
           JSON.stringify({
             type: "summary",
             buckets_archived: t.buckets,
+            buckets_failed: failed,
             rows: t.rows,
             bytes: t.bytes,
             deferred: t.deferred,
+            quarantined,
             phases_advanced: summary.advanced,
             failures: summary.failures,
             discovery_rounds: summary.rounds,
@@ -180,14 +220,28 @@ export async function archiveCommand(opts: { once?: boolean; json?: boolean }): 
       } else {
         console.log(
           `${opts.once ? "archive finished" : "archiver stopped"}: ${count(t.buckets, "bucket")} archived ` +
-            `(${count(t.rows, "row")}, ${formatBytes(t.bytes)}), ${t.deferred} deferred, ` +
+            `(${count(t.rows, "row")}, ${formatBytes(t.bytes)}), ${failed} failed, ${t.deferred} deferred, ` +
             `${count(summary.failures, "failed phase run")}; ${count(summary.advanced, "phase")} in ` +
             `${count(summary.rounds, "discovery round")}` +
             (summary.scanFailures > 0 ? ` (${summary.scanFailures} failed)` : "") +
             `, ${seconds.toFixed(1)} s`,
         );
       }
-      if (summary.failures > 0 && opts.once) process.exitCode = 1;
+      if (opts.once) {
+        const code = onceExitCode(t.buckets, failed, quarantined);
+        if (code !== EXIT.ok) {
+          const why = [
+            failed > 0 ? `${count(failed, "bucket")} failed (see the deferred lines)` : undefined,
+            quarantined > 0
+              ? `${quarantined} quarantined ${quarantined === 1 ? "bucket waits" : "buckets wait"} for \`pulpitum retry\` (\`pulpitum status\` lists them)`
+              : undefined,
+          ].filter((x) => x !== undefined);
+          process.stderr.write(
+            `pulpitum: ${code === EXIT.partial ? `archived ${count(t.buckets, "bucket")}, but` : "nothing was archived:"} ${why.join("; ")}\n`,
+          );
+          process.exitCode = code;
+        }
+      }
     } finally {
       process.off("SIGINT", onSignal);
       process.off("SIGTERM", onSignal);

@@ -8,10 +8,15 @@ import {
   restoreBucket,
   type RestoreReport,
 } from "../../usecases/restore.js";
-import { parseReplayRequest, replayDeadLetters } from "../../usecases/replay-dlq.js";
+import {
+  parseReplayRequest,
+  replayDeadLetters,
+  type ReplayedMessage,
+} from "../../usecases/replay-dlq.js";
 import type { PulpitumConfig } from "../../config.js";
-import { showBucket } from "../display.js";
-import { printJson, renderTable } from "../format.js";
+import type { TableId } from "../../domain/table.js";
+import { bucketJson, showBucket } from "../display.js";
+import { count, printJson, renderTable } from "../format.js";
 import { integerOption } from "../options.js";
 import { cliLog, loadCliConfig, withRuntime } from "../session.js";
 
@@ -129,6 +134,45 @@ export async function retryCommand(id: BucketId, opts: { json?: boolean }): Prom
   });
 }
 
+/**
+ * `pulpitum retry --table T | --all [--dry-run]`: release every quarantined
+ * bucket of a table, or of every table, in one statement.
+ */
+export async function retryManyCommand(
+  tableId: TableId | undefined,
+  opts: { dryRun?: boolean; json?: boolean },
+): Promise<void> {
+  await withRuntime(async (rt) => {
+    if (tableId !== undefined && (await rt.hotStore.getTable(tableId)) === null)
+      throw new UnknownTableError(tableId);
+    const dryRun = opts.dryRun === true;
+    const buckets = await rt.hotStore.releaseQuarantines({ tableId }, rt.clock.now(), { dryRun });
+    if (opts.json) {
+      printJson({
+        dry_run: dryRun,
+        table_id: tableId ?? null,
+        [dryRun ? "would_release" : "released"]: buckets.length,
+        buckets: buckets.map((m) => ({
+          bucket: showBucket(m.id),
+          ...bucketJson(m.id),
+          state: m.state,
+          last_error: m.lastError,
+        })),
+      });
+      return;
+    }
+    for (const m of buckets)
+      console.log(`${dryRun ? "would release" : "released"} ${showBucket(m.id)} (${m.state})`);
+    const scope = tableId === undefined ? "" : ` of ${tableId}`;
+    console.log(
+      dryRun
+        ? `would release ${count(buckets.length, "quarantined bucket")}${scope}; nothing changed`
+        : `released ${count(buckets.length, "quarantined bucket")}${scope}` +
+            (buckets.length > 0 ? "; discovery offers them again" : ""),
+    );
+  });
+}
+
 export async function restoreCommand(
   id: BucketId,
   opts: { holdSeconds?: string; json?: boolean },
@@ -203,12 +247,33 @@ export async function dlqReplayCommand(opts: {
       dryRun: request.dryRun,
     });
     if (opts.json) printJson(report);
-    else
+    else {
+      if (report.dryRun && report.messages.length > 0) console.log(renderLetters(report.messages));
       console.log(
         `${report.dryRun ? "dry run: " : ""}received ${report.received}, replayed ${report.replayed}, not sent ${report.notSent}, sent but not deleted ${report.sentNotDeleted}, undecodable (kept in the DLQ) ${report.undecodable} (${report.stoppedBecause})`,
       );
+    }
     if (report.failures.length > 0) process.exitCode = 1;
   } finally {
     sqs.destroy();
   }
+}
+
+/** A dry run's listing: each message, the bucket it names and how often it was received. */
+function renderLetters(messages: readonly ReplayedMessage[]): string {
+  return renderTable(
+    ["message id", "kind", "bucket", "receives"],
+    messages.map((m) => [
+      m.messageId,
+      m.kind,
+      m.tableId === null || m.partitionKeyB64 === null || m.bucketKey === null
+        ? "-"
+        : showBucket({
+            tableId: m.tableId,
+            partitionKey: new Uint8Array(Buffer.from(m.partitionKeyB64, "base64")),
+            bucketKey: m.bucketKey,
+          }),
+      m.receiveCount,
+    ]),
+  );
 }

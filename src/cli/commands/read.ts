@@ -6,7 +6,7 @@ import path from "node:path";
 import { parseBucketKey, type BucketId } from "../../domain/bucket.js";
 import type { TableId } from "../../domain/table.js";
 import { dateToMicros } from "../../domain/time.js";
-import { InvalidInputError, UnknownTableError } from "../../errors.js";
+import { InvalidInputError, PulpitumError, UnknownTableError } from "../../errors.js";
 import { DurableTable } from "../../read/durable-table.js";
 import { exportRecords, type ExportFormat } from "../../read/export-records.js";
 import type { Adapters } from "../../open-adapters.js";
@@ -140,16 +140,53 @@ async function writeFileAtomically(
     path.dirname(target),
     `.${path.basename(target)}.${randomUUID()}.tmp`,
   );
-  const file = await open(temporary, "wx");
+  // Only the output's own file-system errors are reworded; a failed read of the records passes through.
+  const step = async <T>(operation: Promise<T>): Promise<T> =>
+    await operation.catch((error: unknown) => {
+      throw outputError(target, error);
+    });
+  const file = await step(open(temporary, "wx"));
   try {
-    for await (const chunk of chunks) await file.write(chunk);
-    await file.sync();
-    await file.close();
-    await rename(temporary, target);
+    for await (const chunk of chunks) await step(file.write(chunk));
+    await step(file.sync());
+    await step(file.close());
+    await step(rename(temporary, target));
   } catch (error) {
     await file.close().catch(() => undefined);
     await rm(temporary, { force: true });
     throw error;
+  }
+}
+
+/**
+ * A file-system failure of `--output`, naming the path the user gave (never
+ * the temporary file beside it): a folder that is missing or not writable is
+ * the argument's fault; anything else (a full disk) is a failure. Other
+ * errors pass through unchanged.
+ */
+function outputError(target: string, error: unknown): unknown {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code !== "string") return error;
+  const input = `--output ${JSON.stringify(target)}`;
+  const folder = path.dirname(path.resolve(target));
+  const accepted = "a new file in an existing folder this user can write";
+  switch (code) {
+    case "ENOENT":
+      return new InvalidInputError(input, `its folder ${folder} does not exist`, accepted);
+    case "ENOTDIR":
+      return new InvalidInputError(input, `${folder} is not a folder`, accepted);
+    case "EACCES":
+    case "EPERM":
+    case "EROFS":
+      return new InvalidInputError(
+        input,
+        `its folder ${folder} is not writable (${code})`,
+        accepted,
+      );
+    case "EISDIR":
+      return new InvalidInputError(input, "is a folder", accepted);
+    default:
+      return new PulpitumError(`could not write ${input}: ${code}`, { cause: error });
   }
 }
 

@@ -99,4 +99,85 @@ describe("pulpitum retry and archive --bucket", () => {
     expect(unknown.code).not.toBe(0);
     expect(unknown.stderr).toMatch(/month:2024-01/);
   }, 120_000);
+
+  it("retry --table and --all release every quarantined bucket in scope with the count, --dry-run only lists them", async () => {
+    // Two more quarantined buckets, in another table.
+    await runCli(["tables", "create", "logs", "--strategy", "month", "--format", "json"], env);
+    const file = path.join(home, "logs.ndjson");
+    const b64 = (s: string) => Buffer.from(s).toString("base64");
+    writeFileSync(
+      file,
+      ["2025-04-01T00:00:00Z", "2025-05-01T00:00:00Z"]
+        .map((t) =>
+          JSON.stringify({
+            partition_key: b64("app"),
+            event_time: t,
+            sort_key: b64(t),
+            value: b64("x"),
+          }),
+        )
+        .join("\n"),
+    );
+    expect((await runCli(["import", "logs", file], env)).code).toBe(0);
+    const db = await PgliteDatabase.open(path.join(home, "db"));
+    try {
+      await db.query(
+        `UPDATE pulpitum_v4_bucket_metadata SET attempts = 5, quarantined_at = now(), last_error = 'bad' WHERE table_id = 'logs'`,
+      );
+    } finally {
+      await db.close();
+    }
+    const quarantined = async () =>
+      (
+        JSON.parse((await runCli(["status", "--json"], env)).stdout).quarantined as {
+          bucket: string;
+        }[]
+      )
+        .map((q) => q.bucket)
+        .sort();
+
+    const dry = await runCli(["retry", "--table", "logs", "--dry-run", "--json"], env);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(JSON.parse(dry.stdout)).toMatchObject({
+      dry_run: true,
+      table_id: "logs",
+      would_release: 2,
+      buckets: [
+        { bucket: "logs/app/month:2025-04", state: "hot", last_error: "bad" },
+        { bucket: "logs/app/month:2025-05", state: "hot", last_error: "bad" },
+      ],
+    });
+    expect(await quarantined()).toHaveLength(3);
+
+    const table = await runCli(["retry", "--table", "logs"], env);
+    expect(table.code, table.stderr).toBe(0);
+    expect(table.stdout).toBe(
+      "released logs/app/month:2025-04 (hot)\nreleased logs/app/month:2025-05 (hot)\n" +
+        "released 2 quarantined buckets of logs; discovery offers them again\n",
+    );
+    expect(await quarantined()).toEqual(["chat/room/month:2025-03"]);
+
+    const all = await runCli(["retry", "--all", "--json"], env);
+    expect(JSON.parse(all.stdout)).toMatchObject({ dry_run: false, released: 1 });
+    expect(await quarantined()).toEqual([]);
+    expect((await runCli(["retry", "--all"], env)).stdout).toBe("released 0 quarantined buckets\n");
+    expect((await runCli(["archive", "--once"], env)).code).toBe(0);
+  }, 120_000);
+
+  it("refuses --all or --table beside a bucket argument, and --dry-run without them (usage, exit 2)", async () => {
+    for (const args of [
+      ["retry", "--all", "chat", "room", "month:2025-03"],
+      ["retry", "--table", "chat", "chat", "room", "month:2025-03"],
+      ["retry", "--all", "--table", "chat"],
+      ["retry", "chat", "room", "month:2025-03", "--dry-run"],
+    ]) {
+      const run = await runCli(args, env);
+      expect(run.code, args.join(" ")).toBe(2);
+      expect(run.stderr).toMatch(/usage: retry TABLE PARTITION BUCKET.*retry --all \[--dry-run\]/);
+    }
+    expect((await runCli(["retry", "--table", "nope"], env)).code).toBe(3);
+    expect(JSON.parse((await runCli(["status", "--json"], env)).stdout).quarantined).toHaveLength(
+      1,
+    );
+  }, 120_000);
 });

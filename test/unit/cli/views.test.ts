@@ -105,7 +105,7 @@ describe("the CLI's views of what is stored", () => {
     );
     expect(r.stdout).toMatch(/archived chat\/b64:AAH\/\/month:2025-01: 5 rows/);
     expect(lines.at(-1)).toMatch(
-      /^archive finished: 4 buckets archived \(20 rows, [\d.]+ KiB\), 0 deferred, 0 failed phase runs/,
+      /^archive finished: 4 buckets archived \(20 rows, [\d.]+ KiB\), 0 failed, 0 deferred, 0 failed phase runs/,
     );
 
     await cli("tables", "create", "more", "--strategy", "month", "--format", "json");

@@ -99,4 +99,36 @@ describe("the DLQ replay against the in-memory dead-letter queue", () => {
     const left = await queue.receive(10, { visibilityTimeoutSeconds: 30, waitTimeSeconds: 0 });
     expect(left.map((l) => l.id).sort()).toEqual([truncated, otherVersion].sort());
   });
+
+  it("a dry run lists each message with the bucket it names, its kind and receive count, and sends or deletes nothing", async () => {
+    const { queue, clock } = queueWith(0);
+    const first = queue.add(body(0), {}, 5);
+    const broken = queue.add("not json", {}, 3);
+
+    const report = await replayDeadLetters({ deadLetters: queue, maxMessages: 10, dryRun: true });
+
+    expect(report.messages).toEqual([
+      {
+        messageId: first,
+        kind: "work",
+        tableId: "orders",
+        partitionKeyB64: Buffer.from("m0").toString("base64"),
+        bucketKey: "day:2024-01-01",
+        receiveCount: 6,
+      },
+      {
+        messageId: broken,
+        kind: "undecodable",
+        tableId: null,
+        partitionKeyB64: null,
+        bucketKey: null,
+        receiveCount: 4,
+      },
+    ]);
+    expect(report).toMatchObject({ received: 2, replayed: 0 });
+    expect(queue.redriven).toEqual([]);
+    clock.advance(31_000);
+    const left = await queue.receive(10, { visibilityTimeoutSeconds: 30, waitTimeSeconds: 0 });
+    expect(left.map((l) => l.id).sort()).toEqual([first, broken].sort());
+  });
 });

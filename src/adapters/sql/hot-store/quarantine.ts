@@ -4,6 +4,7 @@
  * by an operator.
  */
 import type { BucketId } from "../../../domain/bucket.js";
+import type { TableId } from "../../../domain/table.js";
 import type { BucketMetadata, FencedWrite, Lease } from "../../../ports/hot-store.js";
 import type { SqlDatabase } from "../database.js";
 import { METADATA_TABLE } from "../migrations.js";
@@ -48,4 +49,42 @@ export async function releaseQuarantine(
     "releaseQuarantine",
   );
   return rows[0] !== undefined ? toMetadata(rows[0]) : await readBucket(db, id);
+}
+
+export async function releaseQuarantines(
+  db: SqlDatabase,
+  scope: { readonly tableId?: TableId },
+  now: Date,
+  options: { readonly dryRun: boolean },
+): Promise<BucketMetadata[]> {
+  const p = new SqlParams();
+  const where =
+    "quarantined_at IS NOT NULL" +
+    (scope.tableId === undefined ? "" : ` AND table_id = ${p.text(scope.tableId)}`);
+  const { rows } = options.dryRun
+    ? await db.query<MetadataRow>(
+        `SELECT ${METADATA_COLUMNS} FROM ${METADATA_TABLE} WHERE ${where}`,
+        p.values,
+      )
+    : await db.write<MetadataRow>(
+        `UPDATE ${METADATA_TABLE}
+            SET quarantined_at = NULL, attempts = 0, outage_deferrals = 0, retry_at = NULL,
+                enqueued_at = NULL,
+                updated_at = ${p.time(now)}
+          WHERE ${where}
+      RETURNING ${METADATA_COLUMNS}`,
+        p.values,
+        "releaseQuarantines",
+      );
+  return rows.map(toMetadata).sort(byPrimaryKey);
+}
+
+/** Table, partition key (bytewise), bucket key: the order the metadata's primary key sorts in. */
+function byPrimaryKey(a: BucketMetadata, b: BucketMetadata): number {
+  const text = (x: string, y: string) => (x < y ? -1 : x > y ? 1 : 0);
+  return (
+    text(a.id.tableId, b.id.tableId) ||
+    Buffer.compare(a.id.partitionKey, b.id.partitionKey) ||
+    text(a.id.bucketKey, b.id.bucketKey)
+  );
 }
