@@ -17,6 +17,7 @@ import { partConformance } from "./hot-store/parts.js";
 import { phaseConformance } from "./hot-store/phases.js";
 import { registryConformance } from "./hot-store/registry.js";
 import { restoreConformance } from "./hot-store/restore.js";
+import { scrubStoreConformance } from "./hot-store/scrub-store.js";
 import { OPEN_TIMEOUT_MS, type OpenedHotStore } from "./hot-store/support.js";
 
 export type { OpenedHotStore } from "./hot-store/support.js";
@@ -42,6 +43,7 @@ export function hotStoreConformance(name: string, open: () => Promise<OpenedHotS
     phaseConformance(() => store);
     partConformance(() => store);
     restoreConformance(() => store);
+    scrubStoreConformance(() => store);
   });
 
   discoveryConformance(name, open);

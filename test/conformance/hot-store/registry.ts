@@ -30,6 +30,7 @@ export function registryConformance(opened: () => HotStore): void {
         format: "parquet",
         writableBuckets: 3,
         paused: false,
+        dropping: false,
       });
       expect((await store.listTables()).map((t) => t.tableId)).toContain(tableId);
     });
