@@ -11,16 +11,17 @@ import fc from "fast-check";
 
 const DEFAULT_RUNS = 200;
 
-function positiveInteger(name: string, fallback: number | undefined): number | undefined {
+function integerVariable(name: string, min: number): number | undefined {
   const text = process.env[name];
-  if (text === undefined || text === "") return fallback;
+  if (text === undefined || text === "") return undefined;
   const n = Number(text);
-  if (!Number.isSafeInteger(n) || n < 1) throw new Error(`${name}=${text} is not an integer >= 1`);
+  if (!Number.isSafeInteger(n) || n < min)
+    throw new Error(`${name}=${text} is not an integer >= ${min}`);
   return n;
 }
 
-export const FUZZ_RUNS = positiveInteger("PULPITUM_FUZZ_RUNS", DEFAULT_RUNS)!;
-const FUZZ_SEED = positiveInteger("PULPITUM_FUZZ_SEED", undefined);
+export const FUZZ_RUNS = integerVariable("PULPITUM_FUZZ_RUNS", 1) ?? DEFAULT_RUNS;
+const FUZZ_SEED = integerVariable("PULPITUM_FUZZ_SEED", -(2 ** 31));
 
 /** A vitest timeout for a property whose cases take up to `msPerCase` each, on average. */
 export function fuzzTimeout(msPerCase = 2): number {
@@ -49,7 +50,18 @@ export async function fuzz<T>(
   const caseTimeoutMs = options.caseTimeoutMs ?? 2_000;
   const property = fc.asyncProperty(arbitrary, async (value) => {
     const started = performance.now();
-    await check(value);
+    let timer: NodeJS.Timeout | undefined;
+    const hang = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new Error(`the case did not finish within ${caseTimeoutMs} ms`)),
+        caseTimeoutMs,
+      );
+    });
+    try {
+      await Promise.race([check(value), hang]);
+    } finally {
+      clearTimeout(timer);
+    }
     const took = performance.now() - started;
     if (took > caseTimeoutMs) {
       throw new Error(`the case took ${Math.round(took)} ms, over the ${caseTimeoutMs} ms allowed`);
@@ -57,11 +69,16 @@ export async function fuzz<T>(
   });
   const details = await fc.check(property, {
     numRuns: FUZZ_RUNS,
-    timeout: caseTimeoutMs,
     ...(FUZZ_SEED === undefined ? {} : { seed: FUZZ_SEED }),
   });
   console.log(`fuzz: ${name}: ${details.numRuns} cases${details.failed ? " (FAILED)" : ""}`);
-  if (details.failed) throw new Error(fc.defaultReportMessage(details) ?? "property failed");
+  if (details.failed) {
+    const error = details.errorInstance;
+    const why = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+    throw new Error(`${fc.defaultReportMessage(details) ?? "property failed"}\nGot ${why}`, {
+      cause: error,
+    });
+  }
 }
 
 /**
