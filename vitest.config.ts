@@ -6,7 +6,11 @@ export default defineConfig({
       {
         test: {
           name: "unit",
-          include: ["test/unit/**/*.test.ts", "test/conformance/**/*.unit.test.ts"],
+          include: [
+            "test/unit/**/*.test.ts",
+            "test/conformance/**/*.unit.test.ts",
+            "test/fuzz/**/*.fuzz.test.ts",
+          ],
           testTimeout: 60_000,
           hookTimeout: 60_000,
         },

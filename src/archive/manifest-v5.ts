@@ -19,7 +19,12 @@
 import { ArchiveIntegrityError, errorMessage } from "../errors.js";
 import { compareClustering, parseBase64, toBase64 } from "../domain/record.js";
 import { formatMicrosRfc3339, parseRfc3339Micros } from "../domain/time.js";
-import { parseBucketKey, type BucketStrategy } from "../domain/bucket.js";
+import {
+  BUCKET_STRATEGIES,
+  parseBucketKey,
+  type BucketDescriptor,
+  type BucketStrategy,
+} from "../domain/bucket.js";
 import type { ArchiveFormat } from "../domain/table.js";
 import type { BucketPart, ClusteringPosition, PayloadFacts } from "../ports/hot-store.js";
 import type { StorageChecksum } from "../ports/object-store.js";
@@ -254,9 +259,25 @@ export function validateArchiveManifest(
 
   // Each part must be what a v4 manifest of this bucket could name as its payload.
   const { manifestKey: _key, payload: _payload, ...identityExpectations } = expected;
-  const descriptor = parseBucketKey(String(m.bucket_key), m.bucket_strategy as BucketStrategy);
-  const lowest = dateToMicros(descriptor.start);
-  const highest = dateToMicros(descriptor.end);
+  const strategy = m.bucket_strategy;
+  if (!(BUCKET_STRATEGIES as readonly unknown[]).includes(strategy)) {
+    fail(
+      "bucket_strategy",
+      `is ${JSON.stringify(strategy)}, expected one of ${BUCKET_STRATEGIES.join(", ")}`,
+    );
+  }
+  let descriptor: BucketDescriptor;
+  try {
+    if (typeof m.bucket_key !== "string") throw new Error("not a string");
+    descriptor = parseBucketKey(m.bucket_key, strategy as BucketStrategy);
+  } catch (error) {
+    fail(
+      "bucket_key",
+      `is ${JSON.stringify(m.bucket_key)}, invalid for ${String(strategy)}: ${errorMessage(error)}`,
+    );
+  }
+  const lowest = dateToMicros(descriptor!.start);
+  const highest = dateToMicros(descriptor!.end);
   const parts: ManifestPart[] = [];
   let previousLast: ClusteringPosition | null = null;
   let rows = 0;

@@ -27,6 +27,8 @@ export class PageCrcCheck {
     private readonly pageStarts: ReadonlySet<number>,
     /** Where the data region ends: the page indexes, or the footer. */
     readonly dataEnd: number,
+    /** The most values a page may state: the rows of the largest row group. */
+    private readonly maxPageValues: number,
   ) {}
 
   /**
@@ -64,7 +66,11 @@ export class PageCrcCheck {
       }
     }
     const footerStart = byteLength - 8 - metadata.metadata_length;
-    return new PageCrcCheck(objectKey, starts, Math.min(indexStart, footerStart));
+    let maxPageValues = 0;
+    for (const group of metadata.row_groups) {
+      maxPageValues = Math.max(maxPageValues, Number(group.num_rows));
+    }
+    return new PageCrcCheck(objectKey, starts, Math.min(indexStart, footerStart), maxPageValues);
   }
 
   /**
@@ -93,6 +99,18 @@ export class PageCrcCheck {
         throw new ArchiveIntegrityError(
           this.objectKey,
           `the page at byte ${at} states ${size} bytes, past the end of the range read`,
+        );
+      }
+      // The decoder allocates for the values a page states before it reads
+      // them: a page cannot hold more values than a row group has rows.
+      const values =
+        header.data_page_header?.num_values ??
+        header.data_page_header_v2?.num_values ??
+        header.dictionary_page_header?.num_values;
+      if (values !== undefined && !(values >= 0 && values <= this.maxPageValues)) {
+        throw new ArchiveIntegrityError(
+          this.objectKey,
+          `the page at byte ${at} states ${values} values, more than any row group's ${this.maxPageValues} rows`,
         );
       }
       const body = new Uint8Array(bytes, reader.offset, size);

@@ -5,7 +5,6 @@
  * statistics overlap the range. Every page fetched is checked against the
  * CRC-32 in its header before it is decoded (see page-crc.ts).
  */
-import { decompress as zstdDecompress } from "fzstd";
 import {
   parquetMetadataAsync,
   parquetRead,
@@ -22,20 +21,9 @@ import type { EpochMicros } from "../../domain/time.js";
 import { integrityFailure, ownArrayBuffer, type ByteSource } from "../byte-sources.js";
 import { ENVELOPE_COLUMNS } from "../envelope.js";
 import { PageCrcCheck } from "./page-crc.js";
+import { decompressZstdPage } from "./zstd-page.js";
 
-const COMPRESSORS: Compressors = {
-  // fzstd is called without an output buffer on purpose: given one, fzstd 0.1.1
-  // compares it with `== 1`, which stringifies the whole buffer on every page.
-  ZSTD: (input, outputLength) => {
-    const output = zstdDecompress(input);
-    if (output.byteLength !== outputLength) {
-      throw new Error(
-        `a ZSTD page decompressed to ${output.byteLength} bytes, its header says ${outputLength}`,
-      );
-    }
-    return output;
-  },
-};
+const COMPRESSORS: Compressors = { ZSTD: decompressZstdPage };
 
 /** Keep INT64 nanoseconds exact: hyparquet's default turns them into millisecond Dates. */
 const PARSERS: Partial<ParquetParsers> = {
@@ -76,7 +64,7 @@ export class ParquetPayloadReader {
   ) {
     let rowStart = 0;
     this.rowGroups = metadata.row_groups.map((group, index) => {
-      const rowCount = Number(group.num_rows);
+      const rowCount = footerRowCount(source, group.num_rows, `row group ${index}`);
       const stats = group.columns[1]?.meta_data?.statistics;
       const info: RowGroupInfo = {
         index,
@@ -89,7 +77,7 @@ export class ParquetPayloadReader {
       return info;
     });
     this.rowCount = rowStart;
-    if (BigInt(rowStart) !== BigInt(metadata.num_rows)) {
+    if (rowStart !== footerRowCount(source, metadata.num_rows, "the file")) {
       throw new ArchiveIntegrityError(
         source.name,
         `row groups hold ${rowStart} rows but the footer states ${metadata.num_rows}`,
@@ -104,8 +92,17 @@ export class ParquetPayloadReader {
     // per column chunk read); data pages are never kept.
     let indexStart = Number.POSITIVE_INFINITY;
     const indexes = new Map<string, Promise<ArrayBuffer>>();
-    const read = async (start: number, end: number) =>
-      ownArrayBuffer(await source.read(start, end));
+    // Offsets come from the footer, which no checksum covers: one that
+    // points outside the object is damage, not a range to request.
+    const read = async (start: number, end: number) => {
+      if (!(start >= 0 && start <= end && end <= source.byteLength)) {
+        throw new ArchiveIntegrityError(
+          source.name,
+          `the Parquet footer points at bytes [${start}, ${end}), outside the ${source.byteLength}-byte object`,
+        );
+      }
+      return ownArrayBuffer(await source.read(start, end));
+    };
     // Set once the footer is read: from then on, every range of the data
     // region is checked page by page before the decoder sees it.
     const checked: { pages?: PageCrcCheck } = {};
@@ -117,7 +114,14 @@ export class ParquetPayloadReader {
     const file: AsyncBuffer = {
       byteLength: source.byteLength,
       slice: (start, end = source.byteLength) => {
-        if (start < indexStart || end - start > MAX_CACHED_INDEX_BYTES) return readData(start, end);
+        if (start < indexStart || end - start > MAX_CACHED_INDEX_BYTES) {
+          // The decoder starts reads it no longer awaits once another one
+          // failed: their failures must not surface as unhandled rejections,
+          // which end the process.
+          const data = readData(start, end);
+          data.catch(() => undefined);
+          return data;
+        }
         const key = `${start}:${end}`;
         let cached = indexes.get(key);
         if (cached === undefined) {
@@ -138,6 +142,7 @@ export class ParquetPayloadReader {
       throw integrityFailure(source, "not a readable Parquet file", error);
     }
     checkEnvelopeSchema(source, metadata.schema);
+    checkColumnChunks(source, metadata);
     indexStart = pageIndexStart(metadata);
     const footerStart = source.byteLength - 8 - metadata.metadata_length;
     const indexRegion =
@@ -345,6 +350,18 @@ function pageIndexStart(metadata: FileMetaData): number {
   return start;
 }
 
+/** A row count the footer states (a bigint or a number), refused unless a non-negative safe integer. */
+function footerRowCount(source: ByteSource, stated: unknown, of: string): number {
+  const count = typeof stated === "bigint" ? Number(stated) : stated;
+  if (typeof count !== "number" || !Number.isSafeInteger(count) || count < 0) {
+    throw new ArchiveIntegrityError(
+      source.name,
+      `the Parquet footer states ${String(stated)} rows for ${of}, not a row count`,
+    );
+  }
+  return count;
+}
+
 function nanosToMicros(source: ByteSource, nanos: bigint, row: number): EpochMicros {
   if (nanos % 1000n !== 0n) {
     throw new ArchiveIntegrityError(
@@ -359,6 +376,27 @@ function statMicros(source: ByteSource, value: unknown): EpochMicros | undefined
   if (typeof value !== "bigint") return undefined;
   // Statistics only prune; a non-micro bound is rounded outwards rather than rejected here.
   return value >= 0n || value % 1000n === 0n ? value / 1000n : value / 1000n - 1n;
+}
+
+/**
+ * Every row group's column chunks name the envelope's columns, in order. The
+ * decoder resolves these names while it is already fetching the chunks
+ * before them, so one it cannot resolve would leave those fetches' failures
+ * unhandled: it is refused here, before any data is read.
+ */
+function checkColumnChunks(source: ByteSource, metadata: FileMetaData): void {
+  metadata.row_groups.forEach((group, index) => {
+    const paths = group.columns.map((column) => column.meta_data?.path_in_schema?.join("."));
+    if (
+      paths.length !== ENVELOPE_COLUMNS.length ||
+      paths.some((p, i) => p !== ENVELOPE_COLUMNS[i])
+    ) {
+      throw new ArchiveIntegrityError(
+        source.name,
+        `row group ${index} holds the column chunks ${JSON.stringify(paths)}, expected ${ENVELOPE_COLUMNS.join(", ")}`,
+      );
+    }
+  });
 }
 
 function checkEnvelopeSchema(source: ByteSource, schema: readonly SchemaElement[]): void {

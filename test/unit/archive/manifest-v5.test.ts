@@ -92,6 +92,18 @@ describe("manifest v5", () => {
       edited((m) => (partsOf(m)[1]!.storage_checksum = "crc64nvme")),
       /parts\[1\]: .*manifest field storage_checksum is "crc64nvme", expected one of sha256, crc32/,
     ],
+    // Found by the fuzz suite: these escaped as InvalidInputError and TypeError.
+    ["no bucket_key", edited((m) => delete m.bucket_key), /manifest field bucket_key is undefined/],
+    [
+      "a bucket_key that is not a string",
+      edited((m) => (m.bucket_key = { toString: 1 })),
+      /manifest field bucket_key is \{"toString":1\}/,
+    ],
+    [
+      "an unknown bucket_strategy",
+      edited((m) => (m.bucket_strategy = "Fortnightly")),
+      /manifest field bucket_strategy is "Fortnightly", expected one of/,
+    ],
   ];
   for (const [what, text, message] of refusals) {
     it(`refuses a v5 manifest with ${what}`, () => {

@@ -1,0 +1,74 @@
+/**
+ * Decompressing a Parquet page's ZSTD frame for the decoder. fzstd
+ * allocates whatever the frame header claims (its content size, or its
+ * window), and neither that header nor the page header's uncompressed size
+ * is covered by a checksum: a claim the page's compressed size rules out,
+ * or one the two headers disagree on, is refused before anything is
+ * allocated, so a damaged page costs at most what its bytes can expand to.
+ */
+import { decompress as zstdDecompress } from "fzstd";
+
+/**
+ * The most a ZSTD frame can expand: a 4-byte RLE block (3-byte header and
+ * the byte) stands for at most one whole 128 KiB block.
+ */
+const ZSTD_MAX_RATIO = (128 * 1024) / 4;
+
+/** The largest window a frame without a content size may ask the decoder to allocate. */
+const ZSTD_MAX_WINDOW_BYTES = 8 * 1024 * 1024;
+
+/**
+ * What fzstd allocates for the ZSTD frame `input` starts with (RFC 8878
+ * 3.1.1.1): its Frame_Content_Size, or without one its window size;
+ * undefined when `input` is not a ZSTD frame (the decoder refuses it).
+ */
+function zstdFrameClaim(input: Uint8Array): { contentSize?: number; window: number } | undefined {
+  const view = new DataView(input.buffer, input.byteOffset, input.byteLength);
+  if (input.byteLength < 6 || view.getUint32(0, true) !== 0xfd2fb528) return undefined;
+  const descriptor = input[4]!;
+  const singleSegment = (descriptor & 0x20) !== 0;
+  const fieldSize = [singleSegment ? 1 : 0, 2, 4, 8][descriptor >> 6]!;
+  const at = 5 + (singleSegment ? 0 : 1) + [0, 1, 2, 4][descriptor & 0x03]!;
+  let window = 0;
+  if (!singleSegment) {
+    const base = 2 ** (10 + (input[5]! >> 3));
+    window = base + (base / 8) * (input[5]! & 7);
+  }
+  if (fieldSize === 0 || input.byteLength < at + fieldSize) return { window };
+  const contentSize =
+    fieldSize === 1
+      ? view.getUint8(at)
+      : fieldSize === 2
+        ? view.getUint16(at, true) + 256
+        : fieldSize === 4
+          ? view.getUint32(at, true)
+          : Number(view.getBigUint64(at, true));
+  return { contentSize, window };
+}
+
+/** The page's bytes, exactly `outputLength` of them; throws on any other claim or outcome. */
+export function decompressZstdPage(input: Uint8Array, outputLength: number): Uint8Array {
+  if (outputLength > input.byteLength * ZSTD_MAX_RATIO) {
+    throw new Error(
+      `a ZSTD page of ${input.byteLength} bytes cannot decompress to the ${outputLength} its header says`,
+    );
+  }
+  const claim = zstdFrameClaim(input);
+  if (claim?.contentSize !== undefined && claim.contentSize !== outputLength) {
+    throw new Error(
+      `a ZSTD page's frame claims ${claim.contentSize} bytes, its header says ${outputLength}`,
+    );
+  }
+  if (claim?.contentSize === undefined && (claim?.window ?? 0) > ZSTD_MAX_WINDOW_BYTES) {
+    throw new Error(`a ZSTD page's frame asks for a ${claim!.window}-byte window`);
+  }
+  // fzstd is called without an output buffer on purpose: given one, fzstd 0.1.1
+  // compares it with `== 1`, which stringifies the whole buffer on every page.
+  const output = zstdDecompress(input);
+  if (output.byteLength !== outputLength) {
+    throw new Error(
+      `a ZSTD page decompressed to ${output.byteLength} bytes, its header says ${outputLength}`,
+    );
+  }
+  return output;
+}
