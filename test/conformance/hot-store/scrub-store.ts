@@ -8,7 +8,7 @@ import { scrubStoreOf } from "../../../src/adapters/sql/scrub-store.js";
 import type { BucketId } from "../../../src/domain/bucket.js";
 import type { HotStore } from "../../../src/ports/hot-store.js";
 import type { ScrubCursor, ScrubStore, VerifiedVersion } from "../../../src/ports/scrub-store.js";
-import { SqlHotStore } from "../../../src/adapters/sql/index.js";
+import type { SqlHotStore } from "../../../src/adapters/sql/index.js";
 import { METADATA_TABLE } from "../../../src/adapters/sql/migrations.js";
 import { advanceTo, bytes, hotBucket, later, newTable, NOW } from "./support.js";
 
