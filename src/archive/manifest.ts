@@ -16,12 +16,7 @@
 import { createHash } from "node:crypto";
 import { ArchiveIntegrityError, errorMessage } from "../errors.js";
 import { parseBucketKey, type BucketStrategy, BUCKET_STRATEGIES } from "../domain/bucket.js";
-import {
-  bucketPrefix,
-  manifestKey,
-  parsePayloadName,
-  type BucketLocation,
-} from "../domain/object-keys.js";
+import { bucketPrefix, parsePayloadName, type BucketLocation } from "../domain/object-keys.js";
 import { parseBase64, toBase64 } from "../domain/record.js";
 import { parseTableId, type ArchiveFormat, type TableId } from "../domain/table.js";
 import { dateToMicros, formatMicrosRfc3339, parseRfc3339Micros } from "../domain/time.js";
@@ -153,11 +148,6 @@ export function serializeManifest(manifest: Manifest): Uint8Array {
 
 export function sha256Hex(bytes: Uint8Array): string {
   return createHash("sha256").update(bytes).digest("hex");
-}
-
-/** The content-addressed key of a manifest's bytes. */
-export function manifestKeyFor(prefix: string, manifest: Manifest, bytes: Uint8Array): string {
-  return manifestKey(locationOf(prefix, manifest), sha256Hex(bytes));
 }
 
 function locationOf(prefix: string, manifest: Manifest): BucketLocation {
