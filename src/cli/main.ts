@@ -14,6 +14,7 @@ import { stopQuietlyWhenOutputCloses } from "./closed-stdout.js";
 import { EXIT, exitCodeFor, UsageError } from "./exit-codes.js";
 import { integerOption, partitionKeyFrom, timeRangeFrom } from "./options.js";
 import { addQueryCommands } from "./query-commands.js";
+import { addRolesCommand } from "./roles-command.js";
 import { beginInvocation } from "./session.js";
 import { packageVersion } from "./version.js";
 
@@ -364,6 +365,7 @@ function buildProgram(): Command {
     );
 
   addQueryCommands(program);
+  addRolesCommand(program);
 
   program
     .command("gc")

@@ -1,0 +1,193 @@
+/**
+ * Least privilege in the database, on PostgreSQL: the roles `pulpitum roles
+ * print` creates. The migrator migrates; the app role runs the whole
+ * archival workflow (register, import, archive, verify, restore, GC,
+ * status) and the reader role the reads (read, export, query, status); each
+ * is refused DDL and every table that is not Pulpitum's, and the reader is
+ * refused every write.
+ */
+import { randomBytes } from "node:crypto";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { recordToJson } from "../../src/domain/record.js";
+import { runCli } from "../support/cli.js";
+import { ledgerRecords } from "../support/integrity.js";
+import { freshBucket, freshDatabase } from "../support/integration-resources.js";
+
+const suffix = randomBytes(4).toString("hex");
+const ROLES = {
+  migrator: `pulpitum_migrator_${suffix}`,
+  app: `pulpitum_app_${suffix}`,
+  reader: `pulpitum_reader_${suffix}`,
+};
+const PASSWORD = "pulpitum-test";
+
+describe("database roles on PostgreSQL", () => {
+  let serverUrl: string;
+  let dbUrl: string;
+  let drop: () => Promise<void>;
+  let home: string;
+  let bucket: string;
+  const endpoint = inject("awsEndpointUrl");
+
+  /** The database's URL as `role`. */
+  const as = (role: string) => {
+    const url = new URL(dbUrl);
+    url.username = role;
+    url.password = PASSWORD;
+    return url.toString();
+  };
+  const cli = (role: string, ...args: string[]) =>
+    runCli(args, {
+      DATABASE_URL: as(role),
+      PULPITUM_ARCHIVE_URL: `s3://${bucket}/roles`,
+      AWS_ENDPOINT_URL: endpoint,
+      AWS_ACCESS_KEY_ID: "test",
+      AWS_SECRET_ACCESS_KEY: "test",
+      AWS_REGION: "us-east-1",
+      PULPITUM_HOME: home,
+      ARCHIVER_ELIGIBLE_BEFORE: "2026-01-01T00:00:00Z",
+    });
+  const ok = async (role: string, ...args: string[]) => {
+    const r = await cli(role, ...args);
+    expect(r.code, `${role}: ${args.join(" ")}: ${r.stderr}`).toBe(0);
+    return r;
+  };
+  /** Run `sql` as `role`; the refusal's message, or null when it ran. */
+  const refusal = async (role: string, sql: string): Promise<string | null> => {
+    const client = new pg.Client({ connectionString: as(role) });
+    await client.connect();
+    try {
+      await client.query(sql);
+      return null;
+    } catch (error) {
+      return (error as Error).message;
+    } finally {
+      await client.end();
+    }
+  };
+
+  beforeAll(async () => {
+    serverUrl = inject("databaseUrl");
+    const db = await freshDatabase(serverUrl);
+    dbUrl = db.url;
+    drop = db.drop;
+    bucket = await freshBucket(endpoint);
+    home = mkdtempSync(path.join(os.tmpdir(), "pulpitum-it-roles-"));
+    const database = new URL(dbUrl).pathname.slice(1);
+    const printed = await runCli(
+      [
+        "roles",
+        "print",
+        "--database",
+        database,
+        "--migrator",
+        ROLES.migrator,
+        "--app",
+        ROLES.app,
+        "--reader",
+        ROLES.reader,
+      ],
+      {},
+    );
+    expect(printed.code, printed.stderr).toBe(0);
+    const admin = new pg.Client({ connectionString: dbUrl });
+    await admin.connect();
+    try {
+      await admin.query(printed.stdout);
+      for (const role of Object.values(ROLES))
+        await admin.query(`ALTER ROLE ${role} WITH PASSWORD '${PASSWORD}'`);
+      // A table of the application's own, which no Pulpitum role may touch.
+      await admin.query("CREATE TABLE app_events (id INT8 PRIMARY KEY)");
+      await admin.query("INSERT INTO app_events VALUES (1)");
+    } finally {
+      await admin.end();
+    }
+    writeFileSync(
+      path.join(home, "records.ndjson"),
+      ledgerRecords(120)
+        .map((r) => JSON.stringify(recordToJson(r)))
+        .join("\n"),
+    );
+  });
+  afterAll(async () => {
+    rmSync(home, { recursive: true, force: true });
+    await drop();
+    const admin = new pg.Client({ connectionString: serverUrl });
+    await admin.connect();
+    try {
+      for (const role of Object.values(ROLES)) await admin.query(`DROP ROLE IF EXISTS ${role}`);
+    } finally {
+      await admin.end();
+    }
+  });
+
+  it("the migrator migrates, the app role archives, verifies, restores and collects, the reader reads; each is refused what it is not for", async () => {
+    // Before migration nobody but the migrator can create the schema.
+    const early = await cli(ROLES.app, "migrate");
+    expect(early.code).not.toBe(0);
+    expect(early.stderr).toMatch(/permission denied/);
+    await ok(ROLES.migrator, "migrate");
+
+    await ok(ROLES.app, "tables", "create", "ledger", "--strategy", "month", "--format", "parquet");
+    await ok(ROLES.app, "import", "ledger", path.join(home, "records.ndjson"));
+    await ok(ROLES.app, "archive", "--once");
+    await ok(ROLES.app, "verify");
+    await ok(ROLES.app, "status");
+    await ok(ROLES.app, "gc", "--dry-run");
+
+    const read = await ok(ROLES.reader, "read", "ledger", "acct-7", "--json", "--limit", "1000");
+    expect(JSON.parse(read.stdout).records).toHaveLength(120);
+    const counted = await ok(
+      ROLES.reader,
+      "query",
+      "ledger",
+      "SELECT count(*) AS n FROM ledger",
+      "--json",
+    );
+    expect(JSON.parse(counted.stdout.trim())).toEqual({ n: 120 });
+    await ok(ROLES.reader, "status");
+
+    await ok(ROLES.app, "restore", "ledger", "acct-7", "month:2025-03", "--hold-seconds", "0");
+    const hot = await ok(ROLES.reader, "read", "ledger", "acct-7", "--json", "--limit", "1000");
+    expect(JSON.parse(hot.stdout).records).toHaveLength(120);
+
+    // The reader writes nothing.
+    const registered = await cli(
+      ROLES.reader,
+      "tables",
+      "create",
+      "other",
+      "--strategy",
+      "day",
+      "--format",
+      "json",
+    );
+    expect(registered.code).not.toBe(0);
+    expect(registered.stderr).toMatch(/permission denied for table pulpitum_v4_tables/);
+    expect(await refusal(ROLES.reader, "DELETE FROM pulpitum_v4_records")).toMatch(
+      /permission denied for table pulpitum_v4_records/,
+    );
+
+    // No role but the migrator runs DDL; none touches the application's own table.
+    for (const role of [ROLES.app, ROLES.reader]) {
+      expect(await refusal(role, "CREATE TABLE pulpitum_v4_extra (i INT8)")).toMatch(
+        /permission denied for schema public/,
+      );
+      expect(await refusal(role, "ALTER TABLE pulpitum_v4_records ADD COLUMN x INT8")).toMatch(
+        /must be owner of table pulpitum_v4_records/,
+      );
+      expect(await refusal(role, "DROP TABLE pulpitum_v4_gc_progress")).toMatch(
+        /must be owner of table pulpitum_v4_gc_progress/,
+      );
+    }
+    for (const role of Object.values(ROLES)) {
+      expect(await refusal(role, "SELECT * FROM app_events")).toMatch(
+        /permission denied for table app_events/,
+      );
+    }
+  });
+});
