@@ -496,15 +496,15 @@ function buildProgram(): Command {
   program
     .command("start")
     .description(
-      "the embedded demo behind `npm start`: seed a sample chat table once, archive it, read across the cutover",
+      "the embedded demo behind `npm start`: seed a sample chat table once, archive it, read across the cutover. It runs on its own embedded store under PULPITUM_HOME even when DATABASE_URL or PULPITUM_ARCHIVE_URL is set",
     )
-    .action(async () => {
-      const [{ withRuntime }, { runEmbeddedDemo }] = await Promise.all([
-        import("./session.js"),
-        import("./start.js"),
-      ]);
-      await withRuntime(async (rt) => runEmbeddedDemo(rt));
-    });
+    .option(
+      "--use-configured-stores",
+      "seed and archive the sample in the database and archive DATABASE_URL and PULPITUM_ARCHIVE_URL name (writes about 100,000 rows there)",
+    )
+    .action(async (opts: { useConfiguredStores?: boolean }) =>
+      (await import("./start.js")).startCommand(opts),
+    );
 
   return program;
 }
