@@ -67,6 +67,16 @@ function buildProgram(): Command {
     .option("--json", "print the result as JSON")
     .action(async (opts: { json?: boolean }) => (await maintenanceModule()).migrateCommand(opts));
 
+  program
+    .command("doctor")
+    .description(
+      "check that this environment can archive: configuration, database and schema version, archive writable, queues, clock; each failure with its fix (exit 1 if any fails)",
+    )
+    .option("--json", "print the checks as JSON")
+    .action(async (opts: { json?: boolean }) =>
+      (await import("./commands/doctor.js")).doctorCommand(opts),
+    );
+
   const tables = program
     .command("tables")
     .description("register, list, pause, resume and drop tables");
