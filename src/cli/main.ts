@@ -4,7 +4,7 @@
  * command runs, so `pulpitum status` never loads PGlite (unless the store is
  * embedded), the AWS SDK or the Parquet libraries.
  */
-import { Command, CommanderError, Option } from "commander";
+import { Argument, Command, CommanderError, Option } from "commander";
 import { configHelpLines } from "../config-docs.js";
 import { parseBucketKey, parseBucketStrategy, type BucketId } from "../domain/bucket.js";
 import { RECORD_JSON_FORM } from "../domain/record.js";
@@ -501,6 +501,39 @@ function buildProgram(): Command {
     .action(async (opts: { max: string; dryRun?: boolean; json?: boolean }) => {
       const max = integerOption(opts.max, "--max", 1, 100_000);
       await (await maintenanceModule()).dlqReplayCommand({ ...opts, max });
+    });
+
+  program
+    .command("invoke")
+    .addArgument(
+      new Argument("<function>", "the Lambda function to run").choices([
+        "discover",
+        "worker",
+        "gc",
+        "restore",
+        "replay-dlq",
+        "scrub",
+      ]),
+    )
+    .description(
+      "run one Lambda handler on this machine against the configured endpoints (DATABASE_URL, PULPITUM_ARCHIVE_URL, AWS_ENDPOINT_URL, the queue URLs), as `sam local invoke` does; the function's logs go to stderr, its result to stdout as JSON (exit 1 when it throws or reports a batch item failed)",
+    )
+    .option(
+      "--event <file>",
+      "the event as a JSON file (events/ holds samples), or - for stdin; default {}",
+    )
+    .option(
+      "--timeout <seconds>",
+      "the invocation's time limit (default: the deployed function's timeout)",
+    )
+    .action(async (name: string, opts: { event?: string; timeout?: string }) => {
+      const { invokeCommand } = await import("./commands/invoke.js");
+      const timeoutSeconds =
+        opts.timeout === undefined ? undefined : integerOption(opts.timeout, "--timeout", 1, 900);
+      await invokeCommand(name as Parameters<typeof invokeCommand>[0], {
+        event: opts.event,
+        timeoutSeconds,
+      });
     });
 
   program
