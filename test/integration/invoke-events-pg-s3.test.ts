@@ -17,7 +17,7 @@ import {
 } from "@aws-sdk/client-sqs";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { recordToJson } from "../../src/domain/record.js";
-import { runCli } from "../support/cli.js";
+import { runCli, runCliProcess } from "../support/cli.js";
 import { freshBucket, freshDatabase } from "../support/integration-resources.js";
 import { emulatorClientConfig } from "../support/lambda-invocation.js";
 
@@ -167,6 +167,14 @@ describe("pulpitum invoke with each sample event", () => {
       }),
     );
     expect(Number(attributes.Attributes?.ApproximateNumberOfMessages)).toBeGreaterThanOrEqual(1);
+  });
+
+  it("as a process, prints only the result on stdout and exits once the invocation ends", async () => {
+    const started = Date.now();
+    const run = await runCliProcess(["invoke", "gc", "--event", event("gc-dry-run.json")], env);
+    expect(run.code, run.stderr).toBe(0);
+    expect(JSON.parse(run.stdout)).toMatchObject({ dry_run: true });
+    expect(Date.now() - started).toBeLessThan(30_000);
   });
 
   it("ran every file in events/", () => {
