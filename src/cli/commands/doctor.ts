@@ -16,7 +16,7 @@ import { appliedMigrations, LATEST_MIGRATION } from "../../adapters/sql/migratio
 import type { PulpitumConfig } from "../../config.js";
 import { unknownVariableWarnings } from "../../config.js";
 import { ConfigError, errorMessage } from "../../errors.js";
-import { openAdapters, openArchiveStore, sqsTimeouts } from "../../open-adapters.js";
+import { loadConfig, openAdapters, openArchiveStore, sqsTimeouts } from "../../open-adapters.js";
 import type { ObjectStore } from "../../ports/object-store.js";
 import { EXIT } from "../exit-codes.js";
 import { printJson } from "../format.js";
@@ -75,7 +75,6 @@ async function runChecks(): Promise<CheckResult[]> {
   const results: CheckResult[] = [];
   let config: PulpitumConfig;
   try {
-    const { loadConfig } = await import("../../open-adapters.js");
     config = loadConfig();
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
@@ -103,7 +102,6 @@ async function runChecks(): Promise<CheckResult[]> {
     archive = rt.objectStore;
     const { SqlHotStore } = await import("../../adapters/sql/sql-hot-store.js");
     if (rt.hotStore instanceof SqlHotStore) db = rt.hotStore.db;
-    results.push(await databaseCheck(config, db));
   } catch (error) {
     archive = openArchiveStore(config);
     close = async () => await archive.close?.();
@@ -111,23 +109,47 @@ async function runChecks(): Promise<CheckResult[]> {
       check: "database",
       status: "fail",
       detail: errorMessage(error),
-      fix:
-        error instanceof ConfigError
-          ? "make the directory named a directory this user can write, or set the variable named to one"
-          : config.database.kind === "postgres"
-            ? "start the server, or correct DATABASE_URL (postgresql://user:password@host:port/database); PULPITUM_DB_CONNECT_TIMEOUT_SECONDS bounds the wait"
-            : "stop the process named above (the embedded store serves one process at a time), or use another PULPITUM_HOME",
+      fix: await openFailureFix(config, error),
     });
   }
   try {
-    results.push(db === null ? skipped("schema") : await schemaCheck(db));
+    if (db !== null) results.push(await guarded("database", () => databaseCheck(config, db!)));
+    results.push(db === null ? skipped("schema") : await guarded("schema", () => schemaCheck(db!)));
     results.push(await archiveCheck(config, archive));
     results.push(...(await queueChecks(config)));
-    results.push(db === null ? skipped("clock") : await clockCheck(config, db));
+    results.push(
+      db === null ? skipped("clock") : await guarded("clock", () => clockCheck(config, db!)),
+    );
   } finally {
     await close();
   }
   return results;
+}
+
+/** What to do when the database could not be opened. */
+async function openFailureFix(config: PulpitumConfig, error: unknown): Promise<string> {
+  const { EmbeddedStoreLockedError } = await import("../../adapters/sql/embedded-lock.js");
+  if (error instanceof ConfigError)
+    return "make the directory named a directory this user can write, or set the variable named to one";
+  if (error instanceof EmbeddedStoreLockedError)
+    return "stop the process named (the embedded store serves one process at a time), or use another PULPITUM_HOME";
+  if (config.database.kind === "postgres")
+    return "start the server, or correct DATABASE_URL (postgresql://user:password@host:port/database); PULPITUM_DB_CONNECT_TIMEOUT_SECONDS bounds the wait";
+  return "see the error; moving PULPITUM_HOME aside starts a new embedded store";
+}
+
+/** A check whose database statement failed fails, naming the error, instead of ending the run. */
+async function guarded(check: string, run: () => Promise<CheckResult>): Promise<CheckResult> {
+  try {
+    return await run();
+  } catch (error) {
+    return {
+      check,
+      status: "fail",
+      detail: `the database failed during the check: ${errorMessage(error)}`,
+      fix: "run `pulpitum doctor` again; if it keeps failing, check the database server's log",
+    };
+  }
 }
 
 const skipped = (check: string): CheckResult => ({
@@ -158,8 +180,7 @@ function serverText(url: string): string {
   return `${s.host}:${s.port}, database ${s.database}, user ${s.user}`;
 }
 
-async function databaseCheck(config: PulpitumConfig, db: SqlExecutor | null): Promise<CheckResult> {
-  if (db === null) return { check: "database", status: "ok", detail: "reachable" };
+async function databaseCheck(config: PulpitumConfig, db: SqlExecutor): Promise<CheckResult> {
   const { rows } = await db.query<{ version: string }>("SELECT version() AS version");
   const server = String(rows[0]?.version ?? "").split(" on ")[0]!;
   const where = config.database.kind === "pglite" ? "embedded" : serverText(config.database.url);

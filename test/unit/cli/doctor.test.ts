@@ -4,6 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { runCli } from "../../support/cli.js";
+import { EmbeddedStoreLock } from "../../../src/adapters/sql/embedded-lock.js";
 import { clockFailSeconds } from "../../../src/cli/commands/doctor.js";
 
 interface Check {
@@ -83,6 +84,28 @@ describe("pulpitum doctor on the embedded store", () => {
     expect(text.code).toBe(1);
     expect(text.stdout).toMatch(/^FAIL {2}archive .*\n\s+fix: make /m);
     expect(text.stdout).toMatch(/not ready: \d checks? failed/);
+  });
+
+  it("fails the database check naming the process that holds the embedded store, and still checks the archive", async () => {
+    const lock = EmbeddedStoreLock.acquire(path.join(home, "db"), {
+      command: "pulpitum archive",
+      now: new Date(),
+      releaseOnSignal: false,
+    });
+    try {
+      const run = await runCli(["doctor", "--json"], env);
+      expect(run.code).toBe(1);
+      const checks = checksOf(run.stdout);
+      expect(checks.get("database")).toMatchObject({
+        status: "fail",
+        detail: expect.stringContaining("pulpitum archive"),
+        fix: expect.stringMatching(/^stop the process named/),
+      });
+      expect(checks.get("schema")?.status).toBe("skip");
+      expect(checks.get("archive")?.status).toBe("ok");
+    } finally {
+      lock.release();
+    }
   });
 
   it("fails the configuration check naming the variable, skips the checks that need it, and exits 1", async () => {
