@@ -30,6 +30,7 @@ import {
 } from "./monitoring.js";
 import { acknowledgeFunctionFindings, grantAccess } from "./permissions.js";
 import { addQueryCatalog, type QueryCatalog } from "./query-catalog.js";
+import { addOutputs } from "./outputs.js";
 import { addQueues } from "./queues.js";
 import { addScaleAlarms, type ScaleAlarms } from "./scale-alarms.js";
 import { acknowledgeServerlessFindings } from "./serverless-findings.js";
@@ -118,6 +119,7 @@ export class ArchiverStack extends Stack {
     this.alarms = { ...addAlarms(this, parts), ...addScaleAlarms(this, parts) };
     notifyAlarms(this, this.alarms, props.alarmTopicArn);
     this.dashboard = addDashboard(this, parts, this.alarms);
+    addOutputs(this, { ...parts, dashboard: this.dashboard });
   }
 
   /** The `service`-dimensioned metric the functions emit (functions/observability.ts). */

@@ -161,22 +161,7 @@ export async function openAdapters(
       throw unusableDirectory(error, variable, named) ?? error;
     }
   }
-  const objectStore =
-    options.objectStore ??
-    new LazyObjectStore(async () => {
-      if (archive.kind === "file") {
-        const { FileObjectStore } = await import("./adapters/object-store/filesystem.js");
-        return new FileObjectStore(archive.root);
-      }
-      const { S3ObjectStore } = await import("./adapters/object-store/s3.js");
-      return new S3ObjectStore({
-        bucket: archive.bucket,
-        region: process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION,
-        endpoint: archive.endpoint,
-        forcePathStyle: archive.forcePathStyle,
-        timeouts: s3Timeouts(config),
-      });
-    });
+  const objectStore = options.objectStore ?? openArchiveStore(config);
   const prefix = archive.prefix;
   const settings = settingsFromConfig(config, prefix);
   return {
@@ -197,6 +182,25 @@ export async function openAdapters(
       }
     },
   };
+}
+
+/** The archive the configuration names; its client is created at the first call. */
+export function openArchiveStore(config: PulpitumConfig): ObjectStore {
+  const archive = config.archive;
+  return new LazyObjectStore(async () => {
+    if (archive.kind === "file") {
+      const { FileObjectStore } = await import("./adapters/object-store/filesystem.js");
+      return new FileObjectStore(archive.root);
+    }
+    const { S3ObjectStore } = await import("./adapters/object-store/s3.js");
+    return new S3ObjectStore({
+      bucket: archive.bucket,
+      region: process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION,
+      endpoint: archive.endpoint,
+      forcePathStyle: archive.forcePathStyle,
+      timeouts: s3Timeouts(config),
+    });
+  });
 }
 
 /**

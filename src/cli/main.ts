@@ -4,7 +4,7 @@
  * command runs, so `pulpitum status` never loads PGlite (unless the store is
  * embedded), the AWS SDK or the Parquet libraries.
  */
-import { Command, CommanderError, Option } from "commander";
+import { Argument, Command, CommanderError, Option } from "commander";
 import { configHelpLines } from "../config-docs.js";
 import { parseBucketKey, parseBucketStrategy, type BucketId } from "../domain/bucket.js";
 import { RECORD_JSON_FORM } from "../domain/record.js";
@@ -67,6 +67,16 @@ function buildProgram(): Command {
     .description("create or upgrade the pulpitum_v4 schema (numbered, idempotent migrations)")
     .option("--json", "print the result as JSON")
     .action(async (opts: { json?: boolean }) => (await maintenanceModule()).migrateCommand(opts));
+
+  program
+    .command("doctor")
+    .description(
+      "check that this environment can archive: configuration, database and schema version, archive writable, queues, clock; each failure with its fix (exit 1 if any fails)",
+    )
+    .option("--json", "print the checks as JSON")
+    .action(async (opts: { json?: boolean }) =>
+      (await import("./commands/doctor.js")).doctorCommand(opts),
+    );
 
   const tables = program
     .command("tables")
@@ -496,17 +506,50 @@ function buildProgram(): Command {
     });
 
   program
+    .command("invoke")
+    .addArgument(
+      new Argument("<function>", "the Lambda function to run").choices([
+        "discover",
+        "worker",
+        "gc",
+        "restore",
+        "replay-dlq",
+        "scrub",
+      ]),
+    )
+    .description(
+      "run one Lambda handler on this machine against the configured endpoints (DATABASE_URL, PULPITUM_ARCHIVE_URL, AWS_ENDPOINT_URL, the queue URLs), as `sam local invoke` does; the function's logs go to stderr, its result to stdout as JSON (exit 1 when it throws or reports a batch item failed)",
+    )
+    .option(
+      "--event <file>",
+      "the event as a JSON file (events/ holds samples), or - for stdin; default {}",
+    )
+    .option(
+      "--timeout <seconds>",
+      "the invocation's time limit (default: the deployed function's timeout)",
+    )
+    .action(async (name: string, opts: { event?: string; timeout?: string }) => {
+      const { invokeCommand } = await import("./commands/invoke.js");
+      const timeoutSeconds =
+        opts.timeout === undefined ? undefined : integerOption(opts.timeout, "--timeout", 1, 900);
+      await invokeCommand(name as Parameters<typeof invokeCommand>[0], {
+        event: opts.event,
+        timeoutSeconds,
+      });
+    });
+
+  program
     .command("start")
     .description(
-      "the embedded demo behind `npm start`: seed a sample chat table once, archive it, read across the cutover",
+      "the embedded demo behind `npm start`: seed a sample chat table once, archive it, read across the cutover. It runs on its own embedded store under PULPITUM_HOME even when DATABASE_URL or PULPITUM_ARCHIVE_URL is set",
     )
-    .action(async () => {
-      const [{ withRuntime }, { runEmbeddedDemo }] = await Promise.all([
-        import("./session.js"),
-        import("./start.js"),
-      ]);
-      await withRuntime(async (rt) => runEmbeddedDemo(rt));
-    });
+    .option(
+      "--use-configured-stores",
+      "seed and archive the sample in the database and archive DATABASE_URL and PULPITUM_ARCHIVE_URL name (writes about 100,000 rows there)",
+    )
+    .action(async (opts: { useConfiguredStores?: boolean }) =>
+      (await import("./start.js")).startCommand(opts),
+    );
 
   return program;
 }

@@ -22,12 +22,12 @@ export function warn(message: string): void {
 }
 
 /** The validated configuration; unknown ARCHIVER_ and PULPITUM_ variables are reported once. */
-export function loadCliConfig(): PulpitumConfig {
+export function loadCliConfig(env: NodeJS.ProcessEnv = process.env): PulpitumConfig {
   if (!warned) {
     warned = true;
-    for (const warning of unknownVariableWarnings(process.env)) warn(warning);
+    for (const warning of unknownVariableWarnings(env)) warn(warning);
   }
-  return loadConfig();
+  return loadConfig(env);
 }
 
 /** The structured log on stderr; `PULPITUM_LOG=debug` adds the info lines. */
@@ -37,10 +37,10 @@ export function cliLog(): WorkflowLog {
 
 export async function withRuntime<T>(
   fn: (runtime: Adapters) => Promise<T>,
-  options: { migrate?: boolean } = {},
+  options: { migrate?: boolean; env?: NodeJS.ProcessEnv } = {},
 ): Promise<T> {
-  const config = loadCliConfig();
-  const runtime = await openAdapters(config, { ...options, command: commandLine });
+  const config = loadCliConfig(options.env);
+  const runtime = await openAdapters(config, { migrate: options.migrate, command: commandLine });
   const stale = runtime.lock?.tookOverFrom;
   if (stale) {
     warn(

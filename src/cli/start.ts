@@ -2,6 +2,12 @@
  * `npm start`: the embedded default end to end. Seeds a sample chat table on
  * first run, archives every eligible bucket, prints a summary, and reads one
  * channel across archived and hot months to show the cutover.
+ *
+ * It writes about 100,000 rows and archives them, so it never does that to
+ * stores it was not given for the purpose: DATABASE_URL and
+ * PULPITUM_ARCHIVE_URL in an operator's shell name production. Unless
+ * `--use-configured-stores` says otherwise, the demo ignores them (saying so)
+ * and runs on its own embedded store under PULPITUM_HOME.
  */
 import { describeBucket } from "../domain/bucket.js";
 import { cutoffAt, formatCutoffAt } from "../domain/cutoff.js";
@@ -11,9 +17,11 @@ import type { PhaseName } from "../ports/hot-store.js";
 import { DurableTable } from "../read/durable-table.js";
 import { runStandalone } from "../runner/standalone.js";
 import type { Adapters } from "../open-adapters.js";
+import { rawValue } from "../variables.js";
 import { formatBytes, renderTable } from "./format.js";
 import { stderrLog } from "./log.js";
 import { ProgressBar } from "./progress.js";
+import { withRuntime } from "./session.js";
 
 export const SAMPLE_TABLE: TableId = parseTableId("chat");
 const CHANNELS = ["general", "random", "ops", "dev", "support", "sales", "design", "hiring"];
@@ -71,6 +79,25 @@ export function* sampleChatMessages(now: Date): Iterable<TableRecord> {
       }
     }
   }
+}
+
+/** The variables that point the demo at external stores: ignored unless `--use-configured-stores`. */
+export const CONFIGURED_STORE_VARIABLES = ["DATABASE_URL", "PULPITUM_ARCHIVE_URL"] as const;
+
+/** `pulpitum start` (`npm start`). */
+export async function startCommand(opts: { useConfiguredStores?: boolean }): Promise<void> {
+  const set = CONFIGURED_STORE_VARIABLES.filter(
+    (name) => rawValue(process.env, name) !== undefined,
+  );
+  let env = process.env;
+  if (set.length > 0 && opts.useConfiguredStores !== true) {
+    env = { ...process.env };
+    for (const name of set) delete env[name];
+    process.stderr.write(
+      `pulpitum: ${set.join(" and ")} ${set.length === 1 ? "is" : "are"} set and ignored: the demo runs on its own embedded store under PULPITUM_HOME and leaves the configured stores untouched; \`pulpitum start --use-configured-stores\` (\`npm start -- --use-configured-stores\`) seeds and archives the sample there instead\n`,
+    );
+  }
+  await withRuntime(async (rt) => runEmbeddedDemo(rt), { env });
 }
 
 export async function runEmbeddedDemo(rt: Adapters): Promise<void> {

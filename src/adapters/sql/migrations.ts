@@ -7,7 +7,7 @@
  * at once both finish with the same schema; the ledger records each version
  * once. Only tables named `pulpitum_v4_*` are ever touched.
  */
-import type { SqlDatabase } from "./database.js";
+import type { SqlDatabase, SqlExecutor } from "./database.js";
 
 export interface Migration {
   readonly version: number;
@@ -233,6 +233,28 @@ export const MIGRATIONS: readonly Migration[] = [
     ],
   },
 ];
+
+/** The newest schema version this code knows. */
+export const LATEST_MIGRATION = Math.max(...MIGRATIONS.map((m) => m.version));
+
+/** PostgreSQL's (and CockroachDB's) SQLSTATE for a relation that does not exist. */
+const UNDEFINED_TABLE = "42P01";
+
+/**
+ * The versions the ledger records, ascending; empty when the database has
+ * no ledger (never migrated). Reads only: safe on any database, any time.
+ */
+export async function appliedMigrations(db: SqlExecutor): Promise<number[]> {
+  try {
+    const { rows } = await db.query<{ version: string | number }>(
+      `SELECT version FROM ${MIGRATIONS_TABLE} ORDER BY version`,
+    );
+    return rows.map((r) => Number(r.version));
+  } catch (error) {
+    if ((error as { code?: unknown }).code === UNDEFINED_TABLE) return [];
+    throw error;
+  }
+}
 
 /** Concurrent `CREATE … IF NOT EXISTS` on PostgreSQL can still collide in the catalog. */
 const CONCURRENT_DDL_SQLSTATES = new Set(["23505", "42P07", "42710"]);

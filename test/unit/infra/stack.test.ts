@@ -719,3 +719,80 @@ describe("deployment settings from CDK context and the environment", () => {
     );
   });
 });
+
+describe("the stack's outputs", () => {
+  let synth: ReturnType<typeof synthesize>;
+  beforeAll(() => {
+    synth = synthesize({ archivePrefix: "archive/v1" });
+  }, 120_000);
+
+  /** The output's Value, with CloudFormation's Fn::Join flattened to text and a Ref as `{Ref:ID}`. */
+  function outputText(id: string): { value: string; description: string } {
+    const output = synth.template.toJSON().Outputs?.[id] as
+      { Value: unknown; Description?: string } | undefined;
+    expect(output, `output ${id}`).toBeDefined();
+    const text = (v: unknown): string => {
+      if (typeof v === "string") return v;
+      const o = v as Record<string, unknown>;
+      if (o.Ref !== undefined) return `{Ref:${String(o.Ref)}}`;
+      if (o["Fn::GetAtt"] !== undefined)
+        return `{GetAtt:${(o["Fn::GetAtt"] as string[]).join(".")}}`;
+      if (o["Fn::Join"] !== undefined) {
+        const [sep, parts] = o["Fn::Join"] as [string, unknown[]];
+        return parts.map(text).join(sep);
+      }
+      return JSON.stringify(v);
+    };
+    return { value: text(output!.Value), description: output!.Description ?? "" };
+  }
+
+  const logicalId = (construct: { node: { defaultChild?: unknown } }) =>
+    synth.stack.getLogicalId(construct.node.defaultChild as never);
+
+  it("names every function, both queue URLs and the archive bucket, each with a description", () => {
+    const { stack } = synth;
+    const expected: Array<[string, { node: { defaultChild?: unknown } }]> = [
+      ["DiscoverFunctionName", stack.discoverFunction],
+      ["WorkerFunctionName", stack.workerFunction],
+      ["ReplayDlqFunctionName", stack.replayFunction],
+      ["GcFunctionName", stack.gcFunction],
+      ["RestoreFunctionName", stack.restoreFunction],
+      ["ScrubFunctionName", stack.scrubFunction],
+      ["WorkQueueUrl", stack.workQueue],
+      ["DeadLetterQueueUrl", stack.deadLetterQueue],
+      ["ArchiveBucketName", stack.archiveBucket],
+    ];
+    for (const [id, construct] of expected) {
+      const { value, description } = outputText(id);
+      expect(value, id).toBe(`{Ref:${logicalId(construct)}}`);
+      expect(description.length, id).toBeGreaterThan(10);
+    }
+    expect(outputText("ArchiveUrl").value).toBe(
+      `s3://{Ref:${logicalId(stack.archiveBucket)}}/archive/v1`,
+    );
+  });
+
+  it("gives the dashboard's console URL in the stack's region", () => {
+    const { value } = outputText("DashboardUrl");
+    expect(value).toBe(
+      `https://{Ref:AWS::Region}.console.aws.amazon.com/cloudwatch/home?region={Ref:AWS::Region}#dashboards:name={Ref:${logicalId(synth.stack.dashboard)}}`,
+    );
+  });
+
+  it("gives the exact commands that archive one bucket by hand and replay the DLQ, with payloads that exist in events/", () => {
+    const { stack } = synth;
+    const archiveOne = outputText("ArchiveOneBucketCommand");
+    expect(archiveOne.value).toBe(
+      `aws lambda invoke --function-name {Ref:${logicalId(stack.workerFunction)}} --cli-binary-format raw-in-base64-out --payload file://events/manual-bucket.json /dev/stdout`,
+    );
+    expect(archiveOne.description).toMatch(/one bucket/);
+    const replay = outputText("ReplayDlqCommand");
+    expect(replay.value).toBe(
+      `aws lambda invoke --function-name {Ref:${logicalId(stack.replayFunction)}} --cli-binary-format raw-in-base64-out --payload file://events/replay-dlq.json /dev/stdout`,
+    );
+    for (const file of ["manual-bucket.json", "replay-dlq.json"])
+      expect(existsSync(path.join(import.meta.dirname, "..", "..", "..", "events", file))).toBe(
+        true,
+      );
+  });
+});

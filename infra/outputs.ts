@@ -1,0 +1,103 @@
+/**
+ * The stack's Outputs: what an operator needs to drive the deployment after
+ * `cdk deploy` (printed by it, and by `aws cloudformation describe-stacks`),
+ * without reading logical ids out of the console. Each function's name, the
+ * two queue URLs, the archive bucket and its `s3://` URL (the CLI's
+ * PULPITUM_ARCHIVE_URL), the dashboard's URL, and the exact commands of the
+ * two hand operations: archive one bucket, replay the DLQ. The commands are
+ * run from the repository's root, where events/ holds the payloads.
+ */
+import { CfnOutput, type Stack, type aws_cloudwatch as cloudwatch } from "aws-cdk-lib";
+import type { ArchiveStorage } from "./archive-storage.js";
+import type { ArchiverFunctions } from "./functions.js";
+import type { Queues } from "./queues.js";
+import type { StackSettings } from "./settings.js";
+
+export interface OutputInputs {
+  readonly settings: StackSettings;
+  readonly storage: ArchiveStorage;
+  readonly queues: Queues;
+  readonly functions: ArchiverFunctions;
+  readonly dashboard: cloudwatch.Dashboard;
+}
+
+/**
+ * `aws lambda invoke` of `functionName` with a payload file from events/,
+ * printing the function's result. `--cli-binary-format raw-in-base64-out`
+ * makes AWS CLI v2 read the file as JSON (v1 ignores it, and reads JSON).
+ */
+export function lambdaInvokeCommand(functionName: string, eventFile: string): string {
+  return `aws lambda invoke --function-name ${functionName} --cli-binary-format raw-in-base64-out --payload file://events/${eventFile} /dev/stdout`;
+}
+
+export function addOutputs(stack: Stack, inputs: OutputInputs): void {
+  const { settings, storage, queues, functions, dashboard } = inputs;
+  const output = (id: string, value: string, description: string) =>
+    new CfnOutput(stack, id, { value, description });
+
+  output(
+    "DiscoverFunctionName",
+    functions.discoverFunction.functionName,
+    "Discovery function (EventBridge schedule; invoke with events/schedule.json or {})",
+  );
+  output(
+    "WorkerFunctionName",
+    functions.workerFunction.functionName,
+    "Worker function (work queue; invoke with events/manual-bucket.json to archive one bucket)",
+  );
+  output(
+    "ReplayDlqFunctionName",
+    functions.replayFunction.functionName,
+    "DLQ replay function (invoke with events/replay-dlq.json)",
+  );
+  output(
+    "GcFunctionName",
+    functions.gcFunction.functionName,
+    "Garbage collection function (daily; invoke with events/gc-dry-run.json for a dry run)",
+  );
+  output(
+    "RestoreFunctionName",
+    functions.restoreFunction.functionName,
+    "Restore function (invoke with events/restore-bucket.json)",
+  );
+  output(
+    "ScrubFunctionName",
+    functions.scrubFunction.functionName,
+    'Integrity scrub function (daily; invoke with {} or {"sample": N})',
+  );
+  output(
+    "WorkQueueUrl",
+    queues.workQueue.queueUrl,
+    "Work queue URL (PULPITUM_WORK_QUEUE_URL for the pulpitum command)",
+  );
+  output(
+    "DeadLetterQueueUrl",
+    queues.deadLetterQueue.queueUrl,
+    "Dead-letter queue URL (PULPITUM_DLQ_URL for `pulpitum dlq replay`)",
+  );
+  output(
+    "ArchiveBucketName",
+    storage.archiveBucket.bucketName,
+    "Archive bucket (versioned, retained on stack deletion)",
+  );
+  output(
+    "ArchiveUrl",
+    `s3://${storage.archiveBucket.bucketName}/${settings.archivePrefix}`,
+    "The archive as the functions see it (PULPITUM_ARCHIVE_URL for the pulpitum command)",
+  );
+  output(
+    "DashboardUrl",
+    `https://${stack.region}.console.aws.amazon.com/cloudwatch/home?region=${stack.region}#dashboards:name=${dashboard.dashboardName}`,
+    "CloudWatch dashboard: alarms, phases by outcome, backlog, maintenance",
+  );
+  output(
+    "ArchiveOneBucketCommand",
+    lambdaInvokeCommand(functions.workerFunction.functionName, "manual-bucket.json"),
+    "Archive one bucket by hand: edit events/manual-bucket.json to name it, then run this",
+  );
+  output(
+    "ReplayDlqCommand",
+    lambdaInvokeCommand(functions.replayFunction.functionName, "replay-dlq.json"),
+    "Move dead-lettered work messages back to the work queue (set dry_run in events/replay-dlq.json to only list them)",
+  );
+}

@@ -1,0 +1,338 @@
+/**
+ * `pulpitum doctor`: is this environment ready to archive? One line per check
+ * (the configuration, the database and its schema version, the archive
+ * written and deleted, the queues, the clock against the database's), each
+ * failure with the command or setting that fixes it, as `brew doctor` and
+ * `flutter doctor` do. It writes nothing but one probe object, deleted at
+ * once, and never migrates or creates a bucket: those are the fixes it names.
+ *
+ * Every check runs even when an earlier one fails, so one run lists every
+ * problem; only an invalid configuration stops the rest, which need it.
+ */
+import { randomUUID } from "node:crypto";
+import { describeServer } from "../../adapters/sql/connection-error.js";
+import type { SqlExecutor } from "../../adapters/sql/database.js";
+import { appliedMigrations, LATEST_MIGRATION } from "../../adapters/sql/migrations.js";
+import type { PulpitumConfig } from "../../config.js";
+import { unknownVariableWarnings } from "../../config.js";
+import { ConfigError, errorMessage } from "../../errors.js";
+import { loadConfig, openAdapters, openArchiveStore, sqsTimeouts } from "../../open-adapters.js";
+import type { ObjectStore } from "../../ports/object-store.js";
+import { EXIT } from "../exit-codes.js";
+import { printJson } from "../format.js";
+import { archiveLocation, probeFailureFix, queueFailureFix } from "./doctor-fixes.js";
+
+export type CheckStatus = "ok" | "warn" | "fail" | "skip";
+
+export interface CheckResult {
+  readonly check: string;
+  readonly status: CheckStatus;
+  readonly detail: string;
+  /** What to do about a warning or failure. */
+  readonly fix?: string;
+}
+
+/** Skew above this is reported as a warning: leases still hold, but the margin shrinks. */
+export const CLOCK_WARN_SECONDS = 2;
+
+/**
+ * Skew above which leases are not safe: a holder renews every
+ * ARCHIVER_LEASE_RENEWAL_SECONDS, so its lease has at least lease − renewal
+ * left; two processes skewed in opposite directions may each spend half of
+ * that before one sees the other's live lease as expired.
+ */
+export function clockFailSeconds(
+  config: Pick<PulpitumConfig, "leaseSeconds" | "leaseRenewalSeconds">,
+): number {
+  return (config.leaseSeconds - config.leaseRenewalSeconds) / 2;
+}
+
+export async function doctorCommand(opts: { json?: boolean }): Promise<void> {
+  const results = await runChecks();
+  const ok = results.every((r) => r.status !== "fail");
+  if (opts.json) printJson({ ok, checks: results });
+  else console.log(renderChecks(results));
+  process.exitCode = ok ? EXIT.ok : EXIT.failure;
+}
+
+export function renderChecks(results: readonly CheckResult[]): string {
+  const label: Record<CheckStatus, string> = { ok: "ok", warn: "WARN", fail: "FAIL", skip: "skip" };
+  const width = Math.max(...results.map((r) => r.check.length));
+  const lines = results.flatMap((r) => [
+    `${label[r.status].padEnd(4)}  ${r.check.padEnd(width)}  ${r.detail}`,
+    ...(r.fix === undefined ? [] : [`      ${" ".repeat(width)}  fix: ${r.fix}`]),
+  ]);
+  const failed = results.filter((r) => r.status === "fail").length;
+  lines.push(
+    failed === 0
+      ? "ready: every check passed"
+      : `not ready: ${failed} check${failed === 1 ? "" : "s"} failed`,
+  );
+  return lines.join("\n");
+}
+
+async function runChecks(): Promise<CheckResult[]> {
+  const results: CheckResult[] = [];
+  let config: PulpitumConfig;
+  try {
+    config = loadConfig();
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    const skipped = ["database", "schema", "archive", "work queue", "clock"].map(
+      (check): CheckResult => ({ check, status: "skip", detail: "needs a valid configuration" }),
+    );
+    return [
+      {
+        check: "configuration",
+        status: "fail",
+        detail: error.message.replace(/\n/g, "; "),
+        fix: "set each variable named to the accepted form (`pulpitum --help` lists them all)",
+      },
+      ...skipped,
+    ];
+  }
+  results.push(configurationCheck(config));
+
+  let db: SqlExecutor | null = null;
+  let close = async () => {};
+  let archive: ObjectStore;
+  try {
+    const rt = await openAdapters(config, { command: "pulpitum doctor" });
+    close = () => rt.close();
+    archive = rt.objectStore;
+    const { SqlHotStore } = await import("../../adapters/sql/sql-hot-store.js");
+    if (rt.hotStore instanceof SqlHotStore) db = rt.hotStore.db;
+  } catch (error) {
+    archive = openArchiveStore(config);
+    close = async () => await archive.close?.();
+    results.push({
+      check: "database",
+      status: "fail",
+      detail: errorMessage(error),
+      fix: await openFailureFix(config, error),
+    });
+  }
+  try {
+    if (db !== null) results.push(await guarded("database", () => databaseCheck(config, db!)));
+    results.push(db === null ? skipped("schema") : await guarded("schema", () => schemaCheck(db!)));
+    results.push(await archiveCheck(config, archive));
+    results.push(...(await queueChecks(config)));
+    results.push(
+      db === null ? skipped("clock") : await guarded("clock", () => clockCheck(config, db!)),
+    );
+  } finally {
+    await close();
+  }
+  return results;
+}
+
+/** What to do when the database could not be opened. */
+async function openFailureFix(config: PulpitumConfig, error: unknown): Promise<string> {
+  const { EmbeddedStoreLockedError } = await import("../../adapters/sql/embedded-lock.js");
+  if (error instanceof ConfigError)
+    return "make the directory named a directory this user can write, or set the variable named to one";
+  if (error instanceof EmbeddedStoreLockedError)
+    return "stop the process named (the embedded store serves one process at a time), or use another PULPITUM_HOME";
+  if (config.database.kind === "postgres")
+    return "start the server, or correct DATABASE_URL (postgresql://user:password@host:port/database); PULPITUM_DB_CONNECT_TIMEOUT_SECONDS bounds the wait";
+  return "see the error; moving PULPITUM_HOME aside starts a new embedded store";
+}
+
+/** A check whose database statement failed fails, naming the error, instead of ending the run. */
+async function guarded(check: string, run: () => Promise<CheckResult>): Promise<CheckResult> {
+  try {
+    return await run();
+  } catch (error) {
+    return {
+      check,
+      status: "fail",
+      detail: `the database failed during the check: ${errorMessage(error)}`,
+      fix: "run `pulpitum doctor` again; if it keeps failing, check the database server's log",
+    };
+  }
+}
+
+const skipped = (check: string): CheckResult => ({
+  check,
+  status: "skip",
+  detail: "needs the database",
+});
+
+function configurationCheck(config: PulpitumConfig): CheckResult {
+  const where =
+    config.database.kind === "pglite"
+      ? `embedded: PGlite in ${config.database.dataDir}`
+      : `PostgreSQL at ${serverText(config.database.url)}`;
+  const detail = `${where}, archive ${archiveLocation(config)}`;
+  const warnings = unknownVariableWarnings(process.env);
+  if (warnings.length > 0)
+    return {
+      check: "configuration",
+      status: "warn",
+      detail: `${detail}; ${warnings.join("; ")}`,
+      fix: "unset or rename the variables named",
+    };
+  return { check: "configuration", status: "ok", detail };
+}
+
+function serverText(url: string): string {
+  const s = describeServer(url);
+  return `${s.host}:${s.port}, database ${s.database}, user ${s.user}`;
+}
+
+async function databaseCheck(config: PulpitumConfig, db: SqlExecutor): Promise<CheckResult> {
+  const { rows } = await db.query<{ version: string }>("SELECT version() AS version");
+  const server = String(rows[0]?.version ?? "").split(" on ")[0]!;
+  const where = config.database.kind === "pglite" ? "embedded" : serverText(config.database.url);
+  return { check: "database", status: "ok", detail: `reachable (${where}): ${server}` };
+}
+
+async function schemaCheck(db: SqlExecutor): Promise<CheckResult> {
+  const applied = await appliedMigrations(db);
+  const known = applied.filter((v) => v <= LATEST_MIGRATION);
+  const missing: number[] = [];
+  for (let v = 1; v <= LATEST_MIGRATION; v++) if (!known.includes(v)) missing.push(v);
+  const newer = applied.filter((v) => v > LATEST_MIGRATION);
+  const current = known.length === 0 ? 0 : Math.max(...known);
+  if (newer.length > 0)
+    return {
+      check: "schema",
+      status: "fail",
+      detail: `the database has migrations ${newer.join(", ")}, newer than this pulpitum knows (latest ${LATEST_MIGRATION}): a newer version migrated it`,
+      fix: "run the pulpitum version that migrated the database",
+    };
+  if (applied.length === 0)
+    return {
+      check: "schema",
+      status: "fail",
+      detail: `version 0 of ${LATEST_MIGRATION}: the pulpitum_v4 tables do not exist in this database`,
+      fix: "pulpitum migrate",
+    };
+  if (missing.length > 0)
+    return {
+      check: "schema",
+      status: "fail",
+      detail: `version ${current} of ${LATEST_MIGRATION}: migrations ${missing.join(", ")} not applied`,
+      fix: "pulpitum migrate (upgrade the database before deploying functions of this version)",
+    };
+  return {
+    check: "schema",
+    status: "ok",
+    detail: `version ${current} of ${LATEST_MIGRATION} (up to date)`,
+  };
+}
+
+/** A conditional create, a read back and a delete of one probe object under the archive prefix. */
+async function archiveCheck(config: PulpitumConfig, store: ObjectStore): Promise<CheckResult> {
+  const prefix = config.archive.prefix;
+  const key = `${prefix === "" ? "" : `${prefix}/`}pulpitum-doctor/probe-${randomUUID()}`;
+  const body = new TextEncoder().encode(`pulpitum doctor probe ${new Date().toISOString()}\n`);
+  const where = archiveLocation(config);
+  let created = false;
+  try {
+    const result = await store.createIfAbsent(key, body);
+    created = result === "created";
+    if (!created) throw new Error(`the new probe key ${key} already existed`);
+    const read = await store.get(key);
+    if (Buffer.compare(Buffer.from(read), Buffer.from(body)) !== 0)
+      throw new Error(`the probe object ${key} read back different from what was written`);
+    await store.delete(key);
+    created = false;
+    return {
+      check: "archive",
+      status: "ok",
+      detail: `${where}: created a probe object if absent, read it back and deleted it`,
+    };
+  } catch (error) {
+    if (created) await store.delete(key).catch(() => undefined);
+    return {
+      check: "archive",
+      status: "fail",
+      detail: `${where}: ${errorMessage(error)}`,
+      fix: probeFailureFix(config, error),
+    };
+  }
+}
+
+async function queueChecks(config: PulpitumConfig): Promise<CheckResult[]> {
+  const queues = [
+    { check: "work queue", url: config.workQueueUrl, variable: "PULPITUM_WORK_QUEUE_URL" },
+    { check: "dead-letter queue", url: config.deadLetterQueueUrl, variable: "PULPITUM_DLQ_URL" },
+  ];
+  if (queues.every((q) => q.url === undefined))
+    return [
+      {
+        check: "work queue",
+        status: "skip",
+        detail: "PULPITUM_WORK_QUEUE_URL is unset (only the serverless deployment uses queues)",
+      },
+    ];
+  const { createSqsClient, SqsWorkQueue } = await import("../../adapters/queue/sqs.js");
+  const client = createSqsClient({
+    region: process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION,
+    timeouts: sqsTimeouts(config),
+  });
+  try {
+    const results: CheckResult[] = [];
+    for (const q of queues) {
+      if (q.url === undefined) {
+        results.push({ check: q.check, status: "skip", detail: `${q.variable} is unset` });
+        continue;
+      }
+      try {
+        const depth = await new SqsWorkQueue(q.url, client).depth();
+        results.push({
+          check: q.check,
+          status: "ok",
+          detail: `${q.url}: ${depth.waiting} waiting, ${depth.inFlight} in flight`,
+        });
+      } catch (error) {
+        results.push({
+          check: q.check,
+          status: "fail",
+          detail: errorMessage(error),
+          fix: queueFailureFix(q.variable, error),
+        });
+      }
+    }
+    return results;
+  } finally {
+    client.destroy();
+  }
+}
+
+/**
+ * This machine's clock against the database's, from the read with the
+ * shortest round trip of three: the skew is known to within half of it.
+ */
+async function clockCheck(config: PulpitumConfig, db: SqlExecutor): Promise<CheckResult> {
+  let best: { skewMs: number; roundTripMs: number } | undefined;
+  for (let i = 0; i < 3; i++) {
+    const sent = Date.now();
+    const { rows } = await db.query<{ ms: string | number }>(
+      "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::FLOAT8 AS ms",
+    );
+    const received = Date.now();
+    const sample = {
+      skewMs: (sent + received) / 2 - Number(rows[0]!.ms),
+      roundTripMs: received - sent,
+    };
+    if (best === undefined || sample.roundTripMs < best.roundTripMs) best = sample;
+  }
+  const skew = best!.skewMs / 1000;
+  const fail = clockFailSeconds(config);
+  const warn = Math.min(CLOCK_WARN_SECONDS, fail);
+  const detail = `this machine's clock is ${Math.abs(skew).toFixed(3)} s ${skew >= 0 ? "ahead of" : "behind"} the database's (±${(best!.roundTripMs / 2000).toFixed(3)} s)`;
+  const fix =
+    "synchronize this machine's clock (NTP: chrony, systemd-timesyncd) and the database server's";
+  if (Math.abs(skew) > fail)
+    return {
+      check: "clock",
+      status: "fail",
+      detail: `${detail}: more than ${fail} s, half the margin between lease renewal and expiry; a lease may be taken over while its holder still works`,
+      fix,
+    };
+  if (Math.abs(skew) > warn)
+    return { check: "clock", status: "warn", detail: `${detail}: more than ${warn} s`, fix };
+  return { check: "clock", status: "ok", detail };
+}

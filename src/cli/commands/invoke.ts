@@ -1,0 +1,197 @@
+/**
+ * `pulpitum invoke FUNCTION --event FILE`: run one Lambda handler on this
+ * machine, as `sam local invoke` does, against the endpoints the environment
+ * names (DATABASE_URL, PULPITUM_ARCHIVE_URL, AWS_ENDPOINT_URL, the queue
+ * URLs), so the samples in events/ can be tried on PostgreSQL and an
+ * emulator without an AWS account.
+ *
+ * The handler is the deployed one (its create*Handler with the same
+ * middleware), opened through the same path the Lambda uses
+ * (functions/open-adapters.ts), with a Lambda context whose deadline is the
+ * deployed function's timeout. What the function logs goes to stderr; its
+ * result is the one JSON document on stdout. Unlike a container, this
+ * process closes what it opened when the invocation ends.
+ */
+import { randomUUID } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import type { Context } from "aws-lambda";
+import { InvalidInputError, errorMessage } from "../../errors.js";
+import { EXIT } from "../exit-codes.js";
+import { printJson } from "../format.js";
+
+/** The functions of the stack, with the timeout each is deployed with (infra/functions.ts, default settings). */
+export const INVOCABLE_FUNCTIONS = {
+  discover: 300,
+  worker: 300,
+  gc: 900,
+  restore: 900,
+  "replay-dlq": 300,
+  scrub: 900,
+} as const;
+
+export type InvocableFunction = keyof typeof INVOCABLE_FUNCTIONS;
+
+type Handler = (event: unknown, context: Context) => Promise<unknown>;
+
+/** A handler built as the deployed one is, and what to close after its invocation. */
+interface LocalFunction {
+  readonly handler: Handler;
+  close(): Promise<void>;
+}
+
+export async function invokeCommand(
+  name: InvocableFunction,
+  opts: { event?: string; timeoutSeconds?: number },
+): Promise<void> {
+  const event = await readEvent(opts.event);
+  const timeoutMs = (opts.timeoutSeconds ?? INVOCABLE_FUNCTIONS[name]) * 1000;
+  const fn = await buildFunction(name);
+  let result: unknown;
+  try {
+    result = await withStdoutOnStderr(() =>
+      fn.handler(event, localContext(name, Date.now() + timeoutMs)),
+    );
+  } finally {
+    await fn.close();
+  }
+  printJson(result ?? null);
+  process.exitCode = failedItems(result) > 0 ? EXIT.failure : EXIT.ok;
+}
+
+/** Records of an SQS batch the handler reported failed (they would return to the queue). */
+function failedItems(result: unknown): number {
+  const failures = (result as { batchItemFailures?: unknown } | null)?.batchItemFailures;
+  return Array.isArray(failures) ? failures.length : 0;
+}
+
+async function readEvent(file: string | undefined): Promise<unknown> {
+  if (file === undefined) return {};
+  const input = `--event ${file}`;
+  let text: string;
+  try {
+    text = file === "-" ? await readStdin() : await readFile(file, "utf8");
+  } catch (error) {
+    throw new InvalidInputError(input, `cannot be read (${errorMessage(error)})`, "a JSON file");
+  }
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (error) {
+    throw new InvalidInputError(
+      input,
+      `is not JSON (${errorMessage(error)})`,
+      "a JSON event, such as events/manual-bucket.json",
+    );
+  }
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+function localContext(name: InvocableFunction, deadline: number): Context {
+  const functionName = `pulpitum-${name}-local`;
+  return {
+    functionName,
+    functionVersion: "$LATEST",
+    invokedFunctionArn: `arn:aws:lambda:local:000000000000:function:${functionName}`,
+    memoryLimitInMB: "1024",
+    awsRequestId: randomUUID(),
+    logGroupName: `/aws/lambda/${functionName}`,
+    logStreamName: "local",
+    callbackWaitsForEmptyEventLoop: true,
+    getRemainingTimeInMillis: () => Math.max(0, deadline - Date.now()),
+    done: () => {},
+    fail: () => {},
+    succeed: () => {},
+  };
+}
+
+/**
+ * Run `fn` with stdout's writes sent to stderr: the functions' logger and
+ * metrics write their JSON lines to stdout, as Lambda collects them, and
+ * here stdout is kept for the result alone.
+ */
+async function withStdoutOnStderr<T>(fn: () => Promise<T>): Promise<T> {
+  const write = process.stdout.write;
+  process.stdout.write = ((...args: Parameters<typeof process.stderr.write>) =>
+    process.stderr.write(...args)) as typeof process.stdout.write;
+  try {
+    return await fn();
+  } finally {
+    process.stdout.write = write;
+  }
+}
+
+/** Opens on the first call, as a container does, and remembers what to close. */
+function openOnce<T extends { close(): Promise<void> }>(open: () => Promise<T>) {
+  let opened: Promise<T> | undefined;
+  return {
+    open: () => (opened ??= open()),
+    close: async () => {
+      const value = await opened?.catch(() => undefined);
+      await value?.close();
+    },
+  };
+}
+
+async function buildFunction(name: InvocableFunction): Promise<LocalFunction> {
+  const env = process.env;
+  const { openLambdaAdapters } = await import("../../../functions/open-adapters.js");
+  const lambda = openOnce(() => openLambdaAdapters(env));
+  switch (name) {
+    case "discover": {
+      const [{ createDiscoveryHandler }, { parseDiscoverySettings }] = await Promise.all([
+        import("../../../functions/discover.js"),
+        import("../../discovery-settings.js"),
+      ]);
+      const opened = openOnce(() =>
+        openLambdaAdapters(env, { migrate: env.PULPITUM_MIGRATE_ON_START === "true" }),
+      );
+      return {
+        handler: createDiscoveryHandler(async () => ({
+          ...(await opened.open()),
+          discovery: parseDiscoverySettings(env),
+        })),
+        close: opened.close,
+      };
+    }
+    case "worker": {
+      const { createWorkerHandler } = await import("../../../functions/worker.js");
+      return { handler: createWorkerHandler(lambda.open), close: lambda.close };
+    }
+    case "gc": {
+      const { createGcHandler } = await import("../../../functions/gc.js");
+      return { handler: createGcHandler(lambda.open), close: lambda.close };
+    }
+    case "restore": {
+      const { createRestoreHandler } = await import("../../../functions/restore.js");
+      return { handler: createRestoreHandler(lambda.open), close: lambda.close };
+    }
+    case "scrub": {
+      const { createScrubHandler } = await import("../../../functions/scrub.js");
+      return { handler: createScrubHandler(lambda.open), close: lambda.close };
+    }
+    case "replay-dlq": {
+      const [{ createReplayHandler }, { openDeadLetters }, { createSqsClient }, { sqsTimeouts }] =
+        await Promise.all([
+          import("../../../functions/replay-dlq.js"),
+          import("../../../functions/open-dead-letters.js"),
+          import("../../adapters/queue/sqs.js"),
+          import("../../open-adapters.js"),
+        ]);
+      const { parseConfig } = await import("../../config.js");
+      const sqsVariables = {
+        PULPITUM_SQS_CONNECT_TIMEOUT_SECONDS: env.PULPITUM_SQS_CONNECT_TIMEOUT_SECONDS,
+        PULPITUM_SQS_REQUEST_TIMEOUT_SECONDS: env.PULPITUM_SQS_REQUEST_TIMEOUT_SECONDS,
+      };
+      const timeouts = sqsTimeouts(parseConfig(sqsVariables, { cwd: process.cwd() }));
+      const sqs = createSqsClient({ region: env.AWS_REGION ?? env.AWS_DEFAULT_REGION, timeouts });
+      return {
+        handler: createReplayHandler(() => openDeadLetters(env, { sqs })),
+        close: async () => sqs.destroy(),
+      };
+    }
+  }
+}
