@@ -30,11 +30,15 @@ function option(name: string): string | undefined {
 
 /** `cdk synth` of the app in `dir` into `out`; the template as text. */
 function synth(dir: string, out: string): string {
-  execFileSync("npx", ["cdk", "synth", "--quiet", "-o", out], {
-    cwd: dir,
-    env: { ...process.env, CDK_DISABLE_VERSION_CHECK: "1", CDK_DISABLE_CLI_TELEMETRY: "1" },
-    stdio: ["ignore", "ignore", "inherit"],
-  });
+  execFileSync(
+    "npx",
+    ["cdk", "synth", "--quiet", "-c", "pulpitum:databasePublic=acknowledged", "-o", out],
+    {
+      cwd: dir,
+      env: { ...process.env, CDK_DISABLE_VERSION_CHECK: "1", CDK_DISABLE_CLI_TELEMETRY: "1" },
+      stdio: ["ignore", "ignore", "inherit"],
+    },
+  );
   return readFileSync(path.join(out, `${STACK}.template.json`), "utf8");
 }
 

@@ -1,11 +1,13 @@
 /**
  * Stack props from CDK context (`cdk deploy -c pulpitum:scheduleMinutes=1`)
  * or the environment (`PULPITUM_SCHEDULE_MINUTES=1`); context wins. With
- * nothing set, the defaults give a deployable stack: no VPC, a new database
- * secret to fill in, a 5-minute schedule.
+ * nothing set the stack refuses to synthesize: it needs the database's
+ * network, or `-c pulpitum:databasePublic=acknowledged` (read by the stack
+ * itself, infra/database-access.ts). Otherwise the defaults give a
+ * deployable stack: a new database secret to fill in, a 5-minute schedule.
  */
 import type { ArchiverStackProps } from "./archiver-stack.js";
-import type { PayloadStorageClass } from "./settings.js";
+import type { AwsServiceRoute, ObjectLockMode, PayloadStorageClass } from "./settings.js";
 import type { Env } from "../src/variables.js";
 
 /** Each setting: its context key, its environment variable, and how to read it. */
@@ -40,6 +42,11 @@ export const APP_SETTINGS = {
     context: "pulpitum:routeTableIds",
     env: "PULPITUM_ROUTE_TABLE_IDS",
     form: "comma-separated rtb-… ids",
+  },
+  awsServices: {
+    context: "pulpitum:awsServices",
+    env: "PULPITUM_AWS_SERVICES",
+    form: "endpoints or nat",
   },
   availabilityZones: {
     context: "pulpitum:availabilityZones",
@@ -120,6 +127,21 @@ export const APP_SETTINGS = {
     context: "pulpitum:payloadStorageClass",
     env: "PULPITUM_PAYLOAD_STORAGE_CLASS",
     form: "STANDARD_IA, GLACIER_IR or INTELLIGENT_TIERING",
+  },
+  archiveKmsKey: {
+    context: "pulpitum:archiveKmsKey",
+    env: "PULPITUM_ARCHIVE_KMS_KEY",
+    form: "true (a new key), false, or a KMS key ARN",
+  },
+  objectLockRetentionDays: {
+    context: "pulpitum:objectLockRetentionDays",
+    env: "PULPITUM_OBJECT_LOCK_RETENTION_DAYS",
+    form: "an integer 1..36500",
+  },
+  objectLockMode: {
+    context: "pulpitum:objectLockMode",
+    env: "PULPITUM_OBJECT_LOCK_MODE",
+    form: "GOVERNANCE or COMPLIANCE",
   },
   eligibleBefore: {
     context: "pulpitum:eligibleBefore",
@@ -217,6 +239,8 @@ export function stackPropsFrom(
             securityGroupId: securityGroupId!,
             availabilityZones: list("availabilityZones"),
             routeTableIds: list("routeTableIds"),
+            // Validated against the accepted routes by stackSettings.
+            awsServices: text("awsServices") as AwsServiceRoute | undefined,
           }
         : undefined,
     scheduleMinutes: int("scheduleMinutes"),
@@ -235,6 +259,11 @@ export function stackPropsFrom(
     payloadTransitionDays: int("payloadTransitionDays"),
     // Validated against the accepted classes by stackSettings.
     payloadStorageClass: text("payloadStorageClass") as PayloadStorageClass | undefined,
+    archiveKmsKey: ((v) => (v === "true" ? true : v === "false" ? undefined : v))(
+      text("archiveKmsKey"),
+    ),
+    objectLockRetentionDays: int("objectLockRetentionDays"),
+    objectLockMode: text("objectLockMode") as ObjectLockMode | undefined,
     archiverEnvironment,
     env:
       env.CDK_DEFAULT_ACCOUNT || env.CDK_DEFAULT_REGION

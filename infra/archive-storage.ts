@@ -2,8 +2,25 @@
  * The archive bucket and the bucket its server access logs go to. Both are
  * retained when the stack is deleted: the archive may be the only copy of
  * the records.
+ *
+ * Optionally the archive is encrypted under a customer managed KMS key (with
+ * S3 Bucket Keys, so a busy worker costs a KMS call per bucket key, not per
+ * object) and kept under Object Lock: every object version, payloads and
+ * manifests included, is retained for a number of days after it is written.
+ * GOVERNANCE is the default mode: the functions (and anyone without
+ * s3:BypassGovernanceRetention) cannot remove a retained version, while an
+ * administrator can still correct a wrong retention or honour an erasure
+ * order; COMPLIANCE, which nobody can shorten, not even the account root,
+ * is a choice the operator makes explicitly.
  */
-import { Duration, RemovalPolicy, type Stack, Validations, aws_s3 as s3 } from "aws-cdk-lib";
+import {
+  Duration,
+  RemovalPolicy,
+  type Stack,
+  Validations,
+  aws_kms as kms,
+  aws_s3 as s3,
+} from "aws-cdk-lib";
 import type { PayloadStorageClass, StackSettings } from "./settings.js";
 
 /** Days a version deleted by garbage collection stays recoverable in the versioned archive bucket. */
@@ -52,6 +69,28 @@ function payloadTransitionRule(settings: StackSettings): s3.LifecycleRule[] {
 export interface ArchiveStorage {
   readonly archiveBucket: s3.Bucket;
   readonly accessLogsBucket: s3.Bucket;
+  /** The customer managed key of the archive bucket; undefined under SSE-S3. */
+  readonly archiveKey: kms.IKey | undefined;
+}
+
+function archiveKey(stack: Stack, settings: StackSettings): kms.IKey | undefined {
+  if (settings.archiveKmsKey === null) return undefined;
+  if (settings.archiveKmsKey !== "create")
+    return kms.Key.fromKeyArn(stack, "ArchiveKey", settings.archiveKmsKey);
+  return new kms.Key(stack, "ArchiveKey", {
+    description: "Pulpitum archive bucket (SSE-KMS)",
+    enableKeyRotation: true,
+    // Deleting the key would make every archived record unreadable.
+    removalPolicy: RemovalPolicy.RETAIN,
+  });
+}
+
+function objectLockRetention(settings: StackSettings): s3.ObjectLockRetention | undefined {
+  if (settings.objectLock === null) return undefined;
+  const days = Duration.days(settings.objectLock.days);
+  return settings.objectLock.mode === "COMPLIANCE"
+    ? s3.ObjectLockRetention.compliance(days)
+    : s3.ObjectLockRetention.governance(days);
 }
 
 export function addArchiveStorage(stack: Stack, settings: StackSettings): ArchiveStorage {
@@ -88,9 +127,16 @@ export function addArchiveStorage(stack: Stack, settings: StackSettings): Archiv
     },
     ...payloadTransitionRule(settings),
   ];
+  const key = archiveKey(stack, settings);
+  const retention = objectLockRetention(settings);
   const archiveBucket = new s3.Bucket(stack, "ArchiveBucket", {
     blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
-    encryption: s3.BucketEncryption.S3_MANAGED,
+    ...(key === undefined
+      ? { encryption: s3.BucketEncryption.S3_MANAGED }
+      : { encryption: s3.BucketEncryption.KMS, encryptionKey: key, bucketKeyEnabled: true }),
+    ...(retention === undefined
+      ? {}
+      : { objectLockEnabled: true, objectLockDefaultRetention: retention }),
     enforceSSL: true,
     versioned: true,
     objectOwnership: s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
@@ -107,5 +153,5 @@ export function addArchiveStorage(stack: Stack, settings: StackSettings): Archiv
       String(MIN_TRANSITION_BYTES),
     );
   }
-  return { archiveBucket, accessLogsBucket };
+  return { archiveBucket, accessLogsBucket, archiveKey: key };
 }

@@ -19,7 +19,11 @@ import type {
 import { Stack, type Duration } from "aws-cdk-lib";
 import type { Construct } from "constructs";
 import { addArchiveStorage } from "./archive-storage.js";
-import { databaseSecret, functionNetwork } from "./database-access.js";
+import {
+  databaseSecret,
+  functionNetwork,
+  requireNetworkOrPublicDatabase,
+} from "./database-access.js";
 import { addFunctions, addSchedules } from "./functions.js";
 import {
   addAlarms,
@@ -40,6 +44,8 @@ export { GC_NONCURRENT_VERSION_DAYS, MIN_TRANSITION_BYTES } from "./archive-stor
 export { bundlingOptions } from "./bundling.js";
 export { PROJECT_ROOT } from "./functions.js";
 export {
+  DATABASE_PUBLIC_ACKNOWLEDGED,
+  DATABASE_PUBLIC_CONTEXT,
   stackSettings,
   VISIBILITY_TIMEOUT_FACTOR,
   type ArchiverNetwork,
@@ -77,6 +83,7 @@ export class ArchiverStack extends Stack {
     this.node.setContext("@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy", true);
     const settings = stackSettings(props);
     this.settings = settings;
+    requireNetworkOrPublicDatabase(this, props);
 
     const storage = addArchiveStorage(this, settings);
     this.archiveBucket = storage.archiveBucket;
@@ -89,7 +96,7 @@ export class ArchiverStack extends Stack {
     this.deadLetterQueue = queues.deadLetterQueue;
 
     this.databaseSecret = databaseSecret(this, props.databaseSecret);
-    const network = props.network ? functionNetwork(this, props.network) : undefined;
+    const network = props.network ? functionNetwork(this, props.network, settings) : undefined;
 
     const functions = addFunctions(this, {
       settings,

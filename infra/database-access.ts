@@ -1,7 +1,14 @@
 /**
  * How the functions reach the database: its connection secret (given, or a
  * new one for the operator to fill in) and, for a database in a VPC, the
- * subnets and security group the functions run in.
+ * subnets and security group the functions run in, with private routes to
+ * the AWS services they call: S3 through a gateway endpoint on the subnets'
+ * route tables, SQS and Secrets Manager through interface endpoints (or,
+ * when the operator says so, through the VPC's NAT).
+ *
+ * A stack without a VPC must say that the database is reachable publicly
+ * ({@link requireNetworkOrPublicDatabase}): a database opened to the
+ * internet by default is how archives leak.
  */
 import type { aws_lambda_nodejs as nodejs } from "aws-cdk-lib";
 import {
@@ -14,7 +21,34 @@ import {
   aws_ec2 as ec2,
   aws_secretsmanager as secretsmanager,
 } from "aws-cdk-lib";
-import type { ArchiverNetwork, ArchiverStackProps } from "./settings.js";
+import {
+  DATABASE_PUBLIC_ACKNOWLEDGED,
+  DATABASE_PUBLIC_CONTEXT,
+  type ArchiverNetwork,
+  type ArchiverStackProps,
+  type StackSettings,
+} from "./settings.js";
+
+/**
+ * Refuse a stack with neither `network` nor the acknowledgement that the
+ * database is reachable publicly; the error names both ways out.
+ */
+export function requireNetworkOrPublicDatabase(stack: Stack, props: ArchiverStackProps): void {
+  if (props.network !== undefined) return;
+  const ack: unknown = stack.node.tryGetContext(DATABASE_PUBLIC_CONTEXT);
+  if (ack === DATABASE_PUBLIC_ACKNOWLEDGED) {
+    Annotations.of(stack).addInfo(
+      `${DATABASE_PUBLIC_CONTEXT}=${DATABASE_PUBLIC_ACKNOWLEDGED}: the functions run outside any VPC and reach the database over the internet (TLS, verify-full).`,
+    );
+    return;
+  }
+  throw new Error(
+    "invalid ArchiverStack props:\n- the functions reach the database through no VPC: " +
+      "either give the database's network (props.network; -c pulpitum:vpcId=… -c pulpitum:subnetIds=… -c pulpitum:securityGroupId=…), " +
+      `or acknowledge that the database is reachable publicly with -c ${DATABASE_PUBLIC_CONTEXT}=${DATABASE_PUBLIC_ACKNOWLEDGED}` +
+      (ack === undefined ? "" : ` (it is ${JSON.stringify(ack)})`),
+  );
+}
 
 export function databaseSecret(
   stack: Stack,
@@ -61,7 +95,11 @@ export type FunctionNetwork = Pick<
   "vpc" | "vpcSubnets" | "securityGroups"
 >;
 
-export function functionNetwork(stack: Stack, network: ArchiverNetwork): FunctionNetwork {
+export function functionNetwork(
+  stack: Stack,
+  network: ArchiverNetwork,
+  settings: Pick<StackSettings, "awsServices">,
+): FunctionNetwork {
   if (network.subnetIds.length === 0)
     throw new Error(
       "invalid ArchiverStack props:\n- network.subnetIds is empty: list at least one subnet id",
@@ -85,15 +123,52 @@ export function functionNetwork(stack: Stack, network: ArchiverNetwork): Functio
       "No network.routeTableIds given: no S3 gateway endpoint was added, so payload bytes reach S3 through the VPC's NAT (twice) unless the VPC already has one.",
     );
   }
-  return {
+  const subnets = network.subnetIds.map((id, i) =>
+    ec2.Subnet.fromSubnetId(stack, `Subnet${i}`, id),
+  );
+  const functionsGroup = ec2.SecurityGroup.fromSecurityGroupId(
+    stack,
+    "SecurityGroup",
+    network.securityGroupId,
+    { mutable: false },
+  );
+  if (settings.awsServices === "endpoints")
+    addInterfaceEndpoints(stack, vpc, subnets, functionsGroup);
+  return { vpc, vpcSubnets: { subnets }, securityGroups: [functionsGroup] };
+}
+
+/**
+ * SQS and Secrets Manager endpoints in the functions' subnets, with private
+ * DNS so the SDK's default hostnames resolve to them; their security group
+ * admits HTTPS from the functions' group only.
+ */
+function addInterfaceEndpoints(
+  stack: Stack,
+  vpc: ec2.IVpc,
+  subnets: ec2.ISubnet[],
+  functionsGroup: ec2.ISecurityGroup,
+): void {
+  const endpointsGroup = new ec2.SecurityGroup(stack, "AwsEndpointsSecurityGroup", {
     vpc,
-    vpcSubnets: {
-      subnets: network.subnetIds.map((id, i) => ec2.Subnet.fromSubnetId(stack, `Subnet${i}`, id)),
-    },
-    securityGroups: [
-      ec2.SecurityGroup.fromSecurityGroupId(stack, "SecurityGroup", network.securityGroupId, {
-        mutable: false,
-      }),
-    ],
-  };
+    description: "Pulpitum: HTTPS from the functions to the SQS and Secrets Manager endpoints",
+    allowAllOutbound: false,
+  });
+  endpointsGroup.addIngressRule(
+    functionsGroup,
+    ec2.Port.tcp(443),
+    "HTTPS from the Pulpitum functions",
+  );
+  for (const [id, service] of [
+    ["SqsEndpoint", ec2.InterfaceVpcEndpointAwsService.SQS],
+    ["SecretsManagerEndpoint", ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER],
+  ] as const) {
+    new ec2.InterfaceVpcEndpoint(stack, id, {
+      vpc,
+      service,
+      subnets: { subnets },
+      securityGroups: [endpointsGroup],
+      privateDnsEnabled: true,
+      open: false,
+    });
+  }
 }

@@ -4,7 +4,11 @@
  * the database secret; GC alone deletes archive data; the worker, GC and
  * restore keep the query catalog (`<prefix>/catalog/*`: small entries each
  * of them writes or removes, never archive data); replay alone drains the
- * DLQ. The
+ * DLQ. Under SSE-KMS each function that reads archive objects may decrypt
+ * with the archive key, and each that writes them may generate its data
+ * keys; nothing else may use the key. GC reads an object's head before
+ * deleting it and, under Object Lock, its retention and legal hold, to skip
+ * what it may not delete. The
  * cdk-nag findings these grants raise by design are acknowledged here, each
  * with its reason.
  */
@@ -113,6 +117,31 @@ export function grantAccess(inputs: GrantInputs): void {
         "sqs:GetQueueAttributes",
       ],
       resources: [queues.deadLetterQueue.queueArn],
+    }),
+  );
+  const key = inputs.storage.archiveKey;
+  if (key !== undefined) {
+    const keyUse: [typeof worker, string[]][] = [
+      [worker, ["kms:Decrypt", "kms:GenerateDataKey"]],
+      [functions.gcFunction, ["kms:Decrypt", "kms:GenerateDataKey"]],
+      [functions.restoreFunction, ["kms:Decrypt"]],
+      [functions.scrubFunction, ["kms:Decrypt", "kms:GenerateDataKey"]],
+    ];
+    for (const [fn, actions] of keyUse) {
+      fn.addToRolePolicy(
+        new iam.PolicyStatement({ sid: "UseArchiveKey", actions, resources: [key.keyArn] }),
+      );
+    }
+  }
+  // GC reads an orphan's head (its Object Lock fields) before deleting it: src/adapters/object-store/s3.ts.
+  functions.gcFunction.addToRolePolicy(
+    new iam.PolicyStatement({
+      sid: "ReadArchiveRetention",
+      actions: [
+        "s3:GetObject",
+        ...(settings.objectLock === null ? [] : ["s3:GetObjectRetention", "s3:GetObjectLegalHold"]),
+      ],
+      resources: [prefixObjects],
     }),
   );
   functions.replayFunction.addToRolePolicy(

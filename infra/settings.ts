@@ -26,7 +26,26 @@ export interface ArchiverNetwork {
    * and the verifying read). Leave out when the VPC already has one.
    */
   readonly routeTableIds?: readonly string[];
+  /**
+   * How the functions reach SQS and Secrets Manager from the subnets.
+   * `endpoints` (default): the stack adds interface endpoints for both, with
+   * private DNS, in the subnets, open on 443 to the functions' security
+   * group. `nat`: it adds none; the subnets route to them through a NAT
+   * gateway (or endpoints the VPC already has: a second endpoint with private
+   * DNS for the same service fails to deploy).
+   */
+  readonly awsServices?: AwsServiceRoute;
 }
+
+export const AWS_SERVICE_ROUTES = ["endpoints", "nat"] as const;
+export type AwsServiceRoute = (typeof AWS_SERVICE_ROUTES)[number];
+
+/** The context key (and its one accepted value) that acknowledges a database reached without a VPC. */
+export const DATABASE_PUBLIC_CONTEXT = "pulpitum:databasePublic";
+export const DATABASE_PUBLIC_ACKNOWLEDGED = "acknowledged";
+
+export const OBJECT_LOCK_MODES = ["GOVERNANCE", "COMPLIANCE"] as const;
+export type ObjectLockMode = (typeof OBJECT_LOCK_MODES)[number];
 
 export interface ArchiverStackProps extends StackProps {
   /** Key prefix of every archive object. Default "pulpitum". */
@@ -38,7 +57,12 @@ export interface ArchiverStackProps extends StackProps {
    * password and an empty host, for the operator to fill in.
    */
   readonly databaseSecret?: secretsmanager.ISecret | string;
-  /** Run discovery and the worker in these subnets. Default: no VPC (the database is reachable publicly, over TLS). */
+  /**
+   * Run the functions that reach the database in these subnets. Without it
+   * the stack refuses to synthesize unless the context key
+   * `pulpitum:databasePublic` is `acknowledged`: the database is then
+   * reached over the internet (TLS, verify-full).
+   */
   readonly network?: ArchiverNetwork;
   /** Minutes between discovery runs; an integer >= 1. Default 5. */
   readonly scheduleMinutes?: number;
@@ -86,6 +110,21 @@ export interface ArchiverStackProps extends StackProps {
   readonly payloadTransitionDays?: number;
   /** The storage class payloads move to. Default STANDARD_IA. */
   readonly payloadStorageClass?: PayloadStorageClass;
+  /**
+   * Encrypt the archive bucket with SSE-KMS under a customer managed key,
+   * with S3 Bucket Keys: `true` creates a key (rotated yearly), a key ARN
+   * uses that key. The functions are granted kms:Decrypt and
+   * kms:GenerateDataKey on that key only. Default: SSE-S3.
+   */
+  readonly archiveKmsKey?: boolean | string;
+  /**
+   * Object Lock (WORM): every archive object version is retained this many
+   * days after it is written (1..36500); GC skips and counts objects still
+   * retained. Default: no Object Lock.
+   */
+  readonly objectLockRetentionDays?: number;
+  /** GOVERNANCE (default: s3:BypassGovernanceRetention can still remove a version) or COMPLIANCE (nobody can). */
+  readonly objectLockMode?: ObjectLockMode;
 }
 
 /** Storage classes a payload may move to: instant reads, so archived buckets stay readable as they are. */
@@ -119,6 +158,12 @@ export interface StackSettings {
   readonly glueDatabaseName: string;
   readonly queryBytesScannedCutoffGb: number;
   readonly queryResultsRetentionDays: number;
+  /** Null: SSE-S3; "create": a new customer managed key; otherwise the ARN of the key to use. */
+  readonly archiveKmsKey: "create" | string | null;
+  /** Null: no Object Lock. */
+  readonly objectLock: { readonly days: number; readonly mode: ObjectLockMode } | null;
+  /** Null: the functions run outside any VPC (acknowledged public database). */
+  readonly awsServices: AwsServiceRoute | null;
   /** Null: payloads stay in STANDARD. */
   readonly payloadTransition: {
     readonly days: number;
@@ -228,6 +273,40 @@ export function stackSettings(props: ArchiverStackProps): StackSettings {
     );
   }
 
+  let archiveKmsKey: StackSettings["archiveKmsKey"] = null;
+  if (props.archiveKmsKey === true) archiveKmsKey = "create";
+  else if (typeof props.archiveKmsKey === "string") {
+    if (/^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key\/[A-Za-z0-9-]+$/.test(props.archiveKmsKey))
+      archiveKmsKey = props.archiveKmsKey;
+    else
+      problems.push(
+        `archiveKmsKey=${JSON.stringify(props.archiveKmsKey)} is invalid: true (a new key) or a KMS key ARN (arn:aws:kms:region:account:key/id; not an alias)`,
+      );
+  }
+  let objectLock: StackSettings["objectLock"] = null;
+  const objectLockMode = props.objectLockMode ?? "GOVERNANCE";
+  if (!OBJECT_LOCK_MODES.includes(objectLockMode)) {
+    problems.push(
+      `objectLockMode=${JSON.stringify(objectLockMode)} is invalid: ${OBJECT_LOCK_MODES.join(" or ")}`,
+    );
+  }
+  if (props.objectLockRetentionDays !== undefined) {
+    objectLock = {
+      days: integer("objectLockRetentionDays", 1, 1, 36_500),
+      mode: objectLockMode,
+    };
+  } else if (props.objectLockMode !== undefined) {
+    problems.push(
+      `objectLockMode=${JSON.stringify(props.objectLockMode)} needs objectLockRetentionDays: the days each archive object is retained`,
+    );
+  }
+  const awsServices = props.network ? (props.network.awsServices ?? "endpoints") : null;
+  if (awsServices !== null && !AWS_SERVICE_ROUTES.includes(awsServices)) {
+    problems.push(
+      `network.awsServices=${JSON.stringify(awsServices)} is invalid: ${AWS_SERVICE_ROUTES.join(" or ")}`,
+    );
+  }
+
   const archiverEnvironment = { ...(props.archiverEnvironment ?? {}) };
   const foreign = Object.keys(archiverEnvironment).filter((k) => !k.startsWith("ARCHIVER_"));
   if (foreign.length > 0) {
@@ -277,5 +356,8 @@ export function stackSettings(props: ArchiverStackProps): StackSettings {
     queryBytesScannedCutoffGb,
     queryResultsRetentionDays,
     payloadTransition,
+    archiveKmsKey,
+    objectLock,
+    awsServices,
   });
 }

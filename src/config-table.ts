@@ -168,6 +168,16 @@ export const CONFIG = {
     default: "embedded PGlite in `$PULPITUM_HOME/db`",
     rule: "`postgres://` or `postgresql://` (PostgreSQL or CockroachDB); set together with `PULPITUM_ARCHIVE_URL`",
   },
+  databaseTls: {
+    name: "PULPITUM_DB_TLS",
+    default: "auto",
+    rule: "`auto` (TLS with the certificate and host name verified, `sslmode=verify-full`, unless the host is loopback or a Unix socket), `verify-full` (also there) or `off` (plaintext, for tests); an `sslmode` in `DATABASE_URL` wins (`disable`, `no-verify`, or `verify-full` and the modes pg reads as it)",
+  },
+  databaseCaFile: {
+    name: "PULPITUM_DB_CA_FILE",
+    default: "Node's CA store and `NODE_EXTRA_CA_CERTS`",
+    rule: "PEM file of the CA that signed the database's certificate (RDS: `global-bundle.pem`; CockroachDB Cloud: the cluster's `root.crt`); `sslrootcert` in `DATABASE_URL` wins",
+  },
   archive: {
     name: "PULPITUM_ARCHIVE_URL",
     default: "file archive in `$PULPITUM_HOME/archive`",

@@ -13,6 +13,12 @@ import {
 import { MAX_PREFIX_BYTES } from "./domain/object-keys.js";
 import { parseRfc3339Micros } from "./domain/time.js";
 import type { ArchiveFormat } from "./domain/table.js";
+import {
+  DATABASE_TLS_SETTINGS,
+  resolveDatabaseTls,
+  type DatabaseTlsOptions,
+  type DatabaseTlsSetting,
+} from "./adapters/sql/database-tls.js";
 
 export {
   CONFIG_VARIABLES,
@@ -23,7 +29,12 @@ export {
 } from "./config-table.js";
 
 export type DatabaseLocation =
-  | { readonly kind: "postgres"; readonly url: string }
+  | {
+      readonly kind: "postgres";
+      readonly url: string;
+      /** How the connection is protected in transit (adapters/sql/database-tls.ts). */
+      readonly tls: DatabaseTlsOptions;
+    }
   | { readonly kind: "pglite"; readonly dataDir: string };
 
 export type ArchiveLocation =
@@ -220,9 +231,23 @@ export function parseConfig(env: Env, options: { cwd: string }): PulpitumConfig 
   let database: DatabaseLocation = { kind: "pglite", dataDir: path.join(home, "db") };
   let archive: ArchiveLocation = { kind: "file", root: path.join(home, "archive"), prefix: "" };
 
+  const tlsText = raw(CONFIG.databaseTls.name);
+  let tlsSetting: DatabaseTlsSetting = CONFIG.databaseTls.default;
+  if (tlsText !== undefined) {
+    if ((DATABASE_TLS_SETTINGS as readonly string[]).includes(tlsText))
+      tlsSetting = tlsText as DatabaseTlsSetting;
+    else bad(CONFIG.databaseTls.name, tlsText, DATABASE_TLS_SETTINGS.join(", "));
+  }
+  const caFileText = raw(CONFIG.databaseCaFile.name);
+  const tls: DatabaseTlsOptions = Object.freeze({
+    setting: tlsSetting,
+    caFile: caFileText === undefined ? undefined : path.resolve(options.cwd, caFileText),
+  });
   if (databaseText !== undefined) {
     if (/^postgres(ql)?:\/\/[^\s]+$/.test(databaseText) && isUrl(databaseText)) {
-      database = { kind: "postgres", url: databaseText };
+      const resolved = resolveDatabaseTls(databaseText, tls);
+      if (typeof resolved === "string") bad("DATABASE_URL", redactUrl(databaseText), resolved);
+      else database = { kind: "postgres", url: databaseText, tls };
     } else {
       bad(
         "DATABASE_URL",
@@ -404,6 +429,10 @@ export const OTHER_VARIABLES: ReadonlyArray<{ name: string; rule: string }> = [
     "SECURITY_GROUP_ID",
     "AVAILABILITY_ZONES",
     "ROUTE_TABLE_IDS",
+    "AWS_SERVICES",
+    "ARCHIVE_KMS_KEY",
+    "OBJECT_LOCK_RETENTION_DAYS",
+    "OBJECT_LOCK_MODE",
     "SCHEDULE_MINUTES",
     "MAX_RECEIVE_COUNT",
     "WORKER_TIMEOUT_SECONDS",

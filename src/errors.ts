@@ -147,6 +147,25 @@ export class ObjectNotFoundError extends PulpitumError {
 }
 
 /**
+ * The object store refused to delete an object its Object Lock retention (or
+ * legal hold) still protects. Not a failure of the caller: GC keeps such an
+ * object and counts it, and a later pass deletes it once the retention ends.
+ */
+export class ObjectLockedError extends PulpitumError {
+  readonly objectKey: string;
+  /** When the retention ends, when the store said. */
+  readonly retainUntil: Date | null;
+  constructor(objectKey: string, retainUntil: Date | null, options: { cause?: unknown } = {}) {
+    super(
+      `archive object ${objectKey} is under Object Lock${retainUntil === null ? "" : ` until ${retainUntil.toISOString()}`}: not deleted`,
+      options,
+    );
+    this.objectKey = objectKey;
+    this.retainUntil = retainUntil;
+  }
+}
+
+/**
  * The outcome of a commit is unknown (the connection failed while COMMIT was in
  * flight). The caller must re-read durable state; redoing blindly is unsafe.
  */

@@ -7,7 +7,8 @@
  * the AWS SDK only once the archive is touched. A CLI call against an
  * external database then loads `pg` and little else.
  */
-import { mkdirSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
+import type { ConnectionOptions } from "node:tls";
 import path from "node:path";
 import type { PulpitumConfig } from "./config.js";
 import { parseConfig } from "./config.js";
@@ -16,6 +17,7 @@ import type { EmbeddedStoreLock } from "./adapters/sql/embedded-lock.js";
 import { LazyObjectStore } from "./adapters/object-store/lazy.js";
 import { httpTimeoutsFromSeconds, type HttpClientTimeouts } from "./adapters/http-timeouts.js";
 import type { PgTimeouts } from "./adapters/sql/database.js";
+import { pgSslOption, resolveDatabaseTls } from "./adapters/sql/database-tls.js";
 import type { SqlHotStore } from "./adapters/sql/sql-hot-store.js";
 import type { Clock } from "./ports/clock.js";
 import { systemClock } from "./ports/clock.js";
@@ -61,6 +63,39 @@ function unusableDirectory(error: unknown, variable: string, dir: string): Confi
       accepted: `it ${problem} (${code}); expected a directory this user can create and write (the embedded database and the file archive live under it)`,
     },
   ]);
+}
+
+/**
+ * The URL and `ssl` option a `pg` pool opens `database` with: TLS verified
+ * unless the URL, PULPITUM_DB_TLS or a loopback host says otherwise
+ * (adapters/sql/database-tls.ts). A CA or key file that cannot be read is a
+ * ConfigError naming where it was set.
+ */
+export function pgConnection(database: Extract<PulpitumConfig["database"], { kind: "postgres" }>): {
+  url: string;
+  ssl: false | ConnectionOptions;
+} {
+  const resolved = resolveDatabaseTls(database.url, database.tls);
+  if (typeof resolved === "string")
+    throw new ConfigError([{ variable: "DATABASE_URL", value: undefined, accepted: resolved }]);
+  const ssl = pgSslOption(resolved, (file) => {
+    try {
+      return readFileSync(file, "utf8");
+    } catch (error) {
+      const variable =
+        file === database.tls.caFile
+          ? "PULPITUM_DB_CA_FILE"
+          : "DATABASE_URL (sslrootcert, sslcert or sslkey)";
+      throw new ConfigError([
+        {
+          variable,
+          value: file,
+          accepted: `a readable PEM file (${(error as { code?: string }).code ?? String(error)})`,
+        },
+      ]);
+    }
+  });
+  return { url: resolved.connectionString, ssl };
 }
 
 /** The database timeouts of the configuration, for the `pg` pool. */
@@ -140,7 +175,7 @@ export async function openAdapters(
     }
   } else {
     hotStore = await openExternalHotStore(
-      config.database.url,
+      pgConnection(config.database),
       options.migrate === true,
       pgTimeouts(config),
       options.poolMax,
@@ -208,13 +243,14 @@ export function openArchiveStore(config: PulpitumConfig): ObjectStore {
  * the probe: an unreachable server is reported as such after that long.
  */
 async function openExternalHotStore(
-  url: string,
+  connection: { url: string; ssl: false | ConnectionOptions },
   migrate: boolean,
   timeouts: PgTimeouts,
   poolMax: number | undefined,
 ): Promise<SqlHotStore> {
+  const { url, ssl } = connection;
   const { openPgHotStore } = await import("./adapters/sql/index.js");
-  const store = await openPgHotStore(url, { timeouts, max: poolMax });
+  const store = await openPgHotStore(url, { timeouts, max: poolMax, pool: { ssl } });
   try {
     await store.db.query("SELECT 1");
   } catch (error) {

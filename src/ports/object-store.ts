@@ -14,6 +14,18 @@
  * transport failures are TransientStoreError (retryable). Every operation is
  * safe to retry.
  */
+export interface DeleteOptions {
+  /**
+   * Leave an object that an unexpired Object Lock retention protects exactly
+   * as it is (in a versioned bucket not even a delete marker) and throw
+   * ObjectLockedError. GC asks for this: a retained object is kept and
+   * counted, not hidden behind a marker while its bytes stay billed. A
+   * catalog entry's removal does not (a marker is all it needs). Stores
+   * without retention (file, memory) ignore it.
+   */
+  readonly unlessRetained?: boolean;
+}
+
 export interface ObjectStore {
   /**
    * Create `key` with `body` unless it exists. Never overwrites.
@@ -48,8 +60,12 @@ export interface ObjectStore {
   /** One page of keys under `prefix` in lexicographic order. */
   list(prefix: string, options?: ListOptions): Promise<ListPage>;
 
-  /** Delete `key`; deleting an absent key succeeds. */
-  delete(key: string): Promise<void>;
+  /**
+   * Delete `key`; deleting an absent key succeeds. A store that refuses
+   * because an Object Lock retention or legal hold protects the object
+   * throws ObjectLockedError and deleted nothing.
+   */
+  delete(key: string, options?: DeleteOptions): Promise<void>;
 
   /**
    * The absolute URI under which query engines read `key`: `s3://bucket/key`

@@ -44,7 +44,11 @@
  *    when the references were read go, and no later archival can adopt one
  *    (its keys name its own attempt). Keys that do not have the archive's
  *    layout are never touched.
- * 5. Before the first delete of a bucket's objects, the bucket's query
+ * 5. An object that an Object Lock retention still protects is kept and
+ *    counted (`kept.locked`), never hidden behind a delete marker: the store
+ *    is asked to delete only what no retention holds, and a refusal is an
+ *    outcome, not an error. A later pass deletes it once the retention ends.
+ * 6. Before the first delete of a bucket's objects, the bucket's query
  *    catalog entry is made to match its metadata (or removed, for an unowned
  *    bucket), so no entry ever names a deleted payload (see
  *    usecases/catalog.ts for why a late catalog write cannot undo this).
@@ -59,7 +63,7 @@
 import { describeBucket, type BucketId } from "../domain/bucket.js";
 import { bucketPrefix, joinKey, partitionKeyOfSegment } from "../domain/object-keys.js";
 import { parseTableId, type TableId } from "../domain/table.js";
-import { InvalidInputError } from "../errors.js";
+import { InvalidInputError, ObjectLockedError } from "../errors.js";
 import type { Clock } from "../ports/clock.js";
 import type { GcProgressStore } from "../ports/gc-progress.js";
 import type { BucketMetadata, HotStore } from "../ports/hot-store.js";
@@ -114,7 +118,9 @@ export type GcAction =
   /** Old and unreferenced, but its bucket was leased by a worker: kept this time. */
   | "kept-busy"
   /** Old and unreferenced, but its bucket has no metadata row: kept unless asked otherwise. */
-  | "kept-unowned";
+  | "kept-unowned"
+  /** Old and unreferenced, but an Object Lock retention still protects it: kept until it ends. */
+  | "kept-locked";
 
 export interface GcObject {
   readonly key: string;
@@ -138,6 +144,8 @@ export interface GcReport {
     readonly busy: number;
     readonly unowned: number;
     readonly unrecognized: number;
+    /** Under an unexpired Object Lock retention: a later pass deletes them. */
+    readonly locked: number;
   };
   readonly deleted_objects: number;
   readonly deleted_bytes: number;
@@ -200,7 +208,15 @@ export async function collectGarbage(ctx: GcContext, options: GcOptions): Promis
   if (opened.kind === "busy") return busyGcReport(ctx, options, root, opened.expiresAt);
   const cursor: GcPassCursor | null = opened.cursor;
   const pageSize = options.referencePageSize ?? 1000;
-  const kept = { referenced: 0, in_flight: 0, young: 0, busy: 0, unowned: 0, unrecognized: 0 };
+  const kept = {
+    referenced: 0,
+    in_flight: 0,
+    young: 0,
+    busy: 0,
+    unowned: 0,
+    unrecognized: 0,
+    locked: 0,
+  };
   const orphans: GcObject[] = [];
   const unrecognized: string[] = [];
   let scannedObjects = 0;
@@ -256,7 +272,14 @@ export async function collectGarbage(ctx: GcContext, options: GcOptions): Promis
         await reconcileCatalogBeforeDelete(ctx, current.prefix, owner);
         catalogReconciled = true;
       }
-      await ctx.objectStore.delete(object.key);
+      try {
+        await ctx.objectStore.delete(object.key, { unlessRetained: true });
+      } catch (error) {
+        if (!(error instanceof ObjectLockedError)) throw error;
+        kept.locked++;
+        record(object, "kept-locked", owner);
+        return;
+      }
       deletedObjects++;
       deletedBytes += object.size;
       record(object, "deleted", owner);

@@ -44,8 +44,8 @@ export class ForwardingObjectStore implements port.ObjectStore {
     return await (await this.target()).list(prefix, options);
   }
 
-  async delete(key: string): Promise<void> {
-    await (await this.target()).delete(key);
+  async delete(key: string, options?: port.DeleteOptions): Promise<void> {
+    await (await this.target()).delete(key, options);
   }
 
   async uri(key: string): Promise<string> {

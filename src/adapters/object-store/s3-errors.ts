@@ -90,6 +90,18 @@ function isChecksumMismatch(error: unknown): boolean {
   return error instanceof Error && error.message.startsWith("Checksum mismatch:");
 }
 
+/**
+ * S3 refused to delete a version that an Object Lock retention or legal hold
+ * protects: 403 AccessDenied whose message names the lock ("Access Denied
+ * because object protected by object lock."), not the caller's identity.
+ * Only a delete naming a version meets it; the archive's deletes name none,
+ * so this is the backstop behind the retention read before the delete.
+ */
+export function isObjectLockRefusal(error: unknown): boolean {
+  if (nameOf(error) !== "AccessDenied" && statusOf(error) !== 403) return false;
+  return /object lock/i.test(String((error as { message?: unknown } | undefined)?.message ?? ""));
+}
+
 export function isAccessRefused(error: unknown): boolean {
   const status = statusOf(error);
   const name = nameOf(error);

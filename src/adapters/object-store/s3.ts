@@ -57,7 +57,12 @@ import {
   type CompletedPart,
   type S3ClientConfig,
 } from "@aws-sdk/client-s3";
-import { InvalidInputError, ObjectNotFoundError, TransientStoreError } from "../../errors.js";
+import {
+  InvalidInputError,
+  ObjectLockedError,
+  ObjectNotFoundError,
+  TransientStoreError,
+} from "../../errors.js";
 import type * as port from "../../ports/object-store.js";
 import { httpHandlerSettings, type HttpClientTimeouts } from "../http-timeouts.js";
 import * as keys from "./keys.js";
@@ -66,6 +71,7 @@ import { crc32Base64, crc32Combine, crc32Of } from "./crc32.js";
 import {
   conflictBackoff,
   isConditionalConflict,
+  isObjectLockRefusal,
   isPreconditionFailed,
   nameOf,
   s3Error,
@@ -283,13 +289,41 @@ export class S3ObjectStore implements port.ObjectStore {
     }
   }
 
-  async delete(key: string): Promise<void> {
+  async delete(key: string, options: port.DeleteOptions = {}): Promise<void> {
     keys.validateObjectKey(key);
+    if (options.unlessRetained === true) {
+      const retained = await this.#retention(key);
+      if (retained !== null) throw new ObjectLockedError(key, retained.until);
+    }
     try {
       await this.#client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key }));
     } catch (error) {
       if (statusOf(error) === 404 && nameOf(error) !== "NoSuchBucket") return;
+      if (isObjectLockRefusal(error)) throw new ObjectLockedError(key, null, { cause: error });
       throw this.#error(error, "delete", key);
+    }
+  }
+
+  /**
+   * Whether an Object Lock retention (unexpired) or legal hold protects the
+   * current version, and until when (null for a hold). A DeleteObject
+   * without a version id is never refused by either (S3 adds a delete marker
+   * and keeps the version), so it is read first, with HeadObject: S3 returns
+   * the lock fields to a caller allowed s3:GetObjectRetention and
+   * s3:GetObjectLegalHold, and nothing when the bucket has no Object Lock.
+   * S3 compares against its own clock; so does this.
+   */
+  async #retention(key: string): Promise<{ until: Date | null } | null> {
+    try {
+      const head = await this.#client.send(
+        new HeadObjectCommand({ Bucket: this.bucket, Key: key }),
+      );
+      if (head.ObjectLockLegalHoldStatus === "ON") return { until: null };
+      const until = head.ObjectLockRetainUntilDate;
+      return until !== undefined && until.getTime() > Date.now() ? { until } : null;
+    } catch (error) {
+      if (statusOf(error) === 404 && nameOf(error) !== "NoSuchBucket") return null;
+      throw this.#error(error, "retention read", key);
     }
   }
 

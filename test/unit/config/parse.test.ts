@@ -263,7 +263,11 @@ describe("external locations", () => {
     const config = parse(env);
 
     // Assess
-    expect(config.database).toEqual({ kind: "postgres", url: env.DATABASE_URL });
+    expect(config.database).toEqual({
+      kind: "postgres",
+      url: env.DATABASE_URL,
+      tls: { setting: "auto", caFile: undefined },
+    });
     expect(config.archive).toEqual({
       kind: "s3",
       bucket: "pulpitum-archive",

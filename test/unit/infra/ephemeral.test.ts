@@ -11,7 +11,10 @@ afterAll(() => rmSync(outdir, { recursive: true, force: true }));
 
 describe("the worker's local disk", () => {
   it("gives the worker 1,024 MiB of /tmp: one export part at the default segment bounds with margin", () => {
-    const app = new App({ outdir, context: { "aws:cdk:bundling-stacks": [] } });
+    const app = new App({
+      outdir,
+      context: { "aws:cdk:bundling-stacks": [], "pulpitum:databasePublic": "acknowledged" },
+    });
     const stack = new ArchiverStack(app, "Pulpitum", {});
     const template = Template.fromStack(stack);
     const sizes = Object.values(template.findResources("AWS::Lambda::Function"))

@@ -23,7 +23,7 @@ afterAll(() => rmSync(OUT_ROOT, { recursive: true, force: true }));
 function synthesize(props: ArchiverStackProps = {}) {
   const app = new App({
     outdir: mkdtempSync(path.join(OUT_ROOT, "cdk.out-")),
-    context: { "aws:cdk:bundling-stacks": [] },
+    context: { "aws:cdk:bundling-stacks": [], "pulpitum:databasePublic": "acknowledged" },
   });
   const stack = new ArchiverStack(app, "Pulpitum", props);
   return { stack, template: Template.fromStack(stack) };

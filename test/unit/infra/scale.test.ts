@@ -19,7 +19,7 @@ afterAll(() => rmSync(OUT_ROOT, { recursive: true, force: true }));
 function synthesize(props: ArchiverStackProps = {}) {
   const app = new App({
     outdir: mkdtempSync(path.join(OUT_ROOT, "cdk.out-")),
-    context: { "aws:cdk:bundling-stacks": [] },
+    context: { "aws:cdk:bundling-stacks": [], "pulpitum:databasePublic": "acknowledged" },
   });
   const stack = new ArchiverStack(app, "Pulpitum", props);
   return { stack, template: Template.fromStack(stack) };
@@ -223,7 +223,11 @@ describe("the archive's network path", () => {
   });
 
   it("adds no endpoint without route tables (the VPC may have one) or without a VPC", () => {
-    synthesize({ network }).template.resourceCountIs("AWS::EC2::VPCEndpoint", 0);
+    // awsServices "nat": no interface endpoints either (test/unit/infra/network.test.ts covers them).
+    synthesize({ network: { ...network, awsServices: "nat" } }).template.resourceCountIs(
+      "AWS::EC2::VPCEndpoint",
+      0,
+    );
     synthesize().template.resourceCountIs("AWS::EC2::VPCEndpoint", 0);
   });
 });
