@@ -107,9 +107,7 @@ export function createDiscoveryHandler(open: () => Promise<DiscoveryDependencies
 
 export const handler = createDiscoveryHandler(
   lambdaAdaptersPerContainer(process.env, async () => {
-    const lambda = await openLambdaAdapters(process.env, {
-      migrate: process.env.PULPITUM_MIGRATE_ON_START === "true",
-    });
+    const lambda = await openLambdaAdapters(process.env);
     return { ...lambda, discovery: parseDiscoverySettings(process.env) };
   }),
 );

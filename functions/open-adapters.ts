@@ -10,9 +10,11 @@
  *   `url` (a postgres:// URL) or the RDS fields `username`, `password`,
  *   `host`, `port` (default 5432), `dbname` and optionally `sslmode`; a bare
  *   postgres:// URL is accepted too.
- * - `PULPITUM_MIGRATE_ON_START=true`: run the (idempotent) migrations when the
- *   container starts; the stack sets it on the discovery function only, so
- *   concurrent workers never race on DDL.
+ *
+ * No function migrates: the functions' database role may not run DDL
+ * (`pulpitum roles print`). Migrations run once per deploy, as the migrator,
+ * with `pulpitum migrate` from the deploy pipeline; a function whose schema
+ * is behind its code refuses to start, saying so ({@link SchemaBehindError}).
  *
  * The database URL is a secret: it is never logged, and errors about it name
  * the secret, never its value.
@@ -23,7 +25,9 @@ import { GetSecretValueCommand, SecretsManagerClient } from "@aws-sdk/client-sec
 import type { SQSClient } from "@aws-sdk/client-sqs";
 import type { PulpitumConfig } from "../src/config.js";
 import { parseFunctionSettings } from "../src/function-settings.js";
-import { ConfigError, errorMessage } from "../src/errors.js";
+import { ConfigError, errorMessage, PulpitumError } from "../src/errors.js";
+import { SqlHotStore } from "../src/adapters/sql/sql-hot-store.js";
+import { appliedMigrations, LATEST_MIGRATION } from "../src/adapters/sql/migrations.js";
 import type { Env } from "../src/variables.js";
 import { S3ObjectStore, S3_CHECKSUM_SETTINGS } from "../src/adapters/object-store/s3.js";
 import { createSqsClient, SqsWorkQueue } from "../src/adapters/queue/sqs.js";
@@ -150,6 +154,23 @@ export async function resolveDatabaseEnv(
   return { ...env, DATABASE_URL: databaseUrlFromSecret(secretString, arn) };
 }
 
+/** The database's schema is older than the function's code: `pulpitum migrate` has not run. */
+export class SchemaBehindError extends PulpitumError {}
+
+/** Refuse to run on a schema without this code's latest migration (one read at cold start). */
+async function requireCurrentSchema(adapters: Adapters): Promise<void> {
+  const store = adapters.hotStore;
+  if (!(store instanceof SqlHotStore)) return;
+  const applied = await appliedMigrations(store.db);
+  if (applied.includes(LATEST_MIGRATION)) return;
+  await adapters.close();
+  throw new SchemaBehindError(
+    `the database schema is at migration ${applied.length === 0 ? "none" : Math.max(...applied)}, ` +
+      `this code needs ${LATEST_MIGRATION}: run \`pulpitum migrate\` with the migrator role's ` +
+      "credentials before deploying (functions never migrate; see Database roles in the README)",
+  );
+}
+
 /**
  * Open the adapters of a worker or discovery function. It lives as long as the
  * container; nothing time-dependent is fixed here: the cutoff is evaluated at
@@ -201,12 +222,14 @@ export async function openLambdaAdapters(
       }),
     );
   const adapters: Adapters = await openAdapters(config, {
+    // Tests and benches migrate their throwaway databases; a deployed function never does.
     migrate: options.migrate === true,
     clock: options.clock,
     // One connection for a phase's statements, one for its lease heartbeat: the worker runs one phase at a time.
     poolMax: parseFunctionSettings(env).poolMax,
     objectStore: new S3ObjectStore({ bucket: archive.bucket, client: s3 }),
   });
+  if (options.migrate !== true) await requireCurrentSchema(adapters);
   return {
     config,
     adapters,

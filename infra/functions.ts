@@ -94,7 +94,6 @@ export function addFunctions(stack: Stack, inputs: FunctionInputs): ArchiverFunc
       ARCHIVER_DISCOVERY_RUN_SECONDS: String(discovery.runSeconds),
       // Explicit settings win over the derived ones.
       ...settings.archiverEnvironment,
-      PULPITUM_MIGRATE_ON_START: "true",
     },
     ...network,
   });

@@ -416,10 +416,6 @@ export function describeConfig(config: PulpitumConfig): Record<string, unknown> 
 export const OTHER_VARIABLES: ReadonlyArray<{ name: string; rule: string }> = [
   { name: "PULPITUM_LOG", rule: "debug: also log every phase outcome and detail on stderr" },
   { name: "PULPITUM_DEBUG", rule: "any value: print the stack of an unexpected failure" },
-  {
-    name: "PULPITUM_MIGRATE_ON_START",
-    rule: "true: the discovery function migrates at cold start",
-  },
   ...[
     "STACK_NAME",
     "ARCHIVE_PREFIX",

@@ -130,6 +130,21 @@ describe("database roles on PostgreSQL", () => {
     const early = await cli(ROLES.app, "migrate");
     expect(early.code).not.toBe(0);
     expect(early.stderr).toMatch(/permission denied/);
+    // A function never migrates: on a schema behind its code it refuses to start, saying what to run.
+    const behind = await runCli(["invoke", "discover", "--event", "events/schedule.json"], {
+      DATABASE_URL: as(ROLES.app),
+      PULPITUM_ARCHIVE_URL: `s3://${bucket}/roles`,
+      PULPITUM_WORK_QUEUE_URL: `${endpoint}/000000000000/pulpitum-roles-none`,
+      AWS_ENDPOINT_URL: endpoint,
+      AWS_ACCESS_KEY_ID: "test",
+      AWS_SECRET_ACCESS_KEY: "test",
+      AWS_REGION: "us-east-1",
+      PULPITUM_HOME: home,
+    });
+    expect(behind.code).not.toBe(0);
+    expect(behind.stderr).toMatch(
+      /schema is at migration none, this code needs \d+: run `pulpitum migrate`/,
+    );
     await ok(ROLES.migrator, "migrate");
 
     await ok(ROLES.app, "tables", "create", "ledger", "--strategy", "month", "--format", "parquet");

@@ -146,9 +146,7 @@ async function buildFunction(name: InvocableFunction): Promise<LocalFunction> {
         import("../../../functions/discover.js"),
         import("../../discovery-settings.js"),
       ]);
-      const opened = openOnce(() =>
-        openLambdaAdapters(env, { migrate: env.PULPITUM_MIGRATE_ON_START === "true" }),
-      );
+      const opened = openOnce(() => openLambdaAdapters(env));
       return {
         handler: createDiscoveryHandler(async () => ({
           ...(await opened.open()),

@@ -85,11 +85,10 @@ describe("the CLI's exit codes and messages", () => {
 
   it("knows every variable the CDK app and the functions read, so deployments get no false warnings", () => {
     const deployment = Object.fromEntries(
-      [
-        ...Object.values(APP_SETTINGS).map((s) => s.env),
-        "PULPITUM_MIGRATE_ON_START",
-        "PULPITUM_LOG",
-      ].map((name) => [name, name === "PULPITUM_LOG" ? "debug" : "x"]),
+      [...Object.values(APP_SETTINGS).map((s) => s.env), "PULPITUM_LOG"].map((name) => [
+        name,
+        name === "PULPITUM_LOG" ? "debug" : "x",
+      ]),
     );
     expect(unknownVariableWarnings(deployment)).toEqual([]);
   });
