@@ -49,7 +49,7 @@ import {
 import { readRecordBatches } from "../archive/payload-reader.js";
 import { verifiedObjectSource } from "../archive/verified-object.js";
 import { verifyArchive } from "../archive/segments.js";
-import { requireSealedArchive } from "./phases/recorded-payload.js";
+import { archiveExpectationsOf, requireSealedArchive } from "./phases/recorded-payload.js";
 import type { BucketRow } from "../ports/hot-store.js";
 import type { WorkItem } from "../ports/work-queue.js";
 import type { ArchiverContext } from "./context.js";
@@ -183,12 +183,7 @@ export async function restoreBucket(
     const format = recorded.format;
     const archive = await verifyArchive(ctx.objectStore, manifestKey, {
       prefix: ctx.settings.archivePrefix,
-      bucket: id,
-      strategy: metadata.strategy,
-      start: metadata.start,
-      end: metadata.end,
-      format,
-      ...(recorded.kind === "single" ? { payload: recorded.payload } : { parts: recorded.parts }),
+      ...archiveExpectationsOf(metadata, recorded),
       verifyPayloadBytes: true,
       tempDir: ctx.settings.tempDir,
     });

@@ -44,7 +44,7 @@ import type { ObjectStore } from "../ports/object-store.js";
 import type { ScrubCursor, ScrubStore, VerifiedVersion } from "../ports/scrub-store.js";
 import { checkCatalogEntries, refreshCatalogEntry, type CatalogPorts } from "./catalog.js";
 import type { WorkflowLog } from "./context.js";
-import { recordedPayload } from "./phases/recorded-payload.js";
+import { archiveExpectationsOf, recordedPayload } from "./phases/recorded-payload.js";
 
 export interface ScrubContext {
   readonly hotStore: HotStore;
@@ -151,12 +151,7 @@ async function archiveProblem(ctx: ScrubContext, metadata: BucketMetadata): Prom
   try {
     await verifyArchive(ctx.objectStore, manifestKey, {
       prefix: ctx.archivePrefix,
-      bucket: metadata.id,
-      strategy: metadata.strategy,
-      start: metadata.start,
-      end: metadata.end,
-      format: recorded.format,
-      ...(recorded.kind === "single" ? { payload: recorded.payload } : { parts: recorded.parts }),
+      ...archiveExpectationsOf(metadata, recorded),
       verifyPayloadBytes: true,
       tempDir: ctx.tempDir,
     });

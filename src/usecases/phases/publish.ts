@@ -16,7 +16,7 @@
  */
 import { verifyArchive } from "../../archive/segments.js";
 import { commitFenced, type PhaseInput, type StepResult } from "./step.js";
-import { requireSealedArchive } from "./recorded-payload.js";
+import { archiveExpectationsOf, requireSealedArchive } from "./recorded-payload.js";
 import { catalogPortsOf, refreshCatalogEntry } from "../catalog.js";
 
 export async function publishBucket({
@@ -31,12 +31,7 @@ export async function publishBucket({
     "bucket in phase publish lacks a recorded payload or manifest",
   );
   await verifyArchive(ctx.objectStore, manifestKey, {
-    bucket: metadata.id,
-    strategy: metadata.strategy,
-    start: metadata.start,
-    end: metadata.end,
-    format: recorded.format,
-    ...(recorded.kind === "single" ? { payload: recorded.payload } : { parts: recorded.parts }),
+    ...archiveExpectationsOf(metadata, recorded),
     verifyPayloadBytes: takeover,
     tempDir: ctx.settings.tempDir,
   });

@@ -89,3 +89,19 @@ export async function requireSealedArchive(
   if (recorded === null || manifestKey === null) throw new InvariantViolationError(problem);
   return { recorded, manifestKey };
 }
+
+/**
+ * What a bucket's metadata and recorded payload state about its archive, as
+ * {@link verifyArchive}'s expectations: the bucket, its bounds, the format,
+ * and the single payload or every part.
+ */
+export function archiveExpectationsOf(metadata: BucketMetadata, recorded: RecordedPayload) {
+  return {
+    bucket: metadata.id,
+    strategy: metadata.strategy,
+    start: metadata.start,
+    end: metadata.end,
+    format: recorded.format,
+    ...(recorded.kind === "single" ? { payload: recorded.payload } : { parts: recorded.parts }),
+  };
+}
