@@ -50,6 +50,9 @@ describe("pulpitum dlq replay --dry-run on SQS", () => {
     dlq = await create("dlq");
     work = await create("work");
     env = {
+      // Queues only: no stores, whatever the suite's environment sets.
+      DATABASE_URL: undefined,
+      PULPITUM_ARCHIVE_URL: undefined,
       PULPITUM_DLQ_URL: dlq,
       PULPITUM_WORK_QUEUE_URL: work,
       AWS_ENDPOINT_URL: endpoint,
