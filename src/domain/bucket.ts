@@ -110,6 +110,34 @@ export function shiftBucket(bucket: BucketDescriptor, steps: number): BucketDesc
   }
 }
 
+/**
+ * The buckets an ingestion guard of `n` buckets accepts at `now`: from the
+ * bucket `n - 1` steps before the one holding `now`, through the one after
+ * it (a writer's clock a little ahead at a bucket boundary). A bucket later
+ * than that is a wrong timestamp, not data to keep hot.
+ */
+export function writableWindow(
+  strategy: BucketStrategy,
+  n: number,
+  now: Date,
+): {
+  readonly current: BucketDescriptor;
+  readonly oldest: BucketDescriptor;
+  readonly newest: BucketDescriptor;
+} {
+  const current = bucketForTime(strategy, dateToMicros(now));
+  return { current, oldest: shiftBucket(current, -(n - 1)), newest: shiftBucket(current, 1) };
+}
+
+/** Whether `bucket` lies inside {@link writableWindow}. */
+export function insideWritableWindow(
+  bucket: BucketDescriptor,
+  window: { readonly oldest: BucketDescriptor; readonly newest: BucketDescriptor },
+): boolean {
+  const start = bucket.start.getTime();
+  return start >= window.oldest.start.getTime() && start <= window.newest.start.getTime();
+}
+
 const KEY_FORMS: Record<BucketStrategy, RegExp> = {
   CalendarYearUtc: /^year:(\d{4})$/,
   CalendarMonthUtc: /^month:(\d{4})-(\d{2})$/,

@@ -13,11 +13,10 @@
  * Re-running an import is safe: records already stored with the same value
  * count as already present, never as new.
  */
-import { bucketForTime, shiftBucket } from "../domain/bucket.js";
+import { bucketForTime, insideWritableWindow, writableWindow } from "../domain/bucket.js";
 import { MAX_APPEND_BYTES, oversizedField, recordBytes } from "../domain/limits.js";
 import { recordFromJsonLine, toBase64, type TableRecord } from "../domain/record.js";
 import type { TableDefinition, TableId } from "../domain/table.js";
-import { dateToMicros } from "../domain/time.js";
 import {
   AmbiguousCommitError,
   BucketNotWritableError,
@@ -347,10 +346,9 @@ class DryRunChecker {
     const bucket = bucketForTime(this.table.strategy, record.eventTime);
     const n = this.table.writableBuckets;
     if (n !== null) {
-      const current = bucketForTime(this.table.strategy, dateToMicros(this.now));
-      const oldest = shiftBucket(current, -(n - 1));
-      if (bucket.start.getTime() < oldest.start.getTime()) {
-        return `${input}: bucket ${bucket.key} is outside the writable window of table ${this.table.tableId} (writable_buckets = ${n}: buckets from ${oldest.key} on)`;
+      const window = writableWindow(this.table.strategy, n, this.now);
+      if (!insideWritableWindow(bucket, window)) {
+        return `${input}: bucket ${bucket.key} is outside the writable window of table ${this.table.tableId} (writable_buckets = ${n}: buckets ${window.oldest.key} through ${window.newest.key})`;
       }
     }
     const key = `${toBase64(record.partitionKey)}|${bucket.key}`;

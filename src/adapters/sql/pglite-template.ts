@@ -15,6 +15,7 @@
  */
 import { randomUUID } from "node:crypto";
 import {
+  chmodSync,
   cpSync,
   existsSync,
   readdirSync,
@@ -68,6 +69,16 @@ export function pgliteVersion(): string | null {
   return null;
 }
 
+/** Set the mode of every file and folder under `dir` (itself included). */
+export function chmodTree(dir: string, fileMode: number, dirMode: number): void {
+  chmodSync(dir, dirMode);
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) chmodTree(full, fileMode, dirMode);
+    else if (entry.isFile()) chmodSync(full, fileMode);
+  }
+}
+
 /** Where `npm ci` puts the template: `dist/pglite-template` in the package. */
 export function defaultTemplateDir(): string {
   let dir = path.dirname(fileURLToPath(import.meta.url));
@@ -88,6 +99,9 @@ export async function createPgliteTemplate(templateDir: string): Promise<void> {
   const db = await PGlite.create(staging, { postgresqlconf: EMBEDDED_POSTGRESQL_CONF });
   await db.close();
   writeFileSync(path.join(staging, VERSION_FILE), `${version}\n`);
+  // Every user of the installation seeds from it: readable by all (initdb
+  // leaves some files 0600). Each copy is made private again.
+  chmodTree(staging, 0o644, 0o755);
   rmSync(templateDir, { recursive: true, force: true });
   renameSync(staging, templateDir);
 }
@@ -113,6 +127,7 @@ export function seedFromTemplate(dataDir: string, templateDir = defaultTemplateD
   try {
     cpSync(templateDir, staging, { recursive: true });
     rmSync(path.join(staging, VERSION_FILE), { force: true });
+    chmodTree(staging, 0o600, 0o700);
     if (existsSync(dataDir)) rmdirSync(dataDir);
     renameSync(staging, dataDir);
     return true;

@@ -11,13 +11,19 @@ export async function planCommand(opts: { json?: boolean; limit: number }): Prom
     const now = rt.clock.now();
     const cutoff = cutoffAt(rt.config.cutoff, now);
     const cutoffText = formatCutoffAt(rt.config.cutoff, now);
-    const candidates = await rt.hotStore.peekCandidates({
+    // One more than shown, to say whether the list is cut.
+    const peeked = await rt.hotStore.peekCandidates({
       now,
       cutoff,
-      limit: opts.limit,
+      limit: opts.limit + 1,
       enqueuedBefore: now,
     });
-    const held = await rt.hotStore.listHeldBuckets({ now, cutoff, limit: opts.limit });
+    const heldPeeked = await rt.hotStore.listHeldBuckets({ now, cutoff, limit: opts.limit + 1 });
+    const candidates = peeked.slice(0, opts.limit);
+    const held = heldPeeked.slice(0, opts.limit);
+    const more = { candidates: peeked.length > opts.limit, held: heldPeeked.length > opts.limit };
+    const moreLine = (what: string) =>
+      `… and more ${what}: the first ${opts.limit} are shown (--limit raises it, up to 10000)`;
     const planned = candidates.map((c) => ({
       bucket: showBucket(c.id),
       ...bucketJson(c.id),
@@ -35,7 +41,13 @@ export async function planCommand(opts: { json?: boolean; limit: number }): Prom
       why: heldReasons(h, now),
     }));
     if (opts.json) {
-      printJson({ cutoff: cutoffText, candidates: planned, held: notNow });
+      printJson({
+        cutoff: cutoffText,
+        candidates: planned,
+        candidates_truncated: more.candidates,
+        held: notNow,
+        held_truncated: more.held,
+      });
       return;
     }
     console.log(
@@ -49,14 +61,16 @@ export async function planCommand(opts: { json?: boolean; limit: number }): Prom
           planned.map((r) => [r.bucket, r.next_phase, r.why]),
         ),
       );
+    if (more.candidates) console.log(moreLine("buckets to archive"));
     if (notNow.length > 0) {
-      console.log(`\nnot offered now (${notNow.length}):`);
+      console.log(`\nnot offered now (${more.held ? `first ${notNow.length}` : notNow.length}):`);
       console.log(
         renderTable(
           ["bucket", "state", "why"],
           notNow.map((r) => [r.bucket, r.state, r.why.join("; ")]),
         ),
       );
+      if (more.held) console.log(moreLine("held buckets"));
     }
   });
 }

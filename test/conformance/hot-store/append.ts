@@ -152,6 +152,25 @@ export function appendConformance(opened: () => HotStore): void {
       ).toBeNull();
     });
 
+    it("accepts the bucket after the current one (a writer's clock slightly ahead) and refuses any later: a timestamp in 2262 is not data to keep hot", async () => {
+      const tableId = await newTable(store, "future", {
+        strategy: "CalendarMonthUtc",
+        writableBuckets: 2,
+      });
+      const now = at("2025-06-15T12:00:00Z");
+      expect(await store.append(tableId, [rec("2025-07-31T23:59:59Z", "a", "1")], now)).toEqual({
+        inserted: 1,
+        duplicates: 0,
+      });
+      for (const time of ["2025-08-01T00:00:00Z", "2262-04-11T23:47:16Z"]) {
+        const attempt = store.append(tableId, [rec(time, "a", "1")], now);
+        await expect(attempt).rejects.toBeInstanceOf(BucketNotWritableError);
+        await expect(attempt).rejects.toThrow(
+          /accepts buckets month:2025-05 through month:2025-07/,
+        );
+      }
+    });
+
     it("rejects a whole batch when one record's bucket is not writable: nothing is half-written", async () => {
       const tableId = await newTable(store, "atomic");
       const fenced = await hotBucket(store, tableId, bytes(9));

@@ -4,7 +4,7 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { TableStrategyConflictError, UnknownTableError } from "../../../src/errors.js";
 import type { HotStore } from "../../../src/ports/hot-store.js";
-import { newTable, NOW, uniqueTableId } from "./support.js";
+import { acquire, CUTOFF, newTable, NOW, rec, uniqueTableId } from "./support.js";
 
 export function registryConformance(opened: () => HotStore): void {
   describe("table registry", () => {
@@ -59,6 +59,27 @@ export function registryConformance(opened: () => HotStore): void {
         UnknownTableError,
       );
       expect(await store.getTable(uniqueTableId("absent"))).toBeNull();
+    });
+
+    it("status's oldest eligible bucket is one discovery would offer: not quarantined, not paused, not leased", async () => {
+      const old = (label: string, year: number) =>
+        newTable(store, label).then(async (tableId) => {
+          await store.append(tableId, [rec(`${year}-03-01T00:00:00Z`, "k", "v")], NOW);
+          return tableId;
+        });
+      const paused = await old("status-paused", 1970);
+      await store.setPaused(paused, true, NOW);
+      const quarantined = await old("status-quarantined", 1971);
+      const [q] = await store.listPartitionBuckets(quarantined, new Uint8Array([1]), {});
+      const lease = await acquire(store, q!.id);
+      expect((await store.quarantine(lease, NOW, "injected")).kind).toBe("committed");
+      const leased = await old("status-leased", 1972);
+      const [l] = await store.listPartitionBuckets(leased, new Uint8Array([1]), {});
+      await acquire(store, l!.id);
+      const eligible = await old("status-eligible", 1973);
+
+      const report = await store.statusReport(NOW, CUTOFF);
+      expect(report.oldestEligibleHot?.id.tableId).toBe(eligible);
     });
   });
 }

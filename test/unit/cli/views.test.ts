@@ -73,6 +73,20 @@ describe("the CLI's views of what is stored", () => {
     );
   });
 
+  it("says when plan's list is cut at --limit, in text and JSON", async () => {
+    const cut = await cli("plan", "--limit", "2");
+    expect(cut.stdout).toContain(
+      "… and more buckets to archive: the first 2 are shown (--limit raises it, up to 10000)",
+    );
+    const cutJson = JSON.parse((await cli("plan", "--limit", "2", "--json")).stdout);
+    expect(cutJson.candidates).toHaveLength(2);
+    expect(cutJson.candidates_truncated).toBe(true);
+    const whole = JSON.parse((await cli("plan", "--json")).stdout);
+    expect(whole.candidates).toHaveLength(4);
+    expect(whole.candidates_truncated).toBe(false);
+    expect((await cli("plan")).stdout).not.toContain("and more");
+  });
+
   it("lists buckets plan will not archive with the reason: a paused table, a restore's hold", async () => {
     await cli("tables", "pause", "chat");
     const paused = await cli("plan");

@@ -5,13 +5,12 @@
  */
 import { BucketNotWritableError } from "../../../errors.js";
 import {
-  bucketForTime,
-  describeBucket,
-  shiftBucket,
   type BucketDescriptor,
+  describeBucket,
+  insideWritableWindow,
+  writableWindow,
 } from "../../../domain/bucket.js";
 import type { TableDefinition, TableId } from "../../../domain/table.js";
-import { dateToMicros } from "../../../domain/time.js";
 import type { SqlExecutor } from "../database.js";
 import { METADATA_TABLE } from "../migrations.js";
 import { SqlParams } from "./params.js";
@@ -19,7 +18,8 @@ import { boundedChunks, bucketIdentityKey, type PendingBucket } from "./record-w
 
 /**
  * The ingestion guard: with `writable_buckets = N`, a bucket is writable when
- * it starts no earlier than the bucket N - 1 steps before the one holding `now`.
+ * it starts no earlier than the bucket N - 1 steps before the one holding
+ * `now`, and no later than the one after it (domain/bucket.ts writableWindow).
  */
 export function checkWritableWindow(
   table: TableDefinition,
@@ -28,15 +28,15 @@ export function checkWritableWindow(
 ): void {
   const n = table.writableBuckets;
   if (n === null) return;
-  const current = bucketForTime(table.strategy, dateToMicros(now));
-  const oldest = shiftBucket(current, -(n - 1));
+  const window = writableWindow(table.strategy, n, now);
   for (const bucket of buckets) {
-    if (bucket.start.getTime() < oldest.start.getTime()) {
+    if (!insideWritableWindow(bucket, window)) {
       throw new BucketNotWritableError(
         table.tableId,
         bucket.key,
         `it is outside the writable window: at ${now.toISOString()} table ${table.tableId} ` +
-          `accepts buckets from ${oldest.key} on (writable_buckets = ${n}, current bucket ${current.key})`,
+          `accepts buckets ${window.oldest.key} through ${window.newest.key} ` +
+          `(writable_buckets = ${n}, current bucket ${window.current.key})`,
       );
     }
   }

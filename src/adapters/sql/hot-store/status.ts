@@ -6,6 +6,7 @@ import type { BucketState, StatusReport } from "../../../ports/hot-store.js";
 import type { SqlExecutor } from "../database.js";
 import { METADATA_TABLE, RECORDS_TABLE } from "../migrations.js";
 import { SqlParams } from "./params.js";
+import { CLAIMABLE, NO_LIVE_LEASE } from "./fences.js";
 import { listTables } from "./registry.js";
 import { METADATA_COLUMNS, toMetadata, type MetadataRow } from "./rows.js";
 
@@ -70,7 +71,8 @@ export async function statusReport(
   const q = new SqlParams();
   const { rows: oldest } = await db.query<MetadataRow>(
     `SELECT ${METADATA_COLUMNS} FROM ${METADATA_TABLE}
-      WHERE state = 'hot' AND hot_deleted = false AND bucket_end <= ${q.time(cutoff)}
+      WHERE ${CLAIMABLE(q, now, cutoff)} AND hot_deleted = false AND quarantined_at IS NULL
+        AND ${NO_LIVE_LEASE(q.time(now))}
       ORDER BY bucket_end LIMIT 1`,
     q.values,
   );
