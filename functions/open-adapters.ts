@@ -167,7 +167,7 @@ async function requireCurrentSchema(adapters: Adapters): Promise<void> {
   throw new SchemaBehindError(
     `the database schema is at migration ${applied.length === 0 ? "none" : Math.max(...applied)}, ` +
       `this code needs ${LATEST_MIGRATION}: run \`pulpitum migrate\` with the migrator role's ` +
-      "credentials before deploying (functions never migrate; see Database roles in the README)",
+      "credentials before deploying (functions never migrate; see Database roles in docs/serverless.md)",
   );
 }
 

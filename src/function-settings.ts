@@ -21,7 +21,7 @@ const FUNCTION = {
     default: 2,
     defaultNote: "Lambda functions only",
     read: { kind: "integer", min: 1, max: MAX_FUNCTION_POOL },
-    rule: `1..${MAX_FUNCTION_POOL}; database connections one Lambda container may hold (see Database connections)`,
+    rule: `1..${MAX_FUNCTION_POOL}; database connections one Lambda container may hold (see Database connections in docs/serverless.md)`,
   },
   secretRefreshSeconds: {
     name: "PULPITUM_SECRET_REFRESH_SECONDS",

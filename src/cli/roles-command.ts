@@ -39,7 +39,7 @@ export function addRolesCommand(program: Command): void {
     .description("least-privilege database roles")
     .command("print")
     .description(
-      "print the SQL creating the migrator, app and reader roles with their grants (run it once as a superuser; see Database roles in the README)",
+      "print the SQL creating the migrator, app and reader roles with their grants (run it once as a superuser; see Database roles in docs/serverless.md)",
     )
     .option("--dialect <dialect>", `${SQL_DIALECTS.join(" or ")}`, "postgresql")
     .option("--database <name>", "the database to grant CONNECT on (default: DATABASE_URL's)")
