@@ -16,11 +16,15 @@
  * object by any route, the hot rows are not deleted too. Then the query
  * catalog's entry is made right (publish may have died before writing it),
  * so no record is ever in the archive alone without the catalog naming it.
+ * A bucket a scrub marked corrupt keeps its hot rows: the phase refuses it,
+ * and every delete batch's fence refuses it too, so a mark that lands while
+ * cleanup runs stops it at the next batch.
  */
 import { checkPublishedObjects } from "../../archive/store.js";
 import { verifyArchive } from "../../archive/segments.js";
 import { requireSealedArchive } from "./recorded-payload.js";
-import { InvariantViolationError } from "../../errors.js";
+import { CorruptBucketError, InvariantViolationError } from "../../errors.js";
+import { showBucket } from "../../domain/display.js";
 import type { ClusteringPosition } from "../../ports/hot-store.js";
 import { sleep as timerSleep } from "../../ports/clock.js";
 import type { PhaseInput, StepResult } from "./step.js";
@@ -41,6 +45,16 @@ export async function cleanupBucket({
   deadline,
 }: PhaseInput): Promise<StepResult> {
   const { cleanupBatchSize, cleanupMaxRowsPerSecond } = ctx.settings;
+  if (metadata.corruption !== null) {
+    // The hot rows may be the last good copy: keep them, and let the failure
+    // count toward quarantine, where an operator sees it (docs/integrity.md).
+    throw new CorruptBucketError(
+      showBucket(metadata.id),
+      metadata.manifestKey ?? "(no manifest)",
+      metadata.corruption.at,
+      `${metadata.corruption.problem}; its hot rows are kept`,
+    );
+  }
   const { recorded, manifestKey } = await requireSealedArchive(
     ctx.hotStore,
     metadata,

@@ -53,12 +53,13 @@ export function NOT_RECENTLY_ENQUEUED(param: string, alias?: string): string {
 }
 
 /**
- * CLEANUP_FENCE: an archived bucket whose hot rows are not yet all gone and
- * that is not being restored, under the caller's lease.
+ * CLEANUP_FENCE: an archived bucket whose hot rows are not yet all gone,
+ * that is not being restored and whose archive no scrub found corrupt (its
+ * hot rows may be the last good copy), under the caller's lease.
  */
 export function CLEANUP_FENCE(p: SqlParams, lease: Lease, now: Date, alias?: string): string {
   const a = prefix(alias);
-  return `${a}state = 'archived' AND ${a}hot_deleted = false AND ${NOT_RESTORING(alias)} AND ${LIVE_LEASE(p, lease, now, alias)}`;
+  return `${a}state = 'archived' AND ${a}hot_deleted = false AND ${NOT_RESTORING(alias)} AND ${a}corrupt_at IS NULL AND ${LIVE_LEASE(p, lease, now, alias)}`;
 }
 
 /**
