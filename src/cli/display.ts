@@ -8,17 +8,13 @@ import type { BucketId, BucketStrategy } from "../domain/bucket.js";
 import { printableText } from "../domain/display.js";
 import { toBase64 } from "../domain/record.js";
 
-export { BASE64_MARK, printableText, showBucket, showBytes } from "../domain/display.js";
-
-/** The JSON fields naming a bucket. */
-export function bucketJson(id: BucketId) {
-  return {
-    table_id: id.tableId,
-    partition_key_b64: toBase64(id.partitionKey),
-    partition_key_text: printableText(id.partitionKey),
-    bucket_key: id.bucketKey,
-  };
-}
+export {
+  BASE64_MARK,
+  bucketJson,
+  printableText,
+  showBucket,
+  showBytes,
+} from "../domain/display.js";
 
 const SHORT_STRATEGY: Record<BucketStrategy, string> = {
   CalendarYearUtc: "year",

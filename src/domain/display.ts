@@ -36,3 +36,13 @@ export function showBytes(bytes: Uint8Array, max = Infinity): string {
 export function showBucket(id: BucketId): string {
   return `${id.tableId}/${showBytes(id.partitionKey, 64)}/${id.bucketKey}`;
 }
+
+/** The JSON fields naming a bucket: the exact partition key in base64, its text when printable. */
+export function bucketJson(id: BucketId) {
+  return {
+    table_id: id.tableId,
+    partition_key_b64: toBase64(id.partitionKey),
+    partition_key_text: printableText(id.partitionKey),
+    bucket_key: id.bucketKey,
+  };
+}

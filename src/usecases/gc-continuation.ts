@@ -30,6 +30,11 @@ import type { Clock } from "../ports/clock.js";
 import type { GcPassLease, GcProgressStore } from "../ports/gc-progress.js";
 import type { GcContext, GcOptions, GcReport } from "./gc.js";
 
+/** A report's `kept` counters, every one at zero. */
+export function noneKept(): { -readonly [K in keyof GcReport["kept"]]: number } {
+  return { referenced: 0, in_flight: 0, young: 0, busy: 0, unowned: 0, unrecognized: 0, locked: 0 };
+}
+
 /** Save the position at least this often (objects), so a crash repeats little. */
 export const CHECKPOINT_EVERY_OBJECTS = 1000;
 
@@ -225,15 +230,7 @@ export function busyGcReport(
     min_age_seconds: Math.round(options.minAgeMs / 1000),
     scanned_objects: 0,
     scanned_bytes: 0,
-    kept: {
-      referenced: 0,
-      in_flight: 0,
-      young: 0,
-      busy: 0,
-      unowned: 0,
-      unrecognized: 0,
-      locked: 0,
-    },
+    kept: noneKept(),
     deleted_objects: 0,
     deleted_bytes: 0,
     orphans: [],

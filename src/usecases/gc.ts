@@ -72,6 +72,7 @@ import type { WorkflowLog } from "./context.js";
 import {
   busyGcReport,
   endGcPass,
+  noneKept,
   openGcPass,
   type GcPassCursor,
   type GcPassReport,
@@ -208,15 +209,7 @@ export async function collectGarbage(ctx: GcContext, options: GcOptions): Promis
   if (opened.kind === "busy") return busyGcReport(ctx, options, root, opened.expiresAt);
   const cursor: GcPassCursor | null = opened.cursor;
   const pageSize = options.referencePageSize ?? 1000;
-  const kept = {
-    referenced: 0,
-    in_flight: 0,
-    young: 0,
-    busy: 0,
-    unowned: 0,
-    unrecognized: 0,
-    locked: 0,
-  };
+  const kept = noneKept();
   const orphans: GcObject[] = [];
   const unrecognized: string[] = [];
   let scannedObjects = 0;

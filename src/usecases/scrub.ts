@@ -33,8 +33,7 @@
  * its deadline leaves the rest first in line for the next run.
  */
 import type { BucketId } from "../domain/bucket.js";
-import { showBucket } from "../domain/display.js";
-import { toBase64 } from "../domain/record.js";
+import { bucketJson, showBucket } from "../domain/display.js";
 import type { TableId } from "../domain/table.js";
 import { ArchiveIntegrityError, ObjectNotFoundError, UnknownTableError } from "../errors.js";
 import { verifyArchive } from "../archive/segments.js";
@@ -106,25 +105,15 @@ export interface ScrubReport {
 }
 
 /** One bucket found corrupt, or whose catalog entries were wrong (and were put right). */
-export interface ScrubProblem {
+export type ScrubProblem = ReturnType<typeof bucketJson> & {
   /** `table/partition/bucket_key`, as the CLI shows buckets. */
   readonly bucket: string;
-  readonly table_id: string;
-  readonly partition_key_b64: string;
-  readonly bucket_key: string;
   readonly kind: "corrupt" | "catalog";
   readonly problem: string;
-}
+};
 
 function problemOf(id: BucketId, kind: ScrubProblem["kind"], problem: string): ScrubProblem {
-  return {
-    bucket: showBucket(id),
-    table_id: id.tableId,
-    partition_key_b64: toBase64(id.partitionKey),
-    bucket_key: id.bucketKey,
-    kind,
-    problem,
-  };
+  return { bucket: showBucket(id), ...bucketJson(id), kind, problem };
 }
 
 const DAY_MS = 86_400_000;

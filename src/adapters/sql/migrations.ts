@@ -275,8 +275,7 @@ export async function runMigrations(
       applied_at TIMESTAMPTZ NOT NULL
     )`,
   );
-  const { rows } = await db.query<{ version: string }>(`SELECT version FROM ${MIGRATIONS_TABLE}`);
-  const done = new Set(rows.map((r) => Number(r.version)));
+  const done = new Set(await appliedMigrations(db));
   const applied: number[] = [];
   for (const migration of [...migrations].sort((a, b) => a.version - b.version)) {
     if (done.has(migration.version)) continue;
