@@ -1,6 +1,62 @@
 import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
+/**
+ * The layers, lowest first: the kernel (errors, input, variables, file-read)
+ * -> domain -> ports -> adapters | archive -> usecases | read -> runner ->
+ * cli | functions -> infra. A module imports only from its own layer or
+ * below; use cases and readers import no adapter (they get ports); nothing
+ * under src imports the Lambda handlers or the stack. `open-adapters` and
+ * the configuration modules are the composition root's, used from cli and
+ * functions (use cases may read the configuration's types and defaults).
+ */
+const dirs = (...names) => ({
+  regex: `^\\.{1,2}/(\\.\\./)*(${names.join("|")})/`,
+  message: "imports across a layer boundary (see the layers at the top of eslint.config.js)",
+});
+const modules = (...names) => ({
+  regex: `^\\.{1,2}/(\\.\\./)*(${names.join("|")})\\.js$`,
+  message: "imports across a layer boundary (see the layers at the top of eslint.config.js)",
+});
+const composition = modules("open-adapters", "config-docs");
+const settings = modules("config", "config-table", "discovery-settings", "function-settings");
+const layers = [
+  [
+    ["src/errors.ts", "src/input.ts", "src/variables.ts", "src/file-read.ts"],
+    [
+      dirs("domain", "ports", "adapters", "archive", "usecases", "read", "runner", "cli"),
+      composition,
+      settings,
+    ],
+  ],
+  [
+    ["src/domain/**/*.ts"],
+    [
+      dirs("ports", "adapters", "archive", "usecases", "read", "runner", "cli"),
+      composition,
+      settings,
+    ],
+  ],
+  [
+    ["src/ports/**/*.ts"],
+    [dirs("adapters", "archive", "usecases", "read", "runner", "cli"), composition, settings],
+  ],
+  [["src/adapters/**/*.ts"], [dirs("archive", "usecases", "read", "runner", "cli"), composition]],
+  [
+    ["src/archive/**/*.ts"],
+    [dirs("adapters", "usecases", "read", "runner", "cli"), composition, settings],
+  ],
+  [["src/usecases/**/*.ts"], [dirs("adapters", "read", "runner", "cli"), composition]],
+  [["src/read/**/*.ts"], [dirs("adapters", "runner", "cli"), composition]],
+  [["src/runner/**/*.ts"], [dirs("cli"), composition]],
+  [["src/*.ts"], []],
+  [["functions/**/*.ts"], [dirs("cli", "infra")]],
+].map(([files, patterns]) =>
+  files[0].startsWith("src/")
+    ? [files, [...patterns, dirs("functions", "infra")]]
+    : [files, patterns],
+);
+
 export default tseslint.config(
   {
     ignores: ["dist/**", "cdk.out/**", "node_modules/**", ".pulpitum/**", "coverage/**", "bin/**"],
@@ -15,6 +71,22 @@ export default tseslint.config(
       ],
       "@typescript-eslint/consistent-type-imports": "error",
       "no-console": "off",
+    },
+  },
+  ...layers.map(([files, patterns]) => ({
+    files,
+    // each file matches one entry: a later entry's options would replace an earlier one's
+    ignores: files[0] === "src/*.ts" ? layers[0][0] : [],
+    rules: { "no-restricted-imports": ["error", { patterns }] },
+  })),
+  {
+    files: ["**/*.ts"],
+    languageOptions: {
+      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
+    },
+    rules: {
+      "@typescript-eslint/no-floating-promises": "error",
+      "@typescript-eslint/no-misused-promises": "error",
     },
   },
 );
