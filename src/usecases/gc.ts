@@ -195,6 +195,23 @@ function isYoung(
 
 const MAX_LISTED_UNRECOGNIZED = 100;
 
+/** What one run has seen and done so far; every step below adds to it. */
+interface GcTally {
+  readonly kept: { -readonly [K in keyof GcReport["kept"]]: number };
+  readonly orphans: GcObject[];
+  readonly unrecognized: string[];
+  scannedObjects: number;
+  scannedBytes: number;
+  deletedObjects: number;
+  deletedBytes: number;
+}
+
+/** The objects of one bucket's key prefix, in listing order. */
+interface ObjectGroup {
+  readonly prefix: string;
+  readonly objects: ObjectInfo[];
+}
+
 /** Collect (or, in a dry run, list) the orphans under `{prefix}/v4/`. */
 export async function collectGarbage(ctx: GcContext, options: GcOptions): Promise<GcReport> {
   if (!Number.isFinite(options.minAgeMs) || options.minAgeMs < 0) {
@@ -208,127 +225,30 @@ export async function collectGarbage(ctx: GcContext, options: GcOptions): Promis
   const opened = await openGcPass(ctx, root, options);
   if (opened.kind === "busy") return busyGcReport(ctx, options, root, opened.expiresAt);
   const cursor: GcPassCursor | null = opened.cursor;
-  const pageSize = options.referencePageSize ?? 1000;
-  const kept = noneKept();
-  const orphans: GcObject[] = [];
-  const unrecognized: string[] = [];
-  let scannedObjects = 0;
-  let scannedBytes = 0;
-  let deletedObjects = 0;
-  let deletedBytes = 0;
+  const tally: GcTally = {
+    kept: noneKept(),
+    orphans: [],
+    unrecognized: [],
+    scannedObjects: 0,
+    scannedBytes: 0,
+    deletedObjects: 0,
+    deletedBytes: 0,
+  };
   let stoppedBecause: GcReport["stopped_because"] = "done";
-
   let tableSegment: string | undefined;
   let tableRefs: TableReferences | null = null;
-  let group: { prefix: string; objects: ObjectInfo[] } | undefined;
-
-  const unrecognizedKey = (key: string) => {
-    kept.unrecognized++;
-    if (unrecognized.length < MAX_LISTED_UNRECOGNIZED) unrecognized.push(key);
-  };
-
-  const flush = async () => {
-    if (group === undefined || tableRefs === null) return;
-    const current = group;
-    group = undefined;
-    const refs = tableRefs.buckets.get(current.prefix);
-    const candidates: ObjectInfo[] = [];
-    for (const object of current.objects) {
-      if (refs?.referenced.has(object.key)) kept.referenced++;
-      else if (refs?.inFlight) kept.in_flight++;
-      else if (isYoung(object, refs?.dereferencedAt ?? null, tableRefs.readAt, options.minAgeMs))
-        kept.young++;
-      else candidates.push(object);
-    }
-    if (candidates.length === 0) return;
-    const record = (object: ObjectInfo, action: GcAction, id: BucketId | null) =>
-      orphans.push({
-        key: object.key,
-        size: object.size,
-        last_modified: object.lastModified.toISOString(),
-        bucket: id === null ? null : describeBucket(id),
-        action,
-      });
-    if (refs === undefined && options.includeUnowned !== true) {
-      for (const object of candidates) record(object, "kept-unowned", null);
-      kept.unowned += candidates.length;
-      return;
-    }
-    if (options.dryRun) {
-      for (const object of candidates) record(object, "would-delete", refs?.id ?? null);
-      return;
-    }
-    const owner = refs?.id ?? (await ownerNow(ctx, current.prefix));
-    let catalogReconciled = false;
-    const deleteOne = async (object: ObjectInfo) => {
-      if (!catalogReconciled) {
-        await reconcileCatalogBeforeDelete(ctx, current.prefix, owner);
-        catalogReconciled = true;
-      }
-      try {
-        await ctx.objectStore.delete(object.key, { unlessRetained: true });
-      } catch (error) {
-        if (!(error instanceof ObjectLockedError)) throw error;
-        kept.locked++;
-        record(object, "kept-locked", owner);
-        return;
-      }
-      deletedObjects++;
-      deletedBytes += object.size;
-      record(object, "deleted", owner);
-    };
-    if (owner === null) {
-      for (const object of candidates) await deleteOne(object);
-      return;
-    }
-    const leaseAt = ctx.clock.now();
-    const taken = await ctx.hotStore.acquireLease(owner, leaseAt, options.leaseMs);
-    if (taken.kind !== "acquired") {
-      // Busy: a worker holds it; missing: the row vanished under us. Keep either way.
-      for (const object of candidates) record(object, "kept-busy", owner);
-      kept.busy += candidates.length;
-      return;
-    }
-    try {
-      const m = taken.metadata;
-      if (m.state === "archiving" || m.restoreStartedAt !== null) {
-        kept.in_flight += candidates.length;
-        return;
-      }
-      const referenced = await referencedKeys(ctx.hotStore, m);
-      for (const [i, object] of candidates.entries()) {
-        if (referenced.has(object.key)) {
-          kept.referenced++;
-          continue;
-        }
-        if (isYoung(object, m.dereferencedAt, leaseAt, options.minAgeMs)) {
-          kept.young++;
-          continue;
-        }
-        if (ctx.clock.now().getTime() - leaseAt.getTime() >= options.leaseMs / 2) {
-          for (const rest of candidates.slice(i)) record(rest, "kept-busy", owner);
-          kept.busy += candidates.length - i;
-          break;
-        }
-        await deleteOne(object);
-      }
-    } finally {
-      await ctx.hotStore.releaseLease(taken.lease);
-    }
-  };
+  let group: ObjectGroup | undefined;
 
   /** Every key listed before the current one, once a boundary has flushed, is handled. */
   let lastKey: string | undefined;
   let handledThrough: string | undefined;
+  /** At a table or bucket boundary: handle the group that ended, then say whether to stop. */
   const stopHere = async (): Promise<boolean> => {
-    await flush();
-    if (options.deadline !== undefined && ctx.clock.now() >= options.deadline) {
-      stoppedBecause = "deadline";
-    } else if (options.maxObjects !== undefined && scannedObjects > options.maxObjects) {
-      stoppedBecause = "budget";
-    } else if (cursor !== null && !(await cursor.beforeGroup(handledThrough))) {
-      stoppedBecause = "lease-lost";
+    if (group !== undefined && tableRefs !== null) {
+      await handleGroup(ctx, options, tally, group, tableRefs);
     }
+    group = undefined;
+    stoppedBecause = await whyStop(ctx, options, tally, cursor, handledThrough);
     return stoppedBecause !== "done";
   };
 
@@ -336,62 +256,242 @@ export async function collectGarbage(ctx: GcContext, options: GcOptions): Promis
     handledThrough = lastKey;
     lastKey = object.key;
     cursor?.counted();
-    scannedObjects++;
-    scannedBytes += object.size;
-    const parts = object.key.slice(root.length).split("/");
-    if (
-      parts.length !== 5 ||
-      (parts[3] !== "payloads" && parts[3] !== "manifests") ||
-      parts.some((p) => p === "")
-    ) {
-      unrecognizedKey(object.key);
+    tally.scannedObjects++;
+    tally.scannedBytes += object.size;
+    const key = archiveKeyOf(root, object.key);
+    if (key === null) {
+      keepUnrecognized(tally, object.key);
       continue;
     }
-    const [table, partition, bucket] = parts as [string, string, string];
-    if (table !== tableSegment) {
+    if (key.table !== tableSegment) {
       if (await stopHere()) break;
-      tableSegment = table;
-      tableRefs = await loadTableReferences(ctx, table, pageSize);
+      tableSegment = key.table;
+      tableRefs = await loadTableReferences(ctx, key.table, options.referencePageSize ?? 1000);
     }
     if (tableRefs === null) {
-      unrecognizedKey(object.key);
+      keepUnrecognized(tally, object.key);
       continue;
     }
-    const prefix = `${root}${table}/${partition}/${bucket}`;
-    if (group?.prefix !== prefix) {
+    if (group?.prefix !== key.bucketPrefix) {
       // Checked again after a table's references were loaded, which can take long.
       if (await stopHere()) break;
-      group = { prefix, objects: [] };
+      group = { prefix: key.bucketPrefix, objects: [] };
     }
     group.objects.push(object);
   }
-  if (stoppedBecause === "done") await flush();
+  if (stoppedBecause === "done" && group !== undefined && tableRefs !== null) {
+    await handleGroup(ctx, options, tally, group, tableRefs);
+  }
   const ended = await endGcPass(cursor, stoppedBecause, handledThrough);
-  stoppedBecause = ended.stoppedBecause;
+  return gcReport(ctx, options, root, tally, ended.stoppedBecause, ended.pass);
+}
 
+/** Why the run stops at this boundary, or "done" to go on. */
+async function whyStop(
+  ctx: GcContext,
+  options: GcOptions,
+  tally: GcTally,
+  cursor: GcPassCursor | null,
+  handledThrough: string | undefined,
+): Promise<GcReport["stopped_because"]> {
+  if (options.deadline !== undefined && ctx.clock.now() >= options.deadline) return "deadline";
+  if (options.maxObjects !== undefined && tally.scannedObjects > options.maxObjects) {
+    return "budget";
+  }
+  if (cursor !== null && !(await cursor.beforeGroup(handledThrough))) return "lease-lost";
+  return "done";
+}
+
+/**
+ * An object key with the archive's layout,
+ * `{root}{table}/{partition}/{bucket}/{payloads|manifests}/{name}`, split;
+ * null for any other key (never touched).
+ */
+function archiveKeyOf(root: string, key: string): { table: string; bucketPrefix: string } | null {
+  const parts = key.slice(root.length).split("/");
+  if (
+    parts.length !== 5 ||
+    (parts[3] !== "payloads" && parts[3] !== "manifests") ||
+    parts.some((p) => p === "")
+  ) {
+    return null;
+  }
+  const [table, partition, bucket] = parts as [string, string, string];
+  return { table, bucketPrefix: `${root}${table}/${partition}/${bucket}` };
+}
+
+function keepUnrecognized(tally: GcTally, key: string): void {
+  tally.kept.unrecognized++;
+  if (tally.unrecognized.length < MAX_LISTED_UNRECOGNIZED) tally.unrecognized.push(key);
+}
+
+function recordOrphan(
+  tally: GcTally,
+  object: ObjectInfo,
+  action: GcAction,
+  id: BucketId | null,
+): void {
+  tally.orphans.push({
+    key: object.key,
+    size: object.size,
+    last_modified: object.lastModified.toISOString(),
+    bucket: id === null ? null : describeBucket(id),
+    action,
+  });
+}
+
+/**
+ * One bucket's objects: keep what the table's references (read at
+ * `refs.readAt`) name, what is in flight and what is young (point 1); the
+ * rest are candidates, deleted only as points 3 and 4 allow.
+ */
+async function handleGroup(
+  ctx: GcContext,
+  options: GcOptions,
+  tally: GcTally,
+  group: ObjectGroup,
+  tableRefs: TableReferences,
+): Promise<void> {
+  const refs = tableRefs.buckets.get(group.prefix);
+  const candidates: ObjectInfo[] = [];
+  for (const object of group.objects) {
+    if (refs?.referenced.has(object.key)) tally.kept.referenced++;
+    else if (refs?.inFlight) tally.kept.in_flight++;
+    else if (isYoung(object, refs?.dereferencedAt ?? null, tableRefs.readAt, options.minAgeMs))
+      tally.kept.young++;
+    else candidates.push(object);
+  }
+  if (candidates.length === 0) return;
+  if (refs === undefined && options.includeUnowned !== true) {
+    for (const object of candidates) recordOrphan(tally, object, "kept-unowned", null);
+    tally.kept.unowned += candidates.length;
+    return;
+  }
+  if (options.dryRun) {
+    for (const object of candidates) recordOrphan(tally, object, "would-delete", refs?.id ?? null);
+    return;
+  }
+  const owner = refs?.id ?? (await ownerNow(ctx, group.prefix));
+  const deleteOne = orphanDeleter(ctx, tally, group.prefix, owner);
+  if (owner === null) {
+    for (const object of candidates) await deleteOne(object);
+    return;
+  }
+  await deleteUnderLease(ctx, options, tally, owner, candidates, deleteOne);
+}
+
+/**
+ * Deletes one orphan, counting it, or keeping and counting it when an
+ * Object Lock retention still holds it (point 5). The bucket's catalog entry
+ * is reconciled before its first delete (point 6).
+ */
+function orphanDeleter(
+  ctx: GcContext,
+  tally: GcTally,
+  prefix: string,
+  owner: BucketId | null,
+): (object: ObjectInfo) => Promise<void> {
+  let catalogReconciled = false;
+  return async (object) => {
+    if (!catalogReconciled) {
+      await reconcileCatalogBeforeDelete(ctx, prefix, owner);
+      catalogReconciled = true;
+    }
+    try {
+      await ctx.objectStore.delete(object.key, { unlessRetained: true });
+    } catch (error) {
+      if (!(error instanceof ObjectLockedError)) throw error;
+      tally.kept.locked++;
+      recordOrphan(tally, object, "kept-locked", owner);
+      return;
+    }
+    tally.deletedObjects++;
+    tally.deletedBytes += object.size;
+    recordOrphan(tally, object, "deleted", owner);
+  };
+}
+
+/**
+ * Point 3: under the bucket's own lease, re-read its metadata and delete
+ * only candidates it does not reference that were old when the lease was
+ * taken, while it is neither archiving nor being restored; stop deleting
+ * once half the lease has passed.
+ */
+async function deleteUnderLease(
+  ctx: GcContext,
+  options: GcOptions,
+  tally: GcTally,
+  owner: BucketId,
+  candidates: readonly ObjectInfo[],
+  deleteOne: (object: ObjectInfo) => Promise<void>,
+): Promise<void> {
+  const leaseAt = ctx.clock.now();
+  const taken = await ctx.hotStore.acquireLease(owner, leaseAt, options.leaseMs);
+  if (taken.kind !== "acquired") {
+    // Busy: a worker holds it; missing: the row vanished under us. Keep either way.
+    for (const object of candidates) recordOrphan(tally, object, "kept-busy", owner);
+    tally.kept.busy += candidates.length;
+    return;
+  }
+  try {
+    const m = taken.metadata;
+    if (m.state === "archiving" || m.restoreStartedAt !== null) {
+      tally.kept.in_flight += candidates.length;
+      return;
+    }
+    const referenced = await referencedKeys(ctx.hotStore, m);
+    for (const [i, object] of candidates.entries()) {
+      if (referenced.has(object.key)) {
+        tally.kept.referenced++;
+        continue;
+      }
+      if (isYoung(object, m.dereferencedAt, leaseAt, options.minAgeMs)) {
+        tally.kept.young++;
+        continue;
+      }
+      if (ctx.clock.now().getTime() - leaseAt.getTime() >= options.leaseMs / 2) {
+        for (const rest of candidates.slice(i)) recordOrphan(tally, rest, "kept-busy", owner);
+        tally.kept.busy += candidates.length - i;
+        break;
+      }
+      await deleteOne(object);
+    }
+  } finally {
+    await ctx.hotStore.releaseLease(taken.lease);
+  }
+}
+
+function gcReport(
+  ctx: GcContext,
+  options: GcOptions,
+  root: string,
+  tally: GcTally,
+  stoppedBecause: GcReport["stopped_because"],
+  pass: GcPassReport | null,
+): GcReport {
   const report: GcReport = {
     dry_run: options.dryRun,
     prefix: root,
     min_age_seconds: Math.round(options.minAgeMs / 1000),
-    scanned_objects: scannedObjects,
-    scanned_bytes: scannedBytes,
-    kept,
-    deleted_objects: deletedObjects,
-    deleted_bytes: deletedBytes,
-    orphans,
-    unrecognized_keys: unrecognized,
+    scanned_objects: tally.scannedObjects,
+    scanned_bytes: tally.scannedBytes,
+    kept: tally.kept,
+    deleted_objects: tally.deletedObjects,
+    deleted_bytes: tally.deletedBytes,
+    orphans: tally.orphans,
+    unrecognized_keys: tally.unrecognized,
     stopped_because: stoppedBecause,
-    pass: ended.pass,
+    pass,
   };
   ctx.log.info("garbage collection finished", {
     dry_run: report.dry_run,
-    scanned_objects: scannedObjects,
-    deleted_objects: deletedObjects,
-    deleted_bytes: deletedBytes,
-    orphans: orphans.length,
-    kept,
+    scanned_objects: tally.scannedObjects,
+    deleted_objects: tally.deletedObjects,
+    deleted_bytes: tally.deletedBytes,
+    orphans: tally.orphans.length,
+    kept: tally.kept,
     stopped_because: stoppedBecause,
-    pass_finished: ended.pass?.finished ?? null,
+    pass_finished: pass?.finished ?? null,
   });
   return report;
 }
