@@ -1,7 +1,7 @@
 /**
  * Every variable {@link parseConfig} reads: name, default, reader and rule,
  * stated once. The parser falls back to these defaults, `pulpitum --help`
- * prints them, and the README's configuration table is generated from them
+ * prints them, and the configuration table of docs/configuration.md is generated from them
  * (`npm run docs:config`; test/unit/config/docs.test.ts checks both).
  */
 import { DEFAULT_CUTOFF_DESCRIPTION } from "./domain/cutoff.js";
