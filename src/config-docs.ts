@@ -1,6 +1,6 @@
 /**
- * The configuration variables as documentation: the README's configuration
- * table (written by `npm run docs:config`) and the `pulpitum --help`
+ * The configuration variables as documentation: the configuration table of
+ * docs/configuration.md (written by `npm run docs:config`) and the `pulpitum --help`
  * section, both drawn from the variable tables so they cannot drift from
  * what the parsers accept.
  */
@@ -10,13 +10,13 @@ import { DISCOVERY_VARIABLES } from "./discovery-settings.js";
 import { FUNCTION_VARIABLES } from "./function-settings.js";
 import { defaultText } from "./variables.js";
 
-/** Variables read outside the parsers that the README's table lists, with their defaults. */
+/** Variables read outside the parsers that the configuration table lists, with their defaults. */
 const LOGGING_DEFAULTS: Readonly<Record<string, string>> = {
   PULPITUM_LOG: "warnings and errors only",
   PULPITUM_DEBUG: "unset",
 };
 
-/** The README's configuration table, one row of cells (variable, default, rule) per line. */
+/** The configuration table of docs/configuration.md, one row of cells (variable, default, rule) per line. */
 export function configTableRows(): string[][] {
   const code = (name: string) => `\`${name}\``;
   return [
@@ -38,7 +38,7 @@ export function configTableRows(): string[][] {
   ];
 }
 
-/** The README's configuration table as Markdown (prettier aligns the columns). */
+/** The configuration table as Markdown (prettier aligns the columns). */
 export function configTableMarkdown(): string {
   const line = (cells: readonly string[]) => `| ${cells.join(" | ")} |`;
   return [

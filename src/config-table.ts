@@ -1,7 +1,7 @@
 /**
  * Every variable {@link parseConfig} reads: name, default, reader and rule,
  * stated once. The parser falls back to these defaults, `pulpitum --help`
- * prints them, and the README's configuration table is generated from them
+ * prints them, and the configuration table of docs/configuration.md is generated from them
  * (`npm run docs:config`; test/unit/config/docs.test.ts checks both).
  */
 import { DEFAULT_CUTOFF_DESCRIPTION } from "./domain/cutoff.js";
@@ -56,7 +56,7 @@ export const CONFIG = {
     name: "ARCHIVER_REQUEUE_SECONDS",
     default: 300,
     read: secondsFrom0,
-    rule: ">= 0; discovery does not re-enqueue a bucket it enqueued more recently (the floor of the requeue window, see Discovery drains any backlog)",
+    rule: ">= 0; discovery does not re-enqueue a bucket it enqueued more recently (the floor of the requeue window, see Discovery drains any backlog in docs/serverless.md)",
   },
   scanLimit: {
     name: "ARCHIVER_SCAN_LIMIT",
@@ -86,7 +86,7 @@ export const CONFIG = {
     name: "ARCHIVER_SEGMENT_ROWS",
     default: DEFAULT_SEGMENT_ROWS,
     read: integer(1, Number.MAX_SAFE_INTEGER),
-    rule: '>= 1; most rows in one export part (see "Segmented export" below)',
+    rule: ">= 1; most rows in one export part (see Segmented export in docs/archival.md)",
   },
   segmentBytes: {
     name: "ARCHIVER_SEGMENT_BYTES",

@@ -6,10 +6,10 @@ import { parseDiscoverySettings } from "../../../src/discovery-settings.js";
 import { parseFunctionSettings } from "../../../src/function-settings.js";
 import { runCli } from "../../support/cli.js";
 
-/** The cells of every row of the README's configuration table (header and rule line left out). */
-async function readmeConfigurationRows(): Promise<string[][]> {
-  const readme = await readFile(new URL("../../../README.md", import.meta.url), "utf8");
-  const section = readme.slice(readme.indexOf("## Configuration\n"));
+/** The cells of every row of the configuration table of docs/configuration.md (header and rule line left out). */
+async function documentedConfigurationRows(): Promise<string[][]> {
+  const doc = await readFile(new URL("../../../docs/configuration.md", import.meta.url), "utf8");
+  const section = doc.slice(doc.indexOf("## Configuration\n"));
   const lines = section.split("\n");
   const first = lines.findIndex((line) => line.startsWith("|"));
   const table = lines.slice(first, lines.indexOf("", first));
@@ -22,8 +22,20 @@ async function readmeConfigurationRows(): Promise<string[][]> {
 }
 
 describe("the configuration documentation", () => {
-  it("the README's configuration table is exactly the variable tables (run `npm run docs:config` after changing one)", async () => {
-    expect(await readmeConfigurationRows()).toEqual(configTableRows());
+  it("the configuration table of docs/configuration.md is exactly the variable tables (run `npm run docs:config` after changing one)", async () => {
+    expect(await documentedConfigurationRows()).toEqual(configTableRows());
+  });
+
+  it("every ARCHIVER_ or PULPITUM_ variable the README names is one the configuration table documents", async () => {
+    const readme = await readFile(new URL("../../../README.md", import.meta.url), "utf8");
+    const documented = new Set(
+      configTableRows().flatMap(([names]) => names!.replaceAll("`", "").split(", ")),
+    );
+    // "`ARCHIVER_WORKER` → `ARCHIVER_WORKERS`" shows a misspelling the warning corrects.
+    const text = readme.replace(/`[A-Z0-9_]+` → /g, "");
+    const named = new Set(text.match(/\b(?:ARCHIVER|PULPITUM)_[A-Z0-9_]+\b/g) ?? []);
+    expect(named.size).toBeGreaterThan(0);
+    expect([...named].filter((name) => !documented.has(name))).toEqual([]);
   });
 
   it("`pulpitum --help` lists every variable of the configuration with the default the parser uses", async () => {
