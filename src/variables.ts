@@ -1,7 +1,7 @@
 /**
  * The shape of a configuration variable (name, default, reader, rule) and the
  * number readers every settings table shares. One entry states a variable's
- * default once: the parser falls back to it, and the README table
+ * default once: the parser falls back to it, and docs/configuration.md
  * (`npm run docs:config`) and `pulpitum --help` print it.
  */
 import { ConfigError, type ConfigProblem } from "./errors.js";
