@@ -22,7 +22,7 @@ export interface Variable {
   readonly defaultNote?: string;
   /** Present for numeric variables; the others are parsed by their own code. */
   readonly read?: NumberReader;
-  /** What is accepted and what the variable does (the README's rule column). */
+  /** What is accepted and what the variable does (the rule column of docs/configuration.md). */
   readonly rule: string;
 }
 
@@ -90,7 +90,7 @@ function numericDefault(variable: Variable): number {
   return variable.default;
 }
 
-/** A variable's default as the README and `--help` print it. */
+/** A variable's default as docs/configuration.md and `--help` print it. */
 export function defaultText(variable: Variable): string {
   if (typeof variable.default === "string") return variable.default;
   return variable.defaultNote === undefined
