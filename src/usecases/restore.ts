@@ -48,12 +48,17 @@ import {
 } from "../errors.js";
 import { readRecordBatches } from "../archive/payload-reader.js";
 import { verifiedObjectSource } from "../archive/verified-object.js";
-import { verifyArchive } from "../archive/segments.js";
-import { archiveExpectationsOf, requireSealedArchive } from "./phases/recorded-payload.js";
-import type { BucketRow } from "../ports/hot-store.js";
+import { verifyArchive, type VerifiedArchiveParts } from "../archive/segments.js";
+import {
+  archiveExpectationsOf,
+  requireSealedArchive,
+  type RecordedPayload,
+} from "./phases/recorded-payload.js";
+import type { BucketMetadata, BucketRow } from "../ports/hot-store.js";
 import type { WorkItem } from "../ports/work-queue.js";
 import type { ArchiverContext } from "./context.js";
 import { takeBucketLease } from "./bucket-lease.js";
+import type { LeaseHeartbeat } from "./heartbeat.js";
 import { commitFenced } from "./phases/step.js";
 import { catalogPortsOf, removeCatalogEntry } from "./catalog.js";
 import {
@@ -116,78 +121,21 @@ export async function restoreBucket(
   id: BucketId,
   options: RestoreOptions,
 ): Promise<RestoreReport> {
-  const batchRows = options.batchRows ?? DEFAULT_RESTORE_BATCH_ROWS;
-  const batchBytes = options.batchBytes ?? DEFAULT_RESTORE_BATCH_BYTES;
-  const report = (
-    result: RestoreResult,
-    fields: Partial<Omit<RestoreReport, "bucket" | "result">> = {},
-  ): RestoreReport => ({
-    bucket: {
-      table_id: id.tableId,
-      partition_key_b64: toBase64(id.partitionKey),
-      bucket_key: id.bucketKey,
-    },
-    result,
-    resumed: false,
-    manifest_key: null,
-    rows_inserted: 0,
-    rows_verified: 0,
-    retry_at: null,
-    ...fields,
-  });
-
-  const before = await ctx.hotStore.getBucket(id);
-  if (before === null) throw new UnknownBucketError(describeBucket(id));
-  if (before.state === "hot") {
-    return report("already-hot", {
-      reason: "the bucket is hot: reads already go to the hot store",
-    });
-  }
-  if (before.state === "archiving") throw notRestorable(id);
-
-  const acquisition = await takeBucketLease(ctx, id);
-  if (acquisition.kind === "missing") throw new UnknownBucketError(describeBucket(id));
-  if (acquisition.kind === "busy") {
-    return report("busy", {
-      reason: `leased until ${acquisition.metadata.leaseExpiresAt?.toISOString() ?? "?"}`,
-    });
-  }
-  const { metadata, heartbeat } = acquisition;
-  if (metadata.state !== "archived") {
-    await ctx.hotStore.releaseLease(heartbeat.lease);
-    if (metadata.state === "hot") return report("already-hot");
-    throw notRestorable(id);
-  }
-  const { recorded, manifestKey } = await requireSealedArchive(
-    ctx.hotStore,
-    metadata,
-    `archived bucket ${describeBucket(id)} lacks a recorded payload or manifest`,
-  ).catch(async (error: unknown) => {
-    await ctx.hotStore.releaseLease(heartbeat.lease);
-    throw error;
-  });
-  if (metadata.corruption !== null) {
-    await ctx.hotStore.releaseLease(heartbeat.lease);
-    throw new CorruptBucketError(
-      showBucket(id),
-      manifestKey,
-      metadata.corruption.at,
-      metadata.corruption.problem,
-    );
-  }
+  const taken = await leaseForRestore(ctx, id);
+  if (taken.kind === "report") return taken.report;
+  const { metadata, heartbeat, recorded, manifestKey } = taken;
   const resumed = metadata.restoreStartedAt !== null;
   const lost = (reason: string) =>
-    report("lease-lost", { resumed, manifest_key: manifestKey, reason });
+    restoreReport(id, "lease-lost", { resumed, manifest_key: manifestKey, reason });
   heartbeat.start();
   try {
-    const format = recorded.format;
+    // Point 1: the whole archive is verified before anything changes.
     const archive = await verifyArchive(ctx.objectStore, manifestKey, {
       prefix: ctx.settings.archivePrefix,
       ...archiveExpectationsOf(metadata, recorded),
       verifyPayloadBytes: true,
       tempDir: ctx.settings.tempDir,
     });
-
     const lease = heartbeat.lease;
     const begun = await commitFenced(
       ctx,
@@ -198,79 +146,27 @@ export async function restoreBucket(
     );
     if (begun.kind === "lease-lost") return lost("lease lost before the restore mark committed");
 
-    let inserted = 0;
-    let verified = 0;
-    let pending: BucketRow[] = [];
-    let pendingBytes = 0;
-    const flush = async (): Promise<boolean> => {
-      if (pending.length === 0) return true;
-      if (!heartbeat.healthy) return false;
-      const batch = await ctx.hotStore.restoreRecords(heartbeat.lease, ctx.clock.now(), pending);
-      pending = [];
-      pendingBytes = 0;
-      if (batch.kind === "lease-lost") return false;
-      inserted += batch.inserted;
-      verified += batch.verified;
-      return true;
-    };
-    for (const part of archive.parts) {
-      // Read from a copy checked again: the verification above read another copy.
-      const source = await verifiedObjectSource(
-        ctx.objectStore,
-        part,
-        `in manifest ${manifestKey}`,
-        { tempDir: ctx.settings.tempDir },
-      );
-      try {
-        for await (const records of readRecordBatches(source, format)) {
-          for (const r of records) {
-            pending.push({ eventTime: r.eventTime, sortKey: r.sortKey, value: r.value });
-            pendingBytes += r.sortKey.byteLength + r.value.byteLength;
-            const full = pending.length >= batchRows || pendingBytes >= batchBytes;
-            if (full && !(await flush())) {
-              return lost("lease lost while inserting restored rows");
-            }
-          }
-        }
-      } finally {
-        await source.close();
-      }
-    }
-    if (!(await flush())) return lost("lease lost while inserting restored rows");
+    const copied = await insertArchivedRows(ctx, heartbeat, archive, recorded.format, options);
+    if (copied === null) return lost("lease lost while inserting restored rows");
 
     if (!heartbeat.healthy) return lost(heartbeat.failure ?? "heartbeat failed");
     await removeCatalogEntry(catalogPortsOf(ctx), metadata);
     if (!heartbeat.healthy) return lost(heartbeat.failure ?? "heartbeat failed");
     const retryAt = new Date(ctx.clock.now().getTime() + options.holdMs);
-    const finished = await commitFenced(
-      ctx,
-      lease,
-      "finish restore",
-      async () => {
-        const result = await ctx.hotStore.finishRestore(heartbeat.lease, ctx.clock.now(), retryAt);
-        if (result.kind === "rows-mismatch") {
-          throw new InvariantViolationError(
-            `restoring ${describeBucket(id)}: the hot store holds ${result.hotRows} rows after every ` +
-              `archived row was inserted or verified, but the archive has ${result.expected}; ` +
-              "the route stays on the archive",
-          );
-        }
-        return result;
-      },
-      (m) => m.state === "hot" && m.generation === lease.generation && m.ownerToken === null,
-    );
-    if (finished.kind === "lease-lost") return lost("lease lost before the route flipped to hot");
+    if (!(await flipToHot(ctx, heartbeat, retryAt))) {
+      return lost("lease lost before the route flipped to hot");
+    }
     ctx.log.info("bucket restored to the hot store", {
       bucket: describeBucket(id),
-      rows_inserted: inserted,
-      rows_verified: verified,
+      rows_inserted: copied.inserted,
+      rows_verified: copied.verified,
       retry_at: retryAt.toISOString(),
     });
-    return report("restored", {
+    return restoreReport(id, "restored", {
       resumed,
       manifest_key: manifestKey,
-      rows_inserted: inserted,
-      rows_verified: verified,
+      rows_inserted: copied.inserted,
+      rows_verified: copied.verified,
       retry_at: retryAt.toISOString(),
     });
   } catch (error) {
@@ -283,6 +179,176 @@ export async function restoreBucket(
   } finally {
     await heartbeat.stop();
   }
+}
+
+function restoreReport(
+  id: BucketId,
+  result: RestoreResult,
+  fields: Partial<Omit<RestoreReport, "bucket" | "result">> = {},
+): RestoreReport {
+  return {
+    bucket: {
+      table_id: id.tableId,
+      partition_key_b64: toBase64(id.partitionKey),
+      bucket_key: id.bucketKey,
+    },
+    result,
+    resumed: false,
+    manifest_key: null,
+    rows_inserted: 0,
+    rows_verified: 0,
+    retry_at: null,
+    ...fields,
+  };
+}
+
+/**
+ * The bucket's lease (heartbeat not started) with its sealed archive, or the
+ * report that ends the restore before anything changes: already hot, or busy.
+ * An unknown, archiving or corrupt bucket is an error, with the lease released.
+ */
+async function leaseForRestore(
+  ctx: ArchiverContext,
+  id: BucketId,
+): Promise<
+  | { readonly kind: "report"; readonly report: RestoreReport }
+  | {
+      readonly kind: "leased";
+      readonly metadata: BucketMetadata;
+      readonly heartbeat: LeaseHeartbeat;
+      readonly recorded: RecordedPayload;
+      readonly manifestKey: string;
+    }
+> {
+  const before = await ctx.hotStore.getBucket(id);
+  if (before === null) throw new UnknownBucketError(describeBucket(id));
+  if (before.state === "hot") {
+    return {
+      kind: "report",
+      report: restoreReport(id, "already-hot", {
+        reason: "the bucket is hot: reads already go to the hot store",
+      }),
+    };
+  }
+  if (before.state === "archiving") throw notRestorable(id);
+
+  const acquisition = await takeBucketLease(ctx, id);
+  if (acquisition.kind === "missing") throw new UnknownBucketError(describeBucket(id));
+  if (acquisition.kind === "busy") {
+    const until = acquisition.metadata.leaseExpiresAt?.toISOString() ?? "?";
+    return {
+      kind: "report",
+      report: restoreReport(id, "busy", { reason: `leased until ${until}` }),
+    };
+  }
+  const { metadata, heartbeat } = acquisition;
+  try {
+    if (metadata.state === "hot") {
+      await ctx.hotStore.releaseLease(heartbeat.lease);
+      return { kind: "report", report: restoreReport(id, "already-hot") };
+    }
+    if (metadata.state !== "archived") throw notRestorable(id);
+    const { recorded, manifestKey } = await requireSealedArchive(
+      ctx.hotStore,
+      metadata,
+      `archived bucket ${describeBucket(id)} lacks a recorded payload or manifest`,
+    );
+    if (metadata.corruption !== null) {
+      throw new CorruptBucketError(
+        showBucket(id),
+        manifestKey,
+        metadata.corruption.at,
+        metadata.corruption.problem,
+      );
+    }
+    return { kind: "leased", metadata, heartbeat, recorded, manifestKey };
+  } catch (error) {
+    await ctx.hotStore.releaseLease(heartbeat.lease);
+    throw error;
+  }
+}
+
+/**
+ * Point 3: every archived row into the hot store, in transactions of at most
+ * `batchRows` rows and `batchBytes` keys and values, each fenced by the live
+ * lease. Each part is read from a copy checked again (the verification read
+ * another copy). Null once the lease is lost.
+ */
+async function insertArchivedRows(
+  ctx: ArchiverContext,
+  heartbeat: LeaseHeartbeat,
+  archive: VerifiedArchiveParts,
+  format: RecordedPayload["format"],
+  options: RestoreOptions,
+): Promise<{ inserted: number; verified: number } | null> {
+  const batchRows = options.batchRows ?? DEFAULT_RESTORE_BATCH_ROWS;
+  const batchBytes = options.batchBytes ?? DEFAULT_RESTORE_BATCH_BYTES;
+  const counts = { inserted: 0, verified: 0 };
+  let pending: BucketRow[] = [];
+  let pendingBytes = 0;
+  const flush = async (): Promise<boolean> => {
+    if (pending.length === 0) return true;
+    if (!heartbeat.healthy) return false;
+    const batch = await ctx.hotStore.restoreRecords(heartbeat.lease, ctx.clock.now(), pending);
+    pending = [];
+    pendingBytes = 0;
+    if (batch.kind === "lease-lost") return false;
+    counts.inserted += batch.inserted;
+    counts.verified += batch.verified;
+    return true;
+  };
+  for (const part of archive.parts) {
+    const source = await verifiedObjectSource(
+      ctx.objectStore,
+      part,
+      `in manifest ${archive.manifestKey}`,
+      { tempDir: ctx.settings.tempDir },
+    );
+    try {
+      for await (const records of readRecordBatches(source, format)) {
+        for (const r of records) {
+          pending.push({ eventTime: r.eventTime, sortKey: r.sortKey, value: r.value });
+          pendingBytes += r.sortKey.byteLength + r.value.byteLength;
+          const full = pending.length >= batchRows || pendingBytes >= batchBytes;
+          if (full && !(await flush())) return null;
+        }
+      }
+    } finally {
+      await source.close();
+    }
+  }
+  return (await flush()) ? counts : null;
+}
+
+/**
+ * Point 4: the route flips to hot in one fenced statement that also checks
+ * the hot row count against the archive's; false once the lease is lost.
+ */
+async function flipToHot(
+  ctx: ArchiverContext,
+  heartbeat: LeaseHeartbeat,
+  retryAt: Date,
+): Promise<boolean> {
+  const lease = heartbeat.lease;
+  const id = lease.bucket;
+  const finished = await commitFenced(
+    ctx,
+    lease,
+    "finish restore",
+    async () => {
+      const result = await ctx.hotStore.finishRestore(heartbeat.lease, ctx.clock.now(), retryAt);
+      if (result.kind === "rows-mismatch") {
+        throw new InvariantViolationError(
+          `restoring ${describeBucket(id)}: the hot store holds ${result.hotRows} rows after every ` +
+            `archived row was inserted or verified, but the archive has ${result.expected}; ` +
+            "the route stays on the archive",
+        );
+      }
+      return result;
+    },
+    (m) => m.state === "hot" && m.generation === lease.generation && m.ownerToken === null,
+  );
+  return finished.kind !== "lease-lost";
 }
 
 function notRestorable(id: BucketId): BucketNotRestorableError {
