@@ -98,31 +98,8 @@ export async function runNextPhase(
     return outcome({ phase: null, result: "done", next: planned, reason: setAside });
 
   const now = ctx.clock.now();
-  if (planned === "claim") {
-    const reason = await reasonNotToClaim(ctx, before, now);
-    if (reason !== undefined) {
-      return retryPending(before, now)
-        ? outcome({
-            phase: null,
-            result: "deferred",
-            next: "claim",
-            reason,
-            retryAt: before.retryAt,
-          })
-        : outcome({ phase: null, result: "done", next: "claim", reason });
-    }
-  }
-
-  if (planned === "export" && before.ownerToken === null && retryPending(before, now)) {
-    // A suspended export (it kept its parts) waits out its retry like a deferred claim.
-    return outcome({
-      phase: null,
-      result: "deferred",
-      next: "export",
-      reason: `export suspended until ${before.retryAt.toISOString()} after: ${before.lastError ?? "an earlier failure"}`,
-      retryAt: before.retryAt,
-    });
-  }
+  const waiting = await reasonToWait(ctx, before, planned, now);
+  if (waiting !== null) return outcome(waiting);
 
   const acquisition = await takeBucketLease(ctx, bucket, now);
   if (acquisition.kind === "missing") throw new UnknownBucketError(describeBucket(bucket));
@@ -144,19 +121,81 @@ export async function runNextPhase(
   }
   const maxAttempts = ctx.settings.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
   if (metadata.attempts >= maxAttempts && options.manual !== true) {
-    const reason =
-      `quarantined after ${metadata.attempts} failed attempts (its own failures, takeovers of a killed worker's lease); ` +
-      `last error: ${metadata.lastError ?? "none recorded (the worker was killed or timed out)"}`;
-    const set = await ctx.hotStore.quarantine(heartbeat.lease, ctx.clock.now(), reason);
-    if (set.kind === "lease-lost") {
-      return outcome({ phase, result: "lease-lost", next: phase, reason: "lease lost" });
-    }
-    ctx.log.error("bucket quarantined", { bucket: describeBucket(bucket), reason });
-    return outcome({ phase: null, result: "done", next: null, reason, quarantined: true });
+    return outcome(await quarantine(ctx, heartbeat, metadata, phase));
   }
+  return await runPhaseUnderLease(ctx, heartbeat, metadata, phase, {
+    takeover: before.ownerToken !== null,
+    deadline: options.deadline,
+    outcome,
+  });
+}
 
+type OutcomeFields = Omit<PhaseOutcome, "bucket" | "durationMs">;
+
+/**
+ * Before any lease: a claim that must not run now (its reason, deferred
+ * while its retry time is ahead), or a suspended export (it kept its parts)
+ * waiting out its retry like a deferred claim. Null when the phase may run.
+ */
+async function reasonToWait(
+  ctx: ArchiverContext,
+  before: BucketMetadata,
+  planned: PhaseName,
+  now: Date,
+): Promise<OutcomeFields | null> {
+  if (planned === "claim") {
+    const reason = await reasonNotToClaim(ctx, before, now);
+    if (reason !== undefined) {
+      return retryPending(before, now)
+        ? { phase: null, result: "deferred", next: "claim", reason, retryAt: before.retryAt }
+        : { phase: null, result: "done", next: "claim", reason };
+    }
+  }
+  if (planned === "export" && before.ownerToken === null && retryPending(before, now)) {
+    return {
+      phase: null,
+      result: "deferred",
+      next: "export",
+      reason: `export suspended until ${before.retryAt.toISOString()} after: ${before.lastError ?? "an earlier failure"}`,
+      retryAt: before.retryAt,
+    };
+  }
+  return null;
+}
+
+/** Out of attempts: quarantine the bucket under its lease (the statement releases it). */
+async function quarantine(
+  ctx: ArchiverContext,
+  heartbeat: LeaseHeartbeat,
+  metadata: BucketMetadata,
+  phase: PhaseName,
+): Promise<OutcomeFields> {
+  const reason =
+    `quarantined after ${metadata.attempts} failed attempts (its own failures, takeovers of a killed worker's lease); ` +
+    `last error: ${metadata.lastError ?? "none recorded (the worker was killed or timed out)"}`;
+  const set = await ctx.hotStore.quarantine(heartbeat.lease, ctx.clock.now(), reason);
+  if (set.kind === "lease-lost") {
+    return { phase, result: "lease-lost", next: phase, reason: "lease lost" };
+  }
+  ctx.log.error("bucket quarantined", { bucket: describeBucket(metadata.id), reason });
+  return { phase: null, result: "done", next: null, reason, quarantined: true };
+}
+
+/** Run `phase` while the heartbeat renews the lease; a failure goes to {@link recoverFromFailure}. */
+async function runPhaseUnderLease(
+  ctx: ArchiverContext,
+  heartbeat: LeaseHeartbeat,
+  metadata: BucketMetadata,
+  phase: PhaseName,
+  run: {
+    readonly takeover: boolean;
+    readonly deadline: Date | undefined;
+    readonly outcome: (fields: OutcomeFields) => PhaseOutcome;
+  },
+): Promise<PhaseOutcome> {
+  const { outcome } = run;
   const fields = {
-    bucket: describeBucket(bucket),
+    bucket: describeBucket(metadata.id),
     phase,
     generation: heartbeat.lease.generation,
   };
@@ -166,8 +205,8 @@ export async function runNextPhase(
       ctx,
       heartbeat,
       metadata,
-      takeover: before.ownerToken !== null,
-      deadline: options.deadline,
+      takeover: run.takeover,
+      deadline: run.deadline,
     });
     if (step.kind === "lease-lost") {
       // A no-op when the lease is really gone; frees it at once when only the phase's condition failed.
