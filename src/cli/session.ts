@@ -76,7 +76,7 @@ async function openEmbeddedUpkeep(runtime: Adapters, reclaim: boolean) {
   if (lock === null || database.kind !== "pglite") return null;
   const { StatusSnapshotPublisher, snapshotPathOf } = await import("./commands/status-snapshot.js");
   const { collectStatus } = await import("./commands/status.js");
-  const { AUTO_RECLAIM_MIN_DELETED_ROWS, cleanedUpRows, embeddedDatabaseOf, reclaimSpace } =
+  const { cleanedUpRows, embeddedDatabaseOf, reclaimSpace, worthReclaiming } =
     await import("../adapters/sql/pglite-reclaim.js");
   const db = embeddedDatabaseOf(runtime.hotStore);
   const cleanedBefore = reclaim && db !== null ? await cleanedUpRows(db) : 0;
@@ -90,8 +90,8 @@ async function openEmbeddedUpkeep(runtime: Adapters, reclaim: boolean) {
       await publisher.stop();
       if (!reclaim || db === null) return;
       const deleted = (await cleanedUpRows(db)) - cleanedBefore;
-      if (deleted < AUTO_RECLAIM_MIN_DELETED_ROWS) return;
       try {
+        if (!(await worthReclaiming(db, deleted))) return;
         const r = await reclaimSpace(db, database.dataDir);
         process.stderr.write(
           `pulpitum: reclaimed ${formatBytes(Math.max(0, r.bytesBefore - r.bytesAfter))} of the embedded store after cleanup deleted ${deleted} hot rows: ` +

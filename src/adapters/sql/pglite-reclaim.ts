@@ -43,6 +43,40 @@ export interface ReclaimResult {
  */
 export const AUTO_RECLAIM_MIN_DELETED_ROWS = 10_000;
 
+/**
+ * VACUUM FULL copies every live row, so a run reclaims on its own only when
+ * what it deleted is at least this share of what is left: deleting 10,000
+ * rows must not cost a rewrite of ten million.
+ */
+export const AUTO_RECLAIM_MIN_DELETED_PER_LIVE_ROW = 0.25;
+
+/** Pages of the records table a live-row estimate reads, at most. */
+const SAMPLED_PAGES = 1_000;
+
+/** Whether a run that deleted `deletedRows` should reclaim (see the constants above). */
+export async function worthReclaiming(db: PgliteDatabase, deletedRows: number): Promise<boolean> {
+  if (deletedRows < AUTO_RECLAIM_MIN_DELETED_ROWS) return false;
+  return deletedRows >= (await estimatedLiveRows(db)) * AUTO_RECLAIM_MIN_DELETED_PER_LIVE_ROW;
+}
+
+/**
+ * Live rows of the records table, counted in a sample of about
+ * {@link SAMPLED_PAGES} pages (all of a smaller table): a full count would
+ * read the whole table, dead rows included.
+ */
+export async function estimatedLiveRows(db: PgliteDatabase): Promise<number> {
+  const { rows: size } = await db.query<{ pages: string | number }>(
+    `SELECT pg_relation_size('${RECORDS_TABLE}') / current_setting('block_size')::int8 AS pages`,
+  );
+  const pages = Number(size[0]?.pages ?? 0);
+  const percent = pages <= SAMPLED_PAGES ? 100 : (100 * SAMPLED_PAGES) / pages;
+  const sample = percent >= 100 ? "" : ` TABLESAMPLE SYSTEM (${percent.toFixed(6)})`;
+  const { rows } = await db.query<{ n: string | number }>(
+    `SELECT count(*) AS n FROM ${RECORDS_TABLE}${sample}`,
+  );
+  return (Number(rows[0]?.n ?? 0) * 100) / Math.min(100, percent);
+}
+
 /** The tables rewritten: the records, and the metadata rows every phase updates. */
 const RECLAIMED_TABLES = [RECORDS_TABLE, METADATA_TABLE, PARTS_TABLE];
 
