@@ -273,6 +273,16 @@ function buildProgram(): Command {
     );
 
   program
+    .command("reclaim")
+    .description(
+      "give the embedded store's disk space back after cleanup (VACUUM FULL; archive runs do it on their own when they deleted many rows); prints the bytes before and after",
+    )
+    .option("--json", "print the result as JSON")
+    .action(async (opts: { json?: boolean }) =>
+      (await import("./commands/reclaim.js")).reclaimCommand(opts),
+    );
+
+  program
     .command("buckets")
     .argument("<table>", "table id")
     .argument("[partition_key]", "only this partition, as UTF-8 text (or --partition-key-b64)")

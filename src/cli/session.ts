@@ -6,6 +6,8 @@
 import { unknownVariableWarnings, type PulpitumConfig } from "../config.js";
 import { loadConfig, openAdapters, type Adapters } from "../open-adapters.js";
 import type { WorkflowLog } from "../usecases/context.js";
+import { errorMessage } from "../errors.js";
+import { formatBytes } from "./format.js";
 import { stderrLog } from "./log.js";
 
 let commandLine = "pulpitum";
@@ -35,9 +37,17 @@ export function cliLog(): WorkflowLog {
   return stderrLog(process.env.PULPITUM_LOG?.trim() === "debug");
 }
 
+/**
+ * Run `fn` with the adapters open, and close them however it ends. On the
+ * embedded store, the process also keeps a status snapshot for `pulpitum
+ * status` from other processes (commands/status-snapshot.ts) while it holds
+ * the store, and, when its work deleted many hot rows (an archive run's
+ * cleanup), gives their disk space back before it closes
+ * (adapters/sql/pglite-reclaim.ts).
+ */
 export async function withRuntime<T>(
   fn: (runtime: Adapters) => Promise<T>,
-  options: { migrate?: boolean; env?: NodeJS.ProcessEnv } = {},
+  options: { migrate?: boolean; env?: NodeJS.ProcessEnv; reclaim?: boolean } = {},
 ): Promise<T> {
   const config = loadCliConfig(options.env);
   const runtime = await openAdapters(config, { migrate: options.migrate, command: commandLine });
@@ -47,9 +57,51 @@ export async function withRuntime<T>(
       `took over the embedded store's lock from process ${stale.pid} (\`${stale.command}\`, since ${stale.since}), which is no longer running`,
     );
   }
+  let embedded: Awaited<ReturnType<typeof openEmbeddedUpkeep>> | null = null;
   try {
-    return await fn(runtime);
+    embedded = await openEmbeddedUpkeep(runtime, options.reclaim !== false);
+    const result = await fn(runtime);
+    await embedded?.finish();
+    return result;
   } finally {
+    await embedded?.publisher.stop();
     await runtime.close();
   }
+}
+
+/** The embedded store's status snapshot and reclaim around one command; null on PostgreSQL. */
+async function openEmbeddedUpkeep(runtime: Adapters, reclaim: boolean) {
+  const lock = runtime.lock;
+  const database = runtime.config.database;
+  if (lock === null || database.kind !== "pglite") return null;
+  const { StatusSnapshotPublisher, snapshotPathOf } = await import("./commands/status-snapshot.js");
+  const { collectStatus } = await import("./commands/status.js");
+  const { cleanedUpRows, embeddedDatabaseOf, reclaimSpace, worthReclaiming } =
+    await import("../adapters/sql/pglite-reclaim.js");
+  const db = embeddedDatabaseOf(runtime.hotStore);
+  const cleanedBefore = reclaim && db !== null ? await cleanedUpRows(db) : 0;
+  const publisher = new StatusSnapshotPublisher(snapshotPathOf(lock.lockPath), lock.holder, () =>
+    collectStatus(runtime),
+  ).start();
+  return {
+    publisher,
+    /** After the command's work: stop the snapshots, then reclaim if the work deleted enough. */
+    async finish() {
+      await publisher.stop();
+      if (!reclaim || db === null) return;
+      const deleted = (await cleanedUpRows(db)) - cleanedBefore;
+      try {
+        if (!(await worthReclaiming(db, deleted))) return;
+        const r = await reclaimSpace(db, database.dataDir);
+        process.stderr.write(
+          `pulpitum: reclaimed ${formatBytes(Math.max(0, r.bytesBefore - r.bytesAfter))} of the embedded store after cleanup deleted ${deleted} hot rows: ` +
+            `${formatBytes(r.bytesBefore)} -> ${formatBytes(r.bytesAfter)} (table files ${formatBytes(r.tableBytesBefore)} -> ${formatBytes(r.tableBytesAfter)}) in ${(r.ms / 1000).toFixed(1)} s\n`,
+        );
+      } catch (error) {
+        warn(
+          `could not reclaim the embedded store's disk space (\`pulpitum reclaim\` tries again; nothing was lost): ${errorMessage(error)}`,
+        );
+      }
+    },
+  };
 }

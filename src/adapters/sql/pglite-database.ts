@@ -121,6 +121,14 @@ export class PgliteDatabase implements SqlDatabase {
     });
   }
 
+  /**
+   * Run a maintenance statement that PostgreSQL refuses inside a transaction
+   * block (VACUUM, CHECKPOINT), through the simple query protocol.
+   */
+  async maintenance(statement: string): Promise<void> {
+    await this.#db.exec(statement);
+  }
+
   async close(): Promise<void> {
     await this.#db.close();
   }
