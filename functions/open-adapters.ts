@@ -17,11 +17,16 @@
  * is behind its code refuses to start, saying so ({@link SchemaBehindError}).
  *
  * The database URL is a secret: it is never logged, and errors about it name
- * the secret, never its value.
+ * the secret, never its value. It is read through Powertools' parameters
+ * cache, one per Secrets Manager client (one client per container): the
+ * rotation check forces a read at each refresh interval, and the adapters it
+ * then reopens take that same value from the cache, so they open on exactly
+ * the credentials the check saw, with one GetSecretValue per check.
  */
 import { createHash } from "node:crypto";
 import { S3Client } from "@aws-sdk/client-s3";
-import { GetSecretValueCommand, SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
+import { SecretsProvider } from "@aws-lambda-powertools/parameters/secrets";
+import { SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
 import type { SQSClient } from "@aws-sdk/client-sqs";
 import type { PulpitumConfig } from "../src/config.js";
 import { parseFunctionSettings } from "../src/function-settings.js";
@@ -131,8 +136,10 @@ export async function resolveDatabaseEnv(
   }
   let secretString: string | undefined;
   try {
-    const response = await secrets().send(new GetSecretValueCommand({ SecretId: arn }));
-    secretString = response.SecretString;
+    const value = await secretsProvider(secrets()).get(arn, {
+      maxAge: parseFunctionSettings(env).secretRefreshMs / 1000,
+    });
+    secretString = typeof value === "string" ? value : undefined;
   } catch (error) {
     throw new ConfigError([
       {
@@ -182,8 +189,7 @@ export async function openLambdaAdapters(
 ): Promise<LambdaAdapters> {
   const region = env.AWS_REGION ?? env.AWS_DEFAULT_REGION;
   const owned: Array<{ destroy(): void }> = [];
-  const secrets = () =>
-    options.clients?.secrets ?? remember(owned, new SecretsManagerClient({ region }));
+  const secrets = () => options.clients?.secrets ?? containerSecretsClient(region);
   const config = loadConfig(await resolveDatabaseEnv(env, secrets));
   if (config.database.kind !== "postgres" || config.archive.kind !== "s3") {
     throw new ConfigError([
@@ -266,10 +272,38 @@ export async function databaseSecretVersion(
 ): Promise<string | undefined> {
   const arn = env.DATABASE_SECRET_ARN?.trim();
   if (!arn) return undefined;
-  const response = await secrets.send(new GetSecretValueCommand({ SecretId: arn }));
+  const value = await secretsProvider(secrets).get(arn, {
+    forceFetch: true,
+    maxAge: parseFunctionSettings(env).secretRefreshMs / 1000,
+  });
   return createHash("sha256")
-    .update(response.SecretString ?? "")
+    .update(typeof value === "string" ? value : "")
     .digest("hex");
+}
+
+const providers = new WeakMap<SecretsManagerClient, SecretsProvider>();
+
+/** The parameters cache of `client`: the rotation check and the opens it triggers share it. */
+function secretsProvider(client: SecretsManagerClient): SecretsProvider {
+  let provider = providers.get(client);
+  if (provider === undefined) {
+    provider = new SecretsProvider({ awsSdkV3Client: client });
+    providers.set(client, provider);
+  }
+  return provider;
+}
+
+const containerClients = new Map<string, SecretsManagerClient>();
+
+/** The container's Secrets Manager client for `region`, kept for the container's life with its cache. */
+function containerSecretsClient(region: string | undefined): SecretsManagerClient {
+  const key = region ?? "";
+  let client = containerClients.get(key);
+  if (client === undefined) {
+    client = new SecretsManagerClient({ region });
+    containerClients.set(key, client);
+  }
+  return client;
 }
 
 /**
@@ -326,16 +360,10 @@ export function lambdaAdaptersPerContainer<T extends { close(): Promise<void> }>
   env: Env,
   open: () => Promise<T>,
 ): () => Promise<T> {
-  let secrets: SecretsManagerClient | undefined;
   return cachedPerSecret(
     open,
     () =>
-      databaseSecretVersion(
-        env,
-        (secrets ??= new SecretsManagerClient({
-          region: env.AWS_REGION ?? env.AWS_DEFAULT_REGION,
-        })),
-      ),
+      databaseSecretVersion(env, containerSecretsClient(env.AWS_REGION ?? env.AWS_DEFAULT_REGION)),
     { refreshMs: parseFunctionSettings(env).secretRefreshMs },
   );
 }
