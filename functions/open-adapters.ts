@@ -27,6 +27,7 @@ import { createHash } from "node:crypto";
 import { S3Client } from "@aws-sdk/client-s3";
 import { SecretsProvider } from "@aws-lambda-powertools/parameters/secrets";
 import { SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
+import * as v from "valibot";
 import type { SQSClient } from "@aws-sdk/client-sqs";
 import type { PulpitumConfig } from "../src/config.js";
 import { parseFunctionSettings } from "../src/function-settings.js";
@@ -34,6 +35,7 @@ import { ConfigError, errorMessage, PulpitumError } from "../src/errors.js";
 import { SqlHotStore } from "../src/adapters/sql/sql-hot-store.js";
 import { appliedMigrations, LATEST_MIGRATION } from "../src/adapters/sql/migrations.js";
 import type { Env } from "../src/variables.js";
+import { fields, readOrProblem, type JsonObject } from "../src/input.js";
 import { S3ObjectStore, S3_CHECKSUM_SETTINGS } from "../src/adapters/object-store/s3.js";
 import { createSqsClient, SqsWorkQueue } from "../src/adapters/queue/sqs.js";
 import { httpHandlerSettings } from "../src/adapters/http-timeouts.js";
@@ -87,36 +89,63 @@ export function databaseUrlFromSecret(secretString: string, secretName: string):
   } catch {
     return bad("the secret value is neither JSON nor a postgres URL");
   }
-  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
-    return bad("the secret value is not a JSON object");
-  const s = parsed as Record<string, unknown>;
-  if (s.url !== undefined) {
-    if (typeof s.url !== "string" || !/^postgres(ql)?:\/\//.test(s.url))
-      return bad('"url" is not a postgres:// or postgresql:// URL');
-    return s.url;
-  }
-  const field = (name: string): string => {
-    const v = s[name];
-    if (typeof v === "string" && v !== "") return v;
-    return bad(`the secret has no "url" and its "${name}" is missing or not a non-empty string`);
-  };
-  const username = field("username");
-  const password = field("password");
-  const host = field("host");
-  const dbname = field("dbname");
-  const port = s.port === undefined ? 5432 : Number(s.port);
-  if (!Number.isInteger(port) || port < 1 || port > 65535)
-    return bad('"port" is not a TCP port number');
+  const secret = readOrProblem(SECRET_FIELDS, parsed);
+  if (!secret.ok) return bad(secret.problem);
+  const s = secret.value;
+  if (s.url !== undefined) return s.url;
+  const rds = readOrProblem(RDS_SECRET, s);
+  if (!rds.ok) return bad(rds.problem);
+  const { username, password, host, dbname, port } = rds.value;
   const url = new URL(`postgresql://${host.includes(":") ? `[${host}]` : host}:${port}/`);
   url.username = encodeURIComponent(username);
   url.password = encodeURIComponent(password);
   url.pathname = `/${encodeURIComponent(dbname)}`;
-  if (s.sslmode !== undefined) {
-    if (typeof s.sslmode !== "string") return bad('"sslmode" is not a string');
-    url.searchParams.set("sslmode", s.sslmode);
-  }
+  const sslmode = readOrProblem(SSLMODE, s);
+  if (!sslmode.ok) return bad(sslmode.problem);
+  if (sslmode.value.sslmode !== undefined) url.searchParams.set("sslmode", sslmode.value.sslmode);
   return url.toString();
 }
+
+const POSTGRES_URL = /^postgres(ql)?:\/\//;
+
+const SECRET_FIELDS = v.pipe(
+  v.custom<JsonObject>(
+    (value) => typeof value === "object" && value !== null && !Array.isArray(value),
+    "the secret value is not a JSON object",
+  ),
+  fields({
+    url: v.optional(
+      v.custom<string>(
+        (url) => typeof url === "string" && POSTGRES_URL.test(url),
+        '"url" is not a postgres:// or postgresql:// URL',
+      ),
+    ),
+  }),
+);
+
+const rdsField = (name: string) =>
+  v.custom<string>(
+    (value) => typeof value === "string" && value !== "",
+    `the secret has no "url" and its "${name}" is missing or not a non-empty string`,
+  );
+
+/** The RDS form; `port` as RDS writes it, a number or a numeric string. */
+const RDS_SECRET = fields({
+  username: rdsField("username"),
+  password: rdsField("password"),
+  host: rdsField("host"),
+  dbname: rdsField("dbname"),
+  port: v.pipe(
+    v.unknown(),
+    v.transform((port): number => (port === undefined ? 5432 : Number(port))),
+    v.check(
+      (port) => Number.isInteger(port) && port >= 1 && port <= 65535,
+      '"port" is not a TCP port number',
+    ),
+  ),
+});
+
+const SSLMODE = fields({ sslmode: v.optional(v.string('"sslmode" is not a string')) });
 
 /** The environment with `DATABASE_URL` filled in from `DATABASE_SECRET_ARN` when that is set. */
 export async function resolveDatabaseEnv(

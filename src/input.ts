@@ -33,9 +33,22 @@ export function readInput<const S extends v.GenericSchema>(
   value: unknown,
   at: InputContext,
 ): v.InferOutput<S> {
+  const read = readOrProblem(schema, value);
+  if (read.ok) return read.value;
+  throw new InvalidInputError(at.input, read.problem, at.form);
+}
+
+/** `value` read by `schema`, or its first issue's message, for a reader that raises another error (configuration). */
+export function readOrProblem<const S extends v.GenericSchema>(
+  schema: S,
+  value: unknown,
+):
+  | { readonly ok: true; readonly value: v.InferOutput<S> }
+  | { readonly ok: false; readonly problem: string } {
   const result = v.safeParse(schema, value, { abortEarly: true });
-  if (result.success) return result.output;
-  throw new InvalidInputError(at.input, result.issues[0].message, at.form);
+  return result.success
+    ? { ok: true, value: result.output }
+    : { ok: false, problem: result.issues[0].message };
 }
 
 export type JsonObject = Record<string, unknown>;
