@@ -4,7 +4,8 @@
  * work (src/usecases/discover-backlog.ts) until the candidates run out, the
  * run's time is up or its cap is reached.
  */
-import { InvalidInputError } from "../src/errors.js";
+import * as v from "valibot";
+import { jsonObject, readInput, type JsonObject } from "../src/input.js";
 import type { Context } from "aws-lambda";
 import { parseDiscoverySettings, type DiscoverySettings } from "../src/discovery-settings.js";
 import { sleep } from "../src/ports/clock.js";
@@ -44,19 +45,19 @@ export const DISCOVERY_EVENT_FORM =
 
 /** Accept the schedule's event, or an empty object from `aws lambda invoke`. */
 export function validateDiscoveryEvent(event: unknown): void {
-  if (typeof event !== "object" || event === null || Array.isArray(event)) {
-    throw new InvalidInputError("discovery event", "is not a JSON object", DISCOVERY_EVENT_FORM);
-  }
-  const o = event as Record<string, unknown>;
-  if (Object.keys(o).length === 0) return;
-  if (o.source !== "aws.events" || o["detail-type"] !== "Scheduled Event") {
-    throw new InvalidInputError(
-      "discovery event",
-      `has source ${JSON.stringify(o.source)} and detail-type ${JSON.stringify(o["detail-type"])}`,
-      DISCOVERY_EVENT_FORM,
-    );
-  }
+  readInput(DISCOVERY_EVENT, event, { input: "discovery event", form: DISCOVERY_EVENT_FORM });
 }
+
+const DISCOVERY_EVENT = v.pipe(
+  jsonObject,
+  v.check<JsonObject, (issue: v.CheckIssue<JsonObject>) => string>(
+    (o) =>
+      Object.keys(o).length === 0 ||
+      (o.source === "aws.events" && o["detail-type"] === "Scheduled Event"),
+    (issue) =>
+      `has source ${JSON.stringify(issue.input.source)} and detail-type ${JSON.stringify(issue.input["detail-type"])}`,
+  ),
+);
 
 export function createDiscoveryHandler(open: () => Promise<DiscoveryDependencies>) {
   // One per container: a warm container's runs start from the drain the previous ones measured.

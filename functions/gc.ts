@@ -9,7 +9,8 @@
 import type { Context } from "aws-lambda";
 import type { PulpitumConfig } from "../src/config.js";
 import type { Adapters } from "../src/open-adapters.js";
-import { readBoolean, readFields, readObject } from "../src/input.js";
+import * as v from "valibot";
+import { booleanField, fields, jsonObject, onlyFields, readInput } from "../src/input.js";
 import { gcProgressOf } from "../src/adapters/sql/gc-progress.js";
 import { collectGarbage, type GcReport } from "../src/usecases/gc.js";
 import { logger, recordGc, workflowLog } from "./observability.js";
@@ -32,16 +33,22 @@ export interface GcRequest {
 /** Validate a GC invocation: the schedule's event, `{}`, or explicit options; unknown fields are refused. */
 export function parseGcRequest(value: unknown, input = "GC request"): GcRequest {
   const at = { input, form: GC_REQUEST_FORM };
-  const event = readObject(value, at);
+  const event = readInput(jsonObject, value, at);
   if (event.source === "aws.events" && event["detail-type"] === "Scheduled Event") {
     return { dryRun: false, includeUnowned: false };
   }
-  const o = readFields(event, ["dry_run", "include_unowned"], at);
-  return {
-    dryRun: readBoolean(o, "dry_run", false, at),
-    includeUnowned: readBoolean(o, "include_unowned", false, at),
-  };
+  const o = readInput(GC_REQUEST, event, at);
+  return { dryRun: o.dry_run, includeUnowned: o.include_unowned };
 }
+
+const GC_REQUEST = v.pipe(
+  jsonObject,
+  onlyFields(["dry_run", "include_unowned"]),
+  fields({
+    dry_run: booleanField("dry_run", false),
+    include_unowned: booleanField("include_unowned", false),
+  }),
+);
 
 /** Start no new bucket with less time than this left. */
 const GC_DEADLINE_MARGIN_MS = 30_000;

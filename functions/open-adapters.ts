@@ -17,15 +17,14 @@
  * is behind its code refuses to start, saying so ({@link SchemaBehindError}).
  *
  * The database URL is a secret: it is never logged, and errors about it name
- * the secret, never its value.
+ * the secret, never its value (./database-secret.ts).
  */
-import { createHash } from "node:crypto";
 import { S3Client } from "@aws-sdk/client-s3";
-import { GetSecretValueCommand, SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
+import type { SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
 import type { SQSClient } from "@aws-sdk/client-sqs";
 import type { PulpitumConfig } from "../src/config.js";
 import { parseFunctionSettings } from "../src/function-settings.js";
-import { ConfigError, errorMessage, PulpitumError } from "../src/errors.js";
+import { ConfigError, PulpitumError } from "../src/errors.js";
 import { SqlHotStore } from "../src/adapters/sql/sql-hot-store.js";
 import { appliedMigrations, LATEST_MIGRATION } from "../src/adapters/sql/migrations.js";
 import type { Env } from "../src/variables.js";
@@ -41,6 +40,18 @@ import {
   sqsTimeouts,
   type Adapters,
 } from "../src/open-adapters.js";
+import {
+  containerSecretsClient,
+  databaseSecretVersion,
+  resolveDatabaseEnv,
+} from "./database-secret.js";
+
+export {
+  databaseSecretVersion,
+  databaseUrlFromSecret,
+  resolveDatabaseEnv,
+  SECRET_FORM,
+} from "./database-secret.js";
 
 /** AWS SDK clients the adapters use; tests pass instrumented ones. */
 export interface AwsClients {
@@ -55,103 +66,6 @@ export interface LambdaAdapters {
   readonly adapters: Adapters;
   readonly queue: WorkQueue & MessageVisibility;
   close(): Promise<void>;
-}
-
-export const SECRET_FORM =
-  'a JSON secret {"url":"postgresql://…"} or {"username","password","host","port","dbname"[,"sslmode"]} (the RDS form), or a bare postgresql:// URL';
-
-/**
- * The database URL held by a secret's value. Throws ConfigError naming the
- * secret (never its content) when the value has neither form.
- */
-export function databaseUrlFromSecret(secretString: string, secretName: string): string {
-  const bad = (problem: string): never => {
-    throw new ConfigError([
-      {
-        variable: "DATABASE_SECRET_ARN",
-        value: secretName,
-        accepted: `${problem}; expected ${SECRET_FORM}`,
-      },
-    ]);
-  };
-  const text = secretString.trim();
-  if (/^postgres(ql)?:\/\//.test(text)) return text;
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    return bad("the secret value is neither JSON nor a postgres URL");
-  }
-  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed))
-    return bad("the secret value is not a JSON object");
-  const s = parsed as Record<string, unknown>;
-  if (s.url !== undefined) {
-    if (typeof s.url !== "string" || !/^postgres(ql)?:\/\//.test(s.url))
-      return bad('"url" is not a postgres:// or postgresql:// URL');
-    return s.url;
-  }
-  const field = (name: string): string => {
-    const v = s[name];
-    if (typeof v === "string" && v !== "") return v;
-    return bad(`the secret has no "url" and its "${name}" is missing or not a non-empty string`);
-  };
-  const username = field("username");
-  const password = field("password");
-  const host = field("host");
-  const dbname = field("dbname");
-  const port = s.port === undefined ? 5432 : Number(s.port);
-  if (!Number.isInteger(port) || port < 1 || port > 65535)
-    return bad('"port" is not a TCP port number');
-  const url = new URL(`postgresql://${host.includes(":") ? `[${host}]` : host}:${port}/`);
-  url.username = encodeURIComponent(username);
-  url.password = encodeURIComponent(password);
-  url.pathname = `/${encodeURIComponent(dbname)}`;
-  if (s.sslmode !== undefined) {
-    if (typeof s.sslmode !== "string") return bad('"sslmode" is not a string');
-    url.searchParams.set("sslmode", s.sslmode);
-  }
-  return url.toString();
-}
-
-/** The environment with `DATABASE_URL` filled in from `DATABASE_SECRET_ARN` when that is set. */
-export async function resolveDatabaseEnv(
-  env: Env,
-  secrets: () => SecretsManagerClient,
-): Promise<Env> {
-  const arn = env.DATABASE_SECRET_ARN?.trim();
-  if (!arn) return env;
-  if (env.DATABASE_URL?.trim()) {
-    throw new ConfigError([
-      {
-        variable: "DATABASE_SECRET_ARN",
-        value: arn,
-        accepted: "set either DATABASE_SECRET_ARN or DATABASE_URL, not both",
-      },
-    ]);
-  }
-  let secretString: string | undefined;
-  try {
-    const response = await secrets().send(new GetSecretValueCommand({ SecretId: arn }));
-    secretString = response.SecretString;
-  } catch (error) {
-    throw new ConfigError([
-      {
-        variable: "DATABASE_SECRET_ARN",
-        value: arn,
-        accepted: `a readable Secrets Manager secret (GetSecretValue failed: ${errorMessage(error)})`,
-      },
-    ]);
-  }
-  if (secretString === undefined) {
-    throw new ConfigError([
-      {
-        variable: "DATABASE_SECRET_ARN",
-        value: arn,
-        accepted: `a secret with a string value; expected ${SECRET_FORM}`,
-      },
-    ]);
-  }
-  return { ...env, DATABASE_URL: databaseUrlFromSecret(secretString, arn) };
 }
 
 /** The database's schema is older than the function's code: `pulpitum migrate` has not run. */
@@ -182,8 +96,7 @@ export async function openLambdaAdapters(
 ): Promise<LambdaAdapters> {
   const region = env.AWS_REGION ?? env.AWS_DEFAULT_REGION;
   const owned: Array<{ destroy(): void }> = [];
-  const secrets = () =>
-    options.clients?.secrets ?? remember(owned, new SecretsManagerClient({ region }));
+  const secrets = () => options.clients?.secrets ?? containerSecretsClient(region);
   const config = loadConfig(await resolveDatabaseEnv(env, secrets));
   if (config.database.kind !== "postgres" || config.archive.kind !== "s3") {
     throw new ConfigError([
@@ -257,22 +170,6 @@ export function cachedPerContainer<T>(open: () => Promise<T>): () => Promise<T> 
 }
 
 /**
- * A fingerprint of the database secret's current value (undefined without
- * DATABASE_SECRET_ARN): it changes when the secret is rotated.
- */
-export async function databaseSecretVersion(
-  env: Env,
-  secrets: SecretsManagerClient,
-): Promise<string | undefined> {
-  const arn = env.DATABASE_SECRET_ARN?.trim();
-  if (!arn) return undefined;
-  const response = await secrets.send(new GetSecretValueCommand({ SecretId: arn }));
-  return createHash("sha256")
-    .update(response.SecretString ?? "")
-    .digest("hex");
-}
-
-/**
  * Open once per container and reuse, like {@link cachedPerContainer}, but
  * ask `secretVersion` at most every `refreshMs` whether the database secret
  * changed (a rotation): if it did, the next invocation opens new adapters on
@@ -326,16 +223,10 @@ export function lambdaAdaptersPerContainer<T extends { close(): Promise<void> }>
   env: Env,
   open: () => Promise<T>,
 ): () => Promise<T> {
-  let secrets: SecretsManagerClient | undefined;
   return cachedPerSecret(
     open,
     () =>
-      databaseSecretVersion(
-        env,
-        (secrets ??= new SecretsManagerClient({
-          region: env.AWS_REGION ?? env.AWS_DEFAULT_REGION,
-        })),
-      ),
+      databaseSecretVersion(env, containerSecretsClient(env.AWS_REGION ?? env.AWS_DEFAULT_REGION)),
     { refreshMs: parseFunctionSettings(env).secretRefreshMs },
   );
 }

@@ -12,9 +12,10 @@ import type { Context } from "aws-lambda";
 import type { PulpitumConfig } from "../src/config.js";
 import type { Adapters } from "../src/open-adapters.js";
 import { parseTableId, type TableId } from "../src/domain/table.js";
-import { readFields, readInteger, readObject } from "../src/input.js";
+import * as v from "valibot";
+import { fields, integerField, jsonObject, onlyFields, readInput } from "../src/input.js";
 import { scrubStoreOf } from "../src/adapters/sql/scrub-store.js";
-import { InvalidInputError, InvariantViolationError } from "../src/errors.js";
+import { InvariantViolationError } from "../src/errors.js";
 import { scrub, type ScrubReport } from "../src/usecases/scrub.js";
 import { logger, recordScrub, workflowLog } from "./observability.js";
 import { observedHandler } from "./observed-handler.js";
@@ -33,23 +34,27 @@ export interface ScrubRequest {
   readonly sample?: number;
 }
 
+const SCRUB_REQUEST = v.pipe(
+  jsonObject,
+  onlyFields(["table_id", "sample"]),
+  fields({
+    table_id: v.optional(
+      v.custom<string>(
+        (table) => typeof table === "string",
+        (issue) => `table_id ${JSON.stringify(issue.input)} is not a string`,
+      ),
+    ),
+    // A null sample is read as 0 and refused as out of range.
+    sample: v.optional(integerField("sample", { fallback: 0, min: 1, max: 10_000_000 })),
+  }),
+);
+
 /** Validate a scrub invocation: the schedule's event, `{}`, or explicit options; unknown fields are refused. */
 export function parseScrubRequest(value: unknown, input = "scrub request"): ScrubRequest {
   const at = { input, form: SCRUB_REQUEST_FORM };
-  const event = readObject(value, at);
+  const event = readInput(jsonObject, value, at);
   if (event.source === "aws.events" && event["detail-type"] === "Scheduled Event") return {};
-  const o = readFields(event, ["table_id", "sample"], at);
-  const table = o.table_id;
-  if (table !== undefined && typeof table !== "string")
-    throw new InvalidInputError(
-      at.input,
-      `table_id ${JSON.stringify(table)} is not a string`,
-      at.form,
-    );
-  const sample =
-    o.sample === undefined
-      ? undefined
-      : readInteger(o, "sample", { fallback: 0, min: 1, max: 10_000_000 }, at);
+  const { table_id: table, sample } = readInput(SCRUB_REQUEST, event, at);
   return {
     ...(table === undefined ? {} : { tableId: parseTableId(table, "table_id") }),
     ...(sample === undefined ? {} : { sample }),

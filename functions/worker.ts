@@ -17,7 +17,9 @@
 import { BatchProcessor, EventType, processPartialResponse } from "@aws-lambda-powertools/batch";
 import type { Logger } from "@aws-lambda-powertools/logger";
 import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda";
+import * as v from "valibot";
 import { InvalidInputError, errorMessage } from "../src/errors.js";
+import { fields, jsonObject, readInput } from "../src/input.js";
 import {
   WORK_MESSAGE_FORM,
   decodeWorkMessage,
@@ -69,41 +71,44 @@ export type WorkerRequest =
 
 /** Tell the two accepted event shapes apart; anything else is rejected naming both. */
 export function classifyWorkerEvent(event: unknown): WorkerRequest {
-  if (typeof event !== "object" || event === null || Array.isArray(event)) {
-    throw new InvalidInputError("worker event", "is not a JSON object", WORKER_EVENT_FORM);
+  const at = { input: "worker event", form: WORKER_EVENT_FORM };
+  const o = readInput(jsonObject, event, at);
+  if ("Records" in o) {
+    readInput(SQS_EVENT, o, at);
+    return { kind: "sqs", event: o as unknown as SQSEvent };
   }
-  if ("Records" in event) {
-    const records = (event as { Records: unknown }).Records;
-    if (!Array.isArray(records) || records.length === 0) {
-      throw new InvalidInputError(
-        "worker event",
-        "Records is not a non-empty array",
-        WORKER_EVENT_FORM,
-      );
-    }
-    const notSqs = records.findIndex(
-      (r) =>
-        typeof r !== "object" ||
-        r === null ||
-        (r as SQSRecord).eventSource !== "aws:sqs" ||
-        typeof (r as SQSRecord).messageId !== "string",
-    );
-    if (notSqs >= 0) {
-      throw new InvalidInputError(
-        "worker event",
-        `Records[${notSqs}] is not an SQS record with a messageId`,
-        WORKER_EVENT_FORM,
-      );
-    }
-    return { kind: "sqs", event: event as SQSEvent };
-  }
-  if ("v" in event) return { kind: "manual", ...parseManualRunRequest(event, "manual invocation") };
+  if ("v" in o) return { kind: "manual", ...parseManualRunRequest(o, "manual invocation") };
   throw new InvalidInputError(
     "worker event",
     "is neither an SQS event (Records) nor a manual invocation (v, table_id, …)",
     WORKER_EVENT_FORM,
   );
 }
+
+/** The first record that is not an SQS record with a message id, or -1. */
+function firstNotSqs(records: readonly unknown[]): number {
+  return records.findIndex(
+    (r) =>
+      typeof r !== "object" ||
+      r === null ||
+      (r as SQSRecord).eventSource !== "aws:sqs" ||
+      typeof (r as SQSRecord).messageId !== "string",
+  );
+}
+
+/** The batch is read only to refuse it: the processor is given the event as Lambda sent it. */
+const SQS_EVENT = fields({
+  Records: v.pipe(
+    v.custom<unknown[]>(
+      (records) => Array.isArray(records) && records.length > 0,
+      "Records is not a non-empty array",
+    ),
+    v.check<unknown[], (issue: v.CheckIssue<unknown[]>) => string>(
+      (records) => firstNotSqs(records) < 0,
+      (issue) => `Records[${firstNotSqs(issue.input)}] is not an SQS record with a messageId`,
+    ),
+  ),
+});
 
 export function createWorkerHandler(open: () => Promise<WorkerDependencies>) {
   const processor = new BatchProcessor(EventType.SQS);

@@ -1,10 +1,15 @@
 /**
  * Readers for untyped input (a Lambda event, a manual invocation, a CLI
- * request in the same shape): each request parser states only its own
- * fields, and every one of them words the same mistake the same way in the
- * `InvalidInputError` it raises, naming the input, the field and the form
- * accepted.
+ * request in the same shape), in one schema vocabulary (valibot): each
+ * request parser states only its own fields, and every one of them words
+ * the same mistake the same way in the `InvalidInputError` it raises, naming
+ * the input, the field and the form accepted.
+ *
+ * Fields are checked one at a time in the order a schema lists them, and
+ * the first problem is the one reported: an input with several mistakes is
+ * always refused for the same one.
  */
+import * as v from "valibot";
 import { InvalidInputError } from "./errors.js";
 
 /** Where a reader reports a problem: the input's name and the form it accepts. */
@@ -22,60 +27,108 @@ export function readJsonText(text: string, problem: string, at: InputContext): u
   }
 }
 
-/** `value` as a JSON object (not null, not an array). */
-export function readObject(value: unknown, at: InputContext): Record<string, unknown> {
-  if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    throw new InvalidInputError(at.input, "is not a JSON object", at.form);
-  }
-  return value as Record<string, unknown>;
-}
-
-/** `value` as a JSON object holding no field but `fields`. */
-export function readFields(
+/** `value` read by `schema`; its first issue is refused as an InvalidInputError whose problem is the issue's message. */
+export function readInput<const S extends v.GenericSchema>(
+  schema: S,
   value: unknown,
-  fields: readonly string[],
   at: InputContext,
-): Record<string, unknown> {
-  const o = readObject(value, at);
-  const extra = Object.keys(o).find((k) => !fields.includes(k));
-  if (extra !== undefined) {
-    throw new InvalidInputError(at.input, `has unknown field ${JSON.stringify(extra)}`, at.form);
-  }
-  return o;
+): v.InferOutput<S> {
+  const read = readOrProblem(schema, value);
+  if (read.ok) return read.value;
+  throw new InvalidInputError(at.input, read.problem, at.form);
 }
 
-/** An optional boolean field; absent gives `fallback`. */
-export function readBoolean(
-  o: Record<string, unknown>,
-  field: string,
-  fallback: boolean,
-  at: InputContext,
-): boolean {
-  const v = o[field] ?? fallback;
-  if (typeof v !== "boolean") {
-    throw new InvalidInputError(
-      at.input,
-      `${field} ${JSON.stringify(v)} is not true or false`,
-      at.form,
-    );
-  }
-  return v;
+/** `value` read by `schema`, or its first issue's message, for a reader that raises another error (configuration). */
+export function readOrProblem<const S extends v.GenericSchema>(
+  schema: S,
+  value: unknown,
+):
+  | { readonly ok: true; readonly value: v.InferOutput<S> }
+  | { readonly ok: false; readonly problem: string } {
+  const result = v.safeParse(schema, value, { abortEarly: true });
+  return result.success
+    ? { ok: true, value: result.output }
+    : { ok: false, problem: result.issues[0].message };
 }
 
-/** An optional integer field within `[min, max]`; absent gives `fallback`. */
-export function readInteger(
-  o: Record<string, unknown>,
-  field: string,
-  range: { readonly fallback: number; readonly min: number; readonly max: number },
-  at: InputContext,
-): number {
-  const v = o[field] ?? range.fallback;
-  if (typeof v !== "number" || !Number.isInteger(v) || v < range.min || v > range.max) {
-    throw new InvalidInputError(
-      at.input,
-      `${field} ${JSON.stringify(v)} is not an integer from ${range.min} to ${range.max}`,
-      at.form,
-    );
-  }
-  return v;
+export type JsonObject = Record<string, unknown>;
+
+function isJsonObject(value: unknown): value is JsonObject {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** A JSON object (not null, not an array). */
+export const jsonObject = v.custom<JsonObject>(isJsonObject, "is not a JSON object");
+
+function unknownField(o: JsonObject, known: readonly string[]): string | undefined {
+  return Object.keys(o).find((k) => !known.includes(k));
+}
+
+/** An object holding no field but `known`. */
+export function onlyFields(known: readonly string[]) {
+  return v.check<JsonObject, (issue: v.CheckIssue<JsonObject>) => string>(
+    (o) => unknownField(o, known) === undefined,
+    (issue) => `has unknown field ${JSON.stringify(unknownField(issue.input, known))}`,
+  );
+}
+
+type FieldSchemas = Record<string, v.GenericSchema>;
+type WithFields<F extends FieldSchemas> = JsonObject & { [K in keyof F]: v.InferOutput<F[K]> };
+
+/**
+ * A JSON object whose `fields` are each read by their schema, in order (an
+ * absent field reads as undefined); other fields pass through untouched, so
+ * a later step can refuse or read them.
+ */
+export function fields<const F extends FieldSchemas>(schemas: F) {
+  return v.pipe(
+    jsonObject,
+    v.rawTransform<JsonObject, WithFields<F>>(({ dataset, addIssue, NEVER }) => {
+      const read: JsonObject = { ...dataset.value };
+      for (const [field, schema] of Object.entries(schemas)) {
+        const result = v.safeParse(schema, dataset.value[field], { abortEarly: true });
+        if (!result.success) {
+          addIssue({ message: result.issues[0].message });
+          return NEVER;
+        }
+        read[field] = result.output;
+      }
+      return read as WithFields<F>;
+    }),
+  );
+}
+
+/** An optional boolean field; absent (or null) gives `fallback`. */
+export function booleanField(field: string, fallback: boolean) {
+  return v.pipe(
+    v.unknown(),
+    v.transform((value): unknown => value ?? fallback),
+    v.custom<boolean>(
+      (value) => typeof value === "boolean",
+      (issue) => `${field} ${JSON.stringify(issue.input)} is not true or false`,
+    ),
+  );
+}
+
+export interface IntegerRange {
+  readonly fallback: number;
+  readonly min: number;
+  readonly max: number;
+}
+
+/** An optional integer field within `[min, max]`; absent (or null) gives `fallback`. */
+export function integerField(field: string, range: IntegerRange) {
+  return v.pipe(
+    v.unknown(),
+    v.transform((value): unknown => value ?? range.fallback),
+    v.custom<number>(
+      (value) =>
+        typeof value === "number" &&
+        Number.isInteger(value) &&
+        value >= range.min &&
+        value <= range.max,
+      (issue) =>
+        `${field} ${JSON.stringify(issue.input)} is not an integer from ${range.min} to ${range.max}`,
+    ),
+  );
 }

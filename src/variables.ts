@@ -4,6 +4,7 @@
  * default once: the parser falls back to it, and docs/configuration.md
  * (`npm run docs:config`) and `pulpitum --help` print it.
  */
+import * as v from "valibot";
 import { ConfigError, type ConfigProblem } from "./errors.js";
 
 export type Env = Readonly<Record<string, string | undefined>>;
@@ -47,27 +48,30 @@ export function readNumber(
   problems: ConfigProblem[],
   fallback: number = numericDefault(variable),
 ): number {
-  const v = rawValue(env, variable.name);
-  if (v === undefined) return fallback;
-  const { read } = variable;
-  const accepted = acceptedForm(read);
-  let ok: boolean;
-  let n: number;
-  if (read.kind === "seconds") {
-    n = /^\d+(\.\d+)?$/.test(v) ? Number(v) : NaN;
-    ok = Number.isFinite(n) && (read.allowZero || n > 0) && n <= MAX_SECONDS;
-  } else if (read.kind === "integer") {
-    n = /^\d+$/.test(v) ? Number(v) : NaN;
-    ok = Number.isSafeInteger(n) && n >= read.min && n <= read.max;
-  } else {
-    n = /^\d+(\.\d+)?$/.test(v) ? Number(v) : NaN;
-    ok = Number.isFinite(n) && n >= read.min && n <= read.max;
-  }
-  if (!ok) {
-    problems.push({ variable: variable.name, value: v, accepted });
+  const text = rawValue(env, variable.name);
+  if (text === undefined) return fallback;
+  const result = v.safeParse(numberSchema(variable.read), text);
+  if (!result.success) {
+    problems.push({ variable: variable.name, value: text, accepted: acceptedForm(variable.read) });
     return fallback;
   }
-  return n;
+  return result.output;
+}
+
+/** Digits, with a fraction where the kind allows one, then the kind's range. */
+function numberSchema(read: NumberReader) {
+  const inRange =
+    read.kind === "seconds"
+      ? (n: number) => Number.isFinite(n) && (read.allowZero || n > 0) && n <= MAX_SECONDS
+      : read.kind === "integer"
+        ? (n: number) => Number.isSafeInteger(n) && n >= read.min && n <= read.max
+        : (n: number) => Number.isFinite(n) && n >= read.min && n <= read.max;
+  return v.pipe(
+    v.string(),
+    v.regex(read.kind === "integer" ? /^\d+$/ : /^\d+(\.\d+)?$/),
+    v.transform(Number),
+    v.check(inRange),
+  );
 }
 
 function acceptedForm(read: NumberReader): string {

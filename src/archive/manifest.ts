@@ -14,7 +14,17 @@
  * not its layout.
  */
 import { createHash } from "node:crypto";
+import * as v from "valibot";
 import { ArchiveIntegrityError, errorMessage } from "../errors.js";
+import { fields, readOrProblem } from "../input.js";
+import {
+  exactly,
+  fieldProblem,
+  nonEmptyString,
+  nonNegativeInteger,
+  oneOf,
+  parsedBy,
+} from "./manifest-fields.js";
 import { parseBucketKey, type BucketStrategy, BUCKET_STRATEGIES } from "../domain/bucket.js";
 import { bucketPrefix, parsePayloadName, type BucketLocation } from "../domain/object-keys.js";
 import { parseBase64, toBase64 } from "../domain/record.js";
@@ -194,7 +204,7 @@ export function validateManifest(
   objectKey = expected.manifestKey ?? "manifest",
 ): Manifest {
   const fail = (field: string, problem: string): never => {
-    throw new ArchiveIntegrityError(objectKey, `manifest field ${field} ${problem}`);
+    throw new ArchiveIntegrityError(objectKey, fieldProblem(field, problem));
   };
 
   let parsed: unknown = input;
@@ -212,60 +222,17 @@ export function validateManifest(
   if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
     throw new ArchiveIntegrityError(objectKey, "manifest is not a JSON object");
   }
-  const m = parsed as Record<string, unknown>;
-
-  const integer = (field: string): number => {
-    const value = m[field];
-    if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 0) {
-      fail(field, `is ${JSON.stringify(value)}, expected a non-negative integer`);
-    }
-    return value as number;
-  };
-  const string = (field: string): string => {
-    const value = m[field];
-    if (typeof value !== "string" || value === "")
-      fail(field, `is ${JSON.stringify(value)}, expected a string`);
-    return value as string;
+  const read = <S extends v.GenericSchema>(schema: S): v.InferOutput<S> => {
+    const result = readOrProblem(schema, parsed);
+    if (!result.ok) throw new ArchiveIntegrityError(objectKey, result.problem);
+    return result.value;
   };
 
-  if (m.manifest_version !== MANIFEST_VERSION) {
-    fail(
-      "manifest_version",
-      `is ${JSON.stringify(m.manifest_version)}; this reader accepts ${MANIFEST_VERSION}`,
-    );
-  }
-  if (m.record_schema_version !== RECORD_SCHEMA_VERSION) {
-    fail(
-      "record_schema_version",
-      `is ${JSON.stringify(m.record_schema_version)}; this reader accepts ${RECORD_SCHEMA_VERSION}`,
-    );
-  }
-
-  const tableId = string("table_id");
-  try {
-    parseTableId(tableId);
-  } catch (error) {
-    fail("table_id", `is invalid: ${errorMessage(error)}`);
-  }
-  const partitionKeyB64 = m.partition_key_b64;
-  let partitionKey: Uint8Array = new Uint8Array();
-  try {
-    partitionKey = parseBase64(partitionKeyB64, "partition_key_b64");
-  } catch (error) {
-    fail("partition_key_b64", `is invalid: ${errorMessage(error)}`);
-  }
-
-  const strategy = string("bucket_strategy");
-  if (!(BUCKET_STRATEGIES as readonly string[]).includes(strategy)) {
-    fail(
-      "bucket_strategy",
-      `is ${JSON.stringify(strategy)}, expected one of ${BUCKET_STRATEGIES.join(", ")}`,
-    );
-  }
-  const bucketKey = string("bucket_key");
+  const head = read(MANIFEST_HEAD);
+  const { table_id: tableId, bucket_strategy: strategy, bucket_key: bucketKey } = head;
   let descriptor: ReturnType<typeof parseBucketKey> | undefined;
   try {
-    descriptor = parseBucketKey(bucketKey, strategy as BucketStrategy);
+    descriptor = parseBucketKey(bucketKey, strategy);
   } catch (error) {
     fail("bucket_key", `is invalid for ${strategy}: ${errorMessage(error)}`);
   }
@@ -273,7 +240,7 @@ export function validateManifest(
     ["bucket_start", descriptor!.start],
     ["bucket_end", descriptor!.end],
   ] as const) {
-    const text = string(field);
+    const text = read(fields({ [field]: nonEmptyString(field) }))[field] as string;
     let micros: bigint | undefined;
     try {
       micros = text.endsWith("Z") ? parseRfc3339Micros(text, field) : undefined;
@@ -290,48 +257,19 @@ export function validateManifest(
     }
   }
 
-  const generation = integer("generation");
-  const format = m.format;
-  if (format !== "parquet" && format !== "json")
-    fail("format", `is ${JSON.stringify(format)}, expected parquet or json`);
-  const rowCount = integer("row_count");
-  const byteLength = integer("byte_length");
-  const sha256 = string("sha256");
-  if (!/^[0-9a-f]{64}$/.test(sha256))
-    fail("sha256", `is ${JSON.stringify(sha256)}, expected 64 lowercase hex digits`);
-  const storageChecksum = m.storage_checksum;
-  if (
-    storageChecksum !== undefined &&
-    !(STORAGE_CHECKSUMS as readonly unknown[]).includes(storageChecksum)
-  ) {
-    fail(
-      "storage_checksum",
-      `is ${JSON.stringify(storageChecksum)}, expected one of ${STORAGE_CHECKSUMS.join(", ")} or no field`,
-    );
-  }
-
-  const clustering = m.clustering_key;
-  if (
-    !Array.isArray(clustering) ||
-    clustering.length !== CLUSTERING_KEY.length ||
-    clustering.some((c, i) => c !== CLUSTERING_KEY[i])
-  ) {
-    fail(
-      "clustering_key",
-      `is ${JSON.stringify(clustering)}, expected ${JSON.stringify(CLUSTERING_KEY)}`,
-    );
-  }
-  if (m.created_by !== undefined && typeof m.created_by !== "string") {
-    fail("created_by", `is ${JSON.stringify(m.created_by)}, expected a string`);
-  }
+  const tail = read(MANIFEST_TAIL);
+  const { generation, format, sha256 } = tail;
+  const storageChecksum = tail.storage_checksum;
+  const partitionKey = head.partition_key_b64;
+  const m = parsed as Record<string, unknown>;
 
   // The payload must live in this bucket's payloads/ folder, named by its own
   // content address (and, for payloads written since attempts were named, the
   // export attempt: see domain/object-keys.ts).
-  const payloadKeyText = string("payload_key");
+  const payloadKeyText = tail.payload_key;
   const location: BucketLocation = {
     prefix: expected.prefix ?? "",
-    tableId: tableId as TableId,
+    tableId,
     partitionKey,
     bucketKey,
   };
@@ -355,26 +293,89 @@ export function validateManifest(
   const manifest: Manifest = {
     manifest_version: MANIFEST_VERSION,
     table_id: tableId,
-    partition_key_b64: partitionKeyB64 as string,
+    partition_key_b64: m.partition_key_b64 as string,
     bucket_key: bucketKey,
-    bucket_strategy: strategy as BucketStrategy,
+    bucket_strategy: strategy,
     bucket_start: m.bucket_start as string,
     bucket_end: m.bucket_end as string,
     generation,
-    format: format as ArchiveFormat,
+    format,
     record_schema_version: RECORD_SCHEMA_VERSION,
     payload_key: payloadKeyText,
-    row_count: rowCount,
-    byte_length: byteLength,
+    row_count: tail.row_count,
+    byte_length: tail.byte_length,
     sha256,
-    ...storageChecksumField(storageChecksum as StorageChecksum | undefined),
+    ...storageChecksumField(storageChecksum),
     clustering_key: CLUSTERING_KEY,
-    created_by: (m.created_by as string | undefined) ?? MANIFEST_CREATED_BY,
+    created_by: tail.created_by ?? MANIFEST_CREATED_BY,
   };
 
   checkExpectations(manifest, partitionKey, expected, fail, bytes);
   return manifest;
 }
+
+/** The manifest's fields up to its bucket key, in the order their problems are reported. */
+const MANIFEST_HEAD = fields({
+  manifest_version: exactly("manifest_version", MANIFEST_VERSION),
+  record_schema_version: exactly("record_schema_version", RECORD_SCHEMA_VERSION),
+  table_id: v.pipe(
+    nonEmptyString("table_id"),
+    parsedBy("table_id", (id: string) => parseTableId(id)),
+  ),
+  partition_key_b64: v.pipe(
+    v.unknown(),
+    parsedBy("partition_key_b64", (b64: unknown) => parseBase64(b64, "partition_key_b64")),
+  ),
+  bucket_strategy: v.pipe(
+    nonEmptyString("bucket_strategy"),
+    oneOf<BucketStrategy>("bucket_strategy", BUCKET_STRATEGIES),
+  ),
+  bucket_key: nonEmptyString("bucket_key"),
+});
+
+/** The fields after the bucket's bounds, in the order their problems are reported. */
+const MANIFEST_TAIL = fields({
+  generation: nonNegativeInteger("generation"),
+  format: v.custom<ArchiveFormat>(
+    (format) => format === "parquet" || format === "json",
+    (issue) =>
+      fieldProblem("format", `is ${JSON.stringify(issue.input)}, expected parquet or json`),
+  ),
+  row_count: nonNegativeInteger("row_count"),
+  byte_length: nonNegativeInteger("byte_length"),
+  sha256: v.pipe(
+    nonEmptyString("sha256"),
+    v.check(
+      (sha256) => /^[0-9a-f]{64}$/.test(sha256),
+      (issue) =>
+        fieldProblem(
+          "sha256",
+          `is ${JSON.stringify(issue.input)}, expected 64 lowercase hex digits`,
+        ),
+    ),
+  ),
+  storage_checksum: v.optional(
+    oneOf<StorageChecksum>("storage_checksum", STORAGE_CHECKSUMS, " or no field"),
+  ),
+  clustering_key: v.custom<typeof CLUSTERING_KEY>(
+    (clustering) =>
+      Array.isArray(clustering) &&
+      clustering.length === CLUSTERING_KEY.length &&
+      clustering.every((c, i) => c === CLUSTERING_KEY[i]),
+    (issue) =>
+      fieldProblem(
+        "clustering_key",
+        `is ${JSON.stringify(issue.input)}, expected ${JSON.stringify(CLUSTERING_KEY)}`,
+      ),
+  ),
+  created_by: v.optional(
+    v.custom<string>(
+      (by) => typeof by === "string",
+      (issue) => fieldProblem("created_by", `is ${JSON.stringify(issue.input)}, expected a string`),
+    ),
+  ),
+  payload_key: nonEmptyString("payload_key"),
+});
 
 function checkExpectations(
   manifest: Manifest,

@@ -1,5 +1,13 @@
+import * as v from "valibot";
 import { InvalidInputError } from "../errors.js";
-import { readJsonText } from "../input.js";
+import {
+  fields,
+  jsonObject,
+  onlyFields,
+  readInput,
+  readJsonText,
+  type JsonObject,
+} from "../input.js";
 import { parseBucketKey, type BucketId } from "../domain/bucket.js";
 import { parseTableId, type TableId } from "../domain/table.js";
 
@@ -95,33 +103,43 @@ export function decodeWorkMessage(body: string, input = "work message"): WorkIte
 
 /** Validate an object of the message shape (also used by manual invocations). */
 export function workItemFromObject(value: unknown, input: string, accepted: string): WorkItem {
-  if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    throw new InvalidInputError(input, "is not a JSON object", accepted);
-  }
-  const o = value as Record<string, unknown>;
-  if (o.v !== 1) throw new InvalidInputError(input, `has version ${JSON.stringify(o.v)}`, accepted);
-  const known = new Set(["v", "table_id", "partition_key_b64", "bucket_key"]);
-  const extra = Object.keys(o).find((k) => !known.has(k));
-  if (extra !== undefined)
-    throw new InvalidInputError(input, `has unknown field ${JSON.stringify(extra)}`, accepted);
-  if (typeof o.table_id !== "string")
-    throw new InvalidInputError(input, "table_id is not a string", accepted);
-  const tableId: TableId = parseTableId(o.table_id, `${input} table_id`);
-  if (typeof o.partition_key_b64 !== "string" || !BASE64.test(o.partition_key_b64)) {
-    throw new InvalidInputError(input, "partition_key_b64 is not standard base64", accepted);
-  }
-  if (typeof o.bucket_key !== "string" || !isCanonicalBucketKey(o.bucket_key)) {
-    throw new InvalidInputError(
-      input,
-      `bucket_key ${JSON.stringify(o.bucket_key)} is not a canonical bucket key`,
-      accepted,
-    );
-  }
-  return {
-    tableId,
-    partitionKey: new Uint8Array(Buffer.from(o.partition_key_b64, "base64")),
-    bucketKey: o.bucket_key,
-  };
+  return readInput(workMessageSchema(input), value, { input, form: accepted });
+}
+
+const WORK_MESSAGE_FIELDS = ["v", "table_id", "partition_key_b64", "bucket_key"];
+const NOT_BASE64 = "partition_key_b64 is not standard base64";
+
+/** The work message, its mistakes found in this order; `input` names the source of a bad table id. */
+function workMessageSchema(input: string) {
+  return v.pipe(
+    jsonObject,
+    v.check<JsonObject, (issue: v.CheckIssue<JsonObject>) => string>(
+      (o) => o.v === 1,
+      (issue) => `has version ${JSON.stringify(issue.input.v)}`,
+    ),
+    onlyFields(WORK_MESSAGE_FIELDS),
+    fields({
+      table_id: v.pipe(
+        v.string("table_id is not a string"),
+        // parseTableId's own error (it names the id and the rule), as every table id is refused.
+        v.transform((text): TableId => parseTableId(text, `${input} table_id`)),
+      ),
+      partition_key_b64: v.pipe(
+        v.string(NOT_BASE64),
+        v.regex(BASE64, NOT_BASE64),
+        v.transform((b64) => new Uint8Array(Buffer.from(b64, "base64"))),
+      ),
+      bucket_key: v.custom<string>(
+        (key) => typeof key === "string" && isCanonicalBucketKey(key),
+        (issue) => `bucket_key ${JSON.stringify(issue.input)} is not a canonical bucket key`,
+      ),
+    }),
+    v.transform((o): WorkItem => ({
+      tableId: o.table_id,
+      partitionKey: o.partition_key_b64,
+      bucketKey: o.bucket_key,
+    })),
+  );
 }
 
 /** Shape and calendar: `month:2024-13` and `day:2023-02-29` name no bucket. */

@@ -9,7 +9,7 @@ import type { BucketId } from "../domain/bucket.js";
 import type { BucketState, PhaseName, RecordedPhase } from "../ports/hot-store.js";
 import type { WorkItem } from "../ports/work-queue.js";
 import type { ArchiverContext, PhaseOutcome, PhaseResult } from "./context.js";
-import { readBoolean, readObject } from "../input.js";
+import { booleanField, fields, readInput } from "../input.js";
 import { runNextPhase } from "./run-next-phase.js";
 import {
   readWorkItemWithOption,
@@ -50,11 +50,14 @@ export function parseManualRunRequest(
   input = "manual invocation",
 ): ManualRunRequest {
   const at = { input, form: MANUAL_RUN_FORM };
-  const o = readObject(value, at);
-  const runQuarantined = readBoolean(o, RUN_QUARANTINED, false, at);
-  const { [RUN_QUARANTINED]: _runQuarantined, ...rest } = o;
+  const read = readInput(
+    fields({ [RUN_QUARANTINED]: booleanField(RUN_QUARANTINED, false) }),
+    value,
+    at,
+  );
+  const { [RUN_QUARANTINED]: runQuarantined, ...rest } = read;
   const { item, option } = readWorkItemWithOption(rest, input, MAX_PHASES_OPTION, MANUAL_RUN_FORM);
-  return { item, maxPhases: option, runQuarantined };
+  return { item, maxPhases: option, runQuarantined: runQuarantined as boolean };
 }
 
 export interface ManualRunOptions {

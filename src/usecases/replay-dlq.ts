@@ -24,7 +24,8 @@
  */
 import type { TableId } from "../domain/table.js";
 import { InvalidInputError, errorMessage } from "../errors.js";
-import { readBoolean, readFields, readInteger } from "../input.js";
+import * as v from "valibot";
+import { booleanField, fields, integerField, jsonObject, onlyFields, readInput } from "../input.js";
 import { decodeWorkMessage, type WorkItem } from "../ports/work-queue.js";
 import {
   DEAD_LETTER_MAX_BATCH,
@@ -236,23 +237,26 @@ export interface ReplayRequest {
   readonly batchSize: number;
 }
 
+const REPLAY_REQUEST = v.pipe(
+  jsonObject,
+  onlyFields(["max_messages", "dry_run", "batch_size"]),
+  fields({
+    max_messages: integerField("max_messages", {
+      fallback: 100,
+      min: 1,
+      max: REPLAY_LIMITS.maxMessages,
+    }),
+    dry_run: booleanField("dry_run", false),
+    batch_size: integerField("batch_size", {
+      fallback: DEAD_LETTER_MAX_BATCH,
+      min: 1,
+      max: DEAD_LETTER_MAX_BATCH,
+    }),
+  }),
+);
+
 /** Validate a replay request (a Lambda event or CLI options); unknown fields are rejected. */
 export function parseReplayRequest(value: unknown, input = "DLQ replay request"): ReplayRequest {
-  const at = { input, form: REPLAY_REQUEST_FORM };
-  const o = readFields(value, ["max_messages", "dry_run", "batch_size"], at);
-  return {
-    maxMessages: readInteger(
-      o,
-      "max_messages",
-      { fallback: 100, min: 1, max: REPLAY_LIMITS.maxMessages },
-      at,
-    ),
-    dryRun: readBoolean(o, "dry_run", false, at),
-    batchSize: readInteger(
-      o,
-      "batch_size",
-      { fallback: DEAD_LETTER_MAX_BATCH, min: 1, max: DEAD_LETTER_MAX_BATCH },
-      at,
-    ),
-  };
+  const o = readInput(REPLAY_REQUEST, value, { input, form: REPLAY_REQUEST_FORM });
+  return { maxMessages: o.max_messages, dryRun: o.dry_run, batchSize: o.batch_size };
 }

@@ -4,7 +4,7 @@
  * `hold_seconds`). The extra field is read and range-checked here; the rest
  * must be exactly a work message, so an unknown field is still refused.
  */
-import { readInteger, readObject } from "../input.js";
+import { fields, integerField, readInput } from "../input.js";
 import { WORK_MESSAGE_FORM, workItemFromObject, type WorkItem } from "../ports/work-queue.js";
 
 export interface WorkItemOption {
@@ -30,9 +30,10 @@ export function readWorkItemWithOption(
   option: WorkItemOption,
   form = workItemOptionForm(option),
 ): { readonly item: WorkItem; readonly option: number } {
-  const at = { input, form };
-  const o = readObject(value, at);
-  const chosen = readInteger(o, option.field, option, at);
-  const { [option.field]: _option, ...message } = o;
-  return { item: workItemFromObject(message, input, form), option: chosen };
+  const read = readInput(fields({ [option.field]: integerField(option.field, option) }), value, {
+    input,
+    form,
+  });
+  const { [option.field]: chosen, ...message } = read;
+  return { item: workItemFromObject(message, input, form), option: chosen as number };
 }

@@ -2,7 +2,7 @@
  * A Lambda container's database connections on real PostgreSQL, SQS and
  * Secrets Manager (moto): a worker container holds at most two connections
  * whatever its batch size, and a rotation of the database secret reaches a
- * warm container without recycling it.
+ * warm container without recycling it, each check reading the secret once.
  */
 import { randomUUID } from "node:crypto";
 import {
@@ -22,6 +22,7 @@ import {
   type LambdaAdapters,
 } from "../../functions/open-adapters.js";
 import { createWorkerHandler } from "../../functions/worker.js";
+import type { PulpitumConfig } from "../../src/config.js";
 import { parseTableId } from "../../src/domain/table.js";
 import { parseRfc3339Micros } from "../../src/domain/time.js";
 import { encodeWorkMessage, type WorkItem } from "../../src/ports/work-queue.js";
@@ -34,6 +35,11 @@ const aws = emulatorClientConfig(endpoint);
 
 const lambdaContext = (): Context =>
   invocationContext("connections", () => 300_000, "Pulpitum-WorkerFunction");
+
+function databaseUrlOf(config: PulpitumConfig): string {
+  if (config.database.kind !== "postgres") throw new Error("a Lambda runtime opens PostgreSQL");
+  return config.database.url;
+}
 
 function sqsEvent(items: readonly WorkItem[]): SQSEvent {
   return {
@@ -214,5 +220,41 @@ describe("a Lambda container's database connections", () => {
 
     expect(after).not.toBe(before);
     expect((await after.adapters.hotStore.listTables()).map((t) => t.tableId)).toContain(marker);
+  });
+
+  it("reads the secret once per rotation check: the adapters a check opens take the value it read", async () => {
+    let reads = 0;
+    secrets.middlewareStack.add(
+      (next, context) => (args) => {
+        if (context.commandName === "GetSecretValueCommand") reads++;
+        return next(args);
+      },
+      { step: "initialize", name: "countSecretReads" },
+    );
+    try {
+      let now = 0;
+      const get = cachedPerSecret(open, () => databaseSecretVersion(env, secrets), {
+        refreshMs: 60_000,
+        now: () => now,
+      });
+      const url = databaseUrlOf((await get()).config);
+      expect(reads).toBe(1);
+
+      // The same database in another form of the secret: a new value, so a rotation.
+      await secrets.send(
+        new PutSecretValueCommand({
+          SecretId: secretArn,
+          SecretString: JSON.stringify({ url, rotation: randomUUID() }),
+        }),
+      );
+      const readsBefore = reads;
+      now += 60_000;
+      const after = await get();
+
+      expect(databaseUrlOf(after.config)).toBe(url);
+      expect(reads - readsBefore).toBe(1);
+    } finally {
+      secrets.middlewareStack.remove("countSecretReads");
+    }
   });
 });

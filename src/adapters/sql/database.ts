@@ -25,6 +25,7 @@
 import pg from "pg";
 import { AmbiguousCommitError, TransientStoreError } from "../../errors.js";
 import { sleep } from "../../ports/clock.js";
+import { copyOutSubmittable } from "./copy-out.js";
 
 export interface QueryResult<T> {
   rows: T[];
@@ -320,16 +321,11 @@ export class PgDatabase implements SqlDatabase, BinaryCopyReader {
     const stopListening = listenForSessionEnd(client);
     let broken: Error | undefined;
     try {
-      return await new Promise<Buffer>((resolve, reject) => {
-        client.query(
-          new BinaryCopyOut(
-            `COPY (${query}) TO STDOUT (FORMAT binary)`,
-            expectedBytes,
-            resolve,
-            reject,
-          ),
-        );
-      });
+      return await copyOutSubmittable(
+        client,
+        `COPY (${query}) TO STDOUT (FORMAT binary)`,
+        expectedBytes,
+      );
     } catch (error) {
       if (sqlState(error) === undefined)
         broken = error instanceof Error ? error : new Error(String(error));
@@ -410,72 +406,4 @@ function listenForSessionEnd(client: pg.PoolClient): () => void {
   const ignore = () => {};
   client.on("error", ignore);
   return () => client.off("error", ignore);
-}
-
-/**
- * A `pg` Submittable for `COPY … TO STDOUT`: collects every CopyData message
- * into one growing buffer (the driver reuses its receive buffer, so each
- * message is copied out as it arrives) and settles on ReadyForQuery.
- *
- * It calls `callback` when it settles: the driver wraps it to clear the
- * client-side `query_timeout` timer it armed for this query. Without that
- * call the timer stays armed for the statement timeout plus the backstop
- * (65 s by default) after the copy finished, keeping a finished CLI command
- * alive that long, and then fires on a settled query.
- */
-class BinaryCopyOut implements pg.Submittable {
-  /** Set by the driver when a `query_timeout` applies; called once, when the copy settles. */
-  callback?: (error: Error | null) => void;
-  #buffer: Buffer;
-  #used = 0;
-  #error: Error | undefined;
-
-  constructor(
-    private readonly text: string,
-    expectedBytes: number,
-    private readonly resolve: (bytes: Buffer) => void,
-    private readonly reject: (error: Error) => void,
-  ) {
-    // A little over the expected size, so an equal page needs no second buffer.
-    this.#buffer = Buffer.allocUnsafe(Math.max(64 * 1024, Math.ceil(expectedBytes * 1.05)));
-  }
-
-  submit(connection: { query(text: string): void }): void {
-    connection.query(this.text);
-  }
-
-  handleCopyData(message: { chunk: Buffer }): void {
-    const chunk = message.chunk;
-    if (this.#used + chunk.byteLength > this.#buffer.byteLength) {
-      const grown = Buffer.allocUnsafe(
-        Math.max(this.#buffer.byteLength * 2, this.#used + chunk.byteLength),
-      );
-      this.#buffer.copy(grown, 0, 0, this.#used);
-      this.#buffer = grown;
-    }
-    this.#used += chunk.copy(this.#buffer, this.#used);
-  }
-
-  handleError(error: Error): void {
-    // The client drops a query after its error; no ReadyForQuery reaches it.
-    const first = this.#error === undefined;
-    this.#error ??= error;
-    this.reject(this.#error);
-    if (first) this.callback?.(this.#error);
-  }
-
-  handleReadyForQuery(): void {
-    if (this.#error !== undefined) return;
-    this.resolve(this.#buffer.subarray(0, this.#used));
-    this.callback?.(null);
-  }
-
-  handleRowDescription(): void {}
-  handleDataRow(): void {}
-  handleCommandComplete(): void {}
-  handleEmptyQuery(): void {}
-  handlePortalSuspended(): void {}
-  handleCopyInResponse(connection: { sendCopyFail(message: string): void }): void {
-    connection.sendCopyFail("not a COPY FROM");
-  }
 }
