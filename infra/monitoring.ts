@@ -149,28 +149,62 @@ export function addAlarms(stack: Stack, parts: MonitoredParts): ArchiverAlarms {
   return { deadLetters, oldestMessage, workerErrors, discoveryErrors, notDraining, corruptBuckets };
 }
 
+/** What each dashboard row is built from; each row function returns its widgets, left to right. */
+interface DashboardInputs {
+  readonly parts: MonitoredParts;
+  readonly alarms: ArchiverAlarms;
+  readonly metric: ReturnType<typeof archiverMetricOf>;
+  readonly period: Duration;
+  readonly sum: (name: string) => cloudwatch.IMetric;
+}
+
 export function addDashboard(
   stack: Stack,
   parts: MonitoredParts,
   alarms: ArchiverAlarms,
 ): cloudwatch.Dashboard {
-  const { settings, queues, functions } = parts;
-  const metric = archiverMetricOf(settings);
+  const metric = archiverMetricOf(parts.settings);
   const period = Duration.minutes(5);
-  const sum = (name: string) => metric(name, "Sum", period);
+  const inputs: DashboardInputs = {
+    parts,
+    alarms,
+    metric,
+    period,
+    sum: (name: string) => metric(name, "Sum", period),
+  };
   const dashboard = new cloudwatch.Dashboard(stack, "Dashboard", {
     dashboardName: `${stack.stackName}-pulpitum`,
     defaultInterval: Duration.hours(6),
   });
-  dashboard.addWidgets(
+  for (const row of [
+    alarmRow,
+    phaseRow,
+    phaseDurationAndDiscoveryRow,
+    queueAndWorkerRow,
+    maintenanceRow,
+  ]) {
+    dashboard.addWidgets(...row(inputs));
+  }
+  return dashboard;
+}
+
+/** The alarms' states across the top. */
+function alarmRow(inputs: DashboardInputs): cloudwatch.IWidget[] {
+  const { alarms } = inputs;
+  return [
     new cloudwatch.AlarmStatusWidget({
       title: "Alarms",
       alarms: Object.values(alarms),
       width: 24,
       height: 3,
     }),
-  );
-  dashboard.addWidgets(
+  ];
+}
+
+/** Phases by outcome; archived rows and bytes. */
+function phaseRow(inputs: DashboardInputs): cloudwatch.IWidget[] {
+  const { sum } = inputs;
+  return [
     new cloudwatch.GraphWidget({
       title: "Phases by outcome",
       width: 12,
@@ -191,8 +225,14 @@ export function addDashboard(
       left: [sum(METRIC.RowsArchived), sum(METRIC.HotRowsDeleted)],
       right: [sum(METRIC.BytesArchived)],
     }),
-  );
-  dashboard.addWidgets(
+  ];
+}
+
+/** Phase durations; discovery. */
+function phaseDurationAndDiscoveryRow(inputs: DashboardInputs): cloudwatch.IWidget[] {
+  const { parts, metric, period } = inputs;
+  const { functions } = parts;
+  return [
     new cloudwatch.GraphWidget({
       title: "Phase duration (p50, p99)",
       width: 12,
@@ -227,8 +267,14 @@ export function addDashboard(
         }),
       ],
     }),
-  );
-  dashboard.addWidgets(
+  ];
+}
+
+/** The queues; the worker. */
+function queueAndWorkerRow(inputs: DashboardInputs): cloudwatch.IWidget[] {
+  const { parts, period } = inputs;
+  const { queues, functions } = parts;
+  return [
     new cloudwatch.GraphWidget({
       title: "Work queue and DLQ",
       width: 12,
@@ -272,8 +318,14 @@ export function addDashboard(
         }),
       ],
     }),
-  );
-  dashboard.addWidgets(
+  ];
+}
+
+/** GC, restore and scrub. */
+function maintenanceRow(inputs: DashboardInputs): cloudwatch.IWidget[] {
+  const { parts, period, sum } = inputs;
+  const { functions } = parts;
+  return [
     new cloudwatch.GraphWidget({
       title: "Maintenance (GC, restore and scrub)",
       width: 24,
@@ -294,6 +346,5 @@ export function addDashboard(
         functions.scrubFunction.metricErrors({ period, label: "scrub errors" }),
       ],
     }),
-  );
-  return dashboard;
+  ];
 }

@@ -27,8 +27,19 @@ export interface GrantInputs {
   readonly functions: ArchiverFunctions;
 }
 
+/**
+ * Each function's grants. Within a function's policy the statements keep
+ * the order they are added in, so the three steps run in this order.
+ */
 export function grantAccess(inputs: GrantInputs): void {
-  const { settings, functions, queues, databaseSecret } = inputs;
+  grantArchiveObjects(inputs);
+  grantQueues(inputs);
+  grantArchiveKeyAndRetention(inputs);
+}
+
+/** Objects under the archive prefix, the listing of it, and the query catalog's entries. */
+function grantArchiveObjects(inputs: GrantInputs): void {
+  const { settings, functions, databaseSecret } = inputs;
   const bucket = inputs.storage.archiveBucket;
   const prefixObjects = bucket.arnForObjects(`${settings.archivePrefix}/*`);
   const listPrefix = () =>
@@ -89,6 +100,11 @@ export function grantAccess(inputs: GrantInputs): void {
       }),
     );
   }
+}
+
+/** The work queue, the dead-letter queue and the database secret. */
+function grantQueues(inputs: GrantInputs): void {
+  const { functions, queues, databaseSecret } = inputs;
   // Discovery reads the queue depth before it enqueues more (the worker's event source mapping grants it its own).
   functions.discoverFunction.addToRolePolicy(
     new iam.PolicyStatement({
@@ -119,6 +135,20 @@ export function grantAccess(inputs: GrantInputs): void {
       resources: [queues.deadLetterQueue.queueArn],
     }),
   );
+  functions.replayFunction.addToRolePolicy(
+    new iam.PolicyStatement({
+      sid: "ReplayToWorkQueue",
+      actions: ["sqs:SendMessage"],
+      resources: [queues.workQueue.queueArn],
+    }),
+  );
+}
+
+/** The customer key, when there is one, and GC's reading of an orphan's retention. */
+function grantArchiveKeyAndRetention(inputs: GrantInputs): void {
+  const { settings, functions } = inputs;
+  const worker = functions.workerFunction;
+  const prefixObjects = inputs.storage.archiveBucket.arnForObjects(`${settings.archivePrefix}/*`);
   const key = inputs.storage.archiveKey;
   if (key !== undefined) {
     const keyUse: [typeof worker, string[]][] = [
@@ -142,13 +172,6 @@ export function grantAccess(inputs: GrantInputs): void {
         ...(settings.objectLock === null ? [] : ["s3:GetObjectRetention", "s3:GetObjectLegalHold"]),
       ],
       resources: [prefixObjects],
-    }),
-  );
-  functions.replayFunction.addToRolePolicy(
-    new iam.PolicyStatement({
-      sid: "ReplayToWorkQueue",
-      actions: ["sqs:SendMessage"],
-      resources: [queues.workQueue.queueArn],
     }),
   );
 }

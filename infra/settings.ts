@@ -194,67 +194,145 @@ type IntegerProp = {
   [K in keyof ArchiverStackProps]-?: NonNullable<ArchiverStackProps[K]> extends number ? K : never;
 }[keyof ArchiverStackProps];
 
+/** The props being read and the problems found so far, each naming its prop and the accepted form. */
+interface PropReader {
+  readonly props: ArchiverStackProps;
+  readonly problems: string[];
+  /** An integer prop within `[min, max]`; absent gives `fallback` (as does an invalid one, after its problem). */
+  integer(name: IntegerProp, fallback: number, min: number, max: number): number;
+}
+
+function propReader(props: ArchiverStackProps): PropReader {
+  const problems: string[] = [];
+  return {
+    props,
+    problems,
+    integer(name, fallback, min, max) {
+      const v = props[name] ?? fallback;
+      if (!Number.isInteger(v) || v < min || v > max) {
+        problems.push(`${name}=${JSON.stringify(v)} is invalid: an integer from ${min} to ${max}`);
+        return fallback;
+      }
+      return v;
+    },
+  };
+}
+
 /** Validate the props; every problem names the prop and the accepted form. */
 export function stackSettings(props: ArchiverStackProps): StackSettings {
-  const problems: string[] = [];
-  const integer = (name: IntegerProp, fallback: number, min: number, max: number) => {
-    const v = props[name] ?? fallback;
-    if (!Number.isInteger(v) || v < min || v > max) {
-      problems.push(`${name}=${JSON.stringify(v)} is invalid: an integer from ${min} to ${max}`);
-      return fallback;
-    }
-    return v;
-  };
-  const archivePrefix = (props.archivePrefix ?? "pulpitum").replace(/^\/+|\/+$/g, "");
+  const read = propReader(props);
+  const archivePrefix = archivePrefixOf(read);
+  const functions = functionSettings(read);
+  const alarms = alarmSettings(read, functions.visibilityTimeoutSeconds);
+  const names = nameSettings(read);
+  const queryBytesScannedCutoffGb = read.integer("queryBytesScannedCutoffGb", 100, 1, 10_240);
+  const queryResultsRetentionDays = read.integer("queryResultsRetentionDays", 7, 1, 3650);
+  const storage = storageSettings(read);
+  const awsServices = props.network ? (props.network.awsServices ?? "endpoints") : null;
+  if (awsServices !== null && !AWS_SERVICE_ROUTES.includes(awsServices)) {
+    read.problems.push(
+      `network.awsServices=${JSON.stringify(awsServices)} is invalid: ${AWS_SERVICE_ROUTES.join(" or ")}`,
+    );
+  }
+  const archiverEnvironment = archiverEnvironmentOf(read, functions.workerTimeoutSeconds);
+  if (read.problems.length > 0)
+    throw new Error(`invalid ArchiverStack props:\n- ${read.problems.join("\n- ")}`);
+  return Object.freeze({
+    archivePrefix,
+    ...functions,
+    archiverEnvironment: Object.freeze(archiverEnvironment),
+    ...alarms,
+    ...names,
+    queryCatalog: props.queryCatalog ?? true,
+    queryBytesScannedCutoffGb,
+    queryResultsRetentionDays,
+    ...storage,
+    awsServices,
+  });
+}
+
+function archivePrefixOf(read: PropReader): string {
+  const archivePrefix = (read.props.archivePrefix ?? "pulpitum").replace(/^\/+|\/+$/g, "");
   if (
     !/^[A-Za-z0-9!_.*'()-]+(\/[A-Za-z0-9!_.*'()-]+)*$/.test(archivePrefix) ||
     archivePrefix.split("/").some((s) => s === "." || s === "..")
   ) {
-    problems.push(
-      `archivePrefix=${JSON.stringify(props.archivePrefix)} is invalid: a non-empty key prefix of '/'-separated segments of letters, digits and !_.*'()- (no '.' or '..' segments)`,
+    read.problems.push(
+      `archivePrefix=${JSON.stringify(read.props.archivePrefix)} is invalid: a non-empty key prefix of '/'-separated segments of letters, digits and !_.*'()- (no '.' or '..' segments)`,
     );
   }
-  const scheduleMinutes = integer("scheduleMinutes", 5, 1, 1440);
-  const maxReceiveCount = integer("maxReceiveCount", 5, 1, 1000);
-  const workerTimeoutSeconds = integer("workerTimeoutSeconds", 300, 60, 900);
+  return archivePrefix;
+}
+
+/** The schedule, the queue and the functions' sizes, and the database connections they may hold. */
+function functionSettings(read: PropReader) {
+  const scheduleMinutes = read.integer("scheduleMinutes", 5, 1, 1440);
+  const maxReceiveCount = read.integer("maxReceiveCount", 5, 1, 1000);
+  const workerTimeoutSeconds = read.integer("workerTimeoutSeconds", 300, 60, 900);
   const visibilityTimeoutSeconds = VISIBILITY_TIMEOUT_FACTOR * workerTimeoutSeconds;
-  const workerMemoryMb = integer("workerMemoryMb", 1024, 256, 10240);
-  const workerBatchSize = integer("workerBatchSize", 5, 1, 10);
-  const workerMaxConcurrency = integer("workerMaxConcurrency", 10, 2, 1000);
-  const databasePoolMax = integer("databasePoolMax", MAX_FUNCTION_POOL, 1, MAX_FUNCTION_POOL);
-  const databaseConnectionBudget = integer("databaseConnectionBudget", 100, 1, 100_000);
+  const workerMemoryMb = read.integer("workerMemoryMb", 1024, 256, 10240);
+  const workerBatchSize = read.integer("workerBatchSize", 5, 1, 10);
+  const workerMaxConcurrency = read.integer("workerMaxConcurrency", 10, 2, 1000);
+  const databasePoolMax = read.integer("databasePoolMax", MAX_FUNCTION_POOL, 1, MAX_FUNCTION_POOL);
+  const databaseConnectionBudget = read.integer("databaseConnectionBudget", 100, 1, 100_000);
   const databaseConnectionCeiling = connectionCeiling(workerMaxConcurrency, databasePoolMax);
   if (databaseConnectionCeiling > databaseConnectionBudget) {
-    problems.push(
+    read.problems.push(
       `the functions could hold ${databaseConnectionCeiling} database connections ` +
         `((workerMaxConcurrency ${workerMaxConcurrency} + ${OTHER_CONTAINERS} other containers) × databasePoolMax ${databasePoolMax}), ` +
         `more than databaseConnectionBudget ${databaseConnectionBudget}: lower workerMaxConcurrency to ` +
         `${Math.floor(databaseConnectionBudget / databasePoolMax) - OTHER_CONTAINERS} or less, lower databasePoolMax, or raise the budget (with the database's max_connections)`,
     );
   }
-  const accessLogRetentionDays = integer("accessLogRetentionDays", 90, 1, 3650);
-  const oldestMessageAlarmSeconds = integer(
-    "oldestMessageAlarmSeconds",
-    2 * visibilityTimeoutSeconds,
-    60,
-    1_209_600,
-  );
-  const drainAlarmPeriods = integer("drainAlarmPeriods", 8, 1, 96);
-  const serviceName = props.serviceName ?? DEFAULT_SERVICE_NAME;
+  return {
+    scheduleMinutes,
+    maxReceiveCount,
+    workerTimeoutSeconds,
+    visibilityTimeoutSeconds,
+    workerMemoryMb,
+    workerBatchSize,
+    workerMaxConcurrency,
+    databasePoolMax,
+    databaseConnectionBudget,
+    databaseConnectionCeiling,
+  };
+}
+
+function alarmSettings(read: PropReader, visibilityTimeoutSeconds: number) {
+  return {
+    accessLogRetentionDays: read.integer("accessLogRetentionDays", 90, 1, 3650),
+    oldestMessageAlarmSeconds: read.integer(
+      "oldestMessageAlarmSeconds",
+      2 * visibilityTimeoutSeconds,
+      60,
+      1_209_600,
+    ),
+    drainAlarmPeriods: read.integer("drainAlarmPeriods", 8, 1, 96),
+  };
+}
+
+function nameSettings(read: PropReader) {
+  const serviceName = read.props.serviceName ?? DEFAULT_SERVICE_NAME;
   if (!/^[A-Za-z0-9_.-]{1,64}$/.test(serviceName)) {
-    problems.push(
+    read.problems.push(
       `serviceName=${JSON.stringify(serviceName)} is invalid: 1-64 letters, digits, '_', '.' or '-'`,
     );
   }
-
-  const glueDatabaseName = props.glueDatabaseName ?? "pulpitum_archive";
+  const glueDatabaseName = read.props.glueDatabaseName ?? "pulpitum_archive";
   if (!/^[a-z0-9_]{1,255}$/.test(glueDatabaseName)) {
-    problems.push(
+    read.problems.push(
       `glueDatabaseName=${JSON.stringify(glueDatabaseName)} is invalid: 1-255 lower-case letters, digits or '_' (a name Athena queries without quoting)`,
     );
   }
-  const queryBytesScannedCutoffGb = integer("queryBytesScannedCutoffGb", 100, 1, 10_240);
-  const queryResultsRetentionDays = integer("queryResultsRetentionDays", 7, 1, 3650);
+  return { serviceName, glueDatabaseName };
+}
+
+/** The payloads' storage class transition, the customer key and Object Lock. */
+function storageSettings(
+  read: PropReader,
+): Pick<StackSettings, "payloadTransition" | "archiveKmsKey" | "objectLock"> {
+  const props = read.props;
+  const problems = read.problems;
   const payloadStorageClass = props.payloadStorageClass ?? "STANDARD_IA";
   if (!PAYLOAD_STORAGE_CLASSES.includes(payloadStorageClass)) {
     problems.push(
@@ -265,7 +343,7 @@ export function stackSettings(props: ArchiverStackProps): StackSettings {
   if (props.payloadTransitionDays !== undefined) {
     // S3 refuses a transition to STANDARD_IA sooner than 30 days after creation.
     const min = payloadStorageClass === "STANDARD_IA" ? 30 : 0;
-    const days = integer("payloadTransitionDays", min, min, 36_500);
+    const days = read.integer("payloadTransitionDays", min, min, 36_500);
     payloadTransition = { days, storageClass: payloadStorageClass };
   } else if (props.payloadStorageClass !== undefined) {
     problems.push(
@@ -292,7 +370,7 @@ export function stackSettings(props: ArchiverStackProps): StackSettings {
   }
   if (props.objectLockRetentionDays !== undefined) {
     objectLock = {
-      days: integer("objectLockRetentionDays", 1, 1, 36_500),
+      days: read.integer("objectLockRetentionDays", 1, 1, 36_500),
       mode: objectLockMode,
     };
   } else if (props.objectLockMode !== undefined) {
@@ -300,14 +378,16 @@ export function stackSettings(props: ArchiverStackProps): StackSettings {
       `objectLockMode=${JSON.stringify(props.objectLockMode)} needs objectLockRetentionDays: the days each archive object is retained`,
     );
   }
-  const awsServices = props.network ? (props.network.awsServices ?? "endpoints") : null;
-  if (awsServices !== null && !AWS_SERVICE_ROUTES.includes(awsServices)) {
-    problems.push(
-      `network.awsServices=${JSON.stringify(awsServices)} is invalid: ${AWS_SERVICE_ROUTES.join(" or ")}`,
-    );
-  }
+  return { payloadTransition, archiveKmsKey, objectLock };
+}
 
-  const archiverEnvironment = { ...(props.archiverEnvironment ?? {}) };
+/** The ARCHIVER_* settings passed to the functions, checked as the functions will read them. */
+function archiverEnvironmentOf(
+  read: PropReader,
+  workerTimeoutSeconds: number,
+): Record<string, string> {
+  const problems = read.problems;
+  const archiverEnvironment = { ...(read.props.archiverEnvironment ?? {}) };
   const foreign = Object.keys(archiverEnvironment).filter((k) => !k.startsWith("ARCHIVER_"));
   if (foreign.length > 0) {
     problems.push(
@@ -331,33 +411,5 @@ export function stackSettings(props: ArchiverStackProps): StackSettings {
       `archiverEnvironment.ARCHIVER_LEASE_SECONDS=${lease} is invalid: shorter than workerTimeoutSeconds (${workerTimeoutSeconds}), so a worker that times out frees its bucket before the message returns`,
     );
   }
-
-  if (problems.length > 0)
-    throw new Error(`invalid ArchiverStack props:\n- ${problems.join("\n- ")}`);
-  return Object.freeze({
-    archivePrefix,
-    scheduleMinutes,
-    maxReceiveCount,
-    workerTimeoutSeconds,
-    visibilityTimeoutSeconds,
-    workerMemoryMb,
-    workerBatchSize,
-    workerMaxConcurrency,
-    databasePoolMax,
-    databaseConnectionBudget,
-    databaseConnectionCeiling,
-    archiverEnvironment: Object.freeze(archiverEnvironment),
-    accessLogRetentionDays,
-    oldestMessageAlarmSeconds,
-    drainAlarmPeriods,
-    serviceName,
-    queryCatalog: props.queryCatalog ?? true,
-    glueDatabaseName,
-    queryBytesScannedCutoffGb,
-    queryResultsRetentionDays,
-    payloadTransition,
-    archiveKmsKey,
-    objectLock,
-    awsServices,
-  });
+  return archiverEnvironment;
 }

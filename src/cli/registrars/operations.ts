@@ -1,0 +1,195 @@
+/** Registrars of the operator's commands: gc, restore, retry, dlq, invoke, and the demo behind `npm start`. */
+import type { Command } from "commander";
+import { Argument } from "commander";
+import { parseTableId } from "../../domain/table.js";
+import { UsageError } from "../exit-codes.js";
+import { integerOption } from "../options.js";
+import { bucketAction, bucketArguments } from "../bucket-arguments.js";
+
+const maintenanceModule = () => import("../commands/maintenance.js");
+
+export function registerGc(program: Command): void {
+  program
+    .command("gc")
+    .description(
+      "delete archive objects no bucket references (and no archival or restore in flight may need) that are older than ARCHIVER_GC_MIN_AGE_SECONDS",
+    )
+    .option("--dry-run", "list the objects that would be deleted, with sizes; delete nothing")
+    .option("--min-age-seconds <n>", "override ARCHIVER_GC_MIN_AGE_SECONDS for this run (>= 3600)")
+    .option(
+      "--include-unowned",
+      "also delete old objects of buckets that have no metadata row at all (kept by default: after a database restore from backup they may be the only copy)",
+    )
+    .option(
+      "--max-objects <n>",
+      "stop after listing about this many objects, saving where the pass stands for the next run",
+    )
+    .option("--json", "print the report as JSON")
+    .action(
+      async (opts: {
+        dryRun?: boolean;
+        minAgeSeconds?: string;
+        includeUnowned?: boolean;
+        maxObjects?: string;
+        json?: boolean;
+      }) => {
+        const minAgeSeconds =
+          opts.minAgeSeconds === undefined
+            ? undefined
+            : integerOption(opts.minAgeSeconds, "--min-age-seconds", 3600, 31_536_000);
+        const maxObjects =
+          opts.maxObjects === undefined
+            ? undefined
+            : integerOption(opts.maxObjects, "--max-objects", 1, Number.MAX_SAFE_INTEGER);
+        await (await maintenanceModule()).gcCommand({ ...opts, minAgeSeconds, maxObjects });
+      },
+    );
+}
+
+export function registerRestore(program: Command): void {
+  program
+    .command("restore")
+    .argument("<table>", "table id")
+    .argument(
+      "<partition>",
+      "partition key as UTF-8 text, or the bucket key when --partition-key-b64 is given",
+    )
+    .argument("[bucket]", "bucket key: year:YYYY, month:YYYY-MM or day:YYYY-MM-DD")
+    .description(
+      "copy an archived bucket's records back into the hot store and route its reads there again (fenced like archival; resumable)",
+    )
+    .option("--partition-key-b64 <b64>", "partition key as standard base64 (for binary keys)")
+    .option(
+      "--hold-seconds <n>",
+      "keep the restored bucket out of archival this long (default 7 days, at most 366 days)",
+    )
+    .option("--json", "print the report as JSON")
+    .action(
+      bucketAction(
+        "restore TABLE PARTITION BUCKET, or restore TABLE BUCKET --partition-key-b64 B64",
+        async (id, opts: { holdSeconds?: string; json?: boolean }) =>
+          await (await maintenanceModule()).restoreCommand(id, opts),
+      ),
+    );
+}
+
+export function registerRetry(program: Command): void {
+  program
+    .command("retry")
+    .argument("[table]", "table id")
+    .argument(
+      "[partition]",
+      "partition key as UTF-8 text, or the bucket key when --partition-key-b64 is given",
+    )
+    .argument("[bucket]", "bucket key: year:YYYY, month:YYYY-MM or day:YYYY-MM-DD")
+    .description(
+      "release quarantined buckets (one, a table's, or all): attempts back to 0, and discovery offers them again",
+    )
+    .option("--partition-key-b64 <b64>", "partition key as standard base64 (for binary keys)")
+    .option("--table <table>", "release every quarantined bucket of this table")
+    .option("--all", "release every quarantined bucket")
+    .option("--dry-run", "with --table or --all: list the buckets that would be released")
+    .option("--json", "print the result as JSON")
+    .action(
+      async (
+        table: string | undefined,
+        first: string | undefined,
+        second: string | undefined,
+        opts: {
+          partitionKeyB64?: string;
+          table?: string;
+          all?: boolean;
+          dryRun?: boolean;
+          json?: boolean;
+        },
+      ) => {
+        const usage =
+          "retry TABLE PARTITION BUCKET, retry TABLE BUCKET --partition-key-b64 B64, retry --table TABLE [--dry-run], or retry --all [--dry-run]";
+        const named = table !== undefined || opts.partitionKeyB64 !== undefined;
+        if (opts.all === true || opts.table !== undefined) {
+          if (opts.all === true && opts.table !== undefined)
+            throw new UsageError(`--all and --table cannot go together; usage: ${usage}`);
+          if (named)
+            throw new UsageError(
+              `${opts.all === true ? "--all" : "--table"} releases many buckets and takes no bucket argument; usage: ${usage}`,
+            );
+          const tableId =
+            opts.table === undefined ? undefined : parseTableId(opts.table, "--table");
+          return await (await maintenanceModule()).retryManyCommand(tableId, opts);
+        }
+        if (opts.dryRun === true)
+          throw new UsageError(`--dry-run goes with --table or --all; usage: ${usage}`);
+        if (table === undefined || first === undefined) throw new UsageError(`usage: ${usage}`);
+        const id = bucketArguments(table, first, second, opts.partitionKeyB64, usage);
+        await (await maintenanceModule()).retryCommand(id, opts);
+      },
+    );
+}
+
+export function registerDlq(program: Command): void {
+  const dlq = program
+    .command("dlq")
+    .description("the dead-letter queue of the serverless deployment");
+  dlq
+    .command("replay")
+    .description(
+      "move messages from PULPITUM_DLQ_URL back to PULPITUM_WORK_QUEUE_URL (receive, send, then delete; safe because workers re-read durable state)",
+    )
+    .option("--max <n>", "move at most this many messages", "100")
+    .option("--dry-run", "list the messages without moving them")
+    .option("--json", "print the report as JSON")
+    .action(async (opts: { max: string; dryRun?: boolean; json?: boolean }) => {
+      const max = integerOption(opts.max, "--max", 1, 100_000);
+      await (await maintenanceModule()).dlqReplayCommand({ ...opts, max });
+    });
+}
+
+export function registerInvoke(program: Command): void {
+  program
+    .command("invoke")
+    .addArgument(
+      new Argument("<function>", "the Lambda function to run").choices([
+        "discover",
+        "worker",
+        "gc",
+        "restore",
+        "replay-dlq",
+        "scrub",
+      ]),
+    )
+    .description(
+      "run one Lambda handler on this machine against the configured endpoints (DATABASE_URL, PULPITUM_ARCHIVE_URL, AWS_ENDPOINT_URL, the queue URLs), as `sam local invoke` does; the function's logs go to stderr, its result to stdout as JSON (exit 1 when it throws or reports a batch item failed)",
+    )
+    .option(
+      "--event <file>",
+      "the event as a JSON file (events/ holds samples), or - for stdin; default {}",
+    )
+    .option(
+      "--timeout <seconds>",
+      "the invocation's time limit (default: the deployed function's timeout)",
+    )
+    .action(async (name: string, opts: { event?: string; timeout?: string }) => {
+      const { invokeCommand } = await import("../commands/invoke.js");
+      const timeoutSeconds =
+        opts.timeout === undefined ? undefined : integerOption(opts.timeout, "--timeout", 1, 900);
+      await invokeCommand(name as Parameters<typeof invokeCommand>[0], {
+        event: opts.event,
+        timeoutSeconds,
+      });
+    });
+}
+
+export function registerStart(program: Command): void {
+  program
+    .command("start")
+    .description(
+      "the embedded demo behind `npm start`: seed a sample chat table once, archive it, read across the cutover. It runs on its own embedded store under PULPITUM_HOME even when DATABASE_URL or PULPITUM_ARCHIVE_URL is set",
+    )
+    .option(
+      "--use-configured-stores",
+      "seed and archive the sample in the database and archive DATABASE_URL and PULPITUM_ARCHIVE_URL name (writes about 100,000 rows there)",
+    )
+    .action(async (opts: { useConfiguredStores?: boolean }) =>
+      (await import("../start.js")).startCommand(opts),
+    );
+}

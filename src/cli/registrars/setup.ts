@@ -1,0 +1,109 @@
+/** Registrars of the commands that set up a deployment: migrate, doctor, tables. */
+import type { Command } from "commander";
+import { Option } from "commander";
+import { parseBucketStrategy } from "../../domain/bucket.js";
+import { parseTableId } from "../../domain/table.js";
+import { UsageError } from "../exit-codes.js";
+import { integerOption } from "../options.js";
+
+const tablesModule = () => import("../commands/tables.js");
+const maintenanceModule = () => import("../commands/maintenance.js");
+
+export function registerMigrate(program: Command): void {
+  program
+    .command("migrate")
+    .description("create or upgrade the pulpitum_v4 schema (numbered, idempotent migrations)")
+    .option("--json", "print the result as JSON")
+    .action(async (opts: { json?: boolean }) => (await maintenanceModule()).migrateCommand(opts));
+}
+
+export function registerDoctor(program: Command): void {
+  program
+    .command("doctor")
+    .description(
+      "check that this environment can archive: configuration, database and schema version, archive writable, queues, clock; each failure with its fix (exit 1 if any fails)",
+    )
+    .option("--json", "print the checks as JSON")
+    .action(async (opts: { json?: boolean }) =>
+      (await import("../commands/doctor.js")).doctorCommand(opts),
+    );
+}
+
+export function registerTables(program: Command): void {
+  const tables = program
+    .command("tables")
+    .description("register, list, pause, resume and drop tables");
+  tables
+    .command("create")
+    .argument("<table>", "table id: lowercase letters, digits, '_' and '-'")
+    .description("register a table (its bucket strategy can never change)")
+    .addOption(
+      new Option("--strategy <strategy>", "bucket strategy")
+        .choices(["year", "month", "day"])
+        .default("year"),
+    )
+    .addOption(
+      new Option("--format <format>", "archive format (default PULPITUM_ARCHIVE_FORMAT)").choices([
+        "parquet",
+        "json",
+      ]),
+    )
+    .option(
+      "--writable-buckets <n>",
+      "accept appends only for the newest N buckets (ingestion guard)",
+    )
+    .option("--json", "print the result as JSON")
+    .action(
+      async (
+        table: string,
+        opts: { strategy: string; format?: string; writableBuckets?: string; json?: boolean },
+      ) => {
+        const tableId = parseTableId(table, "TABLE");
+        const strategy = parseBucketStrategy(opts.strategy, "--strategy");
+        const writableBuckets =
+          opts.writableBuckets === undefined
+            ? null
+            : integerOption(opts.writableBuckets, "--writable-buckets", 1, 1_000_000);
+        await (await tablesModule()).createTable(tableId, strategy, { ...opts, writableBuckets });
+      },
+    );
+  tables
+    .command("list")
+    .description("list registered tables")
+    .option("--json", "print as JSON")
+    .action(async (opts: { json?: boolean }) => (await tablesModule()).listTables(opts));
+  for (const [name, paused] of [
+    ["pause", true],
+    ["resume", false],
+  ] as const) {
+    tables
+      .command(name)
+      .argument("<table>", "table id")
+      .description(
+        paused
+          ? "stop new claims for a table (buckets in flight finish)"
+          : "allow new claims again",
+      )
+      .option("--json", "print the result as JSON")
+      .action(async (table: string, opts: { json?: boolean }) =>
+        (await tablesModule()).setPaused(parseTableId(table, "TABLE"), paused, opts),
+      );
+  }
+  tables
+    .command("drop")
+    .argument("<table>", "table id")
+    .description(
+      "delete a table: its registration, bucket metadata and hot rows; refused while a bucket is in flight. Archive objects stay until `pulpitum gc --include-unowned` removes them",
+    )
+    .option("--yes", "confirm: the hot rows are deleted for good")
+    .option("--json", "print the report as JSON")
+    .action(async (table: string, opts: { yes?: boolean; json?: boolean }) => {
+      const tableId = parseTableId(table, "TABLE");
+      if (opts.yes !== true) {
+        throw new UsageError(
+          `\`tables drop ${tableId}\` deletes the table's hot rows and metadata for good; add --yes to confirm`,
+        );
+      }
+      await (await tablesModule()).dropTableCommand(tableId, opts);
+    });
+}
