@@ -61,12 +61,11 @@
  * runs off the same keys (see gc-continuation.ts).
  */
 import { describeBucket, type BucketId } from "../domain/bucket.js";
-import { bucketPrefix, joinKey, partitionKeyOfSegment } from "../domain/object-keys.js";
-import { parseTableId, type TableId } from "../domain/table.js";
+import { joinKey } from "../domain/object-keys.js";
 import { InvalidInputError, ObjectLockedError } from "../errors.js";
 import type { Clock } from "../ports/clock.js";
 import type { GcProgressStore } from "../ports/gc-progress.js";
-import type { BucketMetadata, HotStore } from "../ports/hot-store.js";
+import type { HotStore } from "../ports/hot-store.js";
 import { listAll, type ObjectInfo, type ObjectStore } from "../ports/object-store.js";
 import type { WorkflowLog } from "./context.js";
 import {
@@ -78,7 +77,13 @@ import {
   type GcPassReport,
 } from "./gc-continuation.js";
 import { reconcileCatalogBeforeDelete } from "./catalog.js";
-import { archiveReferencePages } from "./archive-references.js";
+import {
+  isYoung,
+  loadTableReferences,
+  ownerNow,
+  referencedKeys,
+  type TableReferences,
+} from "./gc-references.js";
 
 export interface GcContext {
   readonly hotStore: HotStore;
@@ -162,35 +167,6 @@ export interface GcReport {
   readonly stopped_because: "done" | "deadline" | "budget" | "busy" | "lease-lost";
   /** The pass this run continued; null for a dry run or without a progress store. */
   readonly pass: GcPassReport | null;
-}
-
-/** A table's bucket references, read beginning at `readAt`, by bucket object-key prefix. */
-interface TableReferences {
-  readonly readAt: Date;
-  readonly buckets: ReadonlyMap<string, BucketRefs>;
-}
-
-interface BucketRefs {
-  readonly id: BucketId;
-  readonly referenced: ReadonlySet<string>;
-  readonly dereferencedAt: Date | null;
-  readonly inFlight: boolean;
-}
-
-/**
- * An unreferenced object is young until the safety age has passed both since
- * it was created and since its bucket last dropped references: a restore
- * flipping the route to hot makes the old archive unreferenced at once, and
- * a reader that followed the archive route just before must still find it.
- */
-function isYoung(
-  object: ObjectInfo,
-  dereferencedAt: Date | null,
-  now: Date,
-  minAgeMs: number,
-): boolean {
-  const since = Math.max(object.lastModified.getTime(), dereferencedAt?.getTime() ?? 0);
-  return now.getTime() - since < minAgeMs;
 }
 
 const MAX_LISTED_UNRECOGNIZED = 100;
@@ -494,69 +470,4 @@ function gcReport(
     pass_finished: pass?.finished ?? null,
   });
   return report;
-}
-
-/**
- * Every bucket of one table by its object-key prefix; null when the segment
- * is not a valid table id (such keys are not the archiver's).
- */
-async function loadTableReferences(
-  ctx: GcContext,
-  segment: string,
-  pageSize: number,
-): Promise<TableReferences | null> {
-  let tableId: TableId;
-  try {
-    tableId = parseTableId(segment);
-  } catch {
-    return null;
-  }
-  const readAt = ctx.clock.now();
-  const refs = new Map<string, BucketRefs>();
-  for await (const page of archiveReferencePages(ctx, tableId, pageSize)) {
-    for (const r of page) {
-      const key = bucketPrefix({
-        prefix: ctx.archivePrefix,
-        tableId,
-        partitionKey: r.id.partitionKey,
-        bucketKey: r.id.bucketKey,
-      });
-      const referenced = new Set<string>();
-      if (r.payloadKey !== null) referenced.add(r.payloadKey);
-      if (r.manifestKey !== null) referenced.add(r.manifestKey);
-      for (const part of r.partKeys) referenced.add(part);
-      refs.set(key, {
-        id: r.id,
-        referenced,
-        dereferencedAt: r.dereferencedAt,
-        inFlight: r.inFlight,
-      });
-    }
-  }
-  return { readAt, buckets: refs };
-}
-
-/** Every object a bucket's metadata references: its payload, its manifest and its recorded parts. */
-async function referencedKeys(
-  hotStore: HotStore,
-  metadata: BucketMetadata,
-): Promise<ReadonlySet<string>> {
-  const referenced = new Set<string>();
-  if (metadata.payload !== null) referenced.add(metadata.payload.key);
-  if (metadata.manifestKey !== null) referenced.add(metadata.manifestKey);
-  for (const part of await hotStore.listParts(metadata.id)) referenced.add(part.key);
-  return referenced;
-}
-
-/**
- * The bucket of an object-key prefix `{root}{table}/{partition segment}/{bucket}`
- * if it has a metadata row now; null when it has none or when the segment
- * is a hash that does not spell the partition key (see point 4).
- */
-async function ownerNow(ctx: GcContext, prefix: string): Promise<BucketId | null> {
-  const [bucketKey, segment, table] = prefix.split("/").reverse() as [string, string, string];
-  const partitionKey = partitionKeyOfSegment(segment);
-  if (partitionKey === null) return null;
-  const id: BucketId = { tableId: parseTableId(table), partitionKey, bucketKey };
-  return (await ctx.hotStore.getBucket(id)) === null ? null : id;
 }
