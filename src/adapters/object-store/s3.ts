@@ -41,8 +41,7 @@
  * checksum to these calls instead of the SDK's default of adding a CRC-32
  * to every upload and validating every read it can.
  */
-import { createHash } from "node:crypto";
-import { open, readFile, stat } from "node:fs/promises";
+import { readFile, stat } from "node:fs/promises";
 import {
   AbortMultipartUploadCommand,
   CompleteMultipartUploadCommand,
@@ -53,8 +52,6 @@ import {
   ListObjectsV2Command,
   PutObjectCommand,
   S3Client,
-  UploadPartCommand,
-  type CompletedPart,
   type S3ClientConfig,
 } from "@aws-sdk/client-s3";
 import {
@@ -66,8 +63,17 @@ import {
 import type * as port from "../../ports/object-store.js";
 import { httpHandlerSettings, type HttpClientTimeouts } from "../http-timeouts.js";
 import * as keys from "./keys.js";
-import { readFully } from "../../file-read.js";
-import { crc32Base64, crc32Combine, crc32Of } from "./crc32.js";
+import { crc32Base64, crc32Combine } from "./crc32.js";
+import {
+  MIB,
+  S3_CHECKSUM_SETTINGS,
+  S3_MAX_PART_BYTES,
+  S3_MAX_PARTS,
+  S3_MIN_PART_BYTES,
+  sha256Base64,
+  sizeOption,
+  uploadFileParts,
+} from "./s3-upload.js";
 import {
   conflictBackoff,
   isConditionalConflict,
@@ -78,17 +84,7 @@ import {
   statusOf,
 } from "./s3-errors.js";
 
-/** How the S3 clients of this archive are built: checksums only where the calls ask (see above). */
-export const S3_CHECKSUM_SETTINGS = {
-  requestChecksumCalculation: "WHEN_REQUIRED",
-  responseChecksumValidation: "WHEN_REQUIRED",
-} as const satisfies S3ClientConfig;
-
-const MIB = 1024 * 1024;
-/** S3's smallest part (all but the last) and largest part, and its part-count limit. */
-export const S3_MIN_PART_BYTES = 5 * MIB;
-const S3_MAX_PART_BYTES = 5 * 1024 * MIB;
-const S3_MAX_PARTS = 10_000;
+export { S3_CHECKSUM_SETTINGS, S3_MIN_PART_BYTES } from "./s3-upload.js";
 
 export interface S3ObjectStoreOptions {
   readonly bucket: string;
@@ -448,7 +444,15 @@ export class S3ObjectStore implements port.ObjectStore {
         .catch(() => undefined); // best effort; the lifecycle rule collects what remains
     };
     try {
-      const { parts, crcs } = await this.#uploadParts(key, uploadId, filePath, size, partSize);
+      const { parts, crcs } = await uploadFileParts(this.#client, {
+        bucket: this.bucket,
+        key,
+        uploadId,
+        filePath,
+        size,
+        partSize,
+        partConcurrency: this.#partConcurrency,
+      });
       // Parts in order: each but the last is partSize bytes.
       const whole = crcs.reduce((crc, partCrc, i) =>
         crc32Combine(crc, partCrc, Math.min(partSize, size - i * partSize)),
@@ -475,68 +479,6 @@ export class S3ObjectStore implements port.ObjectStore {
     }
   }
 
-  /** Upload the file's parts, at most `partConcurrency` at a time; stops all on the first failure. */
-  async #uploadParts(
-    key: string,
-    uploadId: string,
-    filePath: string,
-    size: number,
-    partSize: number,
-  ): Promise<{ parts: CompletedPart[]; crcs: number[] }> {
-    const count = Math.ceil(size / partSize);
-    const parts: CompletedPart[] = new Array<CompletedPart>(count);
-    const crcs: number[] = new Array<number>(count);
-    const handle = await open(filePath, "r").catch((error: unknown) => {
-      throw keys.unreadableFileBody(filePath, error);
-    });
-    try {
-      let next = 0;
-      let failed = false;
-      const uploadSome = async () => {
-        while (!failed && next < count) {
-          const index = next++;
-          try {
-            const offset = index * partSize;
-            const bytes = new Uint8Array(Math.min(partSize, size - offset));
-            const filled = await readFully(handle, bytes, offset);
-            if (filled < bytes.byteLength)
-              throw keys.fileBodyLengthMismatch(filePath, size, offset + filled);
-            const crc = crc32Of(bytes);
-            crcs[index] = crc;
-            const checksum = crc32Base64(crc);
-            const response = await this.#client.send(
-              new UploadPartCommand({
-                Bucket: this.bucket,
-                Key: key,
-                UploadId: uploadId,
-                PartNumber: index + 1,
-                Body: bytes,
-                ContentLength: bytes.byteLength,
-                ChecksumAlgorithm: "CRC32",
-                ChecksumCRC32: checksum,
-              }),
-            );
-            if (!response.ETag)
-              throw new TransientStoreError(`UploadPart ${index + 1} returned no ETag`);
-            parts[index] = { PartNumber: index + 1, ETag: response.ETag, ChecksumCRC32: checksum };
-          } catch (error) {
-            failed = true;
-            throw error;
-          }
-        }
-      };
-      const workers = Array.from({ length: Math.min(this.#partConcurrency, count) }, uploadSome);
-      // Settle every worker before the caller aborts: a part still in flight
-      // after the abort could recreate the upload's storage.
-      const outcomes = await Promise.allSettled(workers);
-      const rejected = outcomes.find((o): o is PromiseRejectedResult => o.status === "rejected");
-      if (rejected) throw rejected.reason;
-      return { parts, crcs };
-    } finally {
-      await handle.close();
-    }
-  }
-
   async uri(key: string): Promise<string> {
     keys.validateObjectKey(key);
     return this.#describe(key);
@@ -550,26 +492,4 @@ export class S3ObjectStore implements port.ObjectStore {
   #error(error: unknown, operation: string, key: string): Error {
     return s3Error(error, operation, key, this.#describe(key));
   }
-}
-
-/** S3's form of a SHA-256: base64 of its bytes; from the caller's hex digest when given. */
-function sha256Base64(bytes: Uint8Array, knownHex: string | undefined): string {
-  if (knownHex !== undefined) {
-    if (!/^[0-9a-f]{64}$/.test(knownHex)) {
-      throw new InvalidInputError(`sha256 ${knownHex}`, "is malformed", "64 lowercase hex digits");
-    }
-    return Buffer.from(knownHex, "hex").toString("base64");
-  }
-  return createHash("sha256").update(bytes).digest("base64");
-}
-
-function sizeOption(name: string, value: number, min: number, max: number): number {
-  if (!Number.isSafeInteger(value) || value < min || value > max) {
-    throw new InvalidInputError(
-      `S3ObjectStore option ${name}=${value}`,
-      "is out of range",
-      `an integer from ${min} to ${max}`,
-    );
-  }
-  return value;
 }
