@@ -31,6 +31,8 @@ export interface ExportResult {
   readonly rows: number;
   readonly bytes: number;
   readonly seconds: number;
+  /** This process's user + system CPU over the timed export (the thread pool's included). */
+  readonly cpuSeconds: number;
   readonly maxRssMb: number;
   readonly sampledPeakRssMb: number;
   /** Peaks of the V8 heap in use and of memory outside it (Buffers, Arrow, WebAssembly). */
@@ -62,8 +64,10 @@ export async function exportChild(args: ExportArgs): Promise<ExportResult> {
     sample();
     const sampler = setInterval(sample, 25);
     const started = performance.now();
+    const cpuBefore = process.cpuUsage();
     const outcomes = await Promise.all(ids.map((id) => runNextPhase(ctx, id)));
     const seconds = (performance.now() - started) / 1000;
+    const cpu = process.cpuUsage(cpuBefore);
     clearInterval(sampler);
     for (const outcome of outcomes) {
       if (outcome.phase !== "export" || outcome.result !== "advanced")
@@ -73,6 +77,7 @@ export async function exportChild(args: ExportArgs): Promise<ExportResult> {
       rows: outcomes.reduce((sum, o) => sum + (o.rows ?? 0), 0),
       bytes: outcomes.reduce((sum, o) => sum + (o.bytes ?? 0), 0),
       seconds,
+      cpuSeconds: (cpu.user + cpu.system) / 1e6,
       maxRssMb: process.resourceUsage().maxRSS / 1024,
       sampledPeakRssMb: peak.rss / 2 ** 20,
       sampledPeakHeapMb: peak.heapUsed / 2 ** 20,
