@@ -5,8 +5,6 @@
  * bundled by esbuild the way the worker Lambda is bundled
  * ({@link bundleExportChild}), so its memory can be measured both ways.
  */
-import { copyFile } from "node:fs/promises";
-import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { runNextPhase } from "../src/usecases/run-next-phase.js";
@@ -90,8 +88,8 @@ export async function exportChild(args: ExportArgs): Promise<ExportResult> {
 
 /**
  * Bundle this file (or another bench child, `entry`) into `dir` with the
- * esbuild options infra uses for the worker (ESM, minified, parquet-wasm's
- * binary beside the bundle); returns the bundle's path.
+ * esbuild options infra uses for the worker (ESM, minified); returns the
+ * bundle's path.
  */
 export async function bundleExportChild(
   dir: string,
@@ -113,8 +111,6 @@ export async function bundleExportChild(
     external: ["pg-native", "esbuild"],
     logLevel: "warning",
   });
-  const wasm = createRequire(import.meta.url).resolve("parquet-wasm/node/parquet_wasm_bg.wasm");
-  await copyFile(wasm, path.join(dir, "parquet_wasm_bg.wasm"));
   return outfile;
 }
 

@@ -20,7 +20,6 @@ import { formatMicrosRfc3339, type EpochMicros } from "../domain/time.js";
 import type { ArchiveFormat } from "../domain/table.js";
 import type { ByteSource } from "./byte-sources.js";
 import { readJsonBatches } from "./json/decode.js";
-import { inspectParquetColumns } from "./parquet/inspect.js";
 import { ParquetPayloadReader } from "./parquet/reader.js";
 import { RowDigest } from "./row-digest.js";
 
@@ -84,10 +83,6 @@ export async function inspectPayload(
   format: ArchiveFormat,
   expected: PayloadExpectations = {},
 ): Promise<PayloadContent> {
-  if (format === "parquet") {
-    const content = await inspectParquetColumns(source, expected);
-    if (content !== undefined) return content;
-  }
   const digest = new RowDigest();
   let previous: TableRecord | undefined;
   for await (const batch of wholeBatches(source, format)) {

@@ -21,7 +21,7 @@ import type { EpochMicros } from "../../domain/time.js";
 import { integrityFailure, ownArrayBuffer, type ByteSource } from "../byte-sources.js";
 import { ENVELOPE_COLUMNS } from "../envelope.js";
 import { PageCrcCheck } from "./page-crc.js";
-import { decompressZstdPage } from "./zstd-page.js";
+import { decompressZstdPage, requireZstd } from "./zstd-page.js";
 
 const COMPRESSORS: Compressors = { ZSTD: decompressZstdPage };
 
@@ -86,6 +86,7 @@ export class ParquetPayloadReader {
   }
 
   static async open(source: ByteSource): Promise<ParquetPayloadReader> {
+    requireZstd("the Parquet reader");
     // Page indexes sit between the last row group and the footer. Like the
     // footer they are metadata, read again by every range read, so the ranges
     // read from there are kept for the life of the reader (a few kilobytes
