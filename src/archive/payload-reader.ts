@@ -21,6 +21,7 @@ import type { ArchiveFormat } from "../domain/table.js";
 import type { ByteSource } from "./byte-sources.js";
 import { readJsonBatches } from "./json/decode.js";
 import { ParquetPayloadReader } from "./parquet/reader.js";
+import { verifyParquetColumns } from "./parquet/verify-columns.js";
 import { RowDigest } from "./row-digest.js";
 
 export interface ReadOptions {
@@ -83,6 +84,11 @@ export async function inspectPayload(
   format: ArchiveFormat,
   expected: PayloadExpectations = {},
 ): Promise<PayloadContent> {
+  if (format === "parquet") {
+    // The writer's layout is verified on its columns; any other through records below.
+    const content = await verifyParquetColumns(source, expected);
+    if (content !== undefined) return content;
+  }
   const digest = new RowDigest();
   let previous: TableRecord | undefined;
   for await (const batch of wholeBatches(source, format)) {

@@ -174,6 +174,24 @@ export class ParquetPayloadReader {
     return new ParquetPayloadReader(source, file, metadata);
   }
 
+  /**
+   * The stored bytes of one column chunk, every page CRC-checked (as the
+   * decoder's reads are), with its codec: the input of the columnar
+   * verification (verify-columns.ts).
+   */
+  async columnChunk(group: number, column: number): Promise<{ bytes: Uint8Array; codec: string }> {
+    const meta = this.metadata.row_groups[group]?.columns[column]?.meta_data;
+    if (meta === undefined)
+      throw new ArchiveIntegrityError(
+        this.source.name,
+        `row group ${group} lacks column ${column}`,
+      );
+    const start = Number(meta.dictionary_page_offset ?? meta.data_page_offset);
+    const end = start + Number(meta.total_compressed_size);
+    // Damage (a CRC, a range outside the object) is an ArchiveIntegrityError; a store failure passes.
+    return { bytes: new Uint8Array(await this.file.slice(start, end)), codec: meta.codec };
+  }
+
   /** Decode one row group into records. */
   async readRowGroup(index: number): Promise<TableRecord[]> {
     const group = this.rowGroups[index];

@@ -17,6 +17,7 @@ import { encodeParquet } from "../../../src/archive/parquet/encode.js";
 import { ARROW_SCHEMA_BASE64 } from "../../../src/archive/parquet/layout.js";
 import { ParquetPayloadReader } from "../../../src/archive/parquet/reader.js";
 import { inspectPayload } from "../../../src/archive/payload-reader.js";
+import { verifyParquetColumns } from "../../../src/archive/parquet/verify-columns.js";
 import { RowStreamGuard } from "../../../src/archive/row-guard.js";
 import { ArchiveIntegrityError } from "../../../src/errors.js";
 import type { BucketRow } from "../../../src/ports/hot-store.js";
@@ -230,6 +231,38 @@ describe("the native Parquet writer", () => {
       );
     });
   }
+
+  it("verification decodes the writer's payloads, and parquet-wasm's, on their columns to the writer's digest", async () => {
+    for (const [, make, rowGroupRows] of PARQUET_CASES) {
+      const rows = make();
+      const { bytes, digest } = await write(rows, rowGroupRows);
+      expect(
+        await verifyParquetColumns(memoryByteSource("own", bytes), { partitionKey: KEY }),
+      ).toEqual({ rowCount: rows.length, rowsDigest: digest });
+    }
+    // parquet-wasm wrote the same layout: its payloads verify on their columns too.
+    const wasm = await wasmPayload();
+    expect(await verifyParquetColumns(memoryByteSource("wasm", wasm), {})).toEqual({
+      rowCount: 5_000,
+      rowsDigest: WASM_DIGEST,
+    });
+    expect(
+      await inspectPayload(memoryByteSource("wasm", wasm), "parquet", { partitionKey: KEY }),
+    ).toEqual({ rowCount: 5_000, rowsDigest: WASM_DIGEST });
+  });
+
+  it("column verification refuses rows of another bucket's partition key or outside the bucket's bounds", async () => {
+    const rows = makeRows(3_000);
+    const { bytes } = await write(rows, 1_000);
+    const verify = (b: Buffer, expected: object) =>
+      verifyParquetColumns(memoryByteSource("t", b), expected);
+    await expect(verify(bytes, { partitionKey: new Uint8Array([1, 2, 3]) })).rejects.toThrow(
+      /partition key of another bucket/,
+    );
+    await expect(verify(bytes, { partitionKey: KEY, end: rows[2_500]!.eventTime })).rejects.toThrow(
+      /outside the bucket/,
+    );
+  });
 
   it("writes the same bytes for the same rows, whatever the snapshot's page size", async () => {
     const rows = makeRows(3_000);
