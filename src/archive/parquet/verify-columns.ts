@@ -18,7 +18,6 @@
  * Cost: a column chunk's pages are decompressed into one buffer, and values
  * are checked and hashed where they lie in it.
  */
-import * as zlib from "node:zlib";
 import { parquetHeader } from "hyparquet/src/column.js";
 import { ArchiveIntegrityError } from "../../errors.js";
 import { formatMicrosRfc3339, type EpochMicros } from "../../domain/time.js";
@@ -26,6 +25,7 @@ import type { ByteSource } from "../byte-sources.js";
 import type { PayloadContent, PayloadExpectations } from "../payload-reader.js";
 import { RowDigest } from "../row-digest.js";
 import { ParquetPayloadReader, type RowGroupInfo } from "./reader.js";
+import { PageDecompressor } from "./zstd-page.js";
 
 /** Pages of one column chunk, decompressed: each page's bytes and stated value count. */
 interface ChunkPages {
@@ -51,12 +51,26 @@ export async function verifyParquetColumns(
   expected: PayloadExpectations,
 ): Promise<PayloadContent | undefined> {
   const reader = await ParquetPayloadReader.open(source);
+  const zstd = new PageDecompressor();
+  try {
+    return await verifyGroups(source, expected, reader, zstd);
+  } finally {
+    zstd.close();
+  }
+}
+
+async function verifyGroups(
+  source: ByteSource,
+  expected: PayloadExpectations,
+  reader: ParquetPayloadReader,
+  zstd: PageDecompressor,
+): Promise<PayloadContent | undefined> {
   const check = new ColumnChecks(source, expected);
   for (const group of reader.rowGroups) {
     if (group.rowCount === 0) continue;
     const chunks: ChunkPages[] = [];
     for (let column = 0; column < 4; column++) {
-      const chunk = await decompressChunk(source, reader, group, column);
+      const chunk = await decompressChunk(source, reader, zstd, group, column);
       if (chunk === OTHER_LAYOUT) return undefined;
       chunks.push(chunk);
     }
@@ -85,6 +99,7 @@ export async function verifyParquetColumns(
 async function decompressChunk(
   source: ByteSource,
   reader: ParquetPayloadReader,
+  zstd: PageDecompressor,
   group: RowGroupInfo,
   column: number,
 ): Promise<ChunkPages | typeof OTHER_LAYOUT> {
@@ -98,7 +113,6 @@ async function decompressChunk(
     encoding: string;
   }[] = [];
   const view = { view: new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength), offset: 0 };
-  let total = 0;
   while (view.offset < bytes.byteLength) {
     // The reader checked every page header and CRC of this range already.
     const header = parquetHeader(view);
@@ -126,33 +140,16 @@ async function decompressChunk(
     } else {
       return OTHER_LAYOUT;
     }
-    total += header.uncompressed_page_size;
   }
-  // One frame per page (a Zstandard decoder stops at the end of a frame),
-  // decompressed into one buffer for the chunk.
-  const data = Buffer.allocUnsafe(total);
-  let at = 0;
-  for (const h of headers) {
-    let page: Buffer;
-    try {
-      page =
-        h.size === 0
-          ? Buffer.alloc(0)
-          : zlib.zstdDecompressSync(h.body, { maxOutputLength: h.size });
-    } catch (error) {
-      throw new ArchiveIntegrityError(
-        source.name,
-        `a page of column ${column} in row group ${group.index} does not decompress`,
-        { cause: error },
-      );
-    }
-    if (page.byteLength !== h.size) {
-      throw new ArchiveIntegrityError(
-        source.name,
-        `a page of column ${column} in row group ${group.index} decompresses to ${page.byteLength} bytes, its header states ${h.size}`,
-      );
-    }
-    at += page.copy(data, at);
+  let data: Buffer;
+  try {
+    data = await zstd.decompress(headers);
+  } catch (error) {
+    throw new ArchiveIntegrityError(
+      source.name,
+      `the pages of column ${column} in row group ${group.index} do not decompress`,
+      { cause: error },
+    );
   }
   let start = 0;
   const pages = headers.map((h) => {
