@@ -10,7 +10,6 @@ import { RECORDS_TABLE } from "../src/adapters/sql/migrations.js";
 import { inspectPayload } from "../src/archive/payload-reader.js";
 import { fileByteSource } from "../src/archive/byte-sources.js";
 import { encodePayload, writePayloadFile } from "../src/archive/payload-writer.js";
-import { defaultParquetWriter } from "../src/archive/parquet/encode.js";
 import { type BucketId } from "../src/domain/bucket.js";
 import type { BucketRow } from "../src/ports/hot-store.js";
 import { fencedSnapshot } from "../src/usecases/phases/export.js";
@@ -55,28 +54,12 @@ export async function breakdownChild(args: ExportArgs): Promise<Breakdown> {
     const fromMemory = async function* () {
       yield* pages;
     };
-    await time(
-      "encode_parquet",
-      `rows in memory -> Zstd Parquet bytes (no file), ${defaultParquetWriter()} writer`,
-      async () => {
-        let bytes = 0;
-        for await (const chunk of encodePayload("parquet", PARTITION_KEY, fromMemory()))
-          bytes += chunk.byteLength;
-        return bytes;
-      },
-    );
-    await time(
-      "encode_parquet_wasm",
-      "the same with parquet-wasm, the writer where zlib has no Zstandard (before the native writer)",
-      async () => {
-        let bytes = 0;
-        for await (const chunk of encodePayload("parquet", PARTITION_KEY, fromMemory(), undefined, {
-          writer: "wasm",
-        }))
-          bytes += chunk.byteLength;
-        return bytes;
-      },
-    );
+    await time("encode_parquet", "rows in memory -> Zstd Parquet bytes (no file)", async () => {
+      let bytes = 0;
+      for await (const chunk of encodePayload("parquet", PARTITION_KEY, fromMemory()))
+        bytes += chunk.byteLength;
+      return bytes;
+    });
     const filePath = path.join(args.tempDir, "breakdown.parquet");
     const written = await time(
       "write_payload_file",

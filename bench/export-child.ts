@@ -5,8 +5,6 @@
  * bundled by esbuild the way the worker Lambda is bundled
  * ({@link bundleExportChild}), so its memory can be measured both ways.
  */
-import { copyFile } from "node:fs/promises";
-import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { runNextPhase } from "../src/usecases/run-next-phase.js";
@@ -31,6 +29,8 @@ export interface ExportResult {
   readonly rows: number;
   readonly bytes: number;
   readonly seconds: number;
+  /** This process's user + system CPU over the timed export (the thread pool's included). */
+  readonly cpuSeconds: number;
   readonly maxRssMb: number;
   readonly sampledPeakRssMb: number;
   /** Peaks of the V8 heap in use and of memory outside it (Buffers, Arrow, WebAssembly). */
@@ -62,8 +62,10 @@ export async function exportChild(args: ExportArgs): Promise<ExportResult> {
     sample();
     const sampler = setInterval(sample, 25);
     const started = performance.now();
+    const cpuBefore = process.cpuUsage();
     const outcomes = await Promise.all(ids.map((id) => runNextPhase(ctx, id)));
     const seconds = (performance.now() - started) / 1000;
+    const cpu = process.cpuUsage(cpuBefore);
     clearInterval(sampler);
     for (const outcome of outcomes) {
       if (outcome.phase !== "export" || outcome.result !== "advanced")
@@ -73,6 +75,7 @@ export async function exportChild(args: ExportArgs): Promise<ExportResult> {
       rows: outcomes.reduce((sum, o) => sum + (o.rows ?? 0), 0),
       bytes: outcomes.reduce((sum, o) => sum + (o.bytes ?? 0), 0),
       seconds,
+      cpuSeconds: (cpu.user + cpu.system) / 1e6,
       maxRssMb: process.resourceUsage().maxRSS / 1024,
       sampledPeakRssMb: peak.rss / 2 ** 20,
       sampledPeakHeapMb: peak.heapUsed / 2 ** 20,
@@ -85,8 +88,8 @@ export async function exportChild(args: ExportArgs): Promise<ExportResult> {
 
 /**
  * Bundle this file (or another bench child, `entry`) into `dir` with the
- * esbuild options infra uses for the worker (ESM, minified, parquet-wasm's
- * binary beside the bundle); returns the bundle's path.
+ * esbuild options infra uses for the worker (ESM, minified); returns the
+ * bundle's path.
  */
 export async function bundleExportChild(
   dir: string,
@@ -108,8 +111,6 @@ export async function bundleExportChild(
     external: ["pg-native", "esbuild"],
     logLevel: "warning",
   });
-  const wasm = createRequire(import.meta.url).resolve("parquet-wasm/node/parquet_wasm_bg.wasm");
-  await copyFile(wasm, path.join(dir, "parquet_wasm_bg.wasm"));
   return outfile;
 }
 

@@ -8,12 +8,12 @@
  *     [--node /path/to/node --node node_modules/.bin/node]
  *
  * For each AWS::Lambda::Function of the synthesized template it prints the
- * bundle's bytes (index.mjs, its source map, parquet-wasm's binary), the
+ * bundle's bytes (index.mjs, its source map, and parquet-wasm's binary for bundles built before issue 31 removed it), the
  * deflated size of the lot (about the deployment zip), and, over `--runs`
  * fresh processes started with the function's NODE_OPTIONS as Lambda starts
  * it, the median of:
  *
- * - import: loading the bundle (module evaluation, parquet-wasm
+ * - import: loading the bundle (module evaluation, parquet-wasm (before issue 31)
  *   instantiation, Powertools and middy set-up), wall time and the CPU time
  *   it took (all threads; steadier than wall time on a busy machine);
  * - first call: the handler's first call with an event it rejects, which

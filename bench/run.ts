@@ -33,6 +33,7 @@ import {
   type ExportResult,
 } from "./export-child.js";
 import { breakdownChild, type Breakdown } from "./breakdown-child.js";
+import { arrowPeer, type ArrowPeerOutcome } from "./arrow-peer.js";
 import { segmentedExports, segmentedLines, segmentedPlan } from "./segmented.js";
 import { cleanupCurve, hotBucketContention } from "./hot-store.js";
 import { measureQueryScan, queryScanFigures } from "./query-scan.js";
@@ -146,6 +147,14 @@ async function main(): Promise<void> {
     log("COPY baseline");
     await copyBucket(databaseUrl, ratioBucket); // warm the buffers the same way the export finds them
     const copy = await copyBucket(databaseUrl, ratioBucket);
+    log("Arrow peer: binary COPY through psycopg 3 into pyarrow, ZSTD Parquet (Python child)");
+    const peer: ArrowPeerOutcome = await arrowPeer(databaseUrl, ratioBucket, work).catch(
+      (error: unknown) => ({
+        kind: "skipped" as const,
+        reason: `the peer failed: ${String(error)}`,
+      }),
+    );
+    if (peer.kind === "skipped") log(`Arrow peer skipped: ${peer.reason}`);
 
     const exports = new Map<number, ExportResult>();
     for (const rows of [plan.ratioRows, ...plan.exportRows.filter((r) => r !== plan.ratioRows)]) {
@@ -265,9 +274,22 @@ async function main(): Promise<void> {
     const cleanup = await cleanupCurve(store, ratioBucket, 5000);
 
     const ratioExport = exports.get(plan.ratioRows)!;
-    const [smallRows, largeRows] = [Math.min(...plan.exportRows), Math.max(...plan.exportRows)];
-    const small = exports.get(smallRows)!;
-    const large = exports.get(largeRows)!;
+    const bundledRatio = bundled.get(plan.ratioRows)!;
+    const bundledRowsPerS = plan.ratioRows / bundledRatio.seconds;
+    const exportCpuPerM = (bundledRatio.cpuSeconds / plan.ratioRows) * 1e6;
+    const peerResult = peer.kind === "measured" ? peer.result : undefined;
+    const peerRowsPerS = peerResult === undefined ? null : peerResult.rows / peerResult.seconds;
+    const peerCpuPerM =
+      peerResult === undefined ? null : (peerResult.cpuSeconds / peerResult.rows) * 1e6;
+    /** Peak RSS of the bundled export at each size, e.g. export_peak_rss_mb_bundled_200k. */
+    const rowsLabel = (rows: number) =>
+      rows >= 1e6 && rows % 1e6 === 0 ? `${rows / 1e6}m` : `${rows / 1e3}k`;
+    const bundledPeaks = Object.fromEntries(
+      [...bundled].map(([rows, e]) => [
+        `export_peak_rss_mb_bundled_${rowsLabel(rows)}`,
+        e.maxRssMb,
+      ]),
+    );
     const exportRowsPerS = plan.ratioRows / ratioExport.seconds;
     const copyRowsPerS = plan.ratioRows / copy.seconds;
     const appendRowsPerS = plan.appendRows / appends.appendSeconds;
@@ -281,12 +303,17 @@ async function main(): Promise<void> {
       copy_bytes: copy.bytes,
       export_rows: plan.ratioRows,
       export_payload_bytes: ratioExport.bytes,
+      export_bundled_rows_per_s: bundledRowsPerS,
+      export_cpu_s_per_million_rows: exportCpuPerM,
+      export_cpu_s_per_million_rows_tsx: (ratioExport.cpuSeconds / plan.ratioRows) * 1e6,
+      arrow_peer_rows_per_s: peerRowsPerS,
+      arrow_peer_cpu_s_per_million_rows: peerCpuPerM,
+      arrow_peer_vs_copy_ratio: peerRowsPerS === null ? null : peerRowsPerS / copyRowsPerS,
+      export_vs_arrow_peer_ratio: peerRowsPerS === null ? null : bundledRowsPerS / peerRowsPerS,
+      arrow_peer: peer,
       export_peak_rss_mb: Math.max(...[...exports.values()].map((e) => e.maxRssMb)),
-      export_rss_growth_ratio: large.maxRssMb / small.maxRssMb,
-      export_rss_rows: { small: smallRows, large: largeRows },
       export_peak_rss_mb_bundled: Math.max(...[...bundled.values()].map((e) => e.maxRssMb)),
-      export_rss_growth_ratio_bundled:
-        bundled.get(largeRows)!.maxRssMb / bundled.get(smallRows)!.maxRssMb,
+      ...bundledPeaks,
       ...queryScan.results,
       export_query_path_vs_copy_ratio: plan.ratioRows / queryPath.seconds / copyRowsPerS,
       export_query_path_rows_per_s: plan.ratioRows / queryPath.seconds,
@@ -358,6 +385,34 @@ async function main(): Promise<void> {
       ">= 0.8",
       results.export_vs_copy_ratio >= 0.8,
     );
+    line(
+      `export ${fmt(plan.ratioRows)} rows, bundle, CPU (user+sys)`,
+      `${exportCpuPerM.toFixed(2)} core-s per 1M rows`,
+      "<= 3.5",
+      exportCpuPerM <= 3.5,
+    );
+    if (peerResult === undefined || peerRowsPerS === null || peerCpuPerM === null) {
+      line("Arrow peer (psycopg 3 + pyarrow)", "skipped, see above", "(info)", "info");
+    } else {
+      line(
+        "Arrow peer vs COPY",
+        `${fmt(peerRowsPerS)} / ${fmt(copyRowsPerS)} rows/s = ${(peerRowsPerS / copyRowsPerS).toFixed(2)}`,
+        "(info)",
+        "info",
+      );
+      line(
+        "Arrow peer CPU (user+sys)",
+        `${peerCpuPerM.toFixed(2)} core-s per 1M rows`,
+        "(info)",
+        "info",
+      );
+      line(
+        "export (bundle, verified) vs Arrow peer",
+        `${fmt(bundledRowsPerS)} / ${fmt(peerRowsPerS)} rows/s = ${(bundledRowsPerS / peerRowsPerS).toFixed(2)}`,
+        ">= 1.0",
+        bundledRowsPerS / peerRowsPerS >= 1,
+      );
+    }
     line(...queryScan.line);
     line(
       `export ${fmt(plan.ratioRows)} rows by query (CockroachDB path) vs COPY`,
@@ -378,24 +433,14 @@ async function main(): Promise<void> {
       "(info)",
       "info",
     );
-    line(
-      `peak RSS ${fmt(largeRows)} vs ${fmt(smallRows)} rows`,
-      `${fmt(large.maxRssMb)} / ${fmt(small.maxRssMb)} MB = ${results.export_rss_growth_ratio.toFixed(2)}`,
-      "<= 1.10",
-      results.export_rss_growth_ratio <= 1.1,
-    );
-    line(
-      "export peak RSS, worker bundle (plain node)",
-      `${fmt(results.export_peak_rss_mb_bundled)} MB`,
-      "<= 256 MB",
-      results.export_peak_rss_mb_bundled <= 256,
-    );
-    line(
-      `bundled: peak RSS ${fmt(largeRows)} vs ${fmt(smallRows)} rows`,
-      `${fmt(bundled.get(largeRows)!.maxRssMb)} / ${fmt(bundled.get(smallRows)!.maxRssMb)} MB = ${results.export_rss_growth_ratio_bundled.toFixed(2)}`,
-      "<= 1.10",
-      results.export_rss_growth_ratio_bundled <= 1.1,
-    );
+    for (const [rows, e] of bundled) {
+      line(
+        `export peak RSS, worker bundle, ${fmt(rows)} rows`,
+        `${fmt(e.maxRssMb)} MB`,
+        "<= 256 MB",
+        e.maxRssMb <= 256,
+      );
+    }
     segmentedLines(segmented, line);
     line(
       "first page archived vs hot (warm)",
@@ -459,7 +504,7 @@ async function main(): Promise<void> {
     for (const [rows, e] of [...exports, ...bundled]) {
       console.log(
         `  ${fmt(rows).padStart(10)} rows  ${e.seconds.toFixed(1).padStart(6)} s  ${fmt(rows / e.seconds).padStart(9)} rows/s  ` +
-          `payload ${fmt(e.bytes / 2 ** 20)} MiB  maxRSS ${fmt(e.maxRssMb)} MB (sampled ${fmt(e.sampledPeakRssMb)})`,
+          `CPU ${e.cpuSeconds.toFixed(1)} s  payload ${fmt(e.bytes / 2 ** 20)} MiB  maxRSS ${fmt(e.maxRssMb)} MB (sampled ${fmt(e.sampledPeakRssMb)})`,
       );
     }
     console.log(

@@ -1,12 +1,11 @@
-import path from "node:path";
 import { aws_lambda_nodejs as nodejs } from "aws-cdk-lib";
 import { ESM_BANNER } from "./esm-banner.js";
 
 /**
- * Local esbuild bundling (no Docker), ESM for Node 22. `parquetWasm`: the
- * bundle writes Parquet (the worker) and needs parquet-wasm's binary beside it.
+ * Local esbuild bundling (no Docker), ESM for Node 22: one self-contained
+ * index.mjs (no wasm binary beside it since parquet-wasm was removed).
  */
-export function bundlingOptions(options: { parquetWasm: boolean }): nodejs.BundlingOptions {
+export function bundlingOptions(): nodejs.BundlingOptions {
   return {
     forceDockerBundling: false,
     format: nodejs.OutputFormat.ESM,
@@ -23,18 +22,7 @@ export function bundlingOptions(options: { parquetWasm: boolean }): nodejs.Bundl
     // pg's optional native binding is never used.
     externalModules: ["pg-native"],
     // Warnings and errors only: esbuild's per-bundle size summary (with its
-    // ⚠️ over 1 MB) is expected for bundles that carry the SDK and parquet-wasm.
+    // ⚠️ over 1 MB) is expected for bundles that carry the SDK.
     logLevel: nodejs.LogLevel.WARNING,
-    commandHooks: {
-      beforeBundling: () => [],
-      beforeInstall: () => [],
-      // parquet-wasm's Node build reads its wasm next to the bundle at load time.
-      afterBundling: (inputDir: string, outputDir: string) =>
-        options.parquetWasm
-          ? [
-              `cp "${path.join(inputDir, "node_modules/parquet-wasm/node/parquet_wasm_bg.wasm")}" "${outputDir}/"`,
-            ]
-          : [],
-    },
   };
 }

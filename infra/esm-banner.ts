@@ -1,5 +1,5 @@
 /**
- * ESM bundles still meet CommonJS code (pg, parquet-wasm's Node build) that
+ * ESM bundles still meet CommonJS code (pg) that
  * calls `require` or reads `__dirname`; this banner, placed at the top of
  * every function bundle, defines both. Kept free of CDK imports so the bench
  * can bundle its export child exactly like the worker.

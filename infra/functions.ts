@@ -68,10 +68,7 @@ export function addFunctions(stack: Stack, inputs: FunctionInputs): ArchiverFunc
       depsLockFilePath: path.join(PROJECT_ROOT, "package-lock.json"),
       runtime: lambda.Runtime.NODEJS_22_X,
       architecture: lambda.Architecture.ARM_64,
-      bundling: bundlingOptions({
-        // Both load the archive module, whose Parquet writer reads its wasm beside the bundle.
-        parquetWasm: entry === "functions/worker.ts" || entry === "functions/restore.ts",
-      }),
+      bundling: bundlingOptions(),
       logGroup: new logs.LogGroup(stack, `${name}Logs`, {
         retention: logRetention,
         removalPolicy: RemovalPolicy.DESTROY,

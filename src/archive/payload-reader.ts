@@ -20,8 +20,8 @@ import { formatMicrosRfc3339, type EpochMicros } from "../domain/time.js";
 import type { ArchiveFormat } from "../domain/table.js";
 import type { ByteSource } from "./byte-sources.js";
 import { readJsonBatches } from "./json/decode.js";
-import { inspectParquetColumns } from "./parquet/inspect.js";
 import { ParquetPayloadReader } from "./parquet/reader.js";
+import { verifyParquetColumns } from "./parquet/verify-columns.js";
 import { RowDigest } from "./row-digest.js";
 
 export interface ReadOptions {
@@ -85,7 +85,8 @@ export async function inspectPayload(
   expected: PayloadExpectations = {},
 ): Promise<PayloadContent> {
   if (format === "parquet") {
-    const content = await inspectParquetColumns(source, expected);
+    // The writer's layout is verified on its columns; any other through records below.
+    const content = await verifyParquetColumns(source, expected);
     if (content !== undefined) return content;
   }
   const digest = new RowDigest();

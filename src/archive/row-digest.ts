@@ -91,6 +91,48 @@ export class RowDigest {
     }
   }
 
+  /**
+   * Rows `[0, count)` framed as {@link add} frames them, where row i's sort
+   * key is `sortData[sortStarts[i] .. sortStarts[i] + sortLengths[i])` and
+   * likewise for values: the shape PLAIN-encoded Parquet pages decode to
+   * (length-prefixed values), without a view per value.
+   */
+  addRanges(
+    micros: BigInt64Array,
+    sortData: Buffer,
+    sortStarts: Int32Array,
+    sortLengths: Int32Array,
+    valueData: Buffer,
+    valueStarts: Int32Array,
+    valueLengths: Int32Array,
+    count: number,
+  ): void {
+    const buffer = this.#buffer;
+    for (let i = 0; i < count; i++) {
+      const sortStart = sortStarts[i]!;
+      const sortLength = sortLengths[i]!;
+      const valueStart = valueStarts[i]!;
+      const valueLength = valueLengths[i]!;
+      const need = 16 + sortLength + valueLength;
+      if (need > RowDigest.#BUFFER_BYTES) {
+        this.add(
+          micros[i]!,
+          sortData.subarray(sortStart, sortStart + sortLength),
+          valueData.subarray(valueStart, valueStart + valueLength),
+        );
+        continue;
+      }
+      if (this.#used + need > RowDigest.#BUFFER_BYTES) this.#flush();
+      let at = buffer.writeBigInt64BE(micros[i]!, this.#used);
+      at = buffer.writeUInt32BE(sortLength, at);
+      at += sortData.copy(buffer, at, sortStart, sortStart + sortLength);
+      at = buffer.writeUInt32BE(valueLength, at);
+      at += valueData.copy(buffer, at, valueStart, valueStart + valueLength);
+      this.#used = at;
+      this.#count++;
+    }
+  }
+
   #flush(): void {
     if (this.#used > 0) this.#hash.update(this.#buffer.subarray(0, this.#used));
     this.#used = 0;

@@ -6,7 +6,6 @@
  * ArchiveIntegrityError, never reads outside the object, and memory stays
  * bounded: a header claiming gigabytes must fail without allocating them.
  */
-import * as parquetWasm from "parquet-wasm";
 import fc from "fast-check";
 import { beforeAll, describe, expect, it } from "vitest";
 import { memoryByteSource, type ByteSource } from "../../src/archive/byte-sources.js";
@@ -38,17 +37,13 @@ const rows: BucketRow[] = Array.from({ length: 60 }, (_, i) => ({
   value: Buffer.from(`value ${i} `.repeat((i % 5) + 1)),
 }));
 
-async function encoded(
-  format: ArchiveFormat,
-  options: { writer?: "native" | "wasm" } = {},
-): Promise<Uint8Array> {
+async function encoded(format: ArchiveFormat): Promise<Uint8Array> {
   const chunks: Uint8Array[] = [];
   async function* pages() {
     for (let i = 0; i < rows.length; i += 25) yield rows.slice(i, i + 25);
   }
   for await (const chunk of encodePayload(format, PARTITION, pages(), undefined, {
     rowGroupRows: 16,
-    ...options,
   })) {
     chunks.push(Uint8Array.from(chunk));
   }
@@ -95,10 +90,10 @@ function expectWellFormed(records: readonly TableRecord[]): void {
   }
 }
 
-/** Memory in use now: the JS heap, array buffers outside it, and parquet-wasm's linear memory. */
+/** Memory in use now: the JS heap and array buffers outside it. */
 function memoryInUse(): number {
   const m = process.memoryUsage();
-  return m.heapUsed + m.arrayBuffers + parquetWasm.wasmMemory().buffer.byteLength;
+  return m.heapUsed + m.arrayBuffers;
 }
 
 /**
@@ -127,16 +122,12 @@ async function collect(source: ByteSource, format: ArchiveFormat): Promise<Table
 
 /**
  * The reads of a payload an archive serves: every record, a time range, and
- * a verification. A Parquet verification (inspectPayload) decodes through
- * parquet-wasm, which only ever sees bytes whose SHA-256 already matched a
- * trusted record (see verified-object.ts; store.ts and verify.ts call it on
- * nothing else): damaged bytes make it panic, outside any promise, and
- * hang. So it is fuzzed here on JSON payloads only.
+ * a verification (inspectPayload, which decodes Parquet through the same
+ * reader since parquet-wasm was removed in issue 31).
  */
 const READS: Record<string, (source: ByteSource, format: ArchiveFormat) => Promise<unknown>> = {
   all: collect,
-  inspect: (source, format) =>
-    format === "parquet" ? collect(source, format) : inspectPayload(source, format, EXPECTED),
+  inspect: (source, format) => inspectPayload(source, format, EXPECTED),
   async range(source, format) {
     if (format !== "parquet") return await collect(source, format);
     const reader = await ParquetPayloadReader.open(source);
@@ -150,14 +141,7 @@ const READS: Record<string, (source: ByteSource, format: ArchiveFormat) => Promi
 
 const payloads: Record<string, { format: ArchiveFormat; bytes: Uint8Array }> = {};
 beforeAll(async () => {
-  payloads["parquet (native writer)"] = {
-    format: "parquet",
-    bytes: await encoded("parquet", { writer: "native" }),
-  };
-  payloads["parquet (wasm writer)"] = {
-    format: "parquet",
-    bytes: await encoded("parquet", { writer: "wasm" }),
-  };
+  payloads["parquet (native writer)"] = { format: "parquet", bytes: await encoded("parquet") };
   payloads["NDJSON"] = { format: "json", bytes: await encoded("json") };
   const records = rows.map((r) => recordToJson({ partitionKey: PARTITION, ...r }));
   payloads["legacy JSON array"] = {
@@ -177,12 +161,7 @@ describe("fuzzing the payload decoders", () => {
     }
   });
 
-  for (const name of [
-    "parquet (native writer)",
-    "parquet (wasm writer)",
-    "NDJSON",
-    "legacy JSON array",
-  ]) {
+  for (const name of ["parquet (native writer)", "NDJSON", "legacy JSON array"]) {
     it(
       `a damaged ${name} payload decodes to well-formed records or fails with an ArchiveIntegrityError, in bounded memory`,
       async () => {

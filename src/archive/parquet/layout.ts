@@ -1,8 +1,8 @@
 /**
- * The Parquet layout every payload writer produces: row groups, data pages,
- * the footer's fixed metadata and the event-time range a TIMESTAMP(NANOS)
- * holds. Both writers (native.ts and parquet-wasm in encode.ts) follow it,
- * so readers see the same shape, and refuse the same input, whichever wrote.
+ * The Parquet layout the payload writer (native.ts) produces: row groups,
+ * data pages, the footer's fixed metadata and the event-time range a
+ * TIMESTAMP(NANOS) holds. It is the layout parquet-wasm wrote before it was
+ * removed (issue 31), so payloads of either writer read the same.
  */
 import { formatMicrosRfc3339, type EpochMicros } from "../../domain/time.js";
 import { InvalidInputError } from "../../errors.js";
@@ -12,13 +12,11 @@ import { RECORD_SCHEMA_VERSION } from "../envelope.js";
  * Rows per Parquet row group unless configured otherwise. A writer holds a
  * whole row group before flushing it (its column chunks are contiguous in
  * the file): 16,384 rows of 200-byte values keep a 10M-row export's peak
- * RSS near 220 MB with the wasm writer (32,768 measured 234–259 MB) at the
- * same speed and size.
+ * RSS near 220 MB (measured with parquet-wasm; 32,768 measured 234–259 MB)
+ * at the same speed and size.
  */
 export const DEFAULT_ROW_GROUP_ROWS = 16_384;
-/** Rows per Arrow batch handed to the wasm Parquet writer; a multiple of {@link DATA_PAGE_ROWS}. */
-export const DEFAULT_BATCH_ROWS = 8_192;
-/** A data page may close only after a multiple of this many rows (the wasm writer's write batch size). */
+/** A data page may close only after a multiple of this many rows (parquet-wasm's write batch size, kept). */
 export const DATA_PAGE_ROWS = 128;
 /** A data page is closed once it holds this many bytes (checked every {@link DATA_PAGE_ROWS} rows). */
 export const DATA_PAGE_BYTES = 16 * 1024;
@@ -27,11 +25,11 @@ export const DATA_PAGE_BYTES = 16 * 1024;
 export const RECORD_SCHEMA_VERSION_KEY = "pulpitum.record_schema_version";
 
 /**
- * The Arrow schema parquet-wasm embeds (`ARROW:schema`, base64 of the IPC
+ * The Arrow schema parquet-wasm embedded (`ARROW:schema`, base64 of the IPC
  * schema message of the envelope: partition_key Binary, event_time
- * Timestamp(ns, "UTC"), sort_key Binary, value Binary). The native writer
- * embeds the same bytes, so Arrow-based readers decode both writers' files
- * to the same types (a unit test compares it with parquet-wasm's).
+ * Timestamp(ns, "UTC"), sort_key Binary, value Binary). The writer embeds
+ * the same bytes, so Arrow-based readers decode old and new payloads to the
+ * same types (an integration test reads it through pyarrow).
  */
 export const ARROW_SCHEMA_BASE64 =
   "/////xwBAAAQAAAAAAAKAAwACgAJAAQACgAAABAAAAAAAQQACAAIAAAABAAIAAAABAAAAAQAAAC4AAAAYAAAADAAAAAEAAAAaP///xQAAAAMAAAAAAAABAwAAAAAAAAAWP///wUAAAB2YWx1ZQAAAJD///8UAAAADAAAAAAAAAQMAAAAAAAAAID///8IAAAAc29ydF9rZXkAAAAAvP///xwAAAAMAAAAAAAACiQAAAAAAAAACAAMAAoABAAIAAAACAAAAAAAAwADAAAAVVRDAAoAAABldmVudF90aW1lAAAQABQAEAAAAA8ABAAAAAgAEAAAABgAAAAMAAAAAAAABBAAAAAAAAAABAAEAAQAAAANAAAAcGFydGl0aW9uX2tleQAAAA==";

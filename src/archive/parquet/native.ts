@@ -5,7 +5,7 @@
  * pool while the next ones fill, and a row group's column chunks leave as
  * soon as their pages are compressed.
  *
- * Layout, as parquet-wasm writes it: data page v1; partition_key
+ * Layout, as parquet-wasm wrote it (the second writer until issue 31): data page v1; partition_key
  * dictionary-encoded (one dictionary page with the bucket's key and
  * RLE-encoded indices); event_time, sort_key and value PLAIN; a page is
  * closed at a multiple of {@link DATA_PAGE_ROWS} rows once it holds
@@ -18,7 +18,6 @@
  * compressed) plus the offset indexes and footer entries, a few bytes per
  * page; the bytes are the same for the same rows and settings.
  */
-import * as zlib from "node:zlib";
 import type { BucketRow } from "../../ports/hot-store.js";
 import type { RowGuard } from "../row-guard.js";
 import {
@@ -50,11 +49,6 @@ export const MAX_PAGE_BYTES = 1024 * 1024;
 const KEY_PAGE_ROWS = 20_000;
 
 const MAGIC = Buffer.from("PAR1", "latin1");
-
-/** True when this runtime's zlib has Zstandard (Node 22.15+), which the native writer needs. */
-export function nativeParquetAvailable(): boolean {
-  return typeof (zlib as { createZstdCompress?: unknown }).createZstdCompress === "function";
-}
 
 /** A page waiting for its compressed body. */
 interface PendingPage {

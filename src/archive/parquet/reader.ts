@@ -21,7 +21,7 @@ import type { EpochMicros } from "../../domain/time.js";
 import { integrityFailure, ownArrayBuffer, type ByteSource } from "../byte-sources.js";
 import { ENVELOPE_COLUMNS } from "../envelope.js";
 import { PageCrcCheck } from "./page-crc.js";
-import { decompressZstdPage } from "./zstd-page.js";
+import { decompressZstdPage, requireZstd } from "./zstd-page.js";
 
 const COMPRESSORS: Compressors = { ZSTD: decompressZstdPage };
 
@@ -86,6 +86,7 @@ export class ParquetPayloadReader {
   }
 
   static async open(source: ByteSource): Promise<ParquetPayloadReader> {
+    requireZstd("the Parquet reader");
     // Page indexes sit between the last row group and the footer. Like the
     // footer they are metadata, read again by every range read, so the ranges
     // read from there are kept for the life of the reader (a few kilobytes
@@ -171,6 +172,24 @@ export class ParquetPayloadReader {
       }
     }
     return new ParquetPayloadReader(source, file, metadata);
+  }
+
+  /**
+   * The stored bytes of one column chunk, every page CRC-checked (as the
+   * decoder's reads are), with its codec: the input of the columnar
+   * verification (verify-columns.ts).
+   */
+  async columnChunk(group: number, column: number): Promise<{ bytes: Uint8Array; codec: string }> {
+    const meta = this.metadata.row_groups[group]?.columns[column]?.meta_data;
+    if (meta === undefined)
+      throw new ArchiveIntegrityError(
+        this.source.name,
+        `row group ${group} lacks column ${column}`,
+      );
+    const start = Number(meta.dictionary_page_offset ?? meta.data_page_offset);
+    const end = start + Number(meta.total_compressed_size);
+    // Damage (a CRC, a range outside the object) is an ArchiveIntegrityError; a store failure passes.
+    return { bytes: new Uint8Array(await this.file.slice(start, end)), codec: meta.codec };
   }
 
   /** Decode one row group into records. */

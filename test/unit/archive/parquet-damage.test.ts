@@ -33,7 +33,6 @@ async function payload(): Promise<Buffer> {
   }
   for await (const chunk of encodePayload("parquet", new Uint8Array([1]), pages(), undefined, {
     rowGroupRows: 16,
-    writer: "native",
   })) {
     chunks.push(Uint8Array.from(chunk));
   }

@@ -1,4 +1,4 @@
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { DuckDBInstance, type DuckDBBlobValue } from "@duckdb/node-api";
@@ -9,26 +9,19 @@ import {
   type FileMetaData,
   type OffsetIndex,
 } from "hyparquet";
-import { crc32 } from "node:zlib";
-import { decompress as fzstd } from "fzstd";
+import { crc32, zstdDecompressSync } from "node:zlib";
 import { parquetHeader } from "hyparquet/src/column.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { memoryByteSource, ownArrayBuffer } from "../../../src/archive/byte-sources.js";
-import { encodeParquet, type ParquetWriterKind } from "../../../src/archive/parquet/encode.js";
+import { encodeParquet } from "../../../src/archive/parquet/encode.js";
 import { ARROW_SCHEMA_BASE64 } from "../../../src/archive/parquet/layout.js";
-import { nativeParquetAvailable } from "../../../src/archive/parquet/native.js";
 import { ParquetPayloadReader } from "../../../src/archive/parquet/reader.js";
 import { inspectPayload } from "../../../src/archive/payload-reader.js";
+import { verifyParquetColumns } from "../../../src/archive/parquet/verify-columns.js";
 import { RowStreamGuard } from "../../../src/archive/row-guard.js";
-import { parseRfc3339Micros } from "../../../src/domain/time.js";
 import { ArchiveIntegrityError } from "../../../src/errors.js";
 import type { BucketRow } from "../../../src/ports/hot-store.js";
-
-const KEY = new Uint8Array([0x00, 0x70, 0xff, 0x10]);
-const T2024 = parseRfc3339Micros("2024-01-01T00:00:00Z");
-/** The extreme event times a TIMESTAMP(NANOS) holds, in whole microseconds. */
-const MIN_MICROS = -(2n ** 63n / 1000n);
-const MAX_MICROS = (2n ** 63n - 1n) / 1000n;
+import { expectedStats, KEY, makeRows, PARQUET_CASES } from "./parquet-cases.js";
 
 let dir: string;
 beforeAll(async () => {
@@ -38,31 +31,22 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-function pseudoRandomBytes(length: number, seed: number): Uint8Array {
-  const out = new Uint8Array(length);
-  let x = seed | 1;
-  for (let i = 0; i < length; i++) {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    out[i] = x & 0xff;
-  }
-  return out;
-}
-
-/** Rows in clustering order; sort keys are not monotonic across times, so chunk min/max are not the ends. */
-function makeRows(count: number, valueBytes = (i: number) => 40 + (i % 300)): BucketRow[] {
-  return Array.from({ length: count }, (_, i) => ({
-    eventTime: T2024 + BigInt(Math.floor(i / 3)) * 1_000n,
-    sortKey: new Uint8Array([i % 3, (i * 7919) & 0xff, (i >> 8) & 0xff]),
-    value: pseudoRandomBytes(valueBytes(i), i + 1),
-  }));
-}
-
 async function* pagesOf(rows: readonly BucketRow[], pageSize: number) {
   for (let i = 0; i < rows.length; i += pageSize) yield rows.slice(i, i + pageSize);
   if (rows.length === 0) yield [];
 }
+
+/**
+ * A payload parquet-wasm wrote (at 4210572, the last commit with that
+ * writer) from {@link WASM_ROWS} in row groups of 2,048: the reference the
+ * native writer's layout is held to, and an archive written before it.
+ */
+const WASM_ROWS = () => makeRows(5_000, (i) => 8 + (i % 24));
+const WASM_DIGEST = "7f3685c35063c576080042a36cd9302303450878c12dbbe3b33d4ffdca2754e8";
+const wasmPayload = () =>
+  readFile(new URL("./fixtures/parquet-wasm-5000.parquet", import.meta.url)).then((b) =>
+    Buffer.from(b),
+  );
 
 interface Written {
   readonly bytes: Buffer;
@@ -71,16 +55,12 @@ interface Written {
 
 async function write(
   rows: readonly BucketRow[],
-  writer: ParquetWriterKind,
   rowGroupRows?: number,
   pageSize = 1000,
 ): Promise<Written> {
   const guard = new RowStreamGuard();
   const chunks: Uint8Array[] = [];
-  for await (const chunk of encodeParquet(KEY, pagesOf(rows, pageSize), guard, {
-    writer,
-    rowGroupRows,
-  }))
+  for await (const chunk of encodeParquet(KEY, pagesOf(rows, pageSize), guard, { rowGroupRows }))
     chunks.push(chunk);
   return { bytes: Buffer.concat(chunks), digest: guard.digest.digest() };
 }
@@ -122,8 +102,7 @@ async function readHyparquet(bytes: Buffer): Promise<BucketRow[]> {
     file: arrayBuffer(bytes),
     utf8: false,
     parsers: NANOS,
-    // An independent Zstandard decoder (the writer compresses with Node's zlib).
-    compressors: { ZSTD: (input: Uint8Array) => fzstd(input) },
+    compressors: { ZSTD: (input: Uint8Array) => zstdDecompressSync(input) },
   });
   return objects.map((o) => {
     expect(Buffer.from(o.partition_key as Uint8Array).equals(Buffer.from(KEY))).toBe(true);
@@ -189,46 +168,11 @@ function chunkStats(metadata: FileMetaData) {
   }));
 }
 
-function expectedStats(rows: readonly BucketRow[], rowGroupRows: number) {
-  const groups = [];
-  for (let at = 0; at < rows.length; at += rowGroupRows) {
-    const group = rows.slice(at, at + rowGroupRows);
-    const keys = group.map((r) => Buffer.from(r.sortKey)).sort(Buffer.compare);
-    groups.push({
-      times: [group[0]!.eventTime * 1000n, group[group.length - 1]!.eventTime * 1000n],
-      keys: [keys[0]!, keys[keys.length - 1]!],
-    });
-  }
-  return groups;
-}
-
-describe.runIf(nativeParquetAvailable())("the native Parquet writer", () => {
-  const cases: [string, () => BucketRow[], number | undefined][] = [
-    ["an empty bucket", () => [], undefined],
-    ["one row", () => makeRows(1), undefined],
-    ["rows crossing page and row-group boundaries", () => makeRows(5_000), 1_000],
-    [
-      "0-byte and 1 MiB+ values",
-      () => makeRows(40, (i) => (i % 4 === 0 ? 0 : i % 4 === 1 ? 1_100_000 + i : 100)),
-      16,
-    ],
-    [
-      "event times at the TIMESTAMP(NANOS) limits",
-      () => [
-        { eventTime: MIN_MICROS, sortKey: new Uint8Array([1]), value: new Uint8Array([1]) },
-        { eventTime: MIN_MICROS, sortKey: new Uint8Array([2]), value: new Uint8Array() },
-        { eventTime: 0n, sortKey: new Uint8Array(), value: new Uint8Array([0]) },
-        { eventTime: MAX_MICROS, sortKey: new Uint8Array([0xff]), value: new Uint8Array([2]) },
-      ],
-      2,
-    ],
-    ["a file of 1,000 row groups", () => makeRows(1_000, () => 8), 1],
-  ];
-
-  for (const [name, make, rowGroupRows] of cases) {
+describe("the native Parquet writer", () => {
+  for (const [name, make, rowGroupRows] of PARQUET_CASES) {
     it(`${name}: every row, row-group statistics and offset index read back the same through our reader, hyparquet and DuckDB`, async () => {
       const rows = make();
-      const { bytes, digest } = await write(rows, "native", rowGroupRows);
+      const { bytes, digest } = await write(rows, rowGroupRows);
 
       const own = await readOwn(bytes);
       expectSameRows(own.records, rows);
@@ -255,9 +199,12 @@ describe.runIf(nativeParquetAvailable())("the native Parquet writer", () => {
         expect(Buffer.from(g.sortKey[0] as Uint8Array)).toEqual(want[i]!.keys[0]);
         expect(Buffer.from(g.sortKey[1] as Uint8Array)).toEqual(want[i]!.keys[1]);
       });
-      // DuckDB sees the same chunk statistics in this file as in parquet-wasm's.
-      const reference = await readDuckDb((await write(rows, "wasm", rowGroupRows)).bytes, "wasm");
-      expect(duck.stats).toEqual(reference.stats);
+      // DuckDB sees min/max statistics on event_time and sort_key of every row group, none elsewhere.
+      for (const stat of duck.stats) {
+        const kept = stat.path_in_schema === "event_time" || stat.path_in_schema === "sort_key";
+        expect(stat.stats_min_value !== null, String(stat.path_in_schema)).toBe(kept);
+        expect(stat.stats_max_value !== null, String(stat.path_in_schema)).toBe(kept);
+      }
       expect(own.rowGroups.map((g) => [g.minEventTime, g.maxEventTime])).toEqual(
         want.map((w) => w.times.map((ns) => ns / 1000n)),
       );
@@ -285,42 +232,72 @@ describe.runIf(nativeParquetAvailable())("the native Parquet writer", () => {
     });
   }
 
+  it("verification decodes the writer's payloads, and parquet-wasm's, on their columns to the writer's digest", async () => {
+    for (const [, make, rowGroupRows] of PARQUET_CASES) {
+      const rows = make();
+      const { bytes, digest } = await write(rows, rowGroupRows);
+      expect(
+        await verifyParquetColumns(memoryByteSource("own", bytes), { partitionKey: KEY }),
+      ).toEqual({ rowCount: rows.length, rowsDigest: digest });
+    }
+    // parquet-wasm wrote the same layout: its payloads verify on their columns too.
+    const wasm = await wasmPayload();
+    expect(await verifyParquetColumns(memoryByteSource("wasm", wasm), {})).toEqual({
+      rowCount: 5_000,
+      rowsDigest: WASM_DIGEST,
+    });
+    expect(
+      await inspectPayload(memoryByteSource("wasm", wasm), "parquet", { partitionKey: KEY }),
+    ).toEqual({ rowCount: 5_000, rowsDigest: WASM_DIGEST });
+  });
+
+  it("column verification refuses rows of another bucket's partition key or outside the bucket's bounds", async () => {
+    const rows = makeRows(3_000);
+    const { bytes } = await write(rows, 1_000);
+    const verify = (b: Buffer, expected: object) =>
+      verifyParquetColumns(memoryByteSource("t", b), expected);
+    await expect(verify(bytes, { partitionKey: new Uint8Array([1, 2, 3]) })).rejects.toThrow(
+      /partition key of another bucket/,
+    );
+    await expect(verify(bytes, { partitionKey: KEY, end: rows[2_500]!.eventTime })).rejects.toThrow(
+      /outside the bucket/,
+    );
+  });
+
   it("writes the same bytes for the same rows, whatever the snapshot's page size", async () => {
     const rows = makeRows(3_000);
-    const a = await write(rows, "native", 1_000, 1_000);
-    const b = await write(rows, "native", 1_000, 7);
-    const c = await write(rows, "native", 1_000, 3_000);
+    const a = await write(rows, 1_000, 1_000);
+    const b = await write(rows, 1_000, 7);
+    const c = await write(rows, 1_000, 3_000);
     expect(b.bytes.equals(a.bytes)).toBe(true);
     expect(c.bytes.equals(a.bytes)).toBe(true);
   });
 
-  it("cuts event_time, sort_key and partition_key pages where parquet-wasm does, and both files read back as the same rows with the same statistics", async () => {
-    const rows = makeRows(20_000);
-    const native = await write(rows, "native", 4_096);
-    const wasm = await write(rows, "wasm", 4_096);
-    expect(native.digest).toBe(wasm.digest);
-    const [ownNative, ownWasm] = [await readOwn(native.bytes), await readOwn(wasm.bytes)];
+  it("cuts event_time, sort_key and partition_key pages where parquet-wasm did, and its payload and ours read back as the same rows with the same statistics and metadata", async () => {
+    const wasm = await wasmPayload();
+    const native = await write(WASM_ROWS(), 2_048);
+    expect(native.digest).toBe(WASM_DIGEST);
+    const [ownNative, ownWasm] = [await readOwn(native.bytes), await readOwn(wasm)];
     expect(ownNative.content).toEqual(ownWasm.content);
     expect(ownNative.rowGroups).toEqual(ownWasm.rowGroups);
     expectSameRows(ownNative.records, ownWasm.records);
-    const [metaNative, metaWasm] = [metadataOf(native.bytes), metadataOf(wasm.bytes)];
+    const [metaNative, metaWasm] = [metadataOf(native.bytes), metadataOf(wasm)];
     expect(chunkStats(metaNative)).toEqual(chunkStats(metaWasm));
     expect(metaNative.key_value_metadata).toEqual(metaWasm.key_value_metadata);
     expect(metaNative.schema).toEqual(metaWasm.schema);
     expect(metaNative.created_by).toBe(metaWasm.created_by);
     const firstRows = (bytes: Buffer, meta: FileMetaData) =>
       offsetIndexes(bytes, meta).map((columns) =>
-        // parquet-wasm cuts value pages by an estimate of its own; ours close at
+        // parquet-wasm cut value pages by an estimate of its own; ours close at
         // the first multiple of 128 rows past 16 KiB (see native.ts).
         columns
           .slice(0, 3)
           .map((index) => index.page_locations.map((page) => page.first_row_index)),
       );
-    expect(firstRows(native.bytes, metaNative)).toEqual(firstRows(wasm.bytes, metaWasm));
+    expect(firstRows(native.bytes, metaNative)).toEqual(firstRows(wasm, metaWasm));
   });
 
-  it("compresses every column as tightly as parquet-wasm does (a stream's large-input parameters once doubled event_time)", async () => {
-    const rows = makeRows(20_000);
+  it("compresses every column as tightly as parquet-wasm did (a stream's large-input parameters once doubled event_time)", async () => {
     const sizes = (bytes: Buffer) => {
       const totals = new Map<string, number>();
       for (const group of metadataOf(bytes).row_groups)
@@ -333,8 +310,8 @@ describe.runIf(nativeParquetAvailable())("the native Parquet writer", () => {
         }
       return totals;
     };
-    const native = sizes((await write(rows, "native", 4_096)).bytes);
-    const wasm = sizes((await write(rows, "wasm", 4_096)).bytes);
+    const native = sizes((await write(WASM_ROWS(), 2_048)).bytes);
+    const wasm = sizes(await wasmPayload());
     for (const column of ["event_time", "sort_key", "value"])
       expect(native.get(column)!, column).toBeLessThanOrEqual(wasm.get(column)! * 1.05);
   });
@@ -358,7 +335,6 @@ describe.runIf(nativeParquetAvailable())("the native Parquet writer", () => {
     const chunks: Uint8Array[] = [];
     const encoding = (async () => {
       for await (const chunk of encodeParquet(KEY, failing(), new RowStreamGuard(), {
-        writer: "native",
         rowGroupRows: 1_000,
       }))
         chunks.push(chunk);
@@ -387,7 +363,6 @@ describe.runIf(nativeParquetAvailable())("the native Parquet writer", () => {
       }
     }
     for await (const chunk of encodeParquet(KEY, endless(), new RowStreamGuard(), {
-      writer: "native",
       rowGroupRows: 500,
     })) {
       if (chunk.byteLength > 4) break;
@@ -396,10 +371,13 @@ describe.runIf(nativeParquetAvailable())("the native Parquet writer", () => {
     expect(served).toBeLessThan(4);
   });
 
-  it("embeds the Arrow schema parquet-wasm writes", async () => {
-    const wasm = metadataOf((await write(makeRows(1), "wasm")).bytes);
-    const arrow = wasm.key_value_metadata?.find((kv) => kv.key === "ARROW:schema");
-    expect(arrow?.value).toBe(ARROW_SCHEMA_BASE64);
+  it("embeds the Arrow schema parquet-wasm wrote", async () => {
+    const ours = metadataOf((await write(makeRows(1))).bytes);
+    const wasm = metadataOf(await wasmPayload());
+    for (const meta of [ours, wasm]) {
+      const arrow = meta.key_value_metadata?.find((kv) => kv.key === "ARROW:schema");
+      expect(arrow?.value).toBe(ARROW_SCHEMA_BASE64);
+    }
   });
 
   it("records the CRC-32 of its stored bytes in every data and dictionary page header (parquet-wasm records none)", async () => {
@@ -424,15 +402,16 @@ describe.runIf(nativeParquetAvailable())("the native Parquet writer", () => {
       }
       return found;
     };
-    const native = pagesOf((await write(rows, "native", 2_000)).bytes);
+    const native = pagesOf((await write(rows, 2_000)).bytes);
     expect(new Set(native.map((p) => p.type))).toEqual(new Set(["DICTIONARY_PAGE", "DATA_PAGE"]));
     expect(native.filter((p) => p.crc !== p.actual)).toEqual([]);
-    const wasm = pagesOf((await write(rows, "wasm", 2_000)).bytes);
+    // Payloads parquet-wasm wrote before issue 31 carry none, and still read (test above).
+    const wasm = pagesOf(await wasmPayload());
     expect(wasm.filter((p) => p.crc !== undefined)).toEqual([]);
   });
 
   it("a range read refuses a page whose bytes no longer match its CRC, before decoding it", async () => {
-    const { bytes } = await write(makeRows(5_000), "native", 2_000);
+    const { bytes } = await write(makeRows(5_000), 2_000);
     const meta = metadataOf(bytes).row_groups[1]!.columns[2]!.meta_data!;
     const reader = {
       view: new DataView(arrayBuffer(bytes)),

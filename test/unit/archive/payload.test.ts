@@ -1,19 +1,6 @@
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readFile as readFixture, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import {
-  Binary,
-  Field,
-  makeData,
-  RecordBatch,
-  Schema,
-  Struct,
-  Table,
-  TimestampNanosecond,
-  Utf8,
-  tableToIPC,
-} from "apache-arrow";
-import * as parquetWasm from "parquet-wasm";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { countRows, readRecords } from "../../../src/archive/payload-reader.js";
 import { ParquetPayloadReader } from "../../../src/archive/parquet/reader.js";
@@ -271,11 +258,11 @@ describe("parquet payloads", () => {
   });
 
   it("rejects nanosecond values that are not whole microseconds and binaries annotated as strings", async () => {
-    const nanos = writeArrowParquet([1_000_000_500n], new Binary());
+    const nanos = await foreignParquet("foreign-nanos.parquet");
     await expect(countRows(memoryByteSource("ns.parquet", nanos), "parquet")).rejects.toThrow(
       /whole number of microseconds/,
     );
-    const strings = writeArrowParquet([1_000_000_000n], new Utf8());
+    const strings = await foreignParquet("foreign-utf8-value.parquet");
     await expect(countRows(memoryByteSource("s.parquet", strings), "parquet")).rejects.toThrow(
       /annotation|not record schema v2/,
     );
@@ -304,70 +291,12 @@ describe("parquet payloads", () => {
   });
 });
 
-/** A one-row Parquet file written straight from Arrow, for schemas our writer never produces. */
-function writeArrowParquet(eventTimesNs: bigint[], valueType: Binary | Utf8): Uint8Array {
-  const schema = new Schema([
-    new Field("partition_key", new Binary(), false),
-    new Field("event_time", new TimestampNanosecond("UTC"), false),
-    new Field("sort_key", new Binary(), false),
-    new Field("value", valueType, false),
-  ]);
-  const n = eventTimesNs.length;
-  const bytes = (text: string) => {
-    const data = Buffer.from(text.repeat(n));
-    const offsets = Int32Array.from({ length: n + 1 }, (_, i) => i * text.length);
-    return { data, offsets };
-  };
-  const pk = bytes("p");
-  const sk = bytes("s");
-  const v = bytes("v");
-  const data = makeData({
-    type: new Struct(schema.fields),
-    length: n,
-    nullCount: 0,
-    children: [
-      makeData({
-        type: new Binary(),
-        length: n,
-        nullCount: 0,
-        valueOffsets: pk.offsets,
-        data: pk.data,
-      }),
-      makeData({
-        type: new TimestampNanosecond("UTC"),
-        length: n,
-        nullCount: 0,
-        data: BigInt64Array.from(eventTimesNs),
-      }),
-      makeData({
-        type: new Binary(),
-        length: n,
-        nullCount: 0,
-        valueOffsets: sk.offsets,
-        data: sk.data,
-      }),
-      valueType instanceof Utf8
-        ? makeData({
-            type: new Utf8(),
-            length: n,
-            nullCount: 0,
-            valueOffsets: v.offsets,
-            data: v.data,
-          })
-        : makeData({
-            type: new Binary(),
-            length: n,
-            nullCount: 0,
-            valueOffsets: v.offsets,
-            data: v.data,
-          }),
-    ],
-  });
-  const table = parquetWasm.Table.fromIPCStream(
-    tableToIPC(new Table([new RecordBatch(schema, data)]), "stream"),
-  );
-  const props = new parquetWasm.WriterPropertiesBuilder()
-    .setCompression(parquetWasm.Compression.ZSTD)
-    .build();
-  return parquetWasm.writeParquet(table, props);
+/**
+ * A one-row Parquet file of a schema our writer never produces, written
+ * straight from Arrow by parquet-wasm (at 4210572, before issue 31 removed
+ * it): event_time 1,000,000,500 ns (not whole microseconds), or a value
+ * column annotated as a UTF-8 string.
+ */
+async function foreignParquet(name: string): Promise<Uint8Array> {
+  return new Uint8Array(await readFixture(new URL(`./fixtures/${name}`, import.meta.url)));
 }
