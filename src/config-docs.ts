@@ -5,7 +5,8 @@
  * what the parsers accept.
  */
 import { CONFIG_VARIABLES } from "./config-table.js";
-import { OBSOLETE_VARIABLES, OTHER_VARIABLES } from "./config.js";
+import { OBSOLETE_VARIABLES } from "./config.js";
+import { OTHER_VARIABLES } from "./unknown-variables.js";
 import { DISCOVERY_VARIABLES } from "./discovery-settings.js";
 import { FUNCTION_VARIABLES } from "./function-settings.js";
 import { defaultText } from "./variables.js";

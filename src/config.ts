@@ -1,9 +1,7 @@
 import path from "node:path";
 import { ConfigError, InvalidInputError, type ConfigProblem } from "./errors.js";
-import { CONFIG, CONFIG_VARIABLES } from "./config-table.js";
+import { CONFIG } from "./config-table.js";
 import { rawValue, readNumber, type Env } from "./variables.js";
-import { DISCOVERY_VARIABLES } from "./discovery-settings.js";
-import { FUNCTION_VARIABLES } from "./function-settings.js";
 import {
   DEFAULT_CUTOFF_POLICY,
   describeCutoffPolicy,
@@ -129,71 +127,127 @@ export const SQS_LONGEST_POLL_SECONDS = 20;
 export const CUTOFF_FORM =
   "an RFC 3339 timestamp with an offset and at most 6 fractional digits (microseconds), such as 2025-01-01T00:00:00Z";
 
+/** The variables being read and the problems found so far. */
+interface ConfigReader {
+  readonly problems: ConfigProblem[];
+  bad(variable: string, value: string | undefined, accepted: string): void;
+  raw(name: string): string | undefined;
+  number(variable: Parameters<typeof readNumber>[1], fallback?: number): number;
+}
+
 /**
  * Parse and validate the whole configuration at once. Every problem is
  * reported together in one {@link ConfigError}; secrets are redacted.
  */
 export function parseConfig(env: Env, options: { cwd: string }): PulpitumConfig {
   const problems: ConfigProblem[] = [];
-  const bad = (variable: string, value: string | undefined, accepted: string) =>
-    problems.push({ variable, value, accepted });
-  const raw = (name: string): string | undefined => rawValue(env, name);
-  const number = (variable: Parameters<typeof readNumber>[1], fallback?: number) =>
-    readNumber(env, variable, problems, fallback);
-
+  const read: ConfigReader = {
+    problems,
+    bad: (variable, value, accepted) => problems.push({ variable, value, accepted }),
+    raw: (name) => rawValue(env, name),
+    number: (variable, fallback) => readNumber(env, variable, problems, fallback),
+  };
   for (const [name, reason] of Object.entries(OBSOLETE_VARIABLES)) {
-    if (env[name] !== undefined) bad(name, env[name], `obsolete: ${reason}`);
+    if (env[name] !== undefined) read.bad(name, env[name], `obsolete: ${reason}`);
   }
-
-  let cutoff = DEFAULT_CUTOFF_POLICY;
-  const cutoffText = raw("ARCHIVER_ELIGIBLE_BEFORE");
-  if (cutoffText !== undefined) {
-    try {
-      cutoff = fixedCutoff(parseRfc3339Micros(cutoffText, "ARCHIVER_ELIGIBLE_BEFORE"));
-    } catch (error) {
-      if (!(error instanceof InvalidInputError)) throw error;
-      // The same refusal as an event time's (sub-microsecond digits, a day that does not exist).
-      bad("ARCHIVER_ELIGIBLE_BEFORE", cutoffText, `${error.problem}; expected ${CUTOFF_FORM}`);
-    }
+  const cutoff = cutoffOf(read);
+  const numbers = numberSettings(read);
+  const timeouts = timeoutsOf(read);
+  const home = path.resolve(options.cwd, read.raw("PULPITUM_HOME") ?? CONFIG.home.default);
+  let defaultFormat: ArchiveFormat = CONFIG.defaultFormat.default;
+  const formatText = read.raw("PULPITUM_ARCHIVE_FORMAT");
+  if (formatText !== undefined) {
+    if (formatText === "parquet" || formatText === "json") defaultFormat = formatText;
+    else read.bad("PULPITUM_ARCHIVE_FORMAT", formatText, "parquet or json");
   }
+  const { database, archive } = storesOf(read, home, options.cwd);
+  const queueUrl = (name: string) => {
+    const v = read.raw(name);
+    if (v !== undefined && !isHttpUrl(v))
+      read.bad(
+        name,
+        v,
+        "an SQS queue URL, such as https://sqs.us-east-1.amazonaws.com/123456789012/pulpitum-work",
+      );
+    return v;
+  };
+  const workQueueUrl = queueUrl("PULPITUM_WORK_QUEUE_URL");
+  const deadLetterQueueUrl = queueUrl("PULPITUM_DLQ_URL");
 
-  const intervalSeconds = number(CONFIG.intervalSeconds);
-  const leaseSeconds = number(CONFIG.leaseSeconds);
-  const renewalText = raw("ARCHIVER_LEASE_RENEWAL_SECONDS");
-  const leaseRenewalSeconds = number(CONFIG.leaseRenewalSeconds, leaseSeconds / 3);
+  if (problems.length > 0) throw new ConfigError(problems);
+
+  return Object.freeze({
+    cutoff,
+    ...numbers,
+    timeouts,
+    database: Object.freeze(database),
+    archive: Object.freeze(archive),
+    home,
+    defaultFormat,
+    workQueueUrl,
+    deadLetterQueueUrl,
+  });
+}
+
+function cutoffOf(read: ConfigReader): CutoffPolicy {
+  const cutoffText = read.raw("ARCHIVER_ELIGIBLE_BEFORE");
+  if (cutoffText === undefined) return DEFAULT_CUTOFF_POLICY;
+  try {
+    return fixedCutoff(parseRfc3339Micros(cutoffText, "ARCHIVER_ELIGIBLE_BEFORE"));
+  } catch (error) {
+    if (!(error instanceof InvalidInputError)) throw error;
+    // The same refusal as an event time's (sub-microsecond digits, a day that does not exist).
+    read.bad("ARCHIVER_ELIGIBLE_BEFORE", cutoffText, `${error.problem}; expected ${CUTOFF_FORM}`);
+    return DEFAULT_CUTOFF_POLICY;
+  }
+}
+
+/** The numeric settings of the archiver, in the order their problems are reported. */
+function numberSettings(read: ConfigReader) {
+  const intervalSeconds = read.number(CONFIG.intervalSeconds);
+  const leaseSeconds = read.number(CONFIG.leaseSeconds);
+  const renewalText = read.raw("ARCHIVER_LEASE_RENEWAL_SECONDS");
+  const leaseRenewalSeconds = read.number(CONFIG.leaseRenewalSeconds, leaseSeconds / 3);
   if (
     renewalText !== undefined &&
     leaseRenewalSeconds >= leaseSeconds &&
-    problems.every((p) => p.variable !== "ARCHIVER_LEASE_RENEWAL_SECONDS")
+    read.problems.every((p) => p.variable !== "ARCHIVER_LEASE_RENEWAL_SECONDS")
   ) {
-    bad(
+    read.bad(
       "ARCHIVER_LEASE_RENEWAL_SECONDS",
       renewalText,
       `a number of seconds > 0 and shorter than ARCHIVER_LEASE_SECONDS (${leaseSeconds})`,
     );
   }
-  const retrySeconds = number(CONFIG.retrySeconds);
-  const requeueSeconds = number(CONFIG.requeueSeconds);
-  const scanLimit = number(CONFIG.scanLimit);
-  const workers = number(CONFIG.workers);
-  const snapshotPageSize = number(CONFIG.snapshotPageSize);
-  const maxAttempts = number(CONFIG.maxAttempts);
-  const segmentRows = number(CONFIG.segmentRows);
-  const segmentBytes = number(CONFIG.segmentBytes);
-  const cleanupBatchSize = number(CONFIG.cleanupBatchSize);
-  const cleanupMaxRowsPerSecond = number(CONFIG.cleanupMaxRowsPerSecond);
-  const gcMinAgeSeconds = number(CONFIG.gcMinAgeSeconds);
-  const scrubPeriodDays = number(CONFIG.scrubPeriodDays);
+  return {
+    intervalSeconds,
+    leaseSeconds,
+    leaseRenewalSeconds,
+    retrySeconds: read.number(CONFIG.retrySeconds),
+    requeueSeconds: read.number(CONFIG.requeueSeconds),
+    scanLimit: read.number(CONFIG.scanLimit),
+    workers: read.number(CONFIG.workers),
+    snapshotPageSize: read.number(CONFIG.snapshotPageSize),
+    maxAttempts: read.number(CONFIG.maxAttempts),
+    segmentRows: read.number(CONFIG.segmentRows),
+    segmentBytes: read.number(CONFIG.segmentBytes),
+    cleanupBatchSize: read.number(CONFIG.cleanupBatchSize),
+    cleanupMaxRowsPerSecond: read.number(CONFIG.cleanupMaxRowsPerSecond),
+    gcMinAgeSeconds: read.number(CONFIG.gcMinAgeSeconds),
+    scrubPeriodDays: read.number(CONFIG.scrubPeriodDays),
+  };
+}
 
-  const sqsRequestText = raw("PULPITUM_SQS_REQUEST_TIMEOUT_SECONDS");
+function timeoutsOf(read: ConfigReader): ClientTimeouts {
+  const sqsRequestText = read.raw("PULPITUM_SQS_REQUEST_TIMEOUT_SECONDS");
   const timeouts: ClientTimeouts = Object.freeze({
-    databaseConnectSeconds: number(CONFIG.databaseConnectSeconds),
-    databaseStatementSeconds: number(CONFIG.databaseStatementSeconds),
-    databaseIdleInTransactionSeconds: number(CONFIG.databaseIdleInTransactionSeconds),
-    s3ConnectSeconds: number(CONFIG.s3ConnectSeconds),
-    s3RequestSeconds: number(CONFIG.s3RequestSeconds),
-    sqsConnectSeconds: number(CONFIG.sqsConnectSeconds),
-    sqsRequestSeconds: number(CONFIG.sqsRequestSeconds),
+    databaseConnectSeconds: read.number(CONFIG.databaseConnectSeconds),
+    databaseStatementSeconds: read.number(CONFIG.databaseStatementSeconds),
+    databaseIdleInTransactionSeconds: read.number(CONFIG.databaseIdleInTransactionSeconds),
+    s3ConnectSeconds: read.number(CONFIG.s3ConnectSeconds),
+    s3RequestSeconds: read.number(CONFIG.s3RequestSeconds),
+    sqsConnectSeconds: read.number(CONFIG.sqsConnectSeconds),
+    sqsRequestSeconds: read.number(CONFIG.sqsRequestSeconds),
   });
   if (
     sqsRequestText !== undefined &&
@@ -201,22 +255,22 @@ export function parseConfig(env: Env, options: { cwd: string }): PulpitumConfig 
     timeouts.sqsRequestSeconds <= SQS_LONGEST_POLL_SECONDS
   ) {
     // A long poll is silent until a message arrives: a shorter timeout would cut every idle one.
-    bad(
+    read.bad(
       "PULPITUM_SQS_REQUEST_TIMEOUT_SECONDS",
       sqsRequestText,
       `0 (no timeout) or a number of seconds > ${SQS_LONGEST_POLL_SECONDS} (the longest SQS long poll) and at most 31536000`,
     );
   }
+  return timeouts;
+}
 
-  const home = path.resolve(options.cwd, raw("PULPITUM_HOME") ?? CONFIG.home.default);
-
-  let defaultFormat: ArchiveFormat = CONFIG.defaultFormat.default;
-  const formatText = raw("PULPITUM_ARCHIVE_FORMAT");
-  if (formatText !== undefined) {
-    if (formatText === "parquet" || formatText === "json") defaultFormat = formatText;
-    else bad("PULPITUM_ARCHIVE_FORMAT", formatText, "parquet or json");
-  }
-
+/** The hot store and the archive: both given (an external deployment) or neither (embedded under `home`). */
+function storesOf(
+  read: ConfigReader,
+  home: string,
+  cwd: string,
+): { database: DatabaseLocation; archive: ArchiveLocation } {
+  const { bad, raw } = read;
   const endpoint = raw("AWS_ENDPOINT_URL_S3") ?? raw("AWS_ENDPOINT_URL");
   let forcePathStyle = endpoint !== undefined;
   const pathStyleText = raw("PULPITUM_S3_FORCE_PATH_STYLE");
@@ -231,18 +285,7 @@ export function parseConfig(env: Env, options: { cwd: string }): PulpitumConfig 
   let database: DatabaseLocation = { kind: "pglite", dataDir: path.join(home, "db") };
   let archive: ArchiveLocation = { kind: "file", root: path.join(home, "archive"), prefix: "" };
 
-  const tlsText = raw(CONFIG.databaseTls.name);
-  let tlsSetting: DatabaseTlsSetting = CONFIG.databaseTls.default;
-  if (tlsText !== undefined) {
-    if ((DATABASE_TLS_SETTINGS as readonly string[]).includes(tlsText))
-      tlsSetting = tlsText as DatabaseTlsSetting;
-    else bad(CONFIG.databaseTls.name, tlsText, DATABASE_TLS_SETTINGS.join(", "));
-  }
-  const caFileText = raw(CONFIG.databaseCaFile.name);
-  const tls: DatabaseTlsOptions = Object.freeze({
-    setting: tlsSetting,
-    caFile: caFileText === undefined ? undefined : path.resolve(options.cwd, caFileText),
-  });
+  const tls = databaseTlsOf(read, cwd);
   if (databaseText !== undefined) {
     if (/^postgres(ql)?:\/\/[^\s]+$/.test(databaseText) && isUrl(databaseText)) {
       const resolved = resolveDatabaseTls(databaseText, tls);
@@ -270,46 +313,21 @@ export function parseConfig(env: Env, options: { cwd: string }): PulpitumConfig 
       `is unset while ${present} is set: set both (an external deployment) or neither (embedded under PULPITUM_HOME)`,
     );
   }
+  return { database, archive };
+}
 
-  const queueUrl = (name: string) => {
-    const v = raw(name);
-    if (v !== undefined && !isHttpUrl(v))
-      bad(
-        name,
-        v,
-        "an SQS queue URL, such as https://sqs.us-east-1.amazonaws.com/123456789012/pulpitum-work",
-      );
-    return v;
-  };
-  const workQueueUrl = queueUrl("PULPITUM_WORK_QUEUE_URL");
-  const deadLetterQueueUrl = queueUrl("PULPITUM_DLQ_URL");
-
-  if (problems.length > 0) throw new ConfigError(problems);
-
+function databaseTlsOf(read: ConfigReader, cwd: string): DatabaseTlsOptions {
+  const tlsText = read.raw(CONFIG.databaseTls.name);
+  let tlsSetting: DatabaseTlsSetting = CONFIG.databaseTls.default;
+  if (tlsText !== undefined) {
+    if ((DATABASE_TLS_SETTINGS as readonly string[]).includes(tlsText))
+      tlsSetting = tlsText as DatabaseTlsSetting;
+    else read.bad(CONFIG.databaseTls.name, tlsText, DATABASE_TLS_SETTINGS.join(", "));
+  }
+  const caFileText = read.raw(CONFIG.databaseCaFile.name);
   return Object.freeze({
-    cutoff,
-    intervalSeconds,
-    leaseSeconds,
-    leaseRenewalSeconds,
-    retrySeconds,
-    requeueSeconds,
-    scanLimit,
-    workers,
-    snapshotPageSize,
-    maxAttempts,
-    segmentRows,
-    segmentBytes,
-    cleanupBatchSize,
-    cleanupMaxRowsPerSecond,
-    gcMinAgeSeconds,
-    scrubPeriodDays,
-    timeouts,
-    database: Object.freeze(database),
-    archive: Object.freeze(archive),
-    home,
-    defaultFormat,
-    workQueueUrl,
-    deadLetterQueueUrl,
+    setting: tlsSetting,
+    caFile: caFileText === undefined ? undefined : path.resolve(cwd, caFileText),
   });
 }
 
@@ -405,111 +423,4 @@ export function describeConfig(config: PulpitumConfig): Record<string, unknown> 
         ? { kind: "postgres", url: redactUrl(config.database.url) }
         : config.database,
   };
-}
-
-/**
- * Variables with these prefixes that are read somewhere other than
- * {@link parseConfig}: the CLI, the Lambda functions and the CDK app
- * (infra/app-props.ts). Anything else under the prefixes is a typo or a
- * leftover, and is reported by {@link unknownVariableWarnings}.
- */
-export const OTHER_VARIABLES: ReadonlyArray<{ name: string; rule: string }> = [
-  { name: "PULPITUM_LOG", rule: "debug: also log every phase outcome and detail on stderr" },
-  { name: "PULPITUM_DEBUG", rule: "any value: print the stack of an unexpected failure" },
-  ...[
-    "STACK_NAME",
-    "ARCHIVE_PREFIX",
-    "DATABASE_SECRET_ARN",
-    "VPC_ID",
-    "SUBNET_IDS",
-    "SECURITY_GROUP_ID",
-    "AVAILABILITY_ZONES",
-    "ROUTE_TABLE_IDS",
-    "AWS_SERVICES",
-    "ARCHIVE_KMS_KEY",
-    "OBJECT_LOCK_RETENTION_DAYS",
-    "OBJECT_LOCK_MODE",
-    "SCHEDULE_MINUTES",
-    "MAX_RECEIVE_COUNT",
-    "WORKER_TIMEOUT_SECONDS",
-    "WORKER_MEMORY_MB",
-    "WORKER_BATCH_SIZE",
-    "WORKER_MAX_CONCURRENCY",
-    "DATABASE_POOL_MAX",
-    "DATABASE_CONNECTION_BUDGET",
-    "ALARM_TOPIC_ARN",
-    "QUERY_CATALOG",
-    "GLUE_DATABASE_NAME",
-    "QUERY_BYTES_SCANNED_CUTOFF_GB",
-    "QUERY_RESULTS_RETENTION_DAYS",
-    "PAYLOAD_TRANSITION_DAYS",
-    "PAYLOAD_STORAGE_CLASS",
-  ].map((suffix) => ({
-    name: `PULPITUM_${suffix}`,
-    rule: "a setting of the CDK app (cdk synth/deploy)",
-  })),
-];
-
-/** Values `PULPITUM_LOG` accepts. */
-export const LOG_LEVELS = ["debug"] as const;
-
-/**
- * One warning per `ARCHIVER_*` or `PULPITUM_*` variable that nothing reads
- * (with the closest known name), and per unknown `PULPITUM_LOG` level. A
- * typo such as `ARCHIVER_WORKER=4` would otherwise be ignored in silence.
- */
-export function unknownVariableWarnings(env: Env): string[] {
-  const known = new Set([
-    ...CONFIG_VARIABLES.map((v) => v.name),
-    ...DISCOVERY_VARIABLES.map((v) => v.name),
-    ...FUNCTION_VARIABLES.map((v) => v.name),
-    ...Object.keys(OBSOLETE_VARIABLES),
-    ...OTHER_VARIABLES.map((v) => v.name),
-  ]);
-  const warnings: string[] = [];
-  for (const name of Object.keys(env).sort()) {
-    if (!/^(ARCHIVER|PULPITUM)_/.test(name) || known.has(name)) continue;
-    const closest = closestName(name, known);
-    warnings.push(
-      `${name} is not a variable Pulpitum reads and is ignored` +
-        (closest === undefined ? "" : `; did you mean ${closest}?`),
-    );
-  }
-  const level = env.PULPITUM_LOG?.trim();
-  if (level !== undefined && level !== "" && !(LOG_LEVELS as readonly string[]).includes(level)) {
-    warnings.push(
-      `PULPITUM_LOG=${JSON.stringify(level)} is not a known level and is ignored; accepted: ${LOG_LEVELS.join(", ")}`,
-    );
-  }
-  return warnings;
-}
-
-/** The known name within edit distance 3 of `name`, if one is clearly closest. */
-function closestName(name: string, known: ReadonlySet<string>): string | undefined {
-  let best: string | undefined;
-  let bestDistance = 4;
-  for (const candidate of known) {
-    const d = editDistance(name, candidate);
-    if (d < bestDistance) {
-      best = candidate;
-      bestDistance = d;
-    }
-  }
-  return best;
-}
-
-function editDistance(a: string, b: string): number {
-  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const current = [i];
-    for (let j = 1; j <= b.length; j++) {
-      current[j] = Math.min(
-        previous[j]! + 1,
-        current[j - 1]! + 1,
-        previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1),
-      );
-    }
-    previous = current;
-  }
-  return previous[b.length]!;
 }

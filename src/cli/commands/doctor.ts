@@ -14,7 +14,7 @@ import { describeServer } from "../../adapters/sql/connection-error.js";
 import type { SqlExecutor } from "../../adapters/sql/database.js";
 import { appliedMigrations, LATEST_MIGRATION } from "../../adapters/sql/migrations.js";
 import type { PulpitumConfig } from "../../config.js";
-import { unknownVariableWarnings } from "../../config.js";
+import { unknownVariableWarnings } from "../../unknown-variables.js";
 import { ConfigError, errorMessage } from "../../errors.js";
 import { loadConfig, openAdapters, openArchiveStore, sqsTimeouts } from "../../open-adapters.js";
 import type { ObjectStore } from "../../ports/object-store.js";
