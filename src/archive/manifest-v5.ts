@@ -208,6 +208,9 @@ export interface ArchiveManifestExpectations extends ManifestExpectations {
   readonly parts?: readonly PayloadFacts[];
 }
 
+/** Throws the ArchiveIntegrityError of a wrong manifest field. */
+type Fail = (field: string, problem: string) => never;
+
 /**
  * Validate a manifest of either version (see {@link validateManifest} for
  * v4). Throws ArchiveIntegrityError naming the first field that is wrong.
@@ -217,18 +220,11 @@ export function validateArchiveManifest(
   expected: ArchiveManifestExpectations = {},
   objectKey = expected.manifestKey ?? "manifest",
 ): ArchiveManifest {
-  const fail = (field: string, problem: string): never => {
+  const fail: Fail = (field, problem) => {
     throw new ArchiveIntegrityError(objectKey, `manifest field ${field} ${problem}`);
   };
   const bytes = typeof input === "string" ? Buffer.from(input, "utf8") : input;
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
-  } catch (error) {
-    throw new ArchiveIntegrityError(objectKey, `manifest is not JSON: ${errorMessage(error)}`, {
-      cause: error,
-    });
-  }
+  const parsed = parseManifestJson(bytes, objectKey);
   const version = (parsed as { manifest_version?: unknown } | null)?.manifest_version;
   if (version !== SEGMENTED_MANIFEST_VERSION) {
     if (expected.parts !== undefined && version === MANIFEST_VERSION) {
@@ -255,10 +251,52 @@ export function validateArchiveManifest(
   if (!Array.isArray(rawParts) || rawParts.length < 2) {
     fail("parts", "must be an array of at least two parts (one part is manifest v4)");
   }
-  const partsIn = rawParts as unknown[];
-
   // Each part must be what a v4 manifest of this bucket could name as its payload.
   const { manifestKey: _key, payload: _payload, ...identityExpectations } = expected;
+  const bounds = bucketBoundsOf(m, fail);
+  const parts: ManifestPart[] = [];
+  let previousLast: ClusteringPosition | null = null;
+  (rawParts as unknown[]).forEach((raw, i) => {
+    const read = readPart(m, raw, `parts[${i}]`, { identityExpectations, objectKey, bounds, fail });
+    if (previousLast !== null && compareClustering(previousLast, read.first) >= 0) {
+      fail(`parts[${i}]`, "does not start after the previous part's last key");
+    }
+    previousLast = read.last;
+    parts.push(read.part);
+  });
+  // The identity fields were checked with every part; take them from the first.
+  const identity = validateManifest(
+    { ...m, manifest_version: MANIFEST_VERSION, ...v4PayloadOf(parts[0]!) },
+    { ...identityExpectations, manifestKey: expected.manifestKey },
+    objectKey,
+  );
+  const rows = parts.reduce((sum, p) => sum + p.row_count, 0);
+  const byteTotal = parts.reduce((sum, p) => sum + p.byte_length, 0);
+  if (m.row_count !== rows)
+    fail("row_count", `is ${JSON.stringify(m.row_count)}, the parts hold ${rows}`);
+  if (m.byte_length !== byteTotal) {
+    fail("byte_length", `is ${JSON.stringify(m.byte_length)}, the parts hold ${byteTotal}`);
+  }
+  if (expected.manifestKey !== undefined) checkKeyNamesBytes(expected.manifestKey, bytes);
+  if (expected.parts !== undefined) checkRecordedParts(expected.parts, parts, fail);
+  return segmentedManifest(identity, parts);
+}
+
+function parseManifestJson(bytes: Uint8Array, objectKey: string): unknown {
+  try {
+    return JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
+  } catch (error) {
+    throw new ArchiveIntegrityError(objectKey, `manifest is not JSON: ${errorMessage(error)}`, {
+      cause: error,
+    });
+  }
+}
+
+/** The bucket's event-time bounds in microseconds, from its strategy and key. */
+function bucketBoundsOf(
+  m: Record<string, unknown>,
+  fail: Fail,
+): { readonly lowest: bigint; readonly highest: bigint } {
   const strategy = m.bucket_strategy;
   if (!(BUCKET_STRATEGIES as readonly unknown[]).includes(strategy)) {
     fail(
@@ -276,77 +314,62 @@ export function validateArchiveManifest(
       `is ${JSON.stringify(m.bucket_key)}, invalid for ${String(strategy)}: ${errorMessage(error)}`,
     );
   }
-  const lowest = dateToMicros(descriptor!.start);
-  const highest = dateToMicros(descriptor!.end);
-  const parts: ManifestPart[] = [];
-  let previousLast: ClusteringPosition | null = null;
-  let rows = 0;
-  let byteTotal = 0;
-  partsIn.forEach((raw, i) => {
-    const field = `parts[${i}]`;
-    if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
-      fail(field, "is not a JSON object");
-    }
-    const part = raw as Record<string, unknown>;
-    let checked: Manifest;
-    try {
-      checked = validateManifest(
-        {
-          ...m,
-          manifest_version: MANIFEST_VERSION,
-          parts: undefined,
-          payload_key: part.payload_key,
-          sha256: part.sha256,
-          row_count: part.row_count,
-          byte_length: part.byte_length,
-          storage_checksum: part.storage_checksum,
-        },
-        identityExpectations,
-        objectKey,
-      );
-    } catch (error) {
-      throw new ArchiveIntegrityError(objectKey, `${field}: ${errorMessage(error)}`, {
-        cause: error,
-      });
-    }
-    if (checked.row_count < 1) fail(`${field}.row_count`, "is 0; a part holds rows");
-    const position = (which: "first" | "last"): ClusteringPosition => {
-      const timeText = part[`${which}_event_time`];
-      const keyText = part[`${which}_sort_key_b64`];
-      let eventTime: bigint | undefined;
-      let sortKey: Uint8Array | undefined;
-      try {
-        if (typeof timeText !== "string" || !timeText.endsWith("Z")) throw new Error("no Z");
-        eventTime = parseRfc3339Micros(timeText, `${which}_event_time`);
-      } catch {
-        fail(
-          `${field}.${which}_event_time`,
-          `is ${JSON.stringify(timeText)}, expected an RFC 3339 UTC time ending in Z`,
-        );
-      }
-      try {
-        sortKey = parseBase64(keyText, `${which}_sort_key_b64`);
-      } catch (error) {
-        fail(`${field}.${which}_sort_key_b64`, `is invalid: ${errorMessage(error)}`);
-      }
-      if (eventTime! < lowest || eventTime! >= highest) {
-        fail(`${field}.${which}_event_time`, `is ${String(timeText)}, outside the bucket's bounds`);
-      }
-      return { eventTime: eventTime!, sortKey: sortKey! };
-    };
-    const first = position("first");
-    const last = position("last");
-    if (compareClustering(first, last) > 0) fail(field, "has its first key after its last key");
-    if (checked.row_count === 1 && compareClustering(first, last) !== 0) {
-      fail(field, "holds one row but names two different keys");
-    }
-    if (previousLast !== null && compareClustering(previousLast, first) >= 0) {
-      fail(field, "does not start after the previous part's last key");
-    }
-    previousLast = last;
-    rows += checked.row_count;
-    byteTotal += checked.byte_length;
-    parts.push({
+  return { lowest: dateToMicros(descriptor!.start), highest: dateToMicros(descriptor!.end) };
+}
+
+/**
+ * One part: what a v4 manifest of this bucket could name as its payload,
+ * holding rows, with a first and a last clustering key inside the bucket's
+ * bounds, in order.
+ */
+function readPart(
+  m: Record<string, unknown>,
+  raw: unknown,
+  field: string,
+  context: {
+    readonly identityExpectations: ManifestExpectations;
+    readonly objectKey: string;
+    readonly bounds: { readonly lowest: bigint; readonly highest: bigint };
+    readonly fail: Fail;
+  },
+): { part: ManifestPart; first: ClusteringPosition; last: ClusteringPosition } {
+  const { objectKey, bounds, fail } = context;
+  if (typeof raw !== "object" || raw === null || Array.isArray(raw)) {
+    fail(field, "is not a JSON object");
+  }
+  const part = raw as Record<string, unknown>;
+  let checked: Manifest;
+  try {
+    checked = validateManifest(
+      {
+        ...m,
+        manifest_version: MANIFEST_VERSION,
+        parts: undefined,
+        payload_key: part.payload_key,
+        sha256: part.sha256,
+        row_count: part.row_count,
+        byte_length: part.byte_length,
+        storage_checksum: part.storage_checksum,
+      },
+      context.identityExpectations,
+      objectKey,
+    );
+  } catch (error) {
+    throw new ArchiveIntegrityError(objectKey, `${field}: ${errorMessage(error)}`, {
+      cause: error,
+    });
+  }
+  if (checked.row_count < 1) fail(`${field}.row_count`, "is 0; a part holds rows");
+  const first = partPosition(part, "first", field, bounds, fail);
+  const last = partPosition(part, "last", field, bounds, fail);
+  if (compareClustering(first, last) > 0) fail(field, "has its first key after its last key");
+  if (checked.row_count === 1 && compareClustering(first, last) !== 0) {
+    fail(field, "holds one row but names two different keys");
+  }
+  return {
+    first,
+    last,
+    part: {
       payload_key: checked.payload_key,
       row_count: checked.row_count,
       byte_length: checked.byte_length,
@@ -356,45 +379,73 @@ export function validateArchiveManifest(
       first_sort_key_b64: part.first_sort_key_b64 as string,
       last_event_time: part.last_event_time as string,
       last_sort_key_b64: part.last_sort_key_b64 as string,
-    });
+    },
+  };
+}
+
+/** A part's first or last clustering key, inside the bucket's bounds. */
+function partPosition(
+  part: Record<string, unknown>,
+  which: "first" | "last",
+  field: string,
+  bounds: { readonly lowest: bigint; readonly highest: bigint },
+  fail: Fail,
+): ClusteringPosition {
+  const timeText = part[`${which}_event_time`];
+  const keyText = part[`${which}_sort_key_b64`];
+  let eventTime: bigint | undefined;
+  let sortKey: Uint8Array | undefined;
+  try {
+    if (typeof timeText !== "string" || !timeText.endsWith("Z")) throw new Error("no Z");
+    eventTime = parseRfc3339Micros(timeText, `${which}_event_time`);
+  } catch {
+    fail(
+      `${field}.${which}_event_time`,
+      `is ${JSON.stringify(timeText)}, expected an RFC 3339 UTC time ending in Z`,
+    );
+  }
+  try {
+    sortKey = parseBase64(keyText, `${which}_sort_key_b64`);
+  } catch (error) {
+    fail(`${field}.${which}_sort_key_b64`, `is invalid: ${errorMessage(error)}`);
+  }
+  if (eventTime! < bounds.lowest || eventTime! >= bounds.highest) {
+    fail(`${field}.${which}_event_time`, `is ${String(timeText)}, outside the bucket's bounds`);
+  }
+  return { eventTime: eventTime!, sortKey: sortKey! };
+}
+
+/** A manifest key names the SHA-256 of its bytes (`…/manifests/{sha256}.json`). */
+function checkKeyNamesBytes(manifestKey: string, bytes: Uint8Array): void {
+  const name = /\/manifests\/([0-9a-f]{64})\.json$/.exec(manifestKey);
+  if (name !== null && sha256Hex(bytes) !== name[1]) {
+    throw new ArchiveIntegrityError(
+      manifestKey,
+      `manifest bytes hash to ${sha256Hex(bytes)}, not to the ${name[1]} its key names`,
+    );
+  }
+}
+
+/** The manifest lists exactly the bucket's recorded parts, in order. */
+function checkRecordedParts(
+  recorded: readonly PayloadFacts[],
+  parts: readonly ManifestPart[],
+  fail: Fail,
+): void {
+  if (recorded.length !== parts.length) {
+    fail("parts", `lists ${parts.length} parts, ${recorded.length} are recorded`);
+  }
+  recorded.forEach((want, i) => {
+    const got = parts[i]!;
+    if (
+      got.payload_key !== want.key ||
+      got.sha256 !== want.sha256 ||
+      got.row_count !== want.rowCount ||
+      got.byte_length !== want.byteLength
+    ) {
+      fail(`parts[${i}]`, `is ${got.payload_key}, expected the recorded part ${want.key}`);
+    }
   });
-  // The identity fields were checked with every part; take them from the first.
-  const identity = validateManifest(
-    { ...m, manifest_version: MANIFEST_VERSION, ...v4PayloadOf(parts[0]!) },
-    { ...identityExpectations, manifestKey: expected.manifestKey },
-    objectKey,
-  );
-  if (m.row_count !== rows)
-    fail("row_count", `is ${JSON.stringify(m.row_count)}, the parts hold ${rows}`);
-  if (m.byte_length !== byteTotal) {
-    fail("byte_length", `is ${JSON.stringify(m.byte_length)}, the parts hold ${byteTotal}`);
-  }
-  if (expected.manifestKey !== undefined) {
-    const name = /\/manifests\/([0-9a-f]{64})\.json$/.exec(expected.manifestKey);
-    if (name !== null && sha256Hex(bytes) !== name[1]) {
-      throw new ArchiveIntegrityError(
-        expected.manifestKey,
-        `manifest bytes hash to ${sha256Hex(bytes)}, not to the ${name[1]} its key names`,
-      );
-    }
-  }
-  if (expected.parts !== undefined) {
-    if (expected.parts.length !== parts.length) {
-      fail("parts", `lists ${parts.length} parts, ${expected.parts.length} are recorded`);
-    }
-    expected.parts.forEach((want, i) => {
-      const got = parts[i]!;
-      if (
-        got.payload_key !== want.key ||
-        got.sha256 !== want.sha256 ||
-        got.row_count !== want.rowCount ||
-        got.byte_length !== want.byteLength
-      ) {
-        fail(`parts[${i}]`, `is ${got.payload_key}, expected the recorded part ${want.key}`);
-      }
-    });
-  }
-  return segmentedManifest(identity, parts);
 }
 
 function v4PayloadOf(part: ManifestPart) {
