@@ -58,126 +58,157 @@ export async function runStandalone(
   ctx: ArchiverContext,
   options: StandaloneOptions,
 ): Promise<StandaloneSummary> {
-  const queue = new InProcessWorkQueue();
-  const running = new Set<Promise<void>>();
-  const sleep = options.sleep ?? timerSleep;
-  const stopping = () => options.signal?.aborted === true;
-  const aborted = new Promise<void>((resolve) => {
-    if (options.signal?.aborted) resolve();
-    options.signal?.addEventListener("abort", () => resolve(), { once: true });
-  });
-  let rounds = 0;
-  let outcomes = 0;
-  let advanced = 0;
-  let failures = 0;
-  let scanFailures = 0;
-  let scanError: unknown;
+  return await new StandaloneRun(ctx, options).run();
+}
 
-  let scanDue = true;
+/** One run of {@link runStandalone}: the pool, the in-process queue and what the scans found. */
+class StandaloneRun {
+  readonly #queue = new InProcessWorkQueue();
+  readonly #running = new Set<Promise<void>>();
+  readonly #sleep: (ms: number, signal?: AbortSignal) => Promise<void>;
+  readonly #aborted: Promise<void>;
+  readonly #summary = { rounds: 0, outcomes: 0, advanced: 0, failures: 0, scanFailures: 0 };
+  #scanError: unknown;
+  #scanDue = true;
   /** The last scan returned as many buckets as it asked for. */
-  let lastScanFull = false;
+  #lastScanFull = false;
   /** The last scan returned at least one bucket. */
-  let lastScanFound = false;
+  #lastScanFound = false;
   /** A phase advanced since the last scan. */
-  let progressed = false;
+  #progressed = false;
   /**
    * The last scan ran with no phase in flight. A scan made while phases ran
    * can return a bucket between two of their phases (unleased for a moment),
    * which this process already runs; its answer is not final for `once`.
    */
-  let lastScanIdle = false;
-  let nextTickAt = ctx.clock.now().getTime() + options.intervalMs;
-  let tick: Promise<void> | undefined;
+  #lastScanIdle = false;
+  #nextTickAt: number;
+  #tick: Promise<void> | undefined;
 
-  const idleWorkers = () => options.workers - running.size - queue.waiting;
+  constructor(
+    private readonly ctx: ArchiverContext,
+    private readonly options: StandaloneOptions,
+  ) {
+    this.#sleep = options.sleep ?? timerSleep;
+    this.#aborted = new Promise<void>((resolve) => {
+      if (options.signal?.aborted) resolve();
+      options.signal?.addEventListener("abort", () => resolve(), { once: true });
+    });
+    this.#nextTickAt = ctx.clock.now().getTime() + options.intervalMs;
+  }
 
-  const work = async (item: WorkItem) => {
-    try {
-      for (;;) {
-        const outcome = await runNextPhase(ctx, item);
-        outcomes++;
-        options.onOutcome?.(outcome);
-        if (outcome.result !== "advanced") break;
-        advanced++;
-        progressed = true;
-        if (outcome.next === null || stopping()) break;
+  async run(): Promise<StandaloneSummary> {
+    const { options } = this;
+    while (!this.#stopping()) {
+      if (this.#idleWorkers() > 0 && (this.#scanDue || (this.#lastScanFull && this.#progressed))) {
+        this.#scanDue = false;
+        if (!(await this.#scanOrRecord()) && options.once) break;
+        this.#startQueued();
+        continue;
       }
-    } catch (error) {
-      failures++;
-      ctx.log.error("phase run failed", { error: errorMessage(error) });
-    } finally {
-      queue.done(item);
+      if (options.once) {
+        if (this.#running.size === 0) {
+          if (!this.#lastScanFound || (!this.#progressed && this.#lastScanIdle)) break;
+          this.#scanDue = true;
+          continue;
+        }
+        await Promise.race([...this.#running, this.#aborted]);
+        continue;
+      }
+      await Promise.race([...this.#running, this.#nextTick(), this.#aborted]);
     }
-  };
+    await Promise.all(this.#running);
+    this.#queue.close();
+    if (this.#scanError !== undefined) throw this.#scanError;
+    return { ...this.#summary };
+  }
 
-  const scan = async () => {
-    const limit = Math.min(ctx.settings.scanLimit, idleWorkers());
-    lastScanIdle = running.size === 0;
-    rounds++;
+  #stopping(): boolean {
+    return this.options.signal?.aborted === true;
+  }
+
+  #idleWorkers(): number {
+    return this.options.workers - this.#running.size - this.#queue.waiting;
+  }
+
+  /** The tick that makes the next scan due; missed ticks are skipped, not caught up on. */
+  #nextTick(): Promise<void> {
+    const { ctx, options } = this;
+    this.#tick ??= this.#sleep(
+      Math.max(0, this.#nextTickAt - ctx.clock.now().getTime()),
+      options.signal,
+    ).then(() => {
+      this.#tick = undefined;
+      this.#scanDue = true;
+      const now = ctx.clock.now().getTime();
+      this.#nextTickAt += options.intervalMs;
+      if (this.#nextTickAt <= now) this.#nextTickAt = now + options.intervalMs;
+    });
+    return this.#tick;
+  }
+
+  /** Scan; a failed scan is logged and counted (and kept, with `once`): false. */
+  async #scanOrRecord(): Promise<boolean> {
+    try {
+      await this.#scan();
+      return true;
+    } catch (error) {
+      this.#summary.scanFailures++;
+      this.#lastScanFull = false;
+      this.ctx.log.error("discovery scan failed", {
+        error: errorMessage(error),
+        retry: this.options.once ? "none (--once)" : `next scan in ${this.options.intervalMs} ms`,
+      });
+      if (this.options.once) this.#scanError = error;
+      return false;
+    }
+  }
+
+  async #scan(): Promise<void> {
+    const { ctx } = this;
+    const limit = Math.min(ctx.settings.scanLimit, this.#idleWorkers());
+    this.#lastScanIdle = this.#running.size === 0;
+    this.#summary.rounds++;
     const candidates = await discover(
       {
         hotStore: ctx.hotStore,
-        queue,
+        queue: this.#queue,
         settings: { ...ctx.settings, scanLimit: limit, requeueMs: 0 },
       },
       ctx.clock.now(),
     );
-    options.onDiscovered?.(candidates);
-    lastScanFull = candidates.length === limit;
-    lastScanFound = candidates.length > 0;
-    progressed = false;
-  };
-
-  const startQueued = () => {
-    while (running.size < options.workers && !stopping()) {
-      const item = queue.poll();
-      if (item === undefined) return;
-      const p = work(item).finally(() => running.delete(p));
-      running.add(p);
-    }
-  };
-
-  while (!stopping()) {
-    if (idleWorkers() > 0 && (scanDue || (lastScanFull && progressed))) {
-      scanDue = false;
-      try {
-        await scan();
-      } catch (error) {
-        scanFailures++;
-        lastScanFull = false;
-        ctx.log.error("discovery scan failed", {
-          error: errorMessage(error),
-          retry: options.once ? "none (--once)" : `next scan in ${options.intervalMs} ms`,
-        });
-        if (options.once) {
-          scanError = error;
-          break;
-        }
-      }
-      startQueued();
-      continue;
-    }
-    if (options.once) {
-      if (running.size === 0) {
-        if (!lastScanFound || (!progressed && lastScanIdle)) break;
-        scanDue = true;
-        continue;
-      }
-      await Promise.race([...running, aborted]);
-      continue;
-    }
-    tick ??= sleep(Math.max(0, nextTickAt - ctx.clock.now().getTime()), options.signal).then(() => {
-      tick = undefined;
-      scanDue = true;
-      const now = ctx.clock.now().getTime();
-      nextTickAt += options.intervalMs;
-      // Ticks missed while the process was stalled are skipped, not caught up on.
-      if (nextTickAt <= now) nextTickAt = now + options.intervalMs;
-    });
-    await Promise.race([...running, tick, aborted]);
+    this.options.onDiscovered?.(candidates);
+    this.#lastScanFull = candidates.length === limit;
+    this.#lastScanFound = candidates.length > 0;
+    this.#progressed = false;
   }
-  await Promise.all(running);
-  queue.close();
-  if (scanError !== undefined) throw scanError;
-  return { rounds, outcomes, advanced, failures, scanFailures };
+
+  #startQueued(): void {
+    while (this.#running.size < this.options.workers && !this.#stopping()) {
+      const item = this.#queue.poll();
+      if (item === undefined) return;
+      const p = this.#work(item).finally(() => this.#running.delete(p));
+      this.#running.add(p);
+    }
+  }
+
+  /** One bucket's phases back to back, until one does not advance or the run stops. */
+  async #work(item: WorkItem): Promise<void> {
+    try {
+      for (;;) {
+        const outcome = await runNextPhase(this.ctx, item);
+        this.#summary.outcomes++;
+        this.options.onOutcome?.(outcome);
+        if (outcome.result !== "advanced") break;
+        this.#summary.advanced++;
+        this.#progressed = true;
+        if (outcome.next === null || this.#stopping()) break;
+      }
+    } catch (error) {
+      this.#summary.failures++;
+      this.ctx.log.error("phase run failed", { error: errorMessage(error) });
+    } finally {
+      this.#queue.done(item);
+    }
+  }
 }
