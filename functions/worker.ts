@@ -110,109 +110,110 @@ const SQS_EVENT = fields({
   ),
 });
 
-export function createWorkerHandler(open: () => Promise<WorkerDependencies>) {
-  const processor = new BatchProcessor(EventType.SQS);
-
-  async function processRecord(
-    deps: WorkerDependencies,
-    record: SQSRecord,
-    deadline: Date,
-  ): Promise<void> {
-    if (deps.adapters.clock.now().getTime() > deadline.getTime()) {
-      const log = logger.createChild({ persistentKeys: { message_id: record.messageId } });
-      log.info("work message not started: the invocation's deadline has passed", {
-        deadline: deadline.toISOString(),
-      });
-      await handBack(deps, record, 0, log);
-      throw new WorkNotStartedError(record.messageId, deadline);
-    }
-    let item;
-    try {
-      item = decodeWorkMessage(record.body, `SQS message ${record.messageId}`);
-    } catch (error) {
-      logger.error(
-        "malformed work message; it returns after its visibility timeout and reaches the DLQ after maxReceiveCount",
-        {
-          message_id: record.messageId,
-          receive_count: record.attributes?.ApproximateReceiveCount,
-          error: errorMessage(error),
-          body_excerpt: String(record.body).slice(0, 300),
-        },
-      );
-      recordPhaseFailure();
-      throw error;
-    }
-    const log = bucketLogger(item, record.messageId);
-    try {
-      const result = await processWorkMessage(
-        { ...deps.adapters.context(workflowLog(log)), queue: deps.queue },
-        item,
-        { deadline, receiveCount: Number(record.attributes?.ApproximateReceiveCount ?? 1) },
-      );
-      recordPhaseOutcome(result.outcome);
-      log.info("work message processed", {
-        phase: result.outcome.phase,
-        result: result.outcome.result,
-        next: result.outcome.next,
-        reason: result.outcome.reason,
-        retry_at: result.outcome.retryAt?.toISOString(),
-        enqueued: result.kind === "finished" ? result.enqueued : null,
-        duration_ms: result.outcome.durationMs,
-      });
-      if (result.kind === "retry-later") {
-        if (result.returnAfterSeconds !== null)
-          await handBack(deps, record, result.returnAfterSeconds, log);
-        throw new WorkNotFinishedError(result.outcome);
-      }
-    } catch (error) {
-      if (error instanceof WorkNotFinishedError) throw error;
-      log.error("work message failed; it returns after its visibility timeout", {
+/** One SQS record: one phase of its bucket, or handed back when the deadline has passed. */
+async function processRecord(
+  deps: WorkerDependencies,
+  record: SQSRecord,
+  deadline: Date,
+): Promise<void> {
+  if (deps.adapters.clock.now().getTime() > deadline.getTime()) {
+    const log = logger.createChild({ persistentKeys: { message_id: record.messageId } });
+    log.info("work message not started: the invocation's deadline has passed", {
+      deadline: deadline.toISOString(),
+    });
+    await handBack(deps, record, 0, log);
+    throw new WorkNotStartedError(record.messageId, deadline);
+  }
+  let item;
+  try {
+    item = decodeWorkMessage(record.body, `SQS message ${record.messageId}`);
+  } catch (error) {
+    logger.error(
+      "malformed work message; it returns after its visibility timeout and reaches the DLQ after maxReceiveCount",
+      {
+        message_id: record.messageId,
         receive_count: record.attributes?.ApproximateReceiveCount,
         error: errorMessage(error),
-        error_name: (error as Error)?.name,
-      });
-      recordPhaseFailure();
-      throw error;
-    }
+        body_excerpt: String(record.body).slice(0, 300),
+      },
+    );
+    recordPhaseFailure();
+    throw error;
   }
-
-  /** Make a kept message visible again `seconds` from now; if that fails it returns at its visibility timeout. */
-  async function handBack(
-    deps: WorkerDependencies,
-    record: SQSRecord,
-    seconds: number,
-    log: Logger,
-  ): Promise<void> {
-    if (deps.queue.returnAfter === undefined || !record.receiptHandle) return;
-    try {
-      await deps.queue.returnAfter(record.receiptHandle, seconds);
-      log.info("message handed back", { return_after_seconds: seconds });
-    } catch (error) {
-      log.warn("could not hand the message back; it returns at its visibility timeout", {
-        error: errorMessage(error),
-      });
-    }
-  }
-
-  async function runManually(
-    deps: WorkerDependencies,
-    request: ManualRunRequest,
-    context: Context,
-  ): Promise<ManualRunReport> {
-    const log = bucketLogger(request.item);
-    log.info("manual run started", {
-      max_phases: request.maxPhases,
-      run_quarantined: request.runQuarantined,
+  const log = bucketLogger(item, record.messageId);
+  try {
+    const result = await processWorkMessage(
+      { ...deps.adapters.context(workflowLog(log)), queue: deps.queue },
+      item,
+      { deadline, receiveCount: Number(record.attributes?.ApproximateReceiveCount ?? 1) },
+    );
+    recordPhaseOutcome(result.outcome);
+    log.info("work message processed", {
+      phase: result.outcome.phase,
+      result: result.outcome.result,
+      next: result.outcome.next,
+      reason: result.outcome.reason,
+      retry_at: result.outcome.retryAt?.toISOString(),
+      enqueued: result.kind === "finished" ? result.enqueued : null,
+      duration_ms: result.outcome.durationMs,
     });
-    const report = await runBucketPhases(deps.adapters.context(workflowLog(log)), request.item, {
-      maxPhases: request.maxPhases,
-      manual: request.runQuarantined,
-      remainingMs: () => context.getRemainingTimeInMillis(),
-      onPhase: recordPhaseOutcome,
+    if (result.kind === "retry-later") {
+      if (result.returnAfterSeconds !== null)
+        await handBack(deps, record, result.returnAfterSeconds, log);
+      throw new WorkNotFinishedError(result.outcome);
+    }
+  } catch (error) {
+    if (error instanceof WorkNotFinishedError) throw error;
+    log.error("work message failed; it returns after its visibility timeout", {
+      receive_count: record.attributes?.ApproximateReceiveCount,
+      error: errorMessage(error),
+      error_name: (error as Error)?.name,
     });
-    log.info("manual run finished", { phases: report.phases.length, final: report.final });
-    return report;
+    recordPhaseFailure();
+    throw error;
   }
+}
+
+/** Make a kept message visible again `seconds` from now; if that fails it returns at its visibility timeout. */
+async function handBack(
+  deps: WorkerDependencies,
+  record: SQSRecord,
+  seconds: number,
+  log: Logger,
+): Promise<void> {
+  if (deps.queue.returnAfter === undefined || !record.receiptHandle) return;
+  try {
+    await deps.queue.returnAfter(record.receiptHandle, seconds);
+    log.info("message handed back", { return_after_seconds: seconds });
+  } catch (error) {
+    log.warn("could not hand the message back; it returns at its visibility timeout", {
+      error: errorMessage(error),
+    });
+  }
+}
+
+async function runManually(
+  deps: WorkerDependencies,
+  request: ManualRunRequest,
+  context: Context,
+): Promise<ManualRunReport> {
+  const log = bucketLogger(request.item);
+  log.info("manual run started", {
+    max_phases: request.maxPhases,
+    run_quarantined: request.runQuarantined,
+  });
+  const report = await runBucketPhases(deps.adapters.context(workflowLog(log)), request.item, {
+    maxPhases: request.maxPhases,
+    manual: request.runQuarantined,
+    remainingMs: () => context.getRemainingTimeInMillis(),
+    onPhase: recordPhaseOutcome,
+  });
+  log.info("manual run finished", { phases: report.phases.length, final: report.final });
+  return report;
+}
+
+export function createWorkerHandler(open: () => Promise<WorkerDependencies>) {
+  const processor = new BatchProcessor(EventType.SQS);
 
   return observedHandler(
     async (event: unknown, context: Context): Promise<SQSBatchResponse | ManualRunReport> => {
