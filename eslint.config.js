@@ -80,6 +80,14 @@ export default tseslint.config(
     rules: { "no-restricted-imports": ["error", { patterns }] },
   })),
   {
+    // Files and functions a reader can hold (issue 30): tests and benches are exempt.
+    files: ["src/**/*.ts", "functions/**/*.ts", "infra/**/*.ts"],
+    rules: {
+      "max-lines": ["error", { max: 500 }],
+      "max-lines-per-function": ["error", { max: 120 }],
+    },
+  },
+  {
     files: ["**/*.ts"],
     languageOptions: {
       parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
