@@ -43,7 +43,6 @@ import type {
   SnapshotPage,
   BucketPart,
   RecordPart,
-  PayloadFacts,
   CleanupBatch,
   FinishCleanup,
   DiscoveryQuery,
@@ -149,9 +148,6 @@ export interface HotStore {
    * recorded as totals ({@link BucketMetadata.segmented}). Releases the lease.
    */
   finishExport(lease: Lease, now: Date, parts: number): Promise<FencedWrite>;
-
-  /** Record the verified payload (phase export -> seal). Releases the lease. */
-  recordPayload(lease: Lease, now: Date, payload: PayloadFacts): Promise<FencedWrite>;
 
   /** Record the verified manifest (phase seal -> publish). Releases the lease. */
   recordManifest(lease: Lease, now: Date, manifestKey: string): Promise<FencedWrite>;

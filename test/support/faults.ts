@@ -96,7 +96,6 @@ const HOT_OPERATIONS: readonly HotOperation[] = [
   "quarantine",
   "releaseQuarantine",
   "releaseQuarantines",
-  "recordPayload",
   "recordManifest",
   "publish",
   "cleanupBatch",
