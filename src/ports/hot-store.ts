@@ -69,7 +69,7 @@ export interface StoreLifecycle {
   close(): Promise<void>;
 }
 
-/** The registered tables and their settings: registration, lookup, pause. */
+/** Changes to the table registry: registration and pause, the operator's. */
 export interface TableRegistry {
   /**
    * Register a table, or confirm an identical registration. A different
@@ -81,12 +81,6 @@ export interface TableRegistry {
     registration: TableRegistration,
     now: Date,
   ): Promise<"created" | "unchanged" | "updated">;
-
-  /** The table's registration, null for an unknown table. */
-  getTable(tableId: TableId): Promise<TableDefinition | null>;
-
-  /** Every registered table. */
-  listTables(): Promise<TableDefinition[]>;
 
   /** Pause or resume new claims for a table. Throws UnknownTableError. */
   setPaused(tableId: TableId, paused: boolean, now: Date): Promise<TableDefinition>;
@@ -110,11 +104,17 @@ export interface RecordAppends {
 }
 
 /**
- * Read-only views of buckets and their rows, parts and archive references:
- * the read path, the catalog, scrub, GC and the workflow's re-reads. None of
- * them changes anything, so each is safe to retry.
+ * Read-only views of tables, buckets and their rows, parts and archive
+ * references: the read path, the catalog, scrub, GC and the workflow's
+ * re-reads. None of them changes anything, so each is safe to retry.
  */
-export interface BucketReads {
+export interface HotReads {
+  /** The table's registration, null for an unknown table. */
+  getTable(tableId: TableId): Promise<TableDefinition | null>;
+
+  /** Every registered table. */
+  listTables(): Promise<TableDefinition[]>;
+
   /** The bucket's metadata, null for a bucket that was never written. */
   getBucket(id: BucketId): Promise<BucketMetadata | null>;
 
@@ -428,7 +428,7 @@ export interface HotStore
     StoreLifecycle,
     TableRegistry,
     RecordAppends,
-    BucketReads,
+    HotReads,
     BucketLeases,
     ArchivalPhases,
     BucketDiscovery,
