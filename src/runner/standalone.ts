@@ -1,9 +1,9 @@
 import { InProcessWorkQueue } from "../adapters/queue/in-process.js";
 import { errorMessage } from "../errors.js";
 import { sleep as timerSleep } from "../ports/clock.js";
-import type { BucketDiscovery, Candidate } from "../ports/hot-store.js";
+import type { Candidate } from "../ports/hot-store.js";
 import type { WorkItem } from "../ports/work-queue.js";
-import type { ArchiverContext, PhaseContext, PhaseOutcome } from "../usecases/context.js";
+import type { ArchiverContext, PhaseOutcome } from "../usecases/context.js";
 import { discover } from "../usecases/discover.js";
 import { runNextPhase } from "../usecases/run-next-phase.js";
 
@@ -55,7 +55,7 @@ export interface StandaloneSummary {
  * error is raised after the phases in flight have finished.
  */
 export async function runStandalone(
-  ctx: ArchiverContext<PhaseContext["hotStore"] & BucketDiscovery>,
+  ctx: ArchiverContext,
   options: StandaloneOptions,
 ): Promise<StandaloneSummary> {
   const queue = new InProcessWorkQueue();
