@@ -90,7 +90,7 @@ export interface ArchiverContext<Store = HotStore> {
   readonly renewalTimer?: RenewalTimer;
 }
 
-/** What the archival phases and the runner that drives them touch. */
+/** The roles of the hot store the archival phases, and run-next-phase driving them, touch. */
 export type PhaseContext = ArchiverContext<HotReads & BucketLeases & ArchivalPhases>;
 
 export interface DiscoveryContext {
