@@ -1,7 +1,8 @@
 /**
  * Operator views and table removal on the hot store: what `pulpitum tables
  * buckets`, `plan` and `tables drop` need beyond the archival workflow. The
- * methods that use these types are on {@link HotStore}.
+ * methods that use these types are on the roles HotReads, BucketDiscovery
+ * and TableDrop of the hot store port.
  */
 import type { BucketId, BucketStrategy } from "../domain/bucket.js";
 import type {

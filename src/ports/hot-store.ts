@@ -1,6 +1,9 @@
 /**
  * The hot store port: durable records, the table registry, and the bucket
- * state machine that fences and routes them.
+ * state machine that fences and routes them. It is split into roles, each a
+ * handful of methods one kind of caller needs, so a use case's parameter
+ * types say which part of the store it touches; {@link HotStore} is all of
+ * them, what an adapter implements and the composition root holds.
  *
  * Guarantees every adapter gives (checked by test/conformance/hot-store.ts):
  *
@@ -29,7 +32,6 @@ import type {
   TableDropFinish,
   TableDropStart,
 } from "./hot-store-operations.js";
-// In the order the port's methods use them.
 import type {
   TableRegistration,
   AppendResult,
@@ -43,7 +45,6 @@ import type {
   SnapshotPage,
   BucketPart,
   RecordPart,
-  PayloadFacts,
   CleanupBatch,
   FinishCleanup,
   DiscoveryQuery,
@@ -59,10 +60,17 @@ import type {
 
 export type * from "./hot-store-types.js";
 
-export interface HotStore {
+/** Opening and closing: the composition root's, and `pulpitum migrate`'s. */
+export interface StoreLifecycle {
   /** Create the schema if needed (numbered, idempotent migrations). Returns the versions applied now. */
   migrate(): Promise<number[]>;
 
+  /** Release the connections (and the database, when the store owns it). */
+  close(): Promise<void>;
+}
+
+/** Changes to the table registry: registration and pause, the operator's. */
+export interface TableRegistry {
   /**
    * Register a table, or confirm an identical registration. A different
    * strategy throws TableStrategyConflictError; a different format or
@@ -73,11 +81,17 @@ export interface HotStore {
     registration: TableRegistration,
     now: Date,
   ): Promise<"created" | "unchanged" | "updated">;
-  getTable(tableId: TableId): Promise<TableDefinition | null>;
-  listTables(): Promise<TableDefinition[]>;
+
   /** Pause or resume new claims for a table. Throws UnknownTableError. */
   setPaused(tableId: TableId, paused: boolean, now: Date): Promise<TableDefinition>;
+}
 
+/**
+ * The one way records enter the store: the write path of the application
+ * (the durable table) and of imports. Kept apart so that a reader of a use
+ * case sees whether it can add records.
+ */
+export interface RecordAppends {
   /**
    * Append records to one table in one transaction: all or nothing.
    * Creates bucket metadata on first write. Throws UnknownTableError,
@@ -87,9 +101,74 @@ export interface HotStore {
    * duplicates, not stored twice.
    */
   append(tableId: TableId, records: readonly TableRecord[], now: Date): Promise<AppendResult>;
+}
 
+/**
+ * Read-only views of tables, buckets and their rows, parts and archive
+ * references: the read path, the catalog, scrub, GC and the workflow's
+ * re-reads. None of them changes anything, so each is safe to retry.
+ */
+export interface HotReads {
+  /** The table's registration, null for an unknown table. */
+  getTable(tableId: TableId): Promise<TableDefinition | null>;
+
+  /** Every registered table. */
+  listTables(): Promise<TableDefinition[]>;
+
+  /** The bucket's metadata, null for a bucket that was never written. */
   getBucket(id: BucketId): Promise<BucketMetadata | null>;
 
+  /** The recorded parts of a bucket in index order (read-only). */
+  listParts(id: BucketId): Promise<BucketPart[]>;
+
+  /** Route and hot rows of one bucket in one statement (see {@link BucketRead}). */
+  readBucket(id: BucketId, range: BucketReadRange): Promise<BucketRead>;
+
+  /**
+   * Metadata of one partition's buckets whose bounds overlap `[from, to)`,
+   * oldest `bucket_start` first: the buckets a read spanning time visits.
+   */
+  listPartitionBuckets(
+    tableId: TableId,
+    partitionKey: Uint8Array,
+    range: { readonly from?: Date; readonly to?: Date },
+  ): Promise<BucketMetadata[]>;
+
+  /** Hot rows stored for a bucket, whatever its state. */
+  countHotRows(id: BucketId): Promise<number>;
+
+  /**
+   * One page of a table's archived buckets (optionally of one partition) in
+   * primary-key order after `after` (exclusive), with the payload and
+   * manifest each one's reads go to. Read-only.
+   */
+  listArchivedBuckets(
+    tableId: TableId,
+    options: {
+      readonly partitionKey?: Uint8Array;
+      readonly after: { readonly partitionKey: Uint8Array; readonly bucketKey: string } | null;
+      readonly limit: number;
+    },
+  ): Promise<ArchivedBucket[]>;
+
+  /**
+   * One page of a table's bucket references for garbage collection, in
+   * primary-key order after `after` (exclusive), at most `limit`. Read-only;
+   * `inFlight` is evaluated at `now`.
+   */
+  listArchiveReferences(
+    tableId: TableId,
+    after: { readonly partitionKey: Uint8Array; readonly bucketKey: string } | null,
+    limit: number,
+    now: Date,
+  ): Promise<ArchiveReference[]>;
+}
+
+/**
+ * A bucket's lease: the fence every write below names. Taken by the
+ * workflow, restore, table drops and GC; renewed by the heartbeat.
+ */
+export interface BucketLeases {
   /**
    * Take the bucket's lease if no live lease exists: new owner token,
    * generation + 1, expiry `now + leaseMs`. Works in every state. Taking
@@ -107,7 +186,15 @@ export interface HotStore {
 
   /** Give the lease up without recording anything; a no-op when it was already lost. */
   releaseLease(lease: Lease): Promise<void>;
+}
 
+/**
+ * The archival state machine's fenced writes, one per phase transition
+ * (claim, export, seal, publish, cleanup) plus the ways an attempt gives up
+ * (defer, suspend, quarantine). Each is conditioned on the caller's live
+ * lease and the state and phase it expects.
+ */
+export interface ArchivalPhases {
   /**
    * hot -> archiving, phase export, if the lease is live, `bucket_end <= cutoff`,
    * no retry is pending at `now` and the table is not paused. This commit
@@ -137,9 +224,6 @@ export interface HotStore {
    */
   recordPart(lease: Lease, now: Date, part: BucketPart): Promise<RecordPart>;
 
-  /** The recorded parts of a bucket in index order (read-only). */
-  listParts(id: BucketId): Promise<BucketPart[]>;
-
   /**
    * Finish a segmented export (phase export -> seal), in one transaction
    * that locks the metadata row under the export fence and checks that
@@ -149,9 +233,6 @@ export interface HotStore {
    * recorded as totals ({@link BucketMetadata.segmented}). Releases the lease.
    */
   finishExport(lease: Lease, now: Date, parts: number): Promise<FencedWrite>;
-
-  /** Record the verified payload (phase export -> seal). Releases the lease. */
-  recordPayload(lease: Lease, now: Date, payload: PayloadFacts): Promise<FencedWrite>;
 
   /** Record the verified manifest (phase seal -> publish). Releases the lease. */
   recordManifest(lease: Lease, now: Date, manifestKey: string): Promise<FencedWrite>;
@@ -202,7 +283,7 @@ export interface HotStore {
    * Give up an export attempt but keep its recorded parts: the bucket stays
    * archiving in phase export with its parts (each verified and recorded
    * under a fence, so still good), retry at `retryAt`, error recorded, the
-   * failure counted as in {@link defer}. Refused (lease-lost) unless the
+   * failure counted as in {@link ArchivalPhases.defer}. Refused (lease-lost) unless the
    * bucket is archiving in phase export under this live lease. Releases the
    * lease; the next attempt resumes after the last recorded part.
    */
@@ -214,6 +295,20 @@ export interface HotStore {
     accounting?: FailureAccounting,
   ): Promise<FencedWrite>;
 
+  /**
+   * Quarantine the bucket under the caller's live lease: `quarantined_at =
+   * now`, the reason recorded as its last error, the lease released. Its
+   * state and recorded artifacts stay as they are.
+   */
+  quarantine(lease: Lease, now: Date, reason: string): Promise<FencedWrite>;
+}
+
+/**
+ * Which buckets need work, which are held back and why, and the totals:
+ * what discovery enqueues and what `pulpitum status`, `plan` and `start`
+ * show.
+ */
+export interface BucketDiscovery {
   /**
    * Candidates, at most `limit`, of three kinds: eligible hot buckets of
    * unpaused tables without a pending retry or a live lease; archiving
@@ -231,31 +326,23 @@ export interface HotStore {
   /** The same selection as {@link discover} without stamping anything (a dry run). */
   peekCandidates(query: DiscoveryQuery): Promise<Candidate[]>;
 
-  /** Route and hot rows of one bucket in one statement (see {@link BucketRead}). */
-  readBucket(id: BucketId, range: BucketReadRange): Promise<BucketRead>;
-
   /**
-   * Metadata of one partition's buckets whose bounds overlap `[from, to)`,
-   * oldest `bucket_start` first: the buckets a read spanning time visits.
+   * Hot buckets with `bucket_end <= cutoff` that discovery does not offer
+   * (paused table, pending retry or restore hold, live lease) and buckets in
+   * flight, oldest `bucket_end` first, at most `limit`. Read-only.
    */
-  listPartitionBuckets(
-    tableId: TableId,
-    partitionKey: Uint8Array,
-    range: { readonly from?: Date; readonly to?: Date },
-  ): Promise<BucketMetadata[]>;
+  listHeldBuckets(query: {
+    readonly now: Date;
+    readonly cutoff: Date;
+    readonly limit: number;
+  }): Promise<HeldBucket[]>;
 
-  /**
-   * One page of a table's bucket references for garbage collection, in
-   * primary-key order after `after` (exclusive), at most `limit`. Read-only;
-   * `inFlight` is evaluated at `now`.
-   */
-  listArchiveReferences(
-    tableId: TableId,
-    after: { readonly partitionKey: Uint8Array; readonly bucketKey: string } | null,
-    limit: number,
-    now: Date,
-  ): Promise<ArchiveReference[]>;
+  /** Counts per table and state, deferred and leased buckets, archival lag. */
+  statusReport(now: Date, cutoff: Date): Promise<StatusReport>;
+}
 
+/** Copying an archived bucket back into the hot store, under its lease. */
+export interface BucketRestore {
   /**
    * Mark an archived bucket as being restored (`restore_started_at = now`,
    * kept if already set) under a live lease, keeping the lease. Reads stay on
@@ -283,67 +370,10 @@ export interface HotStore {
    * operator is done). Releases the lease.
    */
   finishRestore(lease: Lease, now: Date, retryAt: Date): Promise<FinishRestore>;
+}
 
-  /** Hot rows stored for a bucket, whatever its state. */
-  countHotRows(id: BucketId): Promise<number>;
-
-  /**
-   * Quarantine the bucket under the caller's live lease: `quarantined_at =
-   * now`, the reason recorded as its last error, the lease released. Its
-   * state and recorded artifacts stay as they are.
-   */
-  quarantine(lease: Lease, now: Date, reason: string): Promise<FencedWrite>;
-
-  /**
-   * Release a quarantined bucket: quarantine cleared, attempts and
-   * outageDeferrals 0, no retry pending. Returns the metadata afterwards
-   * (unchanged when the bucket was not quarantined), null for an unknown
-   * bucket. Safe to retry.
-   */
-  releaseQuarantine(id: BucketId, now: Date): Promise<BucketMetadata | null>;
-
-  /**
-   * Release every quarantined bucket (of one table when `tableId` is given)
-   * in one statement, as {@link HotStore.releaseQuarantine} releases one.
-   * Returns the metadata of the buckets released, in primary-key order;
-   * with `dryRun`, the ones that would be, changing nothing. Safe to retry.
-   */
-  releaseQuarantines(
-    scope: { readonly tableId?: TableId },
-    now: Date,
-    options: { readonly dryRun: boolean },
-  ): Promise<BucketMetadata[]>;
-
-  /** Counts per table and state, deferred and leased buckets, archival lag. */
-  statusReport(now: Date, cutoff: Date): Promise<StatusReport>;
-
-  close(): Promise<void>;
-
-  /**
-   * One page of a table's archived buckets (optionally of one partition) in
-   * primary-key order after `after` (exclusive), with the payload and
-   * manifest each one's reads go to. Read-only.
-   */
-  listArchivedBuckets(
-    tableId: TableId,
-    options: {
-      readonly partitionKey?: Uint8Array;
-      readonly after: { readonly partitionKey: Uint8Array; readonly bucketKey: string } | null;
-      readonly limit: number;
-    },
-  ): Promise<ArchivedBucket[]>;
-
-  /**
-   * Hot buckets with `bucket_end <= cutoff` that discovery does not offer
-   * (paused table, pending retry or restore hold, live lease) and buckets in
-   * flight, oldest `bucket_end` first, at most `limit`. Read-only.
-   */
-  listHeldBuckets(query: {
-    readonly now: Date;
-    readonly cutoff: Date;
-    readonly limit: number;
-  }): Promise<HeldBucket[]>;
-
+/** Removing a table with its hot rows and buckets: `pulpitum tables drop`. */
+export interface TableDrop {
   /**
    * Begin dropping a table: in one transaction that locks its registration,
    * check that no bucket of it is in flight (archiving, cleanup pending,
@@ -368,3 +398,40 @@ export interface HotStore {
   /** Delete a table's registration if none of its buckets remain. Safe to retry. */
   finishTableDrop(tableId: TableId): Promise<TableDropFinish>;
 }
+
+/** The operator's way out of quarantine: `pulpitum release`. */
+export interface QuarantineRelease {
+  /**
+   * Release a quarantined bucket: quarantine cleared, attempts and
+   * outageDeferrals 0, no retry pending. Returns the metadata afterwards
+   * (unchanged when the bucket was not quarantined), null for an unknown
+   * bucket. Safe to retry.
+   */
+  releaseQuarantine(id: BucketId, now: Date): Promise<BucketMetadata | null>;
+
+  /**
+   * Release every quarantined bucket (of one table when `tableId` is given)
+   * in one statement, as {@link QuarantineRelease.releaseQuarantine} releases one.
+   * Returns the metadata of the buckets released, in primary-key order;
+   * with `dryRun`, the ones that would be, changing nothing. Safe to retry.
+   */
+  releaseQuarantines(
+    scope: { readonly tableId?: TableId },
+    now: Date,
+    options: { readonly dryRun: boolean },
+  ): Promise<BucketMetadata[]>;
+}
+
+/** Every role: what the SQL adapter implements and the composition root opens. */
+export interface HotStore
+  extends
+    StoreLifecycle,
+    TableRegistry,
+    RecordAppends,
+    HotReads,
+    BucketLeases,
+    ArchivalPhases,
+    BucketDiscovery,
+    BucketRestore,
+    TableDrop,
+    QuarantineRelease {}

@@ -46,7 +46,8 @@ import type {
   AppendResult,
   BucketMetadata,
   ClusteringPosition,
-  HotStore,
+  HotReads,
+  RecordAppends,
 } from "../ports/hot-store.js";
 import type { ObjectStore } from "../ports/object-store.js";
 
@@ -76,7 +77,7 @@ export interface ReadPage {
 }
 
 export interface DurableTableOptions {
-  readonly hotStore: HotStore;
+  readonly hotStore: HotReads & RecordAppends;
   readonly objectStore: ObjectStore;
   readonly clock: Clock;
   /** Archive key prefix, to validate manifests against the expected location. */
@@ -95,7 +96,7 @@ interface ArchivedRoute {
 }
 
 export class DurableTable {
-  readonly #hot: HotStore;
+  readonly #hot: HotReads & RecordAppends;
   readonly #objects: ObjectStore;
   readonly #clock: Clock;
   readonly #prefix: string | undefined;
@@ -112,7 +113,7 @@ export class DurableTable {
     this.#tempDir = options.tempDir;
   }
 
-  /** Append records (one transaction; see HotStore.append). */
+  /** Append records (one transaction; see RecordAppends.append). */
   async append(tableId: TableId, records: readonly TableRecord[]): Promise<AppendResult> {
     return await this.#hot.append(tableId, records, this.#clock.now());
   }

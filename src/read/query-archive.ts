@@ -47,7 +47,7 @@ import {
   PulpitumError,
   UnknownTableError,
 } from "../errors.js";
-import type { HotStore } from "../ports/hot-store.js";
+import type { HotReads } from "../ports/hot-store.js";
 import { listAll, type ObjectStore } from "../ports/object-store.js";
 import {
   catalogEntryKeyOf,
@@ -60,7 +60,7 @@ import { showBucket } from "../domain/display.js";
 import { downloadVerified } from "../archive/verified-object.js";
 
 export interface QueryArchiveInput {
-  readonly hotStore: HotStore;
+  readonly hotStore: HotReads;
   readonly objectStore: ObjectStore;
   readonly archivePrefix: string;
   readonly tableId: TableId;

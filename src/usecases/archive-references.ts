@@ -5,10 +5,10 @@
  */
 import type { TableId } from "../domain/table.js";
 import type { Clock } from "../ports/clock.js";
-import type { ArchiveReference, HotStore } from "../ports/hot-store.js";
+import type { ArchiveReference, HotReads } from "../ports/hot-store.js";
 
 export interface ArchiveReferenceSource {
-  readonly hotStore: Pick<HotStore, "listArchiveReferences">;
+  readonly hotStore: Pick<HotReads, "listArchiveReferences">;
   readonly clock: Clock;
 }
 

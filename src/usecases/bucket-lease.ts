@@ -6,12 +6,15 @@
  * without ever renewing. Once started, the heartbeat renews until stopped.
  */
 import type { BucketId } from "../domain/bucket.js";
-import type { BucketMetadata } from "../ports/hot-store.js";
+import type { BucketLeases, BucketMetadata } from "../ports/hot-store.js";
 import type { ArchiverContext } from "./context.js";
 import { LeaseHeartbeat } from "./heartbeat.js";
 
 /** What taking a lease needs from the context. */
-export type LeaseContext = Pick<ArchiverContext, "hotStore" | "clock" | "log" | "renewalTimer"> & {
+export type LeaseContext = Pick<
+  ArchiverContext<BucketLeases>,
+  "hotStore" | "clock" | "log" | "renewalTimer"
+> & {
   readonly settings: Pick<ArchiverContext["settings"], "leaseMs" | "renewalMs">;
 };
 

@@ -52,20 +52,20 @@ import {
 } from "../domain/object-keys.js";
 import { ARCHIVE_FORMATS, type ArchiveFormat, type TableId } from "../domain/table.js";
 import { ObjectNotFoundError } from "../errors.js";
-import type { BucketMetadata, HotStore } from "../ports/hot-store.js";
+import type { BucketMetadata, HotReads } from "../ports/hot-store.js";
 import { listAll, type ObjectInfo, type ObjectStore } from "../ports/object-store.js";
 import type { ArchiverContext } from "./context.js";
 import { requireRecordedPayload } from "./phases/recorded-payload.js";
 
 export interface CatalogPorts {
-  readonly hotStore: HotStore;
+  readonly hotStore: HotReads;
   readonly objectStore: ObjectStore;
   /** The archive prefix (may be empty). */
   readonly archivePrefix: string;
 }
 
 /** The catalog's ports from an archiver's context (its stores and archive prefix). */
-export function catalogPortsOf(ctx: ArchiverContext): CatalogPorts {
+export function catalogPortsOf(ctx: ArchiverContext<HotReads>): CatalogPorts {
   return {
     hotStore: ctx.hotStore,
     objectStore: ctx.objectStore,
@@ -97,7 +97,7 @@ export function slotOf(id: BucketId): CatalogSlot {
 
 /** The version a bucket's metadata records as exported (published or not); null before export. */
 async function recordedEntry(
-  hotStore: HotStore,
+  hotStore: HotReads,
   metadata: BucketMetadata,
 ): Promise<CatalogEntry | null> {
   if (metadata.payload === null && metadata.segmented === null) return null;
@@ -117,7 +117,7 @@ async function recordedEntry(
 
 /** What a bucket's metadata vouches for: its entry, or null when it must have none. */
 export async function expectedCatalogEntry(
-  hotStore: HotStore,
+  hotStore: HotReads,
   metadata: BucketMetadata | null,
 ): Promise<CatalogEntry | null> {
   if (

@@ -2,7 +2,14 @@ import type { PulpitumConfig } from "../config.js";
 import type { BucketId } from "../domain/bucket.js";
 import type { CutoffPolicy } from "../domain/cutoff.js";
 import type { Clock } from "../ports/clock.js";
-import type { HotStore, PhaseName } from "../ports/hot-store.js";
+import type {
+  ArchivalPhases,
+  BucketDiscovery,
+  BucketLeases,
+  HotReads,
+  HotStore,
+  PhaseName,
+} from "../ports/hot-store.js";
 import type { ObjectStore } from "../ports/object-store.js";
 import type { WorkQueue } from "../ports/work-queue.js";
 import type { RenewalTimer } from "./heartbeat.js";
@@ -66,9 +73,13 @@ export interface WorkflowLog {
 
 export const silentLog: WorkflowLog = { info() {}, warn() {}, error() {} };
 
-/** The ports and settings every use case of the workflow needs. */
-export interface ArchiverContext {
-  readonly hotStore: HotStore;
+/**
+ * The ports and settings every use case of the workflow needs. A use case
+ * names the roles of the hot store it touches (`ArchiverContext<HotReads>`);
+ * the composition root passes the whole store.
+ */
+export interface ArchiverContext<Store = HotStore> {
+  readonly hotStore: Store;
   readonly objectStore: ObjectStore;
   readonly clock: Clock;
   readonly settings: ArchiverSettings;
@@ -79,8 +90,11 @@ export interface ArchiverContext {
   readonly renewalTimer?: RenewalTimer;
 }
 
+/** The roles of the hot store the archival phases, and run-next-phase driving them, touch. */
+export type PhaseContext = ArchiverContext<HotReads & BucketLeases & ArchivalPhases>;
+
 export interface DiscoveryContext {
-  readonly hotStore: HotStore;
+  readonly hotStore: BucketDiscovery;
   readonly queue: WorkQueue;
   readonly settings: Pick<ArchiverSettings, "cutoff" | "scanLimit" | "requeueMs">;
 }

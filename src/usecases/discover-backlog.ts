@@ -18,13 +18,13 @@
 import { cutoffAt } from "../domain/cutoff.js";
 import type { DiscoverySettings } from "../discovery-settings.js";
 import type { Clock } from "../ports/clock.js";
-import type { CandidateKind, CandidatePosition, HotStore } from "../ports/hot-store.js";
+import type { BucketDiscovery, CandidateKind, CandidatePosition } from "../ports/hot-store.js";
 import type { WorkQueue } from "../ports/work-queue.js";
 import type { ArchiverSettings } from "./context.js";
 import { requeueWindowMs, type DrainMeter } from "./drain-meter.js";
 
 export interface BacklogDiscoveryContext {
-  readonly hotStore: HotStore;
+  readonly hotStore: BucketDiscovery;
   readonly queue: WorkQueue;
   readonly clock: Clock;
   readonly settings: Pick<ArchiverSettings, "cutoff" | "scanLimit" | "requeueMs"> &

@@ -20,10 +20,13 @@ import type { BucketId } from "../domain/bucket.js";
 import { showBucket } from "../domain/display.js";
 import type { TableId } from "../domain/table.js";
 import { PulpitumError, UnknownTableError } from "../errors.js";
-import type { ClusteringPosition } from "../ports/hot-store.js";
+import type { BucketLeases, ClusteringPosition, HotReads, TableDrop } from "../ports/hot-store.js";
 import type { InFlightBucket } from "../ports/hot-store-operations.js";
 import { archiveReferencePages } from "./archive-references.js";
 import type { ArchiverContext } from "./context.js";
+
+/** The hot store roles a table drop touches. */
+type DropContext = ArchiverContext<HotReads & BucketLeases & TableDrop>;
 import { takeBucketLease } from "./bucket-lease.js";
 import { catalogPortsOf, removeTableCatalog } from "./catalog.js";
 
@@ -79,7 +82,7 @@ export interface DropOptions {
 }
 
 export async function dropTable(
-  ctx: ArchiverContext,
+  ctx: DropContext,
   tableId: TableId,
   options: DropOptions = {},
 ): Promise<DropReport> {
@@ -127,7 +130,7 @@ export async function dropTable(
  * another process holds it (or appends kept arriving).
  */
 async function dropBucket(
-  ctx: ArchiverContext,
+  ctx: DropContext,
   id: BucketId,
   batchRows: number,
 ): Promise<number | null> {

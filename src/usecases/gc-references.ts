@@ -7,7 +7,7 @@
 import { type BucketId } from "../domain/bucket.js";
 import { bucketPrefix, partitionKeyOfSegment } from "../domain/object-keys.js";
 import { parseTableId, type TableId } from "../domain/table.js";
-import type { BucketMetadata, HotStore } from "../ports/hot-store.js";
+import type { BucketMetadata, HotReads } from "../ports/hot-store.js";
 import type { ObjectInfo } from "../ports/object-store.js";
 import { archiveReferencePages } from "./archive-references.js";
 import type { GcContext } from "./gc.js";
@@ -83,7 +83,7 @@ export async function loadTableReferences(
 
 /** Every object a bucket's metadata references: its payload, its manifest and its recorded parts. */
 export async function referencedKeys(
-  hotStore: HotStore,
+  hotStore: HotReads,
   metadata: BucketMetadata,
 ): Promise<ReadonlySet<string>> {
   const referenced = new Set<string>();

@@ -65,7 +65,7 @@ import { joinKey } from "../domain/object-keys.js";
 import { InvalidInputError, ObjectLockedError } from "../errors.js";
 import type { Clock } from "../ports/clock.js";
 import type { GcProgressStore } from "../ports/gc-progress.js";
-import type { HotStore } from "../ports/hot-store.js";
+import type { BucketLeases, HotReads } from "../ports/hot-store.js";
 import { listAll, type ObjectInfo, type ObjectStore } from "../ports/object-store.js";
 import type { WorkflowLog } from "./context.js";
 import {
@@ -86,7 +86,7 @@ import {
 } from "./gc-references.js";
 
 export interface GcContext {
-  readonly hotStore: HotStore;
+  readonly hotStore: HotReads & BucketLeases;
   readonly objectStore: ObjectStore;
   readonly clock: Clock;
   /** The archive prefix (may be empty); only `{prefix}/v4/` is examined. */

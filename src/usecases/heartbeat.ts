@@ -1,5 +1,5 @@
 import type { Clock } from "../ports/clock.js";
-import type { HotStore, Lease } from "../ports/hot-store.js";
+import type { BucketLeases, Lease } from "../ports/hot-store.js";
 import { errorMessage } from "../errors.js";
 import type { WorkflowLog } from "./context.js";
 
@@ -31,7 +31,7 @@ export class LeaseHeartbeat {
   #failure: string | undefined;
 
   constructor(
-    private readonly hotStore: HotStore,
+    private readonly hotStore: BucketLeases,
     lease: Lease,
     private readonly clock: Clock,
     private readonly leaseMs: number,

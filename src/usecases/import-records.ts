@@ -26,7 +26,7 @@ import {
   UnknownTableError,
   errorMessage,
 } from "../errors.js";
-import type { BucketState, HotStore } from "../ports/hot-store.js";
+import type { BucketState, HotReads, RecordAppends } from "../ports/hot-store.js";
 
 export const IMPORT_BATCH_RECORDS = 1000;
 /** Keys and values per append, at most (a quarter of what one append may carry). */
@@ -107,7 +107,7 @@ export class ImportStoppedError extends PulpitumError {
 }
 
 export async function importRecords(
-  hotStore: HotStore,
+  hotStore: HotReads & RecordAppends,
   lines: AsyncIterable<string>,
   options: ImportOptions,
 ): Promise<ImportReport> {
@@ -226,7 +226,7 @@ interface AppendOutcome {
  * split the batch and store every record before the rejected one.
  */
 async function appendUntilRejected(
-  hotStore: HotStore,
+  hotStore: HotReads & RecordAppends,
   tableId: TableId,
   pending: readonly PendingLine[],
   now: () => Date,
@@ -269,7 +269,7 @@ async function appendUntilRejected(
 }
 
 async function describeFailure(
-  hotStore: HotStore,
+  hotStore: HotReads & RecordAppends,
   tableId: TableId,
   failure: NonNullable<AppendOutcome["failure"]>,
   pending: readonly PendingLine[],
@@ -337,7 +337,7 @@ class DryRunChecker {
   readonly #states = new Map<string, BucketState | null>();
 
   constructor(
-    private readonly hotStore: HotStore,
+    private readonly hotStore: HotReads,
     private readonly table: TableDefinition,
     private readonly now: Date,
   ) {}

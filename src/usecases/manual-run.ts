@@ -8,7 +8,7 @@
 import type { BucketId } from "../domain/bucket.js";
 import type { BucketState, PhaseName, RecordedPhase } from "../ports/hot-store.js";
 import type { WorkItem } from "../ports/work-queue.js";
-import type { ArchiverContext, PhaseOutcome, PhaseResult } from "./context.js";
+import type { PhaseContext, PhaseOutcome, PhaseResult } from "./context.js";
 import { booleanField, fields, readInput } from "../input.js";
 import { runNextPhase } from "./run-next-phase.js";
 import {
@@ -105,7 +105,7 @@ export interface ManualRunReport {
 }
 
 export async function runBucketPhases(
-  ctx: ArchiverContext,
+  ctx: PhaseContext,
   bucket: BucketId,
   options: ManualRunOptions,
 ): Promise<ManualRunReport> {

@@ -54,9 +54,18 @@ import {
   requireSealedArchive,
   type RecordedPayload,
 } from "./phases/recorded-payload.js";
-import type { BucketMetadata, BucketRow } from "../ports/hot-store.js";
+import type {
+  BucketLeases,
+  BucketMetadata,
+  BucketRestore,
+  BucketRow,
+  HotReads,
+} from "../ports/hot-store.js";
 import type { WorkItem } from "../ports/work-queue.js";
 import type { ArchiverContext } from "./context.js";
+
+/** The hot store roles a restore touches. */
+type RestoreContext = ArchiverContext<HotReads & BucketLeases & BucketRestore>;
 import { takeBucketLease } from "./bucket-lease.js";
 import type { LeaseHeartbeat } from "./heartbeat.js";
 import { commitFenced } from "./phases/step.js";
@@ -117,7 +126,7 @@ export interface RestoreReport {
 export class BucketNotRestorableError extends InvalidInputError {}
 
 export async function restoreBucket(
-  ctx: ArchiverContext,
+  ctx: RestoreContext,
   id: BucketId,
   options: RestoreOptions,
 ): Promise<RestoreReport> {
@@ -208,7 +217,7 @@ function restoreReport(
  * An unknown, archiving or corrupt bucket is an error, with the lease released.
  */
 async function leaseForRestore(
-  ctx: ArchiverContext,
+  ctx: RestoreContext,
   id: BucketId,
 ): Promise<
   | { readonly kind: "report"; readonly report: RestoreReport }
@@ -275,7 +284,7 @@ async function leaseForRestore(
  * another copy). Null once the lease is lost.
  */
 async function insertArchivedRows(
-  ctx: ArchiverContext,
+  ctx: RestoreContext,
   heartbeat: LeaseHeartbeat,
   archive: VerifiedArchiveParts,
   format: RecordedPayload["format"],
@@ -325,7 +334,7 @@ async function insertArchivedRows(
  * the hot row count against the archive's; false once the lease is lost.
  */
 async function flipToHot(
-  ctx: ArchiverContext,
+  ctx: RestoreContext,
   heartbeat: LeaseHeartbeat,
   retryAt: Date,
 ): Promise<boolean> {

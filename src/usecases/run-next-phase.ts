@@ -16,7 +16,7 @@ import type {
   FailureAccounting,
   PhaseName,
 } from "../ports/hot-store.js";
-import type { ArchiverContext, PhaseOutcome } from "./context.js";
+import type { PhaseContext, PhaseOutcome } from "./context.js";
 import { takeBucketLease } from "./bucket-lease.js";
 import type { LeaseHeartbeat } from "./heartbeat.js";
 import { claimBucket } from "./phases/claim.js";
@@ -77,7 +77,7 @@ export interface RunPhaseOptions {
  * attempt. Safe to call for any bucket at any time, any number of times.
  */
 export async function runNextPhase(
-  ctx: ArchiverContext,
+  ctx: PhaseContext,
   bucket: BucketId,
   options: RunPhaseOptions = {},
 ): Promise<PhaseOutcome> {
@@ -138,7 +138,7 @@ type OutcomeFields = Omit<PhaseOutcome, "bucket" | "durationMs">;
  * waiting out its retry like a deferred claim. Null when the phase may run.
  */
 async function reasonToWait(
-  ctx: ArchiverContext,
+  ctx: PhaseContext,
   before: BucketMetadata,
   planned: PhaseName,
   now: Date,
@@ -165,7 +165,7 @@ async function reasonToWait(
 
 /** Out of attempts: quarantine the bucket under its lease (the statement releases it). */
 async function quarantine(
-  ctx: ArchiverContext,
+  ctx: PhaseContext,
   heartbeat: LeaseHeartbeat,
   metadata: BucketMetadata,
   phase: PhaseName,
@@ -183,7 +183,7 @@ async function quarantine(
 
 /** Run `phase` while the heartbeat renews the lease; a failure goes to {@link recoverFromFailure}. */
 async function runPhaseUnderLease(
-  ctx: ArchiverContext,
+  ctx: PhaseContext,
   heartbeat: LeaseHeartbeat,
   metadata: BucketMetadata,
   phase: PhaseName,
@@ -260,7 +260,7 @@ async function runPhaseUnderLease(
  * bucket, but never a paused table's.
  */
 async function reasonForNoAutomaticWork(
-  ctx: ArchiverContext,
+  ctx: PhaseContext,
   metadata: BucketMetadata,
   options: RunPhaseOptions,
 ): Promise<string | undefined> {
@@ -282,7 +282,7 @@ function nothingToDo(metadata: BucketMetadata): string {
 }
 
 async function reasonNotToClaim(
-  ctx: ArchiverContext,
+  ctx: PhaseContext,
   metadata: BucketMetadata,
   now: Date,
 ): Promise<string | undefined> {
@@ -315,7 +315,7 @@ async function reasonNotToClaim(
  * every bucket at once.
  */
 async function recoverFromFailure(
-  ctx: ArchiverContext,
+  ctx: PhaseContext,
   heartbeat: LeaseHeartbeat,
   phase: PhaseName,
   error: unknown,

@@ -38,7 +38,7 @@ import type { TableId } from "../domain/table.js";
 import { ArchiveIntegrityError, ObjectNotFoundError, UnknownTableError } from "../errors.js";
 import { verifyArchive } from "../archive/segments.js";
 import type { Clock } from "../ports/clock.js";
-import type { BucketMetadata, HotStore } from "../ports/hot-store.js";
+import type { BucketMetadata, HotReads } from "../ports/hot-store.js";
 import type { ObjectStore } from "../ports/object-store.js";
 import type { ScrubCursor, ScrubStore, VerifiedVersion } from "../ports/scrub-store.js";
 import { checkCatalogEntries, refreshCatalogEntry, type CatalogPorts } from "./catalog.js";
@@ -46,7 +46,7 @@ import type { WorkflowLog } from "./context.js";
 import { archiveExpectationsOf, recordedPayload } from "./phases/recorded-payload.js";
 
 export interface ScrubContext {
-  readonly hotStore: HotStore;
+  readonly hotStore: HotReads;
   readonly objectStore: ObjectStore;
   readonly scrubStore: ScrubStore;
   readonly clock: Clock;

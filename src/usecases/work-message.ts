@@ -27,10 +27,10 @@ import { describeBucket } from "../domain/bucket.js";
 import { PulpitumError } from "../errors.js";
 import type { PhaseName } from "../ports/hot-store.js";
 import { MAX_VISIBILITY_SECONDS, type WorkItem, type WorkQueue } from "../ports/work-queue.js";
-import type { ArchiverContext, PhaseOutcome } from "./context.js";
+import type { PhaseContext, PhaseOutcome } from "./context.js";
 import { runNextPhase } from "./run-next-phase.js";
 
-export interface WorkMessageContext extends ArchiverContext {
+export interface WorkMessageContext extends PhaseContext {
   readonly queue: WorkQueue;
 }
 

@@ -11,6 +11,7 @@ import { parseTableId, type TableId } from "../../src/domain/table.js";
 import { parseRfc3339Micros } from "../../src/domain/time.js";
 import { UnknownTableError } from "../../src/errors.js";
 import type { BucketMetadata, HotStore, Lease, PhaseName } from "../../src/ports/hot-store.js";
+import { recordOnePart } from "./hot-store/support.js";
 
 export interface OpenedStore {
   readonly store: HotStore;
@@ -84,7 +85,7 @@ async function advanceTo(
         m = committed(await store.claim(l, NOW, CUTOFF)).metadata;
         break;
       case "export":
-        m = committed(await store.recordPayload(l, NOW, payload)).metadata;
+        m = committed(await recordOnePart(store, l, NOW, payload)).metadata;
         break;
       case "seal":
         m = committed(await store.recordManifest(l, NOW, `m/${id.bucketKey}.json`)).metadata;

@@ -20,6 +20,7 @@ import {
   sqlHotStoreConformance,
   typedPlaceholderConformance,
 } from "../conformance/hot-store.js";
+import { recordOnePart } from "../conformance/hot-store/support.js";
 import { RecordingDatabase, type RecordedStatement } from "../support/recording-database.js";
 
 const serverUrl = inject("databaseUrl");
@@ -359,7 +360,7 @@ async function archivedBucket(store: SqlHotStore, label: string, count: number) 
     byteLength: 1,
   };
   expect((await store.claim(await acquire(store, id), NOW, CUTOFF)).kind).toBe("committed");
-  expect((await store.recordPayload(await acquire(store, id), NOW, payload)).kind).toBe(
+  expect((await recordOnePart(store, await acquire(store, id), NOW, payload)).kind).toBe(
     "committed",
   );
   expect((await store.recordManifest(await acquire(store, id), NOW, "m/x.json")).kind).toBe(

@@ -55,7 +55,6 @@ import type {
   Lease,
   LeaseAcquisition,
   LeaseLost,
-  PayloadFacts,
   RestoreBatch,
   SnapshotPage,
   StatusReport,
@@ -77,14 +76,7 @@ import { readBucket } from "./hot-store/fenced-update.js";
 import { listArchiveReferences } from "./hot-store/gc-references.js";
 import { acquireLease, releaseLease, renewLease } from "./hot-store/leases.js";
 import { listArchivedBuckets, listHeldBuckets } from "./hot-store/operator-queries.js";
-import {
-  claim,
-  defer,
-  publish,
-  recordManifest,
-  recordPayload,
-  suspendExport,
-} from "./hot-store/phases.js";
+import { claim, defer, publish, recordManifest, suspendExport } from "./hot-store/phases.js";
 import { finishExport, listParts, recordPart } from "./hot-store/parts.js";
 import { quarantine, releaseQuarantine, releaseQuarantines } from "./hot-store/quarantine.js";
 import { countHotRows, listPartitionBuckets, readBucketRange } from "./hot-store/reads.js";
@@ -206,10 +198,6 @@ export class SqlHotStore implements HotStore {
 
   async finishExport(lease: Lease, now: Date, parts: number): Promise<FencedWrite> {
     return await finishExport(this.db, lease, now, parts);
-  }
-
-  async recordPayload(lease: Lease, now: Date, payload: PayloadFacts): Promise<FencedWrite> {
-    return await recordPayload(this.db, lease, now, payload);
   }
 
   async recordManifest(lease: Lease, now: Date, manifestKey: string): Promise<FencedWrite> {

@@ -12,7 +12,7 @@
  */
 import { cutoffAt, describeCutoffPolicy } from "../../domain/cutoff.js";
 import type { BucketId } from "../../domain/bucket.js";
-import type { HotStore } from "../../ports/hot-store.js";
+import type { HotReads } from "../../ports/hot-store.js";
 import { runStandalone } from "../../runner/standalone.js";
 import { MAX_MANUAL_PHASES, runBucketPhases } from "../../usecases/manual-run.js";
 import type { PhaseOutcome } from "../../usecases/context.js";
@@ -43,7 +43,7 @@ export class ArchiveReporter {
   readonly #ends = new Map<string, BucketEnd>();
 
   constructor(
-    private readonly hotStore: HotStore,
+    private readonly hotStore: HotReads,
     private readonly json: boolean,
     private readonly out: (line: string) => void,
     private readonly err: (line: string) => void,

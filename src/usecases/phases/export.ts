@@ -31,7 +31,7 @@ import { AmbiguousCommitError, InvariantViolationError, LeaseLostError } from ".
 import type { BucketPart, BucketRow, ClusteringPosition } from "../../ports/hot-store.js";
 import { storePayload } from "../../archive/store.js";
 import { verifyPayload } from "../../archive/verify.js";
-import type { ArchiverContext } from "../context.js";
+import type { PhaseContext } from "../context.js";
 import type { LeaseHeartbeat } from "../heartbeat.js";
 import { formatOfPayloadKey } from "../../domain/object-keys.js";
 import { commitFenced, type PhaseInput, type StepResult } from "./step.js";
@@ -123,7 +123,7 @@ export async function exportBucket({
  * the lease is lost.
  */
 async function recordPart(
-  ctx: ArchiverContext,
+  ctx: PhaseContext,
   heartbeat: LeaseHeartbeat,
   part: BucketPart,
 ): Promise<boolean> {
@@ -153,7 +153,7 @@ async function recordPart(
  * read under the lease. Memory is bounded by one page.
  */
 export async function* fencedSnapshot(
-  ctx: ArchiverContext,
+  ctx: PhaseContext,
   heartbeat: LeaseHeartbeat,
 ): AsyncIterable<BucketRow[]> {
   const pageSize = ctx.settings.snapshotPageSize;

@@ -6,7 +6,7 @@
 import { describeBucket } from "../../domain/bucket.js";
 import type { ArchiveFormat } from "../../domain/table.js";
 import { InvariantViolationError } from "../../errors.js";
-import type { BucketMetadata, BucketPart, HotStore, PayloadFacts } from "../../ports/hot-store.js";
+import type { BucketMetadata, BucketPart, HotReads, PayloadFacts } from "../../ports/hot-store.js";
 import { formatOfPayloadKey } from "../../domain/object-keys.js";
 
 export type RecordedPayload =
@@ -31,7 +31,7 @@ export type RecordedPayload =
  * with the totals the export's finishing commit recorded.
  */
 export async function recordedPayload(
-  hotStore: HotStore,
+  hotStore: HotReads,
   metadata: BucketMetadata,
 ): Promise<RecordedPayload | null> {
   if (metadata.payload !== null) {
@@ -69,7 +69,7 @@ export async function recordedPayload(
  * archive's invariant; `problem` says which, in the caller's words.
  */
 export async function requireRecordedPayload(
-  hotStore: HotStore,
+  hotStore: HotReads,
   metadata: BucketMetadata,
   problem: string,
 ): Promise<RecordedPayload> {
@@ -80,7 +80,7 @@ export async function requireRecordedPayload(
 
 /** The recorded payload and manifest key of a sealed bucket; either missing is reported as `problem`. */
 export async function requireSealedArchive(
-  hotStore: HotStore,
+  hotStore: HotReads,
   metadata: BucketMetadata,
   problem: string,
 ): Promise<{ readonly recorded: RecordedPayload; readonly manifestKey: string }> {

@@ -8,7 +8,7 @@
  */
 import { LeaseLostError } from "../../errors.js";
 import type { BucketRow, ClusteringPosition } from "../../ports/hot-store.js";
-import type { ArchiverContext } from "../context.js";
+import type { PhaseContext } from "../context.js";
 import type { LeaseHeartbeat } from "../heartbeat.js";
 
 export interface PartBounds {
@@ -25,13 +25,13 @@ export interface PartExtent {
 }
 
 export class SegmentCursor {
-  readonly #ctx: ArchiverContext;
+  readonly #ctx: PhaseContext;
   readonly #heartbeat: LeaseHeartbeat;
   #after: ClusteringPosition | null;
   #buffer: readonly BucketRow[] = [];
   #exhausted = false;
 
-  constructor(ctx: ArchiverContext, heartbeat: LeaseHeartbeat, after: ClusteringPosition | null) {
+  constructor(ctx: PhaseContext, heartbeat: LeaseHeartbeat, after: ClusteringPosition | null) {
     this.#ctx = ctx;
     this.#heartbeat = heartbeat;
     this.#after = after;

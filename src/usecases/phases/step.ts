@@ -1,6 +1,12 @@
 import { AmbiguousCommitError } from "../../errors.js";
-import type { BucketMetadata, FencedWrite, Lease, PhaseName } from "../../ports/hot-store.js";
-import type { ArchiverContext } from "../context.js";
+import type {
+  BucketMetadata,
+  FencedWrite,
+  HotReads,
+  Lease,
+  PhaseName,
+} from "../../ports/hot-store.js";
+import type { ArchiverContext, PhaseContext } from "../context.js";
 import type { LeaseHeartbeat } from "../heartbeat.js";
 
 /** What a phase reports back to the runner. */
@@ -9,7 +15,7 @@ export type StepResult =
   | { kind: "lease-lost"; reason: string };
 
 export interface PhaseInput {
-  readonly ctx: ArchiverContext;
+  readonly ctx: PhaseContext;
   readonly heartbeat: LeaseHeartbeat;
   /** Metadata as it was when the lease was taken. */
   readonly metadata: BucketMetadata;
@@ -27,7 +33,7 @@ export interface PhaseInput {
  * otherwise the lease is lost.
  */
 export async function commitFenced(
-  ctx: ArchiverContext,
+  ctx: ArchiverContext<HotReads>,
   lease: Lease,
   operation: string,
   attempt: () => Promise<FencedWrite>,

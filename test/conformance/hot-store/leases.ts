@@ -13,7 +13,6 @@ import {
   later,
   newTable,
   NOW,
-  PAYLOAD,
 } from "./support.js";
 
 export function leaseConformance(opened: () => HotStore): void {
@@ -85,7 +84,7 @@ export function leaseConformance(opened: () => HotStore): void {
       { op: "renewLease", phase: "claim", run: (s, l, n) => s.renewLease(l, n, LEASE_MS) },
       { op: "claim", phase: "claim", run: (s, l, n) => s.claim(l, n, CUTOFF) },
       { op: "snapshotPage", phase: "export", run: (s, l, n) => s.snapshotPage(l, n, null, 10) },
-      { op: "recordPayload", phase: "export", run: (s, l, n) => s.recordPayload(l, n, PAYLOAD) },
+      { op: "finishExport", phase: "export", run: (s, l, n) => s.finishExport(l, n, 1) },
       {
         op: "recordManifest",
         phase: "seal",

@@ -19,6 +19,7 @@ import {
   PAYLOAD,
   readSnapshot,
   rec,
+  recordOnePart,
 } from "./support.js";
 
 export function phaseConformance(opened: () => HotStore): void {
@@ -123,14 +124,14 @@ export function phaseConformance(opened: () => HotStore): void {
       expect((await store.recordManifest(early, NOW, "m")).kind).toBe("lease-lost");
       await store.releaseLease(early);
 
-      const sealed = committed(await store.recordPayload(await acquire(store, id), NOW, PAYLOAD));
+      const sealed = committed(await recordOnePart(store, await acquire(store, id), NOW, PAYLOAD));
       expect(sealed.metadata).toMatchObject({
         phase: "seal",
         payload: PAYLOAD,
         ownerToken: null,
       });
       const repeat = await acquire(store, id);
-      expect((await store.recordPayload(repeat, NOW, PAYLOAD)).kind).toBe("lease-lost");
+      expect((await recordOnePart(store, repeat, NOW, PAYLOAD)).kind).toBe("lease-lost");
       await store.releaseLease(repeat);
 
       const manifested = committed(

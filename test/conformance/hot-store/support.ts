@@ -9,8 +9,10 @@ import { parseRfc3339Micros } from "../../../src/domain/time.js";
 import type {
   BucketMetadata,
   BucketRow,
+  FencedWrite,
   HotStore,
   Lease,
+  PayloadFacts,
   PhaseName,
 } from "../../../src/ports/hot-store.js";
 
@@ -112,6 +114,23 @@ export const PAYLOAD = {
   byteLength: 123,
 };
 
+/**
+ * Export `payload` as the bucket's one part and finish the export (phase
+ * export -> seal), as the exporter records a bucket of one part.
+ */
+export async function recordOnePart(
+  store: HotStore,
+  lease: Lease,
+  now: Date,
+  payload: PayloadFacts,
+): Promise<FencedWrite> {
+  const part = { ...payload, index: 0, first: null, last: null };
+  const recorded = await store.recordPart(lease, now, part);
+  if (recorded.kind === "lease-lost") return recorded;
+  if (recorded.kind !== "recorded") throw new Error(`expected recorded, got ${recorded.kind}`);
+  return await store.finishExport(lease, now, 1);
+}
+
 /** Drive a hot bucket forward until its recorded phase is `target`. */
 export async function advanceTo(
   store: HotStore,
@@ -127,7 +146,7 @@ export async function advanceTo(
         metadata = committed(await store.claim(lease, NOW, CUTOFF)).metadata;
         break;
       case "export":
-        metadata = committed(await store.recordPayload(lease, NOW, PAYLOAD)).metadata;
+        metadata = committed(await recordOnePart(store, lease, NOW, PAYLOAD)).metadata;
         break;
       case "seal":
         metadata = committed(await store.recordManifest(lease, NOW, "m/manifest.json")).metadata;

@@ -10,7 +10,6 @@ import { parseTableId } from "../../../src/domain/table.js";
 import { parseRfc3339Micros } from "../../../src/domain/time.js";
 import { UnknownTableError } from "../../../src/errors.js";
 import type { SqlHotStore } from "../../../src/adapters/sql/sql-hot-store.js";
-import type { HotStore } from "../../../src/ports/hot-store.js";
 import type { ArchiverContext } from "../../../src/usecases/context.js";
 import { dropTable, TableInFlightError } from "../../../src/usecases/drop-table.js";
 import { collectGarbage } from "../../../src/usecases/gc.js";
@@ -118,21 +117,10 @@ describe("dropping a table", () => {
   });
 
   it("finishes a drop interrupted after its first bucket when run again; the table stays registered and paused meanwhile", async () => {
-    let batches = 0;
-    const crashing = new Proxy(h.inner, {
-      get(target, name, receiver) {
-        if (name === "dropBucketBatch")
-          return async (...args: Parameters<HotStore["dropBucketBatch"]>) => {
-            if (++batches === 3) throw new Error("simulated crash");
-            return await target.dropBucketBatch(...args);
-          };
-        const value = Reflect.get(target, name, receiver);
-        return typeof value === "function" ? value.bind(target) : value;
-      },
-    });
-    await expect(dropTable({ ...ctx, hotStore: crashing }, table)).rejects.toThrow(
-      "simulated crash",
-    );
+    const crashing = h.process({
+      hot: { operation: "dropBucketBatch", when: "before", kind: "crash", nth: 3 },
+    }).ctx;
+    await expect(dropTable(crashing, table)).rejects.toThrow("simulated crash");
     expect((await h.inner.getTable(table))?.paused).toBe(true);
     expect(
       (await h.inner.listArchiveReferences(table, null, 100, h.clock.now())).length,
@@ -161,20 +149,18 @@ describe("dropping a table", () => {
       partitionKey: new TextEncoder().encode("c-1"),
       bucketKey: "month:2026-03",
     };
-    const racing = new Proxy(h.inner, {
-      get(target, name, receiver) {
-        if (name === "beginTableDrop")
-          return async (...args: Parameters<HotStore["beginTableDrop"]>) => {
-            const start = await target.beginTableDrop(...args);
-            // A worker with an old queue message takes the lease right after the check.
-            expect((await target.acquireLease(raced, h.clock.now(), 60_000)).kind).toBe("acquired");
-            return start;
-          };
-        const value = Reflect.get(target, name, receiver);
-        return typeof value === "function" ? value.bind(target) : value;
+    const racing = h.process({
+      hot: {
+        operation: "beginTableDrop",
+        when: "after",
+        kind: "hook",
+        // A worker with an old queue message takes the lease right after the check.
+        hook: async () => {
+          expect((await h.inner.acquireLease(raced, h.clock.now(), 60_000)).kind).toBe("acquired");
+        },
       },
-    });
-    const first = await dropTable({ ...ctx, hotStore: racing }, table);
+    }).ctx;
+    const first = await dropTable(racing, table);
     expect(first).toMatchObject({
       busy: ["chat/c-1/month:2026-03"],
       buckets_removed: 5,

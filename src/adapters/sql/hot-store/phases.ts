@@ -1,16 +1,10 @@
 /**
- * The archival phases' commits: claim, record payload, record manifest,
- * publish and defer. Each is one fenced UPDATE that expects the state and
- * phase the previous commit left, so a phase commits at most once per
- * generation, and each hands the bucket on ({@link HAND_ON}) in the same
- * statement.
+ * The archival phases' commits: claim, record manifest, publish and defer.
+ * Each is one fenced UPDATE that expects the state and phase the previous
+ * commit left, so a phase commits at most once per generation, and each
+ * hands the bucket on ({@link HAND_ON}) in the same statement.
  */
-import type {
-  FailureAccounting,
-  FencedWrite,
-  Lease,
-  PayloadFacts,
-} from "../../../ports/hot-store.js";
+import type { FailureAccounting, FencedWrite, Lease } from "../../../ports/hot-store.js";
 import type { SqlDatabase } from "../database.js";
 import { METADATA_TABLE } from "../migrations.js";
 import { fencedTransaction, fencedUpdate, lockUnderFence } from "./fenced-update.js";
@@ -36,25 +30,6 @@ export async function claim(
     (p) =>
       `state = 'archiving', phase = 'export', retry_at = NULL, last_error = NULL, ${HAND_ON(p, now)}`,
     (p) => CLAIMABLE(p, now, cutoff),
-  );
-}
-
-export async function recordPayload(
-  db: SqlDatabase,
-  lease: Lease,
-  now: Date,
-  payload: PayloadFacts,
-): Promise<FencedWrite> {
-  return await fencedUpdate(
-    db,
-    "recordPayload",
-    lease,
-    now,
-    (p) =>
-      `payload_key = ${p.text(payload.key)}, payload_sha256 = ${p.text(payload.sha256)},
-       payload_rows = ${p.int(payload.rowCount)}, payload_bytes = ${p.int(payload.byteLength)},
-       phase = 'seal', ${HAND_ON(p, now)}`,
-    () => `state = 'archiving' AND phase = 'export'`,
   );
 }
 
