@@ -3,8 +3,8 @@
 // `npx pulpitum` first links this folder): compiles src/ into dist/ for
 // bin/pulpitum.js and creates the embedded database's template, each only
 // when missing or out of date. Where TypeScript is not installed (`npm ci
-// --omit=dev`) it says so and succeeds: the command then runs its sources
-// through tsx, which works but starts slower.
+// --omit=dev`) it says so and succeeds: a dist/ built before keeps working,
+// and without one `pulpitum` says how to build it.
 import { spawnSync } from "node:child_process";
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -38,7 +38,7 @@ if (!upToDate) {
     tsc = createRequire(import.meta.url).resolve("typescript/bin/tsc");
   } catch {
     process.stderr.write(
-      "pulpitum: TypeScript is not installed, so dist/ was not built; `pulpitum` runs from src/ through tsx\n",
+      "pulpitum: TypeScript (a development dependency) is not installed, so dist/ was not built; `npm ci` with the development dependencies builds it\n",
     );
     process.exit(0);
   }
