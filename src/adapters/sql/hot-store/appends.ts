@@ -12,6 +12,7 @@ import {
 } from "../../../domain/limits.js";
 import { bytesEqual, type TableRecord } from "../../../domain/record.js";
 import type { TableId } from "../../../domain/table.js";
+import { dateToMicros, type EpochMicros } from "../../../domain/time.js";
 import type { AppendResult } from "../../../ports/hot-store.js";
 import { isUniqueViolation, type SqlDatabase } from "../database.js";
 import { checkWritableWindow, compareBuckets, fenceHotBuckets } from "./append-fence.js";
@@ -63,20 +64,40 @@ async function appendOnce(
     const buckets = new Map<string, PendingBucket>();
     const unique = new Map<string, PendingRecord>();
     let duplicates = 0;
+    // A batch's records mostly share a bucket: the previous record's is
+    // reused while the partition key and the bucket's bounds hold, sparing
+    // a bucketForTime and a bucket identity per record.
+    let previous: { bucket: PendingBucket; start: EpochMicros; end: EpochMicros } | undefined;
     for (const record of records) {
-      const descriptor = bucketForTime(table.strategy, record.eventTime);
-      const bucketIdentity = bucketIdentityKey(record.partitionKey, descriptor.key);
-      let bucket = buckets.get(bucketIdentity);
-      if (bucket === undefined) {
-        bucket = {
-          id: { tableId, partitionKey: record.partitionKey, bucketKey: descriptor.key },
-          descriptor,
+      let bucket: PendingBucket;
+      if (
+        previous !== undefined &&
+        record.eventTime >= previous.start &&
+        record.eventTime < previous.end &&
+        bytesEqual(record.partitionKey, previous.bucket.id.partitionKey)
+      ) {
+        bucket = previous.bucket;
+      } else {
+        const descriptor = bucketForTime(table.strategy, record.eventTime);
+        const bucketIdentity = bucketIdentityKey(record.partitionKey, descriptor.key);
+        let known = buckets.get(bucketIdentity);
+        if (known === undefined) {
+          known = {
+            id: { tableId, partitionKey: record.partitionKey, bucketKey: descriptor.key },
+            descriptor,
+          };
+          buckets.set(bucketIdentity, known);
+        }
+        bucket = known;
+        previous = {
+          bucket,
+          start: dateToMicros(descriptor.start),
+          end: dateToMicros(descriptor.end),
         };
-        buckets.set(bucketIdentity, bucket);
       }
       const identity = identityKey(
         record.partitionKey,
-        descriptor.key,
+        bucket.descriptor.key,
         record.eventTime,
         record.sortKey,
       );
