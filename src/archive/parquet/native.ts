@@ -14,6 +14,11 @@
  * statistics for event_time and sort_key; an offset index for every column
  * chunk after the last row group.
  *
+ * A column whose pages Zstandard stored raw (no smaller compressed) two
+ * row groups back compresses only the first page of a row group and writes
+ * the others as raw ZSTD frames itself (PageColumn.storeRaw): the codec
+ * stays ZSTD and the frames are those Zstandard writes for such pages.
+ *
  * Memory is bounded by two row groups (the one filling and the one being
  * compressed) plus the offset indexes and footer entries, a few bytes per
  * page; the bytes are the same for the same rows and settings.
