@@ -17,7 +17,8 @@ import { takeBucketLease } from "../src/usecases/bucket-lease.js";
 import { type ExportArgs } from "./export-child.js";
 import { benchContext, exportBucketId, PARTITION_KEY, SNAPSHOT_PAGE_SIZE } from "./support.js";
 
-export type Breakdown = Record<string, { seconds: number; note: string }>;
+/** Per stage: wall seconds and this process's user + system CPU seconds (the thread pool's included). */
+export type Breakdown = Record<string, { seconds: number; cpuSeconds?: number; note: string }>;
 
 /**
  * Where an export's time goes, stage by stage, on a bucket that has already
@@ -30,8 +31,14 @@ export async function breakdownChild(args: ExportArgs): Promise<Breakdown> {
   const out: Breakdown = {};
   const time = async <T>(name: string, note: string, fn: () => Promise<T>): Promise<T> => {
     const started = performance.now();
+    const cpuBefore = process.cpuUsage();
     const result = await fn();
-    out[name] = { seconds: (performance.now() - started) / 1000, note };
+    const cpu = process.cpuUsage(cpuBefore);
+    out[name] = {
+      seconds: (performance.now() - started) / 1000,
+      cpuSeconds: (cpu.user + cpu.system) / 1e6,
+      note,
+    };
     return result;
   };
   const id = exportBucketId(args.bucketIndex);
@@ -130,4 +137,10 @@ async function bareSnapshot(databaseUrl: string, id: BucketId): Promise<number> 
   } finally {
     await client.end();
   }
+}
+
+const childIndex = process.argv.indexOf("--breakdown-child");
+if (childIndex >= 0) {
+  const args = JSON.parse(process.argv[childIndex + 1] ?? "{}") as ExportArgs;
+  console.log(JSON.stringify(await breakdownChild(args)));
 }

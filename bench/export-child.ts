@@ -94,6 +94,8 @@ export async function exportChild(args: ExportArgs): Promise<ExportResult> {
 export async function bundleExportChild(
   dir: string,
   entry: string = fileURLToPath(import.meta.url),
+  /** False for a readable CPU profile (bench/export-cpu.ts --prof). */
+  minify = true,
 ): Promise<string> {
   const { build } = await import("esbuild");
   const outfile = path.join(dir, `${path.basename(entry, ".ts")}.mjs`);
@@ -106,7 +108,7 @@ export async function bundleExportChild(
     target: `node${process.versions.node.split(".")[0]}`,
     mainFields: ["module", "main"],
     banner: { js: ESM_BANNER },
-    minify: true,
+    minify,
     keepNames: true,
     external: ["pg-native", "esbuild"],
     logLevel: "warning",

@@ -513,7 +513,7 @@ async function main(): Promise<void> {
     for (const [name, stage] of Object.entries(breakdown)) {
       if (name === "rows") continue;
       console.log(
-        `  ${name.padEnd(20)} ${stage.seconds.toFixed(2).padStart(6)} s  ${fmt(plan.ratioRows / stage.seconds).padStart(10)} rows/s  ${stage.note}`,
+        `  ${name.padEnd(20)} ${stage.seconds.toFixed(2).padStart(6)} s  CPU ${(stage.cpuSeconds ?? 0).toFixed(2).padStart(5)} s  ${fmt(plan.ratioRows / stage.seconds).padStart(10)} rows/s  ${stage.note}`,
       );
     }
     console.log(`\ndiscovery plan (index used: ${disc.usesIndex}):\n${disc.plan}`);

@@ -15,9 +15,12 @@ export class RowDigest {
   // Rows are framed into one buffer and hashed in large updates: four small
   // updates per row cost more than the hashing itself.
   readonly #buffer = Buffer.allocUnsafe(RowDigest.#BUFFER_BYTES);
-  readonly #time = new BigInt64Array(1);
-  readonly #timeBytes = new Uint8Array(this.#time.buffer);
-  readonly #bigEndian = new Uint8Array(new Uint16Array([1]).buffer)[0] === 0;
+  /** Over #buffer: DataView's setBigInt64 allocates nothing, Buffer's writeBigInt64BE four BigInts. */
+  readonly #view = new DataView(
+    this.#buffer.buffer,
+    this.#buffer.byteOffset,
+    RowDigest.#BUFFER_BYTES,
+  );
   #used = 0;
   #count = 0;
 
@@ -25,12 +28,8 @@ export class RowDigest {
     const need = 16 + sortKey.byteLength + value.byteLength;
     if (this.#used + need > RowDigest.#BUFFER_BYTES) this.#flush();
     const buffer = this.#buffer;
-    let at = this.#used;
-    this.#time[0] = eventTime;
-    const time = this.#timeBytes;
-    if (this.#bigEndian) buffer.set(time, at);
-    else for (let i = 0; i < 8; i++) buffer[at + i] = time[7 - i]!;
-    at = buffer.writeUInt32BE(sortKey.byteLength, at + 8);
+    this.#view.setBigInt64(this.#used, eventTime, false);
+    let at = buffer.writeUInt32BE(sortKey.byteLength, this.#used + 8);
     if (need > RowDigest.#BUFFER_BYTES) {
       this.#hash.update(buffer.subarray(0, at));
       this.#hash.update(sortKey);
@@ -62,6 +61,7 @@ export class RowDigest {
     to: number,
   ): void {
     const buffer = this.#buffer;
+    const view = this.#view;
     const sortData = bufferView(sortKeys.data);
     const valueData = bufferView(values.data);
     const sortOffsets = sortKeys.offsets;
@@ -81,8 +81,8 @@ export class RowDigest {
         continue;
       }
       if (this.#used + need > RowDigest.#BUFFER_BYTES) this.#flush();
-      let at = buffer.writeBigInt64BE(micros[i]!, this.#used);
-      at = buffer.writeUInt32BE(sortLength, at);
+      view.setBigInt64(this.#used, micros[i]!, false);
+      let at = buffer.writeUInt32BE(sortLength, this.#used + 8);
       at += sortData.copy(buffer, at, sortStart, sortStart + sortLength);
       at = buffer.writeUInt32BE(valueLength, at);
       at += valueData.copy(buffer, at, valueStart, valueStart + valueLength);
@@ -108,6 +108,7 @@ export class RowDigest {
     count: number,
   ): void {
     const buffer = this.#buffer;
+    const view = this.#view;
     for (let i = 0; i < count; i++) {
       const sortStart = sortStarts[i]!;
       const sortLength = sortLengths[i]!;
@@ -123,8 +124,8 @@ export class RowDigest {
         continue;
       }
       if (this.#used + need > RowDigest.#BUFFER_BYTES) this.#flush();
-      let at = buffer.writeBigInt64BE(micros[i]!, this.#used);
-      at = buffer.writeUInt32BE(sortLength, at);
+      view.setBigInt64(this.#used, micros[i]!, false);
+      let at = buffer.writeUInt32BE(sortLength, this.#used + 8);
       at += sortData.copy(buffer, at, sortStart, sortStart + sortLength);
       at = buffer.writeUInt32BE(valueLength, at);
       at += valueData.copy(buffer, at, valueStart, valueStart + valueLength);

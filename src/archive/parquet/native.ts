@@ -14,6 +14,11 @@
  * statistics for event_time and sort_key; an offset index for every column
  * chunk after the last row group.
  *
+ * A column whose pages Zstandard stored raw (no smaller compressed) two
+ * row groups back compresses only the first page of a row group and writes
+ * the others as raw ZSTD frames itself (PageColumn.storeRaw): the codec
+ * stays ZSTD and the frames are those Zstandard writes for such pages.
+ *
  * Memory is bounded by two row groups (the one filling and the one being
  * compressed) plus the offset indexes and footer entries, a few bytes per
  * page; the bytes are the same for the same rows and settings.
@@ -41,6 +46,7 @@ import {
   type RowGroupInfo,
 } from "./footer.js";
 import { PageCompressor } from "./page-compressor.js";
+import { rawFrameContent } from "./zstd-page.js";
 import { ThriftWriter } from "./thrift.js";
 
 /** A page holding this much is closed whatever its row count. */
@@ -59,11 +65,70 @@ interface PendingPage {
   readonly compressed: Promise<Buffer>;
 }
 
+/**
+ * A ZSTD frame holding `page` verbatim (RFC 8878: single segment, its
+ * content size, one last Raw_Block), written into `out` at `at`: what
+ * Zstandard itself writes for a page it cannot make smaller. Pages up to
+ * {@link MAX_RAW_BLOCK} bytes only (one block).
+ */
+function rawFrame(page: Uint8Array, out: Buffer, at: number): number {
+  const size = page.byteLength;
+  out.writeUInt32LE(0xfd2fb528, at);
+  let next = at + 4;
+  if (size < 256) {
+    out[next++] = 0x20;
+    out[next++] = size;
+  } else if (size < 65_792) {
+    out[next++] = 0x60;
+    next = out.writeUInt16LE(size - 256, next);
+  } else {
+    out[next++] = 0xa0;
+    next = out.writeUInt32LE(size, next);
+  }
+  const block = size * 8 + 1; // Block_Size << 3 | Raw_Block << 1 | Last_Block
+  out[next++] = block & 0xff;
+  out[next++] = (block >> 8) & 0xff;
+  out[next++] = (block >> 16) & 0xff;
+  out.set(page, next);
+  return next + size;
+}
+
+/** The largest page a raw frame holds: one block (Block_Maximum_Size). */
+const MAX_RAW_BLOCK = 128 * 1024;
+/** Frame header and block header of a raw frame, at most. */
+const RAW_FRAME_OVERHEAD = 4 + 1 + 4 + 3;
+/** Raw frames are cut from slabs of this size, as the compressor cuts frames from its output buffer. */
+const RAW_SLAB_BYTES = 1024 * 1024;
+
+interface PageStats {
+  compressed: number;
+  raw: number;
+}
+
 /** One PLAIN-encoded column of the row group being filled, cut into pages. */
 class PageColumn {
   constructor(private readonly zstd: PageCompressor) {}
 
+  /**
+   * True while the column's pages come out of Zstandard no smaller than
+   * they went in (random, encrypted or already compressed values): then
+   * only the first page of a row group is compressed, as a probe, and the
+   * others are stored as raw frames, which is what Zstandard would have
+   * written for them, without the work of trying. Set from row groups
+   * already compressed (see {@link RowGroupBuilder.take}), never from
+   * pages in flight, so the bytes do not depend on thread timing.
+   */
+  storeRaw = false;
+  /** Of the current row group's pages compressed so far: how many, and how many came out raw. */
+  #stats: PageStats = { compressed: 0, raw: 0 };
+  /** The stats of the row group before the last one taken: complete once that group is written. */
+  #previousStats: PageStats | undefined;
+  #slab = Buffer.allocUnsafe(0);
+  #slabUsed = 0;
+
   #buffer: Buffer = Buffer.allocUnsafe(DATA_PAGE_BYTES * 2);
+  /** Over #buffer: DataView's setBigInt64 allocates nothing, Buffer's writeBigInt64LE four BigInts. */
+  #view = dataView(this.#buffer);
   readonly #free: Buffer[] = [];
   used = 0;
   rows = 0;
@@ -75,6 +140,7 @@ class PageColumn {
       const grown = Buffer.allocUnsafe(Math.max(this.used + bytes, this.#buffer.byteLength * 2));
       this.#buffer.copy(grown, 0, 0, this.used);
       this.#buffer = grown;
+      this.#view = dataView(grown);
     }
     return this.#buffer;
   }
@@ -88,38 +154,80 @@ class PageColumn {
   }
 
   addInt64(value: bigint): void {
-    this.used = this.reserve(8).writeBigInt64LE(value, this.used);
+    this.reserve(8);
+    this.#view.setBigInt64(this.used, value, true);
+    this.used += 8;
     this.rows++;
   }
 
   /** Close the page being filled (if it holds rows) and start compressing it. */
   close(): void {
     if (this.rows === 0) return;
+    if (this.storeRaw && this.pages.length > 0 && this.used <= MAX_RAW_BLOCK) {
+      if (this.#slabUsed + this.used + RAW_FRAME_OVERHEAD > this.#slab.byteLength) {
+        this.#slab = Buffer.allocUnsafe(Math.max(RAW_SLAB_BYTES, this.used + RAW_FRAME_OVERHEAD));
+        this.#slabUsed = 0;
+      }
+      const start = this.#slabUsed;
+      this.#slabUsed = rawFrame(this.#buffer.subarray(0, this.used), this.#slab, start);
+      const frame = this.#slab.subarray(start, this.#slabUsed);
+      this.pages.push({
+        rows: this.rows,
+        firstRow: this.firstRow,
+        size: this.used,
+        compressed: Promise.resolve(frame),
+      });
+      this.firstRow += this.rows;
+      this.used = 0;
+      this.rows = 0;
+      return;
+    }
     // The compressor reads the buffer on another thread: the column goes on
     // with another one, and gets this one back once the page is compressed.
     // Reusing them spares an allocation per page, which V8 counts as
     // external memory and answers with full garbage collections.
     const full = this.#buffer;
-    const compressed = this.zstd.compress(full.subarray(0, this.used));
+    const size = this.used;
+    const compressed = this.zstd.compress(full.subarray(0, size));
+    const stats = this.#stats;
     compressed.then(
-      () => this.#free.push(full),
+      (frame) => {
+        this.#free.push(full);
+        stats.compressed++;
+        if (rawFrameContent(frame, size) !== undefined) stats.raw++;
+      },
       () => undefined,
     );
-    this.pages.push({ rows: this.rows, firstRow: this.firstRow, size: this.used, compressed });
+    this.pages.push({ rows: this.rows, firstRow: this.firstRow, size, compressed });
     this.#buffer = this.#free.pop() ?? Buffer.allocUnsafe(DATA_PAGE_BYTES * 2);
+    this.#view = dataView(this.#buffer);
     this.firstRow += this.rows;
     this.used = 0;
     this.rows = 0;
   }
 
-  /** The row group's pages; the column starts empty for the next one. */
+  /**
+   * The row group's pages; the column starts empty for the next one. The
+   * caller has written every row group before this one, so the stats of
+   * the one before it are complete: their pages all raw decides
+   * {@link storeRaw} for the next row group.
+   */
   take(): PendingPage[] {
     this.close();
     const pages = this.pages;
     this.pages = [];
     this.firstRow = 0;
+    const before = this.#previousStats;
+    this.storeRaw =
+      before !== undefined && before.compressed > 0 && before.raw === before.compressed;
+    this.#previousStats = this.#stats;
+    this.#stats = { compressed: 0, raw: 0 };
     return pages;
   }
+}
+
+function dataView(buffer: Buffer): DataView {
+  return new DataView(buffer.buffer, buffer.byteOffset, buffer.byteLength);
 }
 
 /** Min and max of a column chunk, kept as values. */
@@ -192,12 +300,11 @@ class RowGroupBuilder {
     this.sortKeys.addBinary(key);
     this.values.addBinary(row.value);
     this.rows++;
-    const columns = [this.time, this.sortKeys, this.values];
-    if (this.rows % DATA_PAGE_ROWS === 0) {
-      for (const column of columns) if (column.used >= DATA_PAGE_BYTES) column.close();
-    } else {
-      for (const column of columns) if (column.used >= MAX_PAGE_BYTES) column.close();
-    }
+    // Three calls rather than a loop over a new array: this runs once per row.
+    const limit = this.rows % DATA_PAGE_ROWS === 0 ? DATA_PAGE_BYTES : MAX_PAGE_BYTES;
+    if (this.time.used >= limit) this.time.close();
+    if (this.sortKeys.used >= limit) this.sortKeys.close();
+    if (this.values.used >= limit) this.values.close();
   }
 
   /** Everything the row group's chunks need once compressed; the builder starts over. */

@@ -16,7 +16,9 @@
  * DuckDB tests).
  *
  * Cost: a column chunk's pages are decompressed into one buffer, and values
- * are checked and hashed where they lie in it.
+ * are checked and hashed where they lie in it; a chunk whose pages
+ * Zstandard stored verbatim (raw blocks) is read where it lies, without a
+ * copy (see rawFrameContent).
  */
 import { parquetHeader } from "hyparquet/src/column.js";
 import { ArchiveIntegrityError } from "../../errors.js";
@@ -25,7 +27,7 @@ import type { ByteSource } from "../byte-sources.js";
 import type { PayloadContent, PayloadExpectations } from "../payload-reader.js";
 import { RowDigest } from "../row-digest.js";
 import { ParquetPayloadReader, type RowGroupInfo } from "./reader.js";
-import { PageDecompressor } from "./zstd-page.js";
+import { PageDecompressor, rawFrameContent } from "./zstd-page.js";
 
 /** Pages of one column chunk, decompressed: each page's bytes and stated value count. */
 interface ChunkPages {
@@ -140,6 +142,23 @@ async function decompressChunk(
     } else {
       return OTHER_LAYOUT;
     }
+  }
+  // Pages Zstandard stored verbatim are read where they lie in the chunk;
+  // a chunk with any other page is decompressed whole.
+  const raw = headers.map((h) => rawFrameContent(h.body, h.size));
+  if (raw.every((r) => r !== undefined)) {
+    const data = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    const pages = headers.map((h, i) => {
+      const offset = h.body.byteOffset - bytes.byteOffset;
+      return {
+        start: offset + raw[i]!.start,
+        end: offset + raw[i]!.end,
+        values: h.values,
+        dictionary: h.dictionary,
+        encoding: h.encoding,
+      };
+    });
+    return { data, pages };
   }
   let data: Buffer;
   try {

@@ -100,6 +100,14 @@ export function appendConformance(opened: () => HotStore): void {
           NOW,
         ),
       ).rejects.toBeInstanceOf(RecordConflictError);
+      // A batch in clustering order too (the SQL store then skips its identity map).
+      await expect(
+        store.append(
+          tableId,
+          [rec("2023-01-01T00:00:00Z", "a", "2"), rec("2023-01-03T00:00:00Z", "new", "x")],
+          NOW,
+        ),
+      ).rejects.toBeInstanceOf(RecordConflictError);
 
       const id = { tableId, partitionKey: bytes(1), bucketKey: "year:2023" };
       const lease = await acquire(store, id);

@@ -3,6 +3,7 @@
  * hyparquet, DuckDB) and the integration test that reads them through
  * pyarrow: rows in clustering order and what their statistics must be.
  */
+import { createHash } from "node:crypto";
 import { parseRfc3339Micros } from "../../../src/domain/time.js";
 import type { BucketRow } from "../../../src/ports/hot-store.js";
 
@@ -47,6 +48,22 @@ export function expectedStats(rows: readonly BucketRow[], rowGroupRows: number) 
   return groups;
 }
 
+/**
+ * Values as incompressible as random bytes (SHA-256 in counter mode), which
+ * Zstandard stores raw: the writer then stores the pages of later row
+ * groups as raw frames itself (native.ts, storeRaw).
+ */
+export function incompressibleRows(count: number, valueBytes = 200): BucketRow[] {
+  return makeRows(count).map((row, i) => {
+    const value = new Uint8Array(valueBytes);
+    for (let at = 0; at < valueBytes; at += 32) {
+      const block = createHash("sha256").update(`${i}:${at}`).digest();
+      value.set(block.subarray(0, Math.min(32, valueBytes - at)), at);
+    }
+    return { ...row, value };
+  });
+}
+
 /** Every writer case: a name, its rows, and rows per row group (undefined: the default). */
 export const PARQUET_CASES: readonly [string, () => BucketRow[], number | undefined][] = [
   ["an empty bucket", () => [], undefined],
@@ -68,4 +85,9 @@ export const PARQUET_CASES: readonly [string, () => BucketRow[], number | undefi
     2,
   ],
   ["a file of 1,000 row groups", () => makeRows(1_000, () => 8), 1],
+  [
+    "incompressible values: later row groups' value pages stored as raw frames",
+    () => incompressibleRows(6_000),
+    1_000,
+  ],
 ];

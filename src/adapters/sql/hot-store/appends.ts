@@ -10,8 +10,9 @@ import {
   oversizedField,
   recordBytes,
 } from "../../../domain/limits.js";
-import { bytesEqual, type TableRecord } from "../../../domain/record.js";
+import { bytesEqual, compareBytes, type TableRecord } from "../../../domain/record.js";
 import type { TableId } from "../../../domain/table.js";
+import { dateToMicros, type EpochMicros } from "../../../domain/time.js";
 import type { AppendResult } from "../../../ports/hot-store.js";
 import { isUniqueViolation, type SqlDatabase } from "../database.js";
 import { checkWritableWindow, compareBuckets, fenceHotBuckets } from "./append-fence.js";
@@ -61,37 +62,62 @@ async function appendOnce(
     if (table === null) throw new UnknownTableError(tableId);
 
     const buckets = new Map<string, PendingBucket>();
-    const unique = new Map<string, PendingRecord>();
-    let duplicates = 0;
+    const pending: PendingRecord[] = [];
+    // A batch in strictly increasing (partition key, event time, sort key)
+    // order, a producer's usual batch, cannot repeat a record: it needs no
+    // identity per record, which is made only if a retry compares stored
+    // records. Any other batch is deduplicated by identity (dedupe).
+    let increasing = true;
+    let before: TableRecord | undefined;
+    // A batch's records mostly share a bucket: the previous record's is
+    // reused while the partition key and the bucket's bounds hold, sparing
+    // a bucketForTime and a bucket identity per record.
+    let previous: { bucket: PendingBucket; start: EpochMicros; end: EpochMicros } | undefined;
     for (const record of records) {
-      const descriptor = bucketForTime(table.strategy, record.eventTime);
-      const bucketIdentity = bucketIdentityKey(record.partitionKey, descriptor.key);
-      let bucket = buckets.get(bucketIdentity);
-      if (bucket === undefined) {
-        bucket = {
-          id: { tableId, partitionKey: record.partitionKey, bucketKey: descriptor.key },
-          descriptor,
-        };
-        buckets.set(bucketIdentity, bucket);
-      }
-      const identity = identityKey(
-        record.partitionKey,
-        descriptor.key,
-        record.eventTime,
-        record.sortKey,
-      );
-      const earlier = unique.get(identity);
-      if (earlier !== undefined) {
-        if (!bytesEqual(earlier.record.value, record.value)) {
-          throw new RecordConflictError(
-            `${describeRecord(bucket.id, record.eventTime, record.sortKey)} appears twice in one batch with different values`,
-          );
+      let bucket: PendingBucket;
+      if (
+        previous !== undefined &&
+        record.eventTime >= previous.start &&
+        record.eventTime < previous.end &&
+        bytesEqual(record.partitionKey, previous.bucket.id.partitionKey)
+      ) {
+        bucket = previous.bucket;
+      } else {
+        const descriptor = bucketForTime(table.strategy, record.eventTime);
+        const bucketIdentity = bucketIdentityKey(record.partitionKey, descriptor.key);
+        let known = buckets.get(bucketIdentity);
+        if (known === undefined) {
+          known = {
+            id: { tableId, partitionKey: record.partitionKey, bucketKey: descriptor.key },
+            descriptor,
+          };
+          buckets.set(bucketIdentity, known);
         }
-        duplicates++;
-        continue;
+        bucket = known;
+        previous = {
+          bucket,
+          start: dateToMicros(descriptor.start),
+          end: dateToMicros(descriptor.end),
+        };
       }
-      unique.set(identity, { bucket, record, identity });
+      if (increasing && before !== undefined && !strictlyAfter(before, record)) increasing = false;
+      before = record;
+      pending.push({
+        bucket,
+        record,
+        get identity() {
+          return identityKey(
+            record.partitionKey,
+            bucket.descriptor.key,
+            record.eventTime,
+            record.sortKey,
+          );
+        },
+      });
     }
+    const { unique, duplicates } = increasing
+      ? { unique: pending, duplicates: 0 }
+      : dedupe(pending);
 
     const ordered = [...buckets.values()].sort(compareBuckets);
     checkWritableWindow(
@@ -102,13 +128,50 @@ async function appendOnce(
     await fenceHotBuckets(tx, tableId, ordered, now);
 
     let inserted = 0;
-    for (const chunk of statementChunks([...unique.values()])) {
+    let skipped = duplicates;
+    for (const chunk of statementChunks(unique)) {
       const stored = await insertAppendChunk(tx, tableId, chunk, skipExisting);
       inserted += stored;
-      duplicates += chunk.length - stored;
+      skipped += chunk.length - stored;
     }
-    return { inserted, duplicates };
+    return { inserted, duplicates: skipped };
   }, "append");
+}
+
+/** True when `b` comes strictly after `a` in (partition key, event time, sort key) order. */
+function strictlyAfter(a: TableRecord, b: TableRecord): boolean {
+  const partition = compareBytes(a.partitionKey, b.partitionKey);
+  if (partition !== 0) return partition < 0;
+  if (a.eventTime !== b.eventTime) return a.eventTime < b.eventTime;
+  return compareBytes(a.sortKey, b.sortKey) < 0;
+}
+
+/**
+ * The batch without repeated records (same partition, bucket, event time and
+ * sort key), in first-seen order, and how many were dropped; a repeat with
+ * another value is a conflict.
+ */
+function dedupe(pending: readonly PendingRecord[]): {
+  unique: PendingRecord[];
+  duplicates: number;
+} {
+  const unique = new Map<string, PendingRecord>();
+  let duplicates = 0;
+  for (const item of pending) {
+    const identity = item.identity;
+    const earlier = unique.get(identity);
+    if (earlier === undefined) {
+      unique.set(identity, { bucket: item.bucket, record: item.record, identity });
+      continue;
+    }
+    if (!bytesEqual(earlier.record.value, item.record.value)) {
+      throw new RecordConflictError(
+        `${describeRecord(item.bucket.id, item.record.eventTime, item.record.sortKey)} appears twice in one batch with different values`,
+      );
+    }
+    duplicates++;
+  }
+  return { unique: [...unique.values()], duplicates };
 }
 
 /**

@@ -41,6 +41,8 @@ export function decodeBinarySnapshot(bytes: Buffer): BucketRow[] {
   };
   if (bytes.byteLength < 19 || !bytes.subarray(0, 11).equals(COPY_SIGNATURE)) fail("has no header");
   let at = 19 + bytes.readUInt32BE(15);
+  // DataView's getBigInt64 makes one BigInt; Buffer's readBigInt64BE four.
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const rows: BucketRow[] = [];
   const field = (): number => {
     if (at + 4 > bytes.byteLength) fail("is truncated");
@@ -57,7 +59,7 @@ export function decodeBinarySnapshot(bytes: Buffer): BucketRow[] {
     if (fields === -1) return rows;
     if (fields !== 3) fail(`has ${fields} columns, not 3`);
     if (field() !== 8) fail("has a timestamp that is not 8 bytes");
-    const pgMicros = bytes.readBigInt64BE(at);
+    const pgMicros = view.getBigInt64(at, false);
     at += 8;
     if (pgMicros === INT64_MAX || pgMicros === INT64_MIN) fail("has an infinite event_time");
     const sortLength = field();

@@ -1,0 +1,147 @@
+/**
+ * The export's CPU alone: `npx tsx bench/export-cpu.ts [--rows N] [--runs K]
+ * [--prof DIR] [--breakdown]`. Seeds K buckets of N rows (default 1M, 3),
+ * exports each from the worker's esbuild bundle in a child process of its
+ * own (as `npm run bench` does for `export_cpu_s_per_million_rows`) and
+ * prints each run's CPU seconds per 1M rows with the load average. `--prof`
+ * runs the children under `node --cpu-prof` into DIR; `--breakdown` then
+ * runs the per-stage breakdown (wall and CPU seconds per stage) on the first
+ * bucket, also bundled. `--baseline DIR` bundles DIR's export child too
+ * (another checkout, e.g. `git archive main` unpacked) and alternates the
+ * two, baseline first, so a load that drifts weighs on both alike. Not part
+ * of `npm run bench`: a tool for measuring one change against another on a
+ * shared machine.
+ */
+import { execFile } from "node:child_process";
+import { mkdir } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { bundleExportChild, type ExportArgs, type ExportResult } from "./export-child.js";
+import type { Breakdown } from "./breakdown-child.js";
+import { RECORDS_TABLE } from "../src/adapters/sql/migrations.js";
+import {
+  EXPORT_TABLE,
+  freshExportTable,
+  median,
+  progressLog,
+  seedBucket,
+  withBenchSession,
+} from "./support.js";
+
+const FIRST_BUCKET = 300;
+
+function option(name: string): string | undefined {
+  const at = process.argv.indexOf(name);
+  return at >= 0 ? process.argv[at + 1] : undefined;
+}
+
+const load = () =>
+  os
+    .loadavg()
+    .map((l) => l.toFixed(1))
+    .join(" ");
+
+async function runBundled<T>(
+  bundle: string,
+  flag: string,
+  args: ExportArgs,
+  nodeFlags: string[],
+): Promise<T> {
+  return await new Promise((resolve, reject) => {
+    const child = execFile(
+      process.execPath,
+      [...nodeFlags, bundle, flag, JSON.stringify(args)],
+      { encoding: "utf8", maxBuffer: 16 << 20, env: process.env },
+      (error, stdout) => {
+        if (error) return reject(error);
+        const lines = stdout.trim().split("\n");
+        const last = lines.pop() ?? "";
+        // --trace-gc and the like print to stdout before the result.
+        if (lines.length > 0) process.stderr.write(`${lines.join("\n")}\n`);
+        resolve(JSON.parse(last) as T);
+      },
+    );
+    child.stderr?.pipe(process.stderr);
+  });
+}
+
+const rows = Number(option("--rows") ?? 1_000_000);
+const runs = Number(option("--runs") ?? 3);
+const profDir = option("--prof");
+const started = performance.now();
+const log = progressLog(started);
+
+await withBenchSession(
+  { workPrefix: "pulpitum-export-cpu-", connections: 4, log },
+  async ({ databaseUrl, db, store, work }) => {
+    await freshExportTable(db, store);
+    const kinds = process.argv.includes("--baseline") ? 2 : 1;
+    for (let i = 0; i < runs * kinds; i++) await seedBucket(store, FIRST_BUCKET + i, rows);
+    await db.query(`VACUUM ANALYZE ${RECORDS_TABLE}`);
+    log(`seeded ${runs * kinds} × ${rows} rows of ${EXPORT_TABLE}`);
+    const bundle = await bundleExportChild(work, undefined, profDir === undefined);
+    const storeRoot = path.join(work, "store");
+    const nodeFlags = profDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${profDir}`];
+    if (process.argv.includes("--trace-gc")) nodeFlags.push("--trace-gc");
+    const baselineDir = option("--baseline");
+    const variants: { name: string; bundle: string }[] = [];
+    if (baselineDir !== undefined) {
+      const entry = path.join(path.resolve(baselineDir), "bench", "export-child.ts");
+      const dir = path.join(work, "baseline");
+      await mkdir(dir);
+      variants.push({
+        name: "baseline",
+        bundle: await bundleExportChild(dir, entry, profDir === undefined),
+      });
+    }
+    variants.push({ name: "this", bundle });
+    const cpu = new Map<string, number[]>(variants.map((v) => [v.name, []]));
+    for (let i = 0; i < runs; i++) {
+      for (const [v, variant] of variants.entries()) {
+        const before = load();
+        const result = await runBundled<ExportResult>(
+          variant.bundle,
+          "--export-child",
+          {
+            databaseUrl,
+            bucketIndex: FIRST_BUCKET + i * variants.length + v,
+            storeRoot,
+            tempDir: work,
+          },
+          nodeFlags,
+        );
+        const perMillion = (result.cpuSeconds / result.rows) * 1e6;
+        cpu.get(variant.name)!.push(perMillion);
+        console.log(
+          `${variant.name} export ${i + 1}: ${result.rows} rows, ${result.bytes} bytes, ${result.seconds.toFixed(2)} s wall, ` +
+            `CPU ${result.cpuSeconds.toFixed(2)} s = ${perMillion.toFixed(2)} core-s per 1M rows, ` +
+            `maxRSS ${result.maxRssMb.toFixed(0)} MB; load ${before} -> ${load()}`,
+        );
+      }
+    }
+    for (const [name, values] of cpu)
+      console.log(
+        `${name}: median CPU per 1M rows ${median(values).toFixed(2)} (${values.map((c) => c.toFixed(2)).join(", ")})`,
+      );
+    if (process.argv.includes("--breakdown")) {
+      const entry = fileURLToPath(new URL("./breakdown-child.ts", import.meta.url));
+      const breakdownBundle = await bundleExportChild(work, entry);
+      const before = load();
+      const stages = await runBundled<Breakdown>(
+        breakdownBundle,
+        "--breakdown-child",
+        { databaseUrl, bucketIndex: FIRST_BUCKET, storeRoot, tempDir: work },
+        [],
+      );
+      console.log(`breakdown (bundled), load ${before} -> ${load()}:`);
+      for (const [name, stage] of Object.entries(stages)) {
+        if (name === "rows") continue;
+        console.log(
+          `  ${name.padEnd(20)} ${stage.seconds.toFixed(2).padStart(6)} s wall  ` +
+            `${(stage.cpuSeconds ?? 0).toFixed(2).padStart(6)} s CPU  ${stage.note}`,
+        );
+      }
+    }
+  },
+);
