@@ -30,8 +30,6 @@ import {
   DATA_PAGE_ROWS,
   DEFAULT_ROW_GROUP_ROWS,
   eventTimeNanos,
-  MAX_NANOS,
-  MIN_NANOS,
   positiveInteger,
 } from "./layout.js";
 import {
@@ -46,8 +44,15 @@ import {
   type RowGroupInfo,
 } from "./footer.js";
 import { PageCompressor } from "./page-compressor.js";
-import { rawFrameContent } from "./zstd-page.js";
 import { ThriftWriter } from "./thrift.js";
+import { SortKeyBound, TimeRange } from "./chunk-bounds.js";
+import {
+  MAX_RAW_BLOCK,
+  RAW_FRAME_OVERHEAD,
+  RAW_SLAB_BYTES,
+  rawFrame,
+  rawFrameContent,
+} from "./zstd-page.js";
 
 /** A page holding this much is closed whatever its row count. */
 export const MAX_PAGE_BYTES = 1024 * 1024;
@@ -64,41 +69,6 @@ interface PendingPage {
   readonly size: number;
   readonly compressed: Promise<Buffer>;
 }
-
-/**
- * A ZSTD frame holding `page` verbatim (RFC 8878: single segment, its
- * content size, one last Raw_Block), written into `out` at `at`: what
- * Zstandard itself writes for a page it cannot make smaller. Pages up to
- * {@link MAX_RAW_BLOCK} bytes only (one block).
- */
-function rawFrame(page: Uint8Array, out: Buffer, at: number): number {
-  const size = page.byteLength;
-  out.writeUInt32LE(0xfd2fb528, at);
-  let next = at + 4;
-  if (size < 256) {
-    out[next++] = 0x20;
-    out[next++] = size;
-  } else if (size < 65_792) {
-    out[next++] = 0x60;
-    next = out.writeUInt16LE(size - 256, next);
-  } else {
-    out[next++] = 0xa0;
-    next = out.writeUInt32LE(size, next);
-  }
-  const block = size * 8 + 1; // Block_Size << 3 | Raw_Block << 1 | Last_Block
-  out[next++] = block & 0xff;
-  out[next++] = (block >> 8) & 0xff;
-  out[next++] = (block >> 16) & 0xff;
-  out.set(page, next);
-  return next + size;
-}
-
-/** The largest page a raw frame holds: one block (Block_Maximum_Size). */
-const MAX_RAW_BLOCK = 128 * 1024;
-/** Frame header and block header of a raw frame, at most. */
-const RAW_FRAME_OVERHEAD = 4 + 1 + 4 + 3;
-/** Raw frames are cut from slabs of this size, as the compressor cuts frames from its output buffer. */
-const RAW_SLAB_BYTES = 1024 * 1024;
 
 interface PageStats {
   compressed: number;
@@ -228,49 +198,6 @@ class PageColumn {
 
 function dataView(buffer: Buffer): DataView {
   return new DataView(buffer.buffer, buffer.byteOffset, buffer.byteLength);
-}
-
-/** Min and max of a column chunk, kept as values. */
-class TimeRange {
-  min = MAX_NANOS;
-  max = MIN_NANOS;
-}
-
-/**
- * The least (sign -1) or greatest (sign 1) sort key offered since the last
- * {@link take}, copied into a buffer of its own: a snapshot may reuse a
- * row's buffers once its page is consumed. No allocation per row: with keys
- * that grow row by row, every row is a new maximum.
- */
-class SortKeyBound {
-  #bytes = Buffer.allocUnsafe(64);
-  #length = -1;
-
-  constructor(private readonly sign: 1 | -1) {}
-
-  offer(key: Uint8Array): void {
-    if (this.#length >= 0 && compareWith(key, this.#bytes, this.#length) * this.sign <= 0) return;
-    if (key.byteLength > this.#bytes.byteLength) this.#bytes = Buffer.allocUnsafe(key.byteLength);
-    this.#bytes.set(key);
-    this.#length = key.byteLength;
-  }
-
-  /** A copy of the bound; the bound starts over. */
-  take(): Buffer {
-    const bound = Buffer.from(this.#bytes.subarray(0, Math.max(0, this.#length)));
-    this.#length = -1;
-    return bound;
-  }
-}
-
-/** Unsigned lexicographic order of `key` against the first `length` bytes of `bound`. */
-function compareWith(key: Uint8Array, bound: Uint8Array, length: number): number {
-  const common = Math.min(key.byteLength, length);
-  for (let i = 0; i < common; i++) {
-    const difference = key[i]! - bound[i]!;
-    if (difference !== 0) return difference;
-  }
-  return key.byteLength - length;
 }
 
 /** The row group being filled. */

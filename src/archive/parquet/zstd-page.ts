@@ -7,6 +7,10 @@
  * one the two headers disagree on, is refused before anything is
  * allocated, and the output is capped at the page header's size, so a
  * damaged page costs at most what its bytes can expand to.
+ *
+ * Raw frames (a page stored verbatim) both ways: the reader takes their
+ * content in place (`rawFrameContent`) and the native writer builds them
+ * for pages of columns that do not compress (`rawFrame`).
  */
 import * as zlib from "node:zlib";
 import { InvalidInputError } from "../../errors.js";
@@ -223,3 +227,38 @@ export class PageDecompressor {
     this.#stream.destroy();
   }
 }
+
+/**
+ * A ZSTD frame holding `page` verbatim (RFC 8878: single segment, its
+ * content size, one last Raw_Block), written into `out` at `at`: what
+ * Zstandard itself writes for a page it cannot make smaller. Pages up to
+ * {@link MAX_RAW_BLOCK} bytes only (one block).
+ */
+export function rawFrame(page: Uint8Array, out: Buffer, at: number): number {
+  const size = page.byteLength;
+  out.writeUInt32LE(0xfd2fb528, at);
+  let next = at + 4;
+  if (size < 256) {
+    out[next++] = 0x20;
+    out[next++] = size;
+  } else if (size < 65_792) {
+    out[next++] = 0x60;
+    next = out.writeUInt16LE(size - 256, next);
+  } else {
+    out[next++] = 0xa0;
+    next = out.writeUInt32LE(size, next);
+  }
+  const block = size * 8 + 1; // Block_Size << 3 | Raw_Block << 1 | Last_Block
+  out[next++] = block & 0xff;
+  out[next++] = (block >> 8) & 0xff;
+  out[next++] = (block >> 16) & 0xff;
+  out.set(page, next);
+  return next + size;
+}
+
+/** The largest page a raw frame holds: one block (Block_Maximum_Size). */
+export const MAX_RAW_BLOCK = 128 * 1024;
+/** Frame header and block header of a raw frame, at most. */
+export const RAW_FRAME_OVERHEAD = 4 + 1 + 4 + 3;
+/** Raw frames are cut from slabs of this size, as the compressor cuts frames from its output buffer. */
+export const RAW_SLAB_BYTES = 1024 * 1024;
