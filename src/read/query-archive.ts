@@ -44,6 +44,7 @@ import {
   CorruptBucketError,
   InvalidInputError,
   InvariantViolationError,
+  errorMessage,
   PulpitumError,
   UnknownTableError,
 } from "../errors.js";
@@ -114,7 +115,11 @@ export async function queryArchive(input: QueryArchiveInput): Promise<QueryResul
     for (const { format, entryKey, uri } of named) {
       const target = path.join(await stagingDir(), `${downloaded}.${format}`);
       const key = await keyOfUri(input.objectStore, entryKey, uri);
-      await copyVerified(input.objectStore, entryKey, key, target);
+      try {
+        await copyVerified(input.objectStore, entryKey, key, target);
+      } catch (error) {
+        throw await blameEntryIfWrong(input, archived, entryKey, key, error);
+      }
       files[format].push(target);
       files.keyOf.set(target, key);
       downloaded++;
@@ -216,6 +221,37 @@ async function checkCatalogCovers(
         "records would be left out; `pulpitum verify --bucket` on it puts the entry right",
     );
   }
+}
+
+/**
+ * A payload a catalog entry names failed to read or verify: when the entry
+ * names a payload its bucket's metadata does not reference (a damaged or
+ * stale entry), the entry is what is wrong and the error names it; when it
+ * names a referenced payload, the payload is, and `error` stands. Checked
+ * only on failure, so a healthy query reads no metadata per bucket.
+ */
+async function blameEntryIfWrong(
+  input: QueryArchiveInput,
+  archived: ReadonlyMap<string, BucketId>,
+  entryKey: string,
+  payloadKey: string,
+  error: unknown,
+): Promise<unknown> {
+  if (!(error instanceof PulpitumError)) return error;
+  const parsed = parseCatalogEntryName(entryKey.slice(entryKey.lastIndexOf("/") + 1));
+  const id =
+    parsed === null
+      ? undefined
+      : archived.get(catalogSlotName(parsed.bucketKey, parsed.partitionSegment));
+  if (id === undefined) return error;
+  const expected = await expectedCatalogEntry(input.hotStore, await input.hotStore.getBucket(id));
+  if (expected?.payloadKeys.includes(payloadKey) === true) return error;
+  return new ArchiveIntegrityError(
+    entryKey,
+    `catalog entry names ${payloadKey}, which archived bucket ${showBucket(id)} does not ` +
+      `reference (${errorMessage(error)}); \`pulpitum verify --bucket\` on it puts the entry right`,
+    { cause: error },
+  );
 }
 
 /** The object key behind a URI of this store (entries name objects by `store.uri(key)`). */
