@@ -34,6 +34,7 @@ import { DuckDBInstance, type DuckDBConnection, type DuckDBValue } from "@duckdb
 import {
   catalogFolder,
   catalogSlotName,
+  joinKey,
   parseCatalogEntryName,
   parsePayloadName,
   partitionKeySegment,
@@ -112,9 +113,11 @@ export async function queryArchive(input: QueryArchiveInput): Promise<QueryResul
         named.push({ format, entryKey, uri });
     }
     await checkCatalogCovers(input, archived, slotsSeen);
+    const keysNamed = new Set<string>();
     for (const { format, entryKey, uri } of named) {
       const target = path.join(await stagingDir(), `${downloaded}.${format}`);
       const key = await keyOfUri(input.objectStore, entryKey, uri);
+      checkNamesOwnPayload(input, entryKey, key, keysNamed);
       try {
         await copyVerified(input.objectStore, entryKey, key, target);
       } catch (error) {
@@ -221,6 +224,39 @@ async function checkCatalogCovers(
         "records would be left out; `pulpitum verify --bucket` on it puts the entry right",
     );
   }
+}
+
+/**
+ * An entry names only payloads under its own bucket's prefix, and no payload
+ * is named twice: a damaged or tampered entry naming another bucket's intact
+ * payload would otherwise serve that bucket's records twice. Checked on the
+ * keys alone, so no race with a restore or a re-archive can trip it.
+ */
+function checkNamesOwnPayload(
+  input: QueryArchiveInput,
+  entryKey: string,
+  key: string,
+  keysNamed: Set<string>,
+): void {
+  const parsed = parseCatalogEntryName(entryKey.slice(entryKey.lastIndexOf("/") + 1));
+  if (parsed !== null) {
+    const own = `${joinKey(input.archivePrefix, ["v4", input.tableId, parsed.partitionSegment, parsed.bucketKey].join("/"))}/payloads/`;
+    if (!key.startsWith(own)) {
+      throw new ArchiveIntegrityError(
+        entryKey,
+        `catalog entry names ${key}, which is not a payload of its own bucket (${own}); ` +
+          "`pulpitum verify` on the table puts the entry right",
+      );
+    }
+  }
+  if (keysNamed.has(key)) {
+    throw new ArchiveIntegrityError(
+      entryKey,
+      `catalog entry names ${key}, which another entry names too; ` +
+        "`pulpitum verify` on the table puts the entry right",
+    );
+  }
+  keysNamed.add(key);
 }
 
 /**

@@ -188,6 +188,28 @@ describe("pulpitum query over the catalog", () => {
       });
     });
 
+    it("a catalog entry naming another bucket's intact payload fails the query naming the entry instead of serving that bucket's records twice", async () => {
+      const expected = await seedTable(
+        h,
+        TABLE,
+        "CalendarMonthUtc",
+        "parquet",
+        chatRecords([3, 4], 10),
+      );
+      await converge(h, expected);
+      const entries = (await h.objects.list(`${PREFIX}/catalog/parquet/table_id=${TABLE}/`)).objects
+        .filter((o) => o.size > 0)
+        .map((o) => o.key);
+      expect(entries.length).toBeGreaterThanOrEqual(2);
+      const [first, second] = entries as [string, string];
+      await h.objects.replace(first, await h.objects.get(second));
+      await expect(queriedRows()).rejects.toThrow(
+        new RegExp(
+          `archive object ${first} failed verification: catalog entry names .*, which is not a payload of its own bucket`,
+        ),
+      );
+    });
+
     it("a catalog entry naming an object outside the archive fails the query naming the entry", async () => {
       const expected = await seedTable(
         h,
