@@ -70,7 +70,8 @@ export async function estimatedLiveRows(db: PgliteDatabase): Promise<number> {
   );
   const pages = Number(size[0]?.pages ?? 0);
   const percent = pages <= SAMPLED_PAGES ? 100 : (100 * SAMPLED_PAGES) / pages;
-  const sample = percent >= 100 ? "" : ` TABLESAMPLE SYSTEM (${percent.toFixed(6)})`;
+  // REPEATABLE: the same pages for the same table, so one home always gets the same answer.
+  const sample = percent >= 100 ? "" : ` TABLESAMPLE SYSTEM (${percent.toFixed(6)}) REPEATABLE (1)`;
   const { rows } = await db.query<{ n: string | number }>(
     `SELECT count(*) AS n FROM ${RECORDS_TABLE}${sample}`,
   );
