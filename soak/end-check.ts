@@ -159,8 +159,8 @@ export async function runEndCheck(options: {
       return [];
     }
     try {
-      // A multi-part bucket's recorded parts must be exactly the parts its manifest names.
-      const parts = meta.segmented === null ? undefined : await runtime.hotStore.listParts(meta.id);
+      // The recorded parts must be exactly the parts its manifest names.
+      const parts = await runtime.hotStore.listParts(meta.id);
       await verifyArchive(runtime.objectStore, meta.manifestKey, {
         parts,
         prefix: runtime.archivePrefix,
@@ -168,7 +168,6 @@ export async function runEndCheck(options: {
         strategy: meta.strategy,
         start: meta.start,
         end: meta.end,
-        payload: meta.payload ?? undefined,
         verifyPayloadBytes: true,
       });
       result.manifestsVerified++;

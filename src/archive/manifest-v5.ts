@@ -203,8 +203,11 @@ export function serializeArchiveManifest(manifest: ArchiveManifest): Uint8Array 
   return Buffer.from(`${JSON.stringify(ordered, null, 2)}\n`, "utf8");
 }
 
-export interface ArchiveManifestExpectations extends ManifestExpectations {
-  /** The recorded parts of a segmented bucket: the manifest must be v5 and list exactly these. */
+export interface ArchiveManifestExpectations extends Omit<ManifestExpectations, "payload"> {
+  /**
+   * The bucket's recorded parts: the manifest must list exactly these, in
+   * order (one part is a v4 manifest's payload, several a v5 manifest's parts).
+   */
   readonly parts?: readonly PayloadFacts[];
 }
 
@@ -226,9 +229,10 @@ export function validateArchiveManifest(
   const bytes = typeof input === "string" ? Buffer.from(input, "utf8") : input;
   const parsed = parseManifestJson(bytes, objectKey);
   const version = (parsed as { manifest_version?: unknown } | null)?.manifest_version;
+  const { parts: recordedParts, ...identityExpected } = expected;
   if (version !== SEGMENTED_MANIFEST_VERSION) {
-    if (expected.parts !== undefined && version === MANIFEST_VERSION) {
-      fail("manifest_version", `is 4, but the bucket recorded ${expected.parts.length} parts`);
+    if (recordedParts !== undefined && recordedParts.length !== 1 && version === MANIFEST_VERSION) {
+      fail("manifest_version", `is 4, but the bucket recorded ${recordedParts.length} parts`);
     }
     if (version !== MANIFEST_VERSION) {
       fail(
@@ -236,9 +240,9 @@ export function validateArchiveManifest(
         `is ${JSON.stringify(version)}; this reader accepts ${MANIFEST_VERSION} and ${SEGMENTED_MANIFEST_VERSION}`,
       );
     }
-    return validateManifest(bytes, expected, objectKey);
+    return validateManifest(bytes, { ...identityExpected, payload: recordedParts?.[0] }, objectKey);
   }
-  if (expected.payload !== undefined) {
+  if (recordedParts?.length === 1) {
     fail("manifest_version", "is 5, but the bucket recorded a single payload");
   }
   const m = parsed as Record<string, unknown>;
@@ -252,7 +256,7 @@ export function validateArchiveManifest(
     fail("parts", "must be an array of at least two parts (one part is manifest v4)");
   }
   // Each part must be what a v4 manifest of this bucket could name as its payload.
-  const { manifestKey: _key, payload: _payload, ...identityExpectations } = expected;
+  const { manifestKey: _key, ...identityExpectations } = identityExpected;
   const bounds = bucketBoundsOf(m, fail);
   const parts: ManifestPart[] = [];
   let previousLast: ClusteringPosition | null = null;
@@ -278,7 +282,7 @@ export function validateArchiveManifest(
     fail("byte_length", `is ${JSON.stringify(m.byte_length)}, the parts hold ${byteTotal}`);
   }
   if (expected.manifestKey !== undefined) checkKeyNamesBytes(expected.manifestKey, bytes);
-  if (expected.parts !== undefined) checkRecordedParts(expected.parts, parts, fail);
+  if (recordedParts !== undefined) checkRecordedParts(recordedParts, parts, fail);
   return segmentedManifest(identity, parts);
 }
 

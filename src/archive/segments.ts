@@ -1,9 +1,8 @@
 /**
- * Sealing an archive of several parts (manifest v5). A segmented
- * bucket's manifest (v5) is written only after every part it lists was
- * verified and recorded, and it is read back, validated against the
- * recorded parts, and each part re-checked by HEAD before its key is
- * returned, as {@link sealManifest} does for a single payload.
+ * Sealing a bucket's archive. Its manifest (v4 for one part, v5 for
+ * several) is written only after every part it lists was verified and
+ * recorded, and it is read back, validated against the recorded parts, and
+ * each part re-checked by HEAD before its key is returned.
  */
 import { manifestKey as contentManifestKey } from "../domain/object-keys.js";
 import type { BucketPart } from "../ports/hot-store.js";
@@ -14,15 +13,32 @@ import {
   validateArchiveManifest,
   type ArchiveManifestExpectations,
 } from "./manifest-v5.js";
-import { manifestBucketOf, writeVerifiedManifest, type SealTarget } from "./store.js";
+import { InvariantViolationError } from "../errors.js";
+import { manifestBucketOf, sealManifest, writeVerifiedManifest, type SealTarget } from "./store.js";
 
 export interface SealSegmentedInput extends SealTarget {
   /** The recorded parts, in index order. */
   readonly parts: readonly BucketPart[];
 }
 
+/**
+ * Write, read back and validate the manifest of a bucket's recorded parts;
+ * returns its key. The one place that picks the manifest version: one part
+ * is manifest v4 (byte for byte what a bucket never segmented gets),
+ * several are v5.
+ */
+export async function sealArchiveManifest(input: SealSegmentedInput): Promise<string> {
+  const [only, ...more] = input.parts;
+  if (only === undefined) {
+    throw new InvariantViolationError("a manifest was asked for a bucket with no recorded part");
+  }
+  return more.length === 0
+    ? await sealManifest({ ...input, payload: only })
+    : await sealSegmentedManifest(input);
+}
+
 /** Write, read back and validate manifest v5 for the recorded parts; returns its key. */
-export async function sealSegmentedManifest(input: SealSegmentedInput): Promise<string> {
+async function sealSegmentedManifest(input: SealSegmentedInput): Promise<string> {
   const { store, prefix } = input;
   const bucket = manifestBucketOf(input);
   const manifest = buildSegmentedManifest({

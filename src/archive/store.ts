@@ -346,20 +346,3 @@ export async function checkPayloadSize(
     );
   }
 }
-
-/**
- * Check by HEAD that a published bucket's manifest exists and its payload
- * exists with the recorded size. Cleanup runs it before deleting any hot
- * row: whatever went wrong in the archive, the hot rows are never the last
- * copy to go.
- */
-export async function checkPublishedObjects(
-  store: ObjectStore,
-  manifestKey: string,
-  payload: PayloadFacts,
-): Promise<void> {
-  if ((await store.head(manifestKey)) === null) {
-    throw new ArchiveIntegrityError(manifestKey, "the published manifest is missing");
-  }
-  await checkPayloadSize(store, payload.key, payload.byteLength, `by the published bucket`);
-}

@@ -7,18 +7,16 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { ArchiveIntegrityError } from "../errors.js";
+import { ArchiveIntegrityError, ObjectNotFoundError } from "../errors.js";
 import { parseBucketKey, type BucketStrategy } from "../domain/bucket.js";
 import type { ArchiveFormat } from "../domain/table.js";
 import { dateToMicros } from "../domain/time.js";
 import type { PayloadFacts } from "../ports/hot-store.js";
 import type { ObjectStore } from "../ports/object-store.js";
-import { validateManifest, type Manifest } from "./manifest.js";
 import {
   manifestParts,
   validateArchiveManifest,
   type ArchiveManifest,
-  type ArchiveManifestExpectations,
   type PayloadPart,
 } from "./manifest-v5.js";
 import { inspectPayload, type PayloadExpectations } from "./payload-reader.js";
@@ -100,8 +98,8 @@ export interface ArchivedBucketExpectations {
   readonly start?: Date;
   readonly end?: Date;
   readonly format?: ArchiveFormat;
-  /** The payload recorded in metadata, when known: the manifest must name exactly it. */
-  readonly payload?: PayloadFacts;
+  /** The parts recorded in metadata, when known: the manifest must name exactly them, in order. */
+  readonly parts?: readonly PayloadFacts[];
   /**
    * Also stream, hash and decode the payload (default true). When false only
    * the manifest is validated and the payload's size checked with HEAD,
@@ -109,12 +107,6 @@ export interface ArchivedBucketExpectations {
    */
   readonly verifyPayloadBytes?: boolean;
   readonly tempDir?: string;
-}
-
-export interface VerifiedArchive {
-  readonly manifestKey: string;
-  readonly manifest: Manifest;
-  readonly payload: PayloadFacts;
 }
 
 export interface VerifiedArchiveParts {
@@ -139,43 +131,41 @@ export interface VerifiedArchiveParts {
 export async function verifyArchive(
   store: ObjectStore,
   manifestKey: string,
-  expected: ArchivedBucketExpectations & { readonly parts?: readonly PayloadFacts[] },
+  expected: ArchivedBucketExpectations,
 ): Promise<VerifiedArchiveParts> {
-  return await verifyManifestAndParts(store, manifestKey, expected, validateArchiveManifest);
+  return await verifyManifestAndParts(store, manifestKey, expected);
 }
 
-/** {@link verifyArchive} for a bucket of one payload: a v5 manifest is refused. */
-export async function verifyArchivedBucket(
+/**
+ * Check that a published bucket's manifest exists and lists exactly the
+ * recorded parts, and that each part exists with its recorded size (HEAD).
+ * Cleanup runs it before deleting any hot row: whatever went wrong in the
+ * archive, the hot rows are never the last copy to go.
+ */
+export async function checkPublishedArchive(
   store: ObjectStore,
   manifestKey: string,
   expected: ArchivedBucketExpectations,
-): Promise<VerifiedArchive> {
-  const { manifest, parts } = await verifyManifestAndParts(
-    store,
-    manifestKey,
-    expected,
-    validateManifest,
-  );
-  const { key, sha256, rowCount, byteLength } = parts[0]!;
-  return {
-    manifestKey,
-    manifest: manifest as Manifest,
-    payload: { key, sha256, rowCount, byteLength },
-  };
+): Promise<void> {
+  try {
+    await verifyManifestAndParts(store, manifestKey, { ...expected, verifyPayloadBytes: false });
+  } catch (error) {
+    if (error instanceof ObjectNotFoundError && error.objectKey === manifestKey) {
+      throw new ArchiveIntegrityError(manifestKey, "the published manifest is missing", {
+        cause: error,
+      });
+    }
+    throw error;
+  }
 }
 
 async function verifyManifestAndParts(
   store: ObjectStore,
   manifestKey: string,
-  expected: ArchivedBucketExpectations & { readonly parts?: readonly PayloadFacts[] },
-  validate: (
-    bytes: Uint8Array,
-    expectations: ArchiveManifestExpectations,
-    objectKey: string,
-  ) => ArchiveManifest,
+  expected: ArchivedBucketExpectations,
 ): Promise<VerifiedArchiveParts> {
   const bytes = await store.get(manifestKey);
-  const manifest = validate(
+  const manifest = validateArchiveManifest(
     bytes,
     {
       prefix: expected.prefix,
@@ -185,7 +175,6 @@ async function verifyManifestAndParts(
         start: expected.start,
         end: expected.end,
       },
-      payload: expected.payload,
       parts: expected.parts,
       format: expected.format,
       manifestKey,

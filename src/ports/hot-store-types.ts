@@ -33,8 +33,13 @@ export interface BucketPart extends PayloadFacts {
   readonly last: ClusteringPosition | null;
 }
 
-/** The totals of a finished export of several parts (manifest v5). */
-export interface SegmentedPayload {
+/**
+ * The totals of a finished export. Its parts are {@link HotReads.listParts};
+ * an export of one part and one of many are the same shape here (how each
+ * is stored and which manifest version it seals with is the adapter's and
+ * the manifest writer's business).
+ */
+export interface ExportTotals {
   readonly parts: number;
   readonly rowCount: number;
   readonly byteLength: number;
@@ -72,14 +77,12 @@ export interface BucketMetadata {
   readonly outageDeferrals: number;
   readonly retryAt: Date | null;
   readonly lastError: string | null;
-  /** The single verified payload of a one-part export (manifest v4). */
-  readonly payload: PayloadFacts | null;
   /**
-   * A finished export of several parts (manifest v5): the parts themselves
-   * are in {@link HotStore.listParts}. Null for a single payload and while
-   * export is running.
+   * The finished export's totals: its verified parts are in
+   * {@link HotReads.listParts}. Null while export is running and for a
+   * bucket that has not been exported.
    */
-  readonly segmented: SegmentedPayload | null;
+  readonly exported: ExportTotals | null;
   readonly manifestKey: string | null;
   readonly hotDeleted: boolean;
   /**

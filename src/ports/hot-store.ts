@@ -118,7 +118,12 @@ export interface HotReads {
   /** The bucket's metadata, null for a bucket that was never written. */
   getBucket(id: BucketId): Promise<BucketMetadata | null>;
 
-  /** The recorded parts of a bucket in index order (read-only). */
+  /**
+   * The bucket's verified parts in index order (read-only): while export
+   * runs, those recorded so far; after it, every part of the finished
+   * export. A one-part export is listed as its part 0, with no first or
+   * last key (they are not kept for it).
+   */
   listParts(id: BucketId): Promise<BucketPart[]>;
 
   /** Route and hot rows of one bucket in one statement (see {@link BucketRead}). */
@@ -227,10 +232,8 @@ export interface ArchivalPhases {
   /**
    * Finish a segmented export (phase export -> seal), in one transaction
    * that locks the metadata row under the export fence and checks that
-   * exactly `parts` parts are recorded. One part is recorded as the
-   * bucket's payload (and its part record removed), so the bucket seals
-   * with manifest v4 as if it had never been segmented; several are
-   * recorded as totals ({@link BucketMetadata.segmented}). Releases the lease.
+   * exactly `parts` parts are recorded, and record their totals
+   * ({@link BucketMetadata.exported}). Releases the lease.
    */
   finishExport(lease: Lease, now: Date, parts: number): Promise<FencedWrite>;
 

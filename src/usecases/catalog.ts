@@ -55,7 +55,7 @@ import { ObjectNotFoundError } from "../errors.js";
 import type { BucketMetadata, HotReads } from "../ports/hot-store.js";
 import { listAll, type ObjectInfo, type ObjectStore } from "../ports/object-store.js";
 import type { ArchiverContext } from "./context.js";
-import { requireRecordedPayload } from "./phases/recorded-payload.js";
+import { requireRecordedArchive } from "./phases/recorded-archive.js";
 
 export interface CatalogPorts {
   readonly hotStore: HotReads;
@@ -100,14 +100,13 @@ async function recordedEntry(
   hotStore: HotReads,
   metadata: BucketMetadata,
 ): Promise<CatalogEntry | null> {
-  if (metadata.payload === null && metadata.segmented === null) return null;
-  const recorded = await requireRecordedPayload(
+  if (metadata.exported === null) return null;
+  const recorded = await requireRecordedArchive(
     hotStore,
     metadata,
     "an archived bucket has no recorded payload",
   );
-  const payloadKeys =
-    recorded.kind === "single" ? [recorded.payload.key] : recorded.parts.map((p) => p.key);
+  const payloadKeys = recorded.parts.map((p) => p.key);
   return {
     format: recorded.format,
     version: catalogVersionOf(payloadKeys[payloadKeys.length - 1]!),

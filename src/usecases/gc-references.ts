@@ -81,13 +81,12 @@ export async function loadTableReferences(
   return { readAt, buckets: refs };
 }
 
-/** Every object a bucket's metadata references: its payload, its manifest and its recorded parts. */
+/** Every object a bucket's metadata references: its manifest and its recorded parts. */
 export async function referencedKeys(
   hotStore: HotReads,
   metadata: BucketMetadata,
 ): Promise<ReadonlySet<string>> {
   const referenced = new Set<string>();
-  if (metadata.payload !== null) referenced.add(metadata.payload.key);
   if (metadata.manifestKey !== null) referenced.add(metadata.manifestKey);
   for (const part of await hotStore.listParts(metadata.id)) referenced.add(part.key);
   return referenced;

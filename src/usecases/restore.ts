@@ -52,8 +52,8 @@ import { verifyArchive, type VerifiedArchiveParts } from "../archive/segments.js
 import {
   archiveExpectationsOf,
   requireSealedArchive,
-  type RecordedPayload,
-} from "./phases/recorded-payload.js";
+  type RecordedArchive,
+} from "./phases/recorded-archive.js";
 import type {
   BucketLeases,
   BucketMetadata,
@@ -225,7 +225,7 @@ async function leaseForRestore(
       readonly kind: "leased";
       readonly metadata: BucketMetadata;
       readonly heartbeat: LeaseHeartbeat;
-      readonly recorded: RecordedPayload;
+      readonly recorded: RecordedArchive;
       readonly manifestKey: string;
     }
 > {
@@ -287,7 +287,7 @@ async function insertArchivedRows(
   ctx: RestoreContext,
   heartbeat: LeaseHeartbeat,
   archive: VerifiedArchiveParts,
-  format: RecordedPayload["format"],
+  format: RecordedArchive["format"],
   options: RestoreOptions,
 ): Promise<{ inserted: number; verified: number } | null> {
   const batchRows = options.batchRows ?? DEFAULT_RESTORE_BATCH_ROWS;

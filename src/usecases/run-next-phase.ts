@@ -51,7 +51,7 @@ export function nextPhaseOf(metadata: BucketMetadata): PhaseName | null {
       if (metadata.restoreStartedAt !== null) return null;
       return metadata.hotDeleted ? null : "cleanup";
     case "archiving":
-      if (metadata.payload === null && metadata.segmented === null) return "export";
+      if (metadata.exported === null) return "export";
       if (metadata.manifestKey === null) return "seal";
       return "publish";
     case "hot":

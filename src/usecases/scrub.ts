@@ -43,7 +43,7 @@ import type { ObjectStore } from "../ports/object-store.js";
 import type { ScrubCursor, ScrubStore, VerifiedVersion } from "../ports/scrub-store.js";
 import { checkCatalogEntries, refreshCatalogEntry, type CatalogPorts } from "./catalog.js";
 import type { WorkflowLog } from "./context.js";
-import { archiveExpectationsOf, recordedPayload } from "./phases/recorded-payload.js";
+import { archiveExpectationsOf, recordedArchive } from "./phases/recorded-archive.js";
 
 export interface ScrubContext {
   readonly hotStore: HotReads;
@@ -135,7 +135,7 @@ function sameVersion(metadata: BucketMetadata | null, version: VerifiedVersion):
  */
 async function archiveProblem(ctx: ScrubContext, metadata: BucketMetadata): Promise<string | null> {
   const manifestKey = metadata.manifestKey!;
-  const recorded = await recordedPayload(ctx.hotStore, metadata);
+  const recorded = await recordedArchive(ctx.hotStore, metadata);
   if (recorded === null) return "the bucket's metadata records no payload for its manifest";
   try {
     await verifyArchive(ctx.objectStore, manifestKey, {

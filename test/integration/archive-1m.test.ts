@@ -7,7 +7,7 @@ import { readRecordBatches } from "../../src/archive/payload-reader.js";
 import { objectByteSource } from "../../src/archive/byte-sources.js";
 import { RowDigest } from "../../src/archive/row-digest.js";
 import { sealManifest, storePayload } from "../../src/archive/store.js";
-import { verifyArchivedBucket } from "../../src/archive/verify.js";
+import { verifyArchive } from "../../src/archive/verify.js";
 import { parseBucketKey } from "../../src/domain/bucket.js";
 import { parseTableId } from "../../src/domain/table.js";
 import { parseRfc3339Micros } from "../../src/domain/time.js";
@@ -92,14 +92,14 @@ describe.each(["parquet", "json"] as const)("a bucket of one million %s records"
     });
 
     started = performance.now();
-    const verified = await verifyArchivedBucket(store, manifestKey, {
+    const verified = await verifyArchive(store, manifestKey, {
       prefix: "it",
       bucket,
-      payload,
+      parts: [payload],
       tempDir,
     });
     const verifySeconds = (performance.now() - started) / 1000;
-    expect(verified.payload.rowCount).toBe(ROWS);
+    expect(verified.parts.map((p) => p.rowCount)).toEqual([ROWS]);
 
     started = performance.now();
     const source = await objectByteSource(store, payload.key, payload.byteLength);

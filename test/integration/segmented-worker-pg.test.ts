@@ -152,7 +152,7 @@ describe("segmented export through the worker handler", () => {
     const store = inspector.adapters.hotStore;
     const metadata = await store.getBucket(BUCKET);
     expect(metadata).toMatchObject({ state: "archived", hotDeleted: true });
-    expect(metadata!.segmented).toMatchObject({ parts: ROWS / SEGMENT_ROWS, rowCount: ROWS });
+    expect(metadata!.exported).toMatchObject({ parts: ROWS / SEGMENT_ROWS, rowCount: ROWS });
     expect(partsSeen).toBe(ROWS / SEGMENT_ROWS);
     // Claim, ten export invocations, seal, publish, cleanup.
     expect(invocations).toBeGreaterThanOrEqual(1 + ROWS / SEGMENT_ROWS + 3);

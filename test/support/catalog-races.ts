@@ -24,6 +24,7 @@ import { restoreBucket } from "../../src/usecases/restore.js";
 import { runNextPhase } from "../../src/usecases/run-next-phase.js";
 import { expectCatalogMatchesPublished } from "./catalog.js";
 import { chatRecords, converge, seedTable, type Harness } from "./workflow-harness.js";
+import { onlyPart } from "./one-part.js";
 
 const TABLE = parseTableId("chat");
 export const PREFIX = "archive";
@@ -133,7 +134,7 @@ export function catalogRaceSuite(name: string, open: OpenCatalogWorld): void {
       );
       const all = [...original, ...corrections];
       await converge(h, new Map([["solo", { id, records: all }]]));
-      expect((await h.inner.getBucket(id))?.payload?.key).toMatch(/\.json$/);
+      expect((await onlyPart(h.inner, id)).key).toMatch(/\.json$/);
       return all;
     };
 

@@ -17,6 +17,7 @@ import { exportRecords } from "../../src/read/export-records.js";
 import { restoreBucket } from "../../src/usecases/restore.js";
 import { queryArchive } from "../../src/read/query-archive.js";
 import { converge, seedTable, type Harness } from "./workflow-harness.js";
+import { onlyPart } from "./one-part.js";
 
 export const TABLE = parseTableId("ledger");
 export const PARTITION = new TextEncoder().encode("acct-7");
@@ -59,7 +60,7 @@ export async function archiveOneBucket(
   const [bucket] = [...buckets.values()];
   const metadata = await h.inner.getBucket(bucket!.id);
   expect(metadata?.state).toBe("archived");
-  const payloadKey = metadata!.payload!.key;
+  const payloadKey = (await onlyPart(h.inner, bucket!.id)).key;
   return { id: bucket!.id, payloadKey, records: bucket!.records };
 }
 

@@ -15,6 +15,7 @@ import type { BucketId } from "../../domain/bucket.js";
 import type { HotReads } from "../../ports/hot-store.js";
 import { runStandalone } from "../../runner/standalone.js";
 import { MAX_MANUAL_PHASES, runBucketPhases } from "../../usecases/manual-run.js";
+import { recordedArchive } from "../../usecases/phases/recorded-archive.js";
 import type { PhaseOutcome } from "../../usecases/context.js";
 import { EXIT } from "../exit-codes.js";
 import { bucketJson, showBucket } from "../display.js";
@@ -81,14 +82,12 @@ export class ArchiveReporter {
 
   async #finished(id: BucketId, ms: number): Promise<void> {
     const metadata = await this.hotStore.getBucket(id);
-    const rows = metadata?.payload?.rowCount ?? metadata?.segmented?.rowCount ?? 0;
-    const bytes = metadata?.payload?.byteLength ?? metadata?.segmented?.byteLength ?? 0;
+    const recorded = metadata === null ? null : await recordedArchive(this.hotStore, metadata);
+    const rows = recorded?.rowCount ?? 0;
+    const bytes = recorded?.byteLength ?? 0;
     const format =
-      metadata?.payload !== null && metadata?.payload !== undefined
-        ? metadata.payload.key.endsWith(".parquet")
-          ? "parquet"
-          : "json"
-        : ((await this.hotStore.getTable(id.tableId))?.format ?? "parquet");
+      recorded?.format ?? (await this.hotStore.getTable(id.tableId))?.format ?? "parquet";
+    const parts = recorded?.parts ?? [];
     this.totals.buckets++;
     this.totals.rows += rows;
     this.totals.bytes += bytes;
@@ -101,8 +100,9 @@ export class ArchiveReporter {
           rows,
           bytes,
           format,
-          payload_key: metadata?.payload?.key ?? null,
-          parts: metadata?.segmented?.parts ?? 1,
+          // The one payload object a reader opens; null when the manifest lists several.
+          payload_key: parts.length === 1 ? parts[0]!.key : null,
+          parts: Math.max(parts.length, 1),
           manifest_key: metadata?.manifestKey ?? null,
           ms,
         }),

@@ -10,19 +10,20 @@
  * fenced statement, so an interruption leaves a resumable bucket (some rows
  * gone, route already on the archive) rather than a long transaction to roll
  * back. Each batch starts after the previous one's last key, so rows already
- * deleted (tombstones on CockroachDB) are not scanned again. A failing heartbeat stops the loop before the next batch. Before the
- * first delete of every invocation the published manifest and payload are
- * checked to exist (HEAD): defence in depth, so that if the archive lost an
- * object by any route, the hot rows are not deleted too. Then the query
+ * deleted (tombstones on CockroachDB) are not scanned again. A failing
+ * heartbeat stops the loop before the next batch. Before the first delete of
+ * every invocation the published manifest is read and checked to list the
+ * recorded parts, and each part is checked to exist (HEAD): defence in
+ * depth, so that if the archive lost an object by any route, the hot rows
+ * are not deleted too. Then the query
  * catalog's entry is made right (publish may have died before writing it),
  * so no record is ever in the archive alone without the catalog naming it.
  * A bucket a scrub marked corrupt keeps its hot rows: the phase refuses it,
  * and every delete batch's fence refuses it too, so a mark that lands while
  * cleanup runs stops it at the next batch.
  */
-import { checkPublishedObjects } from "../../archive/store.js";
-import { verifyArchive } from "../../archive/segments.js";
-import { requireSealedArchive } from "./recorded-payload.js";
+import { checkPublishedArchive } from "../../archive/verify.js";
+import { requireSealedArchive } from "./recorded-archive.js";
 import { CorruptBucketError, InvariantViolationError } from "../../errors.js";
 import { showBucket } from "../../domain/display.js";
 import type { ClusteringPosition } from "../../ports/hot-store.js";
@@ -60,16 +61,10 @@ export async function cleanupBucket({
     metadata,
     "archived bucket in phase cleanup lacks a manifest or payload",
   );
-  if (recorded.kind === "single") {
-    await checkPublishedObjects(ctx.objectStore, manifestKey, recorded.payload);
-  } else {
-    // The manifest names the parts; reading it proves it exists, and each part is checked by HEAD.
-    await verifyArchive(ctx.objectStore, manifestKey, {
-      bucket: metadata.id,
-      parts: recorded.parts,
-      verifyPayloadBytes: false,
-    });
-  }
+  await checkPublishedArchive(ctx.objectStore, manifestKey, {
+    bucket: metadata.id,
+    parts: recorded.parts,
+  });
   if ((await refreshCatalogEntry(catalogPortsOf(ctx), metadata.id)) === "stale") {
     return { kind: "lease-lost", reason: "the bucket's published version was replaced" };
   }

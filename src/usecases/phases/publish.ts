@@ -16,7 +16,7 @@
  */
 import { verifyArchive } from "../../archive/segments.js";
 import { commitFenced, type PhaseInput, type StepResult } from "./step.js";
-import { archiveExpectationsOf, requireSealedArchive } from "./recorded-payload.js";
+import { archiveExpectationsOf, requireSealedArchive } from "./recorded-archive.js";
 import { catalogPortsOf, refreshCatalogEntry } from "../catalog.js";
 
 export async function publishBucket({

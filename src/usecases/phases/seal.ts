@@ -1,6 +1,5 @@
 /**
- * Seal: write the manifest for the recorded payload (v4) or parts (v5), read
- * it back, record it.
+ * Seal: write the manifest of the recorded parts, read it back, record it.
  *
  * Invariant: a manifest key is recorded only after the manifest was created
  * if absent, read back and validated against the recorded payload facts and
@@ -13,11 +12,10 @@
  * content-addressed, so a repeat of this phase writes no second object for
  * the same content and the record commit is fenced like every other.
  */
-import { sealManifest } from "../../archive/store.js";
 import { verifyPayload } from "../../archive/verify.js";
-import { sealSegmentedManifest } from "../../archive/segments.js";
+import { sealArchiveManifest } from "../../archive/segments.js";
 import { commitFenced, type PhaseInput, type StepResult } from "./step.js";
-import { requireRecordedPayload } from "./recorded-payload.js";
+import { requireRecordedArchive } from "./recorded-archive.js";
 
 export async function sealBucket({
   ctx,
@@ -25,19 +23,18 @@ export async function sealBucket({
   metadata,
   takeover,
 }: PhaseInput): Promise<StepResult> {
-  const recorded = await requireRecordedPayload(
+  const recorded = await requireRecordedArchive(
     ctx.hotStore,
     metadata,
     `bucket in phase seal has no recorded payload (generation ${metadata.generation})`,
   );
-  const { format } = recorded;
-  const objects = recorded.kind === "single" ? [recorded.payload] : recorded.parts;
+  const { format, parts } = recorded;
   if (takeover) {
-    for (const payload of objects) await verifyPayload(ctx.objectStore, payload, format);
+    for (const part of parts) await verifyPayload(ctx.objectStore, part, format);
   }
 
   const lease = heartbeat.lease;
-  const sealInput = {
+  const manifestKey = await sealArchiveManifest({
     store: ctx.objectStore,
     prefix: ctx.settings.archivePrefix,
     bucket: metadata.id,
@@ -46,11 +43,8 @@ export async function sealBucket({
     end: metadata.end,
     generation: lease.generation,
     format,
-  };
-  const manifestKey =
-    recorded.kind === "single"
-      ? await sealManifest({ ...sealInput, payload: recorded.payload })
-      : await sealSegmentedManifest({ ...sealInput, parts: recorded.parts });
+    parts,
+  });
 
   if (!heartbeat.healthy)
     return { kind: "lease-lost", reason: heartbeat.failure ?? "heartbeat failed" };

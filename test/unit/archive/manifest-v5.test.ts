@@ -155,7 +155,7 @@ describe("manifest v5", () => {
     expect(() => validateArchiveManifest(bytes, { parts: parts.slice(0, 2) })).toThrow(
       /lists 3 parts, 2 are recorded/,
     );
-    expect(() => validateArchiveManifest(bytes, { payload: parts[0]! })).toThrow(
+    expect(() => validateArchiveManifest(bytes, { parts: [parts[0]!] })).toThrow(
       /is 5, but the bucket recorded a single payload/,
     );
   });

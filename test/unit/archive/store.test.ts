@@ -11,7 +11,7 @@ import {
   sha256Hex,
 } from "../../../src/archive/manifest.js";
 import { sealManifest, storePayload, type ArchiveBucketRef } from "../../../src/archive/store.js";
-import { verifyArchivedBucket, verifyPayload } from "../../../src/archive/verify.js";
+import { verifyArchive, verifyPayload } from "../../../src/archive/verify.js";
 import { readRecords } from "../../../src/archive/payload-reader.js";
 import { objectByteSource } from "../../../src/archive/byte-sources.js";
 import { parseBucketKey } from "../../../src/domain/bucket.js";
@@ -182,11 +182,11 @@ describe.each(FORMATS)("storing %s payloads", (format) => {
     const store = new MemoryObjectStore();
     const { payload, manifestKey: key } = await archive(store, format, bucket("empty"), []);
     expect(payload.rowCount).toBe(0);
-    const verified = await verifyArchivedBucket(store, key, {
+    const verified = await verifyArchive(store, key, {
       prefix: PREFIX,
       bucket: bucket("empty"),
     });
-    expect(verified.payload.rowCount).toBe(0);
+    expect(verified.parts.map((p) => p.rowCount)).toEqual([0]);
   });
 
   it("a store that corrupts the upload makes storePayload fail with an integrity error", async () => {
@@ -238,23 +238,27 @@ describe.each(FORMATS)("storing %s payloads", (format) => {
     const { payload, manifestKey: key } = await archive(store, format, ref, makeRows(700));
     const again = await archive(store, format, ref, makeRows(700));
     expect(again.manifestKey).toBe(key);
-    const verified = await verifyArchivedBucket(store, key, {
+    const verified = await verifyArchive(store, key, {
       prefix: PREFIX,
       bucket: ref,
-      payload,
+      parts: [payload],
     });
     expect(verified.manifest.row_count).toBe(700);
     expect(verified.manifest.generation).toBe(1);
-    expect(verified.payload).toEqual({
-      key: payload.key,
-      sha256: payload.sha256,
-      rowCount: 700,
-      byteLength: payload.byteLength,
-    });
+    expect(verified.parts).toEqual([
+      {
+        key: payload.key,
+        sha256: payload.sha256,
+        rowCount: 700,
+        byteLength: payload.byteLength,
+        first: null,
+        last: null,
+      },
+    ]);
     // A seal after a takeover records a new generation: a second, equally valid manifest.
     const takeover = await archive(store, format, ref, makeRows(700), 2);
     expect(takeover.manifestKey).not.toBe(key);
-    await verifyArchivedBucket(store, takeover.manifestKey, { bucket: ref, payload });
+    await verifyArchive(store, takeover.manifestKey, { bucket: ref, parts: [payload] });
   });
 
   it("verification catches a flipped byte and a truncation of the stored payload", async () => {
@@ -264,38 +268,36 @@ describe.each(FORMATS)("storing %s payloads", (format) => {
     const original = await store.get(payload.key);
 
     flipByte(store, original, payload.key, 100);
-    await expect(verifyArchivedBucket(store, key, { bucket: ref })).rejects.toThrow(
-      ArchiveIntegrityError,
-    );
+    await expect(verifyArchive(store, key, { bucket: ref })).rejects.toThrow(ArchiveIntegrityError);
     await expect(verifyPayload(store, payload, format)).rejects.toThrow(/hashes to/);
 
     store.tamper(payload.key, original.subarray(0, original.length - 7));
-    await expect(verifyArchivedBucket(store, key, { bucket: ref })).rejects.toThrow(/bytes/);
+    await expect(verifyArchive(store, key, { bucket: ref })).rejects.toThrow(/bytes/);
 
     await store.delete(payload.key);
-    await expect(verifyArchivedBucket(store, key, { bucket: ref })).rejects.toThrow(/missing/);
+    await expect(verifyArchive(store, key, { bucket: ref })).rejects.toThrow(/missing/);
   });
 
   it("verification catches manifests swapped between two buckets", async () => {
     const store = new MemoryObjectStore();
     const a = await archive(store, format, bucket("a"), makeRows(50));
     const b = await archive(store, format, bucket("b"), makeRows(60));
-    await expect(
-      verifyArchivedBucket(store, b.manifestKey, { bucket: bucket("a") }),
-    ).rejects.toThrow(/partition_key_b64/);
+    await expect(verifyArchive(store, b.manifestKey, { bucket: bucket("a") })).rejects.toThrow(
+      /partition_key_b64/,
+    );
     // B's manifest bytes copied into A's manifests/ folder under their own hash still name bucket B.
     const bBytes = await store.get(b.manifestKey);
     const copied = manifestKey({ prefix: PREFIX, ...bucket("a") }, sha256Hex(bBytes));
     await store.createIfAbsent(copied, bBytes);
-    await expect(
-      verifyArchivedBucket(store, copied, { bucket: bucket("a") }),
-    ).rejects.toBeInstanceOf(ArchiveIntegrityError);
+    await expect(verifyArchive(store, copied, { bucket: bucket("a") })).rejects.toBeInstanceOf(
+      ArchiveIntegrityError,
+    );
     // Swapping the contents of two manifest keys breaks their content addresses.
     const aBytes = await store.get(a.manifestKey);
     store.tamper(a.manifestKey, bBytes);
     store.tamper(b.manifestKey, aBytes);
     await expect(
-      verifyArchivedBucket(store, a.manifestKey, { bucket: bucket("a") }),
+      verifyArchive(store, a.manifestKey, { bucket: bucket("a") }),
     ).rejects.toBeInstanceOf(ArchiveIntegrityError);
   });
 
@@ -307,10 +309,10 @@ describe.each(FORMATS)("storing %s payloads", (format) => {
     const wrong = serializeManifest({ ...manifest, row_count: 81 });
     const wrongKey = manifestKey({ prefix: PREFIX, ...ref }, sha256Hex(wrong));
     await store.createIfAbsent(wrongKey, wrong);
-    await expect(verifyArchivedBucket(store, wrongKey, { bucket: ref })).rejects.toThrow(
+    await expect(verifyArchive(store, wrongKey, { bucket: ref })).rejects.toThrow(
       /decodes to 80 rows.*81/,
     );
-    await expect(verifyArchivedBucket(store, wrongKey, { bucket: ref, payload })).rejects.toThrow(
+    await expect(verifyArchive(store, wrongKey, { bucket: ref, parts: [payload] })).rejects.toThrow(
       /row_count/,
     );
   });
@@ -364,7 +366,7 @@ describe("storing payloads", () => {
     };
     const { payload, manifestKey: key } = await archive(store, "parquet", ref, makeRows(20));
     expect(payload.key).toMatch(/\/events\/~[0-9a-f]{64}\/month:2024-03\/payloads\//);
-    const verified = await verifyArchivedBucket(store, key, {
+    const verified = await verifyArchive(store, key, {
       prefix: PREFIX,
       bucket: ref,
       strategy: "CalendarMonthUtc",

@@ -32,6 +32,7 @@ import {
   seedTable,
   type Harness,
 } from "../../support/workflow-harness.js";
+import { onlyPart } from "../../support/one-part.js";
 
 const TABLE = parseTableId("chat");
 const HOUR = 3_600_000;
@@ -248,7 +249,7 @@ describe("pulpitum query over the catalog", () => {
         chatRecords([3], 10),
       );
       await converge(h, expected);
-      const key = (await h.inner.getBucket([...expected.values()][0]!.id))!.payload!.key;
+      const key = (await onlyPart(h.inner, [...expected.values()][0]!.id)).key;
       store.tamper(key, new TextEncoder().encode("not the archived bytes"));
 
       const refused = query("SELECT count(*) FROM chat");

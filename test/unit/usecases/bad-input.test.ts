@@ -14,7 +14,7 @@ import {
   serializeManifest,
   validateManifest,
 } from "../../../src/archive/manifest.js";
-import { verifyArchivedBucket } from "../../../src/archive/verify.js";
+import { verifyArchive } from "../../../src/archive/verify.js";
 import { parseConfig } from "../../../src/config.js";
 import { parseBucketKey, type BucketId } from "../../../src/domain/bucket.js";
 import { MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES } from "../../../src/domain/limits.js";
@@ -45,6 +45,7 @@ import {
   seedTable,
   type Harness,
 } from "../../support/workflow-harness.js";
+import { onlyPart } from "../../support/one-part.js";
 
 const TABLE = parseTableId("chat");
 const text = (s: string) => new TextEncoder().encode(s);
@@ -91,11 +92,12 @@ async function scratchCopy(w: World): Promise<MemoryObjectStore> {
 
 async function corruptedPayload(w: World, mutate: (bytes: Uint8Array) => Uint8Array) {
   const m = (await w.h.inner.getBucket(w.archived))!;
+  const payload = await onlyPart(w.h.inner, w.archived);
   const copy = await scratchCopy(w);
-  copy.tamper(m.payload!.key, mutate(await copy.get(m.payload!.key)));
-  return await verifyArchivedBucket(copy, m.manifestKey!, {
+  copy.tamper(payload.key, mutate(await copy.get(payload.key)));
+  return await verifyArchive(copy, m.manifestKey!, {
     bucket: w.archived,
-    payload: m.payload!,
+    parts: [payload],
   });
 }
 
@@ -324,10 +326,10 @@ const cases: BadInput[] = [
   {
     name: "a manifest whose payload_key points at another bucket's payload",
     run: async (w) => {
-      const m = (await w.h.inner.getBucket(w.archived))!;
+      const m = await onlyPart(w.h.inner, w.archived);
       const other = payloadKey(
         { prefix: "archive", ...w.archived, bucketKey: "month:2025-04" },
-        m.payload!.sha256,
+        m.sha256,
         "json",
       );
       const d = parseBucketKey(w.archived.bucketKey);
@@ -335,7 +337,7 @@ const cases: BadInput[] = [
         bucket: { ...w.archived, strategy: d.strategy, start: d.start, end: d.end },
         generation: 1,
         format: "json",
-        payload: { ...m.payload!, key: other },
+        payload: { ...m, key: other },
       });
       return validateManifest(serializeManifest(manifest), {
         prefix: "archive",
@@ -457,7 +459,8 @@ async function fingerprint(w: World): Promise<unknown> {
       state: m.state,
       phase: m.phase,
       hotDeleted: m.hotDeleted,
-      payload: m.payload,
+      exported: m.exported,
+      parts: await w.h.inner.listParts(id),
       manifestKey: m.manifestKey,
       restoreStartedAt: m.restoreStartedAt,
       owner: m.ownerToken,

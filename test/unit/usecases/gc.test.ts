@@ -13,7 +13,7 @@ import { payloadKey } from "../../../src/domain/object-keys.js";
 import type { TableRecord } from "../../../src/domain/record.js";
 import type { ObjectStore } from "../../../src/ports/object-store.js";
 import { parseTableId } from "../../../src/domain/table.js";
-import { verifyArchivedBucket } from "../../../src/archive/verify.js";
+import { verifyArchive } from "../../../src/archive/verify.js";
 import { silentLog } from "../../../src/usecases/context.js";
 import { parseGcRequest } from "../../../functions/gc.js";
 import { collectGarbage, type GcOptions, type GcReport } from "../../../src/usecases/gc.js";
@@ -28,6 +28,7 @@ import {
   seedTable,
   type Harness,
 } from "../../support/workflow-harness.js";
+import { onlyPart } from "../../support/one-part.js";
 
 const TABLE = parseTableId("chat");
 const DAY = 86_400_000;
@@ -118,7 +119,10 @@ describe("archive garbage collection", () => {
     expect(await keys()).toContain(young);
     expect(await keys()).not.toContain(old);
     const m = await h.inner.getBucket(id);
-    await verifyArchivedBucket(h.objects, m!.manifestKey!, { bucket: id, payload: m!.payload! });
+    await verifyArchive(h.objects, m!.manifestKey!, {
+      bucket: id,
+      parts: [await onlyPart(h.inner, id)],
+    });
     expect(m!.ownerToken).toBeNull();
   });
 
@@ -191,7 +195,7 @@ describe("archive garbage collection", () => {
     h.clock.advance(h.settings.retryMs + 1);
     await converge(h, expected());
     await expectFullyArchived(h, expected());
-    const payload = (await h.inner.getBucket(id))!.payload!;
+    const payload = await onlyPart(h.inner, id);
     expect(payload.key).not.toBe(orphan);
     expect(orphan).toContain(`/payloads/${payload.sha256}-g`);
   });
@@ -259,15 +263,14 @@ describe("archive garbage collection", () => {
       orphans: [expect.objectContaining({ key: orphan, action: "deleted" })],
     });
     await expectFullyArchived(h, expected());
-    expect((await h.inner.getBucket(id))!.payload!.key).not.toBe(orphan);
+    expect((await onlyPart(h.inner, id)).key).not.toBe(orphan);
   });
 
   it("cleanup refuses to delete hot rows when the published payload is missing", async () => {
     for (const phase of ["claim", "export", "seal", "publish"]) {
       expect(await runNextPhase(h.process().ctx, id)).toMatchObject({ phase, result: "advanced" });
     }
-    const published = await h.inner.getBucket(id);
-    await h.objects.delete(published!.payload!.key);
+    await h.objects.delete((await onlyPart(h.inner, id)).key);
 
     const outcome = await runNextPhase(h.process().ctx, id);
 

@@ -155,7 +155,7 @@ describe("the lease heartbeat during a phase longer than the lease", () => {
     expect(outcome).toMatchObject({ phase: "export", result: "advanced", next: "seal" });
     const after = (await h.inner.getBucket(bucket))!;
     expect(after.generation).toBe(leaseAtStart.generation);
-    expect(after.payload?.rowCount).toBe(ROWS);
+    expect(after.exported?.rowCount).toBe(ROWS);
     expect(renewals.fired).toBe(10);
     expect(renewed).toBe(10);
     h.clock.advance(LEASE_MS);

@@ -131,7 +131,7 @@ describe("segmented export", () => {
     expect(manifest.manifest_version).toBe(5);
     expect(manifest.row_count).toBe(25_000);
     expect(manifest.parts.map((p) => p.payload_key)).toEqual(parts.map((p) => p.key));
-    expect(metadata.segmented).toEqual({
+    expect(metadata.exported).toEqual({
       parts: 25,
       rowCount: 25_000,
       byteLength: manifest.byte_length,
@@ -175,13 +175,19 @@ describe("segmented export", () => {
     const manifest = parseManifest(bytes);
     // storage_checksum is written only for a store that keeps one (S3); this harness's does not.
     expect(Object.keys(manifest)).toEqual(MANIFEST_FIELDS.filter((f) => f !== "storage_checksum"));
-    expect(metadata.segmented).toBeNull();
-    expect(await h.inner.listParts(id)).toEqual([]);
+    const [only, ...more] = await h.inner.listParts(id);
+    expect(more).toEqual([]);
+    expect(only).toMatchObject({ index: 0, first: null, last: null });
+    expect(metadata.exported).toEqual({
+      parts: 1,
+      rowCount: only!.rowCount,
+      byteLength: only!.byteLength,
+    });
     const rebuilt = buildManifest({
       bucket: { ...id, strategy: metadata.strategy, start: metadata.start, end: metadata.end },
       generation: manifest.generation,
       format: "json",
-      payload: metadata.payload!,
+      payload: only!,
     });
     expect(Buffer.from(serializeManifest(rebuilt)).equals(Buffer.from(bytes))).toBe(true);
   });
@@ -207,7 +213,7 @@ describe("segmented export", () => {
     h.clock.advance(h.settings.retryMs + 1);
     await converge(h, buckets);
     await expectFullyArchived(h, buckets);
-    expect((await h.inner.getBucket(id))!.segmented?.parts).toBe(3);
+    expect((await h.inner.getBucket(id))!.exported?.parts).toBe(3);
   });
 
   it("a transient failure while writing part 3 suspends the export with parts 1 and 2 kept: the bucket waits out its retry in export, then resumes after part 2 and archives every record exactly once", async () => {
@@ -278,7 +284,7 @@ describe("segmented export", () => {
       next: "seal",
       rows: 2500,
     });
-    expect((await h.inner.getBucket(id))!.segmented?.parts).toBe(3);
+    expect((await h.inner.getBucket(id))!.exported?.parts).toBe(3);
     await converge(h, buckets);
     await expectFullyArchived(h, buckets);
   });

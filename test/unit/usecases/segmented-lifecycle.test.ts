@@ -179,6 +179,6 @@ describe("a bucket archived in several parts", () => {
     h.clock.advance(2000);
     await converge(h, expected());
     await expectFullyArchived(h, expected());
-    expect((await h.inner.getBucket(id))!.segmented?.parts).toBe(3);
+    expect((await h.inner.getBucket(id))!.exported?.parts).toBe(3);
   });
 });

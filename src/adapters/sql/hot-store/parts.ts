@@ -91,12 +91,25 @@ function positionOf(time: string | null, key: Uint8Array | null): ClusteringPosi
     : { eventTime: parseSqlTimestamp(time), sortKey: toBytes(key) };
 }
 
+/**
+ * The bucket's parts: its part records, and a finished one-part export,
+ * which the metadata row keeps as its payload columns (the form manifest v4
+ * seals), as part 0 with no first or last key. The two never coexist: the
+ * export's finishing commit moves a lone part's record into those columns.
+ */
 export async function listParts(db: SqlExecutor, id: BucketId): Promise<BucketPart[]> {
   const p = new SqlParams();
   const { rows } = await db.query<PartRow>(
     `SELECT part_index, payload_key, sha256, row_count, byte_length, first_event_time,
             first_sort_key, last_event_time, last_sort_key
-       FROM ${PARTS_TABLE} WHERE ${BUCKET(p, id)} ORDER BY part_index`,
+       FROM ${PARTS_TABLE} WHERE ${BUCKET(p, id)}
+     UNION ALL
+     SELECT 0, payload_key, payload_sha256, payload_rows, payload_bytes, NULL::TIMESTAMPTZ,
+            NULL::BYTEA, NULL::TIMESTAMPTZ, NULL::BYTEA
+       FROM ${METADATA_TABLE}
+      WHERE ${BUCKET(p, id)} AND payload_key IS NOT NULL AND payload_sha256 IS NOT NULL
+        AND payload_rows IS NOT NULL AND payload_bytes IS NOT NULL
+     ORDER BY part_index`,
     p.values,
   );
   return rows.map((r) => ({
@@ -138,7 +151,7 @@ export async function finishExport(
     const p = new SqlParams();
     let assignments: string;
     if (parts === 1) {
-      // One part is an ordinary payload: the bucket seals with manifest v4.
+      // One part is kept in the payload columns: the bucket seals with manifest v4.
       const only = recorded[0]!;
       assignments = `payload_key = ${p.text(only.key)}, payload_sha256 = ${p.text(only.sha256)},
         payload_rows = ${p.int(only.rowCount)}, payload_bytes = ${p.int(only.byteLength)},

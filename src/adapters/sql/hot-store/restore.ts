@@ -118,7 +118,7 @@ export async function finishRestore(
     return {
       kind: "rows-mismatch",
       hotRows: await countHotRows(db, lease.bucket),
-      expected: m.payload?.rowCount ?? 0,
+      expected: m.exported?.rowCount ?? 0,
     };
   }
   return result;

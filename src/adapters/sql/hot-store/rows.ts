@@ -12,6 +12,7 @@ import type {
   BucketState,
   Candidate,
   CandidateKind,
+  ExportTotals,
   RecordedPhase,
 } from "../../../ports/hot-store.js";
 
@@ -125,6 +126,23 @@ export interface TableRow {
   drop_started_at: string | null;
 }
 
+/**
+ * A finished export's totals. The row stores a one-part export as its
+ * payload columns (key and SHA-256 set, `payload_parts` NULL: the form
+ * manifest v4 seals) and an export of several as totals with
+ * `payload_parts` set (v5); both read as the same totals here.
+ */
+function exportTotalsOf(row: MetadataRow): ExportTotals | null {
+  if (row.payload_rows === null || row.payload_bytes === null) return null;
+  const single = row.payload_key !== null && row.payload_sha256 !== null;
+  if (!single && row.payload_parts === null) return null;
+  return {
+    parts: single ? 1 : Number(row.payload_parts),
+    rowCount: Number(row.payload_rows),
+    byteLength: Number(row.payload_bytes),
+  };
+}
+
 export interface CandidateRow extends BucketKeyRow {
   kind: string;
   state: string;
@@ -134,18 +152,6 @@ export interface CandidateRow extends BucketKeyRow {
 }
 
 export function toMetadata(row: MetadataRow): BucketMetadata {
-  const payload =
-    row.payload_key !== null &&
-    row.payload_sha256 !== null &&
-    row.payload_rows !== null &&
-    row.payload_bytes !== null
-      ? {
-          key: row.payload_key,
-          sha256: row.payload_sha256,
-          rowCount: Number(row.payload_rows),
-          byteLength: Number(row.payload_bytes),
-        }
-      : null;
   return {
     id: bucketIdOf(row),
     strategy: row.bucket_strategy as BucketStrategy,
@@ -160,15 +166,7 @@ export function toMetadata(row: MetadataRow): BucketMetadata {
     outageDeferrals: Number(row.outage_deferrals),
     retryAt: sqlDateOrNull(row.retry_at),
     lastError: row.last_error,
-    payload,
-    segmented:
-      row.payload_parts !== null && row.payload_rows !== null && row.payload_bytes !== null
-        ? {
-            parts: Number(row.payload_parts),
-            rowCount: Number(row.payload_rows),
-            byteLength: Number(row.payload_bytes),
-          }
-        : null,
+    exported: exportTotalsOf(row),
     manifestKey: row.manifest_key,
     hotDeleted: row.hot_deleted,
     restoreStartedAt: sqlDateOrNull(row.restore_started_at),
