@@ -57,7 +57,7 @@ export function appendConformance(opened: () => HotStore): void {
         generation: 0,
         ownerToken: null,
         attempts: 0,
-        payload: null,
+        exported: null,
         manifestKey: null,
         hotDeleted: false,
         enqueuedAt: null,

@@ -89,24 +89,26 @@ export function partConformance(getStore: () => HotStore): void {
       expect(finished.metadata).toMatchObject({
         state: "archiving",
         phase: "seal",
-        payload: null,
-        segmented: { parts: 3, rowCount: 6, byteLength: 303 },
+        exported: { parts: 3, rowCount: 6, byteLength: 303 },
         ownerToken: null,
       });
       expect(await store.listParts(id)).toHaveLength(3);
       expect((await store.finishExport(await acquire(store, id), NOW, 3)).kind).toBe("lease-lost");
     });
 
-    it("finishes an export of one part as an ordinary payload, leaving no part record", async () => {
+    it("finishes an export of one part with its totals and lists that part alone, as part 0 with no keys kept", async () => {
       const store = getStore();
       const id = await hotBucket(store, await newTable(store, "parts-single"));
       await advanceTo(store, id, "export");
       const lease = await acquire(store, id);
       await store.recordPart(lease, NOW, part(0, 3));
       const finished = committed(await store.finishExport(lease, NOW, 1));
-      const { index: _index, first: _first, last: _last, ...payload } = part(0, 3);
-      expect(finished.metadata).toMatchObject({ phase: "seal", payload, segmented: null });
-      expect(await store.listParts(id)).toEqual([]);
+      const only = part(0, 3);
+      expect(finished.metadata).toMatchObject({
+        phase: "seal",
+        exported: { parts: 1, rowCount: only.rowCount, byteLength: only.byteLength },
+      });
+      expect(await store.listParts(id)).toEqual([{ ...only, first: null, last: null }]);
     });
 
     it("deferral deletes the part records in its fenced transaction and stamps the dereference time", async () => {

@@ -127,9 +127,12 @@ export function phaseConformance(opened: () => HotStore): void {
       const sealed = committed(await recordOnePart(store, await acquire(store, id), NOW, PAYLOAD));
       expect(sealed.metadata).toMatchObject({
         phase: "seal",
-        payload: PAYLOAD,
+        exported: { parts: 1, rowCount: PAYLOAD.rowCount, byteLength: PAYLOAD.byteLength },
         ownerToken: null,
       });
+      expect(await store.listParts(id)).toEqual([
+        { ...PAYLOAD, index: 0, first: null, last: null },
+      ]);
       const repeat = await acquire(store, id);
       expect((await recordOnePart(store, repeat, NOW, PAYLOAD)).kind).toBe("lease-lost");
       await store.releaseLease(repeat);
@@ -150,7 +153,7 @@ export function phaseConformance(opened: () => HotStore): void {
         phase: "cleanup",
         hotDeleted: false,
         manifestKey: "m/manifest.json",
-        payload: PAYLOAD,
+        exported: { parts: 1, rowCount: PAYLOAD.rowCount, byteLength: PAYLOAD.byteLength },
         ownerToken: null,
         leaseExpiresAt: null,
       });
@@ -249,7 +252,7 @@ export function phaseConformance(opened: () => HotStore): void {
         phase: "claim",
         attempts: 1,
         retryAt,
-        payload: null,
+        exported: null,
         manifestKey: null,
         ownerToken: null,
         leaseExpiresAt: null,
@@ -321,7 +324,7 @@ export function phaseConformance(opened: () => HotStore): void {
       const cleared = committed(
         await store.defer(await acquire(store, id, dropped), dropped, dropped, "late"),
       );
-      expect(cleared.metadata).toMatchObject({ payload: null, dereferencedAt: dropped });
+      expect(cleared.metadata).toMatchObject({ exported: null, dereferencedAt: dropped });
     });
 
     it("refuses to defer an archived bucket", async () => {

@@ -86,7 +86,7 @@ export function restoreConformance(opened: () => HotStore): void {
         metadata: {
           state: "hot",
           phase: "claim",
-          payload: null,
+          exported: null,
           manifestKey: null,
           hotDeleted: false,
           restoreStartedAt: null,

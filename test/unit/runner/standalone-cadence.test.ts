@@ -153,7 +153,7 @@ describe("the standalone archiver's scan cadence", () => {
     // Assess: the second scan ran on the interval while the slow export was still uploading
     expect(scans[0]).toEqual({ at: 0, found: ["slow"] });
     expect(scans[1]).toEqual({ at: INTERVAL_MS, found: ["quick", "slow"] });
-    expect(slowWhileQuickDone).toMatchObject({ state: "archiving", payload: null });
+    expect(slowWhileQuickDone).toMatchObject({ state: "archiving", exported: null });
     expect(queries.map((q) => q.limit)).toEqual(queries.map((_, i) => (i === 0 ? 2 : 1)));
     // The slow bucket, offered again while it ran, was not queued twice: one export, never busy.
     expect(slowGate.reached).toBe(1);

@@ -339,7 +339,7 @@ describe("event times in the worker Lambda", () => {
     // Assess
     expect(claimed.batchItemFailures).toEqual([]);
     expect(exported.batchItemFailures).toEqual([{ itemIdentifier: exportEvent.id }]);
-    expect(metadata).toMatchObject({ state: "hot", payload: null, manifestKey: null });
+    expect(metadata).toMatchObject({ state: "hot", exported: null, manifestKey: null });
     expect(metadata.lastError).toContain("event time 1677-01-01T00:00:00.000000Z");
     expect(metadata.lastError).toContain(
       "a time between 1677-09-21T00:12:43.145225Z and 2262-04-11T23:47:16.854775Z",

@@ -178,7 +178,7 @@ describe("archive garbage collection", () => {
     }
     expect(await runNextPhase(ctx, id)).toMatchObject({ phase: "seal", result: "deferred" });
     const deferred = await h.inner.getBucket(id);
-    expect(deferred).toMatchObject({ state: "hot", payload: null });
+    expect(deferred).toMatchObject({ state: "hot", exported: null });
     const [orphan] = await keys();
     expect(orphan).toMatch(/\/payloads\//);
 

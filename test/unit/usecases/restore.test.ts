@@ -75,7 +75,7 @@ describe("restoring an archived bucket", () => {
     expect(after).toMatchObject({
       state: "hot",
       phase: "claim",
-      payload: null,
+      exported: null,
       manifestKey: null,
       hotDeleted: false,
       restoreStartedAt: null,

@@ -158,7 +158,7 @@ describe("a bucket archived in several parts", () => {
     expect(first).toHaveLength(3);
     expect(await runNextPhase(ctx, id)).toMatchObject({ phase: "seal", result: "deferred" });
     expect(await h.inner.listParts(id)).toEqual([]);
-    expect((await h.inner.getBucket(id))!).toMatchObject({ state: "hot", segmented: null });
+    expect((await h.inner.getBucket(id))!).toMatchObject({ state: "hot", exported: null });
     expectSameRecords(await readBucketAsReader(h, id), records);
 
     h.clock.advance(h.settings.retryMs + 1);
