@@ -100,7 +100,7 @@ export async function firstPageOnS3(
 ): Promise<PageTiming & { endpoint: string }> {
   const { S3Client, CreateBucketCommand } = await import("@aws-sdk/client-s3");
   const { S3ObjectStore } = await import("../src/adapters/object-store/s3.js");
-  const { parseManifest } = await import("../src/archive/manifest.js");
+
   let moto: RunningService | undefined;
   let endpoint = process.env.AWS_ENDPOINT_URL;
   if (!endpoint) {
@@ -123,9 +123,10 @@ export async function firstPageOnS3(
     const manifestKey = (await store.getBucket(id))?.manifestKey;
     if (!manifestKey) throw new Error("the bench bucket has no manifest");
     const manifestBytes = await objects.get(manifestKey);
-    const payloadKey = parseManifest(manifestBytes).payload_key;
     await s3.createIfAbsent(manifestKey, manifestBytes);
-    await s3.createIfAbsent(payloadKey, await objects.get(payloadKey));
+    for (const part of await store.listParts(id)) {
+      await s3.createIfAbsent(part.key, await objects.get(part.key));
+    }
     return { ...(await firstPage(store, s3)), endpoint };
   } finally {
     client.destroy();

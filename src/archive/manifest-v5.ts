@@ -125,6 +125,15 @@ export function manifestParts(manifest: ArchiveManifest): PayloadPart[] {
   }));
 }
 
+/**
+ * The `payload_key` a manifest of these parts carries at its top level: the
+ * key of the one part (v4), or null when there are several (v5 names them
+ * in `parts` only).
+ */
+export function manifestPayloadKey(parts: readonly PayloadFacts[]): string | null {
+  return parts.length === 1 ? parts[0]!.key : null;
+}
+
 export interface SegmentedManifestInput {
   readonly bucket: ManifestBucket;
   readonly generation: number;

@@ -18,7 +18,6 @@
  * naming the object. Parquet parts written without page CRCs (before the
  * writer recorded them) are checked only structurally on this path.
  */
-import { parseManifest } from "../archive/manifest.js";
 import {
   manifestParts,
   validateArchiveManifest,
@@ -375,5 +374,3 @@ export function decodeCursor(
   }
   return { eventTime: BigInt(parsed.e), sortKey: new Uint8Array(Buffer.from(parsed.k, "base64")) };
 }
-
-export { parseManifest };

@@ -16,6 +16,7 @@ import type { HotReads } from "../../ports/hot-store.js";
 import { runStandalone } from "../../runner/standalone.js";
 import { MAX_MANUAL_PHASES, runBucketPhases } from "../../usecases/manual-run.js";
 import { recordedArchive } from "../../usecases/phases/recorded-archive.js";
+import { manifestPayloadKey } from "../../archive/manifest-v5.js";
 import type { PhaseOutcome } from "../../usecases/context.js";
 import { EXIT } from "../exit-codes.js";
 import { bucketJson, showBucket } from "../display.js";
@@ -100,8 +101,7 @@ export class ArchiveReporter {
           rows,
           bytes,
           format,
-          // The one payload object a reader opens; null when the manifest lists several.
-          payload_key: parts.length === 1 ? parts[0]!.key : null,
+          payload_key: manifestPayloadKey(parts),
           parts: Math.max(parts.length, 1),
           manifest_key: metadata?.manifestKey ?? null,
           ms,
