@@ -289,7 +289,7 @@ describe("a lost lease reaches the phase through its ports' signal, with nothing
           );
           await Promise.race([gate.pass(), aborted]);
         }
-        return await h.objects.createIfAbsent(key, body, options);
+        return await h.objects.createIfAbsent(key, body);
       },
     };
     const ctx: ArchiverContext = {
