@@ -12,7 +12,8 @@ import { fileByteSource } from "../src/archive/byte-sources.js";
 import { encodePayload, writePayloadFile } from "../src/archive/payload-writer.js";
 import { type BucketId } from "../src/domain/bucket.js";
 import type { BucketRow } from "../src/ports/hot-store.js";
-import { fencedSnapshot } from "../src/usecases/phases/export.js";
+import { SegmentCursor } from "../src/usecases/phases/segment-cursor.js";
+import { underLease } from "../src/usecases/under-lease.js";
 import { takeBucketLease } from "../src/usecases/bucket-lease.js";
 import { type ExportArgs } from "./export-child.js";
 import { benchContext, exportBucketId, PARTITION_KEY, SNAPSHOT_PAGE_SIZE } from "./support.js";
@@ -53,9 +54,12 @@ export async function breakdownChild(args: ExportArgs): Promise<Breakdown> {
     const pages: BucketRow[][] = [];
     await time(
       "snapshot_decoded",
-      "fencedSnapshot: fenced pages decoded to BucketRow",
+      "SegmentCursor: fenced pages decoded to BucketRow, as export reads them",
       async () => {
-        for await (const page of fencedSnapshot(ctx, heartbeat)) pages.push(page);
+        const cursor = new SegmentCursor(underLease(ctx, heartbeat.signal), heartbeat, null);
+        const whole = { maxRows: Infinity, maxBytes: Infinity };
+        const extent = { first: null, last: null, full: false };
+        for await (const page of cursor.nextPart(whole, extent)) pages.push(page);
       },
     );
     const fromMemory = async function* () {

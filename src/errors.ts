@@ -282,17 +282,22 @@ export function errorMessage(error: unknown): string {
 }
 
 /**
- * Internal signal that a fenced operation found its lease gone (expired, or
- * taken over). Use cases turn it into the `lease-lost` outcome; it never
- * escapes them.
+ * A lost lease, the one way a use case working under a lease learns of it:
+ * the heartbeat's AbortSignal carries one as its reason (so every call that
+ * takes the signal throws it), and a fenced call the store refused because
+ * the lease is gone throws one (usecases/under-lease.ts). Use cases turn it
+ * into the `lease-lost` outcome; it never escapes them.
  */
 export class LeaseLostError extends PulpitumError {
-  constructor(operation: string) {
+  /** `reason`, when given, is the whole message: what the outcome reports. */
+  constructor(
+    operation: string,
+    options: { readonly reason?: string; readonly cause?: unknown } = {},
+  ) {
     super(
-      `lease lost during ${operation}: another worker owns the bucket now, or the lease expired`,
-      {
-        retryable: true,
-      },
+      options.reason ??
+        `lease lost during ${operation}: another worker owns the bucket now, or the lease expired`,
+      { retryable: true, cause: options.cause },
     );
   }
 }

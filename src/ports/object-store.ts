@@ -14,7 +14,19 @@
  * transport failures are TransientStoreError (retryable). Every operation is
  * safe to retry.
  */
-export interface DeleteOptions {
+
+/** What every call of the store may take. */
+export interface CallOptions {
+  /**
+   * Stop when this aborts (a lost lease, see usecases/under-lease.ts): the
+   * call then throws `signal.reason`, never a TransientStoreError, and a
+   * request in flight is cancelled; a create so stopped leaves nothing at its
+   * key. A store whose calls are local and short (file, memory) may ignore it.
+   */
+  readonly signal?: AbortSignal;
+}
+
+export interface DeleteOptions extends CallOptions {
   /**
    * Leave an object that an unexpired Object Lock retention protects exactly
    * as it is (in a versioned bucket not even a delete marker) and throw
@@ -49,13 +61,13 @@ export interface ObjectStore {
   replace(key: string, body: Uint8Array, options?: CreateOptions): Promise<void>;
 
   /** The whole object, or `[range.start, range.end)` of it. Throws ObjectNotFoundError. */
-  get(key: string, range?: ByteRange): Promise<Uint8Array>;
+  get(key: string, range?: ByteRange, options?: CallOptions): Promise<Uint8Array>;
 
   /** Stream the object in chunks; memory stays bounded by the chunk size. */
-  getStream(key: string): Promise<AsyncIterable<Uint8Array>>;
+  getStream(key: string, options?: CallOptions): Promise<AsyncIterable<Uint8Array>>;
 
   /** Size and modification time, or null when absent. */
-  head(key: string): Promise<ObjectInfo | null>;
+  head(key: string, options?: CallOptions): Promise<ObjectInfo | null>;
 
   /** One page of keys under `prefix` in lexicographic order. */
   list(prefix: string, options?: ListOptions): Promise<ListPage>;
@@ -98,7 +110,7 @@ export interface ObjectStore {
  */
 export type ObjectBody = Uint8Array | { readonly filePath: string; readonly byteLength: number };
 
-export interface CreateOptions {
+export interface CreateOptions extends CallOptions {
   readonly contentType?: string;
   /**
    * The body's SHA-256 (64 lowercase hex digits) when the caller already
@@ -132,7 +144,7 @@ export interface ObjectInfo {
   readonly lastModified: Date;
 }
 
-export interface ListOptions {
+export interface ListOptions extends CallOptions {
   readonly continuationToken?: string;
   /**
    * List only keys after this one (exclusive), as S3's StartAfter: where a

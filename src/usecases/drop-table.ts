@@ -19,7 +19,7 @@
 import type { BucketId } from "../domain/bucket.js";
 import { showBucket } from "../domain/display.js";
 import type { TableId } from "../domain/table.js";
-import { PulpitumError, UnknownTableError } from "../errors.js";
+import { LeaseLostError, PulpitumError, UnknownTableError } from "../errors.js";
 import type { BucketLeases, ClusteringPosition, HotReads, TableDrop } from "../ports/hot-store.js";
 import type { InFlightBucket } from "../ports/hot-store-operations.js";
 import { archiveReferencePages } from "./archive-references.js";
@@ -29,6 +29,7 @@ import type { ArchiverContext } from "./context.js";
 type DropContext = ArchiverContext<HotReads & BucketLeases & TableDrop>;
 import { takeBucketLease } from "./bucket-lease.js";
 import { catalogPortsOf, removeTableCatalog } from "./catalog.js";
+import { underLease } from "./under-lease.js";
 
 /** Buckets listed per metadata page. */
 const PAGE_BUCKETS = 100;
@@ -138,20 +139,19 @@ async function dropBucket(
   if (acquisition.kind === "missing") return 0;
   if (acquisition.kind === "busy") return null;
   const heartbeat = acquisition.heartbeat;
+  const leased = underLease(ctx, heartbeat.signal);
   heartbeat.start();
   let rows = 0;
   let after: ClusteringPosition | null = null;
   let restarts = 0;
   try {
     for (;;) {
-      if (!heartbeat.healthy) return null;
-      const batch = await ctx.hotStore.dropBucketBatch(
+      const batch = await leased.hotStore.dropBucketBatch(
         heartbeat.lease,
         ctx.clock.now(),
         batchRows,
         after,
       );
-      if (batch.kind === "lease-lost") return null;
       rows += batch.rows;
       if (batch.bucketRemoved) return rows;
       if (batch.last !== undefined) after = batch.last;
@@ -164,6 +164,9 @@ async function dropBucket(
         after = null;
       }
     }
+  } catch (error) {
+    if (error instanceof LeaseLostError) return null;
+    throw error;
   } finally {
     await heartbeat.stop();
   }

@@ -1,6 +1,6 @@
 import type { Clock } from "../ports/clock.js";
 import type { BucketLeases, Lease } from "../ports/hot-store.js";
-import { errorMessage } from "../errors.js";
+import { errorMessage, LeaseLostError } from "../errors.js";
 import type { WorkflowLog } from "./context.js";
 
 /**
@@ -19,16 +19,16 @@ export const intervalRenewalTimer: RenewalTimer = (everyMs, tick) => {
 
 /**
  * Renews a lease every `renewalMs` while a phase runs. The first failed
- * renewal (lost, expired, or an error we cannot tell from either) marks the
- * heartbeat unhealthy for good and aborts `signal`: the phase must then start
- * nothing destructive, and durable expiry and takeover decide what happens.
+ * renewal (lost, expired, or an error we cannot tell from either) aborts
+ * `signal`, for good, with a LeaseLostError naming the failure: every call that takes the signal (usecases/under-lease.ts)
+ * then throws it, so the phase starts nothing destructive, and durable expiry
+ * and takeover decide what happens.
  */
 export class LeaseHeartbeat {
   #lease: Lease;
   #cancelTimer: (() => void) | undefined;
   #inFlight: Promise<void> | undefined;
   readonly #abort = new AbortController();
-  #failure: string | undefined;
 
   constructor(
     private readonly hotStore: BucketLeases,
@@ -46,21 +46,14 @@ export class LeaseHeartbeat {
     return this.#lease;
   }
 
-  get healthy(): boolean {
-    return this.#failure === undefined;
-  }
-
-  get failure(): string | undefined {
-    return this.#failure;
-  }
-
+  /** Aborted, with a LeaseLostError naming the failure, by the first failed renewal. */
   get signal(): AbortSignal {
     return this.#abort.signal;
   }
 
   start(): void {
     this.#cancelTimer = this.timer(this.renewalMs, () => {
-      if (this.#inFlight === undefined && this.healthy)
+      if (this.#inFlight === undefined && !this.signal.aborted)
         this.#inFlight = this.renew().finally(() => (this.#inFlight = undefined));
       return this.#inFlight ?? Promise.resolve();
     });
@@ -68,7 +61,7 @@ export class LeaseHeartbeat {
 
   /** Renew once now; exposed so long loops can renew between batches and tests can drive it. */
   async renew(): Promise<void> {
-    if (!this.healthy) return;
+    if (this.signal.aborted) return;
     try {
       const renewed = await this.hotStore.renewLease(this.#lease, this.clock.now(), this.leaseMs);
       if (renewed.kind === "renewed") {
@@ -93,11 +86,10 @@ export class LeaseHeartbeat {
   }
 
   #fail(reason: string): void {
-    this.#failure = reason;
     this.log.warn("lease heartbeat failed; no further destructive step will start", {
       reason,
       generation: this.#lease.generation,
     });
-    this.#abort.abort(new Error(reason));
+    this.#abort.abort(new LeaseLostError("lease renewal", { reason }));
   }
 }

@@ -66,7 +66,10 @@ import type { ArchiverContext } from "./context.js";
 
 /** The hot store roles a restore touches. */
 type RestoreContext = ArchiverContext<HotReads & BucketLeases & BucketRestore>;
+/** Its ports once it holds the lease: bound to the heartbeat's signal (usecases/under-lease.ts). */
+type LeasedRestoreContext = ArchiverContext<UnderLease<HotReads & BucketLeases & BucketRestore>>;
 import { takeBucketLease } from "./bucket-lease.js";
+import { underLease, type UnderLease } from "./under-lease.js";
 import type { LeaseHeartbeat } from "./heartbeat.js";
 import { commitFenced } from "./phases/step.js";
 import { catalogPortsOf, removeCatalogEntry } from "./catalog.js";
@@ -126,16 +129,15 @@ export interface RestoreReport {
 export class BucketNotRestorableError extends InvalidInputError {}
 
 export async function restoreBucket(
-  ctx: RestoreContext,
+  unleased: RestoreContext,
   id: BucketId,
   options: RestoreOptions,
 ): Promise<RestoreReport> {
-  const taken = await leaseForRestore(ctx, id);
+  const taken = await leaseForRestore(unleased, id);
   if (taken.kind === "report") return taken.report;
   const { metadata, heartbeat, recorded, manifestKey } = taken;
   const resumed = metadata.restoreStartedAt !== null;
-  const lost = (reason: string) =>
-    restoreReport(id, "lease-lost", { resumed, manifest_key: manifestKey, reason });
+  const ctx = underLease(unleased, heartbeat.signal);
   heartbeat.start();
   try {
     // Point 1: the whole archive is verified before anything changes.
@@ -146,25 +148,18 @@ export async function restoreBucket(
       tempDir: ctx.settings.tempDir,
     });
     const lease = heartbeat.lease;
-    const begun = await commitFenced(
+    await commitFenced(
       ctx,
       lease,
       "begin restore",
       () => ctx.hotStore.beginRestore(heartbeat.lease, ctx.clock.now()),
       (m) => m.restoreStartedAt !== null && m.generation === lease.generation,
     );
-    if (begun.kind === "lease-lost") return lost("lease lost before the restore mark committed");
 
     const copied = await insertArchivedRows(ctx, heartbeat, archive, recorded.format, options);
-    if (copied === null) return lost("lease lost while inserting restored rows");
-
-    if (!heartbeat.healthy) return lost(heartbeat.failure ?? "heartbeat failed");
     await removeCatalogEntry(catalogPortsOf(ctx), metadata);
-    if (!heartbeat.healthy) return lost(heartbeat.failure ?? "heartbeat failed");
     const retryAt = new Date(ctx.clock.now().getTime() + options.holdMs);
-    if (!(await flipToHot(ctx, heartbeat, retryAt))) {
-      return lost("lease lost before the route flipped to hot");
-    }
+    await flipToHot(ctx, heartbeat, retryAt);
     ctx.log.info("bucket restored to the hot store", {
       bucket: describeBucket(id),
       rows_inserted: copied.inserted,
@@ -179,11 +174,12 @@ export async function restoreBucket(
       retry_at: retryAt.toISOString(),
     });
   } catch (error) {
-    if (error instanceof LeaseLostError || !heartbeat.healthy) {
-      return lost(error instanceof Error ? error.message : String(error));
+    if (error instanceof LeaseLostError || heartbeat.signal.aborted) {
+      const reason = error instanceof Error ? error.message : String(error);
+      return restoreReport(id, "lease-lost", { resumed, manifest_key: manifestKey, reason });
     }
     // Free the bucket at once; the restore mark (if set) keeps reads on the archive until a rerun.
-    await ctx.hotStore.releaseLease(heartbeat.lease).catch(() => undefined);
+    await unleased.hotStore.releaseLease(heartbeat.lease).catch(() => undefined);
     throw error;
   } finally {
     await heartbeat.stop();
@@ -281,30 +277,27 @@ async function leaseForRestore(
  * Point 3: every archived row into the hot store, in transactions of at most
  * `batchRows` rows and `batchBytes` keys and values, each fenced by the live
  * lease. Each part is read from a copy checked again (the verification read
- * another copy). Null once the lease is lost.
+ * another copy).
  */
 async function insertArchivedRows(
-  ctx: RestoreContext,
+  ctx: LeasedRestoreContext,
   heartbeat: LeaseHeartbeat,
   archive: VerifiedArchiveParts,
   format: RecordedArchive["format"],
   options: RestoreOptions,
-): Promise<{ inserted: number; verified: number } | null> {
+): Promise<{ inserted: number; verified: number }> {
   const batchRows = options.batchRows ?? DEFAULT_RESTORE_BATCH_ROWS;
   const batchBytes = options.batchBytes ?? DEFAULT_RESTORE_BATCH_BYTES;
   const counts = { inserted: 0, verified: 0 };
   let pending: BucketRow[] = [];
   let pendingBytes = 0;
-  const flush = async (): Promise<boolean> => {
-    if (pending.length === 0) return true;
-    if (!heartbeat.healthy) return false;
+  const flush = async (): Promise<void> => {
+    if (pending.length === 0) return;
     const batch = await ctx.hotStore.restoreRecords(heartbeat.lease, ctx.clock.now(), pending);
     pending = [];
     pendingBytes = 0;
-    if (batch.kind === "lease-lost") return false;
     counts.inserted += batch.inserted;
     counts.verified += batch.verified;
-    return true;
   };
   for (const part of archive.parts) {
     const source = await verifiedObjectSource(
@@ -319,28 +312,29 @@ async function insertArchivedRows(
           pending.push({ eventTime: r.eventTime, sortKey: r.sortKey, value: r.value });
           pendingBytes += r.sortKey.byteLength + r.value.byteLength;
           const full = pending.length >= batchRows || pendingBytes >= batchBytes;
-          if (full && !(await flush())) return null;
+          if (full) await flush();
         }
       }
     } finally {
       await source.close();
     }
   }
-  return (await flush()) ? counts : null;
+  await flush();
+  return counts;
 }
 
 /**
  * Point 4: the route flips to hot in one fenced statement that also checks
- * the hot row count against the archive's; false once the lease is lost.
+ * the hot row count against the archive's.
  */
 async function flipToHot(
-  ctx: RestoreContext,
+  ctx: LeasedRestoreContext,
   heartbeat: LeaseHeartbeat,
   retryAt: Date,
-): Promise<boolean> {
+): Promise<void> {
   const lease = heartbeat.lease;
   const id = lease.bucket;
-  const finished = await commitFenced(
+  await commitFenced(
     ctx,
     lease,
     "finish restore",
@@ -357,7 +351,6 @@ async function flipToHot(
     },
     (m) => m.state === "hot" && m.generation === lease.generation && m.ownerToken === null,
   );
-  return finished.kind !== "lease-lost";
 }
 
 function notRestorable(id: BucketId): BucketNotRestorableError {

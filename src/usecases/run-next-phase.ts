@@ -25,6 +25,7 @@ import { exportBucket } from "./phases/export.js";
 import { publishBucket } from "./phases/publish.js";
 import { sealBucket } from "./phases/seal.js";
 import { commitFenced, type PhaseInput, type StepResult } from "./phases/step.js";
+import { underLease } from "./under-lease.js";
 
 const PHASES: Record<PhaseName, (input: PhaseInput) => Promise<StepResult>> = {
   claim: claimBucket,
@@ -181,7 +182,12 @@ async function quarantine(
   return { phase: null, result: "done", next: null, reason, quarantined: true };
 }
 
-/** Run `phase` while the heartbeat renews the lease; a failure goes to {@link recoverFromFailure}. */
+/**
+ * Run `phase` while the heartbeat renews the lease, its ports bound to the
+ * heartbeat's signal: a lost lease reaches here as LeaseLostError (or as any
+ * error once the signal aborted) and ends as `lease-lost`; any other failure
+ * goes to {@link recoverFromFailure}.
+ */
 async function runPhaseUnderLease(
   ctx: PhaseContext,
   heartbeat: LeaseHeartbeat,
@@ -202,21 +208,12 @@ async function runPhaseUnderLease(
   heartbeat.start();
   try {
     const step = await PHASES[phase]({
-      ctx,
+      ctx: underLease(ctx, heartbeat.signal),
       heartbeat,
       metadata,
       takeover: run.takeover,
       deadline: run.deadline,
     });
-    if (step.kind === "lease-lost") {
-      // A no-op when the lease is really gone; frees it at once when only the phase's condition failed.
-      await ctx.hotStore.releaseLease(heartbeat.lease).catch(() => undefined);
-      ctx.log.warn("lease lost; the phase stopped without committing", {
-        ...fields,
-        reason: step.reason,
-      });
-      return outcome({ phase, result: "lease-lost", next: phase, reason: step.reason });
-    }
     ctx.log.info("phase committed", {
       ...fields,
       next: step.next,
@@ -231,7 +228,9 @@ async function runPhaseUnderLease(
       bytes: step.bytes,
     });
   } catch (error) {
-    if (error instanceof LeaseLostError || !heartbeat.healthy) {
+    if (error instanceof LeaseLostError || heartbeat.signal.aborted) {
+      // A no-op when the lease is really gone; frees it at once when only the phase's condition failed.
+      await ctx.hotStore.releaseLease(heartbeat.lease).catch(() => undefined);
       ctx.log.warn("lease lost; the phase stopped without committing", {
         ...fields,
         reason: errorMessage(error),
@@ -372,6 +371,9 @@ async function recoverFromFailure(
       return outcome({ phase, result: "lease-lost", next: phase, reason });
     return outcome({ phase, result: "deferred", next: "claim", reason, retryAt });
   } catch (recoveryError) {
+    // The lease was lost between the failure and its record (a lost reply, re-read).
+    if (recoveryError instanceof LeaseLostError)
+      return outcome({ phase, result: "lease-lost", next: phase, reason });
     ctx.log.error(
       "could not record the failure; the lease will expire and another worker takes over",
       {

@@ -28,16 +28,16 @@ export class ForwardingObjectStore implements port.ObjectStore {
     await (await this.target()).replace(key, body, options);
   }
 
-  async get(key: string, range?: port.ByteRange): Promise<Uint8Array> {
-    return await (await this.target()).get(key, range);
+  async get(key: string, range?: port.ByteRange, options?: port.CallOptions): Promise<Uint8Array> {
+    return await (await this.target()).get(key, range, options);
   }
 
-  async getStream(key: string): Promise<AsyncIterable<Uint8Array>> {
-    return await (await this.target()).getStream(key);
+  async getStream(key: string, options?: port.CallOptions): Promise<AsyncIterable<Uint8Array>> {
+    return await (await this.target()).getStream(key, options);
   }
 
-  async head(key: string): Promise<port.ObjectInfo | null> {
-    return await (await this.target()).head(key);
+  async head(key: string, options?: port.CallOptions): Promise<port.ObjectInfo | null> {
+    return await (await this.target()).head(key, options);
   }
 
   async list(prefix: string, options?: port.ListOptions): Promise<port.ListPage> {

@@ -49,6 +49,8 @@ export interface FileUpload {
   /** Every part but the last has this many bytes. */
   readonly partSize: number;
   readonly partConcurrency: number;
+  /** Cancels every part in flight when it aborts. */
+  readonly signal?: AbortSignal;
 }
 
 /**
@@ -94,6 +96,7 @@ export async function uploadFileParts(
               ChecksumAlgorithm: "CRC32",
               ChecksumCRC32: checksum,
             }),
+            { abortSignal: upload.signal },
           );
           if (!response.ETag)
             throw new TransientStoreError(`UploadPart ${index + 1} returned no ETag`);

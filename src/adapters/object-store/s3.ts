@@ -51,8 +51,7 @@ import {
   HeadObjectCommand,
   ListObjectsV2Command,
   PutObjectCommand,
-  S3Client,
-  type S3ClientConfig,
+  type S3Client,
 } from "@aws-sdk/client-s3";
 import {
   InvalidInputError,
@@ -61,12 +60,10 @@ import {
   TransientStoreError,
 } from "../../errors.js";
 import type * as port from "../../ports/object-store.js";
-import { httpHandlerSettings, type HttpClientTimeouts } from "../http-timeouts.js";
 import * as keys from "./keys.js";
 import { crc32Base64, crc32Combine } from "./crc32.js";
 import {
   MIB,
-  S3_CHECKSUM_SETTINGS,
   S3_MAX_PART_BYTES,
   S3_MAX_PARTS,
   S3_MIN_PART_BYTES,
@@ -74,6 +71,7 @@ import {
   sizeOption,
   uploadFileParts,
 } from "./s3-upload.js";
+import { abortReason, s3ClientFor, sendOptions, type S3ObjectStoreOptions } from "./s3-client.js";
 import {
   conflictBackoff,
   isConditionalConflict,
@@ -85,30 +83,7 @@ import {
 } from "./s3-errors.js";
 
 export { S3_CHECKSUM_SETTINGS, S3_MIN_PART_BYTES } from "./s3-upload.js";
-
-export interface S3ObjectStoreOptions {
-  readonly bucket: string;
-  /** A ready client (not destroyed by close()); otherwise one is built from the settings below. */
-  readonly client?: S3Client;
-  /** Extra settings for the client this store builds; the explicit options below win. */
-  readonly clientConfig?: S3ClientConfig;
-  /** Default us-east-1. */
-  readonly region?: string;
-  /** An endpoint URL such as http://127.0.0.1:4566 (moto, LocalStack); AWS when undefined. */
-  readonly endpoint?: string;
-  /** Path-style addressing, needed by emulators on localhost. */
-  readonly forcePathStyle?: boolean;
-  /** Connection and request timeouts of the client this store builds (a ready client keeps its own). */
-  readonly timeouts?: HttpClientTimeouts;
-  /** File bodies larger than this are uploaded in parts. Default 64 MiB. */
-  readonly multipartThresholdBytes?: number;
-  /** Size of each part but the last. Default 16 MiB; at least 5 MiB (S3's minimum). */
-  readonly partSizeBytes?: number;
-  /** Parts in flight at once. Default 4. */
-  readonly partConcurrency?: number;
-  /** Attempts of a conditional write that meets 409 ConditionalRequestConflict. Default 4. */
-  readonly conflictAttempts?: number;
-}
+export type { S3ObjectStoreOptions } from "./s3-client.js";
 
 export class S3ObjectStore implements port.ObjectStore {
   readonly bucket: string;
@@ -138,20 +113,9 @@ export class S3ObjectStore implements port.ObjectStore {
     );
     this.#partConcurrency = sizeOption("partConcurrency", options.partConcurrency ?? 4, 1, 64);
     this.#conflictAttempts = sizeOption("conflictAttempts", options.conflictAttempts ?? 4, 1, 20);
-    if (options.client) {
-      this.#client = options.client;
-      this.#ownsClient = false;
-    } else {
-      const config: S3ClientConfig = { ...options.clientConfig };
-      config.region = options.region ?? options.clientConfig?.region ?? "us-east-1";
-      if (options.endpoint !== undefined) config.endpoint = options.endpoint;
-      if (options.forcePathStyle !== undefined) config.forcePathStyle = options.forcePathStyle;
-      if (options.timeouts !== undefined)
-        config.requestHandler = httpHandlerSettings(options.timeouts);
-      Object.assign(config, S3_CHECKSUM_SETTINGS);
-      this.#client = new S3Client(config);
-      this.#ownsClient = true;
-    }
+    const { client, owned } = s3ClientFor(options);
+    this.#client = client;
+    this.#ownsClient = owned;
   }
 
   async createIfAbsent(
@@ -178,16 +142,20 @@ export class S3ObjectStore implements port.ObjectStore {
       }
       return await this.#putIfAbsent(key, bytes, options);
     }
-    return await this.#multipartIfAbsent(key, body.filePath, size, options.contentType);
+    return await this.#multipartIfAbsent(key, body.filePath, size, options);
   }
 
-  async get(key: string, range?: port.ByteRange): Promise<Uint8Array> {
+  async get(
+    key: string,
+    range?: port.ByteRange,
+    options: port.CallOptions = {},
+  ): Promise<Uint8Array> {
     keys.validateObjectKey(key);
     if (range) {
       keys.validateByteRange(range, key);
       // "bytes=5-4" is not a range to S3: it would send the whole object.
       if (range.end === range.start) {
-        if ((await this.head(key)) === null) throw new ObjectNotFoundError(key);
+        if ((await this.head(key, options)) === null) throw new ObjectNotFoundError(key);
         return new Uint8Array(0);
       }
     }
@@ -200,6 +168,7 @@ export class S3ObjectStore implements port.ObjectStore {
           // A range has no stored checksum to check against.
           ChecksumMode: range ? undefined : "ENABLED",
         }),
+        sendOptions(options),
       );
       if (!response.Body)
         throw new TransientStoreError(`S3 get of ${this.#describe(key)} returned no body`);
@@ -213,25 +182,26 @@ export class S3ObjectStore implements port.ObjectStore {
       // 416: the range starts at or past the end (or the object is empty).
       if (range && (statusOf(error) === 416 || nameOf(error) === "InvalidRange"))
         return new Uint8Array(0);
-      throw this.#error(error, "get", key);
+      throw this.#error(error, "get", key, options);
     }
   }
 
-  async getStream(key: string): Promise<AsyncIterable<Uint8Array>> {
+  async getStream(key: string, options: port.CallOptions = {}): Promise<AsyncIterable<Uint8Array>> {
     keys.validateObjectKey(key);
     let body: AsyncIterable<Uint8Array>;
     try {
       const response = await this.#client.send(
         new GetObjectCommand({ Bucket: this.bucket, Key: key, ChecksumMode: "ENABLED" }),
+        sendOptions(options),
       );
       if (!response.Body)
         throw new TransientStoreError(`S3 getStream of ${this.#describe(key)} returned no body`);
       // In Node the body is a Readable: an async iterable of Buffers.
       body = response.Body as unknown as AsyncIterable<Uint8Array>;
     } catch (error) {
-      throw this.#error(error, "getStream", key);
+      throw this.#error(error, "getStream", key, options);
     }
-    const toStoreError = (error: unknown) => this.#error(error, "getStream", key);
+    const toStoreError = (error: unknown) => this.#error(error, "getStream", key, options);
     return (async function* () {
       try {
         for await (const chunk of body) yield chunk;
@@ -242,11 +212,12 @@ export class S3ObjectStore implements port.ObjectStore {
   }
 
   /** A HEAD response has no body, so a missing bucket also reads as null here; get and list name it. */
-  async head(key: string): Promise<port.ObjectInfo | null> {
+  async head(key: string, options: port.CallOptions = {}): Promise<port.ObjectInfo | null> {
     keys.validateObjectKey(key);
     try {
       const response = await this.#client.send(
         new HeadObjectCommand({ Bucket: this.bucket, Key: key }),
+        sendOptions(options),
       );
       return {
         key,
@@ -256,7 +227,7 @@ export class S3ObjectStore implements port.ObjectStore {
     } catch (error) {
       if (statusOf(error) === 404 || nameOf(error) === "NotFound" || nameOf(error) === "NoSuchKey")
         return null;
-      throw this.#error(error, "head", key);
+      throw this.#error(error, "head", key, options);
     }
   }
 
@@ -272,6 +243,7 @@ export class S3ObjectStore implements port.ObjectStore {
           StartAfter: options.continuationToken === undefined ? options.startAfter : undefined,
           MaxKeys: maxKeys,
         }),
+        sendOptions(options),
       );
       const objects = (response.Contents ?? []).map((object) => ({
         key: object.Key!,
@@ -281,22 +253,25 @@ export class S3ObjectStore implements port.ObjectStore {
       const more = response.IsTruncated === true && response.NextContinuationToken !== undefined;
       return { objects, continuationToken: more ? response.NextContinuationToken : undefined };
     } catch (error) {
-      throw this.#error(error, "list", prefix);
+      throw this.#error(error, "list", prefix, options);
     }
   }
 
   async delete(key: string, options: port.DeleteOptions = {}): Promise<void> {
     keys.validateObjectKey(key);
     if (options.unlessRetained === true) {
-      const retained = await this.#retention(key);
+      const retained = await this.#retention(key, options);
       if (retained !== null) throw new ObjectLockedError(key, retained.until);
     }
     try {
-      await this.#client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key }));
+      await this.#client.send(
+        new DeleteObjectCommand({ Bucket: this.bucket, Key: key }),
+        sendOptions(options),
+      );
     } catch (error) {
       if (statusOf(error) === 404 && nameOf(error) !== "NoSuchBucket") return;
       if (isObjectLockRefusal(error)) throw new ObjectLockedError(key, null, { cause: error });
-      throw this.#error(error, "delete", key);
+      throw this.#error(error, "delete", key, options);
     }
   }
 
@@ -309,17 +284,18 @@ export class S3ObjectStore implements port.ObjectStore {
    * s3:GetObjectLegalHold, and nothing when the bucket has no Object Lock.
    * S3 compares against its own clock; so does this.
    */
-  async #retention(key: string): Promise<{ until: Date | null } | null> {
+  async #retention(key: string, options: port.CallOptions): Promise<{ until: Date | null } | null> {
     try {
       const head = await this.#client.send(
         new HeadObjectCommand({ Bucket: this.bucket, Key: key }),
+        sendOptions(options),
       );
       if (head.ObjectLockLegalHoldStatus === "ON") return { until: null };
       const until = head.ObjectLockRetainUntilDate;
       return until !== undefined && until.getTime() > Date.now() ? { until } : null;
     } catch (error) {
       if (statusOf(error) === 404 && nameOf(error) !== "NoSuchBucket") return null;
-      throw this.#error(error, "retention read", key);
+      throw this.#error(error, "retention read", key, options);
     }
   }
 
@@ -338,7 +314,7 @@ export class S3ObjectStore implements port.ObjectStore {
   ): Promise<port.CreateResult> {
     try {
       const checksum = sha256Base64(bytes, options.sha256);
-      return await this.#ifNoneMatch(key, () =>
+      return await this.#ifNoneMatch(key, options, () =>
         this.#client.send(
           new PutObjectCommand({
             Bucket: this.bucket,
@@ -350,10 +326,11 @@ export class S3ObjectStore implements port.ObjectStore {
             ChecksumSHA256: checksum,
             IfNoneMatch: "*",
           }),
+          sendOptions(options),
         ),
       );
     } catch (error) {
-      throw this.#error(error, "createIfAbsent", key);
+      throw this.#error(error, "createIfAbsent", key, options);
     }
   }
 
@@ -370,9 +347,10 @@ export class S3ObjectStore implements port.ObjectStore {
           ChecksumAlgorithm: "SHA256",
           ChecksumSHA256: sha256Base64(body, options.sha256),
         }),
+        sendOptions(options),
       );
     } catch (error) {
-      throw this.#error(error, "replace", key);
+      throw this.#error(error, "replace", key, options);
     }
   }
 
@@ -384,6 +362,7 @@ export class S3ObjectStore implements port.ObjectStore {
    */
   async #ifNoneMatch(
     key: string,
+    options: port.CallOptions,
     send: () => Promise<unknown>,
     onLost: () => Promise<void> = async () => {},
   ): Promise<port.CreateResult> {
@@ -402,7 +381,7 @@ export class S3ObjectStore implements port.ObjectStore {
             continue;
           }
           await onLost();
-          if ((await this.head(key)) !== null) return "already-exists";
+          if ((await this.head(key, options)) !== null) return "already-exists";
         }
         throw error;
       }
@@ -413,11 +392,11 @@ export class S3ObjectStore implements port.ObjectStore {
     key: string,
     filePath: string,
     size: number,
-    contentType: string | undefined,
+    options: port.CreateOptions,
   ): Promise<port.CreateResult> {
     // Uploading gigabytes only to lose at completion is waste; the conditional
     // completion below still decides races.
-    if ((await this.head(key)) !== null) return "already-exists";
+    if ((await this.head(key, options)) !== null) return "already-exists";
     const partSize = Math.max(this.#partSizeBytes, Math.ceil(size / S3_MAX_PARTS));
     let uploadId: string;
     try {
@@ -425,17 +404,19 @@ export class S3ObjectStore implements port.ObjectStore {
         new CreateMultipartUploadCommand({
           Bucket: this.bucket,
           Key: key,
-          ContentType: contentType,
+          ContentType: options.contentType,
           ChecksumAlgorithm: "CRC32",
           ChecksumType: "FULL_OBJECT",
         }),
+        sendOptions(options),
       );
       if (!created.UploadId)
         throw new TransientStoreError("CreateMultipartUpload returned no UploadId");
       uploadId = created.UploadId;
     } catch (error) {
-      throw this.#error(error, "createIfAbsent", key);
+      throw this.#error(error, "createIfAbsent", key, options);
     }
+    // Sent without the caller's signal: an aborted create must still abort its upload.
     const abort = async () => {
       await this.#client
         .send(
@@ -452,6 +433,7 @@ export class S3ObjectStore implements port.ObjectStore {
         size,
         partSize,
         partConcurrency: this.#partConcurrency,
+        signal: options.signal,
       });
       // Parts in order: each but the last is partSize bytes.
       const whole = crcs.reduce((crc, partCrc, i) =>
@@ -459,6 +441,7 @@ export class S3ObjectStore implements port.ObjectStore {
       );
       return await this.#ifNoneMatch(
         key,
+        options,
         () =>
           this.#client.send(
             new CompleteMultipartUploadCommand({
@@ -470,12 +453,13 @@ export class S3ObjectStore implements port.ObjectStore {
               ChecksumCRC32: crc32Base64(whole),
               IfNoneMatch: "*",
             }),
+            sendOptions(options),
           ),
         abort,
       );
     } catch (error) {
       await abort();
-      throw this.#error(error, "createIfAbsent", key);
+      throw this.#error(error, "createIfAbsent", key, options);
     }
   }
 
@@ -488,8 +472,8 @@ export class S3ObjectStore implements port.ObjectStore {
     return `s3://${this.bucket}/${key}`;
   }
 
-  /** Map an SDK or transport failure to the port's errors. */
-  #error(error: unknown, operation: string, key: string): Error {
-    return s3Error(error, operation, key, this.#describe(key));
+  /** Map an SDK or transport failure to the port's errors; a call whose signal aborted throws its reason. */
+  #error(error: unknown, operation: string, key: string, options: port.CallOptions): Error {
+    return abortReason(options) ?? s3Error(error, operation, key, this.#describe(key));
   }
 }

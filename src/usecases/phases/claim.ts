@@ -17,29 +17,16 @@ import { commitFenced } from "./step.js";
 
 export async function claimBucket({ ctx, heartbeat }: PhaseInput): Promise<StepResult> {
   const lease = heartbeat.lease;
-  let cutoff = cutoffAt(ctx.settings.cutoff, ctx.clock.now());
-  const written = await commitFenced(
+  await commitFenced(
     ctx,
     lease,
     "claim",
     () => {
       // The statement checks the lease at `now`, so it must check eligibility at the same `now`.
       const now = ctx.clock.now();
-      cutoff = cutoffAt(ctx.settings.cutoff, now);
-      return ctx.hotStore.claim(heartbeat.lease, now, cutoff);
+      return ctx.hotStore.claim(heartbeat.lease, now, cutoffAt(ctx.settings.cutoff, now));
     },
     (m) => m.state === "archiving" && m.generation === lease.generation,
   );
-  if (written.kind === "lease-lost") {
-    return {
-      kind: "lease-lost",
-      reason: describeLostClaim(written.metadata?.state, cutoff),
-    };
-  }
   return { kind: "committed", next: "export" };
-}
-
-function describeLostClaim(state: string | undefined, cutoff: Date): string {
-  if (state !== undefined && state !== "hot") return `the bucket is already ${state}`;
-  return `the lease expired or the bucket is not eligible for the cutoff ${cutoff.toISOString()}`;
 }

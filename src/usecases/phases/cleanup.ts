@@ -24,7 +24,7 @@
  */
 import { checkPublishedArchive } from "../../archive/verify.js";
 import { requireSealedArchive } from "./recorded-archive.js";
-import { CorruptBucketError, InvariantViolationError } from "../../errors.js";
+import { CorruptBucketError, InvariantViolationError, LeaseLostError } from "../../errors.js";
 import { showBucket } from "../../domain/display.js";
 import type { ClusteringPosition } from "../../ports/hot-store.js";
 import { sleep as timerSleep } from "../../ports/clock.js";
@@ -66,7 +66,7 @@ export async function cleanupBucket({
     parts: recorded.parts,
   });
   if ((await refreshCatalogEntry(catalogPortsOf(ctx), metadata.id)) === "stale") {
-    return { kind: "lease-lost", reason: "the bucket's published version was replaced" };
+    throw new LeaseLostError("cleanup", { reason: "the bucket's published version was replaced" });
   }
   const sleep = ctx.sleep ?? timerSleep;
   let deleted = 0;
@@ -74,8 +74,6 @@ export async function cleanupBucket({
   let after: ClusteringPosition | null = null;
   const started = ctx.clock.now().getTime();
   for (;;) {
-    if (!heartbeat.healthy)
-      return { kind: "lease-lost", reason: heartbeat.failure ?? "heartbeat failed" };
     // At least one batch per invocation, as export writes at least one part:
     // a message that arrives with its deadline already spent (the last of a
     // batch run one after another) still moves the bucket forward.
@@ -89,8 +87,6 @@ export async function cleanupBucket({
       cleanupBatchSize,
       after,
     );
-    if (batch.kind === "lease-lost")
-      return { kind: "lease-lost", reason: "lease lost during cleanup" };
     batches++;
     deleted += batch.count;
     if (batch.last === undefined) break;
@@ -103,7 +99,7 @@ export async function cleanupBucket({
   }
 
   const lease = heartbeat.lease;
-  const finished = await commitFenced(
+  await commitFenced(
     ctx,
     lease,
     "finish cleanup",
@@ -118,7 +114,5 @@ export async function cleanupBucket({
     },
     (m) => m.hotDeleted && m.generation === lease.generation,
   );
-  if (finished.kind === "lease-lost")
-    return { kind: "lease-lost", reason: "lease lost before cleanup was marked complete" };
   return { kind: "committed", next: null, rows: deleted };
 }

@@ -27,14 +27,13 @@
  * invocation, so every invocation makes progress.
  */
 import { DEFAULT_SEGMENT_BYTES, DEFAULT_SEGMENT_ROWS } from "../../config.js";
-import { AmbiguousCommitError, InvariantViolationError, LeaseLostError } from "../../errors.js";
-import type { BucketPart, BucketRow, ClusteringPosition } from "../../ports/hot-store.js";
+import { AmbiguousCommitError, InvariantViolationError } from "../../errors.js";
+import type { BucketPart } from "../../ports/hot-store.js";
 import { storePayload } from "../../archive/store.js";
 import { verifyPayload } from "../../archive/verify.js";
-import type { PhaseContext } from "../context.js";
 import type { LeaseHeartbeat } from "../heartbeat.js";
 import { formatOfPayloadKey } from "../../domain/object-keys.js";
-import { commitFenced, type PhaseInput, type StepResult } from "./step.js";
+import { commitFenced, type LeasedPhaseContext, type PhaseInput, type StepResult } from "./step.js";
 import { SegmentCursor, type PartExtent } from "./segment-cursor.js";
 import { UnknownTableError } from "../../errors.js";
 
@@ -67,8 +66,6 @@ export async function exportBucket({
   let rows = 0;
   let bytes = 0;
   for (let written = 0; ; written++) {
-    if (!heartbeat.healthy)
-      return { kind: "lease-lost", reason: heartbeat.failure ?? "heartbeat failed" };
     // A bucket's first part is written even when empty (an empty payload); later parts never are.
     if (parts.length > 0 && !(await snapshot.hasMore())) break;
     if (written > 0 && deadline !== undefined && ctx.clock.now().getTime() >= deadline.getTime()) {
@@ -94,10 +91,7 @@ export async function exportBucket({
       first: extent.first,
       last: extent.last,
     };
-    if (!heartbeat.healthy)
-      return { kind: "lease-lost", reason: heartbeat.failure ?? "heartbeat failed" };
-    if (!(await recordPart(ctx, heartbeat, part)))
-      return { kind: "lease-lost", reason: `lease lost before part ${part.index} was recorded` };
+    await recordPart(ctx, heartbeat, part);
     parts.push(part);
     rows += part.rowCount;
     bytes += part.byteLength;
@@ -105,36 +99,32 @@ export async function exportBucket({
   }
 
   const lease = heartbeat.lease;
-  const finished = await commitFenced(
+  await commitFenced(
     ctx,
     lease,
     "finish export",
     () => ctx.hotStore.finishExport(heartbeat.lease, ctx.clock.now(), parts.length),
     (m) => m.generation === lease.generation && m.phase === "seal",
   );
-  if (finished.kind === "lease-lost")
-    return { kind: "lease-lost", reason: "lease lost before the export was finished" };
   return { kind: "committed", next: "seal", rows, bytes };
 }
 
 /**
  * Record one part; a lost reply is resolved by re-reading the parts (the
- * record landed if part `index` is ours), never by blindly redoing. False:
- * the lease is lost.
+ * record landed if part `index` is ours), never by blindly redoing.
  */
 async function recordPart(
-  ctx: PhaseContext,
+  ctx: LeasedPhaseContext,
   heartbeat: LeaseHeartbeat,
   part: BucketPart,
-): Promise<boolean> {
+): Promise<void> {
   const landed = async () =>
     (await ctx.hotStore.listParts(heartbeat.lease.bucket))[part.index]?.key === part.key;
   for (let tries = 0; ; tries++) {
     try {
       const result = await ctx.hotStore.recordPart(heartbeat.lease, ctx.clock.now(), part);
-      if (result.kind === "recorded") return true;
-      if (result.kind === "lease-lost") return false;
-      if (await landed()) return true;
+      if (result.kind === "recorded") return;
+      if (await landed()) return;
       throw new InvariantViolationError(
         `part ${part.index} could not be recorded: ${result.recorded} parts are recorded under this lease`,
       );
@@ -143,28 +133,7 @@ async function recordPart(
       ctx.log.warn("part record reply lost; re-read the parts to learn the outcome", {
         part: part.index,
       });
-      if (await landed()) return true;
+      if (await landed()) return;
     }
-  }
-}
-
-/**
- * The bucket's rows in clustering order, one keyset page at a time, each page
- * read under the lease. Memory is bounded by one page.
- */
-export async function* fencedSnapshot(
-  ctx: PhaseContext,
-  heartbeat: LeaseHeartbeat,
-): AsyncIterable<BucketRow[]> {
-  const pageSize = ctx.settings.snapshotPageSize;
-  let after: ClusteringPosition | null = null;
-  for (;;) {
-    if (!heartbeat.healthy) throw new LeaseLostError("snapshot");
-    const page = await ctx.hotStore.snapshotPage(heartbeat.lease, ctx.clock.now(), after, pageSize);
-    if (page.kind === "lease-lost") throw new LeaseLostError("snapshot");
-    if (page.rows.length > 0) yield page.rows as BucketRow[];
-    if (page.rows.length < pageSize) return;
-    const last = page.rows[page.rows.length - 1]!;
-    after = { eventTime: last.eventTime, sortKey: last.sortKey };
   }
 }

@@ -36,18 +36,14 @@ export async function publishBucket({
     tempDir: ctx.settings.tempDir,
   });
 
-  if (!heartbeat.healthy)
-    return { kind: "lease-lost", reason: heartbeat.failure ?? "heartbeat failed" };
   const lease = heartbeat.lease;
-  const written = await commitFenced(
+  await commitFenced(
     ctx,
     lease,
     "publish",
     () => ctx.hotStore.publish(heartbeat.lease, ctx.clock.now()),
     (m) => m.state === "archived" && m.generation === lease.generation,
   );
-  if (written.kind === "lease-lost")
-    return { kind: "lease-lost", reason: "lease lost before publication committed" };
   await refreshCatalogEntry(catalogPortsOf(ctx), metadata.id).catch((error: unknown) =>
     ctx.log.warn("catalog entry not written after publish; cleanup writes it", {
       error: error instanceof Error ? error.message : String(error),

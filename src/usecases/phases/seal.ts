@@ -46,16 +46,12 @@ export async function sealBucket({
     parts,
   });
 
-  if (!heartbeat.healthy)
-    return { kind: "lease-lost", reason: heartbeat.failure ?? "heartbeat failed" };
-  const written = await commitFenced(
+  await commitFenced(
     ctx,
     lease,
     "record manifest",
     () => ctx.hotStore.recordManifest(heartbeat.lease, ctx.clock.now(), manifestKey),
     (m) => m.generation === lease.generation && m.manifestKey === manifestKey,
   );
-  if (written.kind === "lease-lost")
-    return { kind: "lease-lost", reason: "lease lost before the manifest was recorded" };
   return { kind: "committed", next: "publish" };
 }

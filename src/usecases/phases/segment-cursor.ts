@@ -6,10 +6,9 @@
  * page) for the next part; if the invocation stops before it, they are read
  * again by the next one after the last recorded key.
  */
-import { LeaseLostError } from "../../errors.js";
 import type { BucketRow, ClusteringPosition } from "../../ports/hot-store.js";
-import type { PhaseContext } from "../context.js";
 import type { LeaseHeartbeat } from "../heartbeat.js";
+import type { LeasedPhaseContext } from "./step.js";
 
 export interface PartBounds {
   readonly maxRows: number;
@@ -25,13 +24,17 @@ export interface PartExtent {
 }
 
 export class SegmentCursor {
-  readonly #ctx: PhaseContext;
+  readonly #ctx: LeasedPhaseContext;
   readonly #heartbeat: LeaseHeartbeat;
   #after: ClusteringPosition | null;
   #buffer: readonly BucketRow[] = [];
   #exhausted = false;
 
-  constructor(ctx: PhaseContext, heartbeat: LeaseHeartbeat, after: ClusteringPosition | null) {
+  constructor(
+    ctx: LeasedPhaseContext,
+    heartbeat: LeaseHeartbeat,
+    after: ClusteringPosition | null,
+  ) {
     this.#ctx = ctx;
     this.#heartbeat = heartbeat;
     this.#after = after;
@@ -80,7 +83,6 @@ export class SegmentCursor {
 
   async #fill(): Promise<void> {
     if (this.#buffer.length > 0 || this.#exhausted) return;
-    if (!this.#heartbeat.healthy) throw new LeaseLostError("snapshot");
     const pageSize = this.#ctx.settings.snapshotPageSize;
     const page = await this.#ctx.hotStore.snapshotPage(
       this.#heartbeat.lease,
@@ -88,7 +90,6 @@ export class SegmentCursor {
       this.#after,
       pageSize,
     );
-    if (page.kind === "lease-lost") throw new LeaseLostError("snapshot");
     if (page.rows.length < pageSize) this.#exhausted = true;
     const last = page.rows[page.rows.length - 1];
     if (last !== undefined) this.#after = { eventTime: last.eventTime, sortKey: last.sortKey };

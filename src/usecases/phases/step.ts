@@ -1,21 +1,36 @@
-import { AmbiguousCommitError } from "../../errors.js";
+import { AmbiguousCommitError, LeaseLostError } from "../../errors.js";
 import type {
+  ArchivalPhases,
+  BucketLeases,
   BucketMetadata,
   FencedWrite,
   HotReads,
   Lease,
   PhaseName,
 } from "../../ports/hot-store.js";
-import type { ArchiverContext, PhaseContext } from "../context.js";
+import type { ArchiverContext } from "../context.js";
 import type { LeaseHeartbeat } from "../heartbeat.js";
+import type { UnderLease } from "../under-lease.js";
 
-/** What a phase reports back to the runner. */
-export type StepResult =
-  | { kind: "committed"; next: PhaseName | null; rows?: number; bytes?: number }
-  | { kind: "lease-lost"; reason: string };
+/**
+ * What a committed phase reports back to the runner. A phase that finds its
+ * lease gone throws LeaseLostError instead (its ports throw it, see
+ * usecases/under-lease.ts).
+ */
+export type StepResult = {
+  kind: "committed";
+  next: PhaseName | null;
+  rows?: number;
+  bytes?: number;
+};
+
+/** The ports a phase runs with: bound to its lease's signal. */
+export type LeasedPhaseContext = ArchiverContext<
+  UnderLease<HotReads & BucketLeases & ArchivalPhases>
+>;
 
 export interface PhaseInput {
-  readonly ctx: PhaseContext;
+  readonly ctx: LeasedPhaseContext;
   readonly heartbeat: LeaseHeartbeat;
   /** Metadata as it was when the lease was taken. */
   readonly metadata: BucketMetadata;
@@ -30,15 +45,15 @@ export interface PhaseInput {
  * redoing blindly: if the re-read shows the commit landed it counts; if the
  * lease is still ours and it did not land, the conditional statement is run
  * once more (its condition makes a double application impossible);
- * otherwise the lease is lost.
+ * otherwise the lease is lost: LeaseLostError.
  */
-export async function commitFenced(
+export async function commitFenced<Written extends FencedWrite>(
   ctx: ArchiverContext<HotReads>,
   lease: Lease,
   operation: string,
-  attempt: () => Promise<FencedWrite>,
+  attempt: () => Promise<Written>,
   landed: (metadata: BucketMetadata) => boolean,
-): Promise<FencedWrite> {
+): Promise<Written | { kind: "committed"; metadata: BucketMetadata }> {
   for (let tries = 0; ; tries++) {
     try {
       return await attempt();
@@ -56,7 +71,7 @@ export async function commitFenced(
         current.generation === lease.generation &&
         current.leaseExpiresAt !== null &&
         current.leaseExpiresAt.getTime() > ctx.clock.now().getTime();
-      if (!stillOurs) return { kind: "lease-lost", metadata: current };
+      if (!stillOurs) throw new LeaseLostError(operation, { cause: error });
     }
   }
 }

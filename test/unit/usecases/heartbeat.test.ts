@@ -10,6 +10,7 @@ import { parseTableId } from "../../../src/domain/table.js";
 import { TransientStoreError } from "../../../src/errors.js";
 import type { ManualClock } from "../../../src/ports/clock.js";
 import type { HotStore } from "../../../src/ports/hot-store.js";
+import type { ObjectStore } from "../../../src/ports/object-store.js";
 import type { ArchiverContext } from "../../../src/usecases/context.js";
 import type { RenewalTimer } from "../../../src/usecases/heartbeat.js";
 import { runNextPhase } from "../../../src/usecases/run-next-phase.js";
@@ -245,5 +246,108 @@ describe("a failed renewal ends the phase as lease-lost with nothing destructive
     if (takeover.kind === "acquired") await h.inner.releaseLease(takeover.lease);
     await converge(h, new Map([["chat", { id: bucket, records }]]));
     await expectFullyArchived(h, new Map([["chat", { id: bucket, records }]]));
+  });
+});
+
+/**
+ * `inner` whose every call is first shown to `before` (its name; awaited, so
+ * a test can hold a call there).
+ */
+function observed<T extends object>(inner: T, before: (call: string) => Promise<void> | void): T {
+  return new Proxy(inner, {
+    get(target, property, receiver) {
+      const value: unknown = Reflect.get(target, property, receiver);
+      if (typeof value !== "function") return value;
+      return async (...args: unknown[]) => {
+        await before(String(property));
+        return await (value as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+      };
+    },
+  });
+}
+
+describe("a lost lease reaches the phase through its ports' signal, with nothing to poll", () => {
+  const failingRenewal = async () => {
+    throw new TransientStoreError("connection reset while renewing (injected)");
+  };
+
+  it("a renewal that fails while the payload upload is in flight cancels the upload at once: the export ends lease-lost with no payload object and no part recorded", async () => {
+    // Prepare: the upload waits at a gate, and gives up only when its call's signal aborts
+    await runUntil("export");
+    const renewals = new ManualRenewals(h.clock);
+    const gate = new Gate();
+    const base = h.process().ctx;
+    const uploads: ObjectStore = {
+      ...gatedPayloadUploads(h.objects, () => undefined),
+      async createIfAbsent(key, body, options) {
+        if (key.includes("/payloads/")) {
+          const signal = options?.signal;
+          const aborted = new Promise<never>((_, reject) =>
+            signal?.addEventListener("abort", () => reject(signal.reason as Error), {
+              once: true,
+            }),
+          );
+          await Promise.race([gate.pass(), aborted]);
+        }
+        return await h.objects.createIfAbsent(key, body);
+      },
+    };
+    const ctx: ArchiverContext = {
+      ...base,
+      hotStore: intercept(base.hotStore, { renewLease: failingRenewal }),
+      objectStore: uploads,
+      renewalTimer: renewals.timer,
+    };
+
+    // Act: the renewal fails while the upload is held; then the gate opens as well
+    const exporting = runNextPhase(ctx, bucket);
+    await gate.whenReached();
+    await renewals.advance(RENEWAL_MS);
+    gate.open();
+    const outcome = await exporting;
+    const payloads = (await h.objects.list("")).objects.filter((o) => o.key.includes("/payloads/"));
+
+    // Assess
+    expect(outcome).toMatchObject({ phase: "export", result: "lease-lost", next: "export" });
+    expect(outcome.reason).toBe("renewal failed: connection reset while renewing (injected)");
+    expect(payloads).toEqual([]);
+    expect(await h.inner.listParts(bucket)).toEqual([]);
+    expect((await h.inner.getBucket(bucket))?.exported).toBeNull();
+  });
+
+  it("after a renewal fails during cleanup's check of the published objects, the phase makes no further store call: no read, no catalog write, no delete", async () => {
+    // Prepare: the first HEAD (the manifest's) waits at a gate; every call after the loss is counted
+    await runUntil("cleanup");
+    const renewals = new ManualRenewals(h.clock);
+    const gate = new Gate();
+    let lost = false;
+    const afterLoss: string[] = [];
+    const base = h.process().ctx;
+    const ctx: ArchiverContext = {
+      ...base,
+      hotStore: observed(intercept(base.hotStore, { renewLease: failingRenewal }), (call) => {
+        // The runner frees the lease after the phase stopped; renewals are the heartbeat's.
+        if (lost && call !== "releaseLease" && call !== "renewLease") afterLoss.push(call);
+      }),
+      objectStore: observed(h.objects, async (call) => {
+        if (lost) afterLoss.push(call);
+        else if (call === "head" && gate.reached === 0) await gate.pass();
+      }),
+      renewalTimer: renewals.timer,
+    };
+
+    // Act
+    const cleaning = runNextPhase(ctx, bucket);
+    await gate.whenReached();
+    await renewals.advance(RENEWAL_MS);
+    lost = true;
+    gate.open();
+    const outcome = await cleaning;
+
+    // Assess
+    expect(outcome).toMatchObject({ phase: "cleanup", result: "lease-lost", next: "cleanup" });
+    expect(outcome.reason).toBe("renewal failed: connection reset while renewing (injected)");
+    expect(afterLoss).toEqual([]);
+    expect(await hotRows()).toBe(ROWS);
   });
 });
