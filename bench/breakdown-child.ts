@@ -12,7 +12,7 @@ import { fileByteSource } from "../src/archive/byte-sources.js";
 import { encodePayload, writePayloadFile } from "../src/archive/payload-writer.js";
 import { type BucketId } from "../src/domain/bucket.js";
 import type { BucketRow } from "../src/ports/hot-store.js";
-import { SegmentCursor } from "../src/usecases/phases/segment-cursor.js";
+import { SegmentCursor, type PartExtent } from "../src/usecases/phases/segment-cursor.js";
 import { underLease } from "../src/usecases/under-lease.js";
 import { takeBucketLease } from "../src/usecases/bucket-lease.js";
 import { type ExportArgs } from "./export-child.js";
@@ -24,7 +24,8 @@ export type Breakdown = Record<string, { seconds: number; cpuSeconds?: number; n
 /**
  * Where an export's time goes, stage by stage, on a bucket that has already
  * been exported (state archiving, so a fresh lease can snapshot it again):
- * the snapshot alone, the same rows through a bare driver query, encoding
+ * the snapshot alone (pages dropped as an export drops them, then kept for
+ * the next stages), the same rows through a bare driver query, encoding
  * from memory, the payload file, the upload and the read-back verification.
  */
 export async function breakdownChild(args: ExportArgs): Promise<Breakdown> {
@@ -51,17 +52,28 @@ export async function breakdownChild(args: ExportArgs): Promise<Breakdown> {
     await time("driver_text_rows", "same keyset pages, bare pg query, no decoding", () =>
       bareSnapshot(args.databaseUrl, id),
     );
-    const pages: BucketRow[][] = [];
+    // The export reads its snapshot through a SegmentCursor; here the whole
+    // bucket is one part.
+    const wholeBucket = () => {
+      const extent: PartExtent = { first: null, last: null, full: false };
+      return new SegmentCursor(underLease(ctx, heartbeat.signal), heartbeat, null).nextPart(
+        { maxRows: Number.POSITIVE_INFINITY, maxBytes: Number.POSITIVE_INFINITY },
+        extent,
+      );
+    };
     await time(
-      "snapshot_decoded",
-      "SegmentCursor: fenced pages decoded to BucketRow, as export reads them",
+      "snapshot_streamed",
+      "SegmentCursor: fenced pages decoded, each dropped",
       async () => {
-        const cursor = new SegmentCursor(underLease(ctx, heartbeat.signal), heartbeat, null);
-        const whole = { maxRows: Infinity, maxBytes: Infinity };
-        const extent = { first: null, last: null, full: false };
-        for await (const page of cursor.nextPart(whole, extent)) pages.push(page);
+        let rows = 0;
+        for await (const page of wholeBucket()) rows += page.length;
+        return rows;
       },
     );
+    const pages: BucketRow[][] = [];
+    await time("snapshot_decoded", "SegmentCursor: fenced pages decoded, all kept", async () => {
+      for await (const page of wholeBucket()) pages.push(page);
+    });
     const fromMemory = async function* () {
       yield* pages;
     };

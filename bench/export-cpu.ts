@@ -5,8 +5,9 @@
  * own (as `npm run bench` does for `export_cpu_s_per_million_rows`) and
  * prints each run's CPU seconds per 1M rows with the load average. `--prof`
  * runs the children under `node --cpu-prof` into DIR; `--breakdown` then
- * runs the per-stage breakdown (wall and CPU seconds per stage) on the first
- * bucket, also bundled. `--baseline DIR` bundles DIR's export child too
+ * runs the per-stage breakdown (wall and CPU seconds per stage), also
+ * bundled, once per run on that run's bucket, and prints each stage's
+ * median. `--baseline DIR` bundles DIR's export and breakdown children too
  * (another checkout, e.g. `git archive main` unpacked) and alternates the
  * two, baseline first, so a load that drifts weighs on both alike. Not part
  * of `npm run bench`: a tool for measuring one change against another on a
@@ -125,22 +126,56 @@ await withBenchSession(
         `${name}: median CPU per 1M rows ${median(values).toFixed(2)} (${values.map((c) => c.toFixed(2)).join(", ")})`,
       );
     if (process.argv.includes("--breakdown")) {
-      const entry = fileURLToPath(new URL("./breakdown-child.ts", import.meta.url));
-      const breakdownBundle = await bundleExportChild(work, entry);
-      const before = load();
-      const stages = await runBundled<Breakdown>(
-        breakdownBundle,
-        "--breakdown-child",
-        { databaseUrl, bucketIndex: FIRST_BUCKET, storeRoot, tempDir: work },
-        [],
+      // One breakdown per run and variant, on that run's exported bucket,
+      // alternating like the exports; each stage's median is printed.
+      const breakdowns: { name: string; bundle: string }[] = [];
+      for (const variant of variants) {
+        const dir = variant.name === "this" ? work : path.join(work, "baseline");
+        const entry =
+          variant.name === "this"
+            ? fileURLToPath(new URL("./breakdown-child.ts", import.meta.url))
+            : path.join(path.resolve(baselineDir!), "bench", "breakdown-child.ts");
+        breakdowns.push({ name: variant.name, bundle: await bundleExportChild(dir, entry) });
+      }
+      const stages = new Map<string, Map<string, { wall: number[]; cpu: number[]; note: string }>>(
+        breakdowns.map((b) => [b.name, new Map()]),
       );
-      console.log(`breakdown (bundled), load ${before} -> ${load()}:`);
-      for (const [name, stage] of Object.entries(stages)) {
-        if (name === "rows") continue;
-        console.log(
-          `  ${name.padEnd(20)} ${stage.seconds.toFixed(2).padStart(6)} s wall  ` +
-            `${(stage.cpuSeconds ?? 0).toFixed(2).padStart(6)} s CPU  ${stage.note}`,
-        );
+      for (let i = 0; i < runs; i++) {
+        for (const [v, variant] of breakdowns.entries()) {
+          const before = load();
+          const result = await runBundled<Breakdown>(
+            variant.bundle,
+            "--breakdown-child",
+            {
+              databaseUrl,
+              bucketIndex: FIRST_BUCKET + i * breakdowns.length + v,
+              storeRoot,
+              tempDir: work,
+            },
+            [],
+          );
+          const line: string[] = [];
+          for (const [name, stage] of Object.entries(result)) {
+            if (name === "rows") continue;
+            const s = stages.get(variant.name)!;
+            const seen = s.get(name) ?? { wall: [], cpu: [], note: stage.note };
+            seen.wall.push(stage.seconds);
+            seen.cpu.push(stage.cpuSeconds ?? 0);
+            s.set(name, seen);
+            line.push(`${name} ${(stage.cpuSeconds ?? 0).toFixed(2)}`);
+          }
+          console.log(
+            `${variant.name} breakdown ${i + 1} (CPU s): ${line.join(", ")}; load ${before} -> ${load()}`,
+          );
+        }
+      }
+      for (const [name, byStage] of stages) {
+        console.log(`${name} breakdown (bundled), medians of ${runs}:`);
+        for (const [stage, { wall, cpu: cpuSeconds, note }] of byStage)
+          console.log(
+            `  ${stage.padEnd(20)} ${median(wall).toFixed(2).padStart(6)} s wall  ` +
+              `${median(cpuSeconds).toFixed(2).padStart(6)} s CPU  ${note}`,
+          );
       }
     }
   },
