@@ -223,7 +223,7 @@ export class DurableTable {
       fetched += bytes.byteLength;
       const manifest = validateArchiveManifest(
         bytes,
-        { prefix: this.#prefix, bucket: id },
+        { prefix: this.#prefix, bucket: id, manifestKey },
         manifestKey,
       );
       route = { manifest, parts: manifestParts(manifest), parquet: new Map() };

@@ -99,6 +99,21 @@ describe("reads of a payload changed on the file store", () => {
       expect(readdirSync(temp)).toEqual([]);
     });
 
+    it("a manifest whose bytes no longer hash to its key (one byte of its created_by changed) is refused by read and export, naming the manifest", async () => {
+      const bucket = await archiveOneBucket(h, "parquet");
+      const manifestKey = (await h.inner.getBucket(bucket.id))!.manifestKey!;
+      await tamper(manifestKey, (bytes) => {
+        const text = Buffer.from(bytes).toString("utf8");
+        const at = text.indexOf('"created_by": "') + '"created_by": "'.length;
+        const changed = Buffer.from(text, "utf8");
+        changed[at] = changed[at] === 0x70 ? 0x71 : 0x70;
+        return changed;
+      });
+
+      await expectReadRefused(h, manifestKey, /manifest bytes hash to [0-9a-f]{64}, not to/);
+      await expectExportRefused(h, manifestKey, "ndjson");
+    });
+
     it("in the footer (a row group's event_time maximum): read, export, restore and query fail naming the payload", async () => {
       const bucket = await archiveOneBucket(h, "parquet");
       const last = bucket.records[bucket.records.length - 1]!.eventTime;
