@@ -5,12 +5,13 @@
  * only: when it, pyarrow or psycopg is missing the peer is skipped with the
  * reason, and the bench goes on.
  *
- * The interpreter: $PULPITUM_BENCH_PYTHON, else bench/.venv/bin/python when
- * present (`python3 -m venv bench/.venv && bench/.venv/bin/pip install
- * pyarrow 'psycopg[binary]'`), else python3.
+ * The interpreter: $PULPITUM_BENCH_PYTHON, else bench/.venv/bin/python.
+ * Without either, the bench makes bench/.venv itself once (`python3 -m venv
+ * bench/.venv && bench/.venv/bin/pip install pyarrow 'psycopg[binary]'`), so
+ * a fresh clone measures the peer; when that fails, python3 as it is.
  */
 import { execFile } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, rmSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { RECORDS_TABLE } from "../src/adapters/sql/migrations.js";
@@ -32,11 +33,34 @@ export type ArrowPeerOutcome =
 
 const SCRIPT = fileURLToPath(new URL("./arrow_peer.py", import.meta.url));
 
-function pythonPath(): string {
+const VENV = fileURLToPath(new URL("./.venv", import.meta.url));
+
+function run(command: string, args: readonly string[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    execFile(command, args, { encoding: "utf8", maxBuffer: 8 << 20 }, (error, _out, stderr) =>
+      error
+        ? reject(new Error(`${command} ${args.join(" ")}: ${error.message} ${stderr}`))
+        : resolve(),
+    );
+  });
+}
+
+/** The peer's interpreter, making bench/.venv with its two packages when there is none. */
+async function pythonPath(log: (message: string) => void): Promise<string> {
   const fromEnv = process.env.PULPITUM_BENCH_PYTHON;
   if (fromEnv !== undefined && fromEnv !== "") return fromEnv;
-  const venv = fileURLToPath(new URL("./.venv/bin/python", import.meta.url));
-  return existsSync(venv) ? venv : "python3";
+  const venvPython = path.join(VENV, "bin", "python");
+  if (existsSync(venvPython)) return venvPython;
+  try {
+    log(`making ${VENV} for the Arrow peer (pip install pyarrow psycopg[binary])`);
+    await run("python3", ["-m", "venv", VENV]);
+    await run(path.join(VENV, "bin", "pip"), ["install", "--quiet", "pyarrow", "psycopg[binary]"]);
+    return venvPython;
+  } catch (error) {
+    log(`could not make ${VENV}: ${String(error)}; trying python3 as it is`);
+    rmSync(VENV, { recursive: true, force: true });
+    return "python3";
+  }
 }
 
 function runPython(python: string, arg: string): Promise<Record<string, unknown>> {
@@ -61,8 +85,9 @@ export async function arrowPeer(
   databaseUrl: string,
   id: BucketId,
   work: string,
+  log: (message: string) => void,
 ): Promise<ArrowPeerOutcome> {
-  const python = pythonPath();
+  const python = await pythonPath(log);
   let check: Record<string, unknown>;
   try {
     check = await runPython(python, "--check");
