@@ -12,32 +12,23 @@ import os from "node:os";
 import path from "node:path";
 import {
   AbortMultipartUploadCommand,
-  CreateBucketCommand,
   DeleteBucketCommand,
   DeleteObjectsCommand,
   ListMultipartUploadsCommand,
   ListObjectsV2Command,
-  S3Client,
-  type S3ClientConfig,
 } from "@aws-sdk/client-s3";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { S3ObjectStore, S3_MIN_PART_BYTES } from "../../src/adapters/object-store/s3.js";
 import { LeaseLostError } from "../../src/errors.js";
+import { freshBucket, s3Client } from "../support/integration-resources.js";
 
 const endpoint = inject("awsEndpointUrl");
-const clientConfig: S3ClientConfig = {
-  endpoint,
-  region: "us-east-1",
-  forcePathStyle: true,
-  credentials: { accessKeyId: "test", secretAccessKey: "test" },
-};
-const admin = new S3Client(clientConfig);
+const admin = s3Client(endpoint);
 
 let bucket: string;
 let scratch: string;
 beforeAll(async () => {
-  bucket = `pulpitum-abort-${randomUUID().slice(0, 18)}`;
-  await admin.send(new CreateBucketCommand({ Bucket: bucket }));
+  bucket = await freshBucket(endpoint);
   scratch = await mkdtemp(path.join(os.tmpdir(), "pulpitum-s3-abort-"));
 });
 afterAll(async () => {
@@ -66,7 +57,7 @@ function storeAbortingAt(
   controller: AbortController,
   lost: LeaseLostError,
 ): { store: S3ObjectStore; sent: string[] } {
-  const client = new S3Client(clientConfig);
+  const client = s3Client(endpoint);
   const sent: string[] = [];
   let seen = 0;
   client.middlewareStack.add(
