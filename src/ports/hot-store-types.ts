@@ -203,10 +203,12 @@ export type FinishRestore =
 export interface ArchiveReference {
   readonly id: BucketId;
   readonly state: BucketState;
-  readonly payloadKey: string | null;
   readonly manifestKey: string | null;
-  /** Every recorded part of a segmented export (running or finished). */
-  readonly partKeys: readonly string[];
+  /**
+   * Every payload object its metadata records: the parts of an export,
+   * running or finished (a one-part export's payload is its one part).
+   */
+  readonly payloadKeys: readonly string[];
   /** See {@link BucketMetadata.dereferencedAt}. */
   readonly dereferencedAt: Date | null;
   readonly inFlight: boolean;

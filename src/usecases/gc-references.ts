@@ -67,9 +67,8 @@ export async function loadTableReferences(
         bucketKey: r.id.bucketKey,
       });
       const referenced = new Set<string>();
-      if (r.payloadKey !== null) referenced.add(r.payloadKey);
       if (r.manifestKey !== null) referenced.add(r.manifestKey);
-      for (const part of r.partKeys) referenced.add(part);
+      for (const key of r.payloadKeys) referenced.add(key);
       refs.set(key, {
         id: r.id,
         referenced,

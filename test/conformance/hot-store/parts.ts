@@ -207,7 +207,7 @@ export function partConformance(getStore: () => HotStore): void {
       await store.releaseLease(lease);
 
       const refs = await store.listArchiveReferences(tableId, null, 10, NOW);
-      expect(refs.map((r) => [r.partKeys, r.inFlight])).toEqual([
+      expect(refs.map((r) => [r.payloadKeys, r.inFlight])).toEqual([
         [[part(0).key, part(1).key], true],
         [[], false],
       ]);

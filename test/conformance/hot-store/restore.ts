@@ -178,12 +178,12 @@ export function restoreConformance(opened: () => HotStore): void {
         after = { partitionKey: last.id.partitionKey, bucketKey: last.id.bucketKey };
       }
       expect(
-        seen.map((r) => [r.id.partitionKey[0], r.state, r.payloadKey, r.manifestKey, r.inFlight]),
+        seen.map((r) => [r.id.partitionKey[0], r.state, r.payloadKeys, r.manifestKey, r.inFlight]),
       ).toEqual([
-        [1, "archived", PAYLOAD.key, "m/manifest.json", false],
-        [2, "archiving", null, null, true],
-        [3, "hot", null, null, false],
-        [4, "hot", null, null, true],
+        [1, "archived", [PAYLOAD.key], "m/manifest.json", false],
+        [2, "archiving", [], null, true],
+        [3, "hot", [], null, false],
+        [4, "hot", [], null, true],
       ]);
       expect(seen.every((r) => r.id.tableId === tableId)).toBe(true);
       expect(p3.bucketKey).toBe("year:2023");

@@ -131,7 +131,7 @@ describe("a long garbage-collection pass beside the fleet", () => {
     // A references page that lost the parts (a stale or partial read): only
     // the re-read under the bucket's lease stands between GC and the parts.
     const blind = referencesHook(h.inner, (page) =>
-      Promise.resolve(page.map((r) => ({ ...r, partKeys: [] }))),
+      Promise.resolve(page.map((r) => ({ ...r, payloadKeys: [] }))),
     );
     const report = await gc(blind);
     expect(report.deleted_objects).toBe(0);

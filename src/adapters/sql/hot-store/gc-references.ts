@@ -46,9 +46,13 @@ export async function listArchiveReferences(
   return rows.map((r) => ({
     id: bucketIdOf(r),
     state: r.state as BucketState,
-    payloadKey: r.payload_key,
     manifestKey: r.manifest_key,
-    partKeys: partKeys.get(referenceKey(r)) ?? [],
+    // A one-part export is kept in the payload columns, the others' parts in
+    // the parts table; both are the bucket's payloads (they never coexist).
+    payloadKeys: [
+      ...(r.payload_key === null ? [] : [r.payload_key]),
+      ...(partKeys.get(referenceKey(r)) ?? []),
+    ],
     dereferencedAt: sqlDateOrNull(r.dereferenced_at),
     inFlight: r.in_flight,
   }));
