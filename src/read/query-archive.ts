@@ -34,32 +34,30 @@ import { DuckDBInstance, type DuckDBConnection, type DuckDBValue } from "@duckdb
 import {
   catalogFolder,
   catalogSlotName,
-  joinKey,
   parseCatalogEntryName,
   parsePayloadName,
-  partitionKeySegment,
 } from "../domain/object-keys.js";
 import { ARCHIVE_FORMATS, type ArchiveFormat, type TableId } from "../domain/table.js";
 import {
   ArchiveIntegrityError,
-  CorruptBucketError,
   InvalidInputError,
   InvariantViolationError,
-  errorMessage,
   PulpitumError,
   UnknownTableError,
 } from "../errors.js";
 import type { HotReads } from "../ports/hot-store.js";
 import { listAll, type ObjectStore } from "../ports/object-store.js";
-import {
-  catalogEntryKeyOf,
-  expectedCatalogEntry,
-  parseCatalogEntry,
-  slotOf,
-} from "../usecases/catalog.js";
-import type { BucketId } from "../domain/bucket.js";
-import { showBucket } from "../domain/display.js";
+import { parseCatalogEntry } from "../usecases/catalog.js";
 import { downloadVerified } from "../archive/verified-object.js";
+import {
+  blameEntryIfWrong,
+  catalogedBuckets,
+  checkCatalogCovers,
+  checkEntriesNameRecordedPayloads,
+  checkNamesOwnPayload,
+  keyOfUri,
+  recordedPayloadKeys,
+} from "./catalog-checks.js";
 
 export interface QueryArchiveInput {
   readonly hotStore: HotReads;
@@ -106,6 +104,7 @@ export async function queryArchive(input: QueryArchiveInput): Promise<QueryResul
     let downloaded = 0;
     // The metadata first, the listing after (see checkCatalogCovers).
     const archived = await catalogedBuckets(input);
+    const recorded = await recordedPayloadKeys(input);
     const slotsSeen = new Map<string, string>();
     const named: { format: ArchiveFormat; entryKey: string; uri: string }[] = [];
     for (const format of ARCHIVE_FORMATS) {
@@ -114,10 +113,12 @@ export async function queryArchive(input: QueryArchiveInput): Promise<QueryResul
     }
     await checkCatalogCovers(input, archived, slotsSeen);
     const keysNamed = new Set<string>();
+    const keysOfEntry = new Map<string, string[]>();
     for (const { format, entryKey, uri } of named) {
       const target = path.join(await stagingDir(), `${downloaded}.${format}`);
       const key = await keyOfUri(input.objectStore, entryKey, uri);
       checkNamesOwnPayload(input, entryKey, key, keysNamed);
+      keysOfEntry.set(entryKey, [...(keysOfEntry.get(entryKey) ?? []), key]);
       try {
         await copyVerified(input.objectStore, entryKey, key, target);
       } catch (error) {
@@ -127,6 +128,7 @@ export async function queryArchive(input: QueryArchiveInput): Promise<QueryResul
       files.keyOf.set(target, key);
       downloaded++;
     }
+    await checkEntriesNameRecordedPayloads(input, recorded, keysOfEntry);
     const result = await runDuckDb(input.tableId, files, input.sql);
     return { ...result, payloads: files.parquet.length + files.json.length, downloaded };
   } finally {
@@ -166,141 +168,6 @@ async function catalogUris(
     uris.push(...named.map((uri) => ({ entryKey: object.key, uri })));
   }
   return uris;
-}
-
-/**
- * The table's buckets that must have a catalog entry: archived, hot rows
- * deleted, not being restored. A bucket a scrub marked corrupt fails the
- * query here, named, before any payload is read.
- */
-async function catalogedBuckets(input: QueryArchiveInput): Promise<Map<string, BucketId>> {
-  const buckets = new Map<string, BucketId>();
-  let after: { partitionKey: Uint8Array; bucketKey: string } | null = null;
-  for (;;) {
-    const page = await input.hotStore.listArchivedBuckets(input.tableId, { after, limit: 1000 });
-    for (const bucket of page) {
-      if (bucket.corruption !== null)
-        throw new CorruptBucketError(
-          showBucket(bucket.id),
-          bucket.manifestKey,
-          bucket.corruption.at,
-          bucket.corruption.problem,
-        );
-      if (bucket.hotDeleted && bucket.restoreStartedAt === null)
-        buckets.set(
-          catalogSlotName(bucket.id.bucketKey, partitionKeySegment(bucket.id.partitionKey)),
-          bucket.id,
-        );
-    }
-    const last = page[page.length - 1];
-    if (last === undefined || page.length < 1000) return buckets;
-    after = { partitionKey: last.id.partitionKey, bucketKey: last.id.bucketKey };
-  }
-}
-
-/**
- * Every bucket whose records live only in the archive must be in the
- * catalog, or the query would quietly miss them. Ordering argument: such a
- * bucket's entry was written before its first hot row was deleted, so before
- * the metadata read that saw the deletion, so before the listing; only a
- * restore empties it, and a restore marks the bucket first. A bucket missing
- * from the listing is read again: still archived, deleted and unmarked, its
- * entry was lost (deleted, or damaged past reading).
- */
-async function checkCatalogCovers(
-  input: QueryArchiveInput,
-  expected: ReadonlyMap<string, BucketId>,
-  listed: ReadonlyMap<string, string>,
-): Promise<void> {
-  for (const [slot, id] of expected) {
-    if (listed.has(slot)) continue;
-    const now = await input.hotStore.getBucket(id);
-    const entry = await expectedCatalogEntry(input.hotStore, now);
-    if (entry === null || !now!.hotDeleted) continue;
-    const key = catalogEntryKeyOf(input.archivePrefix, slotOf(id), entry);
-    throw new ArchiveIntegrityError(
-      key,
-      `the catalog entry of archived bucket ${showBucket(id)} is missing or empty, so its ` +
-        "records would be left out; `pulpitum verify --bucket` on it puts the entry right",
-    );
-  }
-}
-
-/**
- * An entry names only payloads under its own bucket's prefix, and no payload
- * is named twice: a damaged or tampered entry naming another bucket's intact
- * payload would otherwise serve that bucket's records twice. Checked on the
- * keys alone, so no race with a restore or a re-archive can trip it.
- */
-function checkNamesOwnPayload(
-  input: QueryArchiveInput,
-  entryKey: string,
-  key: string,
-  keysNamed: Set<string>,
-): void {
-  const parsed = parseCatalogEntryName(entryKey.slice(entryKey.lastIndexOf("/") + 1));
-  if (parsed !== null) {
-    const own = `${joinKey(input.archivePrefix, ["v4", input.tableId, parsed.partitionSegment, parsed.bucketKey].join("/"))}/payloads/`;
-    if (!key.startsWith(own)) {
-      throw new ArchiveIntegrityError(
-        entryKey,
-        `catalog entry names ${key}, which is not a payload of its own bucket (${own}); ` +
-          "`pulpitum verify` on the table puts the entry right",
-      );
-    }
-  }
-  if (keysNamed.has(key)) {
-    throw new ArchiveIntegrityError(
-      entryKey,
-      `catalog entry names ${key}, which another entry names too; ` +
-        "`pulpitum verify` on the table puts the entry right",
-    );
-  }
-  keysNamed.add(key);
-}
-
-/**
- * A payload a catalog entry names failed to read or verify: when the entry
- * names a payload its bucket's metadata does not reference (a damaged or
- * stale entry), the entry is what is wrong and the error names it; when it
- * names a referenced payload, the payload is, and `error` stands. Checked
- * only on failure, so a healthy query reads no metadata per bucket.
- */
-async function blameEntryIfWrong(
-  input: QueryArchiveInput,
-  archived: ReadonlyMap<string, BucketId>,
-  entryKey: string,
-  payloadKey: string,
-  error: unknown,
-): Promise<unknown> {
-  if (!(error instanceof PulpitumError)) return error;
-  const parsed = parseCatalogEntryName(entryKey.slice(entryKey.lastIndexOf("/") + 1));
-  const id =
-    parsed === null
-      ? undefined
-      : archived.get(catalogSlotName(parsed.bucketKey, parsed.partitionSegment));
-  if (id === undefined) return error;
-  const expected = await expectedCatalogEntry(input.hotStore, await input.hotStore.getBucket(id));
-  if (expected?.payloadKeys.includes(payloadKey) === true) return error;
-  return new ArchiveIntegrityError(
-    entryKey,
-    `catalog entry names ${payloadKey}, which archived bucket ${showBucket(id)} does not ` +
-      `reference (${errorMessage(error)}); \`pulpitum verify --bucket\` on it puts the entry right`,
-    { cause: error },
-  );
-}
-
-/** The object key behind a URI of this store (entries name objects by `store.uri(key)`). */
-async function keyOfUri(store: ObjectStore, entryKey: string, uri: string): Promise<string> {
-  const probe = "k";
-  const base = (await store.uri(probe)).slice(0, -probe.length);
-  if (!uri.startsWith(base) || uri.length === base.length) {
-    throw new ArchiveIntegrityError(
-      entryKey,
-      `catalog entry names ${uri}, which is not an object of this archive (${base}...)`,
-    );
-  }
-  return uri.slice(base.length);
 }
 
 /**

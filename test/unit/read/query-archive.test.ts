@@ -211,6 +211,35 @@ describe("pulpitum query over the catalog", () => {
       );
     });
 
+    it("a catalog entry naming an earlier payload of its own bucket (restored, corrected and archived again, the old payload not yet collected) fails the query naming the entry instead of serving the old records", async () => {
+      const records = chatRecords([3], 10, ["solo"]);
+      const expected = await seedTable(h, TABLE, "CalendarMonthUtc", "parquet", records);
+      await converge(h, expected);
+      const { id } = [...expected.values()][0]!;
+      const folder = `${PREFIX}/catalog/parquet/table_id=${TABLE}/`;
+      const liveEntries = async () =>
+        (await h.objects.list(folder)).objects.filter((o) => o.size > 0).map((o) => o.key);
+      const [oldEntry] = (await liveEntries()) as [string];
+      const oldBytes = await h.objects.get(oldEntry);
+
+      expect((await restoreBucket(h.process().ctx, id, { holdMs: 0 })).result).toBe("restored");
+      const corrections = chatRecords([3], 15, ["solo"]).slice(10);
+      await h.inner.append(TABLE, corrections, h.clock.now());
+      const all = [...records, ...corrections];
+      await converge(h, new Map([["solo", { id, records: all }]]));
+      expect(await queriedRows()).toEqual(asRows(all));
+      const [newEntry, ...more] = (await liveEntries()) as [string];
+      expect(more).toEqual([]);
+      expect(newEntry).not.toBe(oldEntry);
+
+      await h.objects.replace(newEntry, oldBytes);
+      await expect(queriedRows()).rejects.toThrow(
+        new RegExp(
+          `archive object ${newEntry} failed verification: catalog entry names .*, but archived bucket .* records `,
+        ),
+      );
+    });
+
     it("a catalog entry naming an object outside the archive fails the query naming the entry", async () => {
       const expected = await seedTable(
         h,

@@ -1,0 +1,254 @@
+/**
+ * What `pulpitum query` checks of the catalog against the hot store's
+ * metadata before DuckDB sees a payload (see query-archive.ts): every bucket
+ * whose records live only in the archive is listed, each entry names only
+ * its own bucket's payloads, exactly those its metadata records, and a
+ * payload that fails is blamed on the entry when the entry is what is wrong.
+ */
+import type { BucketId } from "../domain/bucket.js";
+import { showBucket } from "../domain/display.js";
+import {
+  catalogSlotName,
+  joinKey,
+  parseCatalogEntryName,
+  partitionKeySegment,
+} from "../domain/object-keys.js";
+import type { TableId } from "../domain/table.js";
+import {
+  ArchiveIntegrityError,
+  CorruptBucketError,
+  errorMessage,
+  ObjectNotFoundError,
+  PulpitumError,
+} from "../errors.js";
+import type { HotReads } from "../ports/hot-store.js";
+import type { ObjectStore } from "../ports/object-store.js";
+import {
+  catalogEntryKeyOf,
+  expectedCatalogEntry,
+  parseCatalogEntry,
+  slotOf,
+} from "../usecases/catalog.js";
+
+/** The stores and table a query's catalog checks read. */
+export interface CatalogReadInput {
+  readonly hotStore: HotReads;
+  readonly objectStore: ObjectStore;
+  readonly archivePrefix: string;
+  readonly tableId: TableId;
+}
+
+/**
+ * The table's buckets that must have a catalog entry: archived, hot rows
+ * deleted, not being restored. A bucket a scrub marked corrupt fails the
+ * query here, named, before any payload is read.
+ */
+export async function catalogedBuckets(input: CatalogReadInput): Promise<Map<string, BucketId>> {
+  const buckets = new Map<string, BucketId>();
+  let after: { partitionKey: Uint8Array; bucketKey: string } | null = null;
+  for (;;) {
+    const page = await input.hotStore.listArchivedBuckets(input.tableId, { after, limit: 1000 });
+    for (const bucket of page) {
+      if (bucket.corruption !== null)
+        throw new CorruptBucketError(
+          showBucket(bucket.id),
+          bucket.manifestKey,
+          bucket.corruption.at,
+          bucket.corruption.problem,
+        );
+      if (bucket.hotDeleted && bucket.restoreStartedAt === null)
+        buckets.set(
+          catalogSlotName(bucket.id.bucketKey, partitionKeySegment(bucket.id.partitionKey)),
+          bucket.id,
+        );
+    }
+    const last = page[page.length - 1];
+    if (last === undefined || page.length < 1000) return buckets;
+    after = { partitionKey: last.id.partitionKey, bucketKey: last.id.bucketKey };
+  }
+}
+
+/**
+ * The payload keys each archived bucket's metadata records, by catalog slot,
+ * read in pages with the table's references (one statement per page).
+ */
+export async function recordedPayloadKeys(
+  input: CatalogReadInput,
+): Promise<Map<string, { readonly id: BucketId; readonly keys: readonly string[] }>> {
+  const recorded = new Map<string, { readonly id: BucketId; readonly keys: readonly string[] }>();
+  let after: { partitionKey: Uint8Array; bucketKey: string } | null = null;
+  for (;;) {
+    const page = await input.hotStore.listArchiveReferences(input.tableId, after, 1000, new Date());
+    for (const r of page) {
+      if (r.state !== "archived") continue;
+      const slot = catalogSlotName(r.id.bucketKey, partitionKeySegment(r.id.partitionKey));
+      recorded.set(slot, { id: r.id, keys: r.payloadKeys });
+    }
+    const last = page[page.length - 1];
+    if (last === undefined || page.length < 1000) return recorded;
+    after = { partitionKey: last.id.partitionKey, bucketKey: last.id.bucketKey };
+  }
+}
+
+const sameKeys = (a: readonly string[], b: readonly string[]) =>
+  a.length === b.length && [...a].sort().every((key, i) => key === [...b].sort()[i]);
+
+/**
+ * Each entry of an archived bucket names exactly the payloads its metadata
+ * records: a damaged or stale entry naming an earlier payload of its own
+ * bucket (restored, corrected and archived again, the old payload not yet
+ * collected) would otherwise serve the old records. A mismatch is read
+ * again before it fails the query: a bucket archived again after the
+ * metadata read finds the entry matching, a bucket being restored or back
+ * in the hot store has no entry to keep (the restore empties it just before
+ * the flip), and an entry that no longer reads as it did was emptied or
+ * replaced since (restored and archived again during the query), so none
+ * of them is blamed. Entry names carry their version, so an entry written
+ * for one version never names another's payloads.
+ */
+export async function checkEntriesNameRecordedPayloads(
+  input: CatalogReadInput,
+  recorded: ReadonlyMap<string, { readonly id: BucketId; readonly keys: readonly string[] }>,
+  keysOfEntry: ReadonlyMap<string, readonly string[]>,
+): Promise<void> {
+  for (const [entryKey, keys] of keysOfEntry) {
+    const parsed = parseCatalogEntryName(entryKey.slice(entryKey.lastIndexOf("/") + 1));
+    if (parsed === null) continue;
+    const bucket = recorded.get(catalogSlotName(parsed.bucketKey, parsed.partitionSegment));
+    if (bucket === undefined || sameKeys(bucket.keys, keys)) continue;
+    const now = await expectedCatalogEntry(
+      input.hotStore,
+      await input.hotStore.getBucket(bucket.id),
+    );
+    if (now === null || sameKeys(now.payloadKeys, keys)) continue;
+    // Restored and archived again during the query: the entry read then was emptied or replaced since.
+    if (!(await entryStillNames(input, entryKey, keys))) continue;
+    throw new ArchiveIntegrityError(
+      entryKey,
+      `catalog entry names ${keys.join(", ")}, but archived bucket ${showBucket(bucket.id)} ` +
+        `records ${now.payloadKeys.join(", ")}; \`pulpitum verify --bucket\` on it puts the entry right`,
+    );
+  }
+}
+
+/**
+ * Every bucket whose records live only in the archive must be in the
+ * catalog, or the query would quietly miss them. Ordering argument: such a
+ * bucket's entry was written before its first hot row was deleted, so before
+ * the metadata read that saw the deletion, so before the listing; only a
+ * restore empties it, and a restore marks the bucket first. A bucket missing
+ * from the listing is read again: still archived, deleted and unmarked, its
+ * entry was lost (deleted, or damaged past reading).
+ */
+export async function checkCatalogCovers(
+  input: CatalogReadInput,
+  expected: ReadonlyMap<string, BucketId>,
+  listed: ReadonlyMap<string, string>,
+): Promise<void> {
+  for (const [slot, id] of expected) {
+    if (listed.has(slot)) continue;
+    const now = await input.hotStore.getBucket(id);
+    const entry = await expectedCatalogEntry(input.hotStore, now);
+    if (entry === null || !now!.hotDeleted) continue;
+    const key = catalogEntryKeyOf(input.archivePrefix, slotOf(id), entry);
+    throw new ArchiveIntegrityError(
+      key,
+      `the catalog entry of archived bucket ${showBucket(id)} is missing or empty, so its ` +
+        "records would be left out; `pulpitum verify --bucket` on it puts the entry right",
+    );
+  }
+}
+
+/**
+ * An entry names only payloads under its own bucket's prefix, and no payload
+ * is named twice: a damaged or tampered entry naming another bucket's intact
+ * payload would otherwise serve that bucket's records twice. Checked on the
+ * keys alone, so no race with a restore or a re-archive can trip it.
+ */
+export function checkNamesOwnPayload(
+  input: CatalogReadInput,
+  entryKey: string,
+  key: string,
+  keysNamed: Set<string>,
+): void {
+  const parsed = parseCatalogEntryName(entryKey.slice(entryKey.lastIndexOf("/") + 1));
+  if (parsed !== null) {
+    const own = `${joinKey(input.archivePrefix, ["v4", input.tableId, parsed.partitionSegment, parsed.bucketKey].join("/"))}/payloads/`;
+    if (!key.startsWith(own)) {
+      throw new ArchiveIntegrityError(
+        entryKey,
+        `catalog entry names ${key}, which is not a payload of its own bucket (${own}); ` +
+          "`pulpitum verify` on the table puts the entry right",
+      );
+    }
+  }
+  if (keysNamed.has(key)) {
+    throw new ArchiveIntegrityError(
+      entryKey,
+      `catalog entry names ${key}, which another entry names too; ` +
+        "`pulpitum verify` on the table puts the entry right",
+    );
+  }
+  keysNamed.add(key);
+}
+
+/**
+ * A payload a catalog entry names failed to read or verify: when the entry
+ * names a payload its bucket's metadata does not reference (a damaged or
+ * stale entry), the entry is what is wrong and the error names it; when it
+ * names a referenced payload, the payload is, and `error` stands. Checked
+ * only on failure, so a healthy query reads no metadata per bucket.
+ */
+export async function blameEntryIfWrong(
+  input: CatalogReadInput,
+  archived: ReadonlyMap<string, BucketId>,
+  entryKey: string,
+  payloadKey: string,
+  error: unknown,
+): Promise<unknown> {
+  if (!(error instanceof PulpitumError)) return error;
+  const parsed = parseCatalogEntryName(entryKey.slice(entryKey.lastIndexOf("/") + 1));
+  const id =
+    parsed === null
+      ? undefined
+      : archived.get(catalogSlotName(parsed.bucketKey, parsed.partitionSegment));
+  if (id === undefined) return error;
+  const expected = await expectedCatalogEntry(input.hotStore, await input.hotStore.getBucket(id));
+  if (expected?.payloadKeys.includes(payloadKey) === true) return error;
+  return new ArchiveIntegrityError(
+    entryKey,
+    `catalog entry names ${payloadKey}, which archived bucket ${showBucket(id)} does not ` +
+      `reference (${errorMessage(error)}); \`pulpitum verify --bucket\` on it puts the entry right`,
+    { cause: error },
+  );
+}
+
+/** The object key behind a URI of this store (entries name objects by `store.uri(key)`). */
+export async function keyOfUri(store: ObjectStore, entryKey: string, uri: string): Promise<string> {
+  const probe = "k";
+  const base = (await store.uri(probe)).slice(0, -probe.length);
+  if (!uri.startsWith(base) || uri.length === base.length) {
+    throw new ArchiveIntegrityError(
+      entryKey,
+      `catalog entry names ${uri}, which is not an object of this archive (${base}...)`,
+    );
+  }
+  return uri.slice(base.length);
+}
+
+/** Whether the entry, read again, still names exactly `keys`. */
+async function entryStillNames(
+  input: CatalogReadInput,
+  entryKey: string,
+  keys: readonly string[],
+): Promise<boolean> {
+  const bytes = await input.objectStore.get(entryKey).catch((error: unknown) => {
+    if (error instanceof ObjectNotFoundError) return new Uint8Array();
+    throw error;
+  });
+  const again: string[] = [];
+  for (const uri of parseCatalogEntry(bytes)) {
+    again.push(await keyOfUri(input.objectStore, entryKey, uri));
+  }
+  return sameKeys(again, keys);
+}
