@@ -165,6 +165,18 @@ describe("exit codes", () => {
       if (text.includes(oldSha))
         writeFileSync(path.join(archive, entry), text.split(oldSha).join(sha));
     }
+    // The metadata records it too (as a writer that wrote such bytes would
+    // have): an entry naming a payload the metadata does not record is
+    // blamed on the entry before any payload is decoded.
+    const db = await PgliteDatabase.open(path.join(home, "db"));
+    try {
+      await db.query(
+        `UPDATE pulpitum_v4_bucket_metadata SET payload_key = $1, payload_sha256 = $2 WHERE payload_key = $3`,
+        [corruptKey, sha, payload],
+      );
+    } finally {
+      await db.close();
+    }
 
     const run = await cli("query", "chat", "SELECT value FROM chat");
 
