@@ -98,20 +98,31 @@ await withBenchSession(
     }
     variants.push({ name: "this", bundle });
     const cpu = new Map<string, number[]>(variants.map((v) => [v.name, []]));
-    for (let i = 0; i < runs; i++) {
-      for (const [v, variant] of variants.entries()) {
-        const before = load();
-        const result = await runBundled<ExportResult>(
-          variant.bundle,
-          "--export-child",
-          {
+    /** Each run, each variant in turn (baseline first) on a bucket of its own, through `flag`'s child. */
+    const alternate = async <T>(
+      list: readonly { name: string; bundle: string }[],
+      flag: string,
+      flags: string[],
+      each: (variant: { name: string }, i: number, result: T, before: string) => void,
+    ) => {
+      for (let i = 0; i < runs; i++) {
+        for (const [v, variant] of list.entries()) {
+          const before = load();
+          const args = {
             databaseUrl,
-            bucketIndex: FIRST_BUCKET + i * variants.length + v,
+            bucketIndex: FIRST_BUCKET + i * list.length + v,
             storeRoot,
             tempDir: work,
-          },
-          nodeFlags,
-        );
+          };
+          each(variant, i, await runBundled<T>(variant.bundle, flag, args, flags), before);
+        }
+      }
+    };
+    await alternate<ExportResult>(
+      variants,
+      "--export-child",
+      nodeFlags,
+      (variant, i, result, before) => {
         const perMillion = (result.cpuSeconds / result.rows) * 1e6;
         cpu.get(variant.name)!.push(perMillion);
         console.log(
@@ -119,8 +130,8 @@ await withBenchSession(
             `CPU ${result.cpuSeconds.toFixed(2)} s = ${perMillion.toFixed(2)} core-s per 1M rows, ` +
             `maxRSS ${result.maxRssMb.toFixed(0)} MB; load ${before} -> ${load()}`,
         );
-      }
-    }
+      },
+    );
     for (const [name, values] of cpu)
       console.log(
         `${name}: median CPU per 1M rows ${median(values).toFixed(2)} (${values.map((c) => c.toFixed(2)).join(", ")})`,
@@ -140,20 +151,11 @@ await withBenchSession(
       const stages = new Map<string, Map<string, { wall: number[]; cpu: number[]; note: string }>>(
         breakdowns.map((b) => [b.name, new Map()]),
       );
-      for (let i = 0; i < runs; i++) {
-        for (const [v, variant] of breakdowns.entries()) {
-          const before = load();
-          const result = await runBundled<Breakdown>(
-            variant.bundle,
-            "--breakdown-child",
-            {
-              databaseUrl,
-              bucketIndex: FIRST_BUCKET + i * breakdowns.length + v,
-              storeRoot,
-              tempDir: work,
-            },
-            [],
-          );
+      await alternate<Breakdown>(
+        breakdowns,
+        "--breakdown-child",
+        [],
+        (variant, i, result, before) => {
           const line: string[] = [];
           for (const [name, stage] of Object.entries(result)) {
             if (name === "rows") continue;
@@ -167,8 +169,8 @@ await withBenchSession(
           console.log(
             `${variant.name} breakdown ${i + 1} (CPU s): ${line.join(", ")}; load ${before} -> ${load()}`,
           );
-        }
-      }
+        },
+      );
       for (const [name, byStage] of stages) {
         console.log(`${name} breakdown (bundled), medians of ${runs}:`);
         for (const [stage, { wall, cpu: cpuSeconds, note }] of byStage)

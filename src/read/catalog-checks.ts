@@ -21,6 +21,7 @@ import {
   ObjectNotFoundError,
   PulpitumError,
 } from "../errors.js";
+import { systemClock } from "../ports/clock.js";
 import type { HotReads } from "../ports/hot-store.js";
 import type { ObjectStore } from "../ports/object-store.js";
 import {
@@ -29,6 +30,7 @@ import {
   parseCatalogEntry,
   slotOf,
 } from "../usecases/catalog.js";
+import { archiveReferencePages } from "../usecases/archive-references.js";
 
 /** The stores and table a query's catalog checks read. */
 export interface CatalogReadInput {
@@ -70,28 +72,29 @@ export async function catalogedBuckets(input: CatalogReadInput): Promise<Map<str
 
 /**
  * The payload keys each archived bucket's metadata records, by catalog slot,
- * read in pages with the table's references (one statement per page).
+ * read with the table's references (one statement per page).
  */
 export async function recordedPayloadKeys(
   input: CatalogReadInput,
 ): Promise<Map<string, { readonly id: BucketId; readonly keys: readonly string[] }>> {
   const recorded = new Map<string, { readonly id: BucketId; readonly keys: readonly string[] }>();
-  let after: { partitionKey: Uint8Array; bucketKey: string } | null = null;
-  for (;;) {
-    const page = await input.hotStore.listArchiveReferences(input.tableId, after, 1000, new Date());
+  const source = { hotStore: input.hotStore, clock: systemClock };
+  for await (const page of archiveReferencePages(source, input.tableId, 1000)) {
     for (const r of page) {
       if (r.state !== "archived") continue;
       const slot = catalogSlotName(r.id.bucketKey, partitionKeySegment(r.id.partitionKey));
       recorded.set(slot, { id: r.id, keys: r.payloadKeys });
     }
-    const last = page[page.length - 1];
-    if (last === undefined || page.length < 1000) return recorded;
-    after = { partitionKey: last.id.partitionKey, bucketKey: last.id.bucketKey };
   }
+  return recorded;
 }
 
-const sameKeys = (a: readonly string[], b: readonly string[]) =>
-  a.length === b.length && [...a].sort().every((key, i) => key === [...b].sort()[i]);
+/** The same keys, in any order. */
+function sameKeys(a: readonly string[], b: readonly string[]): boolean {
+  if (a.length !== b.length) return false;
+  const sortedB = [...b].sort();
+  return [...a].sort().every((key, i) => key === sortedB[i]);
+}
 
 /**
  * Each entry of an archived bucket names exactly the payloads its metadata

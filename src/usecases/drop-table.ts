@@ -24,12 +24,12 @@ import type { BucketLeases, ClusteringPosition, HotReads, TableDrop } from "../p
 import type { InFlightBucket } from "../ports/hot-store-operations.js";
 import { archiveReferencePages } from "./archive-references.js";
 import type { ArchiverContext } from "./context.js";
-
-/** The hot store roles a table drop touches. */
-type DropContext = ArchiverContext<HotReads & BucketLeases & TableDrop>;
 import { takeBucketLease } from "./bucket-lease.js";
 import { catalogPortsOf, removeTableCatalog } from "./catalog.js";
 import { underLease } from "./under-lease.js";
+
+/** The hot store roles a table drop touches. */
+type DropContext = ArchiverContext<HotReads & BucketLeases & TableDrop>;
 
 /** Buckets listed per metadata page. */
 const PAGE_BUCKETS = 100;

@@ -63,11 +63,6 @@ import type {
 } from "../ports/hot-store.js";
 import type { WorkItem } from "../ports/work-queue.js";
 import type { ArchiverContext } from "./context.js";
-
-/** The hot store roles a restore touches. */
-type RestoreContext = ArchiverContext<HotReads & BucketLeases & BucketRestore>;
-/** Its ports once it holds the lease: bound to the heartbeat's signal (usecases/under-lease.ts). */
-type LeasedRestoreContext = ArchiverContext<UnderLease<HotReads & BucketLeases & BucketRestore>>;
 import { takeBucketLease } from "./bucket-lease.js";
 import { underLease, type UnderLease } from "./under-lease.js";
 import type { LeaseHeartbeat } from "./heartbeat.js";
@@ -78,6 +73,11 @@ import {
   workItemOptionForm,
   type WorkItemOption,
 } from "./work-item-request.js";
+
+/** The hot store roles a restore touches. */
+type RestoreContext = ArchiverContext<HotReads & BucketLeases & BucketRestore>;
+/** Its ports once it holds the lease: bound to the heartbeat's signal (usecases/under-lease.ts). */
+type LeasedRestoreContext = ArchiverContext<UnderLease<HotReads & BucketLeases & BucketRestore>>;
 
 /** Rows per restore transaction by default. */
 export const DEFAULT_RESTORE_BATCH_ROWS = 1000;
