@@ -119,7 +119,7 @@ export interface VerifiedArchiveParts {
 /**
  * Re-verify an archived (or sealed) bucket of either manifest version: the
  * manifest's bytes against its content-addressed key and the expected
- * bucket, payload or parts, then every part's size (HEAD) and, unless
+ * bucket and its recorded parts, then every part's size (HEAD) and, unless
  * `verifyPayloadBytes` is false, its SHA-256, length and decoded rows
  * against the manifest. A v4 manifest is the one-part case. Used before
  * publication and cleanup, before a restore, after a takeover resumes from
@@ -129,37 +129,6 @@ export interface VerifiedArchiveParts {
  * a missing manifest is ObjectNotFoundError, as the key may simply be wrong.
  */
 export async function verifyArchive(
-  store: ObjectStore,
-  manifestKey: string,
-  expected: ArchivedBucketExpectations,
-): Promise<VerifiedArchiveParts> {
-  return await verifyManifestAndParts(store, manifestKey, expected);
-}
-
-/**
- * Check that a published bucket's manifest exists and lists exactly the
- * recorded parts, and that each part exists with its recorded size (HEAD).
- * Cleanup runs it before deleting any hot row: whatever went wrong in the
- * archive, the hot rows are never the last copy to go.
- */
-export async function checkPublishedArchive(
-  store: ObjectStore,
-  manifestKey: string,
-  expected: ArchivedBucketExpectations,
-): Promise<void> {
-  try {
-    await verifyManifestAndParts(store, manifestKey, { ...expected, verifyPayloadBytes: false });
-  } catch (error) {
-    if (error instanceof ObjectNotFoundError && error.objectKey === manifestKey) {
-      throw new ArchiveIntegrityError(manifestKey, "the published manifest is missing", {
-        cause: error,
-      });
-    }
-    throw error;
-  }
-}
-
-async function verifyManifestAndParts(
   store: ObjectStore,
   manifestKey: string,
   expected: ArchivedBucketExpectations,
@@ -196,4 +165,27 @@ async function verifyManifestAndParts(
     await verifyPayloadBytes(store, part, manifest.format, rows, recordedBy, expected.tempDir);
   }
   return { manifestKey, manifest, parts };
+}
+
+/**
+ * Check that a published bucket's manifest exists and lists exactly the
+ * recorded parts, and that each part exists with its recorded size (HEAD).
+ * Cleanup runs it before deleting any hot row: whatever went wrong in the
+ * archive, the hot rows are never the last copy to go.
+ */
+export async function checkPublishedArchive(
+  store: ObjectStore,
+  manifestKey: string,
+  expected: ArchivedBucketExpectations,
+): Promise<void> {
+  try {
+    await verifyArchive(store, manifestKey, { ...expected, verifyPayloadBytes: false });
+  } catch (error) {
+    if (error instanceof ObjectNotFoundError && error.objectKey === manifestKey) {
+      throw new ArchiveIntegrityError(manifestKey, "the published manifest is missing", {
+        cause: error,
+      });
+    }
+    throw error;
+  }
 }
