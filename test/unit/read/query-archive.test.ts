@@ -33,6 +33,7 @@ import {
   type Harness,
 } from "../../support/workflow-harness.js";
 import { onlyPart } from "../../support/one-part.js";
+import { referencesHook } from "../../support/gc-hooks.js";
 
 const TABLE = parseTableId("chat");
 const HOUR = 3_600_000;
@@ -238,6 +239,35 @@ describe("pulpitum query over the catalog", () => {
           `archive object ${newEntry} failed verification: catalog entry names .*, but archived bucket .* records `,
         ),
       );
+    });
+
+    it("a bucket restored, corrected and archived again between the query's metadata read and its catalog listing is served at its new version, not blamed", async () => {
+      const records = chatRecords([3], 10, ["solo"]);
+      const expected = await seedTable(h, TABLE, "CalendarMonthUtc", "parquet", records);
+      await converge(h, expected);
+      const { id } = [...expected.values()][0]!;
+      const corrections = chatRecords([3], 15, ["solo"]).slice(10);
+      const all = [...records, ...corrections];
+      // The references (the recorded payload keys) are read first; the
+      // bucket moves to a new version before the entries are listed.
+      const hooked = referencesHook(h.inner, async (page) => {
+        expect((await restoreBucket(h.process().ctx, id, { holdMs: 0 })).result).toBe("restored");
+        await h.inner.append(TABLE, corrections, h.clock.now());
+        await converge(h, new Map([["solo", { id, records: all }]]));
+        return page;
+      });
+
+      const result = await queryArchive({
+        hotStore: hooked,
+        objectStore: h.objects,
+        archivePrefix: PREFIX,
+        tableId: TABLE,
+        sql: ENVELOPE_SQL,
+        tempDir: temp,
+      });
+
+      const rows = result.rows.map((row) => row.map((v) => String(jsonValue(v))).join("|")).sort();
+      expect(rows).toEqual(asRows(all));
     });
 
     it("a catalog entry naming an object outside the archive fails the query naming the entry", async () => {
