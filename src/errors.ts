@@ -114,10 +114,13 @@ export class RecordConflictError extends PulpitumError {
  */
 export class ArchiveIntegrityError extends PulpitumError {
   readonly objectKey: string;
+  /** What was wrong, without the object's name. */
+  readonly problem: string;
 
   constructor(objectKey: string, problem: string, options: { cause?: unknown } = {}) {
     super(`archive object ${objectKey} failed verification: ${problem}`, options);
     this.objectKey = objectKey;
+    this.problem = problem;
   }
 }
 

@@ -1,7 +1,8 @@
 /**
- * Worker-thread entry that checks a payload file while it is written (see
- * payload-check.ts). Placeholder until the check lands; it answers nothing.
+ * The worker thread that checks payload files while they are written (see
+ * payload-check.ts, which starts it from this module's path).
  */
 import { parentPort } from "node:worker_threads";
+import { serveChecks } from "./payload-check.js";
 
-parentPort?.on("message", () => undefined);
+if (parentPort !== null) serveChecks(parentPort);

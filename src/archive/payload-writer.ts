@@ -24,6 +24,7 @@ import type { BucketRow } from "../ports/hot-store.js";
 import { encodeNdjson } from "./json/encode.js";
 import { encodeParquet, type PayloadEncodingOptions } from "./parquet/encode.js";
 import { NO_GUARD, RowStreamGuard, type RowGuard } from "./row-guard.js";
+import type { AnnouncedRowGroup } from "./parquet/announced-groups.js";
 
 export type { PayloadEncodingOptions } from "./parquet/encode.js";
 
@@ -57,7 +58,9 @@ export function encodePayload(
 
 /**
  * Encode a payload into `filePath` (created exclusively), hashing the bytes
- * as they are written.
+ * as they are written. `onRowGroupWritten` hears of each Parquet row group
+ * once its bytes are in the file (written, not synced), so a reader of the
+ * file may check it while the next ones are encoded.
  */
 export async function writePayloadFile(
   format: ArchiveFormat,
@@ -65,14 +68,27 @@ export async function writePayloadFile(
   pages: AsyncIterable<readonly BucketRow[]>,
   filePath: string,
   options: PayloadEncodingOptions = {},
+  onRowGroupWritten?: (group: AnnouncedRowGroup) => void,
 ): Promise<WrittenPayload> {
   const guard = new RowStreamGuard();
   const hash = createHash("sha256");
   let byteLength = 0;
   const file = await open(filePath, "wx");
   const sink = new CoalescingWriter((chunk) => file.write(chunk).then(() => undefined));
+  const encoding: PayloadEncodingOptions =
+    onRowGroupWritten === undefined
+      ? options
+      : {
+          ...options,
+          // The writer waits for this between its yields, so no write of ours is in flight.
+          onRowGroup: async (group) => {
+            await options.onRowGroup?.(group);
+            await sink.flush();
+            onRowGroupWritten(group);
+          },
+        };
   try {
-    for await (const chunk of encodePayload(format, partitionKey, pages, guard, options)) {
+    for await (const chunk of encodePayload(format, partitionKey, pages, guard, encoding)) {
       hash.update(chunk);
       byteLength += chunk.byteLength;
       await sink.write(chunk);

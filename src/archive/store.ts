@@ -16,8 +16,9 @@
  *    garbage collection may be deleting.
  * 2. Read the stored object back and verify it before returning. Verifying
  *    the local file instead would prove only that we can encode, not that the
- *    store holds what we sent. The rows are decoded from the local file (and
- *    that starts while the upload is in flight), but the decoded count and
+ *    store holds what we sent. The rows are decoded from the local file
+ *    (on the check thread, a Parquet row group at a time while the file is
+ *    still being written, see payload-check.ts), but the decoded count and
  *    row digest are accepted only after the stored bytes hashed the same as
  *    the file, which makes them the rows of the stored object.
  * 3. The manifest is written only after its payload was verified, and is
@@ -51,8 +52,8 @@ import {
   type ManifestBucket,
   type ManifestExpectations,
 } from "./manifest.js";
-import { inspectPayload, type PayloadContent, type PayloadExpectations } from "./payload-reader.js";
-import { fileByteSource } from "./byte-sources.js";
+import type { PayloadContent, PayloadExpectations } from "./payload-reader.js";
+import { startPayloadCheck, type CheckPlace } from "./payload-check.js";
 import {
   writePayloadFile,
   type PayloadEncodingOptions,
@@ -88,6 +89,8 @@ export interface StorePayloadInput {
   /** Where the temporary payload file goes (default: the OS temp folder). */
   readonly tempDir?: string;
   readonly encoding?: PayloadEncodingOptions;
+  /** Where the written file is checked (default: on the check thread when it can start). */
+  readonly checkOn?: CheckPlace;
 }
 
 export interface StoredPayload extends PayloadFacts {
@@ -104,18 +107,27 @@ export interface StoredPayload extends PayloadFacts {
 export async function storePayload(input: StorePayloadInput): Promise<StoredPayload> {
   const { store, bucket, format } = input;
   const dir = await mkdtemp(path.join(input.tempDir ?? os.tmpdir(), "pulpitum-payload-"));
+  const filePath = path.join(dir, `payload.${format}`);
+  // The file is checked while it is written, on the check thread (see payload-check.ts).
+  const check = startPayloadCheck(
+    { filePath, format, expected: bucketExpectations(bucket) },
+    input.checkOn,
+  );
+  let finished = false;
   try {
     const written = await writePayloadFile(
       format,
       bucket.partitionKey,
       input.rows,
-      path.join(dir, `payload.${format}`),
+      filePath,
       input.encoding,
+      (group) => check.announce(group),
     );
     const key = payloadKey(location(input.prefix, bucket), written.sha256, format, input.attempt);
-    // Decoding the local file runs while the upload and its read-back wait
-    // on I/O; its result counts only once the stored bytes hash the same.
-    const decoding = decodeWrittenPayload(written, key, format, bucketExpectations(bucket));
+    // The check's last groups run while the upload and its read-back wait on
+    // I/O; its result counts only once the stored bytes hash the same.
+    const decoding = check.finish(written.byteLength);
+    finished = true;
     // Handled at once, so a refusal that comes while the upload is in flight is not an
     // unhandled rejection (which ends the process); it is raised below, after the upload.
     decoding.catch(() => undefined);
@@ -128,10 +140,10 @@ export async function storePayload(input: StorePayloadInput): Promise<StoredPayl
       );
       await verifyStoredBytes(store, key, written);
     } finally {
-      // Never leave the decoder reading a file the caller is about to remove.
+      // Never leave the check reading a file the caller is about to remove.
       await decoding.catch(() => undefined);
     }
-    checkDecodedRows(await decoding, key, written);
+    checkDecodedRows(await decoding.catch(renamedTo(key)), key, written);
     return {
       key,
       sha256: written.sha256,
@@ -140,8 +152,17 @@ export async function storePayload(input: StorePayloadInput): Promise<StoredPayl
       outcome,
     };
   } finally {
+    if (!finished) check.cancel();
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+/** A check names the file it read; the failure is the stored object's, under its key. */
+function renamedTo(key: string): (error: unknown) => never {
+  return (error) => {
+    if (error instanceof ArchiveIntegrityError) throw new ArchiveIntegrityError(key, error.problem);
+    throw error;
+  };
 }
 
 function location(prefix: string, bucket: ArchiveBucketRef): BucketLocation {
@@ -194,21 +215,6 @@ async function verifyStoredBytes(
       key,
       `stored bytes hash to ${readBack.sha256}, ${written.sha256} were written`,
     );
-  }
-}
-
-/** Decode every row of the written file, checking partition key, bounds and order. */
-async function decodeWrittenPayload(
-  written: WrittenPayload,
-  key: string,
-  format: ArchiveFormat,
-  expected: PayloadExpectations,
-): Promise<PayloadContent> {
-  const source = await fileByteSource(written.filePath, key);
-  try {
-    return await inspectPayload(source, format, expected);
-  } finally {
-    await source.close();
   }
 }
 

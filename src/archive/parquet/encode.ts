@@ -7,6 +7,7 @@
  */
 import type { BucketRow } from "../../ports/hot-store.js";
 import type { RowGuard } from "../row-guard.js";
+import type { AnnouncedRowGroup } from "./announced-groups.js";
 import { writeNativeParquet } from "./native.js";
 import { requireZstd } from "./zstd-page.js";
 
@@ -15,6 +16,8 @@ export { DATA_PAGE_BYTES, DATA_PAGE_ROWS, DEFAULT_ROW_GROUP_ROWS } from "./layou
 export interface PayloadEncodingOptions {
   /** Rows per Parquet row group (default {@link DEFAULT_ROW_GROUP_ROWS}). */
   readonly rowGroupRows?: number;
+  /** Told where each row group lies once its bytes were taken (see writeNativeParquet). */
+  readonly onRowGroup?: (group: AnnouncedRowGroup) => Promise<void> | void;
 }
 
 /** Encode pages of rows as an envelope Parquet file. */

@@ -25,6 +25,7 @@
  */
 import type { BucketRow } from "../../ports/hot-store.js";
 import type { RowGuard } from "../row-guard.js";
+import type { AnnouncedRowGroup } from "./announced-groups.js";
 import {
   DATA_PAGE_BYTES,
   DATA_PAGE_ROWS,
@@ -410,7 +411,14 @@ export async function* writeNativeParquet(
   partitionKey: Uint8Array,
   pages: AsyncIterable<readonly BucketRow[]>,
   guard: RowGuard,
-  options: { readonly rowGroupRows?: number },
+  options: {
+    readonly rowGroupRows?: number;
+    /**
+     * Called once a row group's last byte was taken from the iterator, and
+     * awaited before the writer goes on (so the consumer may flush it).
+     */
+    readonly onRowGroup?: (group: AnnouncedRowGroup) => Promise<void> | void;
+  },
 ): AsyncIterable<Uint8Array> {
   const rowGroupRows = positiveInteger(
     options.rowGroupRows ?? DEFAULT_ROW_GROUP_ROWS,
@@ -432,6 +440,13 @@ export async function* writeNativeParquet(
     next.catch(() => undefined);
     return next;
   };
+  // A row group's bytes, then its announcement (the last group the assembler finished).
+  async function* announced(bytes: Buffer[]): AsyncIterable<Buffer> {
+    yield* bytes;
+    const group = file.groups[file.groups.length - 1];
+    if (options.onRowGroup !== undefined && group !== undefined)
+      await options.onRowGroup(announcement(group));
+  }
   let completed = false;
   try {
     let next = prefetch();
@@ -443,18 +458,31 @@ export async function* writeNativeParquet(
         guard.accept(row);
         builder.add(row);
         if (builder.rows === rowGroupRows) {
-          if (previous !== undefined) yield* await previous;
+          if (previous !== undefined) yield* announced(await previous);
           previous = file.rowGroup(builder.take());
           previous.catch(() => undefined);
         }
       }
     }
     completed = true;
-    if (previous !== undefined) yield* await previous;
-    if (builder.rows > 0) yield* await file.rowGroup(builder.take());
+    if (previous !== undefined) yield* announced(await previous);
+    if (builder.rows > 0) yield* announced(await file.rowGroup(builder.take()));
     yield* file.finish();
   } finally {
     zstd.close();
     if (!completed) await source.return?.();
   }
+}
+
+/** Where a finished row group's column chunks lie, as the footer will state them. */
+function announcement(group: RowGroupInfo): AnnouncedRowGroup {
+  return {
+    rowCount: group.numRows,
+    chunks: group.columns.map((column) => {
+      const first = column.dictionaryPage ?? column.dataPages[0];
+      const last = column.dataPages[column.dataPages.length - 1] ?? first;
+      const start = first?.offset ?? 0;
+      return [start, last === undefined ? start : last.offset + last.size] as const;
+    }),
+  };
 }

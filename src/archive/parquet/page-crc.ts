@@ -74,6 +74,17 @@ export class PageCrcCheck {
   }
 
   /**
+   * The check for column chunks their writer announced before the footer
+   * exists (see AnnouncedGroupsCheck): each chunk starts at one of `starts`
+   * and is whole pages, none stating more values than its row group's
+   * `rows`. The footer, read once the file is complete, must then name
+   * exactly these chunks.
+   */
+  static ofChunks(objectKey: string, starts: Iterable<number>, rows: number): PageCrcCheck {
+    return new PageCrcCheck(objectKey, new Set(starts), Number.POSITIVE_INFINITY, rows);
+  }
+
+  /**
    * Check the pages of `bytes`, read from `[start, start + bytes.byteLength)`
    * of the data region; returns `bytes` once every page with a CRC matched.
    * A range that does not start at a known page is left to the decoder.

@@ -180,16 +180,31 @@ export class ParquetPayloadReader {
    * verification (verify-columns.ts).
    */
   async columnChunk(group: number, column: number): Promise<{ bytes: Uint8Array; codec: string }> {
-    const meta = this.metadata.row_groups[group]?.columns[column]?.meta_data;
-    if (meta === undefined)
+    const chunk = this.chunkExtent(group, column);
+    if (chunk === undefined)
       throw new ArchiveIntegrityError(
         this.source.name,
         `row group ${group} lacks column ${column}`,
       );
-    const start = Number(meta.dictionary_page_offset ?? meta.data_page_offset);
-    const end = start + Number(meta.total_compressed_size);
     // Damage (a CRC, a range outside the object) is an ArchiveIntegrityError; a store failure passes.
-    return { bytes: new Uint8Array(await this.file.slice(start, end)), codec: meta.codec };
+    const bytes = new Uint8Array(await this.file.slice(chunk.start, chunk.end));
+    return { bytes, codec: chunk.codec };
+  }
+
+  /** Where the footer says a column chunk lies, `[start, end)`, and its codec. */
+  chunkExtent(
+    group: number,
+    column: number,
+  ): { start: number; end: number; codec: string } | undefined {
+    const meta = this.metadata.row_groups[group]?.columns[column]?.meta_data;
+    if (meta === undefined) return undefined;
+    const start = Number(meta.dictionary_page_offset ?? meta.data_page_offset);
+    return { start, end: start + Number(meta.total_compressed_size), codec: meta.codec };
+  }
+
+  /** How many columns the footer lists for a row group. */
+  columnCount(group: number): number {
+    return this.metadata.row_groups[group]?.columns.length ?? 0;
   }
 
   /** Decode one row group into records. */

@@ -42,7 +42,7 @@ interface ChunkPages {
 }
 
 /** Returned by a decoder that meets a layout it does not handle. */
-const OTHER_LAYOUT = Symbol("other layout");
+export const OTHER_LAYOUT = Symbol("other layout");
 
 /**
  * {@link inspectPayload} for Parquet on columns; undefined when the file's
@@ -55,57 +55,68 @@ export async function verifyParquetColumns(
   const reader = await ParquetPayloadReader.open(source);
   const zstd = new PageDecompressor();
   try {
-    return await verifyGroups(source, expected, reader, zstd);
+    const check = new ColumnChecks(source.name, expected);
+    for (const group of reader.rowGroups) {
+      if (group.rowCount === 0) continue;
+      const chunk = (column: number) => reader.columnChunk(group.index, column);
+      if ((await checkGroup(source.name, group, chunk, zstd, check)) === OTHER_LAYOUT)
+        return undefined;
+    }
+    return check.finish();
   } finally {
     zstd.close();
   }
 }
 
-async function verifyGroups(
-  source: ByteSource,
-  expected: PayloadExpectations,
-  reader: ParquetPayloadReader,
+/** A row group's stored column chunk: its bytes, every page CRC-checked, and its codec. */
+export type ChunkOf = (column: number) => Promise<{ bytes: Uint8Array; codec: string }>;
+
+/**
+ * Decode and check one row group's four column chunks, carrying order and
+ * digest in `check`; returns the group's first and last event times.
+ */
+export async function checkGroup(
+  name: string,
+  group: RowGroupInfo,
+  chunkOf: ChunkOf,
   zstd: PageDecompressor,
-): Promise<PayloadContent | undefined> {
-  const check = new ColumnChecks(source, expected);
-  for (const group of reader.rowGroups) {
-    if (group.rowCount === 0) continue;
-    const chunks: ChunkPages[] = [];
-    for (let column = 0; column < 4; column++) {
-      const chunk = await decompressChunk(source, reader, zstd, group, column);
-      if (chunk === OTHER_LAYOUT) return undefined;
-      chunks.push(chunk);
-    }
-    const [keys, times, sortKeys, values] = chunks as [
-      ChunkPages,
-      ChunkPages,
-      ChunkPages,
-      ChunkPages,
-    ];
-    const fail = (problem: string): never => {
-      throw new ArchiveIntegrityError(source.name, `row group ${group.index}: ${problem}`);
-    };
-    if ([times, sortKeys, values].some((c) => c.pages.some((page) => page.dictionary)))
-      return undefined;
-    if (!partitionKeysMatch(keys, group.rowCount, expected.partitionKey, fail)) return undefined;
-    const micros = eventTimes(source, times, group, fail);
-    if (micros === OTHER_LAYOUT) return undefined;
-    const sort = byteArrays(sortKeys, group.rowCount, "sort_key", fail);
-    const value = byteArrays(values, group.rowCount, "value", fail);
-    if (sort === OTHER_LAYOUT || value === OTHER_LAYOUT) return undefined;
-    check.add(group, micros, sortKeys.data, sort, values.data, value);
+  check: ColumnChecks,
+): Promise<{ first: EpochMicros; last: EpochMicros } | typeof OTHER_LAYOUT> {
+  const chunks: ChunkPages[] = [];
+  for (let column = 0; column < 4; column++) {
+    const chunk = await decompressChunk(name, await chunkOf(column), zstd, group, column);
+    if (chunk === OTHER_LAYOUT) return OTHER_LAYOUT;
+    chunks.push(chunk);
   }
-  return check.finish();
+  const [keys, times, sortKeys, values] = chunks as [
+    ChunkPages,
+    ChunkPages,
+    ChunkPages,
+    ChunkPages,
+  ];
+  const fail = (problem: string): never => {
+    throw new ArchiveIntegrityError(name, `row group ${group.index}: ${problem}`);
+  };
+  if ([times, sortKeys, values].some((c) => c.pages.some((page) => page.dictionary)))
+    return OTHER_LAYOUT;
+  if (!partitionKeysMatch(keys, group.rowCount, check.expected.partitionKey, fail))
+    return OTHER_LAYOUT;
+  const micros = eventTimes(name, times, group, fail);
+  if (micros === OTHER_LAYOUT) return OTHER_LAYOUT;
+  const sort = byteArrays(sortKeys, group.rowCount, "sort_key", fail);
+  const value = byteArrays(values, group.rowCount, "value", fail);
+  if (sort === OTHER_LAYOUT || value === OTHER_LAYOUT) return OTHER_LAYOUT;
+  check.add(group, micros, sortKeys.data, sort, values.data, value);
+  return { first: micros[0]!, last: micros[group.rowCount - 1]! };
 }
 
 async function decompressChunk(
-  source: ByteSource,
-  reader: ParquetPayloadReader,
+  name: string,
+  { bytes, codec }: { bytes: Uint8Array; codec: string },
   zstd: PageDecompressor,
   group: RowGroupInfo,
   column: number,
 ): Promise<ChunkPages | typeof OTHER_LAYOUT> {
-  const { bytes, codec } = await reader.columnChunk(group.index, column);
   if (codec !== "ZSTD") return OTHER_LAYOUT;
   const headers: {
     body: Uint8Array;
@@ -165,7 +176,7 @@ async function decompressChunk(
     data = await zstd.decompress(headers);
   } catch (error) {
     throw new ArchiveIntegrityError(
-      source.name,
+      name,
       `the pages of column ${column} in row group ${group.index} do not decompress`,
       { cause: error },
     );
@@ -281,7 +292,7 @@ function partitionKeysMatch(
 
 /** event_time: PLAIN INT64 nanoseconds, whole microseconds. */
 function eventTimes(
-  source: ByteSource,
+  name: string,
   chunk: ChunkPages,
   group: RowGroupInfo,
   fail: (problem: string) => never,
@@ -308,7 +319,7 @@ function eventTimes(
     const ns = nanos[i]!;
     if (ns % 1000n !== 0n) {
       throw new ArchiveIntegrityError(
-        source.name,
+        name,
         `record ${group.rowStart + i} has event_time ${ns} ns, which is not a whole number of microseconds`,
       );
     }
@@ -354,14 +365,14 @@ function byteArrays(
 }
 
 /** Bounds, order, statistics and the row digest, carried from row group to row group. */
-class ColumnChecks {
+export class ColumnChecks {
   readonly #digest = new RowDigest();
   #previousTime: EpochMicros | undefined;
   #previousSortKey = Buffer.alloc(0);
 
   constructor(
-    private readonly source: ByteSource,
-    private readonly expected: PayloadExpectations,
+    private readonly name: string,
+    readonly expected: PayloadExpectations,
   ) {}
 
   add(
@@ -375,10 +386,7 @@ class ColumnChecks {
     const { start, end } = this.expected;
     const length = group.rowCount;
     const fail = (row: number, problem: string): never => {
-      throw new ArchiveIntegrityError(
-        this.source.name,
-        `record ${group.rowStart + row} ${problem}`,
-      );
+      throw new ArchiveIntegrityError(this.name, `record ${group.rowStart + row} ${problem}`);
     };
     let previousTime = this.#previousTime;
     let previousStart = -1;

@@ -1,0 +1,140 @@
+/**
+ * Checking a Parquet payload row group by row group while its writer is
+ * still writing it, so that the verification runs beside the encoding
+ * instead of after it (see ../payload-check.ts).
+ *
+ * Invariant: the result is the one {@link verifyParquetColumns} gives on
+ * the finished file, or that function's own result. Each row group is
+ * checked, as it is announced, on the bytes the file holds at the ranges
+ * the writer announced (page CRCs, decoding, partition key, bounds, order,
+ * row digest, all by the same code as the whole-file check). Once the file
+ * is complete its footer is read and must name exactly the announced
+ * groups: the same row counts, the same column chunk ranges, ZSTD, and
+ * event_time statistics equal to the first and last decoded times. Any
+ * difference, or a group whose layout is not the writer's, discards what
+ * was streamed and the finished file is checked from its footer as before,
+ * so an announcement can save work but never vouch for a byte the footer
+ * does not point at.
+ */
+import { ArchiveIntegrityError } from "../../errors.js";
+import type { EpochMicros } from "../../domain/time.js";
+import { ownArrayBuffer, type ByteSource } from "../byte-sources.js";
+import type { PayloadContent, PayloadExpectations } from "../payload-reader.js";
+import { PageCrcCheck } from "./page-crc.js";
+import { ParquetPayloadReader } from "./reader.js";
+import {
+  checkGroup,
+  ColumnChecks,
+  OTHER_LAYOUT,
+  verifyParquetColumns,
+  type ChunkOf,
+} from "./verify-columns.js";
+import { PageDecompressor } from "./zstd-page.js";
+
+/** A row group as its writer announced it once its bytes were in the file. */
+export interface AnnouncedRowGroup {
+  readonly rowCount: number;
+  /** Each column chunk's `[start, end)` in the file, in schema order. */
+  readonly chunks: readonly (readonly [number, number])[];
+}
+
+interface CheckedGroup {
+  readonly announced: AnnouncedRowGroup;
+  readonly first: EpochMicros;
+  readonly last: EpochMicros;
+}
+
+/** Reads `[start, end)` of the file being written (fewer bytes if it ends first). */
+export type FileRange = (start: number, end: number) => Promise<Uint8Array>;
+
+export class AnnouncedGroupsCheck {
+  readonly #checks: ColumnChecks;
+  readonly #zstd = new PageDecompressor();
+  readonly #groups: CheckedGroup[] = [];
+  #rows = 0;
+  /** Set when a group could not be checked on the writer's layout: the footer decides. */
+  #discarded = false;
+
+  constructor(
+    private readonly name: string,
+    private readonly read: FileRange,
+    private readonly expected: PayloadExpectations,
+  ) {
+    this.#checks = new ColumnChecks(name, expected);
+  }
+
+  /** Check one announced group (its bytes are in the file). Integrity failures throw. */
+  async add(announced: AnnouncedRowGroup): Promise<void> {
+    if (this.#discarded) return;
+    if (announced.chunks.length !== 4 || announced.rowCount <= 0) {
+      this.#discarded = true;
+      return;
+    }
+    const group = {
+      index: this.#groups.length,
+      rowStart: this.#rows,
+      rowCount: announced.rowCount,
+      minEventTime: undefined,
+      maxEventTime: undefined,
+    };
+    const pages = PageCrcCheck.ofChunks(
+      this.name,
+      announced.chunks.map(([start]) => start),
+      announced.rowCount,
+    );
+    const chunkOf: ChunkOf = async (column) => {
+      const [start, end] = announced.chunks[column]!;
+      const bytes = await this.read(start, end);
+      if (bytes.byteLength !== end - start) {
+        throw new ArchiveIntegrityError(
+          this.name,
+          `row group ${group.index}: column ${column} was announced at bytes ${start}-${end}, the file ends at ${start + bytes.byteLength}`,
+        );
+      }
+      const own = ownArrayBuffer(bytes);
+      return { bytes: new Uint8Array(pages.check(start, own)), codec: "ZSTD" };
+    };
+    const times = await checkGroup(this.name, group, chunkOf, this.#zstd, this.#checks);
+    if (times === OTHER_LAYOUT) {
+      this.#discarded = true;
+      return;
+    }
+    this.#groups.push({ announced, ...times });
+    this.#rows += announced.rowCount;
+  }
+
+  /**
+   * The finished file: its content when its footer names exactly the groups
+   * checked, else the whole-file check's result (undefined for a layout that
+   * is not the writer's: the caller decodes records).
+   */
+  async finish(source: ByteSource): Promise<PayloadContent | undefined> {
+    this.close();
+    const reader = await ParquetPayloadReader.open(source);
+    if (!this.#discarded && this.#footerNamesCheckedGroups(reader)) return this.#checks.finish();
+    return await verifyParquetColumns(source, this.expected);
+  }
+
+  close(): void {
+    this.#zstd.close();
+  }
+
+  #footerNamesCheckedGroups(reader: ParquetPayloadReader): boolean {
+    const groups = reader.rowGroups.filter((g) => g.rowCount > 0);
+    if (groups.length !== this.#groups.length) return false;
+    return groups.every((group, i) => {
+      const checked = this.#groups[i]!;
+      const { announced } = checked;
+      return (
+        group.rowCount === announced.rowCount &&
+        reader.columnCount(group.index) === announced.chunks.length &&
+        announced.chunks.every(([start, end], column) => {
+          const extent = reader.chunkExtent(group.index, column);
+          return extent?.codec === "ZSTD" && extent.start === start && extent.end === end;
+        }) &&
+        (group.minEventTime === undefined || group.minEventTime === checked.first) &&
+        (group.maxEventTime === undefined || group.maxEventTime === checked.last)
+      );
+    });
+  }
+}

@@ -1,0 +1,271 @@
+/**
+ * Checking a payload file while it is written (src/archive/payload-check.ts):
+ * on the check thread or on this one, the result must be the whole-file
+ * check's, announcements must never vouch for bytes the footer does not
+ * name, damage in an announced group must fail the check, and a check whose
+ * thread died must be done again here.
+ */
+import { mkdtemp, open, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { fileByteSource } from "../../../src/archive/byte-sources.js";
+import type { AnnouncedRowGroup } from "../../../src/archive/parquet/announced-groups.js";
+import {
+  payloadCheckPlace,
+  startPayloadCheck,
+  stopCheckThread,
+  type CheckPlace,
+  type PayloadCheckTarget,
+} from "../../../src/archive/payload-check.js";
+import { inspectPayload, type PayloadExpectations } from "../../../src/archive/payload-reader.js";
+import { writePayloadFile, type WrittenPayload } from "../../../src/archive/payload-writer.js";
+import { parseRfc3339Micros } from "../../../src/domain/time.js";
+import { ArchiveIntegrityError } from "../../../src/errors.js";
+import type { BucketRow } from "../../../src/ports/hot-store.js";
+
+const PARTITION = Buffer.from("tenant-7");
+const START = parseRfc3339Micros("2024-01-01T00:00:00Z");
+const EXPECTED: PayloadExpectations = {
+  partitionKey: PARTITION,
+  start: START,
+  end: START + 86_400_000_000n,
+};
+const PLACES: CheckPlace[] = ["thread", "here"];
+
+let dir: string;
+beforeEach(async () => {
+  dir = await mkdtemp(path.join(os.tmpdir(), "payload-check-test-"));
+});
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+function rows(count: number): BucketRow[] {
+  return Array.from({ length: count }, (_, i) => ({
+    eventTime: START + BigInt(i) * 1000n,
+    sortKey: Buffer.from(`sk-${String(i).padStart(6, "0")}`),
+    value: Buffer.from(`value ${i} ${"x".repeat(i % 50)}`),
+  }));
+}
+
+async function* pages(all: readonly BucketRow[]): AsyncIterable<BucketRow[]> {
+  for (let i = 0; i < all.length; i += 700) yield all.slice(i, i + 700);
+}
+
+/** Write a Parquet file of `count` rows in row groups of 500, keeping the writer's announcements. */
+async function writeParquet(
+  count: number,
+): Promise<{ written: WrittenPayload; groups: AnnouncedRowGroup[]; target: PayloadCheckTarget }> {
+  const filePath = path.join(dir, `payload-${count}.parquet`);
+  const groups: AnnouncedRowGroup[] = [];
+  const written = await writePayloadFile(
+    "parquet",
+    PARTITION,
+    pages(rows(count)),
+    filePath,
+    { rowGroupRows: 500 },
+    (group) => groups.push(group),
+  );
+  return { written, groups, target: { filePath, format: "parquet", expected: EXPECTED } };
+}
+
+async function wholeFileCheck(target: PayloadCheckTarget) {
+  const source = await fileByteSource(target.filePath);
+  try {
+    return await inspectPayload(source, target.format, target.expected);
+  } finally {
+    await source.close();
+  }
+}
+
+async function flipByte(filePath: string, at: number): Promise<void> {
+  const handle = await open(filePath, "r+");
+  try {
+    const byte = Buffer.alloc(1);
+    await handle.read(byte, 0, 1, at);
+    byte[0] = byte[0]! ^ 0x5a;
+    await handle.write(byte, 0, 1, at);
+  } finally {
+    await handle.close();
+  }
+}
+
+describe("checking a payload while it is written", () => {
+  it("runs on the check thread here (its module sits beside payload-check.ts)", () => {
+    expect(payloadCheckPlace()).toBe("thread");
+  });
+
+  it.each(PLACES)(
+    "on %s, a Parquet file announced group by group gives the whole-file check's rows and digest",
+    async (place) => {
+      const { written, groups, target } = await writeParquet(5_250);
+      expect(groups).toHaveLength(11);
+
+      const check = startPayloadCheck(target, place);
+      for (const group of groups) check.announce(group);
+      const content = await check.finish(written.byteLength);
+
+      expect(content).toEqual(await wholeFileCheck(target));
+      expect(content).toEqual({ rowCount: 5_250, rowsDigest: written.rowsDigest });
+    },
+  );
+
+  it.each(PLACES)("on %s, a JSON file is checked whole once finished", async (place) => {
+    const filePath = path.join(dir, "payload.json");
+    const written = await writePayloadFile("json", PARTITION, pages(rows(1_200)), filePath);
+    const check = startPayloadCheck({ filePath, format: "json", expected: EXPECTED }, place);
+
+    const content = await check.finish(written.byteLength);
+
+    expect(content).toEqual({ rowCount: 1_200, rowsDigest: written.rowsDigest });
+  });
+
+  it.each(PLACES)(
+    "on %s, a byte damaged in an announced row group fails the check, naming the file and the group",
+    async (place) => {
+      const { written, groups, target } = await writeParquet(3_000);
+      const [start, end] = groups[2]!.chunks[3]!;
+      await flipByte(target.filePath, start + Math.floor((end - start) / 2));
+
+      const check = startPayloadCheck(target, place);
+      for (const group of groups) check.announce(group);
+      const failure = await check.finish(written.byteLength).catch((e: unknown) => e);
+
+      expect(failure).toBeInstanceOf(ArchiveIntegrityError);
+      expect((failure as ArchiveIntegrityError).objectKey).toBe(target.filePath);
+      expect((failure as ArchiveIntegrityError).message).toMatch(/byte \d+ has CRC-32/);
+    },
+  );
+
+  it.each(PLACES)(
+    "on %s, announcing fewer groups than the footer names does not vouch for the rest: every row is counted",
+    async (place) => {
+      const { written, groups, target } = await writeParquet(4_000);
+      const check = startPayloadCheck(target, place);
+      for (const group of groups.slice(0, 3)) check.announce(group);
+
+      // The three announced groups alone hold 1,500 rows with their own digest.
+      expect(await check.finish(written.byteLength)).toEqual({
+        rowCount: 4_000,
+        rowsDigest: written.rowsDigest,
+      });
+    },
+  );
+
+  it.each(PLACES)(
+    "on %s, a group left out of the announcements (the rest in order) is not skipped: the footer decides",
+    async (place) => {
+      const { written, groups, target } = await writeParquet(2_000);
+      const check = startPayloadCheck(target, place);
+      for (const group of [groups[0]!, ...groups.slice(2)]) check.announce(group);
+
+      expect(await check.finish(written.byteLength)).toEqual({
+        rowCount: 2_000,
+        rowsDigest: written.rowsDigest,
+      });
+    },
+  );
+
+  it.each(PLACES)(
+    "on %s, groups announced out of order fail the check on the order of their rows",
+    async (place) => {
+      const { written, groups, target } = await writeParquet(2_000);
+      const check = startPayloadCheck(target, place);
+      for (const group of [groups[1]!, groups[0]!, ...groups.slice(2)]) check.announce(group);
+
+      await expect(check.finish(written.byteLength)).rejects.toThrow(
+        /record 500 is not after record 499 in \(event_time, sort_key\) order/,
+      );
+    },
+  );
+
+  it.each(PLACES)(
+    "on %s, a footer stating another minimum event_time than its announced group's rows hold fails the check",
+    async (place) => {
+      const { written, groups, target } = await writeParquet(2_000);
+      // Group 1's first row is row 500; the footer (after the last chunk) states it in nanoseconds.
+      const footerStart = groups[groups.length - 1]!.chunks[3]![1];
+      const stated = Buffer.alloc(8);
+      stated.writeBigInt64LE((START + 500n * 1000n) * 1000n);
+      const handle = await open(target.filePath, "r+");
+      try {
+        const tail = Buffer.alloc(written.byteLength - footerStart);
+        await handle.read(tail, 0, tail.byteLength, footerStart);
+        const moved = Buffer.alloc(8);
+        moved.writeBigInt64LE((START + 500n * 1000n + 1n) * 1000n);
+        let changed = 0;
+        for (let at = tail.indexOf(stated); at >= 0; at = tail.indexOf(stated, at + 8)) {
+          await handle.write(moved, 0, 8, footerStart + at);
+          changed++;
+        }
+        expect(changed).toBeGreaterThan(0);
+      } finally {
+        await handle.close();
+      }
+      const check = startPayloadCheck(target, place);
+      for (const group of groups) check.announce(group);
+
+      await expect(check.finish(written.byteLength)).rejects.toThrow(
+        /record 500 has event_time \d+ µs, its row group states a minimum of \d+ µs/,
+      );
+    },
+  );
+
+  it.each(PLACES)(
+    "on %s, a file that is not as long as its writer counted fails the check",
+    async (place) => {
+      const { written, groups, target } = await writeParquet(1_000);
+      const check = startPayloadCheck(target, place);
+      for (const group of groups) check.announce(group);
+
+      await expect(check.finish(written.byteLength + 1)).rejects.toThrow(
+        new RegExp(`the file holds ${written.byteLength} bytes, ${written.byteLength + 1} were`),
+      );
+    },
+  );
+
+  it("a check whose thread stopped before its finish is done again on this thread, on the whole file", async () => {
+    const { written, groups, target } = await writeParquet(3_000);
+    const check = startPayloadCheck(target, "thread");
+    for (const group of groups) check.announce(group);
+
+    await stopCheckThread();
+    const content = await check.finish(written.byteLength);
+
+    expect(content).toEqual({ rowCount: 3_000, rowsDigest: written.rowsDigest });
+    // The next check starts a new thread.
+    expect(payloadCheckPlace()).toBe("thread");
+    const again = startPayloadCheck(target, "thread");
+    for (const group of groups) again.announce(group);
+    expect(await again.finish(written.byteLength)).toEqual(content);
+  });
+
+  it("a check stopped mid-way by its thread's end still refuses a damaged file", async () => {
+    const { written, groups, target } = await writeParquet(2_000);
+    const [start] = groups[3]!.chunks[2]!;
+    await flipByte(target.filePath, start + 40);
+    const check = startPayloadCheck(target, "thread");
+    for (const group of groups) check.announce(group);
+
+    const finishing = check.finish(written.byteLength).catch((e: unknown) => e);
+    await stopCheckThread();
+
+    expect(await finishing).toBeInstanceOf(ArchiveIntegrityError);
+  });
+
+  it("a cancelled check leaves the thread serving the next one", async () => {
+    const { written, groups, target } = await writeParquet(1_500);
+    const cancelled = startPayloadCheck(target, "thread");
+    cancelled.announce(groups[0]!);
+    cancelled.cancel();
+
+    const check = startPayloadCheck(target, "thread");
+    for (const group of groups) check.announce(group);
+
+    expect(await check.finish(written.byteLength)).toEqual({
+      rowCount: 1_500,
+      rowsDigest: written.rowsDigest,
+    });
+  });
+});
