@@ -1,6 +1,5 @@
 import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
 import { execFile } from "node:child_process";
-import { isBuiltin } from "node:module";
 import os from "node:os";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
@@ -8,7 +7,6 @@ import { promisify } from "node:util";
 import { App, Validations, aws_secretsmanager as secretsmanager, Stack } from "aws-cdk-lib";
 import { Annotations, Match, Template } from "aws-cdk-lib/assertions";
 import cdkNag from "cdk-nag";
-import { build } from "esbuild";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { stackPropsFrom } from "../../../infra/app-props.js";
 import {
@@ -18,6 +16,7 @@ import {
   type ArchiverStackProps,
 } from "../../../infra/archiver-stack.js";
 import { PAYLOAD_CHECK_WORKER_BUNDLE } from "../../../infra/worker-entries.js";
+import { loadInWorkerThreads, nonBuiltinImports } from "../../support/worker-bundle.js";
 import { METRIC, METRICS_NAMESPACE } from "../../../functions/observability.js";
 
 const execFileAsync = promisify(execFile);
@@ -570,48 +569,12 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
       expect(readdirSync(assetDir)).toEqual(
         expect.arrayContaining(["index.mjs", PAYLOAD_CHECK_WORKER_BUNDLE]),
       );
-      // The zip holds no node_modules: the worker may import Node's builtins only.
-      const { metafile } = await build({
-        entryPoints: [path.join(assetDir, PAYLOAD_CHECK_WORKER_BUNDLE)],
-        bundle: true,
-        packages: "external",
-        platform: "node",
-        format: "esm",
-        write: false,
-        metafile: true,
-        logLevel: "silent",
-      });
-      const imported = Object.values(metafile.inputs).flatMap((input) =>
-        input.imports.map((i) => i.path),
-      );
-      expect(imported.filter((specifier) => !isBuiltin(specifier))).toEqual([]);
+      // The zip holds no node_modules.
+      expect(await nonBuiltinImports(path.join(assetDir, PAYLOAD_CHECK_WORKER_BUNDLE))).toEqual([]);
     }
-    // Each file imported by a worker thread of a plain Node process, from a
-    // folder with no node_modules above it (as in Lambda), which says once
-    // the module has run (a Worker started on the file itself gives no such
-    // signal) or why it failed.
-    const urls = assetDirs.map(
-      (dir) => pathToFileURL(path.join(dir, PAYLOAD_CHECK_WORKER_BUNDLE)).href,
-    );
-    const script = `
-      import { Worker } from "node:worker_threads";
-      for (const url of ${JSON.stringify(urls)}) {
-        const loader = new Worker(
-          \`import("node:worker_threads").then(({ parentPort }) =>
-            import(\${JSON.stringify(url)}).then(
-              () => parentPort.postMessage("loaded"),
-              (error) => parentPort.postMessage("failed: " + error.message)))\`,
-          { eval: true },
-        );
-        console.log(await new Promise((resolve) => loader.once("message", resolve)));
-        await loader.terminate();
-      }`;
-    const { stdout } = await execFileAsync(
-      process.execPath,
-      ["--input-type=module", "-e", script],
-      { env: { PATH: process.env.PATH }, timeout: 30_000 },
-    );
-    expect(stdout.trim().split("\n")).toEqual(urls.map(() => "loaded"));
+    // From folders with no node_modules above them, as in Lambda.
+    const files = assetDirs.map((dir) => path.join(dir, PAYLOAD_CHECK_WORKER_BUNDLE));
+    expect(await loadInWorkerThreads(files)).toEqual(files.map(() => "loaded"));
   }, 60_000);
 });
 
