@@ -5,10 +5,16 @@
  * bundled by esbuild the way the worker Lambda is bundled
  * ({@link bundleExportChild}), so its memory can be measured both ways.
  */
+import { existsSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import type { BuildOptions } from "esbuild";
 import { runNextPhase } from "../src/usecases/run-next-phase.js";
 import { ESM_BANNER } from "../infra/esm-banner.js";
+import {
+  PAYLOAD_CHECK_WORKER_BUNDLE,
+  PAYLOAD_CHECK_WORKER_SOURCE,
+} from "../infra/worker-entries.js";
 import { benchContext, exportBucketId, SNAPSHOT_PAGE_SIZE } from "./support.js";
 
 export interface ExportArgs {
@@ -88,8 +94,10 @@ export async function exportChild(args: ExportArgs): Promise<ExportResult> {
 
 /**
  * Bundle this file (or another bench child, `entry`) into `dir` with the
- * esbuild options infra uses for the worker (ESM, minified); returns the
- * bundle's path.
+ * esbuild options infra uses for the worker (ESM, minified), and beside it
+ * the worker-thread entry the export spawns next to its own module
+ * (infra/worker-entries.ts), taken from the same checkout as `entry`;
+ * returns the bundle's path.
  */
 export async function bundleExportChild(
   dir: string,
@@ -98,10 +106,7 @@ export async function bundleExportChild(
   minify = true,
 ): Promise<string> {
   const { build } = await import("esbuild");
-  const outfile = path.join(dir, `${path.basename(entry, ".ts")}.mjs`);
-  await build({
-    entryPoints: [entry],
-    outfile,
+  const options = {
     bundle: true,
     platform: "node",
     format: "esm",
@@ -112,7 +117,17 @@ export async function bundleExportChild(
     keepNames: true,
     external: ["pg-native", "esbuild"],
     logLevel: "warning",
-  });
+  } as const satisfies BuildOptions;
+  const outfile = path.join(dir, `${path.basename(entry, ".ts")}.mjs`);
+  await build({ ...options, entryPoints: [entry], outfile });
+  // Bench children live in <checkout>/bench/. A baseline checkout from
+  // before the worker existed has no entry to bundle and spawns none.
+  const checkout = path.resolve(path.dirname(entry), "..");
+  const workerSource = path.join(checkout, PAYLOAD_CHECK_WORKER_SOURCE);
+  if (checkout === path.resolve(import.meta.dirname, "..") || existsSync(workerSource)) {
+    const workerFile = path.join(dir, PAYLOAD_CHECK_WORKER_BUNDLE);
+    await build({ ...options, entryPoints: [workerSource], outfile: workerFile });
+  }
   return outfile;
 }
 

@@ -15,6 +15,8 @@ import {
   stackSettings as archiverSettings,
   type ArchiverStackProps,
 } from "../../../infra/archiver-stack.js";
+import { PAYLOAD_CHECK_WORKER_BUNDLE } from "../../../infra/worker-entries.js";
+import { loadInWorkerThreads, nonBuiltinImports } from "../../support/worker-bundle.js";
 import { METRIC, METRICS_NAMESPACE } from "../../../functions/observability.js";
 
 const execFileAsync = promisify(execFile);
@@ -553,6 +555,27 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
     },
     30_000,
   );
+
+  it("ships the payload-check worker beside every function's index.mjs, as a self-contained bundle that loads in a worker thread", async () => {
+    const assetDirs = Object.values(synth.template.findResources("AWS::Lambda::Function")).map(
+      (fn) =>
+        path.join(
+          synth.app.outdir,
+          `asset.${(fn.Properties.Code.S3Key as string).replace(/\.zip$/, "")}`,
+        ),
+    );
+    expect(assetDirs.length).toBeGreaterThanOrEqual(6);
+    for (const assetDir of assetDirs) {
+      expect(readdirSync(assetDir)).toEqual(
+        expect.arrayContaining(["index.mjs", PAYLOAD_CHECK_WORKER_BUNDLE]),
+      );
+      // The zip holds no node_modules.
+      expect(await nonBuiltinImports(path.join(assetDir, PAYLOAD_CHECK_WORKER_BUNDLE))).toEqual([]);
+    }
+    // From folders with no node_modules above them, as in Lambda.
+    const files = assetDirs.map((dir) => path.join(dir, PAYLOAD_CHECK_WORKER_BUNDLE));
+    expect(await loadInWorkerThreads(files)).toEqual(files.map(() => "loaded"));
+  }, 60_000);
 });
 
 describe("the archiver stack with deployment props", () => {
