@@ -45,7 +45,11 @@ import { readFully } from "../../file-read.js";
 /** Names of in-flight (or crash-leftover) temporary files; never listed, never a key segment. */
 export const TEMP_FILE_PREFIX = ".tmp-";
 
-const STREAM_CHUNK_BYTES = 64 * 1024;
+/**
+ * A stream reads 1 MiB at a time: an export's read-back hashes 200 MB in
+ * 0.14-0.17 s this way against 0.23-0.30 s in 64 KiB chunks (issue 31).
+ */
+const STREAM_CHUNK_BYTES = 1024 * 1024;
 /** How often a create retries when a concurrent delete pruned its directory. */
 const PRUNE_RACE_ATTEMPTS = 8;
 /** errno codes after which the same operation may succeed later. */
