@@ -5,6 +5,7 @@
  * bundled by esbuild the way the worker Lambda is bundled
  * ({@link bundleExportChild}), so its memory can be measured both ways.
  */
+import { payloadCheckPlace, type CheckPlace } from "../src/archive/payload-check.js";
 import { existsSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -42,6 +43,8 @@ export interface ExportResult {
   /** Peaks of the V8 heap in use and of memory outside it (Buffers, Arrow, WebAssembly). */
   readonly sampledPeakHeapMb: number;
   readonly sampledPeakExternalMb: number;
+  /** Where the payload was checked: on the check thread, or (its module missing) the main thread. */
+  readonly checkedOn: CheckPlace;
 }
 
 /**
@@ -83,6 +86,7 @@ export async function exportChild(args: ExportArgs): Promise<ExportResult> {
       seconds,
       cpuSeconds: (cpu.user + cpu.system) / 1e6,
       maxRssMb: process.resourceUsage().maxRSS / 1024,
+      checkedOn: payloadCheckPlace(),
       sampledPeakRssMb: peak.rss / 2 ** 20,
       sampledPeakHeapMb: peak.heapUsed / 2 ** 20,
       sampledPeakExternalMb: peak.external / 2 ** 20,

@@ -297,7 +297,10 @@ async function main(): Promise<void> {
     const results = {
       mode: plan.quick ? "quick" : "full",
       measured_at: new Date().toISOString(),
-      export_vs_copy_ratio: exportRowsPerS / copyRowsPerS,
+      // The worker's bundle, as a Lambda runs it (and as the peer ratio below is taken).
+      export_vs_copy_ratio: bundledRowsPerS / copyRowsPerS,
+      export_tsx_vs_copy_ratio: exportRowsPerS / copyRowsPerS,
+      export_checked_on: bundledRatio.checkedOn,
       export_rows_per_s: exportRowsPerS,
       copy_rows_per_s: copyRowsPerS,
       copy_bytes: copy.bytes,
@@ -380,10 +383,16 @@ async function main(): Promise<void> {
     );
     console.log(`${"goal".padEnd(44)} ${"measured".padStart(30)}  ${"target".padEnd(12)}`);
     line(
-      `export ${fmt(plan.ratioRows)} rows vs COPY`,
-      `${fmt(exportRowsPerS)} / ${fmt(copyRowsPerS)} rows/s = ${results.export_vs_copy_ratio.toFixed(2)}`,
+      `export ${fmt(plan.ratioRows)} rows (bundle, verified) vs COPY`,
+      `${fmt(bundledRowsPerS)} / ${fmt(copyRowsPerS)} rows/s = ${results.export_vs_copy_ratio.toFixed(2)}`,
       ">= 0.6",
       results.export_vs_copy_ratio >= 0.6,
+    );
+    line(
+      `export under tsx vs COPY; checked on the ${bundledRatio.checkedOn === "thread" ? "check thread" : "main thread"}`,
+      `${fmt(exportRowsPerS)} / ${fmt(copyRowsPerS)} rows/s = ${results.export_tsx_vs_copy_ratio.toFixed(2)}`,
+      "(info)",
+      "info",
     );
     line(
       `export ${fmt(plan.ratioRows)} rows, bundle, CPU (user+sys)`,
