@@ -173,8 +173,12 @@ export function serveChecks(port: MessagePort): void {
       case "finish": {
         const check = checks.get(request.id);
         checks.delete(request.id);
-        if (check === undefined) return;
         const reply = (r: Reply) => port.postMessage(r);
+        if (check === undefined) {
+          const message = `check ${request.id} was never started on this thread`;
+          reply({ id: request.id, failure: { integrity: false, name: "Error", message } });
+          return;
+        }
         check.finish(request.byteLength).then(
           (content) => reply({ id: request.id, content }),
           (error: unknown) => reply({ id: request.id, failure: failureOf(error) }),
