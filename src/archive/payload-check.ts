@@ -15,11 +15,10 @@
  * thread failed or exited is done again here, on the whole file.
  *
  * The thread: one per process, started on first use and shared by every
- * check and hash (a worker Lambda running several exports sends them all
- * to it), referenced only while a check waits for its result or a hash is
- * open, so an idle thread never keeps the process alive. Messages on its
- * port keep their order, so a check sees its announcements before its
- * finish and a hash its bytes before its digest.
+ * check (a worker Lambda running several exports sends them all to it),
+ * referenced only while a check waits for its result, so an idle thread
+ * never keeps the process alive. Messages on its port keep their order, so
+ * a check sees its announcements before its finish.
  */
 import { existsSync } from "node:fs";
 import { open, type FileHandle } from "node:fs/promises";
@@ -257,7 +256,7 @@ class CheckThread {
       if ("hashed" in reply) return this.#hashed.get(reply.id)?.(reply.hashed);
       const settle = this.#waiting.get(reply.id);
       this.#waiting.delete(reply.id);
-      this.#holdProcess();
+      if (this.#waiting.size === 0) this.#worker.unref();
       settle?.(reply);
     });
     const lost = (why: string) => {
@@ -301,17 +300,14 @@ class CheckThread {
       digest: async () => {
         const reply = await this.#ask({ kind: "digest", id });
         this.#hashed.delete(id);
-        this.#holdProcess();
         return reply instanceof ThreadLost || !("digest" in reply) ? undefined : reply.digest;
       },
       cancel: () => {
         this.#hashed.delete(id);
-        this.#holdProcess();
         if (this.#lost === undefined) this.#worker.postMessage({ kind: "cancel", id });
       },
     });
     this.#hashed.set(id, (bytes) => hash.hashed(bytes));
-    this.#holdProcess();
     this.#worker.postMessage({ kind: "hash", id } satisfies Request);
     return hash;
   }
@@ -321,19 +317,9 @@ class CheckThread {
     return new Promise((settle) => {
       if (this.#lost !== undefined) return settle(new ThreadLost(this.#lost));
       this.#waiting.set(request.id, settle);
-      this.#holdProcess();
+      this.#worker.ref();
       this.#worker.postMessage(request);
     });
-  }
-
-  /**
-   * The thread keeps the process alive while a check waits for its result
-   * or a hash is open (an update may be waiting for the thread), never when
-   * idle.
-   */
-  #holdProcess(): void {
-    if (this.#waiting.size + this.#hashed.size > 0) this.#worker.ref();
-    else this.#worker.unref();
   }
 
   /** End the thread; checks waiting on it are done again on the calling thread. */
