@@ -20,6 +20,7 @@
  * never keeps the process alive. Messages on its port keep their order, so
  * a check sees its announcements before its finish.
  */
+import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
 import { open, type FileHandle } from "node:fs/promises";
 import { createRequire } from "node:module";
@@ -31,7 +32,6 @@ import type { ArchiveFormat } from "../domain/table.js";
 import { readFully } from "../file-read.js";
 import { fileByteSource } from "./byte-sources.js";
 import { AnnouncedGroupsCheck, type AnnouncedRowGroup } from "./parquet/announced-groups.js";
-import { LocalByteHash, ThreadByteHash, type ByteDigest, type ByteHash } from "./byte-hash.js";
 import { inspectPayload, type PayloadContent, type PayloadExpectations } from "./payload-reader.js";
 
 export interface PayloadCheckTarget {
@@ -62,13 +62,56 @@ export function startPayloadCheck(
   return thread?.start(target) ?? new LocalPayloadCheck(target);
 }
 
-export type { ByteDigest, ByteHash } from "./byte-hash.js";
+/** The SHA-256 (hex) and length of the bytes a {@link ByteHash} was given. */
+export interface ByteDigest {
+  readonly sha256: string;
+  readonly byteLength: number;
+}
+
+/**
+ * SHA-256 of a byte stream, taken on the check thread when it runs, so the
+ * hashing of a payload (as it is written, and as it is read back) runs
+ * beside the work that produces the bytes.
+ */
+export interface ByteHash {
+  /**
+   * Hash `bytes` next. With `handedOver`, the caller gives up the bytes'
+   * whole ArrayBuffer (it may move to the thread, and is then empty here);
+   * otherwise they are copied. Resolves at once unless too many bytes wait
+   * to be hashed.
+   */
+  update(bytes: Uint8Array, handedOver: boolean): Promise<void> | undefined;
+  /** The digest of everything given; undefined when the thread hashing it was lost. */
+  digest(): Promise<ByteDigest | undefined>;
+  /** Drop the hash unfinished (the stream failed). */
+  cancel(): void;
+}
 
 /** Start a SHA-256 on the check thread (when it can start) or on this thread. */
 export function startByteHash(place: CheckPlace = "thread"): ByteHash {
   const thread = place === "thread" ? sharedThread() : undefined;
   return thread?.startHash() ?? new LocalByteHash();
 }
+
+class LocalByteHash implements ByteHash {
+  readonly #hash = createHash("sha256");
+  #byteLength = 0;
+
+  update(bytes: Uint8Array): undefined {
+    this.#hash.update(bytes);
+    this.#byteLength += bytes.byteLength;
+    return undefined;
+  }
+
+  digest(): Promise<ByteDigest> {
+    return Promise.resolve({ sha256: this.#hash.digest("hex"), byteLength: this.#byteLength });
+  }
+
+  cancel(): void {}
+}
+
+/** Bytes posted to the thread and not yet hashed there, past which an update waits. */
+const HASH_WINDOW_BYTES = 32 * 1024 * 1024;
 
 /** Where a check started now would run (the bench reports it). */
 export function payloadCheckPlace(): CheckPlace {
@@ -291,25 +334,40 @@ class CheckThread {
 
   startHash(): ByteHash {
     const id = this.#nextId++;
-    const hash = new ThreadByteHash({
-      send: (bytes) => {
-        const request: Request = { kind: "bytes", id, bytes };
-        this.#worker.postMessage(request, [bytes.buffer as ArrayBuffer]);
+    let waiting = 0;
+    let resume: (() => void) | undefined;
+    this.#hashed.set(id, (bytes) => {
+      waiting -= bytes;
+      if (waiting <= HASH_WINDOW_BYTES / 2) resume?.();
+    });
+    this.#worker.postMessage({ kind: "hash", id } satisfies Request);
+    const done = () => this.#hashed.delete(id);
+    return {
+      update: (bytes, handedOver) => {
+        if (this.#lost !== undefined) return undefined;
+        // A copy of its own (Buffer.slice would be a view of the same memory).
+        const own = handedOver ? bytes : new Uint8Array(bytes);
+        waiting += own.byteLength;
+        const request: Request = { kind: "bytes", id, bytes: own };
+        this.#worker.postMessage(request, [own.buffer as ArrayBuffer]);
+        if (waiting <= HASH_WINDOW_BYTES) return undefined;
+        return new Promise<void>((resolve) => {
+          resume = () => {
+            resume = undefined;
+            resolve();
+          };
+        });
       },
-      lost: () => this.#lost !== undefined,
       digest: async () => {
         const reply = await this.#ask({ kind: "digest", id });
-        this.#hashed.delete(id);
+        done();
         return reply instanceof ThreadLost || !("digest" in reply) ? undefined : reply.digest;
       },
       cancel: () => {
-        this.#hashed.delete(id);
+        done();
         if (this.#lost === undefined) this.#worker.postMessage({ kind: "cancel", id });
       },
-    });
-    this.#hashed.set(id, (bytes) => hash.hashed(bytes));
-    this.#worker.postMessage({ kind: "hash", id } satisfies Request);
-    return hash;
+    };
   }
 
   /** Post a request that is answered once, keeping the process alive until it is. */

@@ -301,21 +301,6 @@ describe("hashing bytes on the check thread", () => {
     },
   );
 
-  it.each(PLACES)(
-    "on %s, 40 MiB in 16 KiB copied chunks (an S3 stream's) hash to their SHA-256, gathered into fewer messages",
-    async (place) => {
-      const parts = Array.from({ length: 2_560 }, (_, i) => chunk(i, 16_384 + (i % 3)));
-      const hash = startByteHash(place);
-      for (const part of parts) await hash.update(part, false);
-
-      expect(await hash.digest()).toEqual({
-        sha256: sha256(parts),
-        byteLength: parts.reduce((n, p) => n + p.byteLength, 0),
-      });
-      expect(parts.every((part) => part.byteLength >= 16_384)).toBe(true);
-    },
-  );
-
   it("bytes handed over to the thread leave the caller's buffer empty (they moved, not copied)", async () => {
     const bytes = chunk(4, 1 << 20);
     const hash = startByteHash("thread");
