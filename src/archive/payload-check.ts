@@ -20,7 +20,6 @@
  * never keeps the process alive. Messages on its port keep their order, so
  * a check sees its announcements before its finish.
  */
-import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
 import { open, type FileHandle } from "node:fs/promises";
 import { createRequire } from "node:module";
@@ -61,57 +60,6 @@ export function startPayloadCheck(
   const thread = place === "thread" ? sharedThread() : undefined;
   return thread?.start(target) ?? new LocalPayloadCheck(target);
 }
-
-/** The SHA-256 (hex) and length of the bytes a {@link ByteHash} was given. */
-export interface ByteDigest {
-  readonly sha256: string;
-  readonly byteLength: number;
-}
-
-/**
- * SHA-256 of a byte stream, taken on the check thread when it runs, so the
- * hashing of a payload (as it is written, and as it is read back) runs
- * beside the work that produces the bytes.
- */
-export interface ByteHash {
-  /**
-   * Hash `bytes` next. With `handedOver`, the caller gives up the bytes'
-   * whole ArrayBuffer (it may move to the thread, and is then empty here);
-   * otherwise they are copied. Resolves at once unless too many bytes wait
-   * to be hashed.
-   */
-  update(bytes: Uint8Array, handedOver: boolean): Promise<void> | undefined;
-  /** The digest of everything given; undefined when the thread hashing it was lost. */
-  digest(): Promise<ByteDigest | undefined>;
-  /** Drop the hash unfinished (the stream failed). */
-  cancel(): void;
-}
-
-/** Start a SHA-256 on the check thread (when it can start) or on this thread. */
-export function startByteHash(place: CheckPlace = "thread"): ByteHash {
-  const thread = place === "thread" ? sharedThread() : undefined;
-  return thread?.startHash() ?? new LocalByteHash();
-}
-
-class LocalByteHash implements ByteHash {
-  readonly #hash = createHash("sha256");
-  #byteLength = 0;
-
-  update(bytes: Uint8Array): undefined {
-    this.#hash.update(bytes);
-    this.#byteLength += bytes.byteLength;
-    return undefined;
-  }
-
-  digest(): Promise<ByteDigest> {
-    return Promise.resolve({ sha256: this.#hash.digest("hex"), byteLength: this.#byteLength });
-  }
-
-  cancel(): void {}
-}
-
-/** Bytes posted to the thread and not yet hashed there, past which an update waits. */
-const HASH_WINDOW_BYTES = 32 * 1024 * 1024;
 
 /** Where a check started now would run (the bench reports it). */
 export function payloadCheckPlace(): CheckPlace {
@@ -196,10 +144,7 @@ type Request =
   | { readonly kind: "start"; readonly id: number; readonly target: PayloadCheckTarget }
   | { readonly kind: "announce"; readonly id: number; readonly group: AnnouncedRowGroup }
   | { readonly kind: "finish"; readonly id: number; readonly byteLength: number }
-  | { readonly kind: "cancel"; readonly id: number }
-  | { readonly kind: "hash"; readonly id: number }
-  | { readonly kind: "bytes"; readonly id: number; readonly bytes: Uint8Array }
-  | { readonly kind: "digest"; readonly id: number };
+  | { readonly kind: "cancel"; readonly id: number };
 
 /** A failure sent back over the port: an integrity verdict, or any other error. */
 type Failure =
@@ -208,35 +153,13 @@ type Failure =
 
 type Reply =
   | { readonly id: number; readonly content: PayloadContent }
-  | { readonly id: number; readonly failure: Failure }
-  | { readonly id: number; readonly digest: ByteDigest };
-
-/** The thread hashed this many more bytes of a hash's stream. */
-interface Hashed {
-  readonly id: number;
-  readonly hashed: number;
-}
+  | { readonly id: number; readonly failure: Failure };
 
 /** The worker thread's side: run each check it is sent, on that thread. */
 export function serveChecks(port: MessagePort): void {
   const checks = new Map<number, LocalPayloadCheck>();
-  const hashes = new Map<number, LocalByteHash>();
   port.on("message", (request: Request) => {
     switch (request.kind) {
-      case "hash":
-        hashes.set(request.id, new LocalByteHash());
-        return;
-      case "bytes":
-        hashes.get(request.id)?.update(request.bytes);
-        port.postMessage({ id: request.id, hashed: request.bytes.byteLength } satisfies Hashed);
-        return;
-      case "digest": {
-        const hash = hashes.get(request.id);
-        hashes.delete(request.id);
-        if (hash === undefined) return;
-        void hash.digest().then((digest) => port.postMessage({ id: request.id, digest }));
-        return;
-      }
       case "start":
         checks.set(request.id, new LocalPayloadCheck(request.target));
         return;
@@ -246,7 +169,6 @@ export function serveChecks(port: MessagePort): void {
       case "cancel":
         checks.get(request.id)?.cancel();
         checks.delete(request.id);
-        hashes.delete(request.id);
         return;
       case "finish": {
         const check = checks.get(request.id);
@@ -286,8 +208,6 @@ class ThreadLost extends Error {}
 class CheckThread {
   readonly #worker: Worker;
   readonly #waiting = new Map<number, (reply: Reply | ThreadLost) => void>();
-  /** Per hash: told how many more bytes the thread hashed (Infinity once it is lost). */
-  readonly #hashed = new Map<number, (bytes: number) => void>();
   #nextId = 0;
   /** Why the thread is gone, once it is: nothing posted to it is answered. */
   #lost: string | undefined;
@@ -295,8 +215,7 @@ class CheckThread {
   constructor(entry: WorkerEntry) {
     this.#worker = new Worker(entry.url, { execArgv: entry.execArgv });
     this.#worker.unref();
-    this.#worker.on("message", (reply: Reply | Hashed) => {
-      if ("hashed" in reply) return this.#hashed.get(reply.id)?.(reply.hashed);
+    this.#worker.on("message", (reply: Reply) => {
       const settle = this.#waiting.get(reply.id);
       this.#waiting.delete(reply.id);
       if (this.#waiting.size === 0) this.#worker.unref();
@@ -307,8 +226,6 @@ class CheckThread {
       if (thread === this) thread = undefined;
       for (const settle of this.#waiting.values()) settle(new ThreadLost(why));
       this.#waiting.clear();
-      for (const hashed of this.#hashed.values()) hashed(Number.POSITIVE_INFINITY);
-      this.#hashed.clear();
     };
     this.#worker.on("error", (error) => lost(error.message));
     this.#worker.on("exit", (code) => lost(`exited with code ${code}`));
@@ -322,62 +239,18 @@ class CheckThread {
       announce: (group) => post({ kind: "announce", id, group }),
       cancel: () => post({ kind: "cancel", id }),
       finish: async (byteLength) => {
-        const reply = await this.#ask({ kind: "finish", id, byteLength });
+        const reply = await new Promise<Reply | ThreadLost>((settle) => {
+          if (this.#lost !== undefined) return settle(new ThreadLost(this.#lost));
+          this.#waiting.set(id, settle);
+          this.#worker.ref();
+          post({ kind: "finish", id, byteLength });
+        });
         if (reply instanceof ThreadLost)
           return await new LocalPayloadCheck(target).finish(byteLength);
         if ("failure" in reply) throw errorOf(reply.failure);
-        if (!("content" in reply)) throw new Error(`check ${id} was answered with a digest`);
         return reply.content;
       },
     };
-  }
-
-  startHash(): ByteHash {
-    const id = this.#nextId++;
-    let waiting = 0;
-    let resume: (() => void) | undefined;
-    this.#hashed.set(id, (bytes) => {
-      waiting -= bytes;
-      if (waiting <= HASH_WINDOW_BYTES / 2) resume?.();
-    });
-    this.#worker.postMessage({ kind: "hash", id } satisfies Request);
-    const done = () => this.#hashed.delete(id);
-    return {
-      update: (bytes, handedOver) => {
-        if (this.#lost !== undefined) return undefined;
-        // A copy of its own (Buffer.slice would be a view of the same memory).
-        const own = handedOver ? bytes : new Uint8Array(bytes);
-        waiting += own.byteLength;
-        const request: Request = { kind: "bytes", id, bytes: own };
-        this.#worker.postMessage(request, [own.buffer as ArrayBuffer]);
-        if (waiting <= HASH_WINDOW_BYTES) return undefined;
-        return new Promise<void>((resolve) => {
-          resume = () => {
-            resume = undefined;
-            resolve();
-          };
-        });
-      },
-      digest: async () => {
-        const reply = await this.#ask({ kind: "digest", id });
-        done();
-        return reply instanceof ThreadLost || !("digest" in reply) ? undefined : reply.digest;
-      },
-      cancel: () => {
-        done();
-        if (this.#lost === undefined) this.#worker.postMessage({ kind: "cancel", id });
-      },
-    };
-  }
-
-  /** Post a request that is answered once, keeping the process alive until it is. */
-  #ask(request: Request): Promise<Reply | ThreadLost> {
-    return new Promise((settle) => {
-      if (this.#lost !== undefined) return settle(new ThreadLost(this.#lost));
-      this.#waiting.set(request.id, settle);
-      this.#worker.ref();
-      this.#worker.postMessage(request);
-    });
   }
 
   /** End the thread; checks waiting on it are done again on the calling thread. */

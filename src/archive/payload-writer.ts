@@ -18,7 +18,6 @@
  * through an async iterable and are hashed and written to a file as they
  * come.
  */ import { createHash } from "node:crypto";
-import { createReadStream } from "node:fs";
 import { open } from "node:fs/promises";
 import type { ArchiveFormat } from "../domain/table.js";
 import type { BucketRow } from "../ports/hot-store.js";
@@ -26,8 +25,6 @@ import { encodeNdjson } from "./json/encode.js";
 import { encodeParquet, type PayloadEncodingOptions } from "./parquet/encode.js";
 import { NO_GUARD, RowStreamGuard, type RowGuard } from "./row-guard.js";
 import type { AnnouncedRowGroup } from "./parquet/announced-groups.js";
-import { startByteHash, type ByteDigest, type ByteHash } from "./payload-check.js";
-import { InvariantViolationError } from "../errors.js";
 
 export type { PayloadEncodingOptions } from "./parquet/encode.js";
 
@@ -59,25 +56,11 @@ export function encodePayload(
     : encodeNdjson(partitionKey, pages, guard);
 }
 
-/** Who hears of the file as it is written. */
-export interface PayloadFileSinks {
-  /**
-   * Told of each Parquet row group once its bytes are in the file (written,
-   * not synced), so a reader of the file may check it while the next ones
-   * are encoded.
-   */
-  readonly onRowGroupWritten?: (group: AnnouncedRowGroup) => void;
-  /**
-   * Takes the file's bytes once they are written (default: a SHA-256 on
-   * this thread). The check thread's hash lets the hashing run beside the
-   * encoding.
-   */
-  readonly hash?: ByteHash;
-}
-
 /**
  * Encode a payload into `filePath` (created exclusively), hashing the bytes
- * as they are written.
+ * as they are written. `onRowGroupWritten` hears of each Parquet row group
+ * once its bytes are in the file (written, not synced), so a reader of the
+ * file may check it while the next ones are encoded.
  */
 export async function writePayloadFile(
   format: ArchiveFormat,
@@ -85,19 +68,13 @@ export async function writePayloadFile(
   pages: AsyncIterable<readonly BucketRow[]>,
   filePath: string,
   options: PayloadEncodingOptions = {},
-  sinks: PayloadFileSinks = {},
+  onRowGroupWritten?: (group: AnnouncedRowGroup) => void,
 ): Promise<WrittenPayload> {
   const guard = new RowStreamGuard();
-  const hash = sinks.hash ?? startByteHash("here");
-  let hashed = false;
+  const hash = createHash("sha256");
   let byteLength = 0;
   const file = await open(filePath, "wx");
-  const sink = new CoalescingWriter(async (chunk, handedOver) => {
-    await file.write(chunk);
-    // In file order: one write is in flight at a time.
-    await hash.update(chunk, handedOver);
-  });
-  const { onRowGroupWritten } = sinks;
+  const sink = new CoalescingWriter((chunk) => file.write(chunk).then(() => undefined));
   const encoding: PayloadEncodingOptions =
     onRowGroupWritten === undefined
       ? options
@@ -110,44 +87,25 @@ export async function writePayloadFile(
             onRowGroupWritten(group);
           },
         };
-  let digest: ByteDigest | undefined;
   try {
     for await (const chunk of encodePayload(format, partitionKey, pages, guard, encoding)) {
+      hash.update(chunk);
       byteLength += chunk.byteLength;
       await sink.write(chunk);
     }
     // No fsync: the file only feeds the upload, whose read-back is what is verified.
     await sink.flush();
-    hashed = true;
-    // A lost check thread took the bytes with it: the file holds them too.
-    digest = (await hash.digest()) ?? (await hashFile(filePath));
   } finally {
-    if (!hashed) hash.cancel();
     await sink.settle().catch(() => undefined);
     await file.close();
   }
-  if (digest.byteLength !== byteLength) {
-    throw new InvariantViolationError(
-      `the payload file's hash covers ${digest.byteLength} bytes, ${byteLength} were written`,
-    );
-  }
   return {
-    sha256: digest.sha256,
+    sha256: hash.digest("hex"),
     byteLength,
     rowCount: guard.digest.count,
     filePath,
     rowsDigest: guard.digest.digest(),
   };
-}
-
-async function hashFile(filePath: string): Promise<ByteDigest> {
-  const hash = createHash("sha256");
-  let byteLength = 0;
-  for await (const chunk of createReadStream(filePath, { highWaterMark: 1 << 20 })) {
-    hash.update(chunk as Buffer);
-    byteLength += (chunk as Buffer).byteLength;
-  }
-  return { sha256: hash.digest("hex"), byteLength };
 }
 
 /**
@@ -158,30 +116,24 @@ async function hashFile(filePath: string): Promise<ByteDigest> {
  */
 class CoalescingWriter {
   static readonly SIZE = 1 << 20;
-  readonly #buffers = [CoalescingWriter.#fresh(), CoalescingWriter.#fresh()];
+  readonly #buffers = [
+    Buffer.allocUnsafe(CoalescingWriter.SIZE),
+    Buffer.allocUnsafe(CoalescingWriter.SIZE),
+  ];
   #current = 0;
   #used = 0;
   #inFlight: Promise<void> | undefined;
 
-  /**
-   * `out` writes a chunk; `handedOver` says the chunk's whole ArrayBuffer is
-   * the writer's own, which `out` may keep (a buffer it empties is replaced).
-   */
-  constructor(private readonly out: (chunk: Uint8Array, handedOver: boolean) => Promise<void>) {}
-
-  /** Non-pooled, so its ArrayBuffer can be handed over. */
-  static #fresh(): Buffer {
-    return Buffer.allocUnsafeSlow(CoalescingWriter.SIZE);
-  }
+  constructor(private readonly out: (chunk: Uint8Array) => Promise<void>) {}
 
   async write(chunk: Uint8Array): Promise<void> {
     if (chunk.byteLength >= CoalescingWriter.SIZE) {
       await this.flush();
-      await this.out(chunk, false);
+      await this.out(chunk);
       return;
     }
     if (this.#used + chunk.byteLength > CoalescingWriter.SIZE) await this.#startWrite();
-    this.#buffer().set(chunk, this.#used);
+    this.#buffers[this.#current]!.set(chunk, this.#used);
     this.#used += chunk.byteLength;
   }
 
@@ -198,13 +150,6 @@ class CoalescingWriter {
     await inFlight;
   }
 
-  /** The buffer being filled; a new one if `out` kept the last one's memory. */
-  #buffer(): Buffer {
-    const buffer = this.#buffers[this.#current]!;
-    if (buffer.buffer.byteLength > 0) return buffer;
-    return (this.#buffers[this.#current] = CoalescingWriter.#fresh());
-  }
-
   async #startWrite(): Promise<void> {
     if (this.#used === 0) return;
     // The other buffer is free once the write before this one is done.
@@ -212,7 +157,7 @@ class CoalescingWriter {
     const full = this.#buffers[this.#current]!.subarray(0, this.#used);
     this.#current ^= 1;
     this.#used = 0;
-    const write = this.out(full, true);
+    const write = this.out(full);
     // Observed by the next settle(); never an unhandled rejection meanwhile.
     write.catch(() => undefined);
     this.#inFlight = write;

@@ -32,6 +32,7 @@
  * the bucket's metadata by the winning lease is the one readers follow.
  * The other stays unreferenced until garbage collection.
  */
+import { createHash } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -52,12 +53,7 @@ import {
   type ManifestExpectations,
 } from "./manifest.js";
 import type { PayloadContent, PayloadExpectations } from "./payload-reader.js";
-import {
-  startByteHash,
-  startPayloadCheck,
-  type ByteDigest,
-  type CheckPlace,
-} from "./payload-check.js";
+import { startPayloadCheck, type CheckPlace } from "./payload-check.js";
 import {
   writePayloadFile,
   type PayloadEncodingOptions,
@@ -125,7 +121,7 @@ export async function storePayload(input: StorePayloadInput): Promise<StoredPayl
       input.rows,
       filePath,
       input.encoding,
-      { onRowGroupWritten: (group) => check.announce(group), hash: startByteHash(input.checkOn) },
+      (group) => check.announce(group),
     );
     const key = payloadKey(location(input.prefix, bucket), written.sha256, format, input.attempt);
     // The check's last groups run while the upload and its read-back wait on
@@ -142,7 +138,7 @@ export async function storePayload(input: StorePayloadInput): Promise<StoredPayl
         { filePath: written.filePath, byteLength: written.byteLength },
         { contentType: PAYLOAD_CONTENT_TYPES[format], sha256: written.sha256 },
       );
-      await verifyStoredBytes(store, key, written, input.checkOn);
+      await verifyStoredBytes(store, key, written);
     } finally {
       // Never leave the check reading a file the caller is about to remove.
       await decoding.catch(() => undefined);
@@ -197,7 +193,6 @@ async function verifyStoredBytes(
   store: ObjectStore,
   key: string,
   written: WrittenPayload,
-  place: CheckPlace | undefined,
 ): Promise<void> {
   const info = await store.head(key);
   if (info === null)
@@ -208,7 +203,7 @@ async function verifyStoredBytes(
       `stored size is ${info.size} bytes, ${written.byteLength} were written`,
     );
   }
-  const readBack = await hashObject(store, key, place);
+  const readBack = await hashObject(store, key);
   if (readBack.byteLength !== written.byteLength) {
     throw new ArchiveIntegrityError(
       key,
@@ -236,22 +231,17 @@ function checkDecodedRows(content: PayloadContent, key: string, written: Written
   }
 }
 
-/** The stored object's SHA-256 and length, hashed on the check thread while it streams in. */
 async function hashObject(
   store: ObjectStore,
   key: string,
-  place: CheckPlace = "thread",
-): Promise<ByteDigest> {
-  const hash = startByteHash(place);
-  let digest: ByteDigest | undefined;
-  try {
-    for await (const chunk of await store.getStream(key)) await hash.update(chunk, false);
-    digest = await hash.digest();
-  } finally {
-    if (digest === undefined) hash.cancel();
+): Promise<{ sha256: string; byteLength: number }> {
+  const hash = createHash("sha256");
+  let byteLength = 0;
+  for await (const chunk of await store.getStream(key)) {
+    hash.update(chunk);
+    byteLength += chunk.byteLength;
   }
-  // A lost check thread took the bytes with it: read them again here.
-  return digest ?? (await hashObject(store, key, "here"));
+  return { sha256: hash.digest("hex"), byteLength };
 }
 
 /** What sealing a bucket's manifest names, whichever version it writes. */

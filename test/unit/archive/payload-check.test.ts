@@ -5,8 +5,7 @@
  * name, damage in an announced group must fail the check, and a check whose
  * thread died must be done again here.
  */
-import { createHash } from "node:crypto";
-import { mkdtemp, open, readFile, rm } from "node:fs/promises";
+import { mkdtemp, open, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -14,7 +13,6 @@ import { fileByteSource } from "../../../src/archive/byte-sources.js";
 import type { AnnouncedRowGroup } from "../../../src/archive/parquet/announced-groups.js";
 import {
   payloadCheckPlace,
-  startByteHash,
   startPayloadCheck,
   stopCheckThread,
   type CheckPlace,
@@ -67,7 +65,7 @@ async function writeParquet(
     pages(rows(count)),
     filePath,
     { rowGroupRows: 500 },
-    { onRowGroupWritten: (group) => groups.push(group) },
+    (group) => groups.push(group),
   );
   return { written, groups, target: { filePath, format: "parquet", expected: EXPECTED } };
 }
@@ -269,84 +267,5 @@ describe("checking a payload while it is written", () => {
       rowCount: 1_500,
       rowsDigest: written.rowsDigest,
     });
-  });
-});
-
-describe("hashing bytes on the check thread", () => {
-  const sha256 = (parts: Uint8Array[]) => {
-    const hash = createHash("sha256");
-    for (const part of parts) hash.update(part);
-    return hash.digest("hex");
-  };
-  const chunk = (seed: number, size: number) => {
-    const bytes = Buffer.allocUnsafeSlow(size);
-    for (let i = 0; i < size; i++) bytes[i] = (i * 31 + seed) & 0xff;
-    return bytes;
-  };
-
-  it.each(PLACES)(
-    "on %s, gives the SHA-256 and length of the bytes, handed over or copied",
-    async (place) => {
-      const parts = [chunk(1, 70_000), chunk(2, 1 << 20), chunk(3, 5)];
-      const expected = { sha256: sha256(parts), byteLength: 70_000 + (1 << 20) + 5 };
-      const hash = startByteHash(place);
-      const copied = parts[0]!;
-      await hash.update(copied, false);
-      await hash.update(Buffer.from(parts[1]!).subarray(0), true);
-      await hash.update(parts[2]!.subarray(0, 5), false);
-
-      expect(await hash.digest()).toEqual(expected);
-      // Copied bytes stay the caller's.
-      expect(copied.byteLength).toBe(70_000);
-    },
-  );
-
-  it("bytes handed over to the thread leave the caller's buffer empty (they moved, not copied)", async () => {
-    const bytes = chunk(4, 1 << 20);
-    const hash = startByteHash("thread");
-    await hash.update(bytes, true);
-
-    expect(bytes.buffer.byteLength).toBe(0);
-    expect((await hash.digest())?.byteLength).toBe(1 << 20);
-  });
-
-  it("an update waits while more than 32 MiB wait to be hashed, and every byte is hashed", async () => {
-    const parts = Array.from({ length: 48 }, (_, i) => chunk(i, 1 << 20));
-    const expected = sha256(parts);
-    const hash = startByteHash("thread");
-    let waited = 0;
-    for (const part of parts) {
-      const wait = hash.update(Buffer.from(part), true);
-      if (wait !== undefined) {
-        waited++;
-        await wait;
-      }
-    }
-
-    expect(waited).toBeGreaterThan(0);
-    expect(await hash.digest()).toEqual({ sha256: expected, byteLength: 48 << 20 });
-  });
-
-  it("a hash whose thread stopped gives no digest, and a payload file is then hashed from the file", async () => {
-    const lost = startByteHash("thread");
-    await lost.update(chunk(5, 1000), false);
-    await stopCheckThread();
-    expect(await lost.digest()).toBeUndefined();
-
-    const hash = startByteHash("thread");
-    const filePath = path.join(dir, "after-loss.parquet");
-    const writing = writePayloadFile(
-      "parquet",
-      PARTITION,
-      pages(rows(3_000)),
-      filePath,
-      {},
-      { hash },
-    );
-    await stopCheckThread();
-    const written = await writing;
-
-    expect(written.sha256).toBe(sha256([await readFile(filePath)]));
-    expect(written.byteLength).toBe((await readFile(filePath)).byteLength);
   });
 });
