@@ -79,7 +79,7 @@ class LocalPayloadCheck implements PayloadCheck {
       target.format === "parquet"
         ? new AnnouncedGroupsCheck(
             target.filePath,
-            (start, end) => this.#read(start, end),
+            (start, end, into) => this.#read(start, end, into),
             target.expected,
           )
         : undefined;
@@ -126,10 +126,10 @@ class LocalPayloadCheck implements PayloadCheck {
     this.#chain = this.#chain.then(() => this.#release());
   }
 
-  async #read(start: number, end: number): Promise<Uint8Array> {
+  async #read(start: number, end: number, into: Buffer): Promise<Uint8Array> {
     this.#handle ??= open(this.target.filePath, "r");
-    const buffer = Buffer.allocUnsafe(Math.max(0, end - start));
-    return buffer.subarray(0, await readFully(await this.#handle, buffer, start));
+    const range = into.subarray(0, Math.max(0, end - start));
+    return range.subarray(0, await readFully(await this.#handle, range, start));
   }
 
   async #release(): Promise<void> {

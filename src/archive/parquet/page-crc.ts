@@ -89,9 +89,10 @@ export class PageCrcCheck {
    * of the data region; returns `bytes` once every page with a CRC matched.
    * A range that does not start at a known page is left to the decoder.
    */
-  check(start: number, bytes: ArrayBuffer): ArrayBuffer {
+  check<T extends ArrayBuffer | Uint8Array>(start: number, bytes: T): T {
     if (!this.pageStarts.has(start)) return bytes;
-    const view = new DataView(bytes);
+    const range = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
+    const view = new DataView(range.buffer, range.byteOffset, range.byteLength);
     const reader = { view, offset: 0 };
     while (reader.offset < bytes.byteLength) {
       const at = start + reader.offset;
@@ -124,7 +125,7 @@ export class PageCrcCheck {
           `the page at byte ${at} states ${values} values, more than any row group's ${this.maxPageValues} rows`,
         );
       }
-      const body = new Uint8Array(bytes, reader.offset, size);
+      const body = range.subarray(reader.offset, reader.offset + size);
       reader.offset += size;
       this.pages++;
       if (header.crc === undefined) continue;
