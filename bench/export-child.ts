@@ -43,7 +43,7 @@ export interface ExportResult {
   /** Peaks of the V8 heap in use and of memory outside it (Buffers, Arrow, WebAssembly). */
   readonly sampledPeakHeapMb: number;
   readonly sampledPeakExternalMb: number;
-  /** Where the payload was checked: on the check thread, or (its module missing) the main thread. */
+  /** Where this process checks payloads: the check thread, or the main thread when its module is missing. */
   readonly checkedOn: CheckPlace;
 }
 

@@ -111,6 +111,7 @@ class LocalPayloadCheck implements PayloadCheck {
             `the file holds ${source.byteLength} bytes, ${byteLength} were written`,
           );
         }
+        // Streamed groups stand only if the footer names exactly them; else the whole file.
         const content = await this.#groups?.finish(source);
         return content ?? (await inspectPayload(source, format, expected));
       } finally {

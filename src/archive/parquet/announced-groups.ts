@@ -3,8 +3,9 @@
  * still writing it, so that the verification runs beside the encoding
  * instead of after it (see ../payload-check.ts).
  *
- * Invariant: the result is the one {@link verifyParquetColumns} gives on
- * the finished file, or that function's own result. Each row group is
+ * Invariant: a content returned is the one verifyParquetColumns gives on
+ * the finished file; where that is not certain, none is returned and the
+ * caller checks the whole file as before. Each row group is
  * checked, as it is announced, on the bytes the file holds at the ranges
  * the writer announced (page CRCs, decoding, partition key, bounds, order,
  * row digest, all by the same code as the whole-file check). Once the file
@@ -12,9 +13,8 @@
  * groups: the same row counts, the same column chunk ranges, ZSTD, and
  * event_time statistics equal to the first and last decoded times. Any
  * difference, or a group whose layout is not the writer's, discards what
- * was streamed and the finished file is checked from its footer as before,
- * so an announcement can save work but never vouch for a byte the footer
- * does not point at.
+ * was streamed, so an announcement can save work but never vouch for a
+ * byte the footer does not point at.
  */
 import { ArchiveIntegrityError } from "../../errors.js";
 import type { EpochMicros } from "../../domain/time.js";
@@ -22,13 +22,7 @@ import type { ByteSource } from "../byte-sources.js";
 import type { PayloadContent, PayloadExpectations } from "../payload-reader.js";
 import { PageCrcCheck } from "./page-crc.js";
 import { ParquetPayloadReader } from "./reader.js";
-import {
-  checkGroup,
-  ColumnChecks,
-  OTHER_LAYOUT,
-  verifyParquetColumns,
-  type ChunkOf,
-} from "./verify-columns.js";
+import { checkGroup, ColumnChecks, OTHER_LAYOUT, type ChunkOf } from "./verify-columns.js";
 import { PageDecompressor } from "./zstd-page.js";
 
 /** A row group as its writer announced it once its bytes were in the file. */
@@ -68,7 +62,7 @@ export class AnnouncedGroupsCheck {
   constructor(
     private readonly name: string,
     private readonly read: FileRange,
-    private readonly expected: PayloadExpectations,
+    expected: PayloadExpectations,
   ) {
     this.#checks = new ColumnChecks(name, expected);
   }
@@ -116,15 +110,15 @@ export class AnnouncedGroupsCheck {
   }
 
   /**
-   * The finished file: its content when its footer names exactly the groups
-   * checked, else the whole-file check's result (undefined for a layout that
-   * is not the writer's: the caller decodes records).
+   * The finished file's content when its footer names exactly the groups
+   * checked; undefined when it does not, and the caller checks the whole
+   * file (inspectPayload).
    */
   async finish(source: ByteSource): Promise<PayloadContent | undefined> {
     this.close();
     const reader = await ParquetPayloadReader.open(source);
     if (!this.#discarded && this.#footerNamesCheckedGroups(reader)) return this.#checks.finish();
-    return await verifyParquetColumns(source, this.expected);
+    return undefined;
   }
 
   close(): void {
