@@ -11,12 +11,12 @@ import { inspectPayload } from "../src/archive/payload-reader.js";
 import { fileByteSource } from "../src/archive/byte-sources.js";
 import { encodePayload, writePayloadFile } from "../src/archive/payload-writer.js";
 import { type BucketId } from "../src/domain/bucket.js";
-import type { BucketRow } from "../src/ports/hot-store.js";
 import { SegmentCursor, type PartExtent } from "../src/usecases/phases/segment-cursor.js";
 import { underLease } from "../src/usecases/under-lease.js";
 import { takeBucketLease } from "../src/usecases/bucket-lease.js";
 import { type ExportArgs } from "./export-child.js";
 import { benchContext, exportBucketId, PARTITION_KEY, SNAPSHOT_PAGE_SIZE } from "./support.js";
+import type { RowPage } from "../src/ports/row-page.js";
 
 /** Per stage: wall seconds and this process's user + system CPU seconds (the thread pool's included). */
 export type Breakdown = Record<string, { seconds: number; cpuSeconds?: number; note: string }>;
@@ -66,11 +66,11 @@ export async function breakdownChild(args: ExportArgs): Promise<Breakdown> {
       "SegmentCursor: fenced pages decoded, each dropped",
       async () => {
         let rows = 0;
-        for await (const page of wholeBucket()) rows += page.length;
+        for await (const page of wholeBucket()) rows += page.count;
         return rows;
       },
     );
-    const pages: BucketRow[][] = [];
+    const pages: RowPage[] = [];
     await time("snapshot_decoded", "SegmentCursor: fenced pages decoded, all kept", async () => {
       for await (const page of wholeBucket()) pages.push(page);
     });

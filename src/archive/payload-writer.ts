@@ -20,7 +20,7 @@
  */ import { createHash } from "node:crypto";
 import { open } from "node:fs/promises";
 import type { ArchiveFormat } from "../domain/table.js";
-import type { BucketRow } from "../ports/hot-store.js";
+import type { RowBatch } from "../ports/row-page.js";
 import { encodeNdjson } from "./json/encode.js";
 import { encodeParquet, type PayloadEncodingOptions } from "./parquet/encode.js";
 import { NO_GUARD, RowStreamGuard, type RowGuard } from "./row-guard.js";
@@ -47,7 +47,7 @@ export interface WrittenPayload {
 export function encodePayload(
   format: ArchiveFormat,
   partitionKey: Uint8Array,
-  pages: AsyncIterable<readonly BucketRow[]>,
+  pages: AsyncIterable<RowBatch>,
   guard: RowGuard = NO_GUARD,
   options: PayloadEncodingOptions = {},
 ): AsyncIterable<Uint8Array> {
@@ -65,7 +65,7 @@ export function encodePayload(
 export async function writePayloadFile(
   format: ArchiveFormat,
   partitionKey: Uint8Array,
-  pages: AsyncIterable<readonly BucketRow[]>,
+  pages: AsyncIterable<RowBatch>,
   filePath: string,
   options: PayloadEncodingOptions = {},
   onRowGroupWritten?: (group: AnnouncedRowGroup) => void,

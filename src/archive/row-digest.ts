@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import { bufferView } from "../domain/record.js";
 import type { EpochMicros } from "../domain/time.js";
 import type { BinaryColumn } from "./envelope.js";
+import { HIGH_WORD, LOW_WORD, timeWords } from "../ports/row-page.js";
 
 /**
  * Canonical digest of a row sequence: for each row, the event time as a
@@ -109,6 +110,8 @@ export class RowDigest {
   ): void {
     const buffer = this.#buffer;
     const view = this.#view;
+    // The times a 32-bit word at a time: reading micros[i] makes a BigInt.
+    const { low, high } = timeWords(micros);
     for (let i = 0; i < count; i++) {
       const sortStart = sortStarts[i]!;
       const sortLength = sortLengths[i]!;
@@ -124,7 +127,8 @@ export class RowDigest {
         continue;
       }
       if (this.#used + need > RowDigest.#BUFFER_BYTES) this.#flush();
-      view.setBigInt64(this.#used, micros[i]!, false);
+      view.setInt32(this.#used, high[2 * i + HIGH_WORD]!, false);
+      view.setUint32(this.#used + 4, low[2 * i + LOW_WORD]!, false);
       let at = buffer.writeUInt32BE(sortLength, this.#used + 8);
       at += sortData.copy(buffer, at, sortStart, sortStart + sortLength);
       at = buffer.writeUInt32BE(valueLength, at);

@@ -41,7 +41,8 @@ import { parseBucketKey, type BucketStrategy } from "../domain/bucket.js";
 import { payloadKey, type BucketLocation, type PayloadAttempt } from "../domain/object-keys.js";
 import type { ArchiveFormat, TableId } from "../domain/table.js";
 import { dateToMicros } from "../domain/time.js";
-import type { BucketRow, PayloadFacts } from "../ports/hot-store.js";
+import type { PayloadFacts } from "../ports/hot-store.js";
+import type { RowBatch } from "../ports/row-page.js";
 import type { CreateResult, ObjectStore } from "../ports/object-store.js";
 import {
   buildManifest,
@@ -85,7 +86,7 @@ export interface StorePayloadInput {
    */
   readonly attempt: PayloadAttempt;
   /** Pages of the fenced snapshot in `(event_time, sort_key)` order. */
-  readonly rows: AsyncIterable<readonly BucketRow[]>;
+  readonly rows: AsyncIterable<RowBatch>;
   /** Where the temporary payload file goes (default: the OS temp folder). */
   readonly tempDir?: string;
   readonly encoding?: PayloadEncodingOptions;

@@ -4,6 +4,7 @@
  * discovery candidates, reads and the status report. The port itself, with
  * each method's contract, is `HotStore` in hot-store.ts.
  */
+import type { RowPage } from "./row-page.js";
 import type { BucketId, BucketStrategy } from "../domain/bucket.js";
 import type { ArchiveFormat, TableId } from "../domain/table.js";
 import type { EpochMicros } from "../domain/time.js";
@@ -165,8 +166,8 @@ export interface ClusteringPosition {
   readonly sortKey: Uint8Array;
 }
 
-export type SnapshotPage =
-  { readonly kind: "page"; readonly rows: readonly BucketRow[] } | LeaseLost;
+/** A page of the fenced snapshot, its rows in columns (see row-page.ts). */
+export type SnapshotPage = { readonly kind: "page"; readonly rows: RowPage } | LeaseLost;
 
 export type CleanupBatch =
   | {

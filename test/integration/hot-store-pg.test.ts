@@ -22,6 +22,7 @@ import {
 } from "../conformance/hot-store.js";
 import { recordOnePart } from "../conformance/hot-store/support.js";
 import { RecordingDatabase, type RecordedStatement } from "../support/recording-database.js";
+import { rowsOf } from "../../src/ports/row-page.js";
 
 const serverUrl = inject("databaseUrl");
 const created: string[] = [];
@@ -95,8 +96,8 @@ async function readAll(store: SqlHotStore, lease: Lease, pageSize: number): Prom
   for (;;) {
     const page = await store.snapshotPage(lease, NOW, rows[rows.length - 1] ?? null, pageSize);
     if (page.kind !== "page") throw new Error("lease lost while reading the snapshot");
-    rows.push(...page.rows);
-    if (page.rows.length < pageSize) return rows;
+    rows.push(...rowsOf(page.rows));
+    if (page.rows.count < pageSize) return rows;
     // Let racing appenders run between pages, where a missed fence would show.
     await new Promise((r) => setImmediate(r));
   }

@@ -19,6 +19,7 @@
 import { ArchiveIntegrityError } from "../../errors.js";
 import type { EpochMicros } from "../../domain/time.js";
 import type { ByteSource } from "../byte-sources.js";
+import type { RowGroupInfo } from "./footer.js";
 import type { PayloadContent, PayloadExpectations } from "../payload-reader.js";
 import { PageCrcCheck } from "./page-crc.js";
 import { ParquetPayloadReader } from "./reader.js";
@@ -143,4 +144,17 @@ export class AnnouncedGroupsCheck {
       );
     });
   }
+}
+
+/** Where a finished row group's column chunks lie, as the footer will state them. */
+export function announcementOf(group: RowGroupInfo): AnnouncedRowGroup {
+  return {
+    rowCount: group.numRows,
+    chunks: group.columns.map((column) => {
+      const first = column.dictionaryPage ?? column.dataPages[0];
+      const last = column.dataPages[column.dataPages.length - 1] ?? first;
+      const start = first?.offset ?? 0;
+      return [start, last === undefined ? start : last.offset + last.size] as const;
+    }),
+  };
 }

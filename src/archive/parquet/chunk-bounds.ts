@@ -3,12 +3,50 @@
  * the event-time range and the least and greatest sort key, without an
  * allocation per row.
  */
-import { MAX_NANOS, MIN_NANOS } from "./layout.js";
+import { eventTimeNanos } from "./layout.js";
 
-/** Min and max of a column chunk, kept as values. */
+/**
+ * The least and greatest event time of a column chunk, offered as the two
+ * 32-bit words of their microseconds (see row-page.ts), so no BigInt is made
+ * per row; `take` gives them in nanoseconds.
+ */
 export class TimeRange {
-  min = MAX_NANOS;
-  max = MIN_NANOS;
+  #minHigh = 0;
+  #minLow = 0;
+  #maxHigh = 0;
+  #maxLow = 0;
+  #empty = true;
+
+  offer(high: number, low: number): void {
+    if (this.#empty) {
+      this.#minHigh = this.#maxHigh = high;
+      this.#minLow = this.#maxLow = low;
+      this.#empty = false;
+      return;
+    }
+    if (high < this.#minHigh || (high === this.#minHigh && low < this.#minLow)) {
+      this.#minHigh = high;
+      this.#minLow = low;
+    }
+    if (high > this.#maxHigh || (high === this.#maxHigh && low > this.#maxLow)) {
+      this.#maxHigh = high;
+      this.#maxLow = low;
+    }
+  }
+
+  /** The range in nanoseconds (undefined when nothing was offered); it starts over. */
+  take(): { min: bigint; max: bigint } | undefined {
+    if (this.#empty) return undefined;
+    this.#empty = true;
+    return {
+      min: eventTimeNanos(micros(this.#minHigh, this.#minLow)),
+      max: eventTimeNanos(micros(this.#maxHigh, this.#maxLow)),
+    };
+  }
+}
+
+function micros(high: number, low: number): bigint {
+  return (BigInt(high) << 32n) | BigInt(low);
 }
 
 /**

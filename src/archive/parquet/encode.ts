@@ -5,7 +5,7 @@
  * row than parquet-wasm on the same rows (bench/README.md), so parquet-wasm
  * was removed.
  */
-import type { BucketRow } from "../../ports/hot-store.js";
+import type { RowBatch } from "../../ports/row-page.js";
 import type { RowGuard } from "../row-guard.js";
 import type { AnnouncedRowGroup } from "./announced-groups.js";
 import { writeNativeParquet } from "./native.js";
@@ -23,7 +23,7 @@ export interface PayloadEncodingOptions {
 /** Encode pages of rows as an envelope Parquet file. */
 export function encodeParquet(
   partitionKey: Uint8Array,
-  pages: AsyncIterable<readonly BucketRow[]>,
+  pages: AsyncIterable<RowBatch>,
   guard: RowGuard,
   options: PayloadEncodingOptions,
 ): AsyncIterable<Uint8Array> {

@@ -23,9 +23,10 @@
  * compressed) plus the offset indexes and footer entries, a few bytes per
  * page; the bytes are the same for the same rows and settings.
  */
-import type { BucketRow } from "../../ports/hot-store.js";
+import { InvariantViolationError } from "../../errors.js";
+import { asRowPage, HIGH_WORD, LOW_WORD, timeWords, type RowBatch } from "../../ports/row-page.js";
 import type { RowGuard } from "../row-guard.js";
-import type { AnnouncedRowGroup } from "./announced-groups.js";
+import { announcementOf, type AnnouncedRowGroup } from "./announced-groups.js";
 import {
   DATA_PAGE_BYTES,
   DATA_PAGE_ROWS,
@@ -61,6 +62,7 @@ export const MAX_PAGE_BYTES = 1024 * 1024;
 const KEY_PAGE_ROWS = 20_000;
 
 const MAGIC = Buffer.from("PAR1", "latin1");
+const TWO_32 = 2 ** 32;
 
 /** A page waiting for its compressed body. */
 interface PendingPage {
@@ -124,9 +126,11 @@ class PageColumn {
     this.rows++;
   }
 
-  addInt64(value: bigint): void {
+  /** An int64 given as its words (the high one signed): no BigInt per row. */
+  addInt64Words(high: number, low: number): void {
     this.reserve(8);
-    this.#view.setBigInt64(this.used, value, true);
+    this.#view.setUint32(this.used, low, true);
+    this.#view.setInt32(this.used + 4, high, true);
     this.used += 8;
     this.rows++;
   }
@@ -207,7 +211,7 @@ class RowGroupBuilder {
   readonly sortKeys: PageColumn;
   readonly values: PageColumn;
   rows = 0;
-  range = new TimeRange();
+  readonly range = new TimeRange();
   readonly minSortKey = new SortKeyBound(-1);
   readonly maxSortKey = new SortKeyBound(1);
 
@@ -217,16 +221,20 @@ class RowGroupBuilder {
     this.values = new PageColumn(zstd);
   }
 
-  add(row: BucketRow): void {
-    const nanos = eventTimeNanos(row.eventTime);
-    if (nanos < this.range.min) this.range.min = nanos;
-    if (nanos > this.range.max) this.range.max = nanos;
-    const key = row.sortKey;
+  /** A row whose event time is `high * 2^32 + low` microseconds (see row-page.ts). */
+  add(high: number, low: number, key: Uint8Array, value: Uint8Array): void {
+    // Under 2^53 microseconds either way (years 1685 to 2255) a time is exact as a
+    // double and within what TIMESTAMP(NANOS) holds; beyond, check it exactly.
+    if (high >= 1 << 21 || high < -(1 << 21)) eventTimeNanos((BigInt(high) << 32n) | BigInt(low));
+    // The nanoseconds' words: times 1000, the low word's carry added to the high one.
+    const lowNanos = low * 1000;
+    const carry = Math.floor(lowNanos / TWO_32);
+    this.range.offer(high, low);
     this.minSortKey.offer(key);
     this.maxSortKey.offer(key);
-    this.time.addInt64(nanos);
+    this.time.addInt64Words(high * 1000 + carry, lowNanos - carry * TWO_32);
     this.sortKeys.addBinary(key);
-    this.values.addBinary(row.value);
+    this.values.addBinary(value);
     this.rows++;
     // Three calls rather than a loop over a new array: this runs once per row.
     const limit = this.rows % DATA_PAGE_ROWS === 0 ? DATA_PAGE_BYTES : MAX_PAGE_BYTES;
@@ -242,12 +250,15 @@ class RowGroupBuilder {
       bytes.writeBigInt64LE(value);
       return bytes;
     };
+    const range = this.range.take();
+    if (range === undefined)
+      throw new InvariantViolationError("a row group was taken with no rows");
     const filled: FilledRowGroup = {
       rows: this.rows,
       time: this.time.take(),
       sortKeys: this.sortKeys.take(),
       values: this.values.take(),
-      timeStats: { min: int64(this.range.min), max: int64(this.range.max), legacy: true },
+      timeStats: { min: int64(range.min), max: int64(range.max), legacy: true },
       sortKeyStats: {
         min: this.minSortKey.take(),
         max: this.maxSortKey.take(),
@@ -255,7 +266,6 @@ class RowGroupBuilder {
       },
     };
     this.rows = 0;
-    this.range = new TimeRange();
     return filled;
   }
 }
@@ -409,7 +419,7 @@ class FileAssembler {
  */
 export async function* writeNativeParquet(
   partitionKey: Uint8Array,
-  pages: AsyncIterable<readonly BucketRow[]>,
+  pages: AsyncIterable<RowBatch>,
   guard: RowGuard,
   options: {
     readonly rowGroupRows?: number;
@@ -445,7 +455,7 @@ export async function* writeNativeParquet(
     yield* bytes;
     const group = file.groups[file.groups.length - 1];
     if (options.onRowGroup !== undefined && group !== undefined)
-      await options.onRowGroup(announcement(group));
+      await options.onRowGroup(announcementOf(group));
   }
   let completed = false;
   try {
@@ -454,9 +464,19 @@ export async function* writeNativeParquet(
       const result = await next;
       if (result.done === true) break;
       next = prefetch();
-      for (const row of result.value) {
-        guard.accept(row);
-        builder.add(row);
+      const page = asRowPage(result.value);
+      guard.acceptPage(page);
+      const { data, sortStarts, sortLengths, valueStarts, valueLengths } = page;
+      const { low, high } = timeWords(page.micros);
+      for (let i = 0; i < page.count; i++) {
+        const sortStart = sortStarts[i]!;
+        const valueStart = valueStarts[i]!;
+        builder.add(
+          high[2 * i + HIGH_WORD]!,
+          low[2 * i + LOW_WORD]!,
+          data.subarray(sortStart, sortStart + sortLengths[i]!),
+          data.subarray(valueStart, valueStart + valueLengths[i]!),
+        );
         if (builder.rows === rowGroupRows) {
           if (previous !== undefined) yield* announced(await previous);
           previous = file.rowGroup(builder.take());
@@ -472,17 +492,4 @@ export async function* writeNativeParquet(
     zstd.close();
     if (!completed) await source.return?.();
   }
-}
-
-/** Where a finished row group's column chunks lie, as the footer will state them. */
-function announcement(group: RowGroupInfo): AnnouncedRowGroup {
-  return {
-    rowCount: group.numRows,
-    chunks: group.columns.map((column) => {
-      const first = column.dictionaryPage ?? column.dataPages[0];
-      const last = column.dataPages[column.dataPages.length - 1] ?? first;
-      const start = first?.offset ?? 0;
-      return [start, last === undefined ? start : last.offset + last.size] as const;
-    }),
-  };
 }

@@ -6,7 +6,8 @@
  * page) for the next part; if the invocation stops before it, they are read
  * again by the next one after the last recorded key.
  */
-import type { BucketRow, ClusteringPosition } from "../../ports/hot-store.js";
+import type { ClusteringPosition } from "../../ports/hot-store.js";
+import { EMPTY_ROW_PAGE, slicePage, sortKeyAt, type RowPage } from "../../ports/row-page.js";
 import type { LeaseHeartbeat } from "../heartbeat.js";
 import type { LeasedPhaseContext } from "./step.js";
 
@@ -27,7 +28,9 @@ export class SegmentCursor {
   readonly #ctx: LeasedPhaseContext;
   readonly #heartbeat: LeaseHeartbeat;
   #after: ClusteringPosition | null;
-  #buffer: readonly BucketRow[] = [];
+  /** The last page read; rows before `#taken` were handed out. */
+  #buffer: RowPage = EMPTY_ROW_PAGE;
+  #taken = 0;
   #exhausted = false;
 
   constructor(
@@ -43,11 +46,11 @@ export class SegmentCursor {
   /** Whether any row remains after everything handed out so far. */
   async hasMore(): Promise<boolean> {
     await this.#fill();
-    return this.#buffer.length > 0;
+    return this.#taken < this.#buffer.count;
   }
 
   /** The next part's rows in pages; `extent` describes them once the iterable is exhausted. */
-  async *nextPart(bounds: PartBounds, extent: PartExtent): AsyncIterable<BucketRow[]> {
+  async *nextPart(bounds: PartBounds, extent: PartExtent): AsyncIterable<RowPage> {
     let rows = 0;
     let bytes = 0;
     extent.first = null;
@@ -55,24 +58,24 @@ export class SegmentCursor {
     extent.full = false;
     for (;;) {
       await this.#fill();
-      if (this.#buffer.length === 0) return;
-      let taken = 0;
-      for (const row of this.#buffer) {
-        const size = row.sortKey.byteLength + row.value.byteLength;
+      const buffer = this.#buffer;
+      const from = this.#taken;
+      if (from === buffer.count) return;
+      let to = from;
+      for (; to < buffer.count; to++) {
+        const size = buffer.sortLengths[to]! + buffer.valueLengths[to]!;
         if (rows >= bounds.maxRows || (rows > 0 && bytes + size > bounds.maxBytes)) {
           extent.full = true;
           break;
         }
         rows++;
         bytes += size;
-        taken++;
       }
-      const page = this.#buffer.slice(0, taken);
-      this.#buffer = this.#buffer.slice(taken);
-      if (page.length > 0) {
-        extent.first ??= copyPosition(page[0]!);
-        extent.last = copyPosition(page[page.length - 1]!);
-        yield page;
+      this.#taken = to;
+      if (to > from) {
+        extent.first ??= copyPosition(buffer, from);
+        extent.last = copyPosition(buffer, to - 1);
+        yield slicePage(buffer, from, to);
       }
       if (extent.full || rows >= bounds.maxRows) {
         extent.full = true;
@@ -82,7 +85,7 @@ export class SegmentCursor {
   }
 
   async #fill(): Promise<void> {
-    if (this.#buffer.length > 0 || this.#exhausted) return;
+    if (this.#taken < this.#buffer.count || this.#exhausted) return;
     const pageSize = this.#ctx.settings.snapshotPageSize;
     const page = await this.#ctx.hotStore.snapshotPage(
       this.#heartbeat.lease,
@@ -90,13 +93,15 @@ export class SegmentCursor {
       this.#after,
       pageSize,
     );
-    if (page.rows.length < pageSize) this.#exhausted = true;
-    const last = page.rows[page.rows.length - 1];
-    if (last !== undefined) this.#after = { eventTime: last.eventTime, sortKey: last.sortKey };
-    this.#buffer = page.rows;
+    const rows = page.rows;
+    if (rows.count < pageSize) this.#exhausted = true;
+    if (rows.count > 0) this.#after = copyPosition(rows, rows.count - 1);
+    this.#buffer = rows;
+    this.#taken = 0;
   }
 }
 
-function copyPosition(row: BucketRow): ClusteringPosition {
-  return { eventTime: row.eventTime, sortKey: new Uint8Array(row.sortKey) };
+function copyPosition(page: RowPage, i: number): ClusteringPosition {
+  // A copy: the page's buffer may be a Buffer, whose slice() is a view.
+  return { eventTime: page.micros[i]!, sortKey: new Uint8Array(sortKeyAt(page, i)) };
 }

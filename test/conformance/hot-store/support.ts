@@ -15,6 +15,7 @@ import type {
   PayloadFacts,
   PhaseName,
 } from "../../../src/ports/hot-store.js";
+import { rowsOf } from "../../../src/ports/row-page.js";
 
 export interface OpenedHotStore<S extends HotStore = HotStore> {
   readonly store: S;
@@ -175,8 +176,8 @@ export async function readSnapshot(
     const page = await store.snapshotPage(lease, now, last ?? null, pageSize);
     if (page.kind !== "page") throw new Error("lease lost while reading the snapshot");
     pages += 1;
-    rows.push(...page.rows);
-    if (page.rows.length < pageSize) return { rows, pages };
+    rows.push(...rowsOf(page.rows));
+    if (page.rows.count < pageSize) return { rows, pages };
   }
 }
 

@@ -19,6 +19,7 @@ import { rawFrameContent } from "../../../src/archive/parquet/zstd-page.js";
 import { RowStreamGuard } from "../../../src/archive/row-guard.js";
 import { incompressibleRows, KEY, makeRows } from "./parquet-cases.js";
 import type { BucketRow } from "../../../src/ports/hot-store.js";
+import { rowPageOf } from "../../../src/ports/row-page.js";
 
 /** The payload's bytes, the snapshot given in pages of `pageRows`. */
 async function encode(rows: readonly BucketRow[], pageRows: number, rowGroupRows = 1_000) {
@@ -152,7 +153,7 @@ describe("pages Zstandard stored raw", () => {
     expect(await encode(rows, 7)).toEqual(bytes);
     const content = await verifyParquetColumns(memoryByteSource("raw", bytes), {});
     const guard = new RowStreamGuard();
-    for (const row of rows) guard.accept(row);
+    guard.acceptPage(rowPageOf(rows));
     expect(content?.rowsDigest).toBe(guard.digest.digest());
     // Every value page of the last row group is a raw frame zlib decodes.
     const meta = parquetMetadata(ownArrayBuffer(bytes)).row_groups[5]!.columns[3]!.meta_data!;

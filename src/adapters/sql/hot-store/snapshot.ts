@@ -4,12 +4,8 @@
  * binary COPY where the server offers it.
  */
 import { parseSqlTimestamp, type EpochMicros } from "../../../domain/time.js";
-import type {
-  BucketRow,
-  ClusteringPosition,
-  Lease,
-  SnapshotPage,
-} from "../../../ports/hot-store.js";
+import { EMPTY_ROW_PAGE, rowPageOf, type RowPage } from "../../../ports/row-page.js";
+import type { ClusteringPosition, Lease, SnapshotPage } from "../../../ports/hot-store.js";
 import { canCopyOutBinary, type SqlDatabase } from "../database.js";
 import { METADATA_TABLE, RECORDS_TABLE } from "../migrations.js";
 import { decodeBinarySnapshot, inlineParams } from "./binary-copy.js";
@@ -45,7 +41,7 @@ export class SnapshotReader {
                   WHERE ${bucket} ${position}
                     AND EXISTS (SELECT 1 FROM ${METADATA_TABLE} WHERE ${fence})
                   ORDER BY event_time, sort_key LIMIT ${p.int(limit)}`;
-    let page: BucketRow[] | undefined;
+    let page: RowPage | undefined;
     if (canCopyOutBinary(this.db)) {
       const copied = await this.db.copyOutBinary(
         inlineParams(sql, p.values),
@@ -53,7 +49,7 @@ export class SnapshotReader {
       );
       if (copied !== null) {
         this.#snapshotPageBytes = copied.byteLength;
-        page = decodeBinarySnapshot(copied);
+        page = decodeBinarySnapshot(copied, limit);
       }
     }
     if (page === undefined) {
@@ -62,24 +58,25 @@ export class SnapshotReader {
         sort_key: Uint8Array;
         value: Uint8Array;
       }>(sql, p.values);
-      page = [];
       const times = new SqlTimestampDecoder();
-      for (const row of rows) {
-        page.push({
+      page = rowPageOf(
+        rows.map((row) => ({
           eventTime: times.decode(row.event_time),
           sortKey: viewBytes(row.sort_key),
           value: viewBytes(row.value),
-        });
-      }
+        })),
+      );
     }
-    if (page.length > 0) return { kind: "page", rows: page };
+    if (page.count > 0) return { kind: "page", rows: page };
     const f = new SqlParams();
     const { rows } = await this.db.query(
       `SELECT 1 AS ok FROM ${METADATA_TABLE}
         WHERE ${BUCKET(f, lease.bucket)} AND state = 'archiving' AND ${LIVE_LEASE(f, lease, now)}`,
       f.values,
     );
-    return rows.length > 0 ? { kind: "page", rows: [] } : await leaseLost(this.db, lease.bucket);
+    return rows.length > 0
+      ? { kind: "page", rows: EMPTY_ROW_PAGE }
+      : await leaseLost(this.db, lease.bucket);
   }
 }
 
