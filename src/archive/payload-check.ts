@@ -14,12 +14,18 @@
  * Lambda bundle's index.mjs), otherwise on this thread; and a check whose
  * thread failed or exited is done again here, on the whole file.
  *
+ * The check also takes the file's SHA-256, its content address, reading the
+ * file as it grows (`written`) and its last bytes at `finish`: the export's
+ * main thread, which encodes, no longer hashes. What is uploaded is this
+ * file, and the read-back of the stored object must hash the same.
+ *
  * The thread: one per process, started on first use and shared by every
  * check (a worker Lambda running several exports sends them all to it),
  * referenced only while a check waits for its result, so an idle thread
  * never keeps the process alive. Messages on its port keep their order, so
  * a check sees its announcements before its finish.
  */
+import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
 import { open, type FileHandle } from "node:fs/promises";
 import { createRequire } from "node:module";
@@ -46,10 +52,18 @@ export type CheckPlace = "thread" | "here";
 export interface PayloadCheck {
   /** A Parquet row group's bytes are in the file: check it now. */
   announce(group: AnnouncedRowGroup): void;
-  /** The file is complete at `byteLength` bytes: its decoded content, once every check passed. */
-  finish(byteLength: number): Promise<PayloadContent>;
+  /** The file holds its first `byteLength` bytes: hash them now. */
+  written(byteLength: number): void;
+  /** The file is complete at `byteLength` bytes: its SHA-256, and its content once every check passed. */
+  finish(byteLength: number): FinishedCheck;
   /** The write failed: drop the check (the file may be removed). */
   cancel(): void;
+}
+
+export interface FinishedCheck {
+  /** The file's SHA-256 (hex), from its bytes as they lie in the file. */
+  readonly sha256: Promise<string>;
+  readonly content: Promise<PayloadContent>;
 }
 
 /** Start checking the file `target` names while it is written. */
@@ -69,12 +83,16 @@ export function payloadCheckPlace(): CheckPlace {
 /** A check on this thread: announced groups are checked in order as they come. */
 class LocalPayloadCheck implements PayloadCheck {
   readonly #groups: AnnouncedGroupsCheck | undefined;
+  readonly #hash: FileHash;
   #handle: Promise<FileHandle> | undefined;
   #chain: Promise<void> = Promise.resolve();
+  /** The hashing, apart from the group checks so neither waits for the other. */
+  #hashing: Promise<void> = Promise.resolve();
   #failure: { error: unknown } | undefined;
   #cancelled = false;
 
   constructor(private readonly target: PayloadCheckTarget) {
+    this.#hash = new FileHash(target.filePath, (at, into) => this.#readAt(at, into));
     this.#groups =
       target.format === "parquet"
         ? new AnnouncedGroupsCheck(
@@ -98,8 +116,31 @@ class LocalPayloadCheck implements PayloadCheck {
     });
   }
 
-  async finish(byteLength: number): Promise<PayloadContent> {
+  written(byteLength: number): void {
+    this.#hashing = this.#hashing.then(async () => {
+      if (this.#failure !== undefined || this.#cancelled) return;
+      try {
+        await this.#hash.upTo(byteLength);
+      } catch (error) {
+        this.#failure = { error };
+      }
+    });
+  }
+
+  finish(byteLength: number): FinishedCheck {
+    const sha256 = this.#hashing.then(async () => {
+      if (this.#failure !== undefined) throw this.#failure.error;
+      await this.#hash.upTo(byteLength);
+      return this.#hash.digest();
+    });
+    sha256.catch(() => undefined);
+    return { sha256, content: this.#content(byteLength, sha256) };
+  }
+
+  async #content(byteLength: number, hashed: Promise<string>): Promise<PayloadContent> {
     await this.#chain;
+    // The handle is shared with the hashing: released once both are done.
+    await hashed.catch(() => undefined);
     try {
       if (this.#failure !== undefined) throw this.#failure.error;
       const { filePath, format, expected } = this.target;
@@ -124,13 +165,18 @@ class LocalPayloadCheck implements PayloadCheck {
 
   cancel(): void {
     this.#cancelled = true;
-    this.#chain = this.#chain.then(() => this.#release());
+    const both = Promise.all([this.#chain, this.#hashing]);
+    this.#chain = both.then(() => this.#release());
   }
 
   async #read(start: number, end: number, into: Buffer): Promise<Uint8Array> {
-    this.#handle ??= open(this.target.filePath, "r");
     const range = into.subarray(0, Math.max(0, end - start));
-    return range.subarray(0, await readFully(await this.#handle, range, start));
+    return range.subarray(0, await this.#readAt(start, range));
+  }
+
+  async #readAt(position: number, into: Uint8Array): Promise<number> {
+    this.#handle ??= open(this.target.filePath, "r");
+    return await readFully(await this.#handle, into, position);
   }
 
   async #release(): Promise<void> {
@@ -141,9 +187,47 @@ class LocalPayloadCheck implements PayloadCheck {
   }
 }
 
+/**
+ * SHA-256 of a file read front to back as it grows, a MiB at a time into
+ * one buffer. Asked to hash past the file's end, it fails naming the file.
+ */
+class FileHash {
+  static readonly #READ_BYTES = 1 << 20;
+  readonly #hash = createHash("sha256");
+  #buffer: Buffer | undefined;
+  #hashed = 0;
+
+  constructor(
+    private readonly name: string,
+    private readonly readAt: (position: number, into: Uint8Array) => Promise<number>,
+  ) {}
+
+  /** Hash the file's bytes up to `end` (those before were hashed already). */
+  async upTo(end: number): Promise<void> {
+    while (this.#hashed < end) {
+      this.#buffer ??= Buffer.allocUnsafe(FileHash.#READ_BYTES);
+      const into = this.#buffer.subarray(0, Math.min(FileHash.#READ_BYTES, end - this.#hashed));
+      const read = await this.readAt(this.#hashed, into);
+      if (read !== into.byteLength) {
+        throw new ArchiveIntegrityError(
+          this.name,
+          `the file ends at ${this.#hashed + read} bytes, ${end} were written`,
+        );
+      }
+      this.#hash.update(into);
+      this.#hashed += read;
+    }
+  }
+
+  digest(): string {
+    return this.#hash.digest("hex");
+  }
+}
+
 type Request =
   | { readonly kind: "start"; readonly id: number; readonly target: PayloadCheckTarget }
   | { readonly kind: "announce"; readonly id: number; readonly group: AnnouncedRowGroup }
+  | { readonly kind: "written"; readonly id: number; readonly byteLength: number }
   | { readonly kind: "finish"; readonly id: number; readonly byteLength: number }
   | { readonly kind: "cancel"; readonly id: number };
 
@@ -152,9 +236,11 @@ type Failure =
   | { readonly integrity: true; readonly objectKey: string; readonly problem: string }
   | { readonly integrity: false; readonly name: string; readonly message: string };
 
+/** A finish is answered twice: the SHA-256 (or why not), then the content (or why not). */
 type Reply =
+  | { readonly id: number; readonly sha256: string }
   | { readonly id: number; readonly content: PayloadContent }
-  | { readonly id: number; readonly failure: Failure };
+  | { readonly id: number; readonly part: "sha256" | "content"; readonly failure: Failure };
 
 /** The worker thread's side: run each check it is sent, on that thread. */
 export function serveChecks(port: MessagePort): void {
@@ -167,6 +253,9 @@ export function serveChecks(port: MessagePort): void {
       case "announce":
         checks.get(request.id)?.announce(request.group);
         return;
+      case "written":
+        checks.get(request.id)?.written(request.byteLength);
+        return;
       case "cancel":
         checks.get(request.id)?.cancel();
         checks.delete(request.id);
@@ -175,14 +264,22 @@ export function serveChecks(port: MessagePort): void {
         const check = checks.get(request.id);
         checks.delete(request.id);
         const reply = (r: Reply) => port.postMessage(r);
+        const id = request.id;
         if (check === undefined) {
-          const message = `check ${request.id} was never started on this thread`;
-          reply({ id: request.id, failure: { integrity: false, name: "Error", message } });
+          const message = `check ${id} was never started on this thread`;
+          const failure: Failure = { integrity: false, name: "Error", message };
+          reply({ id, part: "sha256", failure });
+          reply({ id, part: "content", failure });
           return;
         }
-        check.finish(request.byteLength).then(
-          (content) => reply({ id: request.id, content }),
-          (error: unknown) => reply({ id: request.id, failure: failureOf(error) }),
+        const finished = check.finish(request.byteLength);
+        finished.sha256.then(
+          (sha256) => reply({ id, sha256 }),
+          (error: unknown) => reply({ id, part: "sha256", failure: failureOf(error) }),
+        );
+        finished.content.then(
+          (content) => reply({ id, content }),
+          (error: unknown) => reply({ id, part: "content", failure: failureOf(error) }),
         );
       }
     }
@@ -208,6 +305,7 @@ class ThreadLost extends Error {}
 
 class CheckThread {
   readonly #worker: Worker;
+  /** Per finished check, what hears its replies (two each) or the thread's loss. */
   readonly #waiting = new Map<number, (reply: Reply | ThreadLost) => void>();
   #nextId = 0;
   /** Why the thread is gone, once it is: nothing posted to it is answered. */
@@ -216,16 +314,11 @@ class CheckThread {
   constructor(entry: WorkerEntry) {
     this.#worker = new Worker(entry.url, { execArgv: entry.execArgv });
     this.#worker.unref();
-    this.#worker.on("message", (reply: Reply) => {
-      const settle = this.#waiting.get(reply.id);
-      this.#waiting.delete(reply.id);
-      if (this.#waiting.size === 0) this.#worker.unref();
-      settle?.(reply);
-    });
+    this.#worker.on("message", (reply: Reply) => this.#waiting.get(reply.id)?.(reply));
     const lost = (why: string) => {
       this.#lost ??= why;
       if (thread === this) thread = undefined;
-      for (const settle of this.#waiting.values()) settle(new ThreadLost(why));
+      for (const settle of [...this.#waiting.values()]) settle(new ThreadLost(why));
       this.#waiting.clear();
     };
     this.#worker.on("error", (error) => lost(error.message));
@@ -238,26 +331,75 @@ class CheckThread {
     post({ kind: "start", id, target });
     return {
       announce: (group) => post({ kind: "announce", id, group }),
+      written: (byteLength) => post({ kind: "written", id, byteLength }),
       cancel: () => post({ kind: "cancel", id }),
-      finish: async (byteLength) => {
-        const reply = await new Promise<Reply | ThreadLost>((settle) => {
-          if (this.#lost !== undefined) return settle(new ThreadLost(this.#lost));
-          this.#waiting.set(id, settle);
-          this.#worker.ref();
-          post({ kind: "finish", id, byteLength });
-        });
-        if (reply instanceof ThreadLost)
-          return await new LocalPayloadCheck(target).finish(byteLength);
-        if ("failure" in reply) throw errorOf(reply.failure);
-        return reply.content;
-      },
+      finish: (byteLength) => this.#finish(id, target, byteLength, post),
     };
+  }
+
+  #finish(
+    id: number,
+    target: PayloadCheckTarget,
+    byteLength: number,
+    post: (request: Request) => void,
+  ): FinishedCheck {
+    const sha256 = settlable<string>();
+    const content = settlable<PayloadContent>();
+    // A lost thread's answers come from this thread instead, on the whole file.
+    let local: FinishedCheck | undefined;
+    const here = () => (local ??= new LocalPayloadCheck(target).finish(byteLength));
+    const done = () => {
+      this.#waiting.delete(id);
+      if (this.#waiting.size === 0) this.#worker.unref();
+    };
+    const hear = (reply: Reply | ThreadLost) => {
+      if (reply instanceof ThreadLost) {
+        done();
+        sha256.settle(here().sha256);
+        content.settle(here().content);
+      } else if ("sha256" in reply) {
+        sha256.settle(Promise.resolve(reply.sha256));
+      } else if ("content" in reply) {
+        done();
+        content.settle(Promise.resolve(reply.content));
+      } else {
+        const failed = Promise.reject(errorOf(reply.failure));
+        failed.catch(() => undefined);
+        if (reply.part === "sha256") sha256.settle(failed);
+        else {
+          done();
+          content.settle(failed);
+        }
+      }
+    };
+    if (this.#lost !== undefined) hear(new ThreadLost(this.#lost));
+    else {
+      this.#waiting.set(id, hear);
+      this.#worker.ref();
+      post({ kind: "finish", id, byteLength });
+    }
+    sha256.promise.catch(() => undefined);
+    return { sha256: sha256.promise, content: content.promise };
   }
 
   /** End the thread; checks waiting on it are done again on the calling thread. */
   async stop(): Promise<void> {
     await this.#worker.terminate();
   }
+}
+
+/** A promise settled once, later, by another promise (further settles are ignored). */
+function settlable<T>(): { promise: Promise<T>; settle(by: Promise<T>): void } {
+  let settle!: (by: Promise<T>) => void;
+  let settled = false;
+  const promise = new Promise<T>((resolve) => {
+    settle = (by) => {
+      if (settled) return;
+      settled = true;
+      resolve(by);
+    };
+  });
+  return { promise, settle };
 }
 
 interface WorkerEntry {

@@ -15,9 +15,10 @@
  *
  * Memory stays bounded by one row group (plus one Arrow batch) regardless of
  * the bucket's size: rows are consumed page by page, encoded bytes leave
- * through an async iterable and are hashed and written to a file as they
- * come.
- */ import { createHash } from "node:crypto";
+ * through an async iterable and are written to a file as they come. The
+ * file's SHA-256 is taken by the payload check (payload-check.ts), which
+ * reads the file as it grows, on its thread.
+ */
 import { open } from "node:fs/promises";
 import type { ArchiveFormat } from "../domain/table.js";
 import type { RowBatch } from "../ports/row-page.js";
@@ -28,9 +29,8 @@ import type { AnnouncedRowGroup } from "./parquet/announced-groups.js";
 
 export type { PayloadEncodingOptions } from "./parquet/encode.js";
 
-/** What a finished payload is: the facts the store step verifies and records. */
+/** What a finished payload file is: the facts the store step verifies and records. */
 export interface WrittenPayload {
-  readonly sha256: string;
   readonly byteLength: number;
   readonly rowCount: number;
   readonly filePath: string;
@@ -56,25 +56,33 @@ export function encodePayload(
     : encodeNdjson(partitionKey, pages, guard);
 }
 
-/**
- * Encode a payload into `filePath` (created exclusively), hashing the bytes
- * as they are written. `onRowGroupWritten` hears of each Parquet row group
- * once its bytes are in the file (written, not synced), so a reader of the
- * file may check it while the next ones are encoded.
- */
+/** What a reader of the file being written hears, so it may read the file as it grows. */
+export interface WriteHooks {
+  /** A Parquet row group's bytes are in the file (written, not synced). */
+  readonly onRowGroupWritten?: (group: AnnouncedRowGroup) => void;
+  /** The file holds its first `byteLength` bytes (written, not synced). */
+  readonly onBytesWritten?: (byteLength: number) => void;
+}
+
+/** Encode a payload into `filePath` (created exclusively); `hooks` hear of its progress. */
 export async function writePayloadFile(
   format: ArchiveFormat,
   partitionKey: Uint8Array,
   pages: AsyncIterable<RowBatch>,
   filePath: string,
   options: PayloadEncodingOptions = {},
-  onRowGroupWritten?: (group: AnnouncedRowGroup) => void,
+  hooks: WriteHooks = {},
 ): Promise<WrittenPayload> {
+  const { onRowGroupWritten, onBytesWritten } = hooks;
   const guard = new RowStreamGuard();
-  const hash = createHash("sha256");
   let byteLength = 0;
+  let inFile = 0;
   const file = await open(filePath, "wx");
-  const sink = new CoalescingWriter((chunk) => file.write(chunk).then(() => undefined));
+  const sink = new CoalescingWriter(async (chunk) => {
+    await file.write(chunk);
+    inFile += chunk.byteLength;
+    onBytesWritten?.(inFile);
+  });
   const encoding: PayloadEncodingOptions =
     onRowGroupWritten === undefined
       ? options
@@ -89,7 +97,6 @@ export async function writePayloadFile(
         };
   try {
     for await (const chunk of encodePayload(format, partitionKey, pages, guard, encoding)) {
-      hash.update(chunk);
       byteLength += chunk.byteLength;
       await sink.write(chunk);
     }
@@ -100,7 +107,6 @@ export async function writePayloadFile(
     await file.close();
   }
   return {
-    sha256: hash.digest("hex"),
     byteLength,
     rowCount: guard.digest.count,
     filePath,

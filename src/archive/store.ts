@@ -122,32 +122,38 @@ export async function storePayload(input: StorePayloadInput): Promise<StoredPayl
       input.rows,
       filePath,
       input.encoding,
-      (group) => check.announce(group),
+      {
+        onRowGroupWritten: (group) => check.announce(group),
+        onBytesWritten: (byteLength) => check.written(byteLength),
+      },
     );
-    const key = payloadKey(location(input.prefix, bucket), written.sha256, format, input.attempt);
     // The check's last groups run while the upload and its read-back wait on
     // I/O; its result counts only once the stored bytes hash the same.
-    const decoding = check.finish(written.byteLength);
+    const checked = check.finish(written.byteLength);
     finished = true;
     // Handled at once, so a refusal that comes while the upload is in flight is not an
     // unhandled rejection (which ends the process); it is raised below, after the upload.
-    decoding.catch(() => undefined);
+    checked.content.catch(() => undefined);
+    let key: string;
+    let sha256: string;
     let outcome: CreateResult;
     try {
+      sha256 = await checked.sha256;
+      key = payloadKey(location(input.prefix, bucket), sha256, format, input.attempt);
       outcome = await store.createIfAbsent(
         key,
         { filePath: written.filePath, byteLength: written.byteLength },
-        { contentType: PAYLOAD_CONTENT_TYPES[format], sha256: written.sha256 },
+        { contentType: PAYLOAD_CONTENT_TYPES[format], sha256 },
       );
-      await verifyStoredBytes(store, key, written);
+      await verifyStoredBytes(store, key, sha256, written.byteLength);
     } finally {
       // Never leave the check reading a file the caller is about to remove.
-      await decoding.catch(() => undefined);
+      await checked.content.catch(() => undefined);
     }
-    checkDecodedRows(await decoding.catch(renamedTo(key)), key, written);
+    checkDecodedRows(await checked.content.catch(renamedTo(key)), key, written);
     return {
       key,
-      sha256: written.sha256,
+      sha256,
       rowCount: written.rowCount,
       byteLength: written.byteLength,
       outcome,
@@ -193,28 +199,29 @@ export function bucketExpectations(bucket: ArchiveBucketRef): PayloadExpectation
 async function verifyStoredBytes(
   store: ObjectStore,
   key: string,
-  written: WrittenPayload,
+  sha256: string,
+  byteLength: number,
 ): Promise<void> {
   const info = await store.head(key);
   if (info === null)
     throw new ArchiveIntegrityError(key, "the payload is missing right after it was stored");
-  if (info.size !== written.byteLength) {
+  if (info.size !== byteLength) {
     throw new ArchiveIntegrityError(
       key,
-      `stored size is ${info.size} bytes, ${written.byteLength} were written`,
+      `stored size is ${info.size} bytes, ${byteLength} were written`,
     );
   }
   const readBack = await hashObject(store, key);
-  if (readBack.byteLength !== written.byteLength) {
+  if (readBack.byteLength !== byteLength) {
     throw new ArchiveIntegrityError(
       key,
-      `reading back returned ${readBack.byteLength} bytes, ${written.byteLength} were written`,
+      `reading back returned ${readBack.byteLength} bytes, ${byteLength} were written`,
     );
   }
-  if (readBack.sha256 !== written.sha256) {
+  if (readBack.sha256 !== sha256) {
     throw new ArchiveIntegrityError(
       key,
-      `stored bytes hash to ${readBack.sha256}, ${written.sha256} were written`,
+      `stored bytes hash to ${readBack.sha256}, ${sha256} were written`,
     );
   }
 }

@@ -5,7 +5,8 @@
  * name, damage in an announced group must fail the check, and a check whose
  * thread died must be done again here.
  */
-import { mkdtemp, open, rm } from "node:fs/promises";
+import { createHash, randomBytes } from "node:crypto";
+import { mkdtemp, open, readFile, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -41,11 +42,15 @@ afterEach(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-function rows(count: number): BucketRow[] {
+/** Rows whose values end in `noiseBytes` random (incompressible) bytes. */
+function rows(count: number, noiseBytes = 0): BucketRow[] {
   return Array.from({ length: count }, (_, i) => ({
     eventTime: START + BigInt(i) * 1000n,
     sortKey: Buffer.from(`sk-${String(i).padStart(6, "0")}`),
-    value: Buffer.from(`value ${i} ${"x".repeat(i % 50)}`),
+    value: Buffer.concat([
+      Buffer.from(`value ${i} ${"x".repeat(i % 50)}`),
+      randomBytes(noiseBytes),
+    ]),
   }));
 }
 
@@ -56,18 +61,29 @@ async function* pages(all: readonly BucketRow[]): AsyncIterable<BucketRow[]> {
 /** Write a Parquet file of `count` rows in row groups of 500, keeping the writer's announcements. */
 async function writeParquet(
   count: number,
-): Promise<{ written: WrittenPayload; groups: AnnouncedRowGroup[]; target: PayloadCheckTarget }> {
+  noiseBytes = 0,
+): Promise<{
+  written: WrittenPayload;
+  groups: AnnouncedRowGroup[];
+  /** The writer's reports of the bytes in the file, in order. */
+  inFile: number[];
+  target: PayloadCheckTarget;
+}> {
   const filePath = path.join(dir, `payload-${count}.parquet`);
   const groups: AnnouncedRowGroup[] = [];
+  const inFile: number[] = [];
   const written = await writePayloadFile(
     "parquet",
     PARTITION,
-    pages(rows(count)),
+    pages(rows(count, noiseBytes)),
     filePath,
     { rowGroupRows: 500 },
-    (group) => groups.push(group),
+    {
+      onRowGroupWritten: (group) => groups.push(group),
+      onBytesWritten: (byteLength) => inFile.push(byteLength),
+    },
   );
-  return { written, groups, target: { filePath, format: "parquet", expected: EXPECTED } };
+  return { written, groups, inFile, target: { filePath, format: "parquet", expected: EXPECTED } };
 }
 
 async function wholeFileCheck(target: PayloadCheckTarget) {
@@ -78,6 +94,8 @@ async function wholeFileCheck(target: PayloadCheckTarget) {
     await source.close();
   }
 }
+
+const sha256Of = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
 
 async function flipByte(filePath: string, at: number): Promise<void> {
   const handle = await open(filePath, "r+");
@@ -104,10 +122,52 @@ describe("checking a payload while it is written", () => {
 
       const check = startPayloadCheck(target, place);
       for (const group of groups) check.announce(group);
-      const content = await check.finish(written.byteLength);
+      const content = await check.finish(written.byteLength).content;
 
       expect(content).toEqual(await wholeFileCheck(target));
       expect(content).toEqual({ rowCount: 5_250, rowsDigest: written.rowsDigest });
+    },
+  );
+
+  /** Which of the writer's reports of bytes in the file the check hears. */
+  const HEARD: [string, (inFile: number[]) => number[]][] = [
+    ["every report", (inFile) => inFile],
+    ["every other report", (inFile) => inFile.filter((_, i) => i % 2 === 1)],
+    ["no report", () => []],
+  ];
+
+  it.each(PLACES.flatMap((place) => HEARD.map((c) => [place, ...c] as const)))(
+    "on %s, hearing %s of the bytes written, the check's SHA-256 is the finished file's",
+    async (place, _what, heard) => {
+      const { written, groups, inFile, target } = await writeParquet(6_000, 1_000);
+      // Over a MiB, so hashing it at once takes more than one read.
+      expect(written.byteLength).toBeGreaterThan(1 << 20);
+      expect(inFile.length).toBeGreaterThan(1);
+      expect(inFile[inFile.length - 1]).toBe(written.byteLength);
+      const check = startPayloadCheck(target, place);
+      for (const group of groups) check.announce(group);
+      for (const byteLength of heard(inFile)) check.written(byteLength);
+      const finished = check.finish(written.byteLength);
+
+      expect(await finished.sha256).toBe(sha256Of(await readFile(target.filePath)));
+      expect(await finished.content).toEqual({ rowCount: 6_000, rowsDigest: written.rowsDigest });
+    },
+  );
+
+  it.each(PLACES)(
+    "on %s, bytes said to be written past the file's end fail the hash and the check, naming the file",
+    async (place) => {
+      const { written, groups, target } = await writeParquet(1_000);
+      const check = startPayloadCheck(target, place);
+      for (const group of groups) check.announce(group);
+      check.written(written.byteLength + 10);
+      const finished = check.finish(written.byteLength + 10);
+
+      const expected = new RegExp(
+        `${target.filePath}.*the file ends at ${written.byteLength} bytes, ${written.byteLength + 10} were written`,
+      );
+      await expect(finished.sha256).rejects.toThrow(expected);
+      await expect(finished.content).rejects.toThrow(expected);
     },
   );
 
@@ -116,9 +176,10 @@ describe("checking a payload while it is written", () => {
     const written = await writePayloadFile("json", PARTITION, pages(rows(1_200)), filePath);
     const check = startPayloadCheck({ filePath, format: "json", expected: EXPECTED }, place);
 
-    const content = await check.finish(written.byteLength);
+    const finished = check.finish(written.byteLength);
 
-    expect(content).toEqual({ rowCount: 1_200, rowsDigest: written.rowsDigest });
+    expect(await finished.content).toEqual({ rowCount: 1_200, rowsDigest: written.rowsDigest });
+    expect(await finished.sha256).toBe(sha256Of(await readFile(filePath)));
   });
 
   it.each(PLACES)(
@@ -130,7 +191,7 @@ describe("checking a payload while it is written", () => {
 
       const check = startPayloadCheck(target, place);
       for (const group of groups) check.announce(group);
-      const failure = await check.finish(written.byteLength).catch((e: unknown) => e);
+      const failure = await check.finish(written.byteLength).content.catch((e: unknown) => e);
 
       expect(failure).toBeInstanceOf(ArchiveIntegrityError);
       expect((failure as ArchiveIntegrityError).objectKey).toBe(target.filePath);
@@ -152,7 +213,7 @@ describe("checking a payload while it is written", () => {
       const check = startPayloadCheck(target, place);
       for (const group of announcedOf(groups)) check.announce(group);
 
-      expect(await check.finish(written.byteLength)).toEqual({
+      expect(await check.finish(written.byteLength).content).toEqual({
         rowCount,
         rowsDigest: written.rowsDigest,
       });
@@ -166,7 +227,7 @@ describe("checking a payload while it is written", () => {
       const check = startPayloadCheck(target, place);
       for (const group of [groups[1]!, groups[0]!, ...groups.slice(2)]) check.announce(group);
 
-      await expect(check.finish(written.byteLength)).rejects.toThrow(
+      await expect(check.finish(written.byteLength).content).rejects.toThrow(
         /record 500 is not after record 499 in \(event_time, sort_key\) order/,
       );
     },
@@ -198,7 +259,7 @@ describe("checking a payload while it is written", () => {
       const check = startPayloadCheck(target, place);
       for (const group of groups) check.announce(group);
 
-      await expect(check.finish(written.byteLength)).rejects.toThrow(
+      await expect(check.finish(written.byteLength).content).rejects.toThrow(
         /record 500 has event_time \d+ µs, its row group states a minimum of \d+ µs/,
       );
     },
@@ -211,7 +272,7 @@ describe("checking a payload while it is written", () => {
       const check = startPayloadCheck(target, place);
       for (const group of groups) check.announce(group);
 
-      await expect(check.finish(written.byteLength + 1)).rejects.toThrow(
+      await expect(check.finish(written.byteLength + 1).content).rejects.toThrow(
         new RegExp(`the file holds ${written.byteLength} bytes, ${written.byteLength + 1} were`),
       );
     },
@@ -223,14 +284,16 @@ describe("checking a payload while it is written", () => {
     for (const group of groups) check.announce(group);
 
     await stopCheckThread();
-    const content = await check.finish(written.byteLength);
+    const finished = check.finish(written.byteLength);
+    const content = await finished.content;
 
     expect(content).toEqual({ rowCount: 3_000, rowsDigest: written.rowsDigest });
+    expect(await finished.sha256).toBe(sha256Of(await readFile(target.filePath)));
     // The next check starts a new thread.
     expect(payloadCheckPlace()).toBe("thread");
     const again = startPayloadCheck(target, "thread");
     for (const group of groups) again.announce(group);
-    expect(await again.finish(written.byteLength)).toEqual(content);
+    expect(await again.finish(written.byteLength).content).toEqual(content);
   });
 
   it("a check stopped mid-way by its thread's end still refuses a damaged file", async () => {
@@ -240,10 +303,13 @@ describe("checking a payload while it is written", () => {
     const check = startPayloadCheck(target, "thread");
     for (const group of groups) check.announce(group);
 
-    const finishing = check.finish(written.byteLength).catch((e: unknown) => e);
+    const finished = check.finish(written.byteLength);
+    const finishing = finished.content.catch((e: unknown) => e);
     await stopCheckThread();
 
     expect(await finishing).toBeInstanceOf(ArchiveIntegrityError);
+    // The damage is in a row, not in how the file hashes: the hash still settles, to the file's.
+    expect(await finished.sha256).toBe(sha256Of(await readFile(target.filePath)));
   });
 
   it("a cancelled check leaves the thread serving the next one", async () => {
@@ -255,7 +321,7 @@ describe("checking a payload while it is written", () => {
     const check = startPayloadCheck(target, "thread");
     for (const group of groups) check.announce(group);
 
-    expect(await check.finish(written.byteLength)).toEqual({
+    expect(await check.finish(written.byteLength).content).toEqual({
       rowCount: 1_500,
       rowsDigest: written.rowsDigest,
     });
