@@ -61,11 +61,16 @@ export class SortKeyBound {
 
   constructor(private readonly sign: 1 | -1) {}
 
-  offer(key: Uint8Array): void {
-    if (this.#length >= 0 && compareWith(key, this.#bytes, this.#length) * this.sign <= 0) return;
-    if (key.byteLength > this.#bytes.byteLength) this.#bytes = Buffer.allocUnsafe(key.byteLength);
-    this.#bytes.set(key);
-    this.#length = key.byteLength;
+  /** Offer the key at `data[start, end)`: compared and copied in place, no view made. */
+  offer(data: Buffer, start: number, end: number): void {
+    if (
+      this.#length >= 0 &&
+      data.compare(this.#bytes, 0, this.#length, start, end) * this.sign <= 0
+    )
+      return;
+    if (end - start > this.#bytes.byteLength) this.#bytes = Buffer.allocUnsafe(end - start);
+    data.copy(this.#bytes, 0, start, end);
+    this.#length = end - start;
   }
 
   /** A copy of the bound; the bound starts over. */
@@ -74,14 +79,4 @@ export class SortKeyBound {
     this.#length = -1;
     return bound;
   }
-}
-
-/** Unsigned lexicographic order of `key` against the first `length` bytes of `bound`. */
-function compareWith(key: Uint8Array, bound: Uint8Array, length: number): number {
-  const common = Math.min(key.byteLength, length);
-  for (let i = 0; i < common; i++) {
-    const difference = key[i]! - bound[i]!;
-    if (difference !== 0) return difference;
-  }
-  return key.byteLength - length;
 }

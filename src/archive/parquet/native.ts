@@ -16,24 +16,18 @@
  *
  * A column whose pages Zstandard stored raw (no smaller compressed) two
  * row groups back compresses only the first page of a row group and writes
- * the others as raw ZSTD frames itself (PageColumn.storeRaw): the codec
+ * the others as raw ZSTD frames itself (PageColumn.storeRaw, row-group.ts): the codec
  * stays ZSTD and the frames are those Zstandard writes for such pages.
  *
  * Memory is bounded by two row groups (the one filling and the one being
  * compressed) plus the offset indexes and footer entries, a few bytes per
  * page; the bytes are the same for the same rows and settings.
  */
-import { InvariantViolationError } from "../../errors.js";
+import { bufferView } from "../../domain/record.js";
 import { asRowPage, HIGH_WORD, LOW_WORD, timeWords, type RowBatch } from "../../ports/row-page.js";
 import type { RowGuard } from "../row-guard.js";
 import { announcementOf, type AnnouncedRowGroup } from "./announced-groups.js";
-import {
-  DATA_PAGE_BYTES,
-  DATA_PAGE_ROWS,
-  DEFAULT_ROW_GROUP_ROWS,
-  eventTimeNanos,
-  positiveInteger,
-} from "./layout.js";
+import { DEFAULT_ROW_GROUP_ROWS, positiveInteger } from "./layout.js";
 import {
   dataPageHeader,
   dictionaryPageHeader,
@@ -46,238 +40,13 @@ import {
   type RowGroupInfo,
 } from "./footer.js";
 import { PageCompressor } from "./page-compressor.js";
+import { RowGroupBuilder, type FilledRowGroup, type PendingPage } from "./row-group.js";
 import { ThriftWriter } from "./thrift.js";
-import { SortKeyBound, TimeRange } from "./chunk-bounds.js";
-import {
-  MAX_RAW_BLOCK,
-  RAW_FRAME_OVERHEAD,
-  RAW_SLAB_BYTES,
-  rawFrame,
-  rawFrameContent,
-} from "./zstd-page.js";
 
-/** A page holding this much is closed whatever its row count. */
-export const MAX_PAGE_BYTES = 1024 * 1024;
 /** Pages of a partition_key data page: its indices take bits, so it is cut by rows only. */
 const KEY_PAGE_ROWS = 20_000;
 
 const MAGIC = Buffer.from("PAR1", "latin1");
-const TWO_32 = 2 ** 32;
-
-/** A page waiting for its compressed body. */
-interface PendingPage {
-  readonly rows: number;
-  readonly firstRow: number;
-  /** Uncompressed size of the body. */
-  readonly size: number;
-  readonly compressed: Promise<Buffer>;
-}
-
-interface PageStats {
-  compressed: number;
-  raw: number;
-}
-
-/** One PLAIN-encoded column of the row group being filled, cut into pages. */
-class PageColumn {
-  constructor(private readonly zstd: PageCompressor) {}
-
-  /**
-   * True while the column's pages come out of Zstandard no smaller than
-   * they went in (random, encrypted or already compressed values): then
-   * only the first page of a row group is compressed, as a probe, and the
-   * others are stored as raw frames, which is what Zstandard would have
-   * written for them, without the work of trying. Set from row groups
-   * already compressed (see {@link RowGroupBuilder.take}), never from
-   * pages in flight, so the bytes do not depend on thread timing.
-   */
-  storeRaw = false;
-  /** Of the current row group's pages compressed so far: how many, and how many came out raw. */
-  #stats: PageStats = { compressed: 0, raw: 0 };
-  /** The stats of the row group before the last one taken: complete once that group is written. */
-  #previousStats: PageStats | undefined;
-  #slab = Buffer.allocUnsafe(0);
-  #slabUsed = 0;
-
-  #buffer: Buffer = Buffer.allocUnsafe(DATA_PAGE_BYTES * 2);
-  /** Over #buffer: DataView's setBigInt64 allocates nothing, Buffer's writeBigInt64LE four BigInts. */
-  #view = dataView(this.#buffer);
-  readonly #free: Buffer[] = [];
-  used = 0;
-  rows = 0;
-  firstRow = 0;
-  pages: PendingPage[] = [];
-
-  reserve(bytes: number): Buffer {
-    if (this.used + bytes > this.#buffer.byteLength) {
-      const grown = Buffer.allocUnsafe(Math.max(this.used + bytes, this.#buffer.byteLength * 2));
-      this.#buffer.copy(grown, 0, 0, this.used);
-      this.#buffer = grown;
-      this.#view = dataView(grown);
-    }
-    return this.#buffer;
-  }
-
-  addBinary(bytes: Uint8Array): void {
-    const buffer = this.reserve(4 + bytes.byteLength);
-    buffer.writeUInt32LE(bytes.byteLength, this.used);
-    buffer.set(bytes, this.used + 4);
-    this.used += 4 + bytes.byteLength;
-    this.rows++;
-  }
-
-  /** An int64 given as its words (the high one signed): no BigInt per row. */
-  addInt64Words(high: number, low: number): void {
-    this.reserve(8);
-    this.#view.setUint32(this.used, low, true);
-    this.#view.setInt32(this.used + 4, high, true);
-    this.used += 8;
-    this.rows++;
-  }
-
-  /** Close the page being filled (if it holds rows) and start compressing it. */
-  close(): void {
-    if (this.rows === 0) return;
-    if (this.storeRaw && this.pages.length > 0 && this.used <= MAX_RAW_BLOCK) {
-      if (this.#slabUsed + this.used + RAW_FRAME_OVERHEAD > this.#slab.byteLength) {
-        this.#slab = Buffer.allocUnsafe(Math.max(RAW_SLAB_BYTES, this.used + RAW_FRAME_OVERHEAD));
-        this.#slabUsed = 0;
-      }
-      const start = this.#slabUsed;
-      this.#slabUsed = rawFrame(this.#buffer.subarray(0, this.used), this.#slab, start);
-      const frame = this.#slab.subarray(start, this.#slabUsed);
-      this.pages.push({
-        rows: this.rows,
-        firstRow: this.firstRow,
-        size: this.used,
-        compressed: Promise.resolve(frame),
-      });
-      this.firstRow += this.rows;
-      this.used = 0;
-      this.rows = 0;
-      return;
-    }
-    // The compressor reads the buffer on another thread: the column goes on
-    // with another one, and gets this one back once the page is compressed.
-    // Reusing them spares an allocation per page, which V8 counts as
-    // external memory and answers with full garbage collections.
-    const full = this.#buffer;
-    const size = this.used;
-    const compressed = this.zstd.compress(full.subarray(0, size));
-    const stats = this.#stats;
-    compressed.then(
-      (frame) => {
-        this.#free.push(full);
-        stats.compressed++;
-        if (rawFrameContent(frame, size) !== undefined) stats.raw++;
-      },
-      () => undefined,
-    );
-    this.pages.push({ rows: this.rows, firstRow: this.firstRow, size, compressed });
-    this.#buffer = this.#free.pop() ?? Buffer.allocUnsafe(DATA_PAGE_BYTES * 2);
-    this.#view = dataView(this.#buffer);
-    this.firstRow += this.rows;
-    this.used = 0;
-    this.rows = 0;
-  }
-
-  /**
-   * The row group's pages; the column starts empty for the next one. The
-   * caller has written every row group before this one, so the stats of
-   * the one before it are complete: their pages all raw decides
-   * {@link storeRaw} for the next row group.
-   */
-  take(): PendingPage[] {
-    this.close();
-    const pages = this.pages;
-    this.pages = [];
-    this.firstRow = 0;
-    const before = this.#previousStats;
-    this.storeRaw =
-      before !== undefined && before.compressed > 0 && before.raw === before.compressed;
-    this.#previousStats = this.#stats;
-    this.#stats = { compressed: 0, raw: 0 };
-    return pages;
-  }
-}
-
-function dataView(buffer: Buffer): DataView {
-  return new DataView(buffer.buffer, buffer.byteOffset, buffer.byteLength);
-}
-
-/** The row group being filled. */
-class RowGroupBuilder {
-  readonly time: PageColumn;
-  readonly sortKeys: PageColumn;
-  readonly values: PageColumn;
-  rows = 0;
-  readonly range = new TimeRange();
-  readonly minSortKey = new SortKeyBound(-1);
-  readonly maxSortKey = new SortKeyBound(1);
-
-  constructor(zstd: PageCompressor) {
-    this.time = new PageColumn(zstd);
-    this.sortKeys = new PageColumn(zstd);
-    this.values = new PageColumn(zstd);
-  }
-
-  /** A row whose event time is `high * 2^32 + low` microseconds (see row-page.ts). */
-  add(high: number, low: number, key: Uint8Array, value: Uint8Array): void {
-    // Under 2^53 microseconds either way (years 1685 to 2255) a time is exact as a
-    // double and within what TIMESTAMP(NANOS) holds; beyond, check it exactly.
-    if (high >= 1 << 21 || high < -(1 << 21)) eventTimeNanos((BigInt(high) << 32n) | BigInt(low));
-    // The nanoseconds' words: times 1000, the low word's carry added to the high one.
-    const lowNanos = low * 1000;
-    const carry = Math.floor(lowNanos / TWO_32);
-    this.range.offer(high, low);
-    this.minSortKey.offer(key);
-    this.maxSortKey.offer(key);
-    this.time.addInt64Words(high * 1000 + carry, lowNanos - carry * TWO_32);
-    this.sortKeys.addBinary(key);
-    this.values.addBinary(value);
-    this.rows++;
-    // Three calls rather than a loop over a new array: this runs once per row.
-    const limit = this.rows % DATA_PAGE_ROWS === 0 ? DATA_PAGE_BYTES : MAX_PAGE_BYTES;
-    if (this.time.used >= limit) this.time.close();
-    if (this.sortKeys.used >= limit) this.sortKeys.close();
-    if (this.values.used >= limit) this.values.close();
-  }
-
-  /** Everything the row group's chunks need once compressed; the builder starts over. */
-  take(): FilledRowGroup {
-    const int64 = (value: bigint) => {
-      const bytes = Buffer.allocUnsafe(8);
-      bytes.writeBigInt64LE(value);
-      return bytes;
-    };
-    const range = this.range.take();
-    if (range === undefined)
-      throw new InvariantViolationError("a row group was taken with no rows");
-    const filled: FilledRowGroup = {
-      rows: this.rows,
-      time: this.time.take(),
-      sortKeys: this.sortKeys.take(),
-      values: this.values.take(),
-      timeStats: { min: int64(range.min), max: int64(range.max), legacy: true },
-      sortKeyStats: {
-        min: this.minSortKey.take(),
-        max: this.maxSortKey.take(),
-        legacy: false,
-      },
-    };
-    this.rows = 0;
-    return filled;
-  }
-}
-
-interface FilledRowGroup {
-  readonly rows: number;
-  readonly time: PendingPage[];
-  readonly sortKeys: PendingPage[];
-  readonly values: PendingPage[];
-  readonly timeStats: ColumnChunkInfo["statistics"] & object;
-  readonly sortKeyStats: ColumnChunkInfo["statistics"] & object;
-}
 
 /** RLE/bit-packed hybrid indices of `rows` rows that all use dictionary entry 0: bit width 0, one RLE run. */
 function keyIndices(rows: number): Buffer {
@@ -466,7 +235,8 @@ export async function* writeNativeParquet(
       next = prefetch();
       const page = asRowPage(result.value);
       guard.acceptPage(page);
-      const { data, sortStarts, sortLengths, valueStarts, valueLengths } = page;
+      const { sortStarts, sortLengths, valueStarts, valueLengths } = page;
+      const data = bufferView(page.data);
       const { low, high } = timeWords(page.micros);
       for (let i = 0; i < page.count; i++) {
         const sortStart = sortStarts[i]!;
@@ -474,8 +244,11 @@ export async function* writeNativeParquet(
         builder.add(
           high[2 * i + HIGH_WORD]!,
           low[2 * i + LOW_WORD]!,
-          data.subarray(sortStart, sortStart + sortLengths[i]!),
-          data.subarray(valueStart, valueStart + valueLengths[i]!),
+          data,
+          sortStart,
+          sortStart + sortLengths[i]!,
+          valueStart,
+          valueStart + valueLengths[i]!,
         );
         if (builder.rows === rowGroupRows) {
           if (previous !== undefined) yield* announced(await previous);
