@@ -1,8 +1,8 @@
 /**
  * The binary COPY read of the hot store's snapshot pages through two
  * transports: the `pg` Submittable the hot store uses
- * (src/adapters/sql/copy-out.ts), fed pg's parsed CopyData messages, and
- * pg-copy-streams, which takes the socket from pg and parses them itself. Each run copies
+ * (src/adapters/sql/copy-out.ts), which reads the CopyData messages off the
+ * socket itself, and pg-copy-streams, which does too, into a stream. Each run copies
  * `--rows` rows (default 1,000,000) of `generate_series` with a 200-byte text
  * column, `--page` rows per COPY into one buffer each (default: all in one;
  * a snapshot page is 5,000), the transports taking turns, `--runs` times
