@@ -56,11 +56,13 @@ export function encodePayload(
     : encodeNdjson(partitionKey, pages, guard);
 }
 
+const REPORT_BYTES = 8 << 20;
+
 /** What a reader of the file being written hears, so it may read the file as it grows. */
 export interface WriteHooks {
   /** A Parquet row group's bytes are in the file (written, not synced). */
   readonly onRowGroupWritten?: (group: AnnouncedRowGroup) => void;
-  /** The file holds its first `byteLength` bytes (written, not synced). */
+  /** The file holds its first `byteLength` bytes (written, not synced): every 8 MiB, and at the end. */
   readonly onBytesWritten?: (byteLength: number) => void;
 }
 
@@ -77,11 +79,16 @@ export async function writePayloadFile(
   const guard = new RowStreamGuard();
   let byteLength = 0;
   let inFile = 0;
+  let reported = 0;
   const file = await open(filePath, "wx");
   const sink = new CoalescingWriter(async (chunk) => {
     await file.write(chunk);
     inFile += chunk.byteLength;
-    onBytesWritten?.(inFile);
+    // Every 8 MiB, and once at the end: each report is a message to the check thread.
+    if (inFile - reported >= REPORT_BYTES) {
+      reported = inFile;
+      onBytesWritten?.(inFile);
+    }
   });
   const encoding: PayloadEncodingOptions =
     onRowGroupWritten === undefined
@@ -102,6 +109,7 @@ export async function writePayloadFile(
     }
     // No fsync: the file only feeds the upload, whose read-back is what is verified.
     await sink.flush();
+    if (inFile > reported) onBytesWritten?.(inFile);
   } finally {
     await sink.settle().catch(() => undefined);
     await file.close();

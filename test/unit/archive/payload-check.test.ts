@@ -139,9 +139,9 @@ describe("checking a payload while it is written", () => {
   it.each(PLACES.flatMap((place) => HEARD.map((c) => [place, ...c] as const)))(
     "on %s, hearing %s of the bytes written, the check's SHA-256 is the finished file's",
     async (place, _what, heard) => {
-      const { written, groups, inFile, target } = await writeParquet(6_000, 1_000);
-      // Over a MiB, so hashing it at once takes more than one read.
-      expect(written.byteLength).toBeGreaterThan(1 << 20);
+      const { written, groups, inFile, target } = await writeParquet(12_000, 1_000);
+      // Over 8 MiB, so the writer reports before its end, and hashing at once takes many reads.
+      expect(written.byteLength).toBeGreaterThan(8 << 20);
       expect(inFile.length).toBeGreaterThan(1);
       expect(inFile[inFile.length - 1]).toBe(written.byteLength);
       const check = startPayloadCheck(target, place);
@@ -150,7 +150,7 @@ describe("checking a payload while it is written", () => {
       const finished = check.finish(written.byteLength);
 
       expect(await finished.sha256).toBe(sha256Of(await readFile(target.filePath)));
-      expect(await finished.content).toEqual({ rowCount: 6_000, rowsDigest: written.rowsDigest });
+      expect(await finished.content).toEqual({ rowCount: 12_000, rowsDigest: written.rowsDigest });
     },
   );
 
