@@ -10,9 +10,3 @@ export const RECORD_SCHEMA_VERSION = 2;
 
 /** Names of the envelope columns, in file order. */
 export const ENVELOPE_COLUMNS = ["partition_key", "event_time", "sort_key", "value"] as const;
-
-/** A binary column as Arrow lays it out: row i is `data[offsets[i] .. offsets[i + 1])`. */
-export interface BinaryColumn {
-  readonly offsets: Int32Array;
-  readonly data: Uint8Array;
-}

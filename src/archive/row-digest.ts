@@ -1,7 +1,5 @@
 import { createHash } from "node:crypto";
-import { bufferView } from "../domain/record.js";
 import type { EpochMicros } from "../domain/time.js";
-import type { BinaryColumn } from "./envelope.js";
 import { HIGH_WORD, LOW_WORD, timeWords } from "../ports/row-page.js";
 
 /**
@@ -45,51 +43,6 @@ export class RowDigest {
       this.#used = at + value.byteLength;
     }
     this.#count++;
-  }
-
-  /**
-   * Rows `[from, to)` of decoded columns, framed exactly as {@link add}
-   * frames them: `micros[i]` is the event time, and row i's sort key and
-   * value are `sortKeys.data[sortKeys.offsets[i] .. sortKeys.offsets[i + 1])`
-   * and likewise for values. Used on whole Arrow batches, where a view per
-   * value would cost more than the hashing.
-   */
-  addColumns(
-    micros: BigInt64Array,
-    sortKeys: BinaryColumn,
-    values: BinaryColumn,
-    from: number,
-    to: number,
-  ): void {
-    const buffer = this.#buffer;
-    const view = this.#view;
-    const sortData = bufferView(sortKeys.data);
-    const valueData = bufferView(values.data);
-    const sortOffsets = sortKeys.offsets;
-    const valueOffsets = values.offsets;
-    for (let i = from; i < to; i++) {
-      const sortStart = sortOffsets[i]!;
-      const sortLength = sortOffsets[i + 1]! - sortStart;
-      const valueStart = valueOffsets[i]!;
-      const valueLength = valueOffsets[i + 1]! - valueStart;
-      const need = 16 + sortLength + valueLength;
-      if (need > RowDigest.#BUFFER_BYTES) {
-        this.add(
-          micros[i]!,
-          sortData.subarray(sortStart, sortStart + sortLength),
-          valueData.subarray(valueStart, valueStart + valueLength),
-        );
-        continue;
-      }
-      if (this.#used + need > RowDigest.#BUFFER_BYTES) this.#flush();
-      view.setBigInt64(this.#used, micros[i]!, false);
-      let at = buffer.writeUInt32BE(sortLength, this.#used + 8);
-      at += sortData.copy(buffer, at, sortStart, sortStart + sortLength);
-      at = buffer.writeUInt32BE(valueLength, at);
-      at += valueData.copy(buffer, at, valueStart, valueStart + valueLength);
-      this.#used = at;
-      this.#count++;
-    }
   }
 
   /**
