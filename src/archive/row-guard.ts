@@ -85,7 +85,10 @@ export class RowStreamGuard implements RowGuard {
     );
   }
 
-  /** Keep the page's last row for the next page's first comparison (the page may be reused). */
+  /**
+   * Keep a copy of the page's last row for the next page's first comparison,
+   * so the page need not outlive this call.
+   */
   #keep(page: RowPage, data: Buffer, high: Int32Array, low: Uint32Array): void {
     const last = page.count - 1;
     this.#high = high[2 * last + HIGH_WORD]!;
