@@ -20,7 +20,7 @@ import { createWriteStream } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { Readable, Transform } from "node:stream";
+import { Readable, Transform, Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { ArchiveIntegrityError, ObjectNotFoundError } from "../errors.js";
 import type { ObjectStore } from "../ports/object-store.js";
@@ -52,17 +52,42 @@ export async function downloadVerified(
   target: string,
   recordedBy: string,
 ): Promise<VerifiedDownload> {
+  return await streamVerified(store, expected, recordedBy, () =>
+    createWriteStream(target, { flags: "wx" }),
+  );
+}
+
+/**
+ * Stream `expected.key` through a hash, keeping no copy, and require the
+ * length and SHA-256 that `recordedBy` states: a check of the stored bytes
+ * for a caller that does not read them (cleanup, when the store cannot tell
+ * their SHA-256 from a HEAD).
+ */
+export async function hashVerified(
+  store: ObjectStore,
+  expected: ExpectedObject,
+  recordedBy: string,
+): Promise<VerifiedDownload> {
+  return await streamVerified(
+    store,
+    expected,
+    recordedBy,
+    () => new Writable({ write: (_chunk, _encoding, callback) => callback() }),
+  );
+}
+
+async function streamVerified(
+  store: ObjectStore,
+  expected: ExpectedObject,
+  recordedBy: string,
+  sink: () => Writable,
+): Promise<VerifiedDownload> {
   const { key } = expected;
   let stream: AsyncIterable<Uint8Array>;
   try {
     stream = await store.getStream(key);
   } catch (error) {
-    if (error instanceof ObjectNotFoundError) {
-      const size = expected.byteLength === undefined ? "" : `${expected.byteLength} bytes `;
-      throw new ArchiveIntegrityError(key, `payload is missing (${size}${recordedBy})`, {
-        cause: error,
-      });
-    }
+    if (error instanceof ObjectNotFoundError) throw missingObject(expected, recordedBy, error);
     throw error;
   }
   const hash = createHash("sha256");
@@ -76,22 +101,51 @@ export async function downloadVerified(
         callback(null, chunk);
       },
     }),
-    createWriteStream(target, { flags: "wx" }),
+    sink(),
   );
   const sha256 = hash.digest("hex");
-  if (expected.byteLength !== undefined && byteLength !== expected.byteLength) {
-    throw new ArchiveIntegrityError(
-      key,
-      `payload streamed ${byteLength} bytes, ${expected.byteLength} ${recordedBy}`,
-    );
-  }
-  if (sha256 !== expected.sha256) {
-    throw new ArchiveIntegrityError(
-      key,
-      `payload hashes to ${sha256}, ${expected.sha256} ${recordedBy}`,
-    );
-  }
+  checkStoredFacts(expected, { sha256, byteLength }, recordedBy, "streamed");
   return { sha256, byteLength };
+}
+
+/** A trusted record names `expected.key`, so its absence is an integrity failure. */
+export function missingObject(
+  expected: ExpectedObject,
+  recordedBy: string,
+  cause?: unknown,
+): ArchiveIntegrityError {
+  const size = expected.byteLength === undefined ? "" : `${expected.byteLength} bytes `;
+  return new ArchiveIntegrityError(
+    expected.key,
+    `payload is missing (${size}${recordedBy})`,
+    cause === undefined ? {} : { cause },
+  );
+}
+
+/**
+ * Require the stored object's length and SHA-256 (however they were
+ * learned: `how` says, "streamed" or "stored") to be what `recordedBy` states.
+ */
+export function checkStoredFacts(
+  expected: ExpectedObject,
+  found: { readonly sha256: string; readonly byteLength: number },
+  recordedBy: string,
+  how: string,
+): void {
+  const { key } = expected;
+  if (expected.byteLength !== undefined && found.byteLength !== expected.byteLength) {
+    throw new ArchiveIntegrityError(
+      key,
+      `payload ${how} ${found.byteLength} bytes, ${expected.byteLength} ${recordedBy}`,
+    );
+  }
+  if (found.sha256 !== expected.sha256) {
+    const hashes = how === "streamed" ? "hashes" : `${how} bytes hash`;
+    throw new ArchiveIntegrityError(
+      key,
+      `payload ${hashes} to ${found.sha256}, ${expected.sha256} ${recordedBy}`,
+    );
+  }
 }
 
 export interface VerifiedSourceOptions {

@@ -21,7 +21,12 @@ import {
 } from "./manifest-v5.js";
 import { inspectPayload, type PayloadExpectations } from "./payload-reader.js";
 import { fileByteSource } from "./byte-sources.js";
-import { downloadVerified } from "./verified-object.js";
+import {
+  checkStoredFacts,
+  downloadVerified,
+  hashVerified,
+  missingObject,
+} from "./verified-object.js";
 import { bucketExpectations, checkPayloadSize, type ArchiveBucketRef } from "./store.js";
 
 export interface PayloadVerification {
@@ -106,6 +111,13 @@ export interface ArchivedBucketExpectations {
    * which suffices when this worker verified the payload itself earlier.
    */
   readonly verifyPayloadBytes?: boolean;
+  /**
+   * With `verifyPayloadBytes: false`: also require each part's stored bytes
+   * to hash to the manifest's SHA-256, from the checksum the store returns
+   * with the HEAD (no extra request), or by streaming the part through a
+   * hash where the store cannot tell (see {@link checkStoredPart}).
+   */
+  readonly storedSha256?: boolean;
   readonly tempDir?: string;
 }
 
@@ -152,8 +164,14 @@ export async function verifyArchive(
   );
   const parts = manifestParts(manifest);
   const recordedBy = `in manifest ${manifestKey}`;
+  if (expected.verifyPayloadBytes === false) {
+    for (const part of parts) {
+      if (expected.storedSha256 === true) await checkStoredPart(store, part, recordedBy);
+      else await checkPayloadSize(store, part.key, part.byteLength, recordedBy);
+    }
+    return { manifestKey, manifest, parts };
+  }
   for (const part of parts) await checkPayloadSize(store, part.key, part.byteLength, recordedBy);
-  if (expected.verifyPayloadBytes === false) return { manifestKey, manifest, parts };
 
   const descriptor = parseBucketKey(manifest.bucket_key, manifest.bucket_strategy);
   const rows: PayloadExpectations = {
@@ -168,10 +186,36 @@ export async function verifyArchive(
 }
 
 /**
+ * The stored bytes of `part` are the ones `recordedBy` states: its length
+ * and the SHA-256 the store keeps beside them (S3's full-object checksum of
+ * a single-request upload, which S3 verified on arrival), read with the
+ * HEAD that checks the length. Where the store cannot tell (an S3 object
+ * uploaded in parts keeps a CRC-32; an object rewritten by another tool may
+ * keep none), the part is streamed through a hash instead: one GET, no copy.
+ * Either way a byte changed at rest, however the size stayed, is found.
+ */
+export async function checkStoredPart(
+  store: ObjectStore,
+  part: PayloadPart,
+  recordedBy: string,
+): Promise<void> {
+  const expected = { key: part.key, sha256: part.sha256, byteLength: part.byteLength };
+  const info = await store.head(part.key, { checksum: true });
+  if (info === null) throw missingObject(expected, recordedBy);
+  if (info.sha256 === undefined) {
+    await hashVerified(store, expected, recordedBy);
+    return;
+  }
+  checkStoredFacts(expected, { sha256: info.sha256, byteLength: info.size }, recordedBy, "stored");
+}
+
+/**
  * Check that a published bucket's manifest exists and lists exactly the
- * recorded parts, and that each part exists with its recorded size (HEAD).
- * Cleanup runs it before deleting any hot row: whatever went wrong in the
- * archive, the hot rows are never the last copy to go.
+ * recorded parts, and that each part's stored bytes are the published ones:
+ * its length and SHA-256 ({@link checkStoredPart}). Cleanup runs it before
+ * deleting any hot row: whatever went wrong in the archive (an object lost,
+ * or rewritten with other bytes of the same size), the hot rows are never
+ * the last copy to go.
  */
 export async function checkPublishedArchive(
   store: ObjectStore,
@@ -179,7 +223,11 @@ export async function checkPublishedArchive(
   expected: ArchivedBucketExpectations,
 ): Promise<void> {
   try {
-    await verifyArchive(store, manifestKey, { ...expected, verifyPayloadBytes: false });
+    await verifyArchive(store, manifestKey, {
+      ...expected,
+      verifyPayloadBytes: false,
+      storedSha256: true,
+    });
   } catch (error) {
     if (error instanceof ObjectNotFoundError && error.objectKey === manifestKey) {
       throw new ArchiveIntegrityError(manifestKey, "the published manifest is missing", {

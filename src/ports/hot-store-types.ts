@@ -117,6 +117,19 @@ export interface BucketMetadata {
    * restores of the bucket fail naming it until a verification passes again.
    */
   readonly corruption: BucketCorruption | null;
+  /**
+   * How many times a scrub marked the bucket corrupt, ever: a verification
+   * clears a mark only while this is what it read before it looked at the
+   * bytes (ports/scrub-store.ts), so no stale pass erases a newer mark.
+   */
+  readonly corruptMarks: number;
+  /**
+   * When the bucket's last failure was recorded (a deferral, a suspended
+   * export, a failed cleanup); null if none since it was created. The
+   * window in which other buckets' progress tells an ambiguous failure to
+   * be the bucket's own (usecases/failure-accounting.ts).
+   */
+  readonly failedAt: Date | null;
   readonly enqueuedAt: Date | null;
   readonly createdAt: Date;
   readonly updatedAt: Date;

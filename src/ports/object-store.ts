@@ -26,6 +26,11 @@ export interface CallOptions {
   readonly signal?: AbortSignal;
 }
 
+export interface HeadOptions extends CallOptions {
+  /** Also report the stored bytes' SHA-256 where the store knows it (see {@link ObjectStore.head}). */
+  readonly checksum?: boolean;
+}
+
 export interface DeleteOptions extends CallOptions {
   /**
    * Leave an object that an unexpired Object Lock retention protects exactly
@@ -66,8 +71,16 @@ export interface ObjectStore {
   /** Stream the object in chunks; memory stays bounded by the chunk size. */
   getStream(key: string, options?: CallOptions): Promise<AsyncIterable<Uint8Array>>;
 
-  /** Size and modification time, or null when absent. */
-  head(key: string, options?: CallOptions): Promise<ObjectInfo | null>;
+  /**
+   * Size and modification time, or null when absent. With `checksum`, also
+   * the SHA-256 of the stored bytes where the store can tell it without a
+   * second request (S3: the full-object checksum a single-request upload
+   * sent, which S3 checked on the way in and keeps at rest; file and memory:
+   * by hashing the bytes). Absent when the store cannot tell (S3: an object
+   * stored in parts keeps a CRC-32, or one written without a SHA-256): the
+   * caller then hashes the bytes itself.
+   */
+  head(key: string, options?: HeadOptions): Promise<ObjectInfo | null>;
 
   /** One page of keys under `prefix` in lexicographic order. */
   list(prefix: string, options?: ListOptions): Promise<ListPage>;
@@ -142,6 +155,11 @@ export interface ObjectInfo {
   readonly key: string;
   readonly size: number;
   readonly lastModified: Date;
+  /**
+   * Lowercase hex SHA-256 of the stored bytes, from a `head` that asked for
+   * it and a store that knows it; never set by `list`.
+   */
+  readonly sha256?: string;
 }
 
 export interface ListOptions extends CallOptions {

@@ -29,6 +29,12 @@ export interface VerifiedVersion {
   readonly id: BucketId;
   readonly generation: number;
   readonly manifestKey: string;
+  /**
+   * The bucket's corrupt-mark count (BucketMetadata.corruptMarks) as read
+   * before any byte was verified: a passing verification records itself only
+   * while the count is still this, so it never clears a mark it did not see.
+   */
+  readonly marksSeen: number;
 }
 
 export interface ScrubRun {
@@ -67,12 +73,23 @@ export interface ScrubStore {
 
   /**
    * The verification of `version` passed at `now`: set `verified_at` and
-   * clear any corruption mark. Returns false (and changes nothing) when the
-   * bucket no longer publishes that version.
+   * clear any corruption mark. Returns `changed` (and changes nothing) when
+   * the bucket no longer publishes that version, and `marked-since` when a
+   * mark landed after the verification read the bucket (the mark count is
+   * no longer `version.marksSeen`): that mark rests on reads at least as new
+   * as this verification's, so it stands. Clocks play no part: a mark's time
+   * and a verification's come from different processes.
    */
-  recordVerified(version: VerifiedVersion, now: Date): Promise<boolean>;
+  recordVerified(
+    version: VerifiedVersion,
+    now: Date,
+  ): Promise<"recorded" | "changed" | "marked-since">;
 
-  /** Mark `version` corrupt, under the same condition as {@link recordVerified}. */
+  /**
+   * Mark `version` corrupt (adding one to its mark count) while the bucket
+   * still publishes it; false, changing nothing, when it does not. The mark
+   * count is not a condition: damage seen is recorded whatever else was.
+   */
   markCorrupt(version: VerifiedVersion, now: Date, problem: string): Promise<boolean>;
 
   /** Buckets marked corrupt, oldest mark first, at most `limit`, and how many there are in all. */

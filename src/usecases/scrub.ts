@@ -22,7 +22,16 @@
  *    or re-archived while the scrub looked at it keeps what the newer work
  *    recorded, and its old objects (which GC may have collected) are never
  *    reported as damage.
- * 3. The scrub never writes an archive object. A damaged catalog entry is
+ * 3. A passing verification clears only marks older than itself: it records
+ *    itself only while the bucket's mark count is what it read before it
+ *    looked at any byte. A mark that landed since rests on reads at least as
+ *    new as this one's (a slow pass read the bytes before they were
+ *    damaged; the mark's reads came after), so the mark stands and cleanup
+ *    keeps the hot rows. The rule counts marks instead of comparing times:
+ *    a mark's time and a verification's start come from different clocks.
+ *    An operator who recovered a damaged object runs `verify --bucket`,
+ *    which starts after the mark and so may clear it.
+ * 4. The scrub never writes an archive object. A damaged catalog entry is
  *    put right by the catalog's own upkeep (usecases/catalog.ts), which is
  *    safe to run at any time.
  *
@@ -167,6 +176,7 @@ export async function verifyBucket(ctx: ScrubContext, id: BucketId): Promise<Buc
     id,
     generation: metadata.generation,
     manifestKey: metadata.manifestKey,
+    marksSeen: metadata.corruptMarks,
   };
   const changed = {
     kind: "skipped",
@@ -189,7 +199,19 @@ export async function verifyBucket(ctx: ScrubContext, id: BucketId): Promise<Buc
   }
 
   const catalogProblems = await checkCatalog(ctx, metadata, version);
-  if (!(await ctx.scrubStore.recordVerified(version, ctx.clock.now()))) return changed;
+  const recorded = await ctx.scrubStore.recordVerified(version, ctx.clock.now());
+  if (recorded === "changed") return changed;
+  if (recorded === "marked-since") {
+    // Invariant 3: a newer mark stands; this pass read the bytes before it.
+    ctx.log.warn("a verification passed but a newer corrupt mark stands", {
+      bucket: showBucket(id),
+    });
+    return {
+      kind: "skipped",
+      id,
+      reason: "marked corrupt by another verification while this one read it; that mark stands",
+    };
+  }
   return { kind: "verified", id, catalogProblems };
 }
 

@@ -24,6 +24,7 @@ import type {
   CreateOptions,
   CreateResult,
   DeleteOptions,
+  HeadOptions,
   ListOptions,
   ListPage,
   ObjectInfo,
@@ -141,7 +142,7 @@ class ObjectStoreUnderLease implements ObjectStore {
     })();
   }
 
-  async head(key: string, options?: CallOptions): Promise<ObjectInfo | null> {
+  async head(key: string, options?: HeadOptions): Promise<ObjectInfo | null> {
     return await this.#call(options, (o) => this.inner.head(key, o));
   }
 

@@ -313,6 +313,25 @@ export function objectStoreConformance(name: string, open: () => Promise<OpenedS
         expect(await store.head("h/dir")).toBeNull();
         expect(await store.head("h/dir/child/below")).toBeNull();
       });
+
+      it("with checksum, reports the stored bytes' SHA-256 or nothing, never another; without, nothing", async () => {
+        const body = everyByteValue();
+        await store.createIfAbsent("h/sum", body);
+        await store.replace("h/replaced", text("first"));
+        await store.replace("h/replaced", text("other"));
+        const sha = (bytes: Uint8Array) => createHash("sha256").update(bytes).digest("hex");
+
+        for (const [key, bytes] of [
+          ["h/sum", body],
+          ["h/replaced", text("other")],
+        ] as const) {
+          const info = await store.head(key, { checksum: true });
+          expect(info).toMatchObject({ key, size: bytes.byteLength });
+          if (info!.sha256 !== undefined) expect(info!.sha256).toBe(sha(bytes));
+          expect((await store.head(key))!.sha256).toBeUndefined();
+        }
+        expect(await store.head("h/absent", { checksum: true })).toBeNull();
+      });
     });
 
     describe("list", () => {

@@ -16,7 +16,7 @@
  * and a directory of other objects here (S3 allows it; the archive's key
  * layout never needs it); such a conflict is an InvalidInputError.
  */
-import { randomUUID } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import { createReadStream, type Dirent } from "node:fs";
 import {
   copyFile,
@@ -158,11 +158,14 @@ export class FileObjectStore implements port.ObjectStore {
     })();
   }
 
-  async head(key: string): Promise<port.ObjectInfo | null> {
+  /** With `checksum`, the file is hashed: a file store keeps no checksum of its own. */
+  async head(key: string, options: port.HeadOptions = {}): Promise<port.ObjectInfo | null> {
     const file = this.#pathOf(key);
     try {
       const info = await stat(file);
-      return info.isFile() ? { key, size: info.size, lastModified: info.mtime } : null;
+      if (!info.isFile()) return null;
+      const found = { key, size: info.size, lastModified: info.mtime };
+      return options.checksum === true ? { ...found, sha256: await sha256OfFile(file) } : found;
     } catch (error) {
       if (isAbsence(error)) return null;
       throw storeError(error, "head", key);
@@ -449,4 +452,12 @@ function storeError(error: unknown, operation: string, key: string): Error {
   if (code !== undefined && TRANSIENT_CODES.has(code))
     return new TransientStoreError(message, { cause: error });
   return new PulpitumError(message, { cause: error });
+}
+
+/** The lowercase hex SHA-256 of a file, read in chunks. */
+async function sha256OfFile(file: string): Promise<string> {
+  const hash = createHash("sha256");
+  for await (const chunk of createReadStream(file, { highWaterMark: STREAM_CHUNK_BYTES }))
+    hash.update(chunk as Buffer);
+  return hash.digest("hex");
 }

@@ -36,7 +36,7 @@ export class ForwardingObjectStore implements port.ObjectStore {
     return await (await this.target()).getStream(key, options);
   }
 
-  async head(key: string, options?: port.CallOptions): Promise<port.ObjectInfo | null> {
+  async head(key: string, options?: port.HeadOptions): Promise<port.ObjectInfo | null> {
     return await (await this.target()).head(key, options);
   }
 

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { readFile } from "node:fs/promises";
 import { ObjectNotFoundError } from "../../errors.js";
 import type * as port from "../../ports/object-store.js";
@@ -122,15 +123,17 @@ export class MemoryObjectStore implements port.ObjectStore {
     })();
   }
 
-  async head(key: string): Promise<port.ObjectInfo | null> {
+  async head(key: string, options: port.HeadOptions = {}): Promise<port.ObjectInfo | null> {
     keys.validateObjectKey(key);
     this.calls.head++;
     this.#hook("head", key, "before");
     const object = this.#objects.get(key);
     this.#hook("head", key, "after");
-    return object
-      ? { key, size: object.bytes.byteLength, lastModified: object.lastModified }
-      : null;
+    if (!object) return null;
+    const found = { key, size: object.bytes.byteLength, lastModified: object.lastModified };
+    return options.checksum === true
+      ? { ...found, sha256: createHash("sha256").update(object.bytes).digest("hex") }
+      : found;
   }
 
   async list(prefix: string, options: port.ListOptions = {}): Promise<port.ListPage> {

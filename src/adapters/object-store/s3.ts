@@ -211,18 +211,33 @@ export class S3ObjectStore implements port.ObjectStore {
     })();
   }
 
-  /** A HEAD response has no body, so a missing bucket also reads as null here; get and list name it. */
-  async head(key: string, options: port.CallOptions = {}): Promise<port.ObjectInfo | null> {
+  /**
+   * A HEAD response has no body, so a missing bucket also reads as null here;
+   * get and list name it. With `checksum`, the same request asks for the
+   * stored checksum (`ChecksumMode: ENABLED`): a full-object SHA-256 is the
+   * stored bytes' SHA-256, which S3 checked when they arrived; a composite
+   * one (a checksum of part checksums) or a CRC says nothing of it.
+   */
+  async head(key: string, options: port.HeadOptions = {}): Promise<port.ObjectInfo | null> {
     keys.validateObjectKey(key);
     try {
       const response = await this.#client.send(
-        new HeadObjectCommand({ Bucket: this.bucket, Key: key }),
+        new HeadObjectCommand({
+          Bucket: this.bucket,
+          Key: key,
+          ChecksumMode: options.checksum === true ? "ENABLED" : undefined,
+        }),
         sendOptions(options),
       );
+      const sha256 =
+        response.ChecksumSHA256 !== undefined && response.ChecksumType !== "COMPOSITE"
+          ? hexOfBase64Sha256(response.ChecksumSHA256)
+          : undefined;
       return {
         key,
         size: response.ContentLength ?? 0,
         lastModified: response.LastModified ?? new Date(0),
+        ...(sha256 === undefined ? {} : { sha256 }),
       };
     } catch (error) {
       if (statusOf(error) === 404 || nameOf(error) === "NotFound" || nameOf(error) === "NoSuchKey")
@@ -476,4 +491,10 @@ export class S3ObjectStore implements port.ObjectStore {
   #error(error: unknown, operation: string, key: string, options: port.CallOptions): Error {
     return abortReason(options) ?? s3Error(error, operation, key, this.#describe(key));
   }
+}
+
+/** A SHA-256 checksum header's base64 as lowercase hex; undefined when it is not 32 bytes (a composite `…-N`). */
+function hexOfBase64Sha256(value: string): string | undefined {
+  if (!/^[A-Za-z0-9+/]{43}=$/.test(value)) return undefined;
+  return Buffer.from(value, "base64").toString("hex");
 }

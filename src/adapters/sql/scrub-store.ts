@@ -38,6 +38,11 @@ function PUBLISHES(p: SqlParams, version: VerifiedVersion): string {
   );
 }
 
+/** NO_MARK_SINCE: no corrupt mark landed since the verification read the bucket. */
+function NO_MARK_SINCE(p: SqlParams, version: VerifiedVersion): string {
+  return `corrupt_marks = ${p.int(version.marksSeen)}`;
+}
+
 export class SqlScrubStore implements ScrubStore {
   constructor(private readonly db: SqlDatabase) {}
 
@@ -120,17 +125,34 @@ export class SqlScrubStore implements ScrubStore {
     return Number(rows[0]?.n ?? 0);
   }
 
-  async recordVerified(version: VerifiedVersion, now: Date): Promise<boolean> {
+  async recordVerified(
+    version: VerifiedVersion,
+    now: Date,
+  ): Promise<"recorded" | "changed" | "marked-since"> {
     const p = new SqlParams();
     const { rows } = await this.db.write<{ bucket_key: string }>(
       `UPDATE ${METADATA_TABLE}
           SET verified_at = ${p.time(now)}, corrupt_at = NULL, corrupt_problem = NULL
-        WHERE ${PUBLISHES(p, version)}
+        WHERE ${PUBLISHES(p, version)} AND ${NO_MARK_SINCE(p, version)}
         RETURNING bucket_key`,
       p.values,
       "recordVerified",
     );
-    return rows.length > 0;
+    if (rows.length > 0) return "recorded";
+    // Refused: say why, from a fresh read (a lost reply resolves the same way).
+    const q = new SqlParams();
+    const found = await this.db.query<{
+      corrupt_marks: string | number;
+      verified_at: string | null;
+    }>(
+      `SELECT corrupt_marks, verified_at FROM ${METADATA_TABLE} WHERE ${PUBLISHES(q, version)}`,
+      q.values,
+    );
+    const row = found.rows[0];
+    if (row === undefined) return "changed";
+    if (Number(row.corrupt_marks) !== version.marksSeen) return "marked-since";
+    // Same version, same marks: only our own write, landed, explains it.
+    return sqlDateOrNull(row.verified_at)?.getTime() === now.getTime() ? "recorded" : "changed";
   }
 
   async markCorrupt(version: VerifiedVersion, now: Date, problem: string): Promise<boolean> {
@@ -139,7 +161,8 @@ export class SqlScrubStore implements ScrubStore {
     const { rows } = await this.db.write<{ bucket_key: string }>(
       `UPDATE ${METADATA_TABLE}
           SET corrupt_at = COALESCE(corrupt_at, ${p.time(now)}),
-              corrupt_problem = ${p.text(problem.slice(0, MAX_PROBLEM_LENGTH))}
+              corrupt_problem = ${p.text(problem.slice(0, MAX_PROBLEM_LENGTH))},
+              corrupt_marks = corrupt_marks + 1
         WHERE ${PUBLISHES(p, version)}
         RETURNING bucket_key`,
       p.values,

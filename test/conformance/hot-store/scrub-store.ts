@@ -32,7 +32,12 @@ export function scrubStoreConformance(store: () => HotStore): void {
 
     async function versionOf(id: BucketId): Promise<VerifiedVersion> {
       const m = (await store().getBucket(id))!;
-      return { id, generation: m.generation, manifestKey: m.manifestKey! };
+      return {
+        id,
+        generation: m.generation,
+        manifestKey: m.manifestKey!,
+        marksSeen: m.corruptMarks,
+      };
     }
 
     it("publish records the verification time; the walk takes never-verified buckets first, then least recently verified, page by page, none verified after the run began", async () => {
@@ -46,9 +51,9 @@ export function scrubStoreConformance(store: () => HotStore): void {
         BucketId,
         BucketId,
       ];
-      expect(await scrubs().recordVerified(await versionOf(a), later(NOW, 3000))).toBe(true);
-      expect(await scrubs().recordVerified(await versionOf(b), later(NOW, 1000))).toBe(true);
-      expect(await scrubs().recordVerified(await versionOf(c), later(NOW, 9000))).toBe(true);
+      expect(await scrubs().recordVerified(await versionOf(a), later(NOW, 3000))).toBe("recorded");
+      expect(await scrubs().recordVerified(await versionOf(b), later(NOW, 1000))).toBe("recorded");
+      expect(await scrubs().recordVerified(await versionOf(c), later(NOW, 9000))).toBe("recorded");
       // A bucket published by a release before migration 11 has no verification time.
       const sql = store() as SqlHotStore;
       await sql.db.write(
@@ -100,12 +105,34 @@ export function scrubStoreConformance(store: () => HotStore): void {
       expect(listed.buckets.map((c) => key(c.id))).toContain(key(id));
       expect(listed.total).toBeGreaterThanOrEqual(1);
 
-      expect(await scrubs().recordVerified(stale, later(NOW, 3000))).toBe(false);
+      expect(await scrubs().recordVerified(stale, later(NOW, 3000))).toBe("changed");
       expect((await store().getBucket(id))?.corruption).not.toBeNull();
-      expect(await scrubs().recordVerified(version, later(NOW, 3000))).toBe(true);
+      // A verification that read the bucket after both marks may clear them.
+      const seenAfterMarks = await versionOf(id);
+      expect(seenAfterMarks.marksSeen).toBe(version.marksSeen + 2);
+      expect(await scrubs().recordVerified(seenAfterMarks, later(NOW, 3000))).toBe("recorded");
       const after = await store().getBucket(id);
       expect(after?.corruption).toBeNull();
       expect(after?.verifiedAt).toEqual(later(NOW, 3000));
+    });
+
+    it("a verification that read the bucket before a mark landed never clears that mark, however late its clock", async () => {
+      const { ids } = await archivedBuckets("scrub-stale-pass", 1);
+      const id = ids[0]!;
+      const slowPass = await versionOf(id);
+      expect(await scrubs().markCorrupt(slowPass, later(NOW, 5000), "payload hashes to …")).toBe(
+        true,
+      );
+      // The slow pass records with a clock far ahead of the mark's: still refused.
+      expect(await scrubs().recordVerified(slowPass, later(NOW, 3_600_000))).toBe("marked-since");
+      const after = (await store().getBucket(id))!;
+      expect(after.corruption).toEqual({ at: later(NOW, 5000), problem: "payload hashes to …" });
+      expect(after.verifiedAt).toEqual(NOW);
+      // A mark on a bucket already marked still counts as one more.
+      const marked = await versionOf(id);
+      expect(await scrubs().markCorrupt(marked, later(NOW, 6000), "again")).toBe(true);
+      expect(await scrubs().recordVerified(marked, later(NOW, 7000))).toBe("marked-since");
+      expect((await store().getBucket(id))?.corruptMarks).toBe(slowPass.marksSeen + 2);
     });
 
     it("records runs per archive root, keeping the last completion across incomplete runs", async () => {

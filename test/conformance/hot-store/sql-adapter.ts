@@ -56,7 +56,9 @@ export function sqlHotStoreConformance(
 
     it("applies every migration once: a second run applies nothing", async () => {
       const versions = MIGRATIONS.map((m) => m.version);
-      expect(versions).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+      // Numbered from 1, each once, ascending (migrations from parallel work may leave gaps).
+      expect(versions).toEqual([...new Set(versions)].sort((a, b) => a - b));
+      expect(versions.slice(0, 13)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
       expect(firstRun).toEqual(versions);
       expect(secondRun).toEqual([]);
       const { rows } = await store.db.query<{ version: string }>(

@@ -39,7 +39,7 @@ async function published(): Promise<{ h: Harness; id: BucketId; ctx: ArchiverCon
 async function markCorrupt(h: Harness, id: BucketId): Promise<void> {
   const m = (await h.inner.getBucket(id))!;
   const marked = await scrubStoreOf(h.inner)!.markCorrupt(
-    { id, generation: m.generation, manifestKey: m.manifestKey! },
+    { id, generation: m.generation, manifestKey: m.manifestKey!, marksSeen: m.corruptMarks },
     h.clock.now(),
     "archive object … failed verification (injected)",
   );

@@ -78,6 +78,8 @@ export const METADATA_COLUMNS = [
   "verified_at",
   "corrupt_at",
   "corrupt_problem",
+  "corrupt_marks",
+  "failed_at",
   "enqueued_at",
   "created_at",
   "updated_at",
@@ -109,6 +111,8 @@ export interface MetadataRow extends BucketKeyRow {
   verified_at: string | null;
   corrupt_at: string | null;
   corrupt_problem: string | null;
+  corrupt_marks: string | number;
+  failed_at: string | null;
   enqueued_at: string | null;
   created_at: string;
   updated_at: string;
@@ -177,6 +181,8 @@ export function toMetadata(row: MetadataRow): BucketMetadata {
       row.corrupt_at === null
         ? null
         : { at: sqlDate(row.corrupt_at), problem: row.corrupt_problem ?? "" },
+    corruptMarks: Number(row.corrupt_marks),
+    failedAt: sqlDateOrNull(row.failed_at),
     enqueuedAt: sqlDateOrNull(row.enqueued_at),
     createdAt: sqlDate(row.created_at),
     updatedAt: sqlDate(row.updated_at),
