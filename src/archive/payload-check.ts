@@ -37,7 +37,12 @@ import type { ArchiveFormat } from "../domain/table.js";
 import { readFully } from "../file-read.js";
 import { fileByteSource } from "./byte-sources.js";
 import { AnnouncedGroupsCheck, type AnnouncedRowGroup } from "./parquet/announced-groups.js";
-import { inspectPayload, type PayloadContent, type PayloadExpectations } from "./payload-reader.js";
+import {
+  decodeFailure,
+  inspectPayload,
+  type PayloadContent,
+  type PayloadExpectations,
+} from "./payload-reader.js";
 
 export interface PayloadCheckTarget {
   /** The file being written; failures name it. */
@@ -141,9 +146,9 @@ class LocalPayloadCheck implements PayloadCheck {
     await this.#chain;
     // The handle is shared with the hashing: released once both are done.
     await hashed.catch(() => undefined);
+    const { filePath, format, expected } = this.target;
     try {
-      if (this.#failure !== undefined) throw this.#failure.error;
-      const { filePath, format, expected } = this.target;
+      if (this.#failure !== undefined) throw decodeFailure(filePath, format, this.#failure.error);
       const source = await fileByteSource(filePath);
       try {
         if (source.byteLength !== byteLength) {
@@ -155,6 +160,8 @@ class LocalPayloadCheck implements PayloadCheck {
         // Streamed groups stand only if the footer names exactly them; else the whole file.
         const content = await this.#groups?.finish(source);
         return content ?? (await inspectPayload(source, format, expected));
+      } catch (error) {
+        throw decodeFailure(filePath, format, error);
       } finally {
         await source.close();
       }
@@ -234,7 +241,13 @@ type Request =
 /** A failure sent back over the port: an integrity verdict, or any other error. */
 type Failure =
   | { readonly integrity: true; readonly objectKey: string; readonly problem: string }
-  | { readonly integrity: false; readonly name: string; readonly message: string };
+  | {
+      readonly integrity: false;
+      readonly name: string;
+      readonly message: string;
+      /** Node's error code (ENOSPC, say): how the failure is classified (domain/failures.ts). */
+      readonly code?: string;
+    };
 
 /** A finish is answered twice: the SHA-256 (or why not), then the content (or why not). */
 type Reply =
@@ -290,14 +303,20 @@ function failureOf(error: unknown): Failure {
   if (error instanceof ArchiveIntegrityError)
     return { integrity: true, objectKey: error.objectKey, problem: error.problem };
   const e = error instanceof Error ? error : new Error(String(error));
-  return { integrity: false, name: e.name, message: e.message };
+  const code = (e as { code?: unknown }).code;
+  return {
+    integrity: false,
+    name: e.name,
+    message: e.message,
+    ...(typeof code === "string" ? { code } : {}),
+  };
 }
 
 function errorOf(failure: Failure): Error {
   if (failure.integrity) return new ArchiveIntegrityError(failure.objectKey, failure.problem);
   const error = new Error(failure.message);
   error.name = failure.name;
-  return error;
+  return failure.code === undefined ? error : Object.assign(error, { code: failure.code });
 }
 
 /** The thread died: its checks are done again on this thread. */

@@ -14,7 +14,8 @@
  * ArchiveIntegrityError naming the object; store errors (missing object,
  * transport failure) pass through unchanged so a retry stays possible.
  */
-import { ArchiveIntegrityError } from "../errors.js";
+import { classifyFailure } from "../domain/failures.js";
+import { ArchiveIntegrityError, errorMessage, PulpitumError } from "../errors.js";
 import { bytesEqual, type TableRecord } from "../domain/record.js";
 import { formatMicrosRfc3339, type EpochMicros } from "../domain/time.js";
 import type { ArchiveFormat } from "../domain/table.js";
@@ -29,19 +30,41 @@ export interface ReadOptions {
   readonly batchRows?: number;
 }
 
+/**
+ * What a decoder's failure on `name` is: an ArchiveIntegrityError naming the
+ * object when the bytes would not decode (a decoder's own error, plain or
+ * not), and the error itself when it is Pulpitum's (already classified) or
+ * an outage of the store the bytes came from (a retry may succeed). So a
+ * payload that does not decode is the bucket's own failure everywhere: the
+ * export's check counts it toward quarantine, the scrub marks the bucket.
+ */
+export function decodeFailure(name: string, format: ArchiveFormat, error: unknown): unknown {
+  if (error instanceof PulpitumError || classifyFailure(error) === "outage") return error;
+  return new ArchiveIntegrityError(name, `does not decode as ${format}: ${errorMessage(error)}`, {
+    cause: error,
+  });
+}
+
 /** Decode every record of a payload, in batches. */
 export function readRecordBatches(
   source: ByteSource,
   format: ArchiveFormat,
   options: ReadOptions = {},
 ): AsyncIterable<TableRecord[]> {
-  if (format === "parquet") {
-    return (async function* () {
-      const reader = await ParquetPayloadReader.open(source);
-      yield* reader.readRange();
-    })();
-  }
-  return readJsonBatches(source, options.batchRows ?? 8192);
+  const batches =
+    format === "parquet"
+      ? (async function* () {
+          const reader = await ParquetPayloadReader.open(source);
+          yield* reader.readRange();
+        })()
+      : readJsonBatches(source, options.batchRows ?? 8192);
+  return (async function* () {
+    try {
+      yield* batches;
+    } catch (error) {
+      throw decodeFailure(source.name, format, error);
+    }
+  })();
 }
 
 /** Decode every record of a payload, one at a time. */
@@ -83,6 +106,18 @@ export async function inspectPayload(
   source: ByteSource,
   format: ArchiveFormat,
   expected: PayloadExpectations = {},
+): Promise<PayloadContent> {
+  try {
+    return await inspectDecoded(source, format, expected);
+  } catch (error) {
+    throw decodeFailure(source.name, format, error);
+  }
+}
+
+async function inspectDecoded(
+  source: ByteSource,
+  format: ArchiveFormat,
+  expected: PayloadExpectations,
 ): Promise<PayloadContent> {
   if (format === "parquet") {
     // The writer's layout is verified on its columns; any other through records below.

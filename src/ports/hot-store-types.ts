@@ -124,10 +124,11 @@ export interface BucketMetadata {
    */
   readonly corruptMarks: number;
   /**
-   * When the bucket's last failure was recorded (a deferral, a suspended
-   * export, a failed cleanup); null if none since it was created. The
-   * window in which other buckets' progress tells an ambiguous failure to
-   * be the bucket's own (usecases/failure-accounting.ts).
+   * When the bucket's current run of failures began: its first failure
+   * recorded (a deferral, a suspended export, a deferred cleanup) since it
+   * last reached the archive; null when it has not failed since. Other
+   * buckets archived from then on tell an ambiguous failure to be the
+   * bucket's own (usecases/record-failure.ts).
    */
   readonly failedAt: Date | null;
   readonly enqueuedAt: Date | null;

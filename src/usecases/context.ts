@@ -4,6 +4,7 @@ import type { CutoffPolicy } from "../domain/cutoff.js";
 import type { Clock } from "../ports/clock.js";
 import type {
   ArchivalPhases,
+  FailureRecords,
   BucketDiscovery,
   BucketLeases,
   HotReads,
@@ -91,7 +92,9 @@ export interface ArchiverContext<Store = HotStore> {
 }
 
 /** The roles of the hot store the archival phases, and run-next-phase driving them, touch. */
-export type PhaseContext = ArchiverContext<HotReads & BucketLeases & ArchivalPhases>;
+export type PhaseContext = ArchiverContext<
+  HotReads & BucketLeases & ArchivalPhases & FailureRecords
+>;
 
 export interface DiscoveryContext {
   readonly hotStore: BucketDiscovery;

@@ -18,16 +18,28 @@ export const intervalRenewalTimer: RenewalTimer = (everyMs, tick) => {
 };
 
 /**
- * Renews a lease every `renewalMs` while a phase runs. The first failed
- * renewal (lost, expired, or an error we cannot tell from either) aborts
- * `signal`, for good, with a LeaseLostError naming the failure: every call that takes the signal (usecases/under-lease.ts)
- * then throws it, so the phase starts nothing destructive, and durable expiry
- * and takeover decide what happens.
+ * Renews a lease every `renewalMs` while a phase runs.
+ *
+ * A renewal the store refuses (the lease was taken over or expired) aborts
+ * `signal` at once, for good, with a LeaseLostError naming the failure:
+ * every call that takes the signal (usecases/under-lease.ts) then throws it,
+ * so the phase starts nothing destructive, and the new holder decides.
+ *
+ * A renewal that fails without an answer (the database unreachable for a
+ * moment, a connection reset) proves nothing lost: the lease is still ours
+ * until it expires, and every destructive step is fenced by it anyway. So
+ * the phase goes on, and the next renewal tries again, as long as it can
+ * still land before the lease expires by this process's clock (with half a
+ * renewal interval to spare). Once it could not, the signal aborts and
+ * {@link LeaseHeartbeat.renewalFailure} holds the error: the runner then
+ * records the failure (an outage, when it was one) instead of leaving the
+ * lease to expire into a takeover that would count as an attempt.
  */
 export class LeaseHeartbeat {
   #lease: Lease;
   #cancelTimer: (() => void) | undefined;
   #inFlight: Promise<void> | undefined;
+  #renewalFailure: unknown;
   readonly #abort = new AbortController();
 
   constructor(
@@ -46,9 +58,18 @@ export class LeaseHeartbeat {
     return this.#lease;
   }
 
-  /** Aborted, with a LeaseLostError naming the failure, by the first failed renewal. */
+  /** Aborted, with a LeaseLostError naming the failure, once the lease cannot be kept. */
   get signal(): AbortSignal {
     return this.#abort.signal;
+  }
+
+  /**
+   * The error of the renewal that gave up because the next one could not
+   * land before the lease expired; undefined while renewals succeed, and
+   * when the store refused a renewal (a real loss).
+   */
+  get renewalFailure(): unknown {
+    return this.#renewalFailure;
   }
 
   start(): void {
@@ -70,8 +91,26 @@ export class LeaseHeartbeat {
       }
       this.#fail("the lease was lost or expired before it could be renewed");
     } catch (error) {
-      this.#fail(`renewal failed: ${errorMessage(error)}`);
+      if (this.#nextRenewalLandsInTime()) {
+        this.log.warn(
+          "lease renewal failed; the next renewal tries again before the lease expires",
+          {
+            error: errorMessage(error),
+            generation: this.#lease.generation,
+            expiresAt: this.#lease.expiresAt.toISOString(),
+          },
+        );
+        return;
+      }
+      this.#renewalFailure = error;
+      this.#fail(`renewal failed: ${errorMessage(error)}`, error);
     }
+  }
+
+  /** Whether the next renewal, one interval from now, still lands half an interval before expiry. */
+  #nextRenewalLandsInTime(): boolean {
+    const left = this.#lease.expiresAt.getTime() - this.clock.now().getTime();
+    return left - this.renewalMs >= this.renewalMs / 2;
   }
 
   /** Whether the lease is still ours by our own clock, with a margin for one renewal. */
@@ -85,11 +124,11 @@ export class LeaseHeartbeat {
     await this.#inFlight;
   }
 
-  #fail(reason: string): void {
+  #fail(reason: string, cause?: unknown): void {
     this.log.warn("lease heartbeat failed; no further destructive step will start", {
       reason,
       generation: this.#lease.generation,
     });
-    this.#abort.abort(new LeaseLostError("lease renewal", { reason }));
+    this.#abort.abort(new LeaseLostError("lease renewal", { reason, cause }));
   }
 }

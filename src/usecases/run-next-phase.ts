@@ -1,21 +1,14 @@
 import { DEFAULT_MAX_ATTEMPTS } from "../config.js";
 import { describeBucket, type BucketId } from "../domain/bucket.js";
 import { cutoffAt, formatCutoffAt } from "../domain/cutoff.js";
-import { outageRetryDelayMs } from "../domain/retry-delay.js";
 import {
-  countsAsAttempt,
   errorMessage,
   LeaseLostError,
   UnknownBucketError,
   ArchiveIntegrityError,
   InvariantViolationError,
 } from "../errors.js";
-import type {
-  BucketMetadata,
-  BucketPart,
-  FailureAccounting,
-  PhaseName,
-} from "../ports/hot-store.js";
+import type { BucketMetadata, PhaseName } from "../ports/hot-store.js";
 import type { PhaseContext, PhaseOutcome } from "./context.js";
 import { takeBucketLease } from "./bucket-lease.js";
 import type { LeaseHeartbeat } from "./heartbeat.js";
@@ -24,8 +17,12 @@ import { cleanupBucket } from "./phases/cleanup.js";
 import { exportBucket } from "./phases/export.js";
 import { publishBucket } from "./phases/publish.js";
 import { sealBucket } from "./phases/seal.js";
-import { commitFenced, type PhaseInput, type StepResult } from "./phases/step.js";
+import type { PhaseInput, StepResult } from "./phases/step.js";
+import { nextPhaseOf } from "./next-phase.js";
+import { recoverFromFailure } from "./record-failure.js";
 import { underLease } from "./under-lease.js";
+
+export { nextPhaseOf } from "./next-phase.js";
 
 const PHASES: Record<PhaseName, (input: PhaseInput) => Promise<StepResult>> = {
   claim: claimBucket,
@@ -34,31 +31,6 @@ const PHASES: Record<PhaseName, (input: PhaseInput) => Promise<StepResult>> = {
   publish: publishBucket,
   cleanup: cleanupBucket,
 };
-
-/**
- * The phase a bucket needs next, derived from durable facts rather than from
- * any message: archived buckets need cleanup until their hot rows are gone;
- * archiving buckets need export, seal or publish depending on what is
- * recorded; hot buckets need a claim. Null: nothing is left to do.
- *
- * A bucket being restored (archived with a restore mark) has no archival
- * phase: its hot rows are being written back, not waiting for deletion, so
- * cleanup must never be picked for it. Only the restore use case advances
- * it (the SQL fences refuse cleanup for it as well).
- */
-export function nextPhaseOf(metadata: BucketMetadata): PhaseName | null {
-  switch (metadata.state) {
-    case "archived":
-      if (metadata.restoreStartedAt !== null) return null;
-      return metadata.hotDeleted ? null : "cleanup";
-    case "archiving":
-      if (metadata.exported === null) return "export";
-      if (metadata.manifestKey === null) return "seal";
-      return "publish";
-    case "hot":
-      return "claim";
-  }
-}
 
 export interface RunPhaseOptions {
   /** Start no new cleanup batch or export part after this instant (a Lambda's remaining time). */
@@ -136,7 +108,8 @@ type OutcomeFields = Omit<PhaseOutcome, "bucket" | "durationMs">;
 /**
  * Before any lease: a claim that must not run now (its reason, deferred
  * while its retry time is ahead), or a suspended export (it kept its parts)
- * waiting out its retry like a deferred claim. Null when the phase may run.
+ * or a deferred cleanup waiting out its retry like a deferred claim. Null
+ * when the phase may run.
  */
 async function reasonToWait(
   ctx: PhaseContext,
@@ -152,12 +125,17 @@ async function reasonToWait(
         : { phase: null, result: "done", next: "claim", reason };
     }
   }
-  if (planned === "export" && before.ownerToken === null && retryPending(before, now)) {
+  if (
+    (planned === "export" || planned === "cleanup") &&
+    before.ownerToken === null &&
+    retryPending(before, now)
+  ) {
+    const waiting = planned === "export" ? "export suspended" : "cleanup deferred";
     return {
       phase: null,
       result: "deferred",
-      next: "export",
-      reason: `export suspended until ${before.retryAt.toISOString()} after: ${before.lastError ?? "an earlier failure"}`,
+      next: planned,
+      reason: `${waiting} until ${before.retryAt.toISOString()} after: ${before.lastError ?? "an earlier failure"}`,
       retryAt: before.retryAt,
     };
   }
@@ -228,6 +206,17 @@ async function runPhaseUnderLease(
       bytes: step.bytes,
     });
   } catch (error) {
+    const until = recordingDeadline(ctx, run.deadline);
+    const renewalFailure = heartbeat.renewalFailure;
+    if (renewalFailure !== undefined) {
+      // Renewals failed (the database unreachable, say) until the lease could
+      // not be trusted: not a loss to another worker, a failure to record.
+      ctx.log.warn("lease renewals kept failing; the phase stopped without committing", {
+        ...fields,
+        error: errorMessage(renewalFailure),
+      });
+      return await recoverFromFailure(ctx, heartbeat, phase, renewalFailure, outcome, until);
+    }
     if (error instanceof LeaseLostError || heartbeat.signal.aborted) {
       // A no-op when the lease is really gone; frees it at once when only the phase's condition failed.
       await ctx.hotStore.releaseLease(heartbeat.lease).catch(() => undefined);
@@ -246,11 +235,26 @@ async function runPhaseUnderLease(
       error: errorMessage(error),
       errorName: (error as Error)?.name,
     });
-    return await recoverFromFailure(ctx, heartbeat, phase, error, outcome);
+    return await recoverFromFailure(ctx, heartbeat, phase, error, outcome, until);
   } finally {
     await heartbeat.stop();
   }
 }
+
+/**
+ * Until when a failure may be recorded through an outage: a few seconds past
+ * an invocation's deadline (it leaves WORKER_DEADLINE_MARGIN_MS before the
+ * function's timeout), or one lease length for a process without one.
+ */
+function recordingDeadline(ctx: PhaseContext, deadline: Date | undefined): Date {
+  const now = ctx.clock.now().getTime();
+  return deadline === undefined
+    ? new Date(now + ctx.settings.leaseMs)
+    : new Date(Math.max(now, deadline.getTime() + RECORDING_PAST_DEADLINE_MS));
+}
+
+/** How long past its deadline a phase may still try to record its failure. */
+const RECORDING_PAST_DEADLINE_MS = 5_000;
 
 /**
  * Why no automatic work may touch the bucket now: it is quarantined, or its
@@ -294,101 +298,6 @@ async function reasonNotToClaim(
   const table = await ctx.hotStore.getTable(metadata.id.tableId);
   if (table?.paused) return `table ${metadata.id.tableId} is paused`;
   return undefined;
-}
-
-/**
- * After a failed phase: before publication, re-read first (a failure after an
- * upload may hide a commit that landed), then defer; after publication the
- * archive is already the read authority, so release and let a later attempt
- * finish cleanup. An export that recorded parts keeps them (suspends): each
- * was verified and recorded under the fence, so a transient failure in part
- * 40 of a large bucket costs one part, not the 39 before it, and attempts
- * still count toward quarantine. Only a failure that condemns a recorded
- * part (its re-verification failed) sends the bucket back to hot with its
- * parts forgotten.
- *
- * Only the bucket's own failures count toward quarantine
- * ({@link countsAsAttempt}); an outage's wait after ARCHIVER_RETRY_SECONDS
- * instead grows with each consecutive outage deferral, jittered, so an outage
- * of any length quarantines nothing and a recovered service is not met by
- * every bucket at once.
- */
-async function recoverFromFailure(
-  ctx: PhaseContext,
-  heartbeat: LeaseHeartbeat,
-  phase: PhaseName,
-  error: unknown,
-  outcome: (fields: Omit<PhaseOutcome, "bucket" | "durationMs">) => PhaseOutcome,
-): Promise<PhaseOutcome> {
-  const lease = heartbeat.lease;
-  const reason = `${phase} failed: ${errorMessage(error)}`;
-  try {
-    const current = await ctx.hotStore.getBucket(lease.bucket);
-    if (current === null) throw error;
-    if (current.generation !== lease.generation || current.ownerToken !== lease.token) {
-      // Our commit landed (it released the lease) or someone else owns the bucket: nothing to undo.
-      const next = nextPhaseOf(current);
-      const landed = current.generation === lease.generation && current.ownerToken === null;
-      return outcome({ phase, result: landed ? "advanced" : "lease-lost", next, reason });
-    }
-    if (current.state === "archived") {
-      await ctx.hotStore.releaseLease(lease);
-      return outcome({ phase, result: "deferred", next: nextPhaseOf(current), reason });
-    }
-    const accounting: FailureAccounting = countsAsAttempt(error) ? "attempt" : "outage";
-    const delayMs =
-      accounting === "attempt"
-        ? ctx.settings.retryMs
-        : outageRetryDelayMs(ctx.settings.retryMs, current.outageDeferrals + 1);
-    const retryAt = new Date(ctx.clock.now().getTime() + delayMs);
-    if (phase === "export" && current.state === "archiving" && current.phase === "export") {
-      const parts = await ctx.hotStore.listParts(lease.bucket);
-      if (parts.length > 0 && !condemnsRecordedParts(error, parts)) {
-        const suspended = await commitFenced(
-          ctx,
-          lease,
-          "suspend export",
-          () => ctx.hotStore.suspendExport(lease, ctx.clock.now(), retryAt, reason, accounting),
-          (m) =>
-            m.state === "archiving" &&
-            m.generation === lease.generation &&
-            m.ownerToken === null &&
-            m.retryAt?.getTime() === retryAt.getTime(),
-        );
-        if (suspended.kind === "lease-lost")
-          return outcome({ phase, result: "lease-lost", next: phase, reason });
-        return outcome({ phase, result: "deferred", next: "export", reason, retryAt });
-      }
-    }
-    const deferred = await commitFenced(
-      ctx,
-      lease,
-      "defer",
-      () => ctx.hotStore.defer(lease, ctx.clock.now(), retryAt, reason, accounting),
-      (m) => m.state === "hot" && m.generation === lease.generation && m.ownerToken === null,
-    );
-    if (deferred.kind === "lease-lost")
-      return outcome({ phase, result: "lease-lost", next: phase, reason });
-    return outcome({ phase, result: "deferred", next: "claim", reason, retryAt });
-  } catch (recoveryError) {
-    // The lease was lost between the failure and its record (a lost reply, re-read).
-    if (recoveryError instanceof LeaseLostError)
-      return outcome({ phase, result: "lease-lost", next: phase, reason });
-    ctx.log.error(
-      "could not record the failure; the lease will expire and another worker takes over",
-      {
-        phase,
-        error: errorMessage(recoveryError),
-      },
-    );
-    throw error;
-  }
-}
-
-/** Whether `error` shows that the recorded parts cannot be resumed from. */
-function condemnsRecordedParts(error: unknown, parts: readonly BucketPart[]): boolean {
-  if (error instanceof InvariantViolationError) return true;
-  return error instanceof ArchiveIntegrityError && parts.some((p) => p.key === error.objectKey);
 }
 
 function retryPending(

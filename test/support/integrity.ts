@@ -5,6 +5,8 @@
 import { createHash } from "node:crypto";
 import { parquetMetadata } from "hyparquet";
 import { parquetHeader } from "hyparquet/src/column.js";
+import { Encoding } from "../../src/archive/parquet/footer.js";
+import { ThriftWriter } from "../../src/archive/parquet/thrift.js";
 import { expect } from "vitest";
 import type { BucketId } from "../../src/domain/bucket.js";
 import type { TableRecord } from "../../src/domain/record.js";
@@ -96,6 +98,46 @@ function parquetLayout(bytes: Uint8Array) {
 export function flipValueDataPage(bytes: Uint8Array): Uint8Array {
   const { chunk, pageBody } = parquetLayout(bytes);
   return flipByte(bytes, pageBody(Number(chunk(3).data_page_offset)).end - 10);
+}
+
+/**
+ * The first `value` data page made undecodable while every check before the
+ * decoder still passes: its header rewritten with no CRC (padded by an
+ * unknown field to its old length, so no offset moves) and its body a
+ * Zstandard frame claiming a 1.875 GiB window, which the decoder refuses
+ * with an error of its own.
+ */
+export function undecodableValuePage(bytes: Uint8Array): Uint8Array {
+  const copy = Buffer.from(bytes);
+  const { chunk } = parquetLayout(copy);
+  const at = Number(chunk(3).data_page_offset);
+  const reader = { view: new DataView(copy.buffer, copy.byteOffset), offset: at };
+  const header = parquetHeader(reader);
+  const headerLength = reader.offset - at;
+  const values = header.data_page_header!.num_values;
+  const rewritten = (filler: number) => {
+    const out = new ThriftWriter();
+    out.struct(() => {
+      out.i32(1, 0);
+      out.i32(2, header.uncompressed_page_size);
+      out.i32(3, header.compressed_page_size);
+      out.structField(5, () => {
+        out.i32(1, values);
+        out.i32(2, Encoding.PLAIN);
+        out.i32(3, Encoding.RLE);
+        out.i32(4, Encoding.RLE);
+      });
+      if (filler > 0) out.binary(15, new Uint8Array(filler - 2));
+    });
+    return out.bytes();
+  };
+  const shortBy = headerLength - rewritten(0).length;
+  expect(shortBy).toBeGreaterThanOrEqual(2);
+  copy.set(rewritten(shortBy), at);
+  const body = Buffer.alloc(header.compressed_page_size);
+  Buffer.from([0x28, 0xb5, 0x2f, 0xfd, 0x00, 0xa7, 0x01, 0x00, 0x00]).copy(body);
+  copy.set(body, reader.offset);
+  return new Uint8Array(copy);
 }
 
 /** The last byte of the partition key in the `partition_key` dictionary page. */

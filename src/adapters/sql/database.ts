@@ -327,8 +327,14 @@ export class PgDatabase implements SqlDatabase, BinaryCopyReader {
         expectedBytes,
       );
     } catch (error) {
-      if (sqlState(error) === undefined)
-        broken = error instanceof Error ? error : new Error(String(error));
+      // Never hand a client back after a failed COPY: a server that ended the
+      // session (a restart, a failover, pg_terminate_backend) sends an error
+      // with a SQLSTATE (57P01) and then closes the socket, and the copy took
+      // the socket's reader from pg while it streamed. The next statement on
+      // such a client fails ("Connection terminated unexpectedly"), which is
+      // how a failure handler could not record its outage. A new connection
+      // costs one handshake; a dead one costs the failure's record.
+      broken = error instanceof Error ? error : new Error(String(error));
       throw error;
     } finally {
       stopListening();

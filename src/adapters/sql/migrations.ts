@@ -238,9 +238,9 @@ export const MIGRATIONS: readonly Migration[] = [
     // corrupt_marks: how many times a scrub marked the bucket corrupt; a
     // verification clears a mark only if none landed since it read the
     // bucket (usecases/scrub.ts), whatever the clocks say. failed_at: when
-    // the bucket's last failure was recorded; an ambiguous failure is the
-    // bucket's own when other buckets were published since then (errors.ts,
-    // usecases/failure-accounting.ts).
+    // the bucket's current run of failures began; an ambiguous failure is
+    // the bucket's own when other buckets were archived since then
+    // (domain/failures.ts, usecases/record-failure.ts).
     statements: [
       `ALTER TABLE ${METADATA_TABLE} ADD COLUMN IF NOT EXISTS corrupt_marks INT8 NOT NULL DEFAULT 0`,
       `ALTER TABLE ${METADATA_TABLE} ADD COLUMN IF NOT EXISTS failed_at TIMESTAMPTZ NULL`,

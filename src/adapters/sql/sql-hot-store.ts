@@ -76,7 +76,8 @@ import { readBucket } from "./hot-store/fenced-update.js";
 import { listArchiveReferences } from "./hot-store/gc-references.js";
 import { acquireLease, releaseLease, renewLease } from "./hot-store/leases.js";
 import { listArchivedBuckets, listHeldBuckets } from "./hot-store/operator-queries.js";
-import { claim, defer, publish, recordManifest, suspendExport } from "./hot-store/phases.js";
+import { claim, publish, recordManifest } from "./hot-store/phases.js";
+import { defer, deferCleanup, othersArchivedSince, suspendExport } from "./hot-store/failures.js";
 import { finishExport, listParts, recordPart } from "./hot-store/parts.js";
 import { quarantine, releaseQuarantine, releaseQuarantines } from "./hot-store/quarantine.js";
 import { countHotRows, listPartitionBuckets, readBucketRange } from "./hot-store/reads.js";
@@ -239,6 +240,20 @@ export class SqlHotStore implements HotStore {
     accounting: FailureAccounting = "attempt",
   ): Promise<FencedWrite> {
     return await suspendExport(this.db, lease, now, retryAt, error, accounting);
+  }
+
+  async deferCleanup(
+    lease: Lease,
+    now: Date,
+    retryAt: Date,
+    error: string,
+    accounting: FailureAccounting,
+  ): Promise<FencedWrite> {
+    return await deferCleanup(this.db, lease, now, retryAt, error, accounting);
+  }
+
+  async othersArchivedSince(except: BucketId, since: Date): Promise<boolean> {
+    return await othersArchivedSince(this.db, except, since);
   }
 
   async discover(query: DiscoveryQuery): Promise<Candidate[]> {

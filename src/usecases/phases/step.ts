@@ -1,6 +1,7 @@
 import { AmbiguousCommitError, LeaseLostError } from "../../errors.js";
 import type {
   ArchivalPhases,
+  FailureRecords,
   BucketLeases,
   BucketMetadata,
   FencedWrite,
@@ -26,7 +27,7 @@ export type StepResult = {
 
 /** The ports a phase runs with: bound to its lease's signal. */
 export type LeasedPhaseContext = ArchiverContext<
-  UnderLease<HotReads & BucketLeases & ArchivalPhases>
+  UnderLease<HotReads & BucketLeases & ArchivalPhases & FailureRecords>
 >;
 
 export interface PhaseInput {
@@ -45,7 +46,9 @@ export interface PhaseInput {
  * redoing blindly: if the re-read shows the commit landed it counts; if the
  * lease is still ours and it did not land, the conditional statement is run
  * once more (its condition makes a double application impossible);
- * otherwise the lease is lost: LeaseLostError.
+ * otherwise the lease is lost: LeaseLostError. `fence` says what "ours"
+ * means, as the statement's own fence does: `live`, the lease unexpired;
+ * `own`, its token and generation still the bucket's (failure records).
  */
 export async function commitFenced<Written extends FencedWrite>(
   ctx: ArchiverContext<HotReads>,
@@ -53,6 +56,7 @@ export async function commitFenced<Written extends FencedWrite>(
   operation: string,
   attempt: () => Promise<Written>,
   landed: (metadata: BucketMetadata) => boolean,
+  fence: "live" | "own" = "live",
 ): Promise<Written | { kind: "committed"; metadata: BucketMetadata }> {
   for (let tries = 0; ; tries++) {
     try {
@@ -69,8 +73,9 @@ export async function commitFenced<Written extends FencedWrite>(
         current !== null &&
         current.ownerToken === lease.token &&
         current.generation === lease.generation &&
-        current.leaseExpiresAt !== null &&
-        current.leaseExpiresAt.getTime() > ctx.clock.now().getTime();
+        (fence === "own" ||
+          (current.leaseExpiresAt !== null &&
+            current.leaseExpiresAt.getTime() > ctx.clock.now().getTime()));
       if (!stillOurs) throw new LeaseLostError(operation, { cause: error });
     }
   }

@@ -93,7 +93,6 @@ export function leaseConformance(opened: () => HotStore): void {
       { op: "publish", phase: "publish", run: (s, l, n) => s.publish(l, n) },
       { op: "cleanupBatch", phase: "cleanup", run: (s, l, n) => s.cleanupBatch(l, n, 10) },
       { op: "finishCleanup", phase: "cleanup", run: (s, l, n) => s.finishCleanup(l, n) },
-      { op: "defer", phase: "export", run: (s, l, n) => s.defer(l, n, n, "boom") },
     ];
 
     it.each(staleCases)(
@@ -132,6 +131,78 @@ export function leaseConformance(opened: () => HotStore): void {
             count: 3,
           });
         }
+      },
+    );
+
+    const failureRecords: Array<{
+      op: string;
+      phase: PhaseName;
+      run: (s: HotStore, lease: Lease, now: Date) => Promise<{ kind: string }>;
+      after: { state: string; phase: string };
+    }> = [
+      {
+        op: "defer",
+        phase: "export",
+        run: (s, l, n) => s.defer(l, n, later(n, 5_000), "boom", "outage"),
+        after: { state: "hot", phase: "claim" },
+      },
+      {
+        op: "suspendExport",
+        phase: "export",
+        run: (s, l, n) => s.suspendExport(l, n, later(n, 5_000), "boom", "outage"),
+        after: { state: "archiving", phase: "export" },
+      },
+      {
+        op: "deferCleanup",
+        phase: "cleanup",
+        run: (s, l, n) => s.deferCleanup(l, n, later(n, 5_000), "boom", "outage"),
+        after: { state: "archived", phase: "cleanup" },
+      },
+    ];
+
+    it.each(failureRecords)(
+      "$op lands under a lease that expired while nobody took over (the outage it records kept the worker from it), counting no attempt",
+      async ({ phase, run, after }) => {
+        const tableId = await newTable(store, "late-record");
+        const id = await hotBucket(store, tableId);
+        const before = await advanceTo(store, id, phase);
+        const lease = await acquire(store, id);
+
+        const recorded = await run(store, lease, later(NOW, 5 * LEASE_MS));
+        expect(recorded.kind).toBe("committed");
+        expect(await store.getBucket(id)).toMatchObject({
+          ...after,
+          generation: lease.generation,
+          ownerToken: null,
+          attempts: before.attempts,
+          outageDeferrals: before.outageDeferrals + 1,
+          lastError: "boom",
+          failedAt: later(NOW, 5 * LEASE_MS),
+        });
+        // The next worker takes a released lease: no takeover to count.
+        expect((await acquire(store, id, later(NOW, 6 * LEASE_MS))).generation).toBe(
+          lease.generation + 1,
+        );
+        expect((await store.getBucket(id))?.attempts).toBe(before.attempts);
+      },
+    );
+
+    it.each(failureRecords)(
+      "$op is refused once a newer generation took the expired lease over, and changes nothing",
+      async ({ phase, run }) => {
+        const tableId = await newTable(store, "late-refused");
+        const id = await hotBucket(store, tableId);
+        await advanceTo(store, id, phase);
+        const stale = await acquire(store, id);
+        const current = await acquire(store, id, later(NOW, LEASE_MS));
+        const taken = (await store.getBucket(id))!;
+
+        const refused = await run(store, stale, later(NOW, LEASE_MS + 1_000));
+        expect(refused).toMatchObject({
+          kind: "lease-lost",
+          metadata: { ownerToken: current.token },
+        });
+        expect(await store.getBucket(id)).toEqual(taken);
       },
     );
   });

@@ -119,8 +119,9 @@ export function partConformance(getStore: () => HotStore): void {
       await store.recordPart(lease, NOW, part(0));
       await store.recordPart(lease, NOW, part(1));
 
-      const stale = later(NOW, LEASE_MS);
-      expect((await store.defer(lease, stale, stale, "too late")).kind).toBe("lease-lost");
+      // A failure record needs the lease's token and generation, not an unexpired lease (leases.ts).
+      const rival = { ...lease, token: "someone-else" };
+      expect((await store.defer(rival, NOW, NOW, "not ours")).kind).toBe("lease-lost");
       expect(await store.listParts(id)).toHaveLength(2);
 
       const deferred = committed(await store.defer(lease, NOW, later(NOW, 1000), "boom"));
@@ -138,8 +139,8 @@ export function partConformance(getStore: () => HotStore): void {
       await store.recordPart(lease, NOW, part(0));
       await store.recordPart(lease, NOW, part(1));
 
-      const stale = later(NOW, LEASE_MS);
-      expect((await store.suspendExport(lease, stale, stale, "too late")).kind).toBe("lease-lost");
+      const rival = { ...lease, generation: lease.generation - 1 };
+      expect((await store.suspendExport(rival, NOW, NOW, "not ours")).kind).toBe("lease-lost");
       const retryAt = later(NOW, 5000);
       const suspended = committed(await store.suspendExport(lease, NOW, retryAt, "S3 timed out"));
       expect(suspended.metadata).toMatchObject({

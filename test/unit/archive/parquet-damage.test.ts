@@ -12,7 +12,9 @@ import { describe, expect, it, onTestFinished } from "vitest";
 import { memoryByteSource, type ByteSource } from "../../../src/archive/byte-sources.js";
 import { ParquetPayloadReader } from "../../../src/archive/parquet/reader.js";
 import { decompressZstdPage } from "../../../src/archive/parquet/zstd-page.js";
-import { readRecordBatches } from "../../../src/archive/payload-reader.js";
+import { inspectPayload, readRecordBatches } from "../../../src/archive/payload-reader.js";
+import { classifyFailure } from "../../../src/domain/failures.js";
+import { undecodableValuePage } from "../../support/integrity.js";
 import { encodePayload } from "../../../src/archive/payload-writer.js";
 import { parseRfc3339Micros } from "../../../src/domain/time.js";
 import { ArchiveIntegrityError } from "../../../src/errors.js";
@@ -147,6 +149,20 @@ describe("damaged Parquet payloads", () => {
     expect(process.memoryUsage().arrayBuffers - before).toBeLessThan(64 * 1024 * 1024);
     expect(error).toBeInstanceOf(ArchiveIntegrityError);
     expect(String(error)).toMatch(/states 67108864 values, more than any row group's 16 rows/);
+  });
+
+  it("a page the decoder itself refuses, with no CRC to catch it first, is an ArchiveIntegrityError naming the object on every path that decodes", async () => {
+    const bytes = undecodableValuePage(await payload());
+    const error = await readAll(memoryByteSource("p.parquet", bytes)).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ArchiveIntegrityError);
+    expect(error).toMatchObject({ objectKey: "p.parquet" });
+    expect(String(error)).toMatch(/does not decode.*window/);
+    const inspected = await inspectPayload(memoryByteSource("p.parquet", bytes), "parquet").catch(
+      (e: unknown) => e,
+    );
+    expect(inspected).toBeInstanceOf(ArchiveIntegrityError);
+    expect(inspected).toMatchObject({ objectKey: "p.parquet" });
+    expect(classifyFailure(inspected)).toBe("own");
   });
 
   it("a ZSTD frame claiming gigabytes is refused before they are allocated", () => {

@@ -198,13 +198,13 @@ describe("the default cutoff crossing New Year inside one process", () => {
       onDiscovered: (found) =>
         scans.push({ at: h.clock.now().toISOString(), found: found.map((c) => c.id.bucketKey) }),
     });
-    await vi.waitFor(() => expect(ticker.waiting).toBe(1));
+    await vi.waitFor(() => expect(ticker.waiting).toBe(1), SETTLE);
     const stateBefore = (await h.inner.getBucket(BUCKET_2025))?.state;
     ticker.fire();
     await vi.waitFor(async () => {
       const metadata = await h.inner.getBucket(BUCKET_2025);
       expect(metadata?.state === "archived" && metadata.hotDeleted).toBe(true);
-    });
+    }, SETTLE);
     controller.abort();
     const summary = await run;
 
@@ -217,6 +217,12 @@ describe("the default cutoff crossing New Year inside one process", () => {
     expect(summary).toMatchObject({ rounds: 2, advanced: 5, failures: 0 });
   });
 });
+
+/**
+ * How long to wait for a condition (a bucket archived by the running
+ * archiver): bounded generously, so a loaded machine is slower, never red.
+ */
+const SETTLE = { timeout: 120_000, interval: 20 };
 
 /** A WorkQueue that remembers what was sent. */
 class RecordingQueue implements WorkQueue {

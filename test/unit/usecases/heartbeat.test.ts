@@ -190,16 +190,44 @@ describe("a failed renewal ends the phase as lease-lost with nothing destructive
     return { ctx, renewals, gate, deletes };
   }
 
-  it("a renewal that throws stops cleanup before its next delete batch; the bucket stays archived and a later worker finishes it", async () => {
+  it("one renewal that throws while the lease has time left stops nothing: the next renewal lands and cleanup finishes every batch", async () => {
+    // Prepare: the first renewal fails (a database blip), the ones after it succeed
+    await runUntil("cleanup");
+    let renewalsTried = 0;
+    const { ctx, renewals, gate, deletes } = cleanupHeldAfterFirstBatch(async (call) => {
+      if (++renewalsTried === 1)
+        throw new TransientStoreError("connection reset while renewing (injected)");
+      return await call();
+    });
+
+    // Act: the blip hits the renewal while the first batch is held; the next renewal is due too
+    const cleaning = runNextPhase(ctx, bucket);
+    await gate.whenReached();
+    await renewals.advance(RENEWAL_MS);
+    await renewals.advance(RENEWAL_MS);
+    gate.open();
+    const outcome = await cleaning;
+    const metadata = (await h.inner.getBucket(bucket))!;
+
+    // Assess
+    expect(renewalsTried).toBe(2);
+    expect(outcome).toMatchObject({ phase: "cleanup", result: "advanced", next: null });
+    expect(deletes.started).toBeGreaterThan(1);
+    expect(await hotRows()).toBe(0);
+    expect(metadata).toMatchObject({ state: "archived", hotDeleted: true, attempts: 0 });
+  });
+
+  it("renewals that keep throwing until the lease could expire stop cleanup before its next delete batch, and the outage is recorded under the lease: no attempt counted, none for the next worker's takeover either", async () => {
     // Prepare
     await runUntil("cleanup");
     const { ctx, renewals, gate, deletes } = cleanupHeldAfterFirstBatch(async () => {
       throw new TransientStoreError("connection reset while renewing (injected)");
     });
 
-    // Act
+    // Act: two renewals fail; after the second the next one could not land before expiry
     const cleaning = runNextPhase(ctx, bucket);
     await gate.whenReached();
+    await renewals.advance(RENEWAL_MS);
     await renewals.advance(RENEWAL_MS);
     gate.open();
     const outcome = await cleaning;
@@ -207,16 +235,23 @@ describe("a failed renewal ends the phase as lease-lost with nothing destructive
     const metadata = (await h.inner.getBucket(bucket))!;
 
     // Assess
-    expect(outcome).toMatchObject({ phase: "cleanup", result: "lease-lost", next: "cleanup" });
+    expect(outcome).toMatchObject({ phase: "cleanup", result: "deferred", next: "cleanup" });
+    expect(outcome.reason).toContain("connection reset while renewing");
     expect(deletes.started).toBe(1);
     expect(rowsLeft).toBe(ROWS - BATCH);
-    expect(outcome.reason).toContain("renewal failed: connection reset while renewing");
-    expect(renewals.fired).toBe(1);
-    expect(metadata).toMatchObject({ state: "archived", hotDeleted: false });
+    expect(renewals.fired).toBe(2);
+    expect(metadata).toMatchObject({
+      state: "archived",
+      hotDeleted: false,
+      ownerToken: null,
+      attempts: 0,
+      outageDeferrals: 1,
+    });
     expect((await h.inner.readBucket(bucket, { limit: 1 })).route).toBe("archive");
-    h.clock.advance(LEASE_MS);
+    h.clock.advance(LEASE_MS * 100);
     await converge(h, new Map([["chat", { id: bucket, records }]]));
     await expectFullyArchived(h, new Map([["chat", { id: bucket, records }]]));
+    expect((await h.inner.getBucket(bucket))!.attempts).toBe(0);
   });
 
   it("a renewal that finds the lease taken over stops cleanup before its next delete batch; the new owner finishes it", async () => {
@@ -266,12 +301,24 @@ function observed<T extends object>(inner: T, before: (call: string) => Promise<
   });
 }
 
+/** The runner's own calls after a phase stopped: renewals, and the record of the failure. */
+const RUNNER_CALLS = new Set([
+  "renewLease",
+  "releaseLease",
+  "getBucket",
+  "listParts",
+  "defer",
+  "deferCleanup",
+  "suspendExport",
+  "othersArchivedSince",
+]);
+
 describe("a lost lease reaches the phase through its ports' signal, with nothing to poll", () => {
   const failingRenewal = async () => {
     throw new TransientStoreError("connection reset while renewing (injected)");
   };
 
-  it("a renewal that fails while the payload upload is in flight cancels the upload at once: the export ends lease-lost with no payload object and no part recorded", async () => {
+  it("renewals that fail while the payload upload is in flight cancel the upload once the lease cannot be kept: the export ends with no payload object and no part recorded", async () => {
     // Prepare: the upload waits at a gate, and gives up only when its call's signal aborts
     await runUntil("export");
     const renewals = new ManualRenewals(h.clock);
@@ -299,23 +346,28 @@ describe("a lost lease reaches the phase through its ports' signal, with nothing
       renewalTimer: renewals.timer,
     };
 
-    // Act: the renewal fails while the upload is held; then the gate opens as well
+    // Act: renewals fail while the upload is held, until the lease could expire; then the gate opens as well
     const exporting = runNextPhase(ctx, bucket);
     await gate.whenReached();
-    await renewals.advance(RENEWAL_MS);
+    await renewals.advance(RENEWAL_MS * 2);
     gate.open();
     const outcome = await exporting;
     const payloads = (await h.objects.list("")).objects.filter((o) => o.key.includes("/payloads/"));
 
-    // Assess
-    expect(outcome).toMatchObject({ phase: "export", result: "lease-lost", next: "export" });
-    expect(outcome.reason).toBe("renewal failed: connection reset while renewing (injected)");
+    // Assess: stopped, and the outage recorded (back to hot, to retry later, no attempt)
+    expect(outcome).toMatchObject({ phase: "export", result: "deferred", next: "claim" });
+    expect(outcome.reason).toBe("export failed: connection reset while renewing (injected)");
+    expect(await h.inner.getBucket(bucket)).toMatchObject({
+      state: "hot",
+      attempts: 0,
+      outageDeferrals: 1,
+    });
     expect(payloads).toEqual([]);
     expect(await h.inner.listParts(bucket)).toEqual([]);
     expect((await h.inner.getBucket(bucket))?.exported).toBeNull();
   });
 
-  it("after a renewal fails during cleanup's check of the published objects, the phase makes no further store call: no read, no catalog write, no delete", async () => {
+  it("after renewals fail for good during cleanup's check of the published objects, the phase makes no further store call: no read, no catalog write, no delete", async () => {
     // Prepare: the first HEAD (the manifest's) waits at a gate; every call after the loss is counted
     await runUntil("cleanup");
     const renewals = new ManualRenewals(h.clock);
@@ -326,8 +378,8 @@ describe("a lost lease reaches the phase through its ports' signal, with nothing
     const ctx: ArchiverContext = {
       ...base,
       hotStore: observed(intercept(base.hotStore, { renewLease: failingRenewal }), (call) => {
-        // The runner frees the lease after the phase stopped; renewals are the heartbeat's.
-        if (lost && call !== "releaseLease" && call !== "renewLease") afterLoss.push(call);
+        // Renewals are the heartbeat's; the runner records the failure after the phase stopped.
+        if (lost && !RUNNER_CALLS.has(call)) afterLoss.push(call);
       }),
       objectStore: observed(h.objects, async (call) => {
         if (lost) afterLoss.push(call);
@@ -339,14 +391,14 @@ describe("a lost lease reaches the phase through its ports' signal, with nothing
     // Act
     const cleaning = runNextPhase(ctx, bucket);
     await gate.whenReached();
-    await renewals.advance(RENEWAL_MS);
+    await renewals.advance(RENEWAL_MS * 2);
     lost = true;
     gate.open();
     const outcome = await cleaning;
 
     // Assess
-    expect(outcome).toMatchObject({ phase: "cleanup", result: "lease-lost", next: "cleanup" });
-    expect(outcome.reason).toBe("renewal failed: connection reset while renewing (injected)");
+    expect(outcome).toMatchObject({ phase: "cleanup", result: "deferred", next: "cleanup" });
+    expect(outcome.reason).toBe("cleanup failed: connection reset while renewing (injected)");
     expect(afterLoss).toEqual([]);
     expect(await hotRows()).toBe(ROWS);
   });

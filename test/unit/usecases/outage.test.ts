@@ -16,9 +16,9 @@ import { MIN_OUTAGE_RETRY_MS } from "../../../src/domain/retry-delay.js";
 import type { TableRecord } from "../../../src/domain/record.js";
 import { MIN_EVENT_TIME } from "../../../src/domain/time.js";
 import { parseTableId } from "../../../src/domain/table.js";
+import { classifyFailure } from "../../../src/domain/failures.js";
 import {
   ArchiveIntegrityError,
-  countsAsAttempt,
   InvalidInputError,
   InvariantViolationError,
 } from "../../../src/errors.js";
@@ -88,27 +88,39 @@ describe("outages and own failures", () => {
     opened = [];
   });
 
-  it("counts only the bucket's own failures: S3's outage answers as the S3 adapter maps them, an unreachable or overloaded database, a stream reset inside an integrity error and anything unclassified do not count", () => {
+  it("tells the bucket's own failures from the fleet's: S3's outage answers as the S3 adapter maps them, an unreachable or overloaded database, a dead connection and a stream reset inside an integrity error are outages; a statement timeout, a full disk and anything unclassified are ambiguous", () => {
     for (const answer of OUTAGE_ANSWERS)
-      expect(countsAsAttempt(s3Error(answer(), "PutObject", "k", "k"))).toBe(false);
+      expect(classifyFailure(s3Error(answer(), "PutObject", "k", "k"))).toBe("outage");
     const denied = Object.assign(new Error("Access Denied"), {
       name: "AccessDenied",
       $metadata: { httpStatusCode: 403 },
     });
-    expect(countsAsAttempt(s3Error(denied, "PutObject", "k", "k"))).toBe(false);
+    expect(classifyFailure(s3Error(denied, "PutObject", "k", "k"))).toBe("outage");
     const pgError = (code: string) =>
       Object.assign(new Error(`SQLSTATE ${code}`), { code, severity: "FATAL" });
-    expect(countsAsAttempt(pgError("57P01"))).toBe(false); // admin shutdown
-    expect(countsAsAttempt(pgError("53300"))).toBe(false); // too many connections
-    expect(countsAsAttempt(pgError("08006"))).toBe(false); // connection failure
-    expect(countsAsAttempt(new Error("Connection terminated unexpectedly"))).toBe(false);
+    expect(classifyFailure(pgError("57P01"))).toBe("outage"); // admin shutdown
+    expect(classifyFailure(pgError("53300"))).toBe("outage"); // too many connections
+    expect(classifyFailure(pgError("08006"))).toBe("outage"); // connection failure
+    expect(classifyFailure(new Error("Connection terminated unexpectedly"))).toBe("outage");
     const reset = Object.assign(new Error("read ECONNRESET"), { code: "ECONNRESET" });
-    expect(countsAsAttempt(new ArchiveIntegrityError("k", "stream", { cause: reset }))).toBe(false);
+    expect(classifyFailure(new ArchiveIntegrityError("k", "stream", { cause: reset }))).toBe(
+      "outage",
+    );
 
-    expect(countsAsAttempt(new ArchiveIntegrityError("k", "sha256 differs"))).toBe(true);
-    expect(countsAsAttempt(new InvariantViolationError("rows in the wrong tier"))).toBe(true);
-    expect(countsAsAttempt(new InvalidInputError("record", "out of range", "a time"))).toBe(true);
-    expect(countsAsAttempt(new RangeError("Invalid string length"))).toBe(true);
+    expect(classifyFailure(pgError("57014"))).toBe("ambiguous"); // statement timeout
+    expect(classifyFailure(pgError("53100"))).toBe("ambiguous"); // disk full
+    const noSpace = Object.assign(new Error("ENOSPC: no space left on device, write"), {
+      code: "ENOSPC",
+    });
+    expect(classifyFailure(noSpace)).toBe("ambiguous");
+    expect(classifyFailure(new Error("something nobody classified"))).toBe("ambiguous");
+
+    expect(classifyFailure(new ArchiveIntegrityError("k", "sha256 differs"))).toBe("own");
+    expect(classifyFailure(new InvariantViolationError("rows in the wrong tier"))).toBe("own");
+    expect(classifyFailure(new InvalidInputError("record", "out of range", "a time"))).toBe("own");
+    expect(classifyFailure(new RangeError("Invalid string length"))).toBe("own");
+    expect(classifyFailure(pgError("22021"))).toBe("own"); // invalid byte sequence
+    expect(classifyFailure(pgError("54001"))).toBe("own"); // statement too complex
   });
 
   it("an S3 outage through more archive --once runs than ARCHIVER_MAX_ATTEMPTS quarantines no bucket: attempts stay 0, each retry is jittered within its doubling bound, and once S3 is back every bucket archives every record exactly once", async () => {

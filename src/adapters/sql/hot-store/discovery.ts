@@ -86,7 +86,8 @@ function discoverySql(query: DiscoveryQuery, stamp: boolean): { sql: string; par
             (SELECT ${columns("cleanup")}
                FROM ${METADATA_TABLE} m
               WHERE m.state = 'archived' AND m.hot_deleted = false AND ${NOT_RESTORING("m")}
-                AND ${NO_LIVE_LEASE(now, "m")}
+                AND m.corrupt_at IS NULL
+                AND ${NO_LIVE_LEASE(now, "m")} AND ${NO_PENDING_RETRY(now, "m")}
                 AND ${NOT_RECENTLY_ENQUEUED(enqueuedBefore, "m")} AND ${AUTOMATIC_WORK("m")}${after("cleanup")}
               ORDER BY ${keyOrder} LIMIT ${limit})
           ) u

@@ -62,10 +62,13 @@ export async function fencedTransaction(
   return row === null ? await leaseLost(db, id) : { kind: "committed", metadata: toMetadata(row) };
 }
 
+/** The lease condition of a fenced write: {@link LIVE_LEASE}, or OWN_LEASE for failure records. */
+export type LeaseFence = (p: SqlParams, lease: Lease, now: Date) => string;
+
 /**
- * One conditional UPDATE of a bucket's metadata under {@link LIVE_LEASE}
- * plus `condition`, committed on its own; on failure, the current metadata
- * for the caller.
+ * One conditional UPDATE of a bucket's metadata under `fence` (default
+ * {@link LIVE_LEASE}) plus `condition`, committed on its own; on failure,
+ * the current metadata for the caller.
  */
 export async function fencedUpdate(
   db: SqlDatabase,
@@ -74,11 +77,12 @@ export async function fencedUpdate(
   now: Date,
   assignments: (p: SqlParams) => string,
   condition: (p: SqlParams) => string,
+  fence: LeaseFence = LIVE_LEASE,
 ): Promise<FencedWrite> {
   const p = new SqlParams();
   const sql = `UPDATE ${METADATA_TABLE}
                   SET ${assignments(p)}, updated_at = ${p.time(now)}
-                WHERE ${BUCKET(p, lease.bucket)} AND ${LIVE_LEASE(p, lease, now)}
+                WHERE ${BUCKET(p, lease.bucket)} AND ${fence(p, lease, now)}
                   AND ${condition(p)}
             RETURNING ${METADATA_COLUMNS}`;
   const { rows } = await db.write<MetadataRow>(sql, p.values, operation);

@@ -28,6 +28,18 @@ export function LIVE_LEASE(p: SqlParams, lease: Lease, now: Date, alias?: string
   );
 }
 
+/**
+ * OWN_LEASE: the caller's lease is the last one the bucket granted (token
+ * and generation), expired or not: nobody acted on the bucket since, as
+ * every other holder takes a new generation. Failure records use it, so a
+ * worker that lost its lease to an outage can still record the outage once
+ * the database answers (ports/hot-store.ts, FailureRecords).
+ */
+export function OWN_LEASE(p: SqlParams, lease: Lease, _now?: Date, alias?: string): string {
+  const a = prefix(alias);
+  return `${a}owner_token = ${p.text(lease.token)} AND ${a}generation = ${p.int(lease.generation)}`;
+}
+
 /** NO_LIVE_LEASE: nobody holds an unexpired lease at `now`. */
 export function NO_LIVE_LEASE(nowParam: string, alias?: string): string {
   const a = prefix(alias);

@@ -40,7 +40,7 @@ export async function releaseQuarantine(
   const p = new SqlParams();
   const { rows } = await db.write<MetadataRow>(
     `UPDATE ${METADATA_TABLE}
-        SET quarantined_at = NULL, attempts = 0, outage_deferrals = 0, retry_at = NULL,
+        SET quarantined_at = NULL, attempts = 0, outage_deferrals = 0, retry_at = NULL, failed_at = NULL,
             enqueued_at = NULL,
             updated_at = ${p.time(now)}
       WHERE ${BUCKET(p, id)} AND quarantined_at IS NOT NULL
@@ -68,7 +68,7 @@ export async function releaseQuarantines(
       )
     : await db.write<MetadataRow>(
         `UPDATE ${METADATA_TABLE}
-            SET quarantined_at = NULL, attempts = 0, outage_deferrals = 0, retry_at = NULL,
+            SET quarantined_at = NULL, attempts = 0, outage_deferrals = 0, retry_at = NULL, failed_at = NULL,
                 enqueued_at = NULL,
                 updated_at = ${p.time(now)}
           WHERE ${where}

@@ -1,0 +1,26 @@
+import type { BucketMetadata, PhaseName } from "../ports/hot-store.js";
+
+/**
+ * The phase a bucket needs next, derived from durable facts rather than from
+ * any message: archived buckets need cleanup until their hot rows are gone;
+ * archiving buckets need export, seal or publish depending on what is
+ * recorded; hot buckets need a claim. Null: nothing is left to do.
+ *
+ * A bucket being restored (archived with a restore mark) has no archival
+ * phase: its hot rows are being written back, not waiting for deletion, so
+ * cleanup must never be picked for it. Only the restore use case advances
+ * it (the SQL fences refuse cleanup for it as well).
+ */
+export function nextPhaseOf(metadata: BucketMetadata): PhaseName | null {
+  switch (metadata.state) {
+    case "archived":
+      if (metadata.restoreStartedAt !== null) return null;
+      return metadata.hotDeleted ? null : "cleanup";
+    case "archiving":
+      if (metadata.exported === null) return "export";
+      if (metadata.manifestKey === null) return "seal";
+      return "publish";
+    case "hot":
+      return "claim";
+  }
+}
