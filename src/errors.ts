@@ -42,6 +42,18 @@ export class ConfigError extends PulpitumError {
 }
 
 /**
+ * The process was given another archive than the one its database belongs
+ * to (ports/archive-binding.ts): every archived bucket's route would read as
+ * missing there. Nothing is read, written or marked; the message names both
+ * archives and the fix.
+ */
+export class ArchiveMismatchError extends PulpitumError {
+  constructor(message: string) {
+    super(message);
+  }
+}
+
+/**
  * Input from outside (an event, a message, a CLI argument, an import line) is
  * malformed. The message names the input and what would have been accepted.
  */

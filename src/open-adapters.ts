@@ -24,6 +24,12 @@ import { systemClock } from "./ports/clock.js";
 import type { HotStore } from "./ports/hot-store.js";
 import type { ObjectStore } from "./ports/object-store.js";
 import { settingsFromConfig, type ArchiverContext, type WorkflowLog } from "./usecases/context.js";
+import { requireArchiveBinding, type ArchiveInUse } from "./usecases/archive-binding.js";
+import {
+  EMBEDDED_ARCHIVE,
+  fileArchiveIdentity,
+  s3ArchiveIdentity,
+} from "./domain/archive-identity.js";
 import { DatabaseUnreachableError } from "./adapters/sql/connection-error.js";
 
 export interface Adapters {
@@ -146,6 +152,12 @@ export async function openAdapters(
     command?: string;
     /** Connections the external database's pool may open (default 10); a Lambda container needs 2. */
     poolMax?: number;
+    /**
+     * The database's archive binding (usecases/archive-binding.ts): `bind`
+     * (default) checks it and records it at the first use, `check` only
+     * compares, `skip` neither (commands that never touch the archive).
+     */
+    archiveBinding?: "bind" | "check" | "skip";
   } = {},
 ): Promise<Adapters> {
   const clock = options.clock ?? systemClock;
@@ -197,6 +209,15 @@ export async function openAdapters(
     }
   }
   const objectStore = options.objectStore ?? openArchiveStore(config);
+  if (options.archiveBinding !== "skip") {
+    try {
+      await checkArchiveBinding(config, hotStore, objectStore, clock, options.archiveBinding);
+    } catch (error) {
+      await hotStore.close().catch(() => undefined);
+      lock?.release();
+      throw error;
+    }
+  }
   const prefix = archive.prefix;
   const settings = settingsFromConfig(config, prefix);
   return {
@@ -218,6 +239,54 @@ export async function openAdapters(
     },
   };
 }
+
+/** The archive the configuration names, as the database's archive binding names it. */
+export function archiveInUse(config: PulpitumConfig): ArchiveInUse {
+  const archive = config.archive;
+  const prefix = archive.prefix;
+  if (archive.kind === "s3")
+    return {
+      identity: s3ArchiveIdentity(archive.bucket, prefix),
+      source: "PULPITUM_ARCHIVE_URL",
+      prefix,
+    };
+  if (config.database.kind === "pglite" && archive.root === path.join(config.home, "archive"))
+    return { identity: EMBEDDED_ARCHIVE, source: "PULPITUM_HOME", prefix };
+  return { identity: fileArchiveIdentity(archive.root), source: "PULPITUM_ARCHIVE_URL", prefix };
+}
+
+/**
+ * Refuse an archive the database does not belong to; record it at the first
+ * use where this process's role may. A role that may not write the record
+ * (the reader) only compares.
+ */
+async function checkArchiveBinding(
+  config: PulpitumConfig,
+  hotStore: HotStore,
+  objectStore: ObjectStore,
+  clock: Clock,
+  mode: "bind" | "check" | undefined,
+): Promise<void> {
+  const { archiveBindingOf } = await import("./adapters/sql/archive-binding.js");
+  const binding = archiveBindingOf(hotStore);
+  if (binding === null) return;
+  const ports = { binding, hotStore, objectStore };
+  const archive = archiveInUse(config);
+  try {
+    await requireArchiveBinding(ports, archive, clock.now(), { bind: mode !== "check" });
+  } catch (error) {
+    const code = (error as { code?: unknown } | null)?.code;
+    // A schema older than migration 14 has no binding yet: the command meets `pulpitum migrate`'s absence itself.
+    if (code === UNDEFINED_TABLE) return;
+    if (code !== PERMISSION_DENIED) throw error;
+    // A role that may not record the binding (the reader) compares only.
+    await requireArchiveBinding(ports, archive, clock.now(), { bind: false });
+  }
+}
+
+/** SQLSTATEs: the role may not do this; the table does not exist. */
+const PERMISSION_DENIED = "42501";
+const UNDEFINED_TABLE = "42P01";
 
 /** The archive the configuration names; its client is created at the first call. */
 export function openArchiveStore(config: PulpitumConfig): ObjectStore {

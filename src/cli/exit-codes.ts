@@ -4,6 +4,7 @@
  */
 import {
   ArchiveIntegrityError,
+  ArchiveMismatchError,
   BucketNotWritableError,
   ConfigError,
   InvalidInputError,
@@ -22,7 +23,7 @@ export const EXIT = Object.freeze({
   failure: 1,
   /** The command line is wrong: unknown command or option, a missing or extra argument, options that cannot go together. */
   usage: 2,
-  /** The input is invalid: a configuration variable, an argument's value, an import file's record, or something the arguments name that does not exist (an unregistered table). Fix the input. */
+  /** The input is invalid: a configuration variable (an archive other than the one the database belongs to among them), an argument's value, an import file's record, or something the arguments name that does not exist (an unregistered table). Fix the input. */
   invalidInput: 3,
   /** Archived data failed its integrity check: a read, query or restore met a payload or manifest that is missing, does not match what was recorded for it, or cannot be decoded, or `pulpitum verify` found a bucket corrupt. Nothing of it was printed; retrying does not help: see docs/integrity.md. */
   integrity: 4,
@@ -41,6 +42,7 @@ export function exitCodeFor(error: unknown): number {
     return error.stop.kind === "failed" ? EXIT.failure : EXIT.invalidInput;
   if (
     error instanceof ConfigError ||
+    error instanceof ArchiveMismatchError ||
     error instanceof InvalidInputError ||
     error instanceof UnknownTableError ||
     error instanceof UnknownBucketError ||

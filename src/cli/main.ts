@@ -11,7 +11,12 @@ import { stopQuietlyWhenOutputCloses } from "./closed-stdout.js";
 import { EXIT, exitCodeFor, UsageError } from "./exit-codes.js";
 import { addQueryCommands } from "./query-commands.js";
 import { addRolesCommand } from "./roles-command.js";
-import { registerMigrate, registerDoctor, registerTables } from "./registrars/setup.js";
+import {
+  registerMigrate,
+  registerDoctor,
+  registerRebindArchive,
+  registerTables,
+} from "./registrars/setup.js";
 import {
   registerImport,
   registerPlan,
@@ -75,6 +80,7 @@ function buildProgram(): Command {
   const registrars: readonly ((program: Command) => void)[] = [
     registerMigrate,
     registerDoctor,
+    registerRebindArchive,
     registerTables,
     registerImport,
     registerPlan,

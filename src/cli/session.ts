@@ -48,10 +48,20 @@ export function cliLog(): WorkflowLog {
  */
 export async function withRuntime<T>(
   fn: (runtime: Adapters) => Promise<T>,
-  options: { migrate?: boolean; env?: NodeJS.ProcessEnv; reclaim?: boolean } = {},
+  options: {
+    migrate?: boolean;
+    env?: NodeJS.ProcessEnv;
+    reclaim?: boolean;
+    /** See openAdapters: `skip` for commands that never touch the archive (`migrate`). */
+    archiveBinding?: "bind" | "check" | "skip";
+  } = {},
 ): Promise<T> {
   const config = loadCliConfig(options.env);
-  const runtime = await openAdapters(config, { migrate: options.migrate, command: commandLine });
+  const runtime = await openAdapters(config, {
+    migrate: options.migrate,
+    command: commandLine,
+    archiveBinding: options.archiveBinding,
+  });
   const stale = runtime.lock?.tookOverFrom;
   if (stale) {
     warn(

@@ -22,7 +22,13 @@ import {
 } from "@aws-sdk/client-s3";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { S3ObjectStore, S3_MIN_PART_BYTES } from "../../src/adapters/object-store/s3.js";
-import { ObjectNotFoundError, PulpitumError, TransientStoreError } from "../../src/errors.js";
+import { classifyFailure } from "../../src/domain/failures.js";
+import {
+  ObjectNotFoundError,
+  PulpitumError,
+  ServiceAccessError,
+  TransientStoreError,
+} from "../../src/errors.js";
 import { freePort } from "../support/services.js";
 import { objectStoreConformance } from "../conformance/object-store.js";
 
@@ -294,6 +300,29 @@ describe("S3ObjectStore against the S3 API", () => {
     expect((error as PulpitumError).retryable).toBe(false);
     expect(await store.head("mp/complete-fails.bin")).toBeNull();
     expect(await incompleteUploads(bucket)).toBe(0);
+    client.destroy();
+  });
+
+  it("a role without s3:ListBucket (a missing key's HEAD answers 403, not 404) still creates a payload in parts, and still finds one there: the conditional completion decides", async () => {
+    const client = new S3Client(clientConfig);
+    const sent = recordCommands(client);
+    injectFault(
+      client,
+      (name) => name === "HeadObjectCommand",
+      () => serviceError("Forbidden", 403),
+    );
+    const store = storeWith(client);
+    const body = { filePath: largeFile, byteLength: largeBytes.byteLength };
+
+    expect(await store.createIfAbsent("mp/no-list.bin", body)).toBe("created");
+    expect(sha256(await store.get("mp/no-list.bin"))).toBe(sha256(largeBytes));
+    expect(await store.createIfAbsent("mp/no-list.bin", body)).toBe("already-exists");
+    expect(sent.filter((c) => c === "CompleteMultipartUploadCommand")).toHaveLength(2);
+    expect(await incompleteUploads(bucket)).toBe(0);
+    // A 403 is never taken for a missing object: a read that gets one is an outage, not damage.
+    const head = await store.head("mp/absent.bin").catch((e: unknown) => e);
+    expect(head).toBeInstanceOf(ServiceAccessError);
+    expect(classifyFailure(head)).toBe("outage");
     client.destroy();
   });
 

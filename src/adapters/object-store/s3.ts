@@ -56,6 +56,7 @@ import {
 import {
   InvalidInputError,
   ObjectLockedError,
+  ServiceAccessError,
   ObjectNotFoundError,
   TransientStoreError,
 } from "../../errors.js";
@@ -410,8 +411,10 @@ export class S3ObjectStore implements port.ObjectStore {
     options: port.CreateOptions,
   ): Promise<port.CreateResult> {
     // Uploading gigabytes only to lose at completion is waste; the conditional
-    // completion below still decides races.
-    if ((await this.head(key, options)) !== null) return "already-exists";
+    // completion below still decides races, so a HEAD that cannot tell (a
+    // role without s3:ListBucket gets 403 for a missing key, not 404) is no
+    // answer, and the upload goes ahead.
+    if ((await this.#presentOrUnknown(key, options)) === "present") return "already-exists";
     const partSize = Math.max(this.#partSizeBytes, Math.ceil(size / S3_MAX_PARTS));
     let uploadId: string;
     try {
@@ -475,6 +478,24 @@ export class S3ObjectStore implements port.ObjectStore {
     } catch (error) {
       await abort();
       throw this.#error(error, "createIfAbsent", key, options);
+    }
+  }
+
+  /**
+   * Whether `key` exists, or `unknown` when S3 refuses to say: without
+   * s3:ListBucket on the bucket, S3 answers a HEAD of a missing key with 403
+   * instead of 404, so a 403 never means "missing" here, and never "present".
+   */
+  async #presentOrUnknown(
+    key: string,
+    options: port.CallOptions,
+  ): Promise<"present" | "absent" | "unknown"> {
+    try {
+      return (await this.head(key, options)) === null ? "absent" : "present";
+    } catch (error) {
+      if (options.signal?.aborted !== true && error instanceof ServiceAccessError)
+        return "unknown";
+      throw error;
     }
   }
 

@@ -24,6 +24,7 @@ export const PARTS_TABLE = "pulpitum_v4_bucket_parts";
 export const GC_PROGRESS_TABLE = "pulpitum_v4_gc_progress";
 /** What the integrity scrub last did over one archive root (migration 11). */
 export const SCRUB_PROGRESS_TABLE = "pulpitum_v4_scrub_progress";
+export const ARCHIVE_BINDING_TABLE = "pulpitum_v4_archive_binding";
 /** Serves the scrub's order: archived buckets, least recently verified first (migration 11). */
 export const SCRUB_INDEX = "pulpitum_v4_bucket_metadata_scrub_idx";
 /** The discovery index of migration 2, replaced by {@link DISCOVERY_INDEX} in migration 8. */
@@ -244,6 +245,20 @@ export const MIGRATIONS: readonly Migration[] = [
     statements: [
       `ALTER TABLE ${METADATA_TABLE} ADD COLUMN IF NOT EXISTS corrupt_marks INT8 NOT NULL DEFAULT 0`,
       `ALTER TABLE ${METADATA_TABLE} ADD COLUMN IF NOT EXISTS failed_at TIMESTAMPTZ NULL`,
+    ],
+  },
+  {
+    version: 14,
+    name: "archive binding",
+    // The archive this database belongs to, recorded at first use: one row
+    // (ports/archive-binding.ts). A process given another archive is refused.
+    statements: [
+      `CREATE TABLE IF NOT EXISTS ${ARCHIVE_BINDING_TABLE} (
+        slot TEXT PRIMARY KEY,
+        archive TEXT NOT NULL,
+        bound_at TIMESTAMPTZ NOT NULL,
+        CONSTRAINT pulpitum_v4_archive_binding_slot_check CHECK (slot = 'archive')
+      )`,
     ],
   },
 ];

@@ -24,6 +24,7 @@ import {
   RECORDS_TABLE,
   SCRUB_PROGRESS_TABLE,
   TABLES_TABLE,
+  ARCHIVE_BINDING_TABLE,
 } from "./migrations.js";
 
 export const SQL_DIALECTS = ["postgresql", "cockroachdb"] as const;
@@ -50,6 +51,7 @@ export const PULPITUM_TABLES: readonly string[] = [
   PARTS_TABLE,
   GC_PROGRESS_TABLE,
   SCRUB_PROGRESS_TABLE,
+  ARCHIVE_BINDING_TABLE,
 ];
 
 const ROLE_NAME = /^[a-z_][a-z0-9_]{0,62}$/;

@@ -16,7 +16,14 @@ import { appliedMigrations, LATEST_MIGRATION } from "../../adapters/sql/migratio
 import type { PulpitumConfig } from "../../config.js";
 import { unknownVariableWarnings } from "../../unknown-variables.js";
 import { ConfigError, errorMessage } from "../../errors.js";
-import { loadConfig, openAdapters, openArchiveStore, sqsTimeouts } from "../../open-adapters.js";
+import {
+  archiveInUse,
+  loadConfig,
+  openAdapters,
+  openArchiveStore,
+  sqsTimeouts,
+} from "../../open-adapters.js";
+import type { HotStore } from "../../ports/hot-store.js";
 import type { ObjectStore } from "../../ports/object-store.js";
 import { EXIT } from "../exit-codes.js";
 import { printJson } from "../format.js";
@@ -94,14 +101,18 @@ async function runChecks(): Promise<CheckResult[]> {
   results.push(configurationCheck(config));
 
   let db: SqlExecutor | null = null;
+  let hotStore: HotStore | null = null;
   let close = async () => {};
   let archive: ObjectStore;
   try {
-    const rt = await openAdapters(config, { command: "pulpitum doctor" });
+    const rt = await openAdapters(config, { command: "pulpitum doctor", archiveBinding: "skip" });
     close = () => rt.close();
     archive = rt.objectStore;
     const { SqlHotStore } = await import("../../adapters/sql/sql-hot-store.js");
-    if (rt.hotStore instanceof SqlHotStore) db = rt.hotStore.db;
+    if (rt.hotStore instanceof SqlHotStore) {
+      db = rt.hotStore.db;
+      hotStore = rt.hotStore;
+    }
   } catch (error) {
     archive = openArchiveStore(config);
     close = async () => await archive.close?.();
@@ -116,6 +127,11 @@ async function runChecks(): Promise<CheckResult[]> {
     if (db !== null) results.push(await guarded("database", () => databaseCheck(config, db!)));
     results.push(db === null ? skipped("schema") : await guarded("schema", () => schemaCheck(db!)));
     results.push(await archiveCheck(config, archive));
+    results.push(
+      db === null || hotStore === null
+        ? skipped("archive binding")
+        : await guarded("archive binding", () => bindingCheck(config, hotStore!, archive)),
+    );
     results.push(...(await queueChecks(config)));
     results.push(
       db === null ? skipped("clock") : await guarded("clock", () => clockCheck(config, db!)),
@@ -223,6 +239,41 @@ async function schemaCheck(db: SqlExecutor): Promise<CheckResult> {
 }
 
 /** A conditional create, a read back and a delete of one probe object under the archive prefix. */
+/** The database belongs to the archive configured (usecases/archive-binding.ts); compared, never recorded. */
+async function bindingCheck(
+  config: PulpitumConfig,
+  hotStore: HotStore,
+  objectStore: ObjectStore,
+): Promise<CheckResult> {
+  const { archiveBindingOf } = await import("../../adapters/sql/archive-binding.js");
+  const { requireArchiveBinding } = await import("../../usecases/archive-binding.js");
+  const archive = archiveInUse(config);
+  const binding = archiveBindingOf(hotStore)!;
+  try {
+    const bound = await requireArchiveBinding(
+      { binding, hotStore, objectStore },
+      archive,
+      new Date(),
+      { bind: false },
+    );
+    return {
+      check: "archive binding",
+      status: "ok",
+      detail:
+        bound === null
+          ? `no archive recorded yet; the first command that archives records ${archive.identity}`
+          : `the database belongs to ${bound.archive} (recorded ${bound.boundAt.toISOString()})`,
+    };
+  } catch (error) {
+    return {
+      check: "archive binding",
+      status: "fail",
+      detail: errorMessage(error),
+      fix: `point ${archive.source} at the archive the database belongs to, or \`pulpitum rebind-archive\` after moving the archive`,
+    };
+  }
+}
+
 async function archiveCheck(config: PulpitumConfig, store: ObjectStore): Promise<CheckResult> {
   const prefix = config.archive.prefix;
   const key = `${prefix === "" ? "" : `${prefix}/`}pulpitum-doctor/probe-${randomUUID()}`;

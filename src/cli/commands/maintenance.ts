@@ -18,19 +18,67 @@ import type { TableId } from "../../domain/table.js";
 import { bucketJson, showBucket } from "../display.js";
 import { count, printJson, renderTable } from "../format.js";
 import { integerOption } from "../options.js";
+import { archiveInUse } from "../../open-adapters.js";
 import { cliLog, loadCliConfig, withRuntime } from "../session.js";
 
 export async function migrateCommand(opts: { json?: boolean }): Promise<void> {
-  await withRuntime(async (rt) => {
-    const applied = await rt.hotStore.migrate();
-    if (opts.json) printJson({ applied });
-    else
-      console.log(
-        applied.length === 0
-          ? "schema is up to date; nothing applied"
-          : `applied migrations ${applied.join(", ")}`,
+  await withRuntime(
+    async (rt) => {
+      const applied = await rt.hotStore.migrate();
+      if (opts.json) printJson({ applied });
+      else
+        console.log(
+          applied.length === 0
+            ? "schema is up to date; nothing applied"
+            : `applied migrations ${applied.join(", ")}`,
+        );
+    },
+    // The schema may not hold the binding yet; the first command that uses the archive records it.
+    { archiveBinding: "skip" },
+  );
+}
+
+export async function rebindArchiveCommand(opts: { from: string; json?: boolean }): Promise<void> {
+  await withRuntime(
+    async (rt) => {
+      const { archiveBindingOf } = await import("../../adapters/sql/archive-binding.js");
+      const { rebindArchive } = await import("../../usecases/archive-binding.js");
+      const binding = archiveBindingOf(rt.hotStore);
+      if (binding === null) throw new Error("this hot store keeps no archive binding");
+      const bound = await rebindArchive(
+        { binding, hotStore: rt.hotStore, objectStore: rt.objectStore },
+        opts.from,
+        archiveInUse(rt.config),
+        rt.clock.now(),
       );
-  });
+      // Catalog entries name their payloads by absolute URI: rewrite them for the new archive.
+      const { rebuildCatalog } = await import("../../usecases/catalog-rebuild.js");
+      let rewritten = 0;
+      for (const table of await rt.hotStore.listTables()) {
+        const report = await rebuildCatalog(
+          {
+            hotStore: rt.hotStore,
+            objectStore: rt.objectStore,
+            archivePrefix: rt.archivePrefix,
+            clock: rt.clock,
+          },
+          table.tableId,
+        );
+        rewritten += report.entries_written;
+      }
+      if (opts.json)
+        printJson({
+          archive: bound.archive,
+          bound_at: bound.boundAt.toISOString(),
+          catalog_entries_written: rewritten,
+        });
+      else
+        console.log(
+          `the database belongs to ${bound.archive} now; ${rewritten} catalog entries rewritten for it`,
+        );
+    },
+    { archiveBinding: "skip" },
+  );
 }
 
 export async function gcCommand(opts: {

@@ -17,6 +17,28 @@ export function registerMigrate(program: Command): void {
     .action(async (opts: { json?: boolean }) => (await maintenanceModule()).migrateCommand(opts));
 }
 
+export function registerRebindArchive(program: Command): void {
+  program
+    .command("rebind-archive")
+    .description(
+      "record that this database's archive is now the one PULPITUM_ARCHIVE_URL names (after copying or moving it whole); refused unless the database belongs to --from and the new archive holds its manifests",
+    )
+    .requiredOption(
+      "--from <archive>",
+      "the archive the database belongs to now, as refusals name it (s3://bucket/prefix, file:///path or embedded)",
+    )
+    .option("--yes", "confirm: every command then uses the new archive")
+    .option("--json", "print the result as JSON")
+    .action(async (opts: { from: string; yes?: boolean; json?: boolean }) => {
+      if (opts.yes !== true) {
+        throw new UsageError(
+          `\`rebind-archive\` moves the database to the archive PULPITUM_ARCHIVE_URL names for good; add --yes to confirm`,
+        );
+      }
+      await (await maintenanceModule()).rebindArchiveCommand(opts);
+    });
+}
+
 export function registerDoctor(program: Command): void {
   program
     .command("doctor")
