@@ -121,7 +121,7 @@ describe("the archive a database belongs to, on PostgreSQL and S3", () => {
   });
 
   it("an archive copied whole to another bucket is adopted with rebind-archive, after which it serves every record", async () => {
-    const { url, env } = await archivedTo("moving");
+    const { env } = await archivedTo("moving");
     const target = await freshBucket(endpoint);
     const client = s3Client(endpoint);
     closers.push(() => client.destroy());

@@ -130,3 +130,9 @@ export function sizeOption(name: string, value: number, min: number, max: number
   }
   return value;
 }
+
+/** A SHA-256 checksum header's base64 as lowercase hex; undefined when it is not 32 bytes (a composite `…-N`). */
+export function hexOfBase64Sha256(value: string): string | undefined {
+  if (!/^[A-Za-z0-9+/]{43}=$/.test(value)) return undefined;
+  return Buffer.from(value, "base64").toString("hex");
+}

@@ -68,11 +68,13 @@ import {
   S3_MAX_PART_BYTES,
   S3_MAX_PARTS,
   S3_MIN_PART_BYTES,
+  hexOfBase64Sha256,
   sha256Base64,
   sizeOption,
   uploadFileParts,
 } from "./s3-upload.js";
 import { abortReason, s3ClientFor, sendOptions, type S3ObjectStoreOptions } from "./s3-client.js";
+import { retentionOf } from "./s3-retention.js";
 import {
   conflictBackoff,
   isConditionalConflict,
@@ -276,7 +278,9 @@ export class S3ObjectStore implements port.ObjectStore {
   async delete(key: string, options: port.DeleteOptions = {}): Promise<void> {
     keys.validateObjectKey(key);
     if (options.unlessRetained === true) {
-      const retained = await this.#retention(key, options);
+      const retained = await retentionOf(this.#client, this.bucket, key, options, (error) =>
+        this.#error(error, "retention read", key, options),
+      );
       if (retained !== null) throw new ObjectLockedError(key, retained.until);
     }
     try {
@@ -288,30 +292,6 @@ export class S3ObjectStore implements port.ObjectStore {
       if (statusOf(error) === 404 && nameOf(error) !== "NoSuchBucket") return;
       if (isObjectLockRefusal(error)) throw new ObjectLockedError(key, null, { cause: error });
       throw this.#error(error, "delete", key, options);
-    }
-  }
-
-  /**
-   * Whether an Object Lock retention (unexpired) or legal hold protects the
-   * current version, and until when (null for a hold). A DeleteObject
-   * without a version id is never refused by either (S3 adds a delete marker
-   * and keeps the version), so it is read first, with HeadObject: S3 returns
-   * the lock fields to a caller allowed s3:GetObjectRetention and
-   * s3:GetObjectLegalHold, and nothing when the bucket has no Object Lock.
-   * S3 compares against its own clock; so does this.
-   */
-  async #retention(key: string, options: port.CallOptions): Promise<{ until: Date | null } | null> {
-    try {
-      const head = await this.#client.send(
-        new HeadObjectCommand({ Bucket: this.bucket, Key: key }),
-        sendOptions(options),
-      );
-      if (head.ObjectLockLegalHoldStatus === "ON") return { until: null };
-      const until = head.ObjectLockRetainUntilDate;
-      return until !== undefined && until.getTime() > Date.now() ? { until } : null;
-    } catch (error) {
-      if (statusOf(error) === 404 && nameOf(error) !== "NoSuchBucket") return null;
-      throw this.#error(error, "retention read", key, options);
     }
   }
 
@@ -493,8 +473,7 @@ export class S3ObjectStore implements port.ObjectStore {
     try {
       return (await this.head(key, options)) === null ? "absent" : "present";
     } catch (error) {
-      if (options.signal?.aborted !== true && error instanceof ServiceAccessError)
-        return "unknown";
+      if (options.signal?.aborted !== true && error instanceof ServiceAccessError) return "unknown";
       throw error;
     }
   }
@@ -512,10 +491,4 @@ export class S3ObjectStore implements port.ObjectStore {
   #error(error: unknown, operation: string, key: string, options: port.CallOptions): Error {
     return abortReason(options) ?? s3Error(error, operation, key, this.#describe(key));
   }
-}
-
-/** A SHA-256 checksum header's base64 as lowercase hex; undefined when it is not 32 bytes (a composite `…-N`). */
-function hexOfBase64Sha256(value: string): string | undefined {
-  if (!/^[A-Za-z0-9+/]{43}=$/.test(value)) return undefined;
-  return Buffer.from(value, "base64").toString("hex");
 }
