@@ -31,12 +31,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { DuckDBInstance, type DuckDBConnection, type DuckDBValue } from "@duckdb/node-api";
-import {
-  catalogFolder,
-  catalogSlotName,
-  parseCatalogEntryName,
-  parsePayloadName,
-} from "../domain/object-keys.js";
+import { catalogFolder, parsePayloadName } from "../domain/object-keys.js";
 import { ARCHIVE_FORMATS, type ArchiveFormat, type TableId } from "../domain/table.js";
 import {
   ArchiveIntegrityError,
@@ -47,16 +42,16 @@ import {
 } from "../errors.js";
 import type { HotReads } from "../ports/hot-store.js";
 import { listAll, type ObjectStore } from "../ports/object-store.js";
-import { parseCatalogEntry } from "../usecases/catalog.js";
+import { readCatalogEntry } from "../usecases/catalog-entry.js";
 import { downloadVerified } from "../archive/verified-object.js";
 import {
   blameEntryIfWrong,
   catalogedBuckets,
   checkCatalogCovers,
   checkEntriesNameRecordedPayloads,
-  checkNamesOwnPayload,
-  keyOfUri,
+  checkNamedOnce,
   recordedPayloadKeys,
+  type CatalogedEntry,
 } from "./catalog-checks.js";
 
 export interface QueryArchiveInput {
@@ -106,29 +101,28 @@ export async function queryArchive(input: QueryArchiveInput): Promise<QueryResul
     const archived = await catalogedBuckets(input);
     const recorded = await recordedPayloadKeys(input);
     const slotsSeen = new Map<string, string>();
-    const named: { format: ArchiveFormat; entryKey: string; uri: string }[] = [];
-    for (const format of ARCHIVE_FORMATS) {
-      for (const { entryKey, uri } of await catalogUris(input, format, slotsSeen))
-        named.push({ format, entryKey, uri });
-    }
+    const entries: CatalogedEntry[] = [];
+    const invalid: ArchiveIntegrityError[] = [];
+    for (const format of ARCHIVE_FORMATS)
+      entries.push(...(await catalogEntriesOf(input, format, slotsSeen, invalid)));
     await checkCatalogCovers(input, archived, slotsSeen);
+    if (invalid[0] !== undefined) throw invalid[0];
     const keysNamed = new Set<string>();
-    const keysOfEntry = new Map<string, string[]>();
-    for (const { format, entryKey, uri } of named) {
-      const target = path.join(await stagingDir(), `${downloaded}.${format}`);
-      const key = await keyOfUri(input.objectStore, entryKey, uri);
-      checkNamesOwnPayload(input, entryKey, key, keysNamed);
-      keysOfEntry.set(entryKey, [...(keysOfEntry.get(entryKey) ?? []), key]);
-      try {
-        await copyVerified(input.objectStore, entryKey, key, target);
-      } catch (error) {
-        throw await blameEntryIfWrong(input, archived, entryKey, key, error);
+    for (const { format, entryKey, payloadKeys } of entries) {
+      for (const key of payloadKeys) {
+        checkNamedOnce(entryKey, key, keysNamed);
+        const target = path.join(await stagingDir(), `${downloaded}.${format}`);
+        try {
+          await copyVerified(input.objectStore, entryKey, key, target);
+        } catch (error) {
+          throw await blameEntryIfWrong(input, archived, entryKey, key, error);
+        }
+        files[format].push(target);
+        files.keyOf.set(target, key);
+        downloaded++;
       }
-      files[format].push(target);
-      files.keyOf.set(target, key);
-      downloaded++;
     }
-    await checkEntriesNameRecordedPayloads(input, recorded, keysOfEntry);
+    await checkEntriesNameRecordedPayloads(input, recorded, entries);
     const result = await runDuckDb(input.tableId, files, input.sql);
     return { ...result, payloads: files.parquet.length + files.json.length, downloaded };
   } finally {
@@ -137,37 +131,60 @@ export async function queryArchive(input: QueryArchiveInput): Promise<QueryResul
 }
 
 /**
- * Every URI the table's catalog entries of one format name, entries in key
- * order; tombstones (empty entries) name none. A bucket with two non-empty
- * entries (`slotsSeen`: bucket slot -> the first entry's key) would be read
- * twice: that breaks the catalog's invariant and fails the query.
+ * The table's non-empty catalog entries of one format, in key order, each
+ * read as `verify` reads it (readCatalogEntry); an entry that is not valid
+ * is added to `invalid`, which fails the query naming it once every bucket
+ * was found listed (a missing entry is named first). A bucket with two non-empty entries
+ * (`slotsSeen`: bucket slot -> the first entry's key) would be read twice:
+ * that breaks the catalog's invariant and fails the query.
  */
-async function catalogUris(
+async function catalogEntriesOf(
   input: QueryArchiveInput,
   format: ArchiveFormat,
   slotsSeen: Map<string, string>,
-): Promise<{ entryKey: string; uri: string }[]> {
-  const uris: { entryKey: string; uri: string }[] = [];
+  invalid: ArchiveIntegrityError[],
+): Promise<CatalogedEntry[]> {
+  const entries: CatalogedEntry[] = [];
   const folder = catalogFolder(input.archivePrefix, format, input.tableId);
   for await (const object of listAll(input.objectStore, folder)) {
     if (object.size === 0) continue;
-    const named = parseCatalogEntry(await input.objectStore.get(object.key));
-    if (named.length === 0) continue;
-    const parsed = parseCatalogEntryName(object.key.slice(folder.length));
-    if (parsed !== null) {
-      const slot = catalogSlotName(parsed.bucketKey, parsed.partitionSegment);
-      const first = slotsSeen.get(slot);
-      if (first !== undefined) {
-        throw new InvariantViolationError(
-          `the query catalog lists one bucket twice (${first} and ${object.key}); ` +
-            "run `pulpitum catalog rebuild` and report this",
-        );
-      }
-      slotsSeen.set(slot, object.key);
+    const bytes = await input.objectStore.get(object.key);
+    if (bytes.byteLength === 0) continue;
+    const reading = await readCatalogEntry(
+      input.objectStore,
+      input.archivePrefix,
+      { tableId: input.tableId, format },
+      object.key,
+      bytes,
+    );
+    if (!reading.valid) {
+      // Its bucket is listed, wrongly: named as that, not as a missing entry.
+      if (reading.slot !== undefined && !slotsSeen.has(reading.slot))
+        slotsSeen.set(reading.slot, object.key);
+      invalid.push(
+        new ArchiveIntegrityError(
+          object.key,
+          `catalog entry ${reading.problem}; \`pulpitum catalog rebuild ${input.tableId}\` puts the catalog right`,
+        ),
+      );
+      continue;
     }
-    uris.push(...named.map((uri) => ({ entryKey: object.key, uri })));
+    const first = slotsSeen.get(reading.slot);
+    if (first !== undefined) {
+      throw new InvariantViolationError(
+        `the query catalog lists one bucket twice (${first} and ${object.key}); ` +
+          "run `pulpitum catalog rebuild` and report this",
+      );
+    }
+    slotsSeen.set(reading.slot, object.key);
+    entries.push({
+      format,
+      entryKey: object.key,
+      slot: reading.slot,
+      payloadKeys: reading.payloadKeys,
+    });
   }
-  return uris;
+  return entries;
 }
 
 /**
