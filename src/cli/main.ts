@@ -23,6 +23,7 @@ import {
 import { registerBuckets, registerRead, registerExport } from "./registrars/reading.js";
 import {
   registerGc,
+  registerRepair,
   registerRestore,
   registerRetry,
   registerDlq,
@@ -89,6 +90,7 @@ function buildProgram(): Command {
     addRolesCommand,
     registerGc,
     registerRestore,
+    registerRepair,
     registerRetry,
     registerDlq,
     registerInvoke,

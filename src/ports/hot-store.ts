@@ -375,6 +375,24 @@ export interface BucketRestore {
   finishRestore(lease: Lease, now: Date, retryAt: Date): Promise<FinishRestore>;
 }
 
+/** Writing a lost or damaged manifest of an archived bucket again: `pulpitum repair`. */
+export interface ManifestRepair {
+  /**
+   * Record `manifestKey` as the manifest of an archived bucket in place of
+   * `replaced`, in one conditional statement that requires the live lease,
+   * `state = 'archived'` and `manifest_key = replaced`; releases the lease.
+   * lease-lost, changing nothing, otherwise (the bucket moved on). Only the
+   * manifest key changes: the payloads, the catalog version and the route's
+   * tier stay as they were.
+   */
+  replaceManifest(
+    lease: Lease,
+    now: Date,
+    replaced: string,
+    manifestKey: string,
+  ): Promise<FencedWrite>;
+}
+
 /** Removing a table with its hot rows and buckets: `pulpitum tables drop`. */
 export interface TableDrop {
   /**
@@ -436,5 +454,6 @@ export interface HotStore
     ArchivalPhases,
     BucketDiscovery,
     BucketRestore,
+    ManifestRepair,
     TableDrop,
     QuarantineRelease {}

@@ -76,7 +76,14 @@ import { readBucket } from "./hot-store/fenced-update.js";
 import { listArchiveReferences } from "./hot-store/gc-references.js";
 import { acquireLease, releaseLease, renewLease } from "./hot-store/leases.js";
 import { listArchivedBuckets, listHeldBuckets } from "./hot-store/operator-queries.js";
-import { claim, defer, publish, recordManifest, suspendExport } from "./hot-store/phases.js";
+import {
+  claim,
+  defer,
+  publish,
+  recordManifest,
+  replaceManifest,
+  suspendExport,
+} from "./hot-store/phases.js";
 import { finishExport, listParts, recordPart } from "./hot-store/parts.js";
 import { quarantine, releaseQuarantine, releaseQuarantines } from "./hot-store/quarantine.js";
 import { countHotRows, listPartitionBuckets, readBucketRange } from "./hot-store/reads.js";
@@ -206,6 +213,15 @@ export class SqlHotStore implements HotStore {
 
   async publish(lease: Lease, now: Date): Promise<FencedWrite> {
     return await publish(this.db, lease, now);
+  }
+
+  async replaceManifest(
+    lease: Lease,
+    now: Date,
+    replaced: string,
+    manifestKey: string,
+  ): Promise<FencedWrite> {
+    return await replaceManifest(this.db, lease, now, replaced, manifestKey);
   }
 
   async cleanupBatch(

@@ -338,5 +338,50 @@ export function phaseConformance(opened: () => HotStore): void {
 
       expect(result).toMatchObject({ kind: "lease-lost", metadata: { state: "archived" } });
     });
+
+    it("replaces an archived bucket's manifest key under a live lease and releases it, and refuses a stale lease, a bucket not archived or a key that changed", async () => {
+      const tableId = await newTable(store, "repair");
+      const id = await hotBucket(store, tableId);
+      const archived = await advanceTo(store, id, "cleanup");
+      const old = archived.manifestKey!;
+
+      const stale = await acquire(store, id);
+      const lease = await acquire(store, id, later(NOW, LEASE_MS + 1));
+      const refused = await store.replaceManifest(
+        stale,
+        later(NOW, LEASE_MS + 2),
+        old,
+        "m/new.json",
+      );
+      expect(refused).toMatchObject({ kind: "lease-lost", metadata: { manifestKey: old } });
+      const wrongKey = await store.replaceManifest(
+        lease,
+        later(NOW, LEASE_MS + 2),
+        "m/other.json",
+        "m/new.json",
+      );
+      expect(wrongKey).toMatchObject({ kind: "lease-lost", metadata: { manifestKey: old } });
+
+      const replaced = committed(
+        await store.replaceManifest(lease, later(NOW, LEASE_MS + 2), old, "m/new.json"),
+      );
+      expect(replaced.metadata).toMatchObject({
+        state: "archived",
+        manifestKey: "m/new.json",
+        ownerToken: null,
+        leaseExpiresAt: null,
+        generation: lease.generation,
+      });
+      expect(await store.listParts(id)).toHaveLength(1);
+
+      const hot = await hotBucket(store, await newTable(store, "repair-hot"));
+      const notArchived = await store.replaceManifest(
+        await acquire(store, hot),
+        NOW,
+        old,
+        "m/x.json",
+      );
+      expect(notArchived).toMatchObject({ kind: "lease-lost", metadata: { state: "hot" } });
+    });
   });
 }

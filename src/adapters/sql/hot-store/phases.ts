@@ -49,6 +49,24 @@ export async function recordManifest(
   );
 }
 
+/** See ManifestRepair.replaceManifest. */
+export async function replaceManifest(
+  db: SqlDatabase,
+  lease: Lease,
+  now: Date,
+  replaced: string,
+  manifestKey: string,
+): Promise<FencedWrite> {
+  return await fencedUpdate(
+    db,
+    "replaceManifest",
+    lease,
+    now,
+    (p) => `manifest_key = ${p.text(manifestKey)}, ${RELEASE_LEASE}`,
+    (p) => `state = 'archived' AND manifest_key = ${p.text(replaced)}`,
+  );
+}
+
 export async function publish(db: SqlDatabase, lease: Lease, now: Date): Promise<FencedWrite> {
   return await fencedUpdate(
     db,
