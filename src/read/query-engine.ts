@@ -35,6 +35,7 @@
  */
 import {
   DuckDBInstance,
+  DuckDBListValue,
   type DuckDBConnection,
   type DuckDBResultReader,
   type DuckDBValue,
@@ -113,22 +114,23 @@ async function confine(connection: DuckDBConnection, stagingDir: string): Promis
       "current_setting('lock_configuration')::VARCHAR, " +
       "current_setting('autoload_known_extensions')::VARCHAR, " +
       "current_setting('autoinstall_known_extensions')::VARCHAR, " +
-      "current_setting('allowed_directories')::VARCHAR",
+      "current_setting('allowed_directories')::VARCHAR[]",
   );
   const [external, locked, autoload, autoinstall, allowed] = settings.getRows()[0] ?? [];
-  const dirs = String(allowed);
+  const dirs = allowed instanceof DuckDBListValue ? allowed.items.map(String) : [];
   if (
     external !== "false" ||
     locked !== "true" ||
     autoload !== "false" ||
     autoinstall !== "false" ||
     !dirs.includes(folder) ||
-    dirs.split(",").some((dir) => !dir.replace(/[[\]' ]/g, "").startsWith(folder))
+    dirs.some((dir) => !dir.startsWith(folder))
   ) {
     throw new InvariantViolationError(
       `the query engine could not be confined (external access ${String(external)}, ` +
         `configuration locked ${String(locked)}, autoload ${String(autoload)}, ` +
-        `autoinstall ${String(autoinstall)}, allowed directories ${dirs}); no SQL was run`,
+        `autoinstall ${String(autoinstall)}, allowed directories ${JSON.stringify(dirs)}); ` +
+        "no SQL was run",
     );
   }
 }

@@ -333,6 +333,36 @@ describe("the confined query engine", () => {
     });
   });
 
+  it("a temporary folder whose path has a space, a comma and a quote still confines and serves the table", async () => {
+    const awkward = mkdtempSync(path.join(temp, "a b,c'd-"));
+    try {
+      const result = await queryArchive({
+        hotStore: h.inner,
+        objectStore: h.objects,
+        archivePrefix: h.settings.archivePrefix,
+        tableId: TABLE,
+        sql: "SELECT count(*) FROM chat",
+        tempDir: awkward,
+      });
+      expect(result.rows.map((r) => jsonValue(r[0]!))).toEqual([records]);
+      const refused = await queryArchive({
+        hotStore: h.inner,
+        objectStore: h.objects,
+        archivePrefix: h.settings.archivePrefix,
+        tableId: TABLE,
+        sql: `SELECT content FROM read_text(${lit(at("secret.txt"))})`,
+        tempDir: awkward,
+      }).then(
+        () => expect.fail("the file was read"),
+        (e: unknown) => e,
+      );
+      expect(refused).toBeInstanceOf(QuerySqlError);
+      expect(readdirSync(awkward)).toEqual([]);
+    } finally {
+      rmSync(awkward, { recursive: true, force: true });
+    }
+  });
+
   it("every query over the table's own view still works: CTEs, windows, PIVOT, DESCRIBE, SUMMARIZE, lambdas and several statements", async () => {
     expect(
       await rowsOf(
