@@ -44,16 +44,25 @@ export interface Catalog {
 
 /**
  * Partition keys are opaque bytes: include '/', NUL, 0xff and non-ASCII so
- * object keys must escape them.
+ * object keys must escape them, the empty key, and a key of every byte
+ * value, 262 bytes long: both of those are stored under a hashed folder
+ * (`~` + SHA-256), which every reader, the query catalog among them, must
+ * accept (STYLE.md, 19).
  */
 function partitionKey(tableIndex: number, index: number): Uint8Array {
+  if (index === 1) return new Uint8Array(0);
+  if (index === 2)
+    return new Uint8Array([
+      ...Buffer.from(`t${tableIndex}p${index}`),
+      ...Array.from({ length: 256 }, (_, i) => i),
+    ]);
   const tricky = [
-    [],
     [0x2f, 0x2e, 0x2e],
     [0x00, 0xff],
     [0xe2, 0x82, 0xac],
     [0x20, 0x3f, 0x23],
     [0x25, 0x32, 0x46],
+    [0x7e, 0x25, 0x37, 0x45],
   ][index % 6]!;
   return new Uint8Array([
     ...Buffer.from(`t${tableIndex}p${index}`),

@@ -145,7 +145,8 @@ export class CorruptBucketError extends ArchiveIntegrityError {
     super(manifestKey, problem);
     this.message =
       `archived bucket ${bucket} was found corrupt on ${since.toISOString()}: ${problem}. ` +
-      "Nothing of it is served until it is recovered; see docs/integrity.md, then run " +
+      "Nothing of it is served until it is recovered; see docs/integrity.md " +
+      "(`pulpitum repair` writes a lost or damaged manifest again), then run " +
       "`pulpitum verify --bucket` on it";
   }
 }

@@ -14,7 +14,13 @@ import {
   type ArchiveManifestExpectations,
 } from "./manifest-v5.js";
 import { InvariantViolationError } from "../errors.js";
-import { manifestBucketOf, sealManifest, writeVerifiedManifest, type SealTarget } from "./store.js";
+import {
+  manifestBucketOf,
+  renderManifest,
+  writeVerifiedManifest,
+  type RenderedManifest,
+  type SealTarget,
+} from "./store.js";
 
 export interface SealSegmentedInput extends SealTarget {
   /** The recorded parts, in index order. */
@@ -28,17 +34,28 @@ export interface SealSegmentedInput extends SealTarget {
  * several are v5.
  */
 export async function sealArchiveManifest(input: SealSegmentedInput): Promise<string> {
+  const { key, bytes, validate } = await renderArchiveManifest(input);
+  await writeVerifiedManifest(input.store, key, bytes, validate, input.parts);
+  return key;
+}
+
+/**
+ * The manifest {@link sealArchiveManifest} writes for these parts, without
+ * writing it: the same input gives the same bytes (a manifest carries no
+ * wall-clock time), so `pulpitum repair` can write a lost one again.
+ */
+export async function renderArchiveManifest(input: SealSegmentedInput): Promise<RenderedManifest> {
   const [only, ...more] = input.parts;
   if (only === undefined) {
     throw new InvariantViolationError("a manifest was asked for a bucket with no recorded part");
   }
   return more.length === 0
-    ? await sealManifest({ ...input, payload: only })
-    : await sealSegmentedManifest(input);
+    ? await renderManifest({ ...input, payload: only })
+    : await renderSegmentedManifest(input);
 }
 
-/** Write, read back and validate manifest v5 for the recorded parts; returns its key. */
-async function sealSegmentedManifest(input: SealSegmentedInput): Promise<string> {
+/** Manifest v5 for the recorded parts. */
+async function renderSegmentedManifest(input: SealSegmentedInput): Promise<RenderedManifest> {
   const { store, prefix } = input;
   const bucket = manifestBucketOf(input);
   const manifest = buildSegmentedManifest({
@@ -60,14 +77,7 @@ async function sealSegmentedManifest(input: SealSegmentedInput): Promise<string>
     generation: input.generation,
     manifestKey: key,
   };
-  await writeVerifiedManifest(
-    store,
-    key,
-    bytes,
-    (b) => validateArchiveManifest(b, expectations, key),
-    input.parts,
-  );
-  return key;
+  return { key, bytes, validate: (b) => validateArchiveManifest(b, expectations, key) };
 }
 
 // Re-verification of either version lives with the v4 one-part case in verify.ts.

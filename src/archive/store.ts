@@ -282,13 +282,15 @@ export interface SealManifestInput extends SealTarget {
   readonly payload: PayloadFacts;
 }
 
-/**
- * Write the bucket's manifest v4 at its content-addressed key (create if
- * absent), read it back and validate it against the bucket and payload, and
- * check that the payload object exists with the recorded size. Returns the
- * manifest key.
- */
-export async function sealManifest(input: SealManifestInput): Promise<string> {
+/** A manifest as seal writes it: its bytes, its content-addressed key, and how it is validated. */
+export interface RenderedManifest {
+  readonly key: string;
+  readonly bytes: Uint8Array;
+  readonly validate: (bytes: Uint8Array) => unknown;
+}
+
+/** The bytes, key and validation of the bucket's manifest v4 (nothing is written). */
+export async function renderManifest(input: SealManifestInput): Promise<RenderedManifest> {
   const { store, prefix, payload } = input;
   const bucket = manifestBucketOf(input);
   const manifest = buildManifest({
@@ -308,9 +310,18 @@ export async function sealManifest(input: SealManifestInput): Promise<string> {
     generation: input.generation,
     manifestKey: key,
   };
-  await writeVerifiedManifest(store, key, bytes, (b) => validateManifest(b, expectations, key), [
-    payload,
-  ]);
+  return { key, bytes, validate: (b) => validateManifest(b, expectations, key) };
+}
+
+/**
+ * Write the bucket's manifest v4 at its content-addressed key (create if
+ * absent), read it back and validate it against the bucket and payload, and
+ * check that the payload object exists with the recorded size. Returns the
+ * manifest key.
+ */
+export async function sealManifest(input: SealManifestInput): Promise<string> {
+  const { key, bytes, validate } = await renderManifest(input);
+  await writeVerifiedManifest(input.store, key, bytes, validate, [input.payload]);
   return key;
 }
 

@@ -28,6 +28,7 @@ import {
 import { registerBuckets, registerRead, registerExport } from "./registrars/reading.js";
 import {
   registerGc,
+  registerRepair,
   registerRestore,
   registerRetry,
   registerDlq,
@@ -95,6 +96,7 @@ function buildProgram(): Command {
     addRolesCommand,
     registerGc,
     registerRestore,
+    registerRepair,
     registerRetry,
     registerDlq,
     registerInvoke,

@@ -22,6 +22,7 @@
  *   between the check and the insert.
  * - `now` is always passed in; adapters never read the clock.
  */
+import type { FailureRecords } from "./failure-records.js";
 import type { BucketId } from "../domain/bucket.js";
 import type { TableRecord } from "../domain/record.js";
 import type { TableDefinition, TableId } from "../domain/table.js";
@@ -40,7 +41,6 @@ import type {
   Lease,
   LeaseLost,
   FencedWrite,
-  FailureAccounting,
   ClusteringPosition,
   SnapshotPage,
   BucketPart,
@@ -268,86 +268,6 @@ export interface ArchivalPhases {
 }
 
 /**
- * How a failed attempt is recorded: deferred (before publication), export
- * suspended with its parts kept, cleanup deferred, or the bucket
- * quarantined; and the evidence that tells an ambiguous failure to be the
- * bucket's own (domain/failures.ts).
- *
- * A failure is recorded under the caller's lease as it was taken (its token
- * and generation), whether or not the lease has expired since: nobody else
- * acted on the bucket while both still match (every other holder takes a
- * new generation), so the record is the one the failed attempt would have
- * made in time. A worker that lost its lease to an outage of the database
- * records the outage when the database answers again, instead of leaving
- * the next worker a takeover to count (usecases/run-next-phase.ts).
- */
-export interface FailureRecords {
-  /**
-   * Give up an attempt before publication: back to hot, phase claim, payload,
-   * manifest and recorded parts cleared in one transaction (stamping
-   * `dereferencedAt` if there were any), retry at `retryAt`, error recorded,
-   * `failedAt` set to `now` unless a run of failures already began, and the
-   * failure counted as `accounting` says (default
-   * `attempt`: attempts + 1; `outage`: outageDeferrals + 1, attempts
-   * unchanged). Refused (lease-lost) for an archived bucket and for a lease
-   * that is no longer the bucket's (token or generation changed). Releases
-   * the lease.
-   */
-  defer(
-    lease: Lease,
-    now: Date,
-    retryAt: Date,
-    error: string,
-    accounting?: FailureAccounting,
-  ): Promise<FencedWrite>;
-
-  /**
-   * Give up an export attempt but keep its recorded parts: the bucket stays
-   * archiving in phase export with its parts (each verified and recorded
-   * under a fence, so still good), retry at `retryAt`, error recorded, the
-   * failure counted as in {@link FailureRecords.defer}. Refused (lease-lost)
-   * unless the bucket is archiving in phase export under this lease.
-   * Releases the lease; the next attempt resumes after the last recorded part.
-   */
-  suspendExport(
-    lease: Lease,
-    now: Date,
-    retryAt: Date,
-    error: string,
-    accounting?: FailureAccounting,
-  ): Promise<FencedWrite>;
-
-  /**
-   * Give up a cleanup attempt: the bucket stays archived (reads stay on the
-   * archive, the hot rows not yet deleted stay), retry at `retryAt`, error
-   * recorded, the failure counted as in {@link FailureRecords.defer}.
-   * Refused (lease-lost) unless the bucket is archived with hot rows left
-   * under this lease. Releases the lease.
-   */
-  deferCleanup(
-    lease: Lease,
-    now: Date,
-    retryAt: Date,
-    error: string,
-    accounting: FailureAccounting,
-  ): Promise<FencedWrite>;
-
-  /**
-   * Quarantine the bucket under the caller's live lease: `quarantined_at =
-   * now`, the reason recorded as its last error, the lease released. Its
-   * state and recorded artifacts stay as they are.
-   */
-  quarantine(lease: Lease, now: Date, reason: string): Promise<FencedWrite>;
-
-  /**
-   * Whether any bucket other than `except` reached the archive (was
-   * published, or passed a scrub) at or after `since`: the fleet works, so
-   * an ambiguous failure of `except` since then is its own.
-   */
-  othersArchivedSince(except: BucketId, since: Date): Promise<boolean>;
-}
-
-/**
  * Which buckets need work, which are held back and why, and the totals:
  * what discovery enqueues and what `pulpitum status`, `plan` and `start`
  * show.
@@ -416,6 +336,24 @@ export interface BucketRestore {
   finishRestore(lease: Lease, now: Date, retryAt: Date): Promise<FinishRestore>;
 }
 
+/** Writing a lost or damaged manifest of an archived bucket again: `pulpitum repair`. */
+export interface ManifestRepair {
+  /**
+   * Record `manifestKey` as the manifest of an archived bucket in place of
+   * `replaced`, in one conditional statement that requires the live lease,
+   * `state = 'archived'` and `manifest_key = replaced`; releases the lease.
+   * lease-lost, changing nothing, otherwise (the bucket moved on). Only the
+   * manifest key changes: the payloads, the catalog version and the route's
+   * tier stay as they were.
+   */
+  replaceManifest(
+    lease: Lease,
+    now: Date,
+    replaced: string,
+    manifestKey: string,
+  ): Promise<FencedWrite>;
+}
+
 /** Removing a table with its hot rows and buckets: `pulpitum tables drop`. */
 export interface TableDrop {
   /**
@@ -478,5 +416,8 @@ export interface HotStore
     FailureRecords,
     BucketDiscovery,
     BucketRestore,
+    ManifestRepair,
     TableDrop,
     QuarantineRelease {}
+
+export type { FailureRecords } from "./failure-records.js";

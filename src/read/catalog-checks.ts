@@ -9,11 +9,10 @@ import type { BucketId } from "../domain/bucket.js";
 import { showBucket } from "../domain/display.js";
 import {
   catalogSlotName,
-  joinKey,
   parseCatalogEntryName,
   partitionKeySegment,
 } from "../domain/object-keys.js";
-import type { TableId } from "../domain/table.js";
+import type { ArchiveFormat, TableId } from "../domain/table.js";
 import {
   ArchiveIntegrityError,
   CorruptBucketError,
@@ -24,13 +23,18 @@ import {
 import { systemClock } from "../ports/clock.js";
 import type { HotReads } from "../ports/hot-store.js";
 import type { ObjectStore } from "../ports/object-store.js";
-import {
-  catalogEntryKeyOf,
-  expectedCatalogEntry,
-  parseCatalogEntry,
-  slotOf,
-} from "../usecases/catalog.js";
+import { catalogEntryKeyOf, expectedCatalogEntry, slotOf } from "../usecases/catalog.js";
+import { readCatalogEntry } from "../usecases/catalog-entry.js";
 import { archiveReferencePages } from "../usecases/archive-references.js";
+
+/** A non-empty, valid catalog entry of the table as the query read it. */
+export interface CatalogedEntry {
+  readonly format: ArchiveFormat;
+  readonly entryKey: string;
+  /** The bucket's slot (see catalogSlotName). */
+  readonly slot: string;
+  readonly payloadKeys: readonly string[];
+}
 
 /** The stores and table a query's catalog checks read. */
 export interface CatalogReadInput {
@@ -112,12 +116,11 @@ function sameKeys(a: readonly string[], b: readonly string[]): boolean {
 export async function checkEntriesNameRecordedPayloads(
   input: CatalogReadInput,
   recorded: ReadonlyMap<string, { readonly id: BucketId; readonly keys: readonly string[] }>,
-  keysOfEntry: ReadonlyMap<string, readonly string[]>,
+  entries: readonly CatalogedEntry[],
 ): Promise<void> {
-  for (const [entryKey, keys] of keysOfEntry) {
-    const parsed = parseCatalogEntryName(entryKey.slice(entryKey.lastIndexOf("/") + 1));
-    if (parsed === null) continue;
-    const bucket = recorded.get(catalogSlotName(parsed.bucketKey, parsed.partitionSegment));
+  for (const entry of entries) {
+    const { entryKey, payloadKeys: keys } = entry;
+    const bucket = recorded.get(entry.slot);
     if (bucket === undefined || sameKeys(bucket.keys, keys)) continue;
     const now = await expectedCatalogEntry(
       input.hotStore,
@@ -125,7 +128,7 @@ export async function checkEntriesNameRecordedPayloads(
     );
     if (now === null || sameKeys(now.payloadKeys, keys)) continue;
     // Restored and archived again during the query: the entry read then was emptied or replaced since.
-    if (!(await entryStillNames(input, entryKey, keys))) continue;
+    if (!(await entryStillNames(input, entry))) continue;
     throw new ArchiveIntegrityError(
       entryKey,
       `catalog entry names ${keys.join(", ")}, but archived bucket ${showBucket(bucket.id)} ` +
@@ -163,28 +166,12 @@ export async function checkCatalogCovers(
 }
 
 /**
- * An entry names only payloads under its own bucket's prefix, and no payload
- * is named twice: a damaged or tampered entry naming another bucket's intact
- * payload would otherwise serve that bucket's records twice. Checked on the
- * keys alone, so no race with a restore or a re-archive can trip it.
+ * No payload is named twice: a damaged or tampered entry naming another
+ * entry's payload would otherwise serve its records twice. (That each entry
+ * names only its own bucket's payloads, readCatalogEntry checks.) Checked on
+ * the keys alone, so no race with a restore or a re-archive can trip it.
  */
-export function checkNamesOwnPayload(
-  input: CatalogReadInput,
-  entryKey: string,
-  key: string,
-  keysNamed: Set<string>,
-): void {
-  const parsed = parseCatalogEntryName(entryKey.slice(entryKey.lastIndexOf("/") + 1));
-  if (parsed !== null) {
-    const own = `${joinKey(input.archivePrefix, ["v4", input.tableId, parsed.partitionSegment, parsed.bucketKey].join("/"))}/payloads/`;
-    if (!key.startsWith(own)) {
-      throw new ArchiveIntegrityError(
-        entryKey,
-        `catalog entry names ${key}, which is not a payload of its own bucket (${own}); ` +
-          "`pulpitum verify` on the table puts the entry right",
-      );
-    }
-  }
+export function checkNamedOnce(entryKey: string, key: string, keysNamed: Set<string>): void {
   if (keysNamed.has(key)) {
     throw new ArchiveIntegrityError(
       entryKey,
@@ -226,32 +213,19 @@ export async function blameEntryIfWrong(
   );
 }
 
-/** The object key behind a URI of this store (entries name objects by `store.uri(key)`). */
-export async function keyOfUri(store: ObjectStore, entryKey: string, uri: string): Promise<string> {
-  const probe = "k";
-  const base = (await store.uri(probe)).slice(0, -probe.length);
-  if (!uri.startsWith(base) || uri.length === base.length) {
-    throw new ArchiveIntegrityError(
-      entryKey,
-      `catalog entry names ${uri}, which is not an object of this archive (${base}...)`,
-    );
-  }
-  return uri.slice(base.length);
-}
-
-/** Whether the entry, read again, still names exactly `keys`. */
-async function entryStillNames(
-  input: CatalogReadInput,
-  entryKey: string,
-  keys: readonly string[],
-): Promise<boolean> {
-  const bytes = await input.objectStore.get(entryKey).catch((error: unknown) => {
+/** Whether the entry, read again, still names exactly what it named. */
+async function entryStillNames(input: CatalogReadInput, entry: CatalogedEntry): Promise<boolean> {
+  const bytes = await input.objectStore.get(entry.entryKey).catch((error: unknown) => {
     if (error instanceof ObjectNotFoundError) return new Uint8Array();
     throw error;
   });
-  const again: string[] = [];
-  for (const uri of parseCatalogEntry(bytes)) {
-    again.push(await keyOfUri(input.objectStore, entryKey, uri));
-  }
-  return sameKeys(again, keys);
+  if (bytes.byteLength === 0) return false;
+  const again = await readCatalogEntry(
+    input.objectStore,
+    input.archivePrefix,
+    { tableId: input.tableId, format: entry.format },
+    entry.entryKey,
+    bytes,
+  );
+  return again.valid && sameKeys(again.payloadKeys, entry.payloadKeys);
 }

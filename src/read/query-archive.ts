@@ -17,46 +17,38 @@
  * object. That holds for the file store too: hashing its files in place and
  * then handing DuckDB the paths would check one read and serve another. The
  * copy costs one local write of every payload the view names, and their
- * total size in temporary disk space. (DuckDB's httpfs extension may not be
- * installable either.) The directory is removed when the query ends, also
- * on error.
+ * total size in temporary disk space. The directory is removed when the
+ * query ends, also on error.
  *
- * A payload whose bytes match its address can still be undecodable (written
- * so, or a value that is not base64). When DuckDB fails, each payload is
- * decoded alone, every column, before the SQL is blamed: an undecodable one
- * fails the query with an ArchiveIntegrityError naming it, so an operator
- * looks at the archive rather than at a correct query.
+ * The SQL runs in a confined DuckDB (read/query-engine.ts): it reads only
+ * the staged copies, and a query error is the SQL's, unless a payload that
+ * matched its address still cannot be decoded, which is then named.
  */
 import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { DuckDBInstance, type DuckDBConnection, type DuckDBValue } from "@duckdb/node-api";
-import {
-  catalogFolder,
-  catalogSlotName,
-  parseCatalogEntryName,
-  parsePayloadName,
-} from "../domain/object-keys.js";
+import type { DuckDBValue } from "@duckdb/node-api";
+import { catalogFolder, parsePayloadName } from "../domain/object-keys.js";
 import { ARCHIVE_FORMATS, type ArchiveFormat, type TableId } from "../domain/table.js";
 import {
   ArchiveIntegrityError,
   InvalidInputError,
   InvariantViolationError,
-  PulpitumError,
   UnknownTableError,
 } from "../errors.js";
+import { runConfined } from "./query-engine.js";
 import type { HotReads } from "../ports/hot-store.js";
 import { listAll, type ObjectStore } from "../ports/object-store.js";
-import { parseCatalogEntry } from "../usecases/catalog.js";
+import { readCatalogEntry } from "../usecases/catalog-entry.js";
 import { downloadVerified } from "../archive/verified-object.js";
 import {
   blameEntryIfWrong,
   catalogedBuckets,
   checkCatalogCovers,
   checkEntriesNameRecordedPayloads,
-  checkNamesOwnPayload,
-  keyOfUri,
+  checkNamedOnce,
   recordedPayloadKeys,
+  type CatalogedEntry,
 } from "./catalog-checks.js";
 
 export interface QueryArchiveInput {
@@ -77,8 +69,7 @@ export interface QueryResult {
   readonly downloaded: number;
 }
 
-/** The SQL itself failed in DuckDB: the message is DuckDB's. */
-export class QuerySqlError extends InvalidInputError {}
+export { QuerySqlError } from "./query-engine.js";
 
 /** Payload files of one format, as local paths DuckDB reads, and the object key of each. */
 interface PayloadFiles {
@@ -106,30 +97,29 @@ export async function queryArchive(input: QueryArchiveInput): Promise<QueryResul
     const archived = await catalogedBuckets(input);
     const recorded = await recordedPayloadKeys(input);
     const slotsSeen = new Map<string, string>();
-    const named: { format: ArchiveFormat; entryKey: string; uri: string }[] = [];
-    for (const format of ARCHIVE_FORMATS) {
-      for (const { entryKey, uri } of await catalogUris(input, format, slotsSeen))
-        named.push({ format, entryKey, uri });
-    }
+    const entries: CatalogedEntry[] = [];
+    const invalid: ArchiveIntegrityError[] = [];
+    for (const format of ARCHIVE_FORMATS)
+      entries.push(...(await catalogEntriesOf(input, format, slotsSeen, invalid)));
     await checkCatalogCovers(input, archived, slotsSeen);
+    if (invalid[0] !== undefined) throw invalid[0];
     const keysNamed = new Set<string>();
-    const keysOfEntry = new Map<string, string[]>();
-    for (const { format, entryKey, uri } of named) {
-      const target = path.join(await stagingDir(), `${downloaded}.${format}`);
-      const key = await keyOfUri(input.objectStore, entryKey, uri);
-      checkNamesOwnPayload(input, entryKey, key, keysNamed);
-      keysOfEntry.set(entryKey, [...(keysOfEntry.get(entryKey) ?? []), key]);
-      try {
-        await copyVerified(input.objectStore, entryKey, key, target);
-      } catch (error) {
-        throw await blameEntryIfWrong(input, archived, entryKey, key, error);
+    for (const { format, entryKey, payloadKeys } of entries) {
+      for (const key of payloadKeys) {
+        checkNamedOnce(entryKey, key, keysNamed);
+        const target = path.join(await stagingDir(), `${downloaded}.${format}`);
+        try {
+          await copyVerified(input.objectStore, entryKey, key, target);
+        } catch (error) {
+          throw await blameEntryIfWrong(input, archived, entryKey, key, error);
+        }
+        files[format].push(target);
+        files.keyOf.set(target, key);
+        downloaded++;
       }
-      files[format].push(target);
-      files.keyOf.set(target, key);
-      downloaded++;
     }
-    await checkEntriesNameRecordedPayloads(input, recorded, keysOfEntry);
-    const result = await runDuckDb(input.tableId, files, input.sql);
+    await checkEntriesNameRecordedPayloads(input, recorded, entries);
+    const result = await runConfined(input.tableId, files, input.sql, await stagingDir());
     return { ...result, payloads: files.parquet.length + files.json.length, downloaded };
   } finally {
     if (staging !== undefined) await rm(staging, { recursive: true, force: true });
@@ -137,37 +127,60 @@ export async function queryArchive(input: QueryArchiveInput): Promise<QueryResul
 }
 
 /**
- * Every URI the table's catalog entries of one format name, entries in key
- * order; tombstones (empty entries) name none. A bucket with two non-empty
- * entries (`slotsSeen`: bucket slot -> the first entry's key) would be read
- * twice: that breaks the catalog's invariant and fails the query.
+ * The table's non-empty catalog entries of one format, in key order, each
+ * read as `verify` reads it (readCatalogEntry); an entry that is not valid
+ * is added to `invalid`, which fails the query naming it once every bucket
+ * was found listed (a missing entry is named first). A bucket with two non-empty entries
+ * (`slotsSeen`: bucket slot -> the first entry's key) would be read twice:
+ * that breaks the catalog's invariant and fails the query.
  */
-async function catalogUris(
+async function catalogEntriesOf(
   input: QueryArchiveInput,
   format: ArchiveFormat,
   slotsSeen: Map<string, string>,
-): Promise<{ entryKey: string; uri: string }[]> {
-  const uris: { entryKey: string; uri: string }[] = [];
+  invalid: ArchiveIntegrityError[],
+): Promise<CatalogedEntry[]> {
+  const entries: CatalogedEntry[] = [];
   const folder = catalogFolder(input.archivePrefix, format, input.tableId);
   for await (const object of listAll(input.objectStore, folder)) {
     if (object.size === 0) continue;
-    const named = parseCatalogEntry(await input.objectStore.get(object.key));
-    if (named.length === 0) continue;
-    const parsed = parseCatalogEntryName(object.key.slice(folder.length));
-    if (parsed !== null) {
-      const slot = catalogSlotName(parsed.bucketKey, parsed.partitionSegment);
-      const first = slotsSeen.get(slot);
-      if (first !== undefined) {
-        throw new InvariantViolationError(
-          `the query catalog lists one bucket twice (${first} and ${object.key}); ` +
-            "run `pulpitum catalog rebuild` and report this",
-        );
-      }
-      slotsSeen.set(slot, object.key);
+    const bytes = await input.objectStore.get(object.key);
+    if (bytes.byteLength === 0) continue;
+    const reading = await readCatalogEntry(
+      input.objectStore,
+      input.archivePrefix,
+      { tableId: input.tableId, format },
+      object.key,
+      bytes,
+    );
+    if (!reading.valid) {
+      // Its bucket is listed, wrongly: named as that, not as a missing entry.
+      if (reading.slot !== undefined && !slotsSeen.has(reading.slot))
+        slotsSeen.set(reading.slot, object.key);
+      invalid.push(
+        new ArchiveIntegrityError(
+          object.key,
+          `catalog entry ${reading.problem}; \`pulpitum catalog rebuild ${input.tableId}\` puts the catalog right`,
+        ),
+      );
+      continue;
     }
-    uris.push(...named.map((uri) => ({ entryKey: object.key, uri })));
+    const first = slotsSeen.get(reading.slot);
+    if (first !== undefined) {
+      throw new InvariantViolationError(
+        `the query catalog lists one bucket twice (${first} and ${object.key}); ` +
+          "run `pulpitum catalog rebuild` and report this",
+      );
+    }
+    slotsSeen.set(reading.slot, object.key);
+    entries.push({
+      format,
+      entryKey: object.key,
+      slot: reading.slot,
+      payloadKeys: reading.payloadKeys,
+    });
   }
-  return uris;
+  return entries;
 }
 
 /**
@@ -189,120 +202,5 @@ async function copyVerified(
     { key, sha256: name.sha256 },
     target,
     `by its content-addressed name, in catalog entry ${entryKey}`,
-  );
-}
-
-const sqlString = (text: string) => `'${text.replace(/'/g, "''")}'`;
-const sqlList = (items: readonly string[]) => `[${items.map(sqlString).join(", ")}]`;
-
-/** The envelope as DuckDB types, whatever the payload format. */
-function envelopeRelation(format: ArchiveFormat, files: readonly string[]): string {
-  if (format === "parquet") {
-    return (
-      "SELECT partition_key::BLOB AS partition_key, event_time::TIMESTAMP AS event_time, " +
-      `sort_key::BLOB AS sort_key, value::BLOB AS value FROM read_parquet(${sqlList(files)})`
-    );
-  }
-  return (
-    "SELECT from_base64(partition_key) AS partition_key, " +
-    "event_time::TIMESTAMPTZ::TIMESTAMP AS event_time, " +
-    "from_base64(sort_key) AS sort_key, from_base64(value) AS value " +
-    `FROM read_json(${sqlList(files)}, format = 'newline_delimited', ` +
-    "columns = {partition_key: 'VARCHAR', event_time: 'VARCHAR', sort_key: 'VARCHAR', value: 'VARCHAR'})"
-  );
-}
-
-const EMPTY_ENVELOPE =
-  "SELECT NULL::BLOB AS partition_key, NULL::TIMESTAMP AS event_time, " +
-  "NULL::BLOB AS sort_key, NULL::BLOB AS value WHERE false";
-
-async function runDuckDb(
-  tableId: TableId,
-  files: PayloadFiles,
-  sql: string,
-): Promise<Pick<QueryResult, "columns" | "rows">> {
-  const instance = await DuckDBInstance.create(":memory:");
-  const connection = await instance.connect();
-  try {
-    // Timestamps convert to and from UTC whatever the machine's zone.
-    await connection.run("SET TimeZone = 'UTC'");
-    const relations = ARCHIVE_FORMATS.filter((f) => files[f].length > 0).map((f) =>
-      envelopeRelation(f, files[f]),
-    );
-    const view = relations.length === 0 ? EMPTY_ENVELOPE : relations.join(" UNION ALL ");
-    try {
-      await connection.run(`CREATE VIEW "${tableId}" AS ${view}`);
-    } catch (error) {
-      throw (
-        (await undecodablePayload(connection, files)) ??
-        new PulpitumError(
-          `DuckDB could not read the table's catalogued payloads: ${error instanceof Error ? error.message : String(error)}`,
-          { cause: error },
-        )
-      );
-    }
-    let reader;
-    try {
-      reader = await connection.runAndReadAll(sql);
-    } catch (error) {
-      throw (await undecodablePayload(connection, files)) ?? sqlError(error, sql);
-    }
-    return {
-      columns: reader.columnNames().map((name, i) => ({
-        name,
-        type: String(reader.columnTypes()[i]),
-      })),
-      rows: reader.getRows(),
-    };
-  } finally {
-    connection.closeSync();
-    instance.closeSync();
-  }
-}
-
-/**
- * The first payload DuckDB cannot decode on its own, every column of every
- * row, as the integrity error naming its object; undefined when all decode.
- */
-async function undecodablePayload(
-  connection: DuckDBConnection,
-  files: PayloadFiles,
-): Promise<ArchiveIntegrityError | undefined> {
-  for (const format of ARCHIVE_FORMATS) {
-    for (const file of files[format]) {
-      try {
-        await connection.runAndReadAll(
-          "SELECT count(*), sum(length(partition_key)), max(event_time), sum(length(sort_key)), " +
-            `sum(length(value)) FROM (${envelopeRelation(format, [file])})`,
-        );
-      } catch (error) {
-        const message = (error instanceof Error ? error.message : String(error))
-          .split(file)
-          .join("the payload");
-        return new ArchiveIntegrityError(
-          files.keyOf.get(file) ?? file,
-          `its bytes match its content address, but DuckDB cannot decode it as ${format}: ${message}`,
-          { cause: error },
-        );
-      }
-    }
-  }
-  return undefined;
-}
-
-/**
- * DuckDB's own message; a failure to read the archive (IO) is an operational
- * failure, anything else (parse, bind, catalog, conversion) the SQL's fault.
- */
-function sqlError(error: unknown, sql: string): PulpitumError {
-  const message = error instanceof Error ? error.message : String(error);
-  if (/^(IO|Out of Memory|Internal|FATAL|Interrupt) Error/.test(message)) {
-    return new PulpitumError(`DuckDB could not run the query: ${message}`, { cause: error });
-  }
-  return new QuerySqlError(
-    `SQL ${JSON.stringify(sql.length > 200 ? `${sql.slice(0, 200)}…` : sql)}`,
-    `DuckDB refused it: ${message}`,
-    "a DuckDB SQL statement over the table's view (columns partition_key BLOB, event_time TIMESTAMP, sort_key BLOB, value BLOB)",
-    { cause: error },
   );
 }

@@ -55,7 +55,10 @@ import { ObjectNotFoundError } from "../errors.js";
 import type { BucketMetadata, HotReads } from "../ports/hot-store.js";
 import { listAll, type ObjectInfo, type ObjectStore } from "../ports/object-store.js";
 import type { ArchiverContext } from "./context.js";
+import { readCatalogEntry, renderCatalogEntry } from "./catalog-entry.js";
 import { requireRecordedArchive } from "./phases/recorded-archive.js";
+
+export { parseCatalogEntry, renderCatalogEntry } from "./catalog-entry.js";
 
 export interface CatalogPorts {
   readonly hotStore: HotReads;
@@ -136,24 +139,6 @@ export function catalogEntryKeyOf(prefix: string, slot: CatalogSlot, entry: Cata
     slot.partitionSegment,
     entry.version,
   )}`;
-}
-
-/** An entry's bytes: one absolute URI per line, each ending with a newline. */
-export async function renderCatalogEntry(
-  store: ObjectStore,
-  payloadKeys: readonly string[],
-): Promise<Uint8Array> {
-  const uris = await Promise.all(payloadKeys.map((key) => store.uri(key)));
-  return new TextEncoder().encode(uris.map((uri) => `${uri}\n`).join(""));
-}
-
-/** The URIs an entry names (none for a tombstone). */
-export function parseCatalogEntry(bytes: Uint8Array): string[] {
-  return new TextDecoder()
-    .decode(bytes)
-    .split("\n")
-    .map((line) => line.trim())
-    .filter((line) => line !== "");
 }
 
 /**
@@ -266,8 +251,9 @@ export async function refreshCatalogEntry(
  * What is wrong with an archived bucket's entries, as the scrub sees it
  * (usecases/scrub.ts): once its hot rows are deleted (and it is not being
  * restored) the bucket must have exactly one non-empty entry, of the version
- * its metadata publishes, naming that version's payloads. Empty when all is
- * right, or when the bucket need not have an entry yet.
+ * its metadata publishes, valid as `pulpitum query` reads it
+ * (readCatalogEntry) and naming exactly that version's payloads. Empty when
+ * all is right, or when the bucket need not have an entry yet.
  */
 export async function checkCatalogEntries(
   ports: CatalogPorts,
@@ -285,9 +271,15 @@ export async function checkCatalogEntries(
   else if (own.size === 0)
     problems.push(`catalog entry ${key} is empty though the bucket publishes its version`);
   else {
-    const bytes = await ports.objectStore.get(key);
-    const want = await renderCatalogEntry(ports.objectStore, expected.payloadKeys);
-    if (!Buffer.from(bytes).equals(want))
+    const reading = await readCatalogEntry(
+      ports.objectStore,
+      ports.archivePrefix,
+      { tableId: slot.tableId, format: expected.format },
+      key,
+      await ports.objectStore.get(key),
+    );
+    if (!reading.valid) problems.push(`catalog entry ${key} ${reading.problem}`);
+    else if (reading.payloadKeys.join("\n") !== expected.payloadKeys.join("\n"))
       problems.push(`catalog entry ${key} does not name exactly the published payloads`);
   }
   for (const object of listed) {

@@ -71,6 +71,7 @@ const REFUSALS: Readonly<
   beginRestore: () => "lease lost before the restore mark committed",
   restoreRecords: () => "lease lost while inserting restored rows",
   finishRestore: () => "lease lost before the route flipped to hot",
+  replaceManifest: () => "lease lost before the repaired manifest was recorded",
 };
 
 function describeLostClaim(state: string | undefined, cutoff: Date): string {

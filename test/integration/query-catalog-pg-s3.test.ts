@@ -4,11 +4,13 @@
  * leaving an orphan payload, DuckDB over the catalog returns every record
  * exactly once, downloading the payloads through the S3 client.
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { ListObjectsV2Command, PutObjectCommand } from "@aws-sdk/client-s3";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { formatMicrosRfc3339 } from "../../src/domain/time.js";
+import { hostileRecords } from "../support/catalog.js";
 import { runCli } from "../support/cli.js";
 import { freshBucket, freshDatabase, s3Client } from "../support/integration-resources.js";
 
@@ -110,5 +112,77 @@ describe("pulpitum query on PostgreSQL and S3", () => {
     expect(rows).toHaveLength(lines.length);
     expect(new Set(rows).size).toBe(lines.length);
     expect([...rows].sort()).toEqual([...expected].sort());
+  });
+
+  it("queries every record of long (hashed folder), empty, every-byte and escaped partition keys exactly once, and verify finds nothing wrong", async () => {
+    await runCli(["tables", "create", "keys", "--strategy", "month", "--format", "parquet"], env);
+    const lines = hostileRecords([3, 4], 3).map((r) =>
+      JSON.stringify({
+        partition_key: Buffer.from(r.partitionKey).toString("base64"),
+        event_time: formatMicrosRfc3339(r.eventTime),
+        sort_key: Buffer.from(r.sortKey).toString("base64"),
+        value: Buffer.from(r.value).toString("base64"),
+      }),
+    );
+    const file = path.join(home, "keys.ndjson");
+    writeFileSync(file, lines.join("\n"));
+    for (const args of [
+      ["import", "keys", file],
+      ["archive", "--once"],
+    ]) {
+      const r = await runCli(args, env);
+      expect(r.code, `${args.join(" ")}: ${r.stderr}`).toBe(0);
+    }
+    expect(
+      (await keys("q/catalog/parquet/table_id=keys/")).filter((k) => k.includes(".~")),
+    ).toHaveLength(6);
+
+    const queried = await runCli(
+      [
+        "query",
+        "keys",
+        "SELECT base64(partition_key) AS partition_key, strftime(event_time, '%Y-%m-%dT%H:%M:%S.%fZ') AS event_time, base64(sort_key) AS sort_key, base64(value) AS value FROM keys",
+        "--json",
+      ],
+      env,
+    );
+    expect(queried.code, queried.stderr).toBe(0);
+    const rows = queried.stdout.trimEnd().split("\n");
+    expect(rows).toHaveLength(lines.length);
+    expect(rows.map((l) => JSON.stringify(JSON.parse(l))).sort()).toEqual([...lines].sort());
+    const verified = await runCli(["verify", "keys", "--json"], env);
+    expect(verified.code, verified.stderr).toBe(0);
+    expect(JSON.parse(verified.stdout)).toMatchObject({ corrupt: 0, catalog_problems: 0 });
+  });
+
+  it("a failing SQL over S3 payloads exits 3 with DuckDB's message or the refusal, and nothing is read, written or fetched outside", async () => {
+    const target = path.join(home, "copied.csv");
+    for (const [sql, message] of [
+      ["SELEC 1", /DuckDB refused it: Parser Error/],
+      [
+        "SELECT nope FROM chat",
+        /DuckDB refused it: Binder Error: Referenced column "nope" not found/,
+      ],
+      ["DROP TABLE chat", /statement 1 is DROP, which pulpitum query refuses/],
+      ["INSTALL httpfs", /statement 1 is INSTALL, which pulpitum query refuses/],
+      [
+        `COPY (SELECT * FROM chat) TO '${target}'`,
+        /statement 1 is COPY, which pulpitum query refuses/,
+      ],
+      [
+        `SELECT * FROM read_parquet('s3://${bucket}/q/v4/chat/Yy0x/*')`,
+        /Permission Error: Cannot access file "s3:/,
+      ],
+      [
+        `SELECT * FROM read_text('${endpoint}/${bucket}/')`,
+        /Permission Error: Cannot access file "http/,
+      ],
+    ] as const) {
+      const result = await runCli(["query", "chat", sql], env);
+      expect(result.code, `${sql}: ${result.stderr}`).toBe(3);
+      expect(result.stderr).toMatch(message);
+      expect(result.stdout).toBe("");
+    }
+    expect(existsSync(target)).toBe(false);
   });
 });

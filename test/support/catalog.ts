@@ -7,7 +7,9 @@
 import { expect } from "vitest";
 import type { BucketId } from "../../src/domain/bucket.js";
 import { catalogFolder, catalogRoot, catalogSlotName } from "../../src/domain/object-keys.js";
+import type { TableRecord } from "../../src/domain/record.js";
 import type { ArchiveFormat, TableId } from "../../src/domain/table.js";
+import { parseRfc3339Micros } from "../../src/domain/time.js";
 import type { HotStore } from "../../src/ports/hot-store.js";
 import { listAll, type ObjectStore } from "../../src/ports/object-store.js";
 import {
@@ -81,4 +83,47 @@ export async function liveEntryOf(
   }
   expect(live.length, `non-empty entries of one bucket under ${slotPrefix}`).toBeLessThanOrEqual(1);
   return live[0];
+}
+
+/**
+ * Partition keys a check must not refuse (STYLE.md, 19): long enough to be
+ * stored under a hashed folder (`~` + SHA-256), every byte value, empty
+ * (also hashed), and short keys full of bytes that need escaping in a path
+ * or a URL, whose base64url segment has `-` and `_`.
+ */
+export const HOSTILE_PARTITION_KEYS: readonly {
+  readonly name: string;
+  readonly key: Uint8Array;
+}[] = [
+  { name: "200 bytes (hashed folder)", key: new Uint8Array(Buffer.from("L".repeat(200))) },
+  {
+    name: "every byte value (hashed folder)",
+    key: new Uint8Array(Array.from({ length: 256 }, (_, i) => i)),
+  },
+  { name: "empty (hashed folder)", key: new Uint8Array(0) },
+  {
+    name: "bytes needing escaping",
+    key: new Uint8Array([...Buffer.from("a/../b c%7E~+=?#&;'\"\\"), 0x00, 0xfb, 0xff, 0xbf, 0x0a]),
+  },
+];
+
+/** `count` records in each of `months` (2025) for every hostile partition key. */
+export function hostileRecords(months: readonly number[], count: number): TableRecord[] {
+  const records: TableRecord[] = [];
+  for (const { key } of HOSTILE_PARTITION_KEYS) {
+    for (const month of months) {
+      const base = parseRfc3339Micros(`2025-${String(month).padStart(2, "0")}-01T00:00:00Z`);
+      for (let i = 0; i < count; i++) {
+        const sortKey = new Uint8Array(8);
+        new DataView(sortKey.buffer).setBigUint64(0, BigInt(i));
+        records.push({
+          partitionKey: key,
+          eventTime: base + BigInt(i) * 1_000_000n,
+          sortKey,
+          value: new Uint8Array([...key.slice(0, 16), month, i & 0xff]),
+        });
+      }
+    }
+  }
+  return records;
 }

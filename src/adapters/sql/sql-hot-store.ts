@@ -76,7 +76,7 @@ import { readBucket } from "./hot-store/fenced-update.js";
 import { listArchiveReferences } from "./hot-store/gc-references.js";
 import { acquireLease, releaseLease, renewLease } from "./hot-store/leases.js";
 import { listArchivedBuckets, listHeldBuckets } from "./hot-store/operator-queries.js";
-import { claim, publish, recordManifest } from "./hot-store/phases.js";
+import { claim, publish, recordManifest, replaceManifest } from "./hot-store/phases.js";
 import { defer, deferCleanup, othersArchivedSince, suspendExport } from "./hot-store/failures.js";
 import { finishExport, listParts, recordPart } from "./hot-store/parts.js";
 import { quarantine, releaseQuarantine, releaseQuarantines } from "./hot-store/quarantine.js";
@@ -207,6 +207,15 @@ export class SqlHotStore implements HotStore {
 
   async publish(lease: Lease, now: Date): Promise<FencedWrite> {
     return await publish(this.db, lease, now);
+  }
+
+  async replaceManifest(
+    lease: Lease,
+    now: Date,
+    replaced: string,
+    manifestKey: string,
+  ): Promise<FencedWrite> {
+    return await replaceManifest(this.db, lease, now, replaced, manifestKey);
   }
 
   async cleanupBatch(

@@ -1,4 +1,4 @@
-/** Registrars of the operator's commands: gc, restore, retry, dlq, invoke, and the demo behind `npm start`. */
+/** Registrars of the operator's commands: gc, restore, repair, retry, dlq, invoke, and the demo behind `npm start`. */
 import type { Command } from "commander";
 import { Argument } from "commander";
 import { parseTableId } from "../../domain/table.js";
@@ -69,6 +69,29 @@ export function registerRestore(program: Command): void {
         "restore TABLE PARTITION BUCKET, or restore TABLE BUCKET --partition-key-b64 B64",
         async (id, opts: { holdSeconds?: string; json?: boolean }) =>
           await (await maintenanceModule()).restoreCommand(id, opts),
+      ),
+    );
+}
+
+export function registerRepair(program: Command): void {
+  program
+    .command("repair")
+    .argument("<table>", "table id")
+    .argument(
+      "<partition>",
+      "partition key as UTF-8 text, or the bucket key when --partition-key-b64 is given",
+    )
+    .argument("[bucket]", "bucket key: year:YYYY, month:YYYY-MM or day:YYYY-MM-DD")
+    .description(
+      "write an archived bucket's missing or damaged manifest again from its metadata, after verifying every recorded part in full (under the bucket's lease), then verify the bucket as `verify --bucket` does",
+    )
+    .option("--partition-key-b64 <b64>", "partition key as standard base64 (for binary keys)")
+    .option("--json", "print the report as JSON")
+    .action(
+      bucketAction(
+        "repair TABLE PARTITION BUCKET, or repair TABLE BUCKET --partition-key-b64 B64",
+        async (id, opts: { json?: boolean }) =>
+          await (await import("../commands/repair.js")).repairCommand(id, opts),
       ),
     );
 }

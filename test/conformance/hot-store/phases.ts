@@ -338,5 +338,38 @@ export function phaseConformance(opened: () => HotStore): void {
 
       expect(result).toMatchObject({ kind: "lease-lost", metadata: { state: "archived" } });
     });
+
+    it("replaces an archived bucket's manifest key under a live lease and releases it, and refuses a stale lease, a bucket not archived or a key that changed", async () => {
+      const tableId = await newTable(store, "repair");
+      const id = await hotBucket(store, tableId);
+      const hotLease = await acquire(store, id);
+      const notArchived = await store.replaceManifest(hotLease, NOW, "m/manifest.json", "m/x.json");
+      expect(notArchived).toMatchObject({ kind: "lease-lost", metadata: { state: "hot" } });
+      await store.releaseLease(hotLease);
+      const old = (await advanceTo(store, id, "cleanup")).manifestKey!;
+
+      const stale = await acquire(store, id);
+      const at = later(NOW, LEASE_MS + 2);
+      const lease = await acquire(store, id, later(NOW, LEASE_MS + 1));
+      const refused = await store.replaceManifest(stale, at, old, "m/new.json");
+      expect(refused).toMatchObject({ kind: "lease-lost", metadata: { manifestKey: old } });
+      const wrongKey = await store.replaceManifest(lease, at, "m/other.json", "m/new.json");
+      expect(wrongKey).toMatchObject({ kind: "lease-lost", metadata: { manifestKey: old } });
+
+      const replaced = committed(await store.replaceManifest(lease, at, old, "m/new.json"));
+      expect(replaced.metadata).toMatchObject({
+        state: "archived",
+        manifestKey: "m/new.json",
+        ownerToken: null,
+        leaseExpiresAt: null,
+        generation: lease.generation,
+      });
+      expect(await store.listParts(id)).toHaveLength(1);
+
+      // Finished, so discovery has nothing of it to offer the tests after this one.
+      const cleaning = await acquire(store, id, later(at, 1));
+      expect((await store.cleanupBatch(cleaning, later(at, 1), 100)).kind).toBe("deleted");
+      committed(await store.finishCleanup(cleaning, later(at, 1)));
+    });
   });
 }

@@ -150,15 +150,19 @@ describe("exit codes", () => {
   it("query: a payload that matches its content address but cannot be decoded exits 4 naming it, not 3", async () => {
     await seed("chat");
     expect((await cli("archive", "--once")).code).toBe(EXIT.ok);
-    // Rewrite the payload with a value that is not base64, under its new content address.
+    // Rewrite the payload with a value that is not base64, under its new content
+    // address and the same export attempt (so its catalog entry keeps its version).
     const archive = path.join(home, "archive");
     const payload = filesUnder(archive).find((f) => f.includes("/payloads/"))!;
     const corrupt = Buffer.from(
       readFileSync(path.join(archive, payload), "utf8").replace(/"value":"[^"]*"/, '"value":"!!"'),
     );
     const sha = createHash("sha256").update(corrupt).digest("hex");
-    const oldSha = path.basename(payload).split(".")[0]!;
-    const corruptKey = path.join(path.dirname(payload), `${sha}.json`);
+    const oldSha = path.basename(payload).slice(0, 64);
+    const corruptKey = path.join(
+      path.dirname(payload),
+      `${sha}${path.basename(payload).slice(64)}`,
+    );
     writeFileSync(path.join(archive, corruptKey), corrupt);
     for (const entry of filesUnder(archive).filter((f) => f.includes("catalog"))) {
       const text = readFileSync(path.join(archive, entry), "utf8");

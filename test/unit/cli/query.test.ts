@@ -3,14 +3,14 @@
  * store: the table is a view under its own name, `--json` prints one object
  * per row in the stated JSON form, and failures exit with the documented code.
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { EXIT } from "../../../src/cli/exit-codes.js";
 import { runCli } from "../../support/cli.js";
 
-const b64 = (text: string) => Buffer.from(text).toString("base64");
+const b64 = (text: string | Uint8Array) => Buffer.from(text).toString("base64");
 const record = (pk: string, t: string, sk: string, v: string) =>
   JSON.stringify({ partition_key: b64(pk), event_time: t, sort_key: b64(sk), value: b64(v) });
 
@@ -83,6 +83,74 @@ describe("pulpitum query", () => {
     expect(JSON.parse(rebuilt.stdout)).toMatchObject({
       tables: [{ table_id: "chat", archived_buckets: 2, entries_written: 0, entries_unchanged: 2 }],
     });
+  });
+
+  /** Import `lines` into a new month table `chat` and archive them. */
+  const archiveLines = async (lines: string[]) => {
+    const file = path.join(home, "records.ndjson");
+    writeFileSync(file, lines.join("\n"));
+    expect((await runCli(["tables", "create", "chat", "--strategy", "month"], env)).code).toBe(0);
+    expect((await runCli(["import", "chat", file], env)).code).toBe(0);
+    expect((await runCli(["archive", "--once"], env)).code).toBe(0);
+  };
+
+  it("queries a table whose partition keys are empty or long enough for a hashed folder, and verify agrees nothing is wrong", async () => {
+    const keys = [
+      new Uint8Array(0),
+      new Uint8Array(Buffer.from("k".repeat(200))),
+      Buffer.from("c-1"),
+    ];
+    await archiveLines(
+      keys.map((key, i) =>
+        JSON.stringify({
+          partition_key: b64(key),
+          event_time: `2025-0${i + 1}-05T10:00:00Z`,
+          sort_key: b64("s"),
+          value: b64(`v${i}`),
+        }),
+      ),
+    );
+
+    const counted = await runCli(
+      ["query", "chat", "SELECT octet_length(partition_key) AS n FROM chat ORDER BY n", "--json"],
+      env,
+    );
+    expect(counted).toMatchObject({ code: EXIT.ok, stdout: '{"n":0}\n{"n":3}\n{"n":200}\n' });
+    const verified = await runCli(["verify", "--json"], env);
+    expect(verified.code, verified.stderr).toBe(EXIT.ok);
+    expect(JSON.parse(verified.stdout)).toMatchObject({
+      verified: 3,
+      corrupt: 0,
+      catalog_problems: 0,
+    });
+  });
+
+  it("a failing SQL on a table with archived data exits 3 with DuckDB's message or the refusal, never 4, and an escape writes nothing", async () => {
+    await archiveLines([record("c-1", "2025-01-05T10:00:00Z", "a", "hello")]);
+    const target = path.join(home, "copied.csv");
+    for (const [sql, message] of [
+      ["SELEC 1", /DuckDB refused it: Parser Error: syntax error at or near "SELEC"/],
+      [
+        "SELECT nope FROM chat",
+        /DuckDB refused it: Binder Error: Referenced column "nope" not found/,
+      ],
+      ["DROP TABLE chat", /statement 1 is DROP, which pulpitum query refuses/],
+      ["INSTALL httpfs", /statement 1 is INSTALL, which pulpitum query refuses/],
+      [
+        `COPY (SELECT * FROM chat) TO '${target}'`,
+        /statement 1 is COPY, which pulpitum query refuses/,
+      ],
+      [
+        "SELECT * FROM read_text('/etc/hostname')",
+        /Permission Error: Cannot access file "\/etc\/hostname"/,
+      ],
+    ] as const) {
+      const result = await runCli(["query", "chat", sql], env);
+      expect(result.code, `${sql}: ${result.stderr}`).toBe(EXIT.invalidInput);
+      expect(result.stderr).toMatch(message);
+      expect(result.stdout).toBe("");
+    }
+    expect(existsSync(target)).toBe(false);
   });
 
   it("exits with the invalid-input code for an unknown table and for SQL DuckDB refuses", async () => {

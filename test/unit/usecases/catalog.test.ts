@@ -32,8 +32,11 @@ import { runNextPhase } from "../../../src/usecases/run-next-phase.js";
 import {
   catalogEntries,
   expectCatalogMatchesPublished,
+  hostileRecords,
   liveEntryOf,
 } from "../../support/catalog.js";
+import { checkCatalogEntries } from "../../../src/usecases/catalog.js";
+import { rebuildCatalog } from "../../../src/usecases/catalog-rebuild.js";
 import { SimulatedCrash, type FaultPoint, type HotOperation } from "../../support/faults.js";
 import { freshPgliteHotStore } from "../../support/pglite-template.js";
 import {
@@ -125,6 +128,37 @@ describe("the query catalog", () => {
     }
     expect([...entries.keys()].every((k) => k.startsWith(`${PREFIX}/catalog/json/table_id=chat/`)));
     await matches();
+  });
+
+  it("keeps long (hashed folder), empty, every-byte and escaped partition keys' entries right through archive, restore and re-archive, and verify and rebuild find nothing to change", async () => {
+    const hostile = parseTableId("hostile");
+    const buckets = await seedTable(
+      h,
+      hostile,
+      "CalendarMonthUtc",
+      "parquet",
+      hostileRecords([3], 3),
+    );
+    await converge(h, buckets);
+    const hostileMatches = () =>
+      expectCatalogMatchesPublished(h.inner, h.objects, PREFIX, [TABLE, hostile]);
+    await hostileMatches();
+    await expectNoDanglingEntry();
+    const ports = { hotStore: h.inner, objectStore: h.objects, archivePrefix: PREFIX };
+    for (const { id: bucket } of buckets.values())
+      expect(await checkCatalogEntries(ports, (await h.inner.getBucket(bucket))!)).toEqual([]);
+
+    const empty = [...buckets.values()].find((b) => b.id.partitionKey.byteLength === 0)!.id;
+    expect((await restoreBucket(h.process().ctx, empty, { holdMs: HOUR })).result).toBe("restored");
+    await hostileMatches();
+    h.clock.advance(HOUR + 1);
+    await converge(h, buckets);
+    await hostileMatches();
+    expect(await rebuildCatalog({ ...ports, clock: h.clock }, hostile)).toMatchObject({
+      archived_buckets: buckets.size,
+      entries_written: 0,
+      entries_removed: 0,
+    });
   });
 
   it("a crash after the publish commit, before the catalog write, leaves the bucket readable and cleanup writes the entry before deleting any hot row", async () => {

@@ -27,6 +27,8 @@ import {
   type Harness,
 } from "../../support/workflow-harness.js";
 import { parseTableId } from "../../../src/domain/table.js";
+import { partitionKeySegment } from "../../../src/domain/object-keys.js";
+import { catalogEntries, hostileRecords } from "../../support/catalog.js";
 
 /** A property of the real store, its methods bound to it (they use private fields). */
 function bound(target: object, property: string | symbol, receiver: unknown): unknown {
@@ -61,6 +63,36 @@ describe("integrity end to end on the file store", () => {
     const report = await verifyOne(h, bucket.id);
     expect(report).toMatchObject({ verified: 1, corrupt: 0, catalog_problems: 0, problems: [] });
     expect((await h.inner.getBucket(bucket.id))?.verifiedAt).toEqual(h.clock.now());
+  });
+
+  it("an archive of long (hashed folder), empty, every-byte and escaped partition keys verifies clean, and a damaged hashed-folder entry is put right and queried again", async () => {
+    const hostile = parseTableId("hostile");
+    const records = hostileRecords([3], 5);
+    const buckets = await seedTable(h, hostile, "CalendarMonthUtc", "json", records);
+    await converge(h, buckets);
+    const clean = await scrub(scrubContext(h), { tableId: hostile });
+    expect(clean).toMatchObject({ verified: buckets.size, corrupt: 0, catalog_problems: 0 });
+
+    const empty = [...buckets.values()].find((b) => b.id.partitionKey.byteLength === 0)!.id;
+    const entry = [...(await catalogEntries(h.objects, h.settings.archivePrefix)).keys()].find(
+      (key) => key.includes(`.${partitionKeySegment(empty.partitionKey)}.`),
+    )!;
+    const bytes = await h.objects.get(entry);
+    await h.objects.replace(entry, new Uint8Array([...bytes, ...bytes]));
+    const query = () =>
+      queryArchive({
+        hotStore: h.inner,
+        objectStore: h.objects,
+        archivePrefix: h.settings.archivePrefix,
+        tableId: hostile,
+        sql: "SELECT count(*) FROM hostile",
+        tempDir: temp,
+      });
+    await expect(query()).rejects.toThrow(`catalog entry names`);
+    const found = await verifyOne(h, empty);
+    expect(found).toMatchObject({ verified: 1, catalog_problems: 1 });
+    expect(found.problems[0]!.problem).toMatch(/twice.*\(put right\)/);
+    expect(Number((await query()).rows[0]![0])).toBe(records.length);
   });
 
   it("an outage while verifying stops the run and marks nothing", async () => {

@@ -8,7 +8,7 @@
 import type { FencedWrite, Lease } from "../../../ports/hot-store.js";
 import type { SqlDatabase } from "../database.js";
 import { fencedUpdate } from "./fenced-update.js";
-import { CLAIMABLE, HAND_ON } from "./fences.js";
+import { CLAIMABLE, HAND_ON, RELEASE_LEASE } from "./fences.js";
 
 /** `last_error` is kept to this many characters. */
 export const MAX_ERROR_LENGTH = 2000;
@@ -43,6 +43,24 @@ export async function recordManifest(
     now,
     (p) => `manifest_key = ${p.text(manifestKey)}, phase = 'publish', ${HAND_ON(p, now)}`,
     () => `state = 'archiving' AND phase = 'seal'`,
+  );
+}
+
+/** See ManifestRepair.replaceManifest. */
+export async function replaceManifest(
+  db: SqlDatabase,
+  lease: Lease,
+  now: Date,
+  replaced: string,
+  manifestKey: string,
+): Promise<FencedWrite> {
+  return await fencedUpdate(
+    db,
+    "replaceManifest",
+    lease,
+    now,
+    (p) => `manifest_key = ${p.text(manifestKey)}, ${RELEASE_LEASE}`,
+    (p) => `state = 'archived' AND manifest_key = ${p.text(replaced)}`,
   );
 }
 
