@@ -53,7 +53,9 @@ export type AuditCaller =
       readonly functionName: string;
       readonly requestId: string;
       readonly requestedBy: string | null;
-    };
+    }
+  /** SQL run in the database itself (`pulpitum roles print`'s script): the client's address. */
+  | { readonly kind: "sql"; readonly host: string };
 
 /** An action about to be taken. */
 export interface AuditAction {

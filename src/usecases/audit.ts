@@ -111,9 +111,9 @@ function logFields(
     table_id: action.tableId,
     arguments: action.arguments,
     caller_kind: c.kind,
-    ...(c.kind === "cli"
-      ? { os_user: c.osUser, host: c.host }
-      : { function_name: c.functionName, request_id: c.requestId, requested_by: c.requestedBy }),
+    ...(c.kind === "lambda"
+      ? { function_name: c.functionName, request_id: c.requestId, requested_by: c.requestedBy }
+      : { os_user: c.kind === "cli" ? c.osUser : null, host: c.host }),
     outcome: conclusion?.outcome ?? "started",
     ...(conclusion?.reason != null && { reason: conclusion.reason }),
     ...(conclusion?.count != null && { count: conclusion.count }),

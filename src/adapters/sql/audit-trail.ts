@@ -89,16 +89,28 @@ function clip(text: string): string {
   return text.length <= MAX_TEXT_LENGTH ? text : `${text.slice(0, MAX_TEXT_LENGTH - 1)}…`;
 }
 
+/** caller_kind, os_user, host, function_name, request_id. */
 function callerParams(p: SqlParams, caller: AuditCaller): string[] {
-  return caller.kind === "cli"
-    ? [p.text("cli"), p.text(caller.osUser), p.text(caller.host), p.text(null), p.text(null)]
-    : [
+  switch (caller.kind) {
+    case "cli":
+      return [
+        p.text("cli"),
+        p.text(caller.osUser),
+        p.text(caller.host),
+        p.text(null),
+        p.text(null),
+      ];
+    case "sql":
+      return [p.text("sql"), p.text(null), p.text(caller.host), p.text(null), p.text(null)];
+    case "lambda":
+      return [
         p.text("lambda"),
         p.text(null),
         p.text(null),
         p.text(caller.functionName),
         p.text(caller.requestId),
       ];
+  }
 }
 
 /** The one INSERT of a row; `DO NOTHING` keeps the first row of a stage. */
@@ -146,14 +158,19 @@ function boundTo(tx: SqlExecutor): SqlDatabase {
 }
 
 function callerOf(row: AuditRow): AuditCaller {
-  return row.caller_kind === "lambda"
-    ? {
+  switch (row.caller_kind) {
+    case "lambda":
+      return {
         kind: "lambda",
         functionName: row.function_name ?? "",
         requestId: row.request_id ?? "",
         requestedBy: row.requested_by,
-      }
-    : { kind: "cli", osUser: row.os_user ?? "", host: row.host ?? "" };
+      };
+    case "sql":
+      return { kind: "sql", host: row.host ?? "" };
+    default:
+      return { kind: "cli", osUser: row.os_user ?? "", host: row.host ?? "" };
+  }
 }
 
 function parsed(text: string | null): Record<string, unknown> | null {

@@ -13,7 +13,9 @@ export function describeCaller(record: AuditRecord): string {
   const who =
     c.kind === "cli"
       ? `${c.osUser}@${c.host}`
-      : `lambda ${c.functionName} ${c.requestId}${c.requestedBy === null ? "" : ` for ${c.requestedBy}`}`;
+      : c.kind === "sql"
+        ? `sql from ${c.host}`
+        : `lambda ${c.functionName} ${c.requestId}${c.requestedBy === null ? "" : ` for ${c.requestedBy}`}`;
   return `${who} (db ${record.dbUser})`;
 }
 
@@ -33,7 +35,7 @@ export function auditRecordJson(record: AuditRecord): Record<string, unknown> {
     caller: {
       kind: c.kind,
       os_user: c.kind === "cli" ? c.osUser : null,
-      host: c.kind === "cli" ? c.host : null,
+      host: c.kind === "lambda" ? null : c.host,
       function_name: c.kind === "lambda" ? c.functionName : null,
       request_id: c.kind === "lambda" ? c.requestId : null,
       requested_by: c.kind === "lambda" ? c.requestedBy : null,
