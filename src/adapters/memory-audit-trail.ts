@@ -8,15 +8,20 @@
  * {@link MemoryAuditTrail.commitWith}, before the change runs, since a
  * refused INSERT rolls the change back with it).
  */
-import type {
-  AuditAction,
-  AuditConclusion,
-  AuditQuery,
-  AuditRecord,
-  AuditTrail,
+import {
+  AUDIT_TEXT_LIMIT,
+  type AuditAction,
+  type AuditConclusion,
+  type AuditQuery,
+  type AuditRecord,
+  type AuditTrail,
 } from "../ports/audit-trail.js";
 import type { Clock } from "../ports/clock.js";
 import type { HotStore } from "../ports/hot-store.js";
+
+function clip(text: string): string {
+  return text.length <= AUDIT_TEXT_LIMIT ? text : `${text.slice(0, AUDIT_TEXT_LIMIT - 1)}…`;
+}
 
 interface MemoryRow {
   readonly action: AuditAction;
@@ -44,7 +49,14 @@ export class MemoryAuditTrail implements AuditTrail {
       throw failure;
     }
     if (this.rows.some((r) => r.action.id === action.id && r.stage === stage)) return false;
-    this.rows.push({ action: structuredClone(action), stage, at: this.clock.now(), conclusion });
+    const kept = { ...structuredClone(action), target: clip(action.target) };
+    const reason = conclusion?.reason;
+    this.rows.push({
+      action: kept,
+      stage,
+      at: this.clock.now(),
+      conclusion: reason == null ? conclusion : { ...conclusion!, reason: clip(reason) },
+    });
     return true;
   }
 

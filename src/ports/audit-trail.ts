@@ -33,6 +33,9 @@ export class AuditTrailMissingError extends PulpitumError {
   }
 }
 
+/** Targets and reasons longer than this many characters are cut to it. */
+export const AUDIT_TEXT_LIMIT = 2000;
+
 /** How an action ended. */
 export type AuditOutcome = "done" | "refused" | "failed";
 

@@ -12,6 +12,7 @@
  * privilege beyond INSERT.
  */
 import {
+  AUDIT_TEXT_LIMIT,
   AuditTrailMissingError,
   type AuditAction,
   type AuditCaller,
@@ -27,8 +28,7 @@ import { sqlDate } from "./hot-store/rows.js";
 import { AUDIT_TABLE } from "./migrations.js";
 import { SqlHotStore } from "./sql-hot-store.js";
 
-/** The longest reason and target kept; JSON beyond {@link MAX_JSON_LENGTH} is cut to an excerpt. */
-const MAX_TEXT_LENGTH = 2000;
+/** JSON beyond this length is kept as an excerpt. */
 const MAX_JSON_LENGTH = 16_000;
 
 type Stage = "started" | "outcome";
@@ -86,7 +86,7 @@ export function auditJson(value: Readonly<Record<string, unknown>>): string {
 }
 
 function clip(text: string): string {
-  return text.length <= MAX_TEXT_LENGTH ? text : `${text.slice(0, MAX_TEXT_LENGTH - 1)}…`;
+  return text.length <= AUDIT_TEXT_LIMIT ? text : `${text.slice(0, AUDIT_TEXT_LIMIT - 1)}…`;
 }
 
 /** caller_kind, os_user, host, function_name, request_id. */
