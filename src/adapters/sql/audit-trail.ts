@@ -36,6 +36,13 @@ type Stage = "started" | "outcome";
 /** PostgreSQL's (and CockroachDB's) SQLSTATE for a relation that does not exist. */
 const UNDEFINED_TABLE = "42P01";
 
+/** A write to a trail the schema does not have yet says how to get one. */
+function missingTrail(error: unknown): never {
+  if ((error as { code?: unknown }).code === UNDEFINED_TABLE)
+    throw new AuditTrailMissingError({ cause: error });
+  throw error;
+}
+
 interface AuditRow {
   action_id: string;
   stage: Stage;
@@ -210,18 +217,12 @@ export class SqlAuditTrail implements AuditTrail {
 
   async begin(action: AuditAction): Promise<void> {
     const { text, values } = insertRow(action, "started", null);
-    try {
-      await this.db.write(text, values, "audit begin");
-    } catch (error) {
-      if ((error as { code?: unknown }).code === UNDEFINED_TABLE)
-        throw new AuditTrailMissingError({ cause: error });
-      throw error;
-    }
+    await this.db.write(text, values, "audit begin").catch(missingTrail);
   }
 
   async conclude(action: AuditAction, conclusion: AuditConclusion): Promise<boolean> {
     const { text, values } = insertRow(action, "outcome", conclusion);
-    const { rowCount } = await this.db.write(text, values, "audit conclude");
+    const { rowCount } = await this.db.write(text, values, "audit conclude").catch(missingTrail);
     return rowCount > 0;
   }
 
@@ -233,7 +234,7 @@ export class SqlAuditTrail implements AuditTrail {
     return await this.db.transaction(async (tx) => {
       const result = await change(new SqlHotStore(boundTo(tx), { ownsDatabase: false }));
       const { text, values } = insertRow(action, "outcome", conclusion(result));
-      await tx.query(text, values);
+      await tx.query(text, values).catch(missingTrail);
       return result;
     }, `audited ${action.action}`);
   }

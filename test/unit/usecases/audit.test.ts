@@ -7,10 +7,19 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { MemoryAuditTrail } from "../../../src/adapters/memory-audit-trail.js";
 import { SqlAuditTrail } from "../../../src/adapters/sql/audit-trail.js";
-import { PgliteDatabase, SqlHotStore } from "../../../src/adapters/sql/index.js";
+import {
+  MIGRATIONS,
+  PgliteDatabase,
+  runMigrations,
+  SqlHotStore,
+} from "../../../src/adapters/sql/index.js";
 import { parseTableId } from "../../../src/domain/table.js";
 import { UnknownTableError } from "../../../src/errors.js";
-import type { AuditCaller, AuditTrail } from "../../../src/ports/audit-trail.js";
+import {
+  AuditTrailMissingError,
+  type AuditCaller,
+  type AuditTrail,
+} from "../../../src/ports/audit-trail.js";
 import {
   auditAction,
   commitAudited,
@@ -195,6 +204,40 @@ describe.each(Object.entries(trails))("actions under %s", (_name, make) => {
 });
 
 describe("a migration run under the trail", () => {
+  it("a database not yet migrated to the trail takes no action, and says to run `pulpitum migrate`", async () => {
+    const db = await PgliteDatabase.open(undefined);
+    const store = new SqlHotStore(db);
+    try {
+      await runMigrations(
+        db,
+        MIGRATIONS.filter((m) => m.version < 15),
+      );
+      await store.registerTable(
+        { tableId: chat, strategy: "CalendarMonthUtc", format: "json", writableBuckets: null },
+        new Date(),
+      );
+      const ctx = { audit: new SqlAuditTrail(db), log: recordingLog().log };
+      await expect(
+        commitAudited(
+          ctx,
+          auditAction("tables pause", chat, CALLER, { tableId: chat }),
+          (s) => s.setPaused(chat, true, new Date()),
+          () => ({ outcome: "done" }),
+        ),
+      ).rejects.toThrow("the database has no audit trail yet: run `pulpitum migrate`");
+      expect((await store.getTable(chat))?.paused).toBe(false);
+      const run = vi.fn(async () => "ran");
+      await expect(
+        runAudited(ctx, auditAction("restore", "chat/a/month:2025-01", CALLER), run, () => ({
+          outcome: "done",
+        })),
+      ).rejects.toBeInstanceOf(AuditTrailMissingError);
+      expect(run).not.toHaveBeenCalled();
+    } finally {
+      await store.close();
+    }
+  }, 60_000);
+
   it("on a database without the trail, the migration that creates it records the run as one row; the next run records intent and outcome", async () => {
     const db = await PgliteDatabase.open(undefined);
     const store = new SqlHotStore(db);
