@@ -5,7 +5,7 @@
  * store serves the file.
  */
 import { randomUUID } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { parseTableId } from "../../src/domain/table.js";
 import { UnknownTableError } from "../../src/errors.js";
 import {
@@ -96,6 +96,30 @@ export function auditTrailConformance(name: string, open: () => Promise<OpenedAu
       expect(r.startedAt!.getTime()).toBeGreaterThanOrEqual(before.getTime());
       expect(r.finishedAt!.getTime()).toBeGreaterThanOrEqual(r.startedAt!.getTime());
       expect(r.finishedAt!.getTime()).toBeLessThanOrEqual(after.getTime());
+    });
+
+    // The caller's clock is set back 26 years; a database server's clock is not
+    // (PGlite's is this process's, so there the two agree, as they should).
+    it("times a record by the store's clock whatever the caller's clock says", async () => {
+      const table = newTable();
+      const a = action("retry", table);
+      vi.useFakeTimers({ toFake: ["Date"] });
+      let before: Date;
+      let after: Date;
+      try {
+        vi.setSystemTime(new Date("2000-01-01T00:00:00Z"));
+        before = await opened.storeNow();
+        await opened.trail.begin(a);
+        await opened.trail.conclude(a, { outcome: "done" });
+        after = await opened.storeNow();
+      } finally {
+        vi.useRealTimers();
+      }
+      const [r] = await recordsOf(table);
+      for (const at of [r!.startedAt!, r!.finishedAt!]) {
+        expect(at.getTime()).toBeGreaterThanOrEqual(before.getTime());
+        expect(at.getTime()).toBeLessThanOrEqual(after.getTime());
+      }
     });
 
     it("keeps an action's first outcome: a second conclusion and a repeated intent write nothing", async () => {
