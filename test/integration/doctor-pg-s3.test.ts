@@ -78,7 +78,7 @@ describe("pulpitum doctor on PostgreSQL and S3", () => {
     expect(checks.get("schema")).toEqual({
       check: "schema",
       status: "fail",
-      detail: "version 0 of 12: the pulpitum_v4 tables do not exist in this database",
+      detail: `version 0 of ${LATEST_MIGRATION}: the pulpitum_v4 tables do not exist in this database`,
       fix: "pulpitum migrate",
     });
     for (const name of ["configuration", "database", "archive", "clock"])
