@@ -13,13 +13,19 @@ import * as v from "valibot";
 import { booleanField, fields, jsonObject, onlyFields, readInput } from "../src/input.js";
 import { gcProgressOf } from "../src/adapters/sql/gc-progress.js";
 import { collectGarbage, type GcReport } from "../src/usecases/gc.js";
+import { archiveTarget, auditAction, runAudited } from "../src/usecases/audit.js";
+import { gcConclusion } from "../src/usecases/audit-conclusions.js";
+import { lambdaAudit, lambdaCaller, takeRequestedBy } from "./audit.js";
 import { logger, recordGc, workflowLog } from "./observability.js";
 import { observedHandler } from "./observed-handler.js";
 import { lambdaAdaptersPerContainer, openLambdaAdapters } from "./open-adapters.js";
 
 export interface GcDependencies {
-  readonly config: Pick<PulpitumConfig, "gcMinAgeSeconds" | "leaseSeconds">;
-  readonly adapters: Pick<Adapters, "hotStore" | "objectStore" | "clock" | "archivePrefix">;
+  readonly config: Pick<PulpitumConfig, "gcMinAgeSeconds" | "leaseSeconds" | "archive">;
+  readonly adapters: Pick<
+    Adapters,
+    "hotStore" | "objectStore" | "clock" | "archivePrefix" | "audit"
+  >;
 }
 
 export const GC_REQUEST_FORM =
@@ -28,6 +34,8 @@ export const GC_REQUEST_FORM =
 export interface GcRequest {
   readonly dryRun: boolean;
   readonly includeUnowned: boolean;
+  /** The schedule's run (the archiver's own work); any other is a run by hand, which is audited. */
+  readonly scheduled: boolean;
 }
 
 /** Validate a GC invocation: the schedule's event, `{}`, or explicit options; unknown fields are refused. */
@@ -35,10 +43,10 @@ export function parseGcRequest(value: unknown, input = "GC request"): GcRequest 
   const at = { input, form: GC_REQUEST_FORM };
   const event = readInput(jsonObject, value, at);
   if (event.source === "aws.events" && event["detail-type"] === "Scheduled Event") {
-    return { dryRun: false, includeUnowned: false };
+    return { dryRun: false, includeUnowned: false, scheduled: true };
   }
   const o = readInput(GC_REQUEST, event, at);
-  return { dryRun: o.dry_run, includeUnowned: o.include_unowned };
+  return { dryRun: o.dry_run, includeUnowned: o.include_unowned, scheduled: false };
 }
 
 const GC_REQUEST = v.pipe(
@@ -55,22 +63,38 @@ const GC_DEADLINE_MARGIN_MS = 30_000;
 
 export function createGcHandler(open: () => Promise<GcDependencies>) {
   return observedHandler(async (event: unknown, context: Context): Promise<GcReport> => {
-    const request = parseGcRequest(event, "GC event");
+    const { event: fields, requestedBy } = takeRequestedBy(event);
+    const request = parseGcRequest(fields, "GC event");
     const { config, adapters } = await open();
-    const report = await collectGarbage(
-      { ...adapters, log: workflowLog(logger), progress: gcProgressOf(adapters.hotStore) },
-      {
-        minAgeMs: config.gcMinAgeSeconds * 1000,
-        dryRun: request.dryRun,
-        includeUnowned: request.includeUnowned,
-        leaseMs: config.leaseSeconds * 1000,
-        deadline: new Date(
-          adapters.clock.now().getTime() +
-            context.getRemainingTimeInMillis() -
-            GC_DEADLINE_MARGIN_MS,
-        ),
-      },
-    );
+    const collect = () =>
+      collectGarbage(
+        { ...adapters, log: workflowLog(logger), progress: gcProgressOf(adapters.hotStore) },
+        {
+          minAgeMs: config.gcMinAgeSeconds * 1000,
+          dryRun: request.dryRun,
+          includeUnowned: request.includeUnowned,
+          leaseMs: config.leaseSeconds * 1000,
+          deadline: new Date(
+            adapters.clock.now().getTime() +
+              context.getRemainingTimeInMillis() -
+              GC_DEADLINE_MARGIN_MS,
+          ),
+        },
+      );
+    const report =
+      request.scheduled || request.dryRun
+        ? await collect()
+        : await runAudited(
+            lambdaAudit(adapters.audit, logger),
+            auditAction("gc", archiveTarget(config.archive), lambdaCaller(context, requestedBy), {
+              arguments: {
+                include_unowned: request.includeUnowned,
+                min_age_seconds: config.gcMinAgeSeconds,
+              },
+            }),
+            collect,
+            gcConclusion,
+          );
     recordGc(report);
     return report;
   });

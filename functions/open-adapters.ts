@@ -27,6 +27,7 @@ import { parseFunctionSettings } from "../src/function-settings.js";
 import { ConfigError, PulpitumError } from "../src/errors.js";
 import { SqlHotStore } from "../src/adapters/sql/sql-hot-store.js";
 import { appliedMigrations, LATEST_MIGRATION } from "../src/adapters/sql/migrations.js";
+import type { SqlExecutor } from "../src/adapters/sql/database.js";
 import type { Env } from "../src/variables.js";
 import { S3ObjectStore, S3_CHECKSUM_SETTINGS } from "../src/adapters/object-store/s3.js";
 import { createSqsClient, SqsWorkQueue } from "../src/adapters/queue/sqs.js";
@@ -71,13 +72,17 @@ export interface LambdaAdapters {
 /** The database's schema is older than the function's code: `pulpitum migrate` has not run. */
 export class SchemaBehindError extends PulpitumError {}
 
-/** Refuse to run on a schema without this code's latest migration (one read at cold start). */
-async function requireCurrentSchema(adapters: Adapters): Promise<void> {
-  const store = adapters.hotStore;
-  if (!(store instanceof SqlHotStore)) return;
-  const applied = await appliedMigrations(store.db);
+/**
+ * Refuse to run on a schema without this code's latest migration (one read
+ * at cold start), closing what was opened first.
+ */
+export async function requireCurrentSchema(
+  db: SqlExecutor,
+  close: () => Promise<void>,
+): Promise<void> {
+  const applied = await appliedMigrations(db);
   if (applied.includes(LATEST_MIGRATION)) return;
-  await adapters.close();
+  await close();
   throw new SchemaBehindError(
     `the database schema is at migration ${applied.length === 0 ? "none" : Math.max(...applied)}, ` +
       `this code needs ${LATEST_MIGRATION}: run \`pulpitum migrate\` with the migrator role's ` +
@@ -142,7 +147,8 @@ export async function openLambdaAdapters(
     poolMax: parseFunctionSettings(env).poolMax,
     objectStore: new S3ObjectStore({ bucket: archive.bucket, client: s3 }),
   });
-  if (options.migrate !== true) await requireCurrentSchema(adapters);
+  if (options.migrate !== true && adapters.hotStore instanceof SqlHotStore)
+    await requireCurrentSchema(adapters.hotStore.db, () => adapters.close());
   return {
     config,
     adapters,

@@ -13,23 +13,48 @@ import {
   type ReplayReport,
 } from "../src/usecases/replay-dlq.js";
 import type { DeadLetterQueue } from "../src/ports/dead-letters.js";
+import type { AuditTrail } from "../src/ports/audit-trail.js";
+import { auditAction, runAudited } from "../src/usecases/audit.js";
+import { replayConclusion } from "../src/usecases/audit-conclusions.js";
+import { lambdaAudit, lambdaCaller, takeRequestedBy } from "./audit.js";
 import { logger } from "./observability.js";
+import { openAuditTrail } from "./open-audit-trail.js";
+import { lambdaAdaptersPerContainer } from "./open-adapters.js";
 import { openDeadLetters } from "./open-dead-letters.js";
 
 /** Start no new receive round with less time than this left. */
 const REPLAY_DEADLINE_MARGIN_MS = 15_000;
 
-export function createReplayHandler(open: () => DeadLetterQueue) {
+/**
+ * `open` gives the queues; `openAudit` the audit trail, opened only for a
+ * replay that moves messages (a dry run changes nothing and is not recorded).
+ */
+export function createReplayHandler(
+  open: () => DeadLetterQueue,
+  openAudit: () => Promise<AuditTrail>,
+) {
   return middy(async (event: unknown, context: Context): Promise<ReplayReport> => {
-    const request = parseReplayRequest(event);
+    const { event: fields, requestedBy } = takeRequestedBy(event);
+    const request = parseReplayRequest(fields);
     const deadLetters = open();
-    const report = await replayDeadLetters({
-      deadLetters,
-      ...request,
-      deadline: new Date(
-        Date.now() + context.getRemainingTimeInMillis() - REPLAY_DEADLINE_MARGIN_MS,
-      ),
-    });
+    const replay = () =>
+      replayDeadLetters({
+        deadLetters,
+        ...request,
+        deadline: new Date(
+          Date.now() + context.getRemainingTimeInMillis() - REPLAY_DEADLINE_MARGIN_MS,
+        ),
+      });
+    const report = request.dryRun
+      ? await replay()
+      : await runAudited(
+          lambdaAudit(await openAudit(), logger),
+          auditAction("dlq replay", "dead-letter queue", lambdaCaller(context, requestedBy), {
+            arguments: { max_messages: request.maxMessages, batch_size: request.batchSize },
+          }),
+          replay,
+          replayConclusion,
+        );
     const { messageIds: _ids, messages: _messages, ...summary } = report;
     logger.info("DLQ replay finished", summary);
     return report;
@@ -37,4 +62,8 @@ export function createReplayHandler(open: () => DeadLetterQueue) {
 }
 
 let opened: DeadLetterQueue | undefined;
-export const handler = createReplayHandler(() => (opened ??= openDeadLetters()));
+const auditTrail = lambdaAdaptersPerContainer(process.env, () => openAuditTrail());
+export const handler = createReplayHandler(
+  () => (opened ??= openDeadLetters()),
+  async () => (await auditTrail()).audit,
+);

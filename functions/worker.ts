@@ -27,6 +27,10 @@ import {
   type WorkQueue,
 } from "../src/ports/work-queue.js";
 import type { Adapters } from "../src/open-adapters.js";
+import { bucketJson, showBucket } from "../src/domain/display.js";
+import { auditAction, runAudited } from "../src/usecases/audit.js";
+import { manualRunConclusion } from "../src/usecases/audit-conclusions.js";
+import { lambdaAudit, lambdaCaller, takeRequestedBy } from "./audit.js";
 import {
   MANUAL_RUN_FORM,
   parseManualRunRequest,
@@ -50,7 +54,7 @@ import { observedHandler } from "./observed-handler.js";
 import { lambdaAdaptersPerContainer, openLambdaAdapters } from "./open-adapters.js";
 
 export interface WorkerDependencies {
-  readonly adapters: Pick<Adapters, "context" | "clock">;
+  readonly adapters: Pick<Adapters, "context" | "clock" | "audit">;
   /** With `returnAfter` (SQS), a `busy` message comes back after a lease, not a visibility timeout. */
   readonly queue: WorkQueue & Partial<MessageVisibility>;
 }
@@ -196,18 +200,33 @@ async function runManually(
   deps: WorkerDependencies,
   request: ManualRunRequest,
   context: Context,
+  requestedBy: string | null,
 ): Promise<ManualRunReport> {
   const log = bucketLogger(request.item);
   log.info("manual run started", {
     max_phases: request.maxPhases,
     run_quarantined: request.runQuarantined,
   });
-  const report = await runBucketPhases(deps.adapters.context(workflowLog(log)), request.item, {
-    maxPhases: request.maxPhases,
-    manual: request.runQuarantined,
-    remainingMs: () => context.getRemainingTimeInMillis(),
-    onPhase: recordPhaseOutcome,
-  });
+  const id = request.item;
+  const report = await runAudited(
+    lambdaAudit(deps.adapters.audit, log),
+    auditAction("archive bucket", showBucket(id), lambdaCaller(context, requestedBy), {
+      tableId: id.tableId,
+      arguments: {
+        ...bucketJson(id),
+        max_phases: request.maxPhases,
+        run_quarantined: request.runQuarantined,
+      },
+    }),
+    () =>
+      runBucketPhases(deps.adapters.context(workflowLog(log)), id, {
+        maxPhases: request.maxPhases,
+        manual: request.runQuarantined,
+        remainingMs: () => context.getRemainingTimeInMillis(),
+        onPhase: recordPhaseOutcome,
+      }),
+    manualRunConclusion,
+  );
   log.info("manual run finished", { phases: report.phases.length, final: report.final });
   return report;
 }
@@ -217,9 +236,16 @@ export function createWorkerHandler(open: () => Promise<WorkerDependencies>) {
 
   return observedHandler(
     async (event: unknown, context: Context): Promise<SQSBatchResponse | ManualRunReport> => {
-      const request = classifyWorkerEvent(event);
+      const { event: fields, requestedBy } = takeRequestedBy(event);
+      const request = classifyWorkerEvent(fields);
+      if (request.kind === "sqs" && requestedBy !== null)
+        throw new InvalidInputError(
+          "worker event",
+          "has requested_by beside Records",
+          "requested_by only in a manual invocation",
+        );
       const deps = await open();
-      if (request.kind === "manual") return await runManually(deps, request, context);
+      if (request.kind === "manual") return await runManually(deps, request, context, requestedBy);
       const deadline = new Date(
         deps.adapters.clock.now().getTime() +
           context.getRemainingTimeInMillis() -

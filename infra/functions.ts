@@ -103,16 +103,13 @@ export function addFunctions(stack: Stack, inputs: FunctionInputs): ArchiverFunc
     environment,
     ...network,
   });
+  // Beside the database too: a replay records what it moved in the audit trail (functions/open-audit-trail.ts).
   const replayFunction = fn("ReplayDlqFunction", "functions/replay-dlq.ts", {
     description: "Pulpitum DLQ replay: move dead letters back to the work queue",
     timeout: Duration.seconds(300),
     memorySize: 256,
-    environment: {
-      PULPITUM_WORK_QUEUE_URL: queues.workQueue.queueUrl,
-      PULPITUM_DLQ_URL: queues.deadLetterQueue.queueUrl,
-      POWERTOOLS_SERVICE_NAME: settings.serviceName,
-      NODE_OPTIONS: "--enable-source-maps",
-    },
+    environment,
+    ...network,
   });
 
   const gcFunction = fn("GcFunction", "functions/gc.ts", {

@@ -142,6 +142,8 @@ function grantQueues(inputs: GrantInputs): void {
       resources: [queues.workQueue.queueArn],
     }),
   );
+  // The replay's audit record goes to the database.
+  databaseSecret.grantRead(functions.replayFunction);
 }
 
 /** The customer key, when there is one, and GC's reading of an orphan's retention. */
@@ -200,9 +202,7 @@ export function acknowledgeFunctionFindings(
       reason:
         "Pinned to nodejs22.x on purpose: the code is built and tested for Node 20/22, and the runtime changes with a tested upgrade, not whenever Lambda adds a newer one.",
     });
-    const vpcAccess = inVpc && fn !== functions.replayFunction;
     for (const policy of managedPolicies) {
-      if (policy === "AWSLambdaVPCAccessExecutionRole" && !vpcAccess) continue;
       Validations.of(fn.role!).acknowledge({
         id: `AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/${policy}]`,
         reason: `${policy} is the minimal AWS-maintained policy for ${policy.includes("VPC") ? "attaching the function's network interfaces" : "writing the function's logs"}.`,

@@ -19,6 +19,7 @@ import { httpTimeoutsFromSeconds, type HttpClientTimeouts } from "./adapters/htt
 import type { PgTimeouts } from "./adapters/sql/database.js";
 import { pgSslOption, resolveDatabaseTls } from "./adapters/sql/database-tls.js";
 import type { SqlHotStore } from "./adapters/sql/sql-hot-store.js";
+import type { AuditTrail } from "./ports/audit-trail.js";
 import type { Clock } from "./ports/clock.js";
 import { systemClock } from "./ports/clock.js";
 import type { HotStore } from "./ports/hot-store.js";
@@ -38,6 +39,8 @@ export interface Adapters {
   readonly objectStore: ObjectStore;
   readonly archivePrefix: string;
   readonly clock: Clock;
+  /** The audit trail, in the hot store's database (adapters/sql/audit-trail.ts). */
+  readonly audit: AuditTrail;
   /** The embedded store's lock, when these adapters hold one. */
   readonly lock: EmbeddedStoreLock | null;
   context(log: WorkflowLog): ArchiverContext;
@@ -161,7 +164,7 @@ export async function openAdapters(
   } = {},
 ): Promise<Adapters> {
   const clock = options.clock ?? systemClock;
-  let hotStore: HotStore;
+  let hotStore: SqlHotStore;
   let lock: EmbeddedStoreLock | null = null;
   if (config.database.kind === "pglite") {
     const dataDir = config.database.dataDir;
@@ -218,6 +221,8 @@ export async function openAdapters(
       throw error;
     }
   }
+  const { SqlAuditTrail } = await import("./adapters/sql/audit-trail.js");
+  const audit = new SqlAuditTrail(hotStore.db);
   const prefix = archive.prefix;
   const settings = settingsFromConfig(config, prefix);
   return {
@@ -226,6 +231,7 @@ export async function openAdapters(
     objectStore,
     archivePrefix: prefix,
     clock,
+    audit,
     lock,
     context: (log) => ({ hotStore, objectStore, clock, settings, log }),
     async close() {

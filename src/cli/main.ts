@@ -11,6 +11,7 @@ import { stopQuietlyWhenOutputCloses } from "./closed-stdout.js";
 import { EXIT, exitCodeFor, UsageError } from "./exit-codes.js";
 import { addQueryCommands } from "./query-commands.js";
 import { addRolesCommand } from "./roles-command.js";
+import { registerAudit } from "./registrars/audit.js";
 import {
   registerMigrate,
   registerDoctor,
@@ -101,6 +102,7 @@ function buildProgram(): Command {
     registerDlq,
     registerInvoke,
     registerStart,
+    registerAudit,
   ];
   for (const register of registrars) register(program);
   return program;

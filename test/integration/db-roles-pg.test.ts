@@ -205,4 +205,98 @@ describe("database roles on PostgreSQL", () => {
       );
     }
   });
+
+  it("the audit trail is append-only for the app role and read-only for the reader; an action whose record the database refuses does not happen", async () => {
+    // The first test migrated and worked as the app role: the trail holds its actions.
+    const listed = await ok(ROLES.reader, "audit", "--json", "--limit", "1000");
+    const records = JSON.parse(listed.stdout) as Array<Record<string, unknown>>;
+    expect(records.map((r) => r.action)).toEqual(
+      expect.arrayContaining(["migrate", "tables create", "restore"]),
+    );
+    expect(records.find((r) => r.action === "migrate")).toMatchObject({
+      caller: { db_user: ROLES.migrator },
+    });
+    expect(records.find((r) => r.action === "restore")).toMatchObject({
+      caller: { db_user: ROLES.app },
+    });
+
+    for (const role of [ROLES.app, ROLES.reader]) {
+      expect(await refusal(role, "UPDATE pulpitum_v4_audit SET outcome = 'done'")).toMatch(
+        /permission denied for table pulpitum_v4_audit/,
+      );
+      expect(await refusal(role, "DELETE FROM pulpitum_v4_audit")).toMatch(
+        /permission denied for table pulpitum_v4_audit/,
+      );
+      expect(await refusal(role, "TRUNCATE pulpitum_v4_audit")).toMatch(
+        /permission denied for table pulpitum_v4_audit/,
+      );
+    }
+    expect(
+      await refusal(
+        ROLES.reader,
+        `INSERT INTO pulpitum_v4_audit (action_id, stage, recorded_at, action, target, outcome, arguments, caller_kind, db_user)
+         VALUES ('forged', 'outcome', now(), 'tables drop', 'ledger', 'done', '{}', 'cli', 'someone')`,
+      ),
+    ).toMatch(/permission denied for table pulpitum_v4_audit/);
+    // The reader's refused write is not taken, and leaves nothing behind.
+    const pause = await cli(ROLES.reader, "tables", "pause", "ledger");
+    expect(pause.code).not.toBe(0);
+
+    // Running the roles SQL again (as after an upgrade) records its run and keeps the trail append-only.
+    const database = new URL(dbUrl).pathname.slice(1);
+    const printed = await runCli(
+      [
+        "roles",
+        "print",
+        "--database",
+        database,
+        "--migrator",
+        ROLES.migrator,
+        "--app",
+        ROLES.app,
+        "--reader",
+        ROLES.reader,
+      ],
+      {},
+    );
+    const admin = new pg.Client({ connectionString: dbUrl });
+    await admin.connect();
+    try {
+      await admin.query(printed.stdout);
+    } finally {
+      await admin.end();
+    }
+    expect(await refusal(ROLES.app, "DELETE FROM pulpitum_v4_audit")).toMatch(
+      /permission denied for table pulpitum_v4_audit/,
+    );
+    const after = JSON.parse((await ok(ROLES.reader, "audit", "--json")).stdout);
+    expect(after[0]).toMatchObject({
+      action: "roles",
+      target: `database ${database}`,
+      outcome: "done",
+      arguments: { dialect: "postgresql", app: ROLES.app, reader: ROLES.reader },
+      caller: { kind: "sql", db_user: expect.any(String) },
+    });
+
+    // With INSERT on the trail revoked from the app role, its actions stop: the table stays unpaused.
+    const owner = new pg.Client({ connectionString: as(ROLES.migrator) });
+    await owner.connect();
+    try {
+      await owner.query(`REVOKE INSERT ON pulpitum_v4_audit FROM ${ROLES.app}`);
+      const refused = await cli(ROLES.app, "tables", "pause", "ledger");
+      expect(refused.code).not.toBe(0);
+      expect(refused.stderr).toMatch(/permission denied for table pulpitum_v4_audit/);
+      const restore = await cli(ROLES.app, "restore", "ledger", "acct-7", "month:2025-03");
+      expect(restore.stderr).toMatch(/permission denied for table pulpitum_v4_audit/);
+      const { rows } = await owner.query(
+        "SELECT paused FROM pulpitum_v4_tables WHERE table_id = 'ledger'",
+      );
+      expect(rows).toEqual([{ paused: false }]);
+    } finally {
+      await owner.query(`GRANT INSERT ON pulpitum_v4_audit TO ${ROLES.app}`);
+      await owner.end();
+    }
+    await ok(ROLES.app, "tables", "pause", "ledger");
+    await ok(ROLES.app, "tables", "resume", "ledger");
+  });
 });

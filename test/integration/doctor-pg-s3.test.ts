@@ -11,6 +11,7 @@ import path from "node:path";
 import { ListObjectVersionsCommand, ListObjectsV2Command } from "@aws-sdk/client-s3";
 import { CreateQueueCommand, SQSClient } from "@aws-sdk/client-sqs";
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it, vi } from "vitest";
+import { LATEST_MIGRATION } from "../../src/adapters/sql/migrations.js";
 import { runCli } from "../support/cli.js";
 import { freshBucket, freshDatabase, s3Client } from "../support/integration-resources.js";
 import { emulatorClientConfig } from "../support/lambda-invocation.js";
@@ -77,7 +78,7 @@ describe("pulpitum doctor on PostgreSQL and S3", () => {
     expect(checks.get("schema")).toEqual({
       check: "schema",
       status: "fail",
-      detail: "version 0 of 12: the pulpitum_v4 tables do not exist in this database",
+      detail: `version 0 of ${LATEST_MIGRATION}: the pulpitum_v4 tables do not exist in this database`,
       fix: "pulpitum migrate",
     });
     for (const name of ["configuration", "database", "archive", "clock"])
@@ -90,7 +91,9 @@ describe("pulpitum doctor on PostgreSQL and S3", () => {
     expect(migrated.code, migrated.stderr).toBe(0);
     const { code, checks } = await doctor({ PULPITUM_WORK_QUEUE_URL: queueUrl });
     expect(code).toBe(0);
-    expect(checks.get("schema")?.detail).toBe("version 12 of 12 (up to date)");
+    expect(checks.get("schema")?.detail).toBe(
+      `version ${LATEST_MIGRATION} of ${LATEST_MIGRATION} (up to date)`,
+    );
     expect(checks.get("database")?.detail).toMatch(/^reachable \(.*\): PostgreSQL \d+/);
     expect(checks.get("archive")?.detail).toMatch(
       new RegExp(

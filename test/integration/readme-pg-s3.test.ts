@@ -13,6 +13,7 @@ import { HeadBucketCommand } from "@aws-sdk/client-s3";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { freshDatabase, s3Client } from "../support/integration-resources.js";
+import { LATEST_MIGRATION } from "../../src/adapters/sql/migrations.js";
 
 const ROOT = path.resolve(import.meta.dirname, "..", "..");
 
@@ -79,8 +80,13 @@ describe("the README's PostgreSQL + S3 path", () => {
       timeout: 240_000,
     });
     expect(run.status, `${run.stdout}\n${run.stderr}`).toBe(0);
-    expect(run.stdout).toMatch(/applied migrations 1, 2, .*12/);
-    expect(run.stdout).toMatch(/^ok {4}schema\s+version 12 of 12 \(up to date\)$/m);
+    expect(run.stdout).toMatch(new RegExp(`applied migrations 1, 2, .*${LATEST_MIGRATION}`));
+    expect(run.stdout).toMatch(
+      new RegExp(
+        `^ok {4}schema\\s+version ${LATEST_MIGRATION} of ${LATEST_MIGRATION} \\(up to date\\)$`,
+        "m",
+      ),
+    );
     expect(run.stdout).toMatch(/^ok {4}archive\s+s3:\/\/pulpitum-readme-\w+\/pulpitum at /m);
     expect(run.stdout).toContain("ready: every check passed");
 
@@ -89,7 +95,7 @@ describe("the README's PostgreSQL + S3 path", () => {
     await client.connect();
     try {
       const { rows } = await client.query("SELECT max(version) AS v FROM pulpitum_v4_migrations");
-      expect(Number(rows[0].v)).toBe(12);
+      expect(Number(rows[0].v)).toBe(LATEST_MIGRATION);
     } finally {
       await client.end();
     }

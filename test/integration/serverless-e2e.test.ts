@@ -578,7 +578,11 @@ describe("the serverless archiver against SQS, S3 and PostgreSQL", () => {
     expect(poller.stats.failed - failedBefore).toBe(2 * MAX_RECEIVE_COUNT);
     expect(output.join("").match(/malformed work message/g)?.length).toBe(MAX_RECEIVE_COUNT);
 
-    const replay = createReplayHandler(() => openDeadLetters(env, { sqs: workerSqs }));
+    const replay = createReplayHandler(
+      () => openDeadLetters(env, { sqs: workerSqs }),
+      async () => inspector.adapters.audit,
+    );
+    const auditedBefore = (await inspector.adapters.audit.list({ limit: 1000 })).length;
     const dryRun = (await replay(
       { ...eventFile("replay-dlq.json"), dry_run: true },
       lambdaContext(),
@@ -615,6 +619,16 @@ describe("the serverless archiver against SQS, S3 and PostgreSQL", () => {
       { messageId: expect.any(String), stage: "decode", reason: expect.stringMatching(/not JSON/) },
     ]);
     expect([...replayed.messageIds].sort()).toEqual([...dryRun.messageIds].sort());
+    // The replay, not its dry run, left one record: the function, the request, what it moved.
+    const audited = await inspector.adapters.audit.list({ limit: 1000 });
+    expect(audited).toHaveLength(auditedBefore + 1);
+    expect(audited[0]).toMatchObject({
+      action: "dlq replay",
+      outcome: "failed",
+      count: 1,
+      caller: { kind: "lambda", functionName: lambdaContext().functionName },
+      result: { received: 2, replayed: 1, undecodable: 1 },
+    });
     expect(await queueDepth(dlqUrl)).toEqual({ visible: 0, inFlight: 1 });
 
     poller.start();

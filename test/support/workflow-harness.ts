@@ -5,6 +5,9 @@
  */
 import { expect } from "vitest";
 import { MemoryObjectStore } from "../../src/adapters/object-store/memory.js";
+import { MemoryAuditTrail } from "../../src/adapters/memory-audit-trail.js";
+import { auditTrailOf } from "../../src/adapters/sql/audit-trail.js";
+import type { AuditTrail } from "../../src/ports/audit-trail.js";
 import { InProcessWorkQueue } from "../../src/adapters/queue/in-process.js";
 import { freshPgliteHotStore } from "./pglite-template.js";
 import { readRecords } from "../../src/archive/payload-reader.js";
@@ -42,6 +45,8 @@ export interface Harness<O extends ObjectStore = MemoryObjectStore> {
   readonly objects: O;
   readonly clock: ManualClock;
   readonly settings: ArchiverSettings;
+  /** The audit trail beside the hot store (in its database when it is SQL). */
+  readonly audit: AuditTrail;
   /** A worker process; its ports fail at the given points. */
   process(faults?: {
     hot?: FaultPoint<HotOperation> | FaultPoint<HotOperation>[];
@@ -83,6 +88,7 @@ export function harnessOn<O extends ObjectStore>(
     objects,
     clock,
     settings,
+    audit: auditTrailOf(inner) ?? new MemoryAuditTrail(clock, inner),
     process(faults = {}) {
       const life = new ProcessLife();
       const hotStore = faultyHotStore(inner, life, faults.hot);

@@ -7,12 +7,15 @@
  * at once both finish with the same schema; the ledger records each version
  * once. Only tables named `pulpitum_v4_*` are ever touched.
  */
+import { revokeAllButAppend } from "./append-only.js";
 import type { SqlDatabase, SqlExecutor } from "./database.js";
 
 export interface Migration {
   readonly version: number;
   readonly name: string;
   readonly statements: readonly string[];
+  /** Runs after the statements, before the ledger records the version; must be safe to run again. */
+  readonly after?: (db: SqlDatabase) => Promise<void>;
 }
 
 export const MIGRATIONS_TABLE = "pulpitum_v4_migrations";
@@ -27,6 +30,8 @@ export const SCRUB_PROGRESS_TABLE = "pulpitum_v4_scrub_progress";
 export const ARCHIVE_BINDING_TABLE = "pulpitum_v4_archive_binding";
 /** Serves the scrub's order: archived buckets, least recently verified first (migration 11). */
 export const SCRUB_INDEX = "pulpitum_v4_bucket_metadata_scrub_idx";
+/** The audit trail: rows only ever appended (migration 15; adapters/sql/audit-trail.ts). */
+export const AUDIT_TABLE = "pulpitum_v4_audit";
 /** The discovery index of migration 2, replaced by {@link DISCOVERY_INDEX} in migration 8. */
 export const DISCOVERY_INDEX_V2 = "pulpitum_v4_bucket_metadata_discovery_idx";
 /**
@@ -261,6 +266,47 @@ export const MIGRATIONS: readonly Migration[] = [
       )`,
     ],
   },
+  {
+    version: 15,
+    name: "audit trail",
+    // One row per stage of an operator's action: `started` (its intent) and
+    // `outcome`, at most one of each (the primary key), so an outcome is
+    // written once and never replaced. The grants that default privileges
+    // give the app role on a new table are cut back to SELECT and INSERT
+    // (append-only.ts); `pulpitum roles print` grants the same.
+    statements: [
+      `CREATE TABLE IF NOT EXISTS ${AUDIT_TABLE} (
+        action_id TEXT NOT NULL,
+        stage TEXT NOT NULL,
+        recorded_at TIMESTAMPTZ NOT NULL,
+        action TEXT NOT NULL,
+        target TEXT NOT NULL,
+        table_id TEXT NULL,
+        outcome TEXT NOT NULL,
+        reason TEXT NULL,
+        item_count INT8 NULL,
+        arguments TEXT NOT NULL,
+        result TEXT NULL,
+        caller_kind TEXT NOT NULL,
+        os_user TEXT NULL,
+        host TEXT NULL,
+        function_name TEXT NULL,
+        request_id TEXT NULL,
+        requested_by TEXT NULL,
+        db_user TEXT NOT NULL,
+        PRIMARY KEY (action_id, stage),
+        CONSTRAINT pulpitum_v4_audit_stage_check CHECK (
+          (stage = 'started' AND outcome = 'started')
+          OR (stage = 'outcome' AND outcome IN ('done', 'refused', 'failed'))
+        )
+      )`,
+      `CREATE INDEX IF NOT EXISTS pulpitum_v4_audit_time_idx ON ${AUDIT_TABLE} (recorded_at)`,
+      `CREATE INDEX IF NOT EXISTS pulpitum_v4_audit_table_idx ON ${AUDIT_TABLE} (table_id, recorded_at)`,
+    ],
+    after: async (db) => {
+      await revokeAllButAppend(db, AUDIT_TABLE);
+    },
+  },
 ];
 
 /** The newest schema version this code knows. */
@@ -309,6 +355,7 @@ export async function runMigrations(
   for (const migration of [...migrations].sort((a, b) => a.version - b.version)) {
     if (done.has(migration.version)) continue;
     for (const statement of migration.statements) await ddl(db, statement);
+    await migration.after?.(db);
     // The ledger is an audit trail; its timestamp is the database's own clock.
     const recorded = await db.query(
       `INSERT INTO ${MIGRATIONS_TABLE} (version, name, applied_at) VALUES ($1::INT8, $2::TEXT, now())

@@ -12,11 +12,18 @@
  *   library user) may only SELECT from Pulpitum's tables.
  *
  * Tables created by later migrations get the same grants through default
- * privileges on the migrator's objects. Every statement is safe to run
- * again. PostgreSQL and CockroachDB differ only in how a role is created if
- * it does not exist yet.
+ * privileges on the migrator's objects, except the audit trail, which is
+ * append-only: the app role may only SELECT and INSERT there (the migration
+ * that creates it cuts the default grants back; here they are set the same
+ * way for a schema migrated before the roles). Every statement is safe to
+ * run again. PostgreSQL and CockroachDB differ only in how a role is
+ * created if it does not exist yet, and in that PostgreSQL runs the whole
+ * script as one transaction that ends by recording its own run in the
+ * audit trail (when the trail exists): the grants and their record commit
+ * together or not at all.
  */
 import {
+  AUDIT_TABLE,
   GC_PROGRESS_TABLE,
   METADATA_TABLE,
   MIGRATIONS_TABLE,
@@ -67,6 +74,15 @@ function createRole(dialect: SqlDialect, role: string): string {
     : `DO $$ BEGIN CREATE ROLE ${role} LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;`;
 }
 
+/** The app role's grants on the audit trail: append only. */
+function auditGrants(names: RoleNames): string {
+  const { app, reader } = names;
+  return (
+    `REVOKE ALL ON ${AUDIT_TABLE} FROM ${app}, ${reader}; ` +
+    `GRANT SELECT, INSERT ON ${AUDIT_TABLE} TO ${app}; GRANT SELECT ON ${AUDIT_TABLE} TO ${reader};`
+  );
+}
+
 function existingTableGrants(dialect: SqlDialect, names: RoleNames): string[] {
   const { app, reader } = names;
   if (dialect === "cockroachdb") {
@@ -76,6 +92,7 @@ function existingTableGrants(dialect: SqlDialect, names: RoleNames): string[] {
         (t) =>
           `--   GRANT SELECT, INSERT, UPDATE, DELETE ON ${t} TO ${app}; GRANT SELECT ON ${t} TO ${reader};`,
       ),
+      `--   ${auditGrants(names)}`,
     ];
   }
   const list = PULPITUM_TABLES.map((t) => `'${t}'`).join(", ");
@@ -87,7 +104,36 @@ function existingTableGrants(dialect: SqlDialect, names: RoleNames): string[] {
     `      EXECUTE format('GRANT SELECT ON %I TO ${reader}', t);`,
     "    END IF;",
     "  END LOOP;",
+    `  IF to_regclass('${AUDIT_TABLE}') IS NOT NULL THEN`,
+    `    ${auditGrants(names)}`,
+    "  END IF;",
     "END $$;",
+  ];
+}
+
+/**
+ * The statement that records this script's run in the audit trail: the
+ * database user and client address from the session, the time from its
+ * clock. PostgreSQL skips it while the trail does not exist (roles are
+ * usually made before the first migration); CockroachDB, which has no
+ * conditional statements, gets it as a comment to run once the trail exists.
+ */
+function recordRun(dialect: SqlDialect, database: string, names: RoleNames): string[] {
+  const args = JSON.stringify({ dialect, database, ...names }).replace(/'/g, "''");
+  const columns =
+    "action_id, stage, recorded_at, action, target, outcome, arguments, caller_kind, host, db_user";
+  const values =
+    `gen_random_uuid()::TEXT, 'outcome', now(), 'roles', 'database ${database}', 'done', '${args}', ` +
+    "'sql', COALESCE(host(inet_client_addr()), 'local socket'), current_user";
+  const insert = `INSERT INTO ${AUDIT_TABLE} (${columns}) VALUES (${values});`;
+  if (dialect === "cockroachdb")
+    return [
+      "-- Once `pulpitum migrate` has created the audit trail, record this run:",
+      `--   ${insert}`,
+    ];
+  return [
+    "-- This run, in the audit trail (once a migration has created it).",
+    `DO $$ BEGIN IF to_regclass('${AUDIT_TABLE}') IS NOT NULL THEN ${insert} END IF; END $$;`,
   ];
 }
 
@@ -97,9 +143,11 @@ function existingTableGrants(dialect: SqlDialect, names: RoleNames): string[] {
  */
 export function rolesSql(dialect: SqlDialect, database: string, names: RoleNames): string {
   const { migrator, app, reader } = names;
+  const postgres = dialect === "postgresql";
   return [
     `-- Pulpitum's database roles (${dialect}); run as a superuser or the owner of database ${database}.`,
     "-- Set each role's password afterwards (ALTER ROLE … WITH PASSWORD …) or use your IAM authentication.",
+    ...(postgres ? ["BEGIN;"] : []),
     createRole(dialect, migrator),
     createRole(dialect, app),
     createRole(dialect, reader),
@@ -113,8 +161,12 @@ export function rolesSql(dialect: SqlDialect, database: string, names: RoleNames
     `ALTER DEFAULT PRIVILEGES FOR ROLE ${migrator} IN SCHEMA public GRANT SELECT ON TABLES TO ${reader};`,
     "-- Tables that exist already (a schema migrated before these roles): the migrator takes them",
     "-- over and the grants are made; on a fresh database there are none and nothing happens.",
-    ...PULPITUM_TABLES.map((t) => `ALTER TABLE IF EXISTS ${t} OWNER TO ${migrator};`),
+    ...[...PULPITUM_TABLES, AUDIT_TABLE].map(
+      (t) => `ALTER TABLE IF EXISTS ${t} OWNER TO ${migrator};`,
+    ),
     ...existingTableGrants(dialect, names),
+    ...recordRun(dialect, database, names),
+    ...(postgres ? ["COMMIT;"] : []),
     "",
   ].join("\n");
 }

@@ -15,6 +15,9 @@ import type { BucketId } from "../../domain/bucket.js";
 import type { HotReads } from "../../ports/hot-store.js";
 import { runStandalone } from "../../runner/standalone.js";
 import { MAX_MANUAL_PHASES, runBucketPhases } from "../../usecases/manual-run.js";
+import { auditAction, runAudited } from "../../usecases/audit.js";
+import { manualRunConclusion } from "../../usecases/audit-conclusions.js";
+import { cliAudit, cliCaller } from "../audit-caller.js";
 import { recordedArchive } from "../../usecases/phases/recorded-archive.js";
 import { manifestPayloadKey } from "../../archive/manifest-v5.js";
 import type { PhaseOutcome } from "../../usecases/context.js";
@@ -258,11 +261,20 @@ export async function archiveCommand(opts: { once?: boolean; json?: boolean }): 
  */
 export async function archiveBucketCommand(id: BucketId, opts: { json?: boolean }): Promise<void> {
   await withRuntime(async (rt) => {
-    const report = await runBucketPhases(rt.context(cliLog()), id, {
-      maxPhases: MAX_MANUAL_PHASES,
-      remainingMs: () => Number.POSITIVE_INFINITY,
-      manual: true,
-    });
+    const report = await runAudited(
+      cliAudit(rt),
+      auditAction("archive bucket", showBucket(id), cliCaller(), {
+        tableId: id.tableId,
+        arguments: { ...bucketJson(id), max_phases: MAX_MANUAL_PHASES, run_quarantined: true },
+      }),
+      () =>
+        runBucketPhases(rt.context(cliLog()), id, {
+          maxPhases: MAX_MANUAL_PHASES,
+          remainingMs: () => Number.POSITIVE_INFINITY,
+          manual: true,
+        }),
+      manualRunConclusion,
+    );
     if (opts.json) {
       console.log(JSON.stringify(report));
     } else {

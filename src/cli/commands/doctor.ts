@@ -12,7 +12,7 @@
 import { randomUUID } from "node:crypto";
 import { describeServer } from "../../adapters/sql/connection-error.js";
 import type { SqlExecutor } from "../../adapters/sql/database.js";
-import { appliedMigrations, LATEST_MIGRATION } from "../../adapters/sql/migrations.js";
+import { appliedMigrations, LATEST_MIGRATION, MIGRATIONS } from "../../adapters/sql/migrations.js";
 import type { PulpitumConfig } from "../../config.js";
 import { unknownVariableWarnings } from "../../unknown-variables.js";
 import { ConfigError, errorMessage } from "../../errors.js";
@@ -207,7 +207,7 @@ async function schemaCheck(db: SqlExecutor): Promise<CheckResult> {
   const applied = await appliedMigrations(db);
   const known = applied.filter((v) => v <= LATEST_MIGRATION);
   const missing: number[] = [];
-  for (let v = 1; v <= LATEST_MIGRATION; v++) if (!known.includes(v)) missing.push(v);
+  for (const { version } of MIGRATIONS) if (!known.includes(version)) missing.push(version);
   const newer = applied.filter((v) => v > LATEST_MIGRATION);
   const current = known.length === 0 ? 0 : Math.max(...known);
   if (newer.length > 0)

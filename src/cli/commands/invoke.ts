@@ -172,13 +172,19 @@ async function buildFunction(name: InvocableFunction): Promise<LocalFunction> {
       return { handler: createScrubHandler(lambda.open), close: lambda.close };
     }
     case "replay-dlq": {
-      const [{ createReplayHandler }, { openDeadLetters }, { createSqsClient }, { sqsTimeouts }] =
-        await Promise.all([
-          import("../../../functions/replay-dlq.js"),
-          import("../../../functions/open-dead-letters.js"),
-          import("../../adapters/queue/sqs.js"),
-          import("../../open-adapters.js"),
-        ]);
+      const [
+        { createReplayHandler },
+        { openDeadLetters },
+        { openAuditTrail },
+        { createSqsClient },
+        { sqsTimeouts },
+      ] = await Promise.all([
+        import("../../../functions/replay-dlq.js"),
+        import("../../../functions/open-dead-letters.js"),
+        import("../../../functions/open-audit-trail.js"),
+        import("../../adapters/queue/sqs.js"),
+        import("../../open-adapters.js"),
+      ]);
       const { parseConfig } = await import("../../config.js");
       const sqsVariables = {
         PULPITUM_SQS_CONNECT_TIMEOUT_SECONDS: env.PULPITUM_SQS_CONNECT_TIMEOUT_SECONDS,
@@ -186,9 +192,16 @@ async function buildFunction(name: InvocableFunction): Promise<LocalFunction> {
       };
       const timeouts = sqsTimeouts(parseConfig(sqsVariables, { cwd: process.cwd() }));
       const sqs = createSqsClient({ region: env.AWS_REGION ?? env.AWS_DEFAULT_REGION, timeouts });
+      const trail = openOnce(() => openAuditTrail(env));
       return {
-        handler: createReplayHandler(() => openDeadLetters(env, { sqs })),
-        close: async () => sqs.destroy(),
+        handler: createReplayHandler(
+          () => openDeadLetters(env, { sqs }),
+          async () => (await trail.open()).audit,
+        ),
+        close: async () => {
+          sqs.destroy();
+          await trail.close();
+        },
       };
     }
   }

@@ -1,6 +1,11 @@
 /** `pulpitum migrate`, `gc`, `restore` and `dlq replay`. */
 import type { BucketId } from "../../domain/bucket.js";
-import { ConfigError, UnknownBucketError, UnknownTableError } from "../../errors.js";
+import {
+  ArchiveMismatchError,
+  ConfigError,
+  UnknownBucketError,
+  UnknownTableError,
+} from "../../errors.js";
 import { collectGarbage, type GcReport } from "../../usecases/gc.js";
 import {
   DEFAULT_RESTORE_HOLD_SECONDS,
@@ -15,6 +20,20 @@ import {
 } from "../../usecases/replay-dlq.js";
 import type { PulpitumConfig } from "../../config.js";
 import type { TableId } from "../../domain/table.js";
+import {
+  archiveTarget,
+  auditAction,
+  commitAudited,
+  migrateAudited,
+  runAudited,
+} from "../../usecases/audit.js";
+import {
+  gcConclusion,
+  replayConclusion,
+  restoreConclusion,
+} from "../../usecases/audit-conclusions.js";
+import type { HotStore } from "../../ports/hot-store.js";
+import { cliAudit, cliCaller } from "../audit-caller.js";
 import { bucketJson, showBucket } from "../display.js";
 import { count, printJson, renderTable } from "../format.js";
 import { integerOption } from "../options.js";
@@ -24,7 +43,11 @@ import { cliLog, loadCliConfig, withRuntime } from "../session.js";
 export async function migrateCommand(opts: { json?: boolean }): Promise<void> {
   await withRuntime(
     async (rt) => {
-      const applied = await rt.hotStore.migrate();
+      const applied = await migrateAudited(
+        cliAudit(rt),
+        auditAction("migrate", "schema", cliCaller()),
+        () => rt.hotStore.migrate(),
+      );
       if (opts.json) printJson({ applied });
       else
         console.log(
@@ -43,29 +66,42 @@ export async function rebindArchiveCommand(opts: { from: string; json?: boolean 
     async (rt) => {
       const { archiveBindingOf } = await import("../../adapters/sql/archive-binding.js");
       const { rebindArchive } = await import("../../usecases/archive-binding.js");
+      const { rebuildCatalog } = await import("../../usecases/catalog-rebuild.js");
       const binding = archiveBindingOf(rt.hotStore);
       if (binding === null) throw new Error("this hot store keeps no archive binding");
-      const bound = await rebindArchive(
-        { binding, hotStore: rt.hotStore, objectStore: rt.objectStore },
-        opts.from,
-        archiveInUse(rt.config),
-        rt.clock.now(),
+      const to = archiveInUse(rt.config);
+      const moved = await runAudited(
+        cliAudit(rt),
+        auditAction("rebind-archive", to.identity, cliCaller(), {
+          arguments: { from: opts.from },
+        }),
+        async () => {
+          const bound = await rebindArchive(
+            { binding, hotStore: rt.hotStore, objectStore: rt.objectStore },
+            opts.from,
+            to,
+            rt.clock.now(),
+          );
+          // Catalog entries name their payloads by absolute URI: rewrite them for the new archive.
+          let rewritten = 0;
+          for (const table of await rt.hotStore.listTables()) {
+            const report = await rebuildCatalog(
+              {
+                hotStore: rt.hotStore,
+                objectStore: rt.objectStore,
+                archivePrefix: rt.archivePrefix,
+                clock: rt.clock,
+              },
+              table.tableId,
+            );
+            rewritten += report.entries_written;
+          }
+          return { bound, rewritten };
+        },
+        ({ rewritten }) => ({ outcome: "done", count: rewritten }),
+        { refuses: (error) => error instanceof ArchiveMismatchError },
       );
-      // Catalog entries name their payloads by absolute URI: rewrite them for the new archive.
-      const { rebuildCatalog } = await import("../../usecases/catalog-rebuild.js");
-      let rewritten = 0;
-      for (const table of await rt.hotStore.listTables()) {
-        const report = await rebuildCatalog(
-          {
-            hotStore: rt.hotStore,
-            objectStore: rt.objectStore,
-            archivePrefix: rt.archivePrefix,
-            clock: rt.clock,
-          },
-          table.tableId,
-        );
-        rewritten += report.entries_written;
-      }
+      const { bound, rewritten } = moved;
       if (opts.json)
         printJson({
           archive: bound.archive,
@@ -90,23 +126,40 @@ export async function gcCommand(opts: {
 }): Promise<void> {
   await withRuntime(async (rt) => {
     const { gcProgressOf } = await import("../../adapters/sql/gc-progress.js");
-    const report = await collectGarbage(
-      {
-        hotStore: rt.hotStore,
-        objectStore: rt.objectStore,
-        clock: rt.clock,
-        archivePrefix: rt.archivePrefix,
-        log: cliLog(),
-        progress: gcProgressOf(rt.hotStore),
-      },
-      {
-        minAgeMs: (opts.minAgeSeconds ?? rt.config.gcMinAgeSeconds) * 1000,
-        dryRun: opts.dryRun === true,
-        includeUnowned: opts.includeUnowned === true,
-        leaseMs: rt.config.leaseSeconds * 1000,
-        maxObjects: opts.maxObjects,
-      },
-    );
+    const minAgeSeconds = opts.minAgeSeconds ?? rt.config.gcMinAgeSeconds;
+    const collect = () =>
+      collectGarbage(
+        {
+          hotStore: rt.hotStore,
+          objectStore: rt.objectStore,
+          clock: rt.clock,
+          archivePrefix: rt.archivePrefix,
+          log: cliLog(),
+          progress: gcProgressOf(rt.hotStore),
+        },
+        {
+          minAgeMs: minAgeSeconds * 1000,
+          dryRun: opts.dryRun === true,
+          includeUnowned: opts.includeUnowned === true,
+          leaseMs: rt.config.leaseSeconds * 1000,
+          maxObjects: opts.maxObjects,
+        },
+      );
+    const report =
+      opts.dryRun === true
+        ? await collect()
+        : await runAudited(
+            cliAudit(rt),
+            auditAction("gc", archiveTarget(rt.config.archive), cliCaller(), {
+              arguments: {
+                include_unowned: opts.includeUnowned === true,
+                min_age_seconds: minAgeSeconds,
+                max_objects: opts.maxObjects ?? null,
+              },
+            }),
+            collect,
+            gcConclusion,
+          );
     if (opts.json) printJson(report);
     else console.log(renderGcReport(report));
   });
@@ -160,10 +213,29 @@ function describeGcStop(report: GcReport): string {
 /** `pulpitum retry`: release a quarantined bucket for automatic work again. */
 export async function retryCommand(id: BucketId, opts: { json?: boolean }): Promise<void> {
   await withRuntime(async (rt) => {
-    if ((await rt.hotStore.getTable(id.tableId)) === null) throw new UnknownTableError(id.tableId);
-    const before = await rt.hotStore.getBucket(id);
-    if (before === null) throw new UnknownBucketError(showBucket(id));
-    const after = await rt.hotStore.releaseQuarantine(id, rt.clock.now());
+    const action = auditAction("retry", showBucket(id), cliCaller(), {
+      tableId: id.tableId,
+      arguments: bucketJson(id),
+    });
+    const { before, after } = await commitAudited(
+      cliAudit(rt),
+      action,
+      async (store) => {
+        if ((await store.getTable(id.tableId)) === null) throw new UnknownTableError(id.tableId);
+        const found = await store.getBucket(id);
+        if (found === null) throw new UnknownBucketError(showBucket(id));
+        return { before: found, after: await store.releaseQuarantine(id, rt.clock.now()) };
+      },
+      (r) => {
+        const done = r.before.quarantinedAt !== null && r.after?.quarantinedAt === null;
+        return {
+          outcome: "done",
+          reason: done ? null : "not quarantined: nothing to release",
+          count: done ? 1 : 0,
+          result: { state: r.before.state, attempts_before: r.before.attempts },
+        };
+      },
+    );
     const released = before.quarantinedAt !== null && after?.quarantinedAt === null;
     if (opts.json) {
       printJson({
@@ -191,10 +263,32 @@ export async function retryManyCommand(
   opts: { dryRun?: boolean; json?: boolean },
 ): Promise<void> {
   await withRuntime(async (rt) => {
-    if (tableId !== undefined && (await rt.hotStore.getTable(tableId)) === null)
-      throw new UnknownTableError(tableId);
     const dryRun = opts.dryRun === true;
-    const buckets = await rt.hotStore.releaseQuarantines({ tableId }, rt.clock.now(), { dryRun });
+    const release = async (store: HotStore) => {
+      if (tableId !== undefined && (await store.getTable(tableId)) === null)
+        throw new UnknownTableError(tableId);
+      return await store.releaseQuarantines({ tableId }, rt.clock.now(), { dryRun });
+    };
+    const buckets = dryRun
+      ? await release(rt.hotStore)
+      : await commitAudited(
+          cliAudit(rt),
+          auditAction(
+            "retry",
+            tableId === undefined ? "all tables" : `table ${tableId}`,
+            cliCaller(),
+            {
+              tableId: tableId ?? null,
+              arguments: tableId === undefined ? { all: true } : { table: tableId },
+            },
+          ),
+          release,
+          (released) => ({
+            outcome: "done",
+            count: released.length,
+            result: { buckets: released.slice(0, 100).map((m) => showBucket(m.id)) },
+          }),
+        );
     if (opts.json) {
       printJson({
         dry_run: dryRun,
@@ -230,10 +324,20 @@ export async function restoreCommand(
       ? DEFAULT_RESTORE_HOLD_SECONDS
       : integerOption(opts.holdSeconds, "--hold-seconds", 0, MAX_RESTORE_HOLD_SECONDS);
   await withRuntime(async (rt) => {
-    if ((await rt.hotStore.getTable(id.tableId)) === null) throw new UnknownTableError(id.tableId);
-    const report = await restoreBucket(rt.context(cliLog()), id, {
-      holdMs: holdSeconds * 1000,
+    const action = auditAction("restore", showBucket(id), cliCaller(), {
+      tableId: id.tableId,
+      arguments: { ...bucketJson(id), hold_seconds: holdSeconds },
     });
+    const report = await runAudited(
+      cliAudit(rt),
+      action,
+      async () => {
+        if ((await rt.hotStore.getTable(id.tableId)) === null)
+          throw new UnknownTableError(id.tableId);
+        return await restoreBucket(rt.context(cliLog()), id, { holdMs: holdSeconds * 1000 });
+      },
+      restoreConclusion,
+    );
     if (opts.json) printJson(report);
     else console.log(renderRestoreReport(id, report));
     if (report.result === "busy" || report.result === "lease-lost") process.exitCode = 1;
@@ -282,18 +386,30 @@ export async function dlqReplayCommand(opts: {
     { max_messages: opts.max, dry_run: opts.dryRun === true },
     "--max/--dry-run",
   );
+  if (!request.dryRun && config.database.kind !== "postgres") throw replayNeedsTrail();
   const { SQSClient } = await import("@aws-sdk/client-sqs");
   const { SqsDeadLetterQueue } = await import("../../adapters/queue/sqs-dead-letters.js");
   const sqs = new SQSClient({});
   try {
-    const report = await replayDeadLetters({
-      deadLetters: new SqsDeadLetterQueue(sqs, {
-        deadLetterQueueUrl: config.deadLetterQueueUrl,
-        workQueueUrl: config.workQueueUrl,
-      }),
-      maxMessages: request.maxMessages,
-      dryRun: request.dryRun,
-    });
+    const { deadLetterQueueUrl, workQueueUrl } = config;
+    const replay = () =>
+      replayDeadLetters({
+        deadLetters: new SqsDeadLetterQueue(sqs, { deadLetterQueueUrl, workQueueUrl }),
+        maxMessages: request.maxMessages,
+        dryRun: request.dryRun,
+      });
+    const report = request.dryRun
+      ? await replay()
+      : await withRuntime((rt) =>
+          runAudited(
+            cliAudit(rt),
+            auditAction("dlq replay", deadLetterQueueUrl, cliCaller(), {
+              arguments: { max_messages: request.maxMessages, work_queue: workQueueUrl },
+            }),
+            replay,
+            replayConclusion,
+          ),
+        );
     if (opts.json) printJson(report);
     else {
       if (report.dryRun && report.messages.length > 0) console.log(renderLetters(report.messages));
@@ -305,6 +421,18 @@ export async function dlqReplayCommand(opts: {
   } finally {
     sqs.destroy();
   }
+}
+
+/** A replay moves messages, and records that in the deployment's audit trail: its database must be named. */
+function replayNeedsTrail(): ConfigError {
+  return new ConfigError([
+    {
+      variable: "DATABASE_URL",
+      value: undefined,
+      accepted:
+        "is unset; `pulpitum dlq replay` records what it moves in the deployment's audit trail, so it needs the deployment's DATABASE_URL and PULPITUM_ARCHIVE_URL (`--dry-run` needs neither)",
+    },
+  ]);
 }
 
 /** A dry run's listing: each message, the bucket it names and how often it was received. */

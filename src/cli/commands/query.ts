@@ -3,6 +3,8 @@ import type { TableId } from "../../domain/table.js";
 import { queryArchive } from "../../read/query-archive.js";
 import { displayValue, jsonValue } from "../../read/query-values.js";
 import { rebuildCatalog, type CatalogRebuildReport } from "../../usecases/catalog-rebuild.js";
+import { auditAction, runAudited } from "../../usecases/audit.js";
+import { cliAudit, cliCaller } from "../audit-caller.js";
 import { count, printJson, renderTable } from "../format.js";
 import { withRuntime } from "../session.js";
 
@@ -43,22 +45,40 @@ export async function catalogRebuildCommand(
   opts: { json?: boolean },
 ): Promise<void> {
   await withRuntime(async (rt) => {
-    const tables =
-      tableId === undefined ? (await rt.hotStore.listTables()).map((t) => t.tableId) : [tableId];
-    const reports: CatalogRebuildReport[] = [];
-    for (const table of tables) {
-      reports.push(
-        await rebuildCatalog(
-          {
-            hotStore: rt.hotStore,
-            objectStore: rt.objectStore,
-            archivePrefix: rt.archivePrefix,
-            clock: rt.clock,
-          },
-          table,
-        ),
-      );
-    }
+    const rebuild = async () => {
+      const tables =
+        tableId === undefined ? (await rt.hotStore.listTables()).map((t) => t.tableId) : [tableId];
+      const done: CatalogRebuildReport[] = [];
+      for (const table of tables) {
+        done.push(
+          await rebuildCatalog(
+            {
+              hotStore: rt.hotStore,
+              objectStore: rt.objectStore,
+              archivePrefix: rt.archivePrefix,
+              clock: rt.clock,
+            },
+            table,
+          ),
+        );
+      }
+      return done;
+    };
+    const reports = await runAudited(
+      cliAudit(rt),
+      auditAction(
+        "catalog rebuild",
+        tableId === undefined ? "all tables" : `table ${tableId}`,
+        cliCaller(),
+        { tableId: tableId ?? null, arguments: tableId === undefined ? { all: true } : {} },
+      ),
+      rebuild,
+      (done) => ({
+        outcome: "done",
+        count: done.reduce((n, r) => n + r.entries_written + r.entries_removed, 0),
+        result: { tables: done.length },
+      }),
+    );
     if (opts.json) printJson({ tables: reports });
     else
       console.log(

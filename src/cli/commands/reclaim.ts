@@ -7,6 +7,8 @@
 import { printJson, formatBytes } from "../format.js";
 import { withRuntime } from "../session.js";
 import { UsageError } from "../exit-codes.js";
+import { auditAction, runAudited } from "../../usecases/audit.js";
+import { cliAudit, cliCaller } from "../audit-caller.js";
 
 export async function reclaimCommand(opts: { json?: boolean }): Promise<void> {
   await withRuntime(
@@ -19,7 +21,16 @@ export async function reclaimCommand(opts: { json?: boolean }): Promise<void> {
           "`pulpitum reclaim` is for the embedded store; PostgreSQL reclaims with autovacuum (or `VACUUM FULL pulpitum_v4_records` in psql, which locks the table while it runs)",
         );
       }
-      const r = await reclaimSpace(db, rt.config.database.dataDir);
+      const dataDir = rt.config.database.dataDir;
+      const r = await runAudited(
+        cliAudit(rt),
+        auditAction("reclaim", dataDir, cliCaller()),
+        () => reclaimSpace(db, dataDir),
+        (done) => ({
+          outcome: "done",
+          result: { bytes_before: done.bytesBefore, bytes_after: done.bytesAfter },
+        }),
+      );
       if (opts.json) {
         printJson({
           bytes_before: r.bytesBefore,

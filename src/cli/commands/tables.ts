@@ -1,7 +1,9 @@
 /** `pulpitum tables create|list|pause|resume|drop`. */
 import type { BucketStrategy } from "../../domain/bucket.js";
 import { parseArchiveFormat, type TableId } from "../../domain/table.js";
-import { dropTable, type DropReport } from "../../usecases/drop-table.js";
+import { auditAction, commitAudited, runAudited } from "../../usecases/audit.js";
+import { dropTable, TableInFlightError, type DropReport } from "../../usecases/drop-table.js";
+import { cliAudit, cliCaller } from "../audit-caller.js";
 import { count, printJson, renderTable } from "../format.js";
 import { strategyName } from "../display.js";
 import { cliLog, withRuntime } from "../session.js";
@@ -15,9 +17,23 @@ export async function createTable(
     const format = opts.format
       ? parseArchiveFormat(opts.format, "--format")
       : rt.config.defaultFormat;
-    const result = await rt.hotStore.registerTable(
-      { tableId, strategy, format, writableBuckets: opts.writableBuckets },
-      rt.clock.now(),
+    const action = auditAction("tables create", tableId, cliCaller(), {
+      tableId,
+      arguments: {
+        strategy: strategyName(strategy),
+        format,
+        writable_buckets: opts.writableBuckets,
+      },
+    });
+    const result = await commitAudited(
+      cliAudit(rt),
+      action,
+      (store) =>
+        store.registerTable(
+          { tableId, strategy, format, writableBuckets: opts.writableBuckets },
+          rt.clock.now(),
+        ),
+      (registration) => ({ outcome: "done", result: { registration } }),
     );
     if (opts.json) {
       printJson({
@@ -76,7 +92,15 @@ export async function setPaused(
   opts: { json?: boolean },
 ): Promise<void> {
   await withRuntime(async (rt) => {
-    const table = await rt.hotStore.setPaused(tableId, paused, rt.clock.now());
+    const action = auditAction(paused ? "tables pause" : "tables resume", tableId, cliCaller(), {
+      tableId,
+    });
+    const table = await commitAudited(
+      cliAudit(rt),
+      action,
+      (store) => store.setPaused(tableId, paused, rt.clock.now()),
+      () => ({ outcome: "done" }),
+    );
     if (opts.json) printJson({ table_id: table.tableId, paused: table.paused });
     else console.log(`table ${tableId} ${paused ? "paused" : "resumed"}`);
   });
@@ -84,7 +108,24 @@ export async function setPaused(
 
 export async function dropTableCommand(tableId: TableId, opts: { json?: boolean }): Promise<void> {
   await withRuntime(async (rt) => {
-    const report = await dropTable(rt.context(cliLog()), tableId);
+    const action = auditAction("tables drop", tableId, cliCaller(), { tableId });
+    const report = await runAudited(
+      cliAudit(rt),
+      action,
+      () => dropTable(rt.context(cliLog()), tableId),
+      (r) => ({
+        outcome: r.dropped ? "done" : "failed",
+        reason: r.dropped ? null : dropRefusal(r),
+        count: r.buckets_removed,
+        result: {
+          buckets_removed: r.buckets_removed,
+          archived_buckets_removed: r.archived_buckets_removed,
+          hot_rows_deleted: r.hot_rows_deleted,
+          resumed: r.resumed,
+        },
+      }),
+      { refuses: (error) => error instanceof TableInFlightError },
+    );
     if (opts.json) printJson(report);
     else console.log(renderDropReport(report, rt.config.gcMinAgeSeconds));
     if (!report.dropped) process.exitCode = 1;
@@ -106,13 +147,16 @@ function renderDropReport(report: DropReport, gcMinAgeSeconds: number): string {
     );
   }
   if (!report.dropped) {
-    const busy =
-      report.busy.length > 0
-        ? `${count(report.busy.length, "bucket")} held by another process or still receiving appends (${report.busy.slice(0, 5).join(", ")}${report.busy.length > 5 ? ", …" : ""})`
-        : "new buckets kept appearing: something still appends to the table";
     lines.push(
-      `${busy}; stop what writes to the table, then run \`pulpitum tables drop ${report.table_id} --yes\` again (leases expire after ARCHIVER_LEASE_SECONDS)`,
+      `${dropRefusal(report)}; stop what writes to the table, then run \`pulpitum tables drop ${report.table_id} --yes\` again (leases expire after ARCHIVER_LEASE_SECONDS)`,
     );
   }
   return lines.join("\n");
+}
+
+/** Why a drop left the table registered. */
+function dropRefusal(report: DropReport): string {
+  return report.busy.length > 0
+    ? `${count(report.busy.length, "bucket")} held by another process or still receiving appends (${report.busy.slice(0, 5).join(", ")}${report.busy.length > 5 ? ", …" : ""})`
+    : "new buckets kept appearing: something still appends to the table";
 }

@@ -2,7 +2,10 @@
 import type { BucketId } from "../../domain/bucket.js";
 import type { TableId } from "../../domain/table.js";
 import { InvariantViolationError } from "../../errors.js";
+import { auditAction, runAudited } from "../../usecases/audit.js";
 import { scrub, type ScrubReport } from "../../usecases/scrub.js";
+import { cliAudit, cliCaller } from "../audit-caller.js";
+import { bucketJson, showBucket } from "../display.js";
 import { EXIT } from "../exit-codes.js";
 import { printJson, renderTable } from "../format.js";
 import { cliLog, withRuntime } from "../session.js";
@@ -17,17 +20,44 @@ export async function verifyCommand(opts: {
     const { scrubStoreOf } = await import("../../adapters/sql/scrub-store.js");
     const scrubStore = scrubStoreOf(rt.hotStore);
     if (scrubStore === null) throw new InvariantViolationError("verify needs the SQL hot store");
-    const report = await scrub(
-      {
-        hotStore: rt.hotStore,
-        objectStore: rt.objectStore,
-        scrubStore,
-        clock: rt.clock,
-        log: cliLog(),
-        archivePrefix: rt.archivePrefix,
-      },
-      { tableId: opts.bucket?.tableId ?? opts.tableId, bucket: opts.bucket, sample: opts.sample },
-    );
+    const run = () =>
+      scrub(
+        {
+          hotStore: rt.hotStore,
+          objectStore: rt.objectStore,
+          scrubStore,
+          clock: rt.clock,
+          log: cliLog(),
+          archivePrefix: rt.archivePrefix,
+        },
+        { tableId: opts.bucket?.tableId ?? opts.tableId, bucket: opts.bucket, sample: opts.sample },
+      );
+    const bucket = opts.bucket;
+    const marked = bucket === undefined ? null : (await rt.hotStore.getBucket(bucket))?.corruption;
+    // Verifying a bucket marked corrupt may clear its mark, an operator's decision the trail keeps.
+    const report =
+      bucket === undefined || marked == null
+        ? await run()
+        : await runAudited(
+            cliAudit(rt),
+            auditAction("verify", showBucket(bucket), cliCaller(), {
+              tableId: bucket.tableId,
+              arguments: { ...bucketJson(bucket), marked_corrupt: marked.problem },
+            }),
+            run,
+            async (r) => {
+              const after = await rt.hotStore.getBucket(bucket);
+              const cleared = after !== null && after.corruption === null;
+              return {
+                outcome: cleared ? "done" : "refused",
+                reason: cleared
+                  ? "the mark is cleared: the bucket verified"
+                  : `the mark stays: ${r.problems[0]?.problem ?? "the bucket did not verify"}`,
+                count: cleared ? 1 : 0,
+                result: { verified: r.verified, corrupt: r.corrupt, skipped: r.skipped },
+              };
+            },
+          );
     if (opts.json) printJson(report);
     else console.log(renderVerifyReport(report));
     if (report.corrupt > 0 || report.catalog_problems > 0) process.exitCode = EXIT.integrity;

@@ -3,7 +3,7 @@
  * exists as written: a `pulpitum` line parses through the real command
  * program (an unknown command or option, a missing or extra argument fails),
  * an `npm` line names a script of package.json, and a file a line names is
- * there. The ones that read an embedded home (read, buckets, export, query,
+ * there. The ones that read an embedded home (read, buckets, export, query, audit,
  * verify, plan, status, --help) also run for real against one archived here;
  * the rest need PostgreSQL and S3 (test/integration/readme-pg-s3.test.ts runs
  * the README's path), a deployed stack or minutes of work, and are parsed only.
@@ -22,7 +22,16 @@ const SCRIPTS = (JSON.parse(readDoc("package.json")) as { scripts: Record<string
   .scripts;
 
 /** Commands that read an embedded home without changing what the docs' examples need. */
-const RUN_FOR_REAL = new Set(["read", "buckets", "export", "query", "verify", "plan", "status"]);
+const RUN_FOR_REAL = new Set([
+  "read",
+  "buckets",
+  "export",
+  "query",
+  "verify",
+  "plan",
+  "status",
+  "audit",
+]);
 
 /** Commands documented for tools outside this repository, with why they are not run here. */
 const OUTSIDE = new Map([

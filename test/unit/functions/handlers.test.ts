@@ -188,7 +188,7 @@ afterAll(async () => {
 
 function workerOn(queue: WorkQueue): ReturnType<typeof createWorkerHandler> {
   const deps: WorkerDependencies = {
-    adapters: { context: (log) => ({ ...h.process().ctx, log }), clock: h.clock },
+    adapters: { context: (log) => ({ ...h.process().ctx, log }), clock: h.clock, audit: h.audit },
     queue,
   };
   return createWorkerHandler(async () => deps);
@@ -609,7 +609,7 @@ describe("the discovery handler", () => {
     ]);
     const queue = new RecordingQueue();
     const discover = createDiscoveryHandler(async () => ({
-      adapters: { context: (log) => ({ ...h.process().ctx, log }), clock: h.clock },
+      adapters: { context: (log) => ({ ...h.process().ctx, log }), clock: h.clock, audit: h.audit },
       queue,
     }));
 
@@ -657,9 +657,14 @@ describe("the DLQ replay request", () => {
     [{ batch_size: 11 }, /batch_size 11 is not an integer from 1 to 10/],
     [{ maxMessages: 5 }, /has unknown field "maxMessages"/],
   ])("rejects %j naming the field and the accepted form", async (event, message) => {
-    const replay = createReplayHandler(() => {
-      throw new Error("must not open the queues for an invalid event");
-    });
+    const replay = createReplayHandler(
+      () => {
+        throw new Error("must not open the queues for an invalid event");
+      },
+      () => {
+        throw new Error("must not open the audit trail for an invalid event");
+      },
+    );
     await expect(replay(event, lambdaContext())).rejects.toThrow(message);
     await expect(replay(event, lambdaContext())).rejects.toThrow(/expected \{"max_messages"/);
   });
@@ -691,7 +696,7 @@ describe("the restore and GC handlers", () => {
     const oldKeys = [(await onlyPart(h.inner, id)).key, archived.manifestKey!].sort();
 
     const restore = createRestoreHandler(async () => ({
-      adapters: { context: (log) => ({ ...h.process().ctx, log }) },
+      adapters: { context: (log) => ({ ...h.process().ctx, log }), audit: h.audit },
     }));
     const report = (await restore(
       eventFile("restore-bucket.json"),
@@ -721,8 +726,13 @@ describe("the restore and GC handlers", () => {
     // The memory store stamps objects with the real time; GC runs two days later.
     const gcClock = new ManualClock(new Date(Date.now() + 2 * 86_400_000));
     const gc = createGcHandler(async () => ({
-      config: { gcMinAgeSeconds: 86_400, leaseSeconds: 60 },
+      config: {
+        gcMinAgeSeconds: 86_400,
+        leaseSeconds: 60,
+        archive: { kind: "file", root: "/archive", prefix: h.settings.archivePrefix },
+      },
       adapters: {
+        audit: h.audit,
         hotStore: h.inner,
         objectStore: h.objects,
         clock: gcClock,

@@ -89,7 +89,7 @@ async function contendedBucket() {
   });
   await queue.send(id);
   const worker = createWorkerHandler(async () => ({
-    adapters: { context: (log) => ({ ...h.process().ctx, log }), clock: h.clock },
+    adapters: { context: (log) => ({ ...h.process().ctx, log }), clock: h.clock, audit: h.audit },
     queue,
   }));
   return { h, id, queue, worker, renew };

@@ -149,6 +149,8 @@ const DEFAULT_GRANTS: Record<string, string[]> = {
     "sqs:GetQueueAttributes dead-letter-queue",
     "sqs:ReceiveMessage dead-letter-queue",
     "sqs:SendMessage work-queue",
+    // The audit record of a replay goes to the database.
+    ...SECRET,
     ...XRAY,
   ],
   gc: [
@@ -290,6 +292,7 @@ describe("each function's exact privileges", () => {
     expect(grantsByFunction(stack, template)).toEqual(
       withGrants({
         discover: [vpc],
+        "replay-dlq": [vpc],
         worker: [vpc, ...both],
         gc: [vpc, ...both],
         restore: [vpc, `kms:Decrypt ${keyArn}`],

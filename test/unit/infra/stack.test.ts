@@ -400,10 +400,10 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
     });
   });
 
-  it("lets the replay function drain only the DLQ and send only to the work queue", () => {
+  it("lets the replay function drain only the DLQ, send only to the work queue and read the database secret (for its audit record)", () => {
     const { template, stack } = synth;
     const statements = statementsOf(template, stack, stack.replayFunction.role!);
-    expect(statements).toHaveLength(2);
+    expect(statements).toHaveLength(3);
     expect(statements).toContainEqual(
       expect.objectContaining({
         Sid: "DrainDeadLetters",
@@ -579,7 +579,7 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
 });
 
 describe("the archiver stack with deployment props", () => {
-  it("places discovery and the worker in the given subnets and security group without looking anything up", () => {
+  it("places discovery, the worker and the DLQ replay in the given subnets and security group without looking anything up", () => {
     const { app, template, stack } = synthesize({
       network: {
         vpcId: "vpc-0abc1234",
@@ -601,7 +601,11 @@ describe("the archiver stack with deployment props", () => {
     const replay = template.findResources("AWS::Lambda::Function", {
       Properties: { Description: Match.stringLikeRegexp("replay") },
     });
-    expect(Object.values(replay)[0]!.Properties.VpcConfig).toBeUndefined();
+    // It writes its audit record to the database, so it runs beside it.
+    expect(Object.values(replay)[0]!.Properties.VpcConfig).toEqual({
+      SubnetIds: ["subnet-0a1b2c3d", "subnet-0e4f5a6b"],
+      SecurityGroupIds: ["sg-0123456789abcdef0"],
+    });
     expect(app.synth().manifest.missing ?? []).toEqual([]);
     expect(new cdkNag.AwsSolutionsChecks(app).validateScope(stack).violations).toEqual([]);
   });

@@ -326,7 +326,7 @@ describe("event times in the worker Lambda", () => {
     );
     const queue = new RecordingQueue();
     const worker = createWorkerHandler(async () => ({
-      adapters: { context: (log) => ({ ...h.process().ctx, log }), clock: h.clock },
+      adapters: { context: (log) => ({ ...h.process().ctx, log }), clock: h.clock, audit: h.audit },
       queue,
     }));
 

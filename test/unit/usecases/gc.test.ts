@@ -421,14 +421,14 @@ describe("archive garbage collection", () => {
 
 describe("the GC request", () => {
   it.each([
-    [{}, { dryRun: false, includeUnowned: false }],
+    [{}, { dryRun: false, includeUnowned: false, scheduled: false }],
     [
       { source: "aws.events", "detail-type": "Scheduled Event", detail: {} },
-      { dryRun: false, includeUnowned: false },
+      { dryRun: false, includeUnowned: false, scheduled: true },
     ],
-    [{ dry_run: true }, { dryRun: true, includeUnowned: false }],
-    [{ include_unowned: true }, { dryRun: false, includeUnowned: true }],
-  ])("accepts %j", (event, request) => {
+    [{ dry_run: true }, { dryRun: true, includeUnowned: false, scheduled: false }],
+    [{ include_unowned: true }, { dryRun: false, includeUnowned: true, scheduled: false }],
+  ])("accepts %j (a run by hand is audited, the schedule's is not)", (event, request) => {
     expect(parseGcRequest(event)).toEqual(request);
   });
 });

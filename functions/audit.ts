@@ -1,0 +1,60 @@
+/**
+ * The audit trail in the Lambda functions: who invoked a function by hand
+ * (its name, the request id, and the principal the event names), and the
+ * trail's records as structured log lines (message `audit`) beside the rows
+ * in the database, so the function's log group holds a second copy.
+ *
+ * `requested_by` is the one field every manually invoked function accepts
+ * in its event: who asked, as the operator's tooling states it (an IAM user,
+ * an email, a ticket). Lambda does not authenticate it; CloudTrail's Invoke
+ * data events name the IAM principal that made the call.
+ */
+import type { Logger } from "@aws-lambda-powertools/logger";
+import type { Context } from "aws-lambda";
+import { InvalidInputError } from "../src/errors.js";
+import type { AuditCaller, AuditTrail } from "../src/ports/audit-trail.js";
+import type { AuditContext } from "../src/usecases/audit.js";
+import { workflowLog } from "./observability.js";
+
+const REQUESTED_BY = "requested_by";
+const MAX_REQUESTED_BY = 200;
+
+/**
+ * The event without its `requested_by` field, and that field: a manual
+ * invocation's own fields are then validated as before. Anything but an
+ * object is passed on unchanged, for the function's parser to refuse.
+ */
+export function takeRequestedBy(event: unknown): { event: unknown; requestedBy: string | null } {
+  if (typeof event !== "object" || event === null || Array.isArray(event))
+    return { event, requestedBy: null };
+  if (!(REQUESTED_BY in event)) return { event, requestedBy: null };
+  const { [REQUESTED_BY]: value, ...rest } = event as Record<string, unknown>;
+  if (
+    typeof value !== "string" ||
+    value.trim() === "" ||
+    value.length > MAX_REQUESTED_BY ||
+    /\p{Cc}/u.test(value)
+  ) {
+    throw new InvalidInputError(
+      `${REQUESTED_BY} ${JSON.stringify(value)}`,
+      "is not a name",
+      `who asked for the invocation: up to ${MAX_REQUESTED_BY} printable characters, such as an IAM user or an email`,
+    );
+  }
+  return { event: rest, requestedBy: value };
+}
+
+/** The caller of an invocation by hand. */
+export function lambdaCaller(context: Context, requestedBy: string | null): AuditCaller {
+  return {
+    kind: "lambda",
+    functionName: context.functionName,
+    requestId: context.awsRequestId,
+    requestedBy,
+  };
+}
+
+/** The trail with the function's logger: each record is also one structured line. */
+export function lambdaAudit(audit: AuditTrail, log: Logger): AuditContext {
+  return { audit, log: workflowLog(log) };
+}

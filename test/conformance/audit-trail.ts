@@ -1,0 +1,251 @@
+/**
+ * The audit trail port (src/ports/audit-trail.ts) against every adapter:
+ * the in-memory fake and PGlite in the unit suite, real PostgreSQL in the
+ * integration suite. Each test names its own tables and actions, so one
+ * store serves the file.
+ */
+import { randomUUID } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { parseTableId } from "../../src/domain/table.js";
+import { UnknownTableError } from "../../src/errors.js";
+import {
+  AUDIT_TEXT_LIMIT,
+  type AuditAction,
+  type AuditCaller,
+  type AuditTrail,
+} from "../../src/ports/audit-trail.js";
+import type { HotStore } from "../../src/ports/hot-store.js";
+
+export interface OpenedAuditTrail {
+  readonly trail: AuditTrail;
+  /** The hot store the trail's transactions change. */
+  readonly hotStore: HotStore;
+  /** The store's own clock (the database's `now()`). */
+  storeNow(): Promise<Date>;
+  /** Make the next write of an audit row fail, as a database refusing the INSERT would. */
+  failNextAuditWrite(): void;
+  cleanup(): Promise<void>;
+}
+
+const CLI: AuditCaller = { kind: "cli", osUser: "alice", host: "ops-1" };
+const LAMBDA: AuditCaller = {
+  kind: "lambda",
+  functionName: "Pulpitum-RestoreFunction",
+  requestId: "8f0c2a7e-request",
+  requestedBy: "arn:aws:iam::123456789012:user/bob",
+};
+let counter = 0;
+const newTable = () => `audit-${++counter}-${randomUUID().slice(0, 8)}`;
+
+function action(
+  name: string,
+  tableId: string | null,
+  caller: AuditCaller = CLI,
+  args: Record<string, unknown> = {},
+): AuditAction {
+  return {
+    id: randomUUID(),
+    action: name,
+    target: tableId ?? "all tables",
+    tableId,
+    caller,
+    arguments: args,
+  };
+}
+
+export function auditTrailConformance(name: string, open: () => Promise<OpenedAuditTrail>): void {
+  describe(`audit trail: ${name}`, () => {
+    let opened: OpenedAuditTrail;
+    beforeAll(async () => {
+      opened = await open();
+    }, 60_000);
+    afterAll(async () => {
+      await opened?.cleanup();
+    });
+    const recordsOf = async (tableId: string) => await opened.trail.list({ tableId, limit: 100 });
+
+    it("an action of several steps is one record: its intent, then its outcome, both timed by the store's clock", async () => {
+      const table = newTable();
+      const a = action("restore", table, LAMBDA, { hold_seconds: 60, partition_key_b64: "AAH/" });
+      const before = await opened.storeNow();
+      await opened.trail.begin(a);
+      expect(await recordsOf(table)).toEqual([
+        expect.objectContaining({ id: a.id, outcome: "started", finishedAt: null }),
+      ]);
+      expect(
+        await opened.trail.conclude(a, { outcome: "done", count: 3, result: { rows: 3 } }),
+      ).toBe(true);
+      const after = await opened.storeNow();
+
+      const records = await recordsOf(table);
+      expect(records).toHaveLength(1);
+      const r = records[0]!;
+      expect(r).toMatchObject({
+        id: a.id,
+        action: "restore",
+        target: table,
+        tableId: table,
+        caller: LAMBDA,
+        arguments: { hold_seconds: 60, partition_key_b64: "AAH/" },
+        outcome: "done",
+        reason: null,
+        count: 3,
+        result: { rows: 3 },
+      });
+      expect(r.dbUser).toMatch(/\S/);
+      expect(r.startedAt!.getTime()).toBeGreaterThanOrEqual(before.getTime());
+      expect(r.finishedAt!.getTime()).toBeGreaterThanOrEqual(r.startedAt!.getTime());
+      expect(r.finishedAt!.getTime()).toBeLessThanOrEqual(after.getTime());
+    });
+
+    // The caller's clock is set back 26 years; a database server's clock is not
+    // (PGlite's is this process's, so there the two agree, as they should).
+    it("times a record by the store's clock whatever the caller's clock says", async () => {
+      const table = newTable();
+      const a = action("retry", table);
+      vi.useFakeTimers({ toFake: ["Date"] });
+      let before: Date;
+      let after: Date;
+      try {
+        vi.setSystemTime(new Date("2000-01-01T00:00:00Z"));
+        before = await opened.storeNow();
+        await opened.trail.begin(a);
+        await opened.trail.conclude(a, { outcome: "done" });
+        after = await opened.storeNow();
+      } finally {
+        vi.useRealTimers();
+      }
+      const [r] = await recordsOf(table);
+      for (const at of [r!.startedAt!, r!.finishedAt!]) {
+        expect(at.getTime()).toBeGreaterThanOrEqual(before.getTime());
+        expect(at.getTime()).toBeLessThanOrEqual(after.getTime());
+      }
+    });
+
+    it("keeps an action's first outcome: a second conclusion and a repeated intent write nothing", async () => {
+      const table = newTable();
+      const a = action("gc", table);
+      await opened.trail.begin(a);
+      await opened.trail.begin(a);
+      expect(await opened.trail.conclude(a, { outcome: "refused", reason: "busy" })).toBe(true);
+      expect(await opened.trail.conclude(a, { outcome: "done" })).toBe(false);
+      expect(await recordsOf(table)).toEqual([
+        expect.objectContaining({ id: a.id, outcome: "refused", reason: "busy" }),
+      ]);
+    });
+
+    it("commits a one-transaction change with its outcome, as one record with no intent", async () => {
+      const table = newTable();
+      const tableId = parseTableId(table);
+      const a = action("tables create", table);
+      const result = await opened.trail.commitWith(
+        a,
+        (store) =>
+          store.registerTable(
+            { tableId, strategy: "CalendarMonthUtc", format: "json", writableBuckets: null },
+            new Date(),
+          ),
+        (registration) => ({ outcome: "done", result: { registration } }),
+      );
+      expect(result).toBe("created");
+      expect(await opened.hotStore.getTable(tableId)).not.toBeNull();
+      expect(await recordsOf(table)).toEqual([
+        expect.objectContaining({
+          id: a.id,
+          outcome: "done",
+          startedAt: null,
+          finishedAt: expect.any(Date),
+          result: { registration: "created" },
+        }),
+      ]);
+    });
+
+    it("writes nothing for a change that throws, and the error reaches the caller", async () => {
+      const table = newTable();
+      const a = action("tables pause", table);
+      await expect(
+        opened.trail.commitWith(
+          a,
+          (store) => store.setPaused(parseTableId(table), true, new Date()),
+          () => ({ outcome: "done" }),
+        ),
+      ).rejects.toBeInstanceOf(UnknownTableError);
+      expect(await recordsOf(table)).toEqual([]);
+    });
+
+    it("rolls the change back when its outcome cannot be written", async () => {
+      const table = newTable();
+      const tableId = parseTableId(table);
+      opened.failNextAuditWrite();
+      await expect(
+        opened.trail.commitWith(
+          action("tables create", table),
+          (store) =>
+            store.registerTable(
+              { tableId, strategy: "CalendarDayUtc", format: "json", writableBuckets: null },
+              new Date(),
+            ),
+          () => ({ outcome: "done" }),
+        ),
+      ).rejects.toThrow();
+      expect(await opened.hotStore.getTable(tableId)).toBeNull();
+      expect(await recordsOf(table)).toEqual([]);
+    });
+
+    it("fails an intent it cannot write, so the action is never taken", async () => {
+      const table = newTable();
+      opened.failNextAuditWrite();
+      await expect(opened.trail.begin(action("restore", table))).rejects.toThrow();
+      expect(await recordsOf(table)).toEqual([]);
+    });
+
+    it("lists newest first, by table, since a time and up to a limit; an action without an outcome shows as started", async () => {
+      const table = newTable();
+      const other = newTable();
+      const first = action("tables create", table);
+      await opened.trail.conclude(first, { outcome: "done" });
+      const second = action("restore", table);
+      await opened.trail.begin(second);
+      await opened.trail.conclude(action("tables create", other), { outcome: "done" });
+      const third = action("retry", table);
+      const midway = await opened.storeNow();
+      await opened.trail.begin(third);
+      await opened.trail.conclude(second, { outcome: "failed", reason: "lease lost" });
+
+      const all = await recordsOf(table);
+      expect(all.map((r) => [r.id, r.outcome])).toEqual([
+        [third.id, "started"],
+        [second.id, "failed"],
+        [first.id, "done"],
+      ]);
+      expect((await opened.trail.list({ tableId: table, limit: 2 })).map((r) => r.id)).toEqual([
+        third.id,
+        second.id,
+      ]);
+      expect(
+        (await opened.trail.list({ tableId: table, since: midway, limit: 100 })).map((r) => r.id),
+      ).toEqual([third.id]);
+      const everything = await opened.trail.list({ limit: 1000 });
+      expect(everything.map((r) => r.id)).toEqual(expect.arrayContaining([first.id, third.id]));
+      expect(everything.some((r) => r.tableId === other)).toBe(true);
+    });
+
+    it("keeps arguments, reasons and targets of any text, long ones cut to a bounded size", async () => {
+      const table = newTable();
+      const a: AuditAction = {
+        ...action("restore", table, CLI, {
+          quote: 'it\'s "quoted"; DROP TABLE x; --',
+          nul: "a\u0001b",
+        }),
+        target: `${table}/b64:AAH//month:2025-01`,
+      };
+      await opened.trail.begin(a);
+      await opened.trail.conclude(a, { outcome: "failed", reason: "x".repeat(10_000) });
+      const [r] = await recordsOf(table);
+      expect(r!.arguments).toEqual({ quote: 'it\'s "quoted"; DROP TABLE x; --', nul: "a\u0001b" });
+      expect(r!.target).toBe(`${table}/b64:AAH//month:2025-01`);
+      expect(r!.reason!.length).toBeLessThanOrEqual(AUDIT_TEXT_LIMIT);
+      expect(r!.reason!.startsWith("xxx")).toBe(true);
+    });
+  });
+}
