@@ -10,7 +10,8 @@ import type { Context } from "aws-lambda";
 import {
   parseReplayRequest,
   replayDeadLetters,
-  type ReplayReport,
+  replayReportJson,
+  type ReplayReportJson,
 } from "../src/usecases/replay-dlq.js";
 import type { DeadLetterQueue } from "../src/ports/dead-letters.js";
 import { logger } from "./observability.js";
@@ -20,7 +21,7 @@ import { openDeadLetters } from "./open-dead-letters.js";
 const REPLAY_DEADLINE_MARGIN_MS = 15_000;
 
 export function createReplayHandler(open: () => DeadLetterQueue) {
-  return middy(async (event: unknown, context: Context): Promise<ReplayReport> => {
+  return middy(async (event: unknown, context: Context): Promise<ReplayReportJson> => {
     const request = parseReplayRequest(event);
     const deadLetters = open();
     const report = await replayDeadLetters({
@@ -30,9 +31,9 @@ export function createReplayHandler(open: () => DeadLetterQueue) {
         Date.now() + context.getRemainingTimeInMillis() - REPLAY_DEADLINE_MARGIN_MS,
       ),
     });
-    const { messageIds: _ids, messages: _messages, ...summary } = report;
+    const { message_ids: _ids, messages: _messages, ...summary } = replayReportJson(report);
     logger.info("DLQ replay finished", summary);
-    return report;
+    return replayReportJson(report);
   }).use(injectLambdaContext(logger, { resetKeys: true }));
 }
 

@@ -11,6 +11,7 @@ import {
 import {
   parseReplayRequest,
   replayDeadLetters,
+  replayReportJson,
   type ReplayedMessage,
 } from "../../usecases/replay-dlq.js";
 import type { PulpitumConfig } from "../../config.js";
@@ -20,17 +21,30 @@ import { count, printJson, renderTable } from "../format.js";
 import { integerOption } from "../options.js";
 import { cliLog, loadCliConfig, withRuntime } from "../session.js";
 
+/**
+ * `migrate` touches only the database, so it runs with DATABASE_URL alone (the
+ * migrator's, from a deploy pipeline that has no archive settings): the
+ * archive URL is then a placeholder no migration opens.
+ */
+export function migrateEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  if (!env.DATABASE_URL?.trim() || env.PULPITUM_ARCHIVE_URL?.trim()) return env;
+  return { ...env, PULPITUM_ARCHIVE_URL: "s3://migrate-opens-no-archive/unused" };
+}
+
 export async function migrateCommand(opts: { json?: boolean }): Promise<void> {
-  await withRuntime(async (rt) => {
-    const applied = await rt.hotStore.migrate();
-    if (opts.json) printJson({ applied });
-    else
-      console.log(
-        applied.length === 0
-          ? "schema is up to date; nothing applied"
-          : `applied migrations ${applied.join(", ")}`,
-      );
-  });
+  await withRuntime(
+    async (rt) => {
+      const applied = await rt.hotStore.migrate();
+      if (opts.json) printJson({ applied });
+      else
+        console.log(
+          applied.length === 0
+            ? "schema is up to date; nothing applied"
+            : `applied migrations ${applied.join(", ")}`,
+        );
+    },
+    { env: migrateEnvironment(process.env) },
+  );
 }
 
 export async function gcCommand(opts: {
@@ -246,7 +260,7 @@ export async function dlqReplayCommand(opts: {
       maxMessages: request.maxMessages,
       dryRun: request.dryRun,
     });
-    if (opts.json) printJson(report);
+    if (opts.json) printJson(replayReportJson(report));
     else {
       if (report.dryRun && report.messages.length > 0) console.log(renderLetters(report.messages));
       console.log(
