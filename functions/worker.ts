@@ -44,6 +44,7 @@ import {
   logger,
   recordPhaseFailure,
   recordPhaseOutcome,
+  tracedBucket,
   workflowLog,
 } from "./observability.js";
 import { observedHandler } from "./observed-handler.js";
@@ -142,11 +143,15 @@ async function processRecord(
   }
   const log = bucketLogger(item, record.messageId);
   try {
-    const result = await processWorkMessage(
-      { ...deps.adapters.context(workflowLog(log)), queue: deps.queue },
-      item,
-      { deadline, receiveCount: Number(record.attributes?.ApproximateReceiveCount ?? 1) },
-    );
+    const result = await tracedBucket("### phase", item, async (annotate) => {
+      const processed = await processWorkMessage(
+        { ...deps.adapters.context(workflowLog(log)), queue: deps.queue },
+        item,
+        { deadline, receiveCount: Number(record.attributes?.ApproximateReceiveCount ?? 1) },
+      );
+      annotate(processed.outcome);
+      return processed;
+    });
     recordPhaseOutcome(result.outcome);
     log.info("work message processed", {
       phase: result.outcome.phase,
@@ -202,11 +207,15 @@ async function runManually(
     max_phases: request.maxPhases,
     run_quarantined: request.runQuarantined,
   });
-  const report = await runBucketPhases(deps.adapters.context(workflowLog(log)), request.item, {
-    maxPhases: request.maxPhases,
-    manual: request.runQuarantined,
-    remainingMs: () => context.getRemainingTimeInMillis(),
-    onPhase: recordPhaseOutcome,
+  const report = await tracedBucket("### manual run", request.item, async (annotate) => {
+    const run = await runBucketPhases(deps.adapters.context(workflowLog(log)), request.item, {
+      maxPhases: request.maxPhases,
+      manual: request.runQuarantined,
+      remainingMs: () => context.getRemainingTimeInMillis(),
+      onPhase: recordPhaseOutcome,
+    });
+    annotate({ phase: run.phases.at(-1)?.phase ?? null, result: run.final.stopped_because });
+    return run;
   });
   log.info("manual run finished", { phases: report.phases.length, final: report.final });
   return report;

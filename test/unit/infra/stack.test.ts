@@ -1,5 +1,6 @@
 import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
 import { execFile } from "node:child_process";
+import { createSocket } from "node:dgram";
 import os from "node:os";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
@@ -559,6 +560,59 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
     },
     30_000,
   );
+
+  it("bundles a tracer that, under Lambda's active tracing, sends each invocation's subsegment with its error to the X-Ray daemon", async () => {
+    const fn = synth.template.findResources("AWS::Lambda::Function", {
+      Properties: { Description: Match.stringLikeRegexp("worker") },
+    });
+    const key = Object.values(fn)[0]!.Properties.Code.S3Key as string;
+    const assetDir = path.join(synth.app.outdir, `asset.${key.replace(/\.zip$/, "")}`);
+    const daemon = createSocket("udp4");
+    const datagrams: string[] = [];
+    daemon.on("message", (m) => datagrams.push(m.toString("utf8")));
+    await new Promise<void>((resolve) => daemon.bind(0, "127.0.0.1", resolve));
+    try {
+      const script = `
+        const { handler } = await import(${JSON.stringify(pathToFileURL(path.join(assetDir, "index.mjs")).href)});
+        const context = { getRemainingTimeInMillis: () => 60000, functionName: "f", awsRequestId: "r-1", invokedFunctionArn: "arn", memoryLimitInMB: "1024", functionVersion: "1" };
+        try { await handler({ hello: "world" }, context); } catch (error) { console.log("RESULT " + error.name); }`;
+      const { stdout } = await execFileAsync(
+        process.execPath,
+        ["--input-type=module", "-e", script],
+        {
+          env: {
+            PATH: process.env.PATH,
+            POWERTOOLS_METRICS_DISABLED: "true",
+            // What Lambda sets for a function with active tracing.
+            LAMBDA_TASK_ROOT: assetDir,
+            AWS_EXECUTION_ENV: "AWS_Lambda_nodejs22.x",
+            AWS_LAMBDA_FUNCTION_NAME: "Pulpitum-WorkerFunction",
+            _HANDLER: "index.handler",
+            _X_AMZN_TRACE_ID:
+              "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1",
+            AWS_XRAY_DAEMON_ADDRESS: `127.0.0.1:${daemon.address().port}`,
+            AWS_XRAY_CONTEXT_MISSING: "LOG_ERROR",
+          },
+        },
+      );
+      expect(stdout).toMatch(/RESULT InvalidInputError/);
+      await vi.waitFor(() => expect(datagrams.join("\n")).toContain("## index.handler"), {
+        timeout: 10_000,
+      });
+      const segments = datagrams.map(
+        (d) => JSON.parse(d.split("\n")[1]!) as Record<string, unknown>,
+      );
+      const invocation = segments.find((s) => s.name === "## index.handler")!;
+      expect(invocation).toMatchObject({
+        trace_id: "1-5759e988-bd862e3fe1be46a994272793",
+        parent_id: "53995c3f42cd8ad8",
+        fault: true,
+        annotations: expect.objectContaining({ Service: "pulpitum" }),
+      });
+    } finally {
+      daemon.close();
+    }
+  }, 30_000);
 
   it("ships the payload-check worker beside every function's index.mjs, as a self-contained bundle that loads in a worker thread", async () => {
     const assetDirs = Object.values(synth.template.findResources("AWS::Lambda::Function")).map(
