@@ -54,10 +54,16 @@ export async function roleFacts(db: SqlExecutor): Promise<RoleFacts> {
   };
 }
 
-/** The fix of a schema check that says to migrate, naming the migrator when this role cannot. */
-export function migrateFix(facts: RoleFacts | null): string {
+/**
+ * The fix of a schema check that says to migrate (`upgrade`: a schema behind
+ * this version's, else a database without one), naming the migrator when
+ * this role cannot.
+ */
+export function migrateFix(facts: RoleFacts | null, upgrade: boolean): string {
   if (facts === null || facts.superuser || facts.canCreate)
-    return "pulpitum migrate (upgrade the database before deploying functions of this version)";
+    return upgrade
+      ? "pulpitum migrate (upgrade the database before deploying functions of this version)"
+      : "pulpitum migrate";
   return (
     `pulpitum migrate as the migrator role: role ${facts.role} may not create tables in schema public, ` +
     `so run it with DATABASE_URL naming ${DEFAULT_ROLE_NAMES.migrator} (\`pulpitum roles print\` creates the roles; run its SQL once as a superuser)`

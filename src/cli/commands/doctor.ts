@@ -290,14 +290,14 @@ async function schemaCheck(db: SqlExecutor, facts: RoleFacts | null): Promise<Ch
       check: "schema",
       status: "fail",
       detail: `version 0 of ${LATEST_MIGRATION}: the pulpitum_v4 tables do not exist in this database`,
-      fix: migrateFix(facts),
+      fix: migrateFix(facts, false),
     };
   if (missing.length > 0)
     return {
       check: "schema",
       status: "fail",
       detail: `version ${current} of ${LATEST_MIGRATION}: migrations ${missing.join(", ")} not applied`,
-      fix: migrateFix(facts),
+      fix: migrateFix(facts, true),
     };
   return {
     check: "schema",
