@@ -18,6 +18,7 @@ import { ConfigError, errorMessage } from "../src/errors.js";
 import { parseFunctionSettings } from "../src/function-settings.js";
 import { fields, readOrProblem, type JsonObject } from "../src/input.js";
 import type { Env } from "../src/variables.js";
+import { traceClient } from "./observability.js";
 
 export const SECRET_FORM =
   'a JSON secret {"url":"postgresql://…"} or {"username","password","host","port","dbname"[,"sslmode"]} (the RDS form), or a bare postgresql:// URL';
@@ -183,7 +184,7 @@ export function containerSecretsClient(region: string | undefined): SecretsManag
   const key = region ?? "";
   let client = containerClients.get(key);
   if (client === undefined) {
-    client = new SecretsManagerClient({ region });
+    client = traceClient(new SecretsManagerClient({ region }));
     containerClients.set(key, client);
   }
   return client;

@@ -12,10 +12,20 @@
  * dimension `service`. The CDK stack (infra/archiver-stack.ts) builds its
  * alarms and dashboard from {@link METRIC}, so a renamed metric cannot leave
  * an alarm watching nothing.
+ *
+ * Traces: Powertools Tracer on X-Ray (the stack turns on active tracing).
+ * Every invocation is a subsegment (./observed-handler.ts), every S3, SQS and
+ * Secrets Manager call one under it (the clients are captured where they are
+ * made: ./open-adapters.ts, ./database-secret.ts, ./open-dead-letters.ts),
+ * and each work message's phase, or a manual run, one of its own with the
+ * bucket as annotations ({@link tracedBucket}): `annotation.bucket_key =
+ * "month:2024-02"` in the X-Ray console finds a bucket's phases. Outside
+ * Lambda (tests, `pulpitum invoke`) the tracer is off and costs nothing.
  */
 import { Logger } from "@aws-lambda-powertools/logger";
 import { Metrics, MetricUnit } from "@aws-lambda-powertools/metrics";
-import type { BucketId } from "../src/domain/bucket.js";
+import { Tracer } from "@aws-lambda-powertools/tracer";
+import { describeBucket, type BucketId } from "../src/domain/bucket.js";
 import type { PhaseOutcome, WorkflowLog } from "../src/usecases/context.js";
 import type { BacklogRun } from "../src/usecases/discover-backlog.js";
 import type { GcReport } from "../src/usecases/gc.js";
@@ -87,6 +97,53 @@ export const metrics = new Metrics({
   namespace: METRICS_NAMESPACE,
   serviceName: process.env.POWERTOOLS_SERVICE_NAME ?? DEFAULT_SERVICE_NAME,
 });
+
+export const tracer = new Tracer({
+  serviceName: process.env.POWERTOOLS_SERVICE_NAME ?? DEFAULT_SERVICE_NAME,
+});
+
+/** An AWS SDK v3 client whose calls are traced (unchanged when tracing is off). */
+export function traceClient<T>(client: T): T {
+  return tracer.captureAWSv3Client(client);
+}
+
+/** A phase's outcome as annotations of its subsegment. */
+export interface PhaseAnnotations {
+  readonly phase?: string | null;
+  readonly result?: string;
+}
+
+/**
+ * Run `work` in an X-Ray subsegment `name`, annotated with the bucket
+ * (`bucket`, `table_id`, `bucket_key`) and, through `annotate`, the phase and
+ * its result; an error is recorded on the subsegment and rethrown.
+ */
+export async function tracedBucket<T>(
+  name: string,
+  bucket: BucketId,
+  work: (annotate: (a: PhaseAnnotations) => void) => Promise<T>,
+): Promise<T> {
+  const parent = tracer.isTracingEnabled() ? tracer.getSegment() : undefined;
+  if (parent === undefined) return await work(() => {});
+  const sub = parent.addNewSubsegment(name);
+  tracer.setSegment(sub);
+  const annotate = (a: PhaseAnnotations) => {
+    if (a.phase) sub.addAnnotation("phase", a.phase);
+    if (a.result) sub.addAnnotation("result", a.result);
+  };
+  sub.addAnnotation("bucket", describeBucket(bucket));
+  sub.addAnnotation("table_id", bucket.tableId);
+  sub.addAnnotation("bucket_key", bucket.bucketKey);
+  try {
+    return await work(annotate);
+  } catch (error) {
+    sub.addError(error as Error);
+    throw error;
+  } finally {
+    sub.close();
+    tracer.setSegment(parent);
+  }
+}
 
 /** The log fields that identify a bucket, as in the work message. */
 export function bucketFields(bucket: BucketId): Record<string, string> {

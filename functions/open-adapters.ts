@@ -41,6 +41,7 @@ import {
   sqsTimeouts,
   type Adapters,
 } from "../src/open-adapters.js";
+import { traceClient } from "./observability.js";
 import {
   containerSecretsClient,
   databaseSecretVersion,
@@ -124,20 +125,22 @@ export async function openLambdaAdapters(
   }
   const sqs =
     options.clients?.sqs ??
-    remember(owned, createSqsClient({ region, timeouts: sqsTimeouts(config) }));
+    remember(owned, traceClient(createSqsClient({ region, timeouts: sqsTimeouts(config) })));
   const archive = config.archive;
   // The archive's S3 client gets the function's region and, in tests, request counters.
   const s3 =
     options.clients?.s3 ??
     remember(
       owned,
-      new S3Client({
-        region: region ?? "us-east-1",
-        ...(archive.endpoint !== undefined && { endpoint: archive.endpoint }),
-        forcePathStyle: archive.forcePathStyle,
-        requestHandler: httpHandlerSettings(s3Timeouts(config)),
-        ...S3_CHECKSUM_SETTINGS,
-      }),
+      traceClient(
+        new S3Client({
+          region: region ?? "us-east-1",
+          ...(archive.endpoint !== undefined && { endpoint: archive.endpoint }),
+          forcePathStyle: archive.forcePathStyle,
+          requestHandler: httpHandlerSettings(s3Timeouts(config)),
+          ...S3_CHECKSUM_SETTINGS,
+        }),
+      ),
     );
   const adapters: Adapters = await openAdapters(config, {
     // Tests and benches migrate their throwaway databases; a deployed function never does.

@@ -10,6 +10,7 @@ import { parseConfig } from "../src/config.js";
 import { ConfigError } from "../src/errors.js";
 import type { Env } from "../src/variables.js";
 import { httpTimeoutsFromSeconds } from "../src/adapters/http-timeouts.js";
+import { traceClient } from "./observability.js";
 
 export function openDeadLetters(
   env: Env = process.env,
@@ -34,13 +35,15 @@ export function openDeadLetters(
   }
   const sqs =
     clients.sqs ??
-    createSqsClient({
-      region: env.AWS_REGION ?? env.AWS_DEFAULT_REGION,
-      timeouts: httpTimeoutsFromSeconds(
-        config.timeouts.sqsConnectSeconds,
-        config.timeouts.sqsRequestSeconds,
-      ),
-    });
+    traceClient(
+      createSqsClient({
+        region: env.AWS_REGION ?? env.AWS_DEFAULT_REGION,
+        timeouts: httpTimeoutsFromSeconds(
+          config.timeouts.sqsConnectSeconds,
+          config.timeouts.sqsRequestSeconds,
+        ),
+      }),
+    );
   return new SqsDeadLetterQueue(sqs, {
     deadLetterQueueUrl: config.deadLetterQueueUrl!,
     workQueueUrl: config.workQueueUrl!,

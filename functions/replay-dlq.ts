@@ -10,7 +10,8 @@ import type { Context } from "aws-lambda";
 import {
   parseReplayRequest,
   replayDeadLetters,
-  type ReplayReport,
+  replayReportJson,
+  type ReplayReportJson,
 } from "../src/usecases/replay-dlq.js";
 import type { DeadLetterQueue } from "../src/ports/dead-letters.js";
 import type { AuditTrail } from "../src/ports/audit-trail.js";
@@ -33,7 +34,7 @@ export function createReplayHandler(
   open: () => DeadLetterQueue,
   openAudit: () => Promise<AuditTrail>,
 ) {
-  return middy(async (event: unknown, context: Context): Promise<ReplayReport> => {
+  return middy(async (event: unknown, context: Context): Promise<ReplayReportJson> => {
     const { event: fields, requestedBy } = takeRequestedBy(event);
     const request = parseReplayRequest(fields);
     const deadLetters = open();
@@ -55,9 +56,9 @@ export function createReplayHandler(
           replay,
           replayConclusion,
         );
-    const { messageIds: _ids, messages: _messages, ...summary } = report;
+    const { message_ids: _ids, messages: _messages, ...summary } = replayReportJson(report);
     logger.info("DLQ replay finished", summary);
-    return report;
+    return replayReportJson(report);
   }).use(injectLambdaContext(logger, { resetKeys: true }));
 }
 

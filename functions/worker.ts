@@ -48,6 +48,7 @@ import {
   logger,
   recordPhaseFailure,
   recordPhaseOutcome,
+  tracedBucket,
   workflowLog,
 } from "./observability.js";
 import { observedHandler } from "./observed-handler.js";
@@ -146,11 +147,15 @@ async function processRecord(
   }
   const log = bucketLogger(item, record.messageId);
   try {
-    const result = await processWorkMessage(
-      { ...deps.adapters.context(workflowLog(log)), queue: deps.queue },
-      item,
-      { deadline, receiveCount: Number(record.attributes?.ApproximateReceiveCount ?? 1) },
-    );
+    const result = await tracedBucket("### phase", item, async (annotate) => {
+      const processed = await processWorkMessage(
+        { ...deps.adapters.context(workflowLog(log)), queue: deps.queue },
+        item,
+        { deadline, receiveCount: Number(record.attributes?.ApproximateReceiveCount ?? 1) },
+      );
+      annotate(processed.outcome);
+      return processed;
+    });
     recordPhaseOutcome(result.outcome);
     log.info("work message processed", {
       phase: result.outcome.phase,
@@ -219,11 +224,15 @@ async function runManually(
       },
     }),
     () =>
-      runBucketPhases(deps.adapters.context(workflowLog(log)), id, {
-        maxPhases: request.maxPhases,
-        manual: request.runQuarantined,
-        remainingMs: () => context.getRemainingTimeInMillis(),
-        onPhase: recordPhaseOutcome,
+      tracedBucket("### manual run", id, async (annotate) => {
+        const run = await runBucketPhases(deps.adapters.context(workflowLog(log)), id, {
+          maxPhases: request.maxPhases,
+          manual: request.runQuarantined,
+          remainingMs: () => context.getRemainingTimeInMillis(),
+          onPhase: recordPhaseOutcome,
+        });
+        annotate({ phase: run.phases.at(-1)?.phase ?? null, result: run.final.stopped_because });
+        return run;
       }),
     manualRunConclusion,
   );

@@ -7,7 +7,12 @@
  * deployable stack: a new database secret to fill in, a 5-minute schedule.
  */
 import type { ArchiverStackProps } from "./archiver-stack.js";
-import type { AwsServiceRoute, ObjectLockMode, PayloadStorageClass } from "./settings.js";
+import {
+  StackSettingsError,
+  type AwsServiceRoute,
+  type ObjectLockMode,
+  type PayloadStorageClass,
+} from "./settings.js";
 import type { Env } from "../src/variables.js";
 
 /** Each setting: its context key, its environment variable, and how to read it. */
@@ -21,6 +26,11 @@ export const APP_SETTINGS = {
     context: "pulpitum:archivePrefix",
     env: "PULPITUM_ARCHIVE_PREFIX",
     form: "an S3 key prefix",
+  },
+  archiveBucketName: {
+    context: "pulpitum:archiveBucketName",
+    env: "PULPITUM_ARCHIVE_BUCKET_NAME",
+    form: "the name of an existing S3 bucket to adopt",
   },
   databaseSecretArn: {
     context: "pulpitum:databaseSecretArn",
@@ -87,6 +97,11 @@ export const APP_SETTINGS = {
     context: "pulpitum:workerBatchSize",
     env: "PULPITUM_WORKER_BATCH_SIZE",
     form: "an integer 1..10",
+  },
+  workerBatchingWindowSeconds: {
+    context: "pulpitum:workerBatchingWindowSeconds",
+    env: "PULPITUM_WORKER_BATCHING_WINDOW_SECONDS",
+    form: "an integer 0..300",
   },
   workerMaxConcurrency: {
     context: "pulpitum:workerMaxConcurrency",
@@ -230,6 +245,7 @@ export function stackPropsFrom(
 
   const props: ArchiverStackProps = {
     archivePrefix: text("archivePrefix"),
+    archiveBucketName: text("archiveBucketName"),
     databaseSecret: text("databaseSecretArn"),
     network:
       networkParts === 3
@@ -248,6 +264,7 @@ export function stackPropsFrom(
     workerTimeoutSeconds: int("workerTimeoutSeconds"),
     workerMemoryMb: int("workerMemoryMb"),
     workerBatchSize: int("workerBatchSize"),
+    workerBatchingWindowSeconds: int("workerBatchingWindowSeconds"),
     workerMaxConcurrency: int("workerMaxConcurrency"),
     databasePoolMax: int("databasePoolMax"),
     databaseConnectionBudget: int("databaseConnectionBudget"),
@@ -271,6 +288,8 @@ export function stackPropsFrom(
         : undefined,
   };
   if (problems.length > 0)
-    throw new Error(`invalid Pulpitum deployment settings:\n- ${problems.join("\n- ")}`);
+    throw new StackSettingsError(
+      `invalid Pulpitum deployment settings:\n- ${problems.join("\n- ")}`,
+    );
   return { stackName: text("stackName") ?? "Pulpitum", props };
 }

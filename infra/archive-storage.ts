@@ -14,10 +14,12 @@
  * is a choice the operator makes explicitly.
  */
 import {
+  Annotations,
   Duration,
   RemovalPolicy,
   type Stack,
   Validations,
+  aws_iam as iam,
   aws_kms as kms,
   aws_s3 as s3,
 } from "aws-cdk-lib";
@@ -67,7 +69,8 @@ function payloadTransitionRule(settings: StackSettings): s3.LifecycleRule[] {
 }
 
 export interface ArchiveStorage {
-  readonly archiveBucket: s3.Bucket;
+  /** The stack's own bucket, or the adopted one (settings.archiveBucketName). */
+  readonly archiveBucket: s3.IBucket;
   readonly accessLogsBucket: s3.Bucket;
   /** The customer managed key of the archive bucket; undefined under SSE-S3. */
   readonly archiveKey: kms.IKey | undefined;
@@ -91,6 +94,39 @@ function objectLockRetention(settings: StackSettings): s3.ObjectLockRetention | 
   return settings.objectLock.mode === "COMPLIANCE"
     ? s3.ObjectLockRetention.compliance(days)
     : s3.ObjectLockRetention.governance(days);
+}
+
+/**
+ * The adopted bucket, with the policy CDK's `enforceSSL` gives a bucket of
+ * its own: every request without TLS is denied.
+ */
+function adoptedArchiveBucket(stack: Stack, name: string, key: kms.IKey | undefined): s3.IBucket {
+  const bucket = s3.Bucket.fromBucketAttributes(stack, "ArchiveBucket", {
+    bucketName: name,
+    encryptionKey: key,
+  });
+  const policy = new s3.BucketPolicy(stack, "AdoptedArchiveBucketPolicy", {
+    bucket,
+    removalPolicy: RemovalPolicy.RETAIN,
+  });
+  policy.document.addStatements(
+    new iam.PolicyStatement({
+      effect: iam.Effect.DENY,
+      principals: [new iam.AnyPrincipal()],
+      actions: ["s3:*"],
+      resources: [bucket.bucketArn, bucket.arnForObjects("*")],
+      conditions: { Bool: { "aws:SecureTransport": "false" } },
+    }),
+  );
+  Annotations.of(stack).addInfo(
+    `Adopting the archive bucket ${name}: the stack grants the functions access to it and replaces its bucket policy with a TLS-only one; its versioning, encryption, lifecycle rules and Object Lock stay as they are.`,
+  );
+  return bucket;
+}
+
+/** Retain a bucket's policy with the bucket. */
+function retainPolicy(bucket: s3.Bucket): void {
+  bucket.policy?.applyRemovalPolicy(RemovalPolicy.RETAIN);
 }
 
 export function addArchiveStorage(stack: Stack, settings: StackSettings): ArchiveStorage {
@@ -128,6 +164,14 @@ export function addArchiveStorage(stack: Stack, settings: StackSettings): Archiv
     ...payloadTransitionRule(settings),
   ];
   const key = archiveKey(stack, settings);
+  if (settings.archiveBucketName !== null) {
+    retainPolicy(accessLogsBucket);
+    return {
+      archiveBucket: adoptedArchiveBucket(stack, settings.archiveBucketName, key),
+      accessLogsBucket,
+      archiveKey: key,
+    };
+  }
   const retention = objectLockRetention(settings);
   const archiveBucket = new s3.Bucket(stack, "ArchiveBucket", {
     blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
@@ -153,5 +197,7 @@ export function addArchiveStorage(stack: Stack, settings: StackSettings): Archiv
       String(MIN_TRANSITION_BYTES),
     );
   }
+  retainPolicy(accessLogsBucket);
+  retainPolicy(archiveBucket);
   return { archiveBucket, accessLogsBucket, archiveKey: key };
 }

@@ -55,7 +55,8 @@ export {
 
 export class ArchiverStack extends Stack {
   readonly settings: StackSettings;
-  readonly archiveBucket: s3.Bucket;
+  /** The stack's own bucket, or the adopted one (`archiveBucketName`). */
+  readonly archiveBucket: s3.IBucket;
   readonly accessLogsBucket: s3.Bucket;
   readonly workQueue: sqs.Queue;
   readonly deadLetterQueue: sqs.Queue;
@@ -81,7 +82,7 @@ export class ArchiverStack extends Stack {
     super(scope, id, props);
     // Access logs are delivered under a bucket policy, not the legacy log-delivery ACL.
     this.node.setContext("@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy", true);
-    const settings = stackSettings(props);
+    const settings = stackSettings(props, this.stackName);
     this.settings = settings;
     requireNetworkOrPublicDatabase(this, props);
 
@@ -126,7 +127,7 @@ export class ArchiverStack extends Stack {
     this.alarms = { ...addAlarms(this, parts), ...addScaleAlarms(this, parts) };
     notifyAlarms(this, this.alarms, props.alarmTopicArn);
     this.dashboard = addDashboard(this, parts, this.alarms);
-    addOutputs(this, { ...parts, dashboard: this.dashboard });
+    addOutputs(this, { ...parts, dashboard: this.dashboard, schedule: this.schedule });
   }
 
   /** The `service`-dimensioned metric the functions emit (functions/observability.ts). */

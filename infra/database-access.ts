@@ -22,6 +22,7 @@ import {
   aws_secretsmanager as secretsmanager,
 } from "aws-cdk-lib";
 import {
+  StackSettingsError,
   DATABASE_PUBLIC_ACKNOWLEDGED,
   DATABASE_PUBLIC_CONTEXT,
   type ArchiverNetwork,
@@ -42,7 +43,7 @@ export function requireNetworkOrPublicDatabase(stack: Stack, props: ArchiverStac
     );
     return;
   }
-  throw new Error(
+  throw new StackSettingsError(
     "invalid ArchiverStack props:\n- the functions reach the database through no VPC: " +
       "either give the database's network (props.network; -c pulpitum:vpcId=… -c pulpitum:subnetIds=… -c pulpitum:securityGroupId=…), " +
       `or acknowledge that the database is reachable publicly with -c ${DATABASE_PUBLIC_CONTEXT}=${DATABASE_PUBLIC_ACKNOWLEDGED}` +
@@ -83,8 +84,10 @@ export function databaseSecret(
     reason:
       "The secret holds the credentials of a database this stack does not own; they are rotated with the database (RDS-managed rotation or the owner's process), not by a rotation function here.",
   });
-  Annotations.of(stack).addInfo(
-    "No databaseSecret given: a new secret was created with an empty host; fill it in before the functions can connect.",
+  Annotations.of(stack).addWarning(
+    "No databaseSecret given (-c pulpitum:databaseSecretArn=…): the stack creates a secret with an empty host, and every function fails to connect until it is filled. " +
+      'After `cdk deploy`, put the app role\'s connection in it: aws secretsmanager put-secret-value --secret-id <the DatabaseSecretArn output> --secret-string \'{"url":"postgresql://pulpitum_app:…@HOST:5432/DB"}\', ' +
+      "then `pulpitum doctor --stack-outputs FILE` checks it (see Deploy in docs/serverless.md).",
   );
   return secret;
 }
@@ -101,7 +104,7 @@ export function functionNetwork(
   settings: Pick<StackSettings, "awsServices">,
 ): FunctionNetwork {
   if (network.subnetIds.length === 0)
-    throw new Error(
+    throw new StackSettingsError(
       "invalid ArchiverStack props:\n- network.subnetIds is empty: list at least one subnet id",
     );
   const vpc = ec2.Vpc.fromVpcAttributes(stack, "Vpc", {
@@ -133,12 +136,39 @@ export function functionNetwork(
     { mutable: false },
   );
   if (settings.awsServices === "endpoints")
-    addInterfaceEndpoints(stack, vpc, subnets, functionsGroup);
+    addInterfaceEndpoints(stack, vpc, endpointSubnets(stack, network, subnets), functionsGroup);
   return { vpc, vpcSubnets: { subnets }, securityGroups: [functionsGroup] };
 }
 
 /**
- * SQS and Secrets Manager endpoints in the functions' subnets, with private
+ * The first of the functions' subnets in each zone: an interface endpoint
+ * takes at most one subnet per zone, and fails to create when given two of
+ * one zone. Settings validation requires the zones when there is more than
+ * one subnet.
+ */
+function endpointSubnets(
+  stack: Stack,
+  network: ArchiverNetwork,
+  subnets: ec2.ISubnet[],
+): ec2.ISubnet[] {
+  const zones = network.availabilityZones ?? [];
+  if (zones.length !== subnets.length) return subnets;
+  const firstInZone = new Map<string, number>();
+  zones.forEach((zone, i) => {
+    if (!firstInZone.has(zone)) firstInZone.set(zone, i);
+  });
+  const chosen = [...firstInZone.values()];
+  if (chosen.length < subnets.length) {
+    Annotations.of(stack).addInfo(
+      `The SQS and Secrets Manager endpoints use one subnet per zone: ${chosen.map((i) => `${network.subnetIds[i]} (${zones[i]})`).join(", ")}; ` +
+        `the functions use all ${subnets.length} subnets.`,
+    );
+  }
+  return chosen.map((i) => subnets[i]!);
+}
+
+/**
+ * SQS and Secrets Manager endpoints in the functions' subnets (one per zone), with private
  * DNS so the SDK's default hostnames resolve to them; their security group
  * admits HTTPS from the functions' group only.
  */

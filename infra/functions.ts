@@ -25,6 +25,9 @@ import type { StackSettings } from "./settings.js";
 
 export const PROJECT_ROOT = fileURLToPath(new URL("..", import.meta.url));
 
+/** Lambda's own retries of a failed asynchronous discovery invocation (its default is 2). */
+export const DISCOVERY_ASYNC_RETRIES = 0;
+
 export interface ArchiverFunctions {
   readonly discoverFunction: nodejs.NodejsFunction;
   readonly workerFunction: nodejs.NodejsFunction;
@@ -94,6 +97,7 @@ export function addFunctions(stack: Stack, inputs: FunctionInputs): ArchiverFunc
     },
     ...network,
   });
+  limitDiscoveryRetries(discoverFunction, settings);
   const workerFunction = fn("WorkerFunction", "functions/worker.ts", {
     description:
       "Pulpitum worker: one fenced archival phase per work message; manual single-bucket runs",
@@ -141,13 +145,7 @@ export function addFunctions(stack: Stack, inputs: FunctionInputs): ArchiverFunc
     ...network,
   });
 
-  workerFunction.addEventSource(
-    new eventSources.SqsEventSource(queues.workQueue, {
-      batchSize: settings.workerBatchSize,
-      reportBatchItemFailures: true,
-      maxConcurrency: settings.workerMaxConcurrency,
-    }),
-  );
+  addWorkerEventSource(workerFunction, queues, settings);
   return {
     discoverFunction,
     workerFunction,
@@ -156,6 +154,42 @@ export function addFunctions(stack: Stack, inputs: FunctionInputs): ArchiverFunc
     restoreFunction,
     scrubFunction,
   };
+}
+
+/**
+ * A failed or timed-out discovery run is not retried by Lambda: the next
+ * scheduled run is due within one interval and does the same work, and a
+ * retry would overlap it (a run lasts almost the interval), putting more
+ * discoveries' connections on the database than the connection budget
+ * counts (OTHER_CONTAINERS: two overlapping runs). An event older than one
+ * interval goes to the scheduled-failures queue for the same reason.
+ */
+function limitDiscoveryRetries(discoverFunction: nodejs.NodejsFunction, settings: StackSettings) {
+  discoverFunction.configureAsyncInvoke({
+    retryAttempts: DISCOVERY_ASYNC_RETRIES,
+    maxEventAge: Duration.seconds(Math.max(60, settings.scheduleMinutes * 60)),
+  });
+}
+
+/** The worker's SQS event source: batches with partial responses, a concurrency cap and the batching window. */
+function addWorkerEventSource(
+  workerFunction: nodejs.NodejsFunction,
+  queues: Queues,
+  settings: StackSettings,
+) {
+  workerFunction.addEventSource(
+    new eventSources.SqsEventSource(queues.workQueue, {
+      batchSize: settings.workerBatchSize,
+      // Gather up to workerBatchSize messages for this long before invoking
+      // (bench/README.md, "The worker's batching window").
+      maxBatchingWindow:
+        settings.workerBatchingWindowSeconds === 0
+          ? undefined
+          : Duration.seconds(settings.workerBatchingWindowSeconds),
+      reportBatchItemFailures: true,
+      maxConcurrency: settings.workerMaxConcurrency,
+    }),
+  );
 }
 
 /**

@@ -6,8 +6,19 @@
  * PULPITUM_ARCHIVE_URL), the dashboard's URL, and the exact commands of the
  * two hand operations: archive one bucket, replay the DLQ. The commands are
  * run from the repository's root, where events/ holds the payloads.
+ *
+ * `pulpitum doctor --stack-outputs FILE` reads these Outputs (as `aws
+ * cloudformation describe-stacks` or `cdk deploy --outputs-file` writes
+ * them) to check the deployed stack: {@link PREFLIGHT_OUTPUTS} are the ones
+ * it needs.
  */
-import { CfnOutput, type Stack, type aws_cloudwatch as cloudwatch } from "aws-cdk-lib";
+import {
+  CfnOutput,
+  type Stack,
+  type aws_cloudwatch as cloudwatch,
+  type aws_events as events,
+  type aws_secretsmanager as secretsmanager,
+} from "aws-cdk-lib";
 import type { ArchiveStorage } from "./archive-storage.js";
 import type { ArchiverFunctions } from "./functions.js";
 import type { Queues } from "./queues.js";
@@ -19,6 +30,8 @@ export interface OutputInputs {
   readonly queues: Queues;
   readonly functions: ArchiverFunctions;
   readonly dashboard: cloudwatch.Dashboard;
+  readonly databaseSecret: secretsmanager.ISecret;
+  readonly schedule: events.Rule;
 }
 
 /**
@@ -29,6 +42,15 @@ export interface OutputInputs {
 export function lambdaInvokeCommand(functionName: string, eventFile: string): string {
   return `aws lambda invoke --function-name ${functionName} --cli-binary-format raw-in-base64-out --payload file://events/${eventFile} /dev/stdout`;
 }
+
+/** The Outputs `pulpitum doctor --stack-outputs` reads (src/cli/commands/doctor-stack.ts). */
+export const PREFLIGHT_OUTPUTS = [
+  "DatabaseSecretArn",
+  "ArchiveUrl",
+  "WorkQueueUrl",
+  "DeadLetterQueueUrl",
+  "DiscoveryScheduleName",
+] as const;
 
 export function addOutputs(stack: Stack, inputs: OutputInputs): void {
   const { settings, storage, queues, functions, dashboard } = inputs;
@@ -78,12 +100,22 @@ export function addOutputs(stack: Stack, inputs: OutputInputs): void {
   output(
     "ArchiveBucketName",
     storage.archiveBucket.bucketName,
-    "Archive bucket (versioned, retained on stack deletion)",
+    "Archive bucket (retained on stack deletion: a new stack adopts it with -c pulpitum:archiveBucketName=…)",
   );
   output(
     "ArchiveUrl",
     `s3://${storage.archiveBucket.bucketName}/${settings.archivePrefix}`,
     "The archive as the functions see it (PULPITUM_ARCHIVE_URL for the pulpitum command)",
+  );
+  output(
+    "DatabaseSecretArn",
+    inputs.databaseSecret.secretArn,
+    'The functions\' database connection secret: the app role (pulpitum_app), as {"url":"postgresql://…"} or the RDS form',
+  );
+  output(
+    "DiscoveryScheduleName",
+    inputs.schedule.ruleName,
+    "The EventBridge rule that runs discovery (`aws events describe-rule --name …`: State ENABLED)",
   );
   output(
     "DashboardUrl",

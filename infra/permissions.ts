@@ -171,7 +171,10 @@ function grantArchiveKeyAndRetention(inputs: GrantInputs): void {
       sid: "ReadArchiveRetention",
       actions: [
         "s3:GetObject",
-        ...(settings.objectLock === null ? [] : ["s3:GetObjectRetention", "s3:GetObjectLegalHold"]),
+        // An adopted bucket may have Object Lock whatever the settings say.
+        ...(settings.objectLock === null && settings.archiveBucketName === null
+          ? []
+          : ["s3:GetObjectRetention", "s3:GetObjectLegalHold"]),
       ],
       resources: [prefixObjects],
     }),
@@ -209,9 +212,11 @@ export function acknowledgeFunctionFindings(
       });
     }
   }
-  const bucketLogicalId = stack.getLogicalId(
-    inputs.storage.archiveBucket.node.defaultChild as s3.CfnBucket,
-  );
+  // How cdk-nag names the bucket's ARN in a finding: the stack's bucket by its logical id, an adopted one by name.
+  const bucketArn =
+    settings.archiveBucketName === null
+      ? `<${stack.getLogicalId(inputs.storage.archiveBucket.node.defaultChild as s3.CfnBucket)}.Arn>`
+      : `arn:<AWS::Partition>:s3:::${settings.archiveBucketName}`;
   for (const fn of [
     functions.workerFunction,
     functions.gcFunction,
@@ -219,11 +224,11 @@ export function acknowledgeFunctionFindings(
     functions.scrubFunction,
   ]) {
     Validations.of(fn.role!).acknowledge({
-      id: `AwsSolutions-IAM5[Resource::<${bucketLogicalId}.Arn>/${settings.archivePrefix}/*]`,
+      id: `AwsSolutions-IAM5[Resource::${bucketArn}/${settings.archivePrefix}/*]`,
       reason: `Archive object keys are content-addressed and unknown in advance; the wildcard is confined to the archive prefix (${settings.archivePrefix}/*).`,
     });
     Validations.of(fn.role!).acknowledge({
-      id: `AwsSolutions-IAM5[Resource::<${bucketLogicalId}.Arn>/${settings.archivePrefix}/catalog/*]`,
+      id: `AwsSolutions-IAM5[Resource::${bucketArn}/${settings.archivePrefix}/catalog/*]`,
       reason: `Query catalog entries are named by bucket, unknown in advance; the wildcard is confined to the catalog (${settings.archivePrefix}/catalog/*).`,
     });
   }

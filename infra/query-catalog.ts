@@ -148,6 +148,8 @@ export function addQueryCatalog(
     // Query results are copies of archived records: deleting the stack keeps them until they expire.
     removalPolicy: RemovalPolicy.RETAIN,
   });
+  // The retained bucket keeps its TLS-only policy.
+  resultsBucket.policy?.applyRemovalPolicy(RemovalPolicy.RETAIN);
 
   const workGroup = new athena.CfnWorkGroup(stack, "QueryWorkGroup", {
     name: `${stack.stackName}-pulpitum`,

@@ -2,8 +2,14 @@
  * The work queue and its dead-letter queue. The visibility timeout is a
  * multiple of the worker's timeout (settings.ts), so a message is not
  * redelivered while a worker may still be running its phase.
+ *
+ * The dead-letter queue and the scheduled-failures queue are retained when
+ * the stack is deleted: their messages are the evidence of work that failed
+ * (which bucket, which scheduled run), and a destroy must not erase it. The
+ * work queue is not: its messages are wake-ups that discovery recreates from
+ * the database.
  */
-import { Duration, type Stack, aws_sqs as sqs } from "aws-cdk-lib";
+import { Duration, RemovalPolicy, type Stack, aws_sqs as sqs } from "aws-cdk-lib";
 import type { StackSettings } from "./settings.js";
 
 export interface Queues {
@@ -22,6 +28,7 @@ export function addQueues(stack: Stack, settings: StackSettings): Queues {
     encryption: sqs.QueueEncryption.SQS_MANAGED,
     enforceSSL: true,
     retentionPeriod: Duration.days(14),
+    removalPolicy: RemovalPolicy.RETAIN,
   });
   const workQueue = new sqs.Queue(stack, "WorkQueue", {
     encryption: sqs.QueueEncryption.SQS_MANAGED,
@@ -34,6 +41,12 @@ export function addQueues(stack: Stack, settings: StackSettings): Queues {
     encryption: sqs.QueueEncryption.SQS_MANAGED,
     enforceSSL: true,
     retentionPeriod: Duration.days(14),
+    removalPolicy: RemovalPolicy.RETAIN,
   });
+  // A retained queue keeps its TLS-only policy.
+  for (const queue of [deadLetterQueue, scheduledFailures])
+    (queue.node.tryFindChild("Policy") as sqs.QueuePolicy | undefined)?.applyRemovalPolicy(
+      RemovalPolicy.RETAIN,
+    );
   return { workQueue, deadLetterQueue, scheduledFailures };
 }

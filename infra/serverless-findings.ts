@@ -42,6 +42,11 @@ export function acknowledgeServerlessFindings(parts: {
     reason:
       "Lambda supports on-failure destinations for stream and Kafka sources only; for this SQS source the work queue's RedrivePolicy moves a failing message to the DLQ (alarm DeadLettersPresent).",
   });
+  Validations.of(functions.discoverFunction).acknowledge({
+    id: "Serverless-LambdaAsyncFailureDestination",
+    reason:
+      "A failed discovery event goes to the function's dead-letter queue (DeadLetterConfig: the scheduled-failures queue, alarm ScheduledInvocationsFailed); an on-failure destination to the same queue would deliver each failure twice. The invoke config exists to set retries and event age.",
+  });
   for (const queue of [queues.deadLetterQueue, queues.scheduledFailures]) {
     Validations.of(queue).acknowledge({
       id: "Serverless-SQSRedrivePolicy",

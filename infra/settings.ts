@@ -12,13 +12,39 @@ import { DEFAULT_SERVICE_NAME } from "../functions/observability.js";
 import { parseConfig } from "../src/config.js";
 import { parseDiscoverySettings } from "../src/discovery-settings.js";
 import { MAX_FUNCTION_POOL } from "../src/function-settings.js";
+import {
+  adoptedBucketOf,
+  storageSettings,
+  type ObjectLockMode,
+  type PayloadStorageClass,
+} from "./storage-settings.js";
+
+export {
+  OBJECT_LOCK_MODES,
+  PAYLOAD_STORAGE_CLASSES,
+  type ObjectLockMode,
+  type PayloadStorageClass,
+} from "./storage-settings.js";
+
+/**
+ * A deployment setting is invalid: the message names each problem, the
+ * setting and the accepted form. `cdk synth` prints it without a stack trace
+ * (infra/app.ts).
+ */
+export class StackSettingsError extends Error {
+  override readonly name = "StackSettingsError";
+}
 
 /** The network of an external database: the functions that reach it run in these subnets. */
 export interface ArchiverNetwork {
   readonly vpcId: string;
   readonly subnetIds: readonly string[];
   readonly securityGroupId: string;
-  /** The subnets' zones, in the same order (only informational for imported subnets). */
+  /**
+   * The subnets' zones, in the same order. Needed with more than one subnet
+   * when the stack adds interface endpoints: an endpoint takes at most one
+   * subnet per zone, so it is placed in the first subnet of each zone.
+   */
   readonly availabilityZones?: readonly string[];
   /**
    * The route tables of the subnets: the stack adds an S3 gateway endpoint to
@@ -44,12 +70,19 @@ export type AwsServiceRoute = (typeof AWS_SERVICE_ROUTES)[number];
 export const DATABASE_PUBLIC_CONTEXT = "pulpitum:databasePublic";
 export const DATABASE_PUBLIC_ACKNOWLEDGED = "acknowledged";
 
-export const OBJECT_LOCK_MODES = ["GOVERNANCE", "COMPLIANCE"] as const;
-export type ObjectLockMode = (typeof OBJECT_LOCK_MODES)[number];
-
 export interface ArchiverStackProps extends StackProps {
   /** Key prefix of every archive object. Default "pulpitum". */
   readonly archivePrefix?: string;
+  /**
+   * Adopt an existing archive bucket by name instead of creating one: the
+   * bucket a destroyed stack retained, whose manifests the database's routes
+   * name. The functions get the same grants, and the stack puts the same
+   * TLS-only bucket policy on it; the bucket's own configuration
+   * (versioning, encryption, lifecycle, Object Lock, access logging) stays
+   * as it is, so the settings that would change it are refused. Default: a
+   * new bucket, retained when the stack is deleted.
+   */
+  readonly archiveBucketName?: string;
   /**
    * The database connection secret: an ISecret or a secret ARN. Its value is
    * `{"url":"postgresql://…"}` or the RDS form (username, password, host,
@@ -74,6 +107,12 @@ export interface ArchiverStackProps extends StackProps {
   readonly workerMemoryMb?: number;
   /** Messages per worker invocation, 1..10; their phases run one after another (two database connections suffice). Default 5. */
   readonly workerBatchSize?: number;
+  /**
+   * Seconds the worker's event source gathers messages before it invokes
+   * with fewer than workerBatchSize, 0..300 (bench/README.md, "The worker's
+   * batching window"). Default 1.
+   */
+  readonly workerBatchingWindowSeconds?: number;
   /** Concurrent worker invocations the event source may start, 2..1000. Default 10. */
   readonly workerMaxConcurrency?: number;
   /** Database connections one function container may hold, 1..2 (PULPITUM_DB_POOL_MAX). Default 2. */
@@ -100,7 +139,12 @@ export interface ArchiverStackProps extends StackProps {
   readonly serviceName?: string;
   /** Add the Glue database and tables over the catalog and the Athena workgroup (infra/query-catalog.ts). Default true. */
   readonly queryCatalog?: boolean;
-  /** The Glue database's name: lower-case letters, digits and '_', unique in the account and region. Default "pulpitum_archive". */
+  /**
+   * The Glue database's name: lower-case letters, digits and '_', unique in
+   * the account and region. Default: the stack's name in lower case with
+   * every other character run as '_', then `_archive` (`pulpitum_archive`
+   * for the stack `Pulpitum`), so two stacks in one region do not collide.
+   */
   readonly glueDatabaseName?: string;
   /** The workgroup cancels a query that scans more than this many GiB, 1..10240. Default 100. */
   readonly queryBytesScannedCutoffGb?: number;
@@ -127,23 +171,18 @@ export interface ArchiverStackProps extends StackProps {
   readonly objectLockMode?: ObjectLockMode;
 }
 
-/** Storage classes a payload may move to: instant reads, so archived buckets stay readable as they are. */
-export const PAYLOAD_STORAGE_CLASSES = [
-  "STANDARD_IA",
-  "GLACIER_IR",
-  "INTELLIGENT_TIERING",
-] as const;
-export type PayloadStorageClass = (typeof PAYLOAD_STORAGE_CLASSES)[number];
-
 /** The effective settings after defaults, validated. */
 export interface StackSettings {
   readonly archivePrefix: string;
+  /** The adopted archive bucket's name; null: the stack creates the bucket. */
+  readonly archiveBucketName: string | null;
   readonly scheduleMinutes: number;
   readonly maxReceiveCount: number;
   readonly workerTimeoutSeconds: number;
   readonly visibilityTimeoutSeconds: number;
   readonly workerMemoryMb: number;
   readonly workerBatchSize: number;
+  readonly workerBatchingWindowSeconds: number;
   readonly workerMaxConcurrency: number;
   readonly databasePoolMax: number;
   readonly databaseConnectionBudget: number;
@@ -186,6 +225,9 @@ export function connectionCeiling(workerMaxConcurrency: number, poolMax: number)
   return (workerMaxConcurrency + OTHER_CONTAINERS) * poolMax;
 }
 
+/** The worker event source's default batching window (bench/README.md, "The worker's batching window"). */
+export const DEFAULT_BATCHING_WINDOW_SECONDS = 1;
+
 /** The worker's visibility timeout is this many times its timeout (AWS guidance for SQS event sources). */
 export const VISIBILITY_TIMEOUT_FACTOR = 6;
 
@@ -195,7 +237,7 @@ type IntegerProp = {
 }[keyof ArchiverStackProps];
 
 /** The props being read and the problems found so far, each naming its prop and the accepted form. */
-interface PropReader {
+export interface PropReader {
   readonly props: ArchiverStackProps;
   readonly problems: string[];
   /** An integer prop within `[min, max]`; absent gives `fallback` (as does an invalid one, after its problem). */
@@ -218,27 +260,43 @@ function propReader(props: ArchiverStackProps): PropReader {
   };
 }
 
-/** Validate the props; every problem names the prop and the accepted form. */
-export function stackSettings(props: ArchiverStackProps): StackSettings {
+/**
+ * The Glue database name derived from the stack's: lower case, each run of
+ * other characters as '_', then `_archive` (`Pulpitum` gives
+ * `pulpitum_archive`, `Pulpitum-Staging` gives `pulpitum_staging_archive`).
+ */
+export function defaultGlueDatabaseName(stackName: string): string {
+  const base = stackName
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, "_")
+    .replace(/^_+|_+$/g, "");
+  return `${base === "" ? "pulpitum" : base}_archive`;
+}
+
+/**
+ * Validate the props of the stack named `stackName`; every problem names the
+ * prop and the accepted form.
+ */
+export function stackSettings(
+  props: ArchiverStackProps,
+  stackName: string = "Pulpitum",
+): StackSettings {
   const read = propReader(props);
   const archivePrefix = archivePrefixOf(read);
   const functions = functionSettings(read);
   const alarms = alarmSettings(read, functions.visibilityTimeoutSeconds);
-  const names = nameSettings(read);
+  const names = nameSettings(read, stackName);
   const queryBytesScannedCutoffGb = read.integer("queryBytesScannedCutoffGb", 100, 1, 10_240);
   const queryResultsRetentionDays = read.integer("queryResultsRetentionDays", 7, 1, 3650);
   const storage = storageSettings(read);
-  const awsServices = props.network ? (props.network.awsServices ?? "endpoints") : null;
-  if (awsServices !== null && !AWS_SERVICE_ROUTES.includes(awsServices)) {
-    read.problems.push(
-      `network.awsServices=${JSON.stringify(awsServices)} is invalid: ${AWS_SERVICE_ROUTES.join(" or ")}`,
-    );
-  }
+  const archiveBucketName = adoptedBucketOf(read);
+  const awsServices = networkRouteOf(read);
   const archiverEnvironment = archiverEnvironmentOf(read, functions.workerTimeoutSeconds);
   if (read.problems.length > 0)
-    throw new Error(`invalid ArchiverStack props:\n- ${read.problems.join("\n- ")}`);
+    throw new StackSettingsError(`invalid ArchiverStack props:\n- ${read.problems.join("\n- ")}`);
   return Object.freeze({
     archivePrefix,
+    archiveBucketName,
     ...functions,
     archiverEnvironment: Object.freeze(archiverEnvironment),
     ...alarms,
@@ -272,6 +330,12 @@ function functionSettings(read: PropReader) {
   const visibilityTimeoutSeconds = VISIBILITY_TIMEOUT_FACTOR * workerTimeoutSeconds;
   const workerMemoryMb = read.integer("workerMemoryMb", 1024, 256, 10240);
   const workerBatchSize = read.integer("workerBatchSize", 5, 1, 10);
+  const workerBatchingWindowSeconds = read.integer(
+    "workerBatchingWindowSeconds",
+    DEFAULT_BATCHING_WINDOW_SECONDS,
+    0,
+    300,
+  );
   const workerMaxConcurrency = read.integer("workerMaxConcurrency", 10, 2, 1000);
   const databasePoolMax = read.integer("databasePoolMax", MAX_FUNCTION_POOL, 1, MAX_FUNCTION_POOL);
   const databaseConnectionBudget = read.integer("databaseConnectionBudget", 100, 1, 100_000);
@@ -291,6 +355,7 @@ function functionSettings(read: PropReader) {
     visibilityTimeoutSeconds,
     workerMemoryMb,
     workerBatchSize,
+    workerBatchingWindowSeconds,
     workerMaxConcurrency,
     databasePoolMax,
     databaseConnectionBudget,
@@ -311,74 +376,45 @@ function alarmSettings(read: PropReader, visibilityTimeoutSeconds: number) {
   };
 }
 
-function nameSettings(read: PropReader) {
+/** How the functions reach SQS and Secrets Manager, and whether the subnets allow interface endpoints. */
+function networkRouteOf(read: PropReader): AwsServiceRoute | null {
+  const network = read.props.network;
+  if (network === undefined) return null;
+  const awsServices = network.awsServices ?? "endpoints";
+  if (!AWS_SERVICE_ROUTES.includes(awsServices)) {
+    read.problems.push(
+      `network.awsServices=${JSON.stringify(awsServices)} is invalid: ${AWS_SERVICE_ROUTES.join(" or ")}`,
+    );
+  }
+  const zones = network.availabilityZones ?? [];
+  if (zones.length > 0 && zones.length !== network.subnetIds.length) {
+    read.problems.push(
+      `network.availabilityZones lists ${zones.length} zones for ${network.subnetIds.length} subnets: name each subnet's zone, in the order of network.subnetIds`,
+    );
+  } else if (awsServices === "endpoints" && network.subnetIds.length > 1 && zones.length === 0) {
+    read.problems.push(
+      `network.availabilityZones is missing: the interface endpoints (network.awsServices=endpoints) take at most one subnet per zone, so with ${network.subnetIds.length} subnets the stack needs each one's zone, in order ` +
+        `(-c pulpitum:availabilityZones=…; \`aws ec2 describe-subnets --subnet-ids ${network.subnetIds.join(" ")} --query 'Subnets[].[SubnetId,AvailabilityZone]' --output text\` lists them), ` +
+        "or set network.awsServices=nat when the subnets reach SQS and Secrets Manager through a NAT or existing endpoints",
+    );
+  }
+  return awsServices;
+}
+
+function nameSettings(read: PropReader, stackName: string) {
   const serviceName = read.props.serviceName ?? DEFAULT_SERVICE_NAME;
   if (!/^[A-Za-z0-9_.-]{1,64}$/.test(serviceName)) {
     read.problems.push(
       `serviceName=${JSON.stringify(serviceName)} is invalid: 1-64 letters, digits, '_', '.' or '-'`,
     );
   }
-  const glueDatabaseName = read.props.glueDatabaseName ?? "pulpitum_archive";
+  const glueDatabaseName = read.props.glueDatabaseName ?? defaultGlueDatabaseName(stackName);
   if (!/^[a-z0-9_]{1,255}$/.test(glueDatabaseName)) {
     read.problems.push(
       `glueDatabaseName=${JSON.stringify(glueDatabaseName)} is invalid: 1-255 lower-case letters, digits or '_' (a name Athena queries without quoting)`,
     );
   }
   return { serviceName, glueDatabaseName };
-}
-
-/** The payloads' storage class transition, the customer key and Object Lock. */
-function storageSettings(
-  read: PropReader,
-): Pick<StackSettings, "payloadTransition" | "archiveKmsKey" | "objectLock"> {
-  const props = read.props;
-  const problems = read.problems;
-  const payloadStorageClass = props.payloadStorageClass ?? "STANDARD_IA";
-  if (!PAYLOAD_STORAGE_CLASSES.includes(payloadStorageClass)) {
-    problems.push(
-      `payloadStorageClass=${JSON.stringify(payloadStorageClass)} is invalid: one of ${PAYLOAD_STORAGE_CLASSES.join(", ")}`,
-    );
-  }
-  let payloadTransition: StackSettings["payloadTransition"] = null;
-  if (props.payloadTransitionDays !== undefined) {
-    // S3 refuses a transition to STANDARD_IA sooner than 30 days after creation.
-    const min = payloadStorageClass === "STANDARD_IA" ? 30 : 0;
-    const days = read.integer("payloadTransitionDays", min, min, 36_500);
-    payloadTransition = { days, storageClass: payloadStorageClass };
-  } else if (props.payloadStorageClass !== undefined) {
-    problems.push(
-      `payloadStorageClass=${JSON.stringify(props.payloadStorageClass)} needs payloadTransitionDays: the number of days after upload at which payloads move`,
-    );
-  }
-
-  let archiveKmsKey: StackSettings["archiveKmsKey"] = null;
-  if (props.archiveKmsKey === true) archiveKmsKey = "create";
-  else if (typeof props.archiveKmsKey === "string") {
-    if (/^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key\/[A-Za-z0-9-]+$/.test(props.archiveKmsKey))
-      archiveKmsKey = props.archiveKmsKey;
-    else
-      problems.push(
-        `archiveKmsKey=${JSON.stringify(props.archiveKmsKey)} is invalid: true (a new key) or a KMS key ARN (arn:aws:kms:region:account:key/id; not an alias)`,
-      );
-  }
-  let objectLock: StackSettings["objectLock"] = null;
-  const objectLockMode = props.objectLockMode ?? "GOVERNANCE";
-  if (!OBJECT_LOCK_MODES.includes(objectLockMode)) {
-    problems.push(
-      `objectLockMode=${JSON.stringify(objectLockMode)} is invalid: ${OBJECT_LOCK_MODES.join(" or ")}`,
-    );
-  }
-  if (props.objectLockRetentionDays !== undefined) {
-    objectLock = {
-      days: read.integer("objectLockRetentionDays", 1, 1, 36_500),
-      mode: objectLockMode,
-    };
-  } else if (props.objectLockMode !== undefined) {
-    problems.push(
-      `objectLockMode=${JSON.stringify(props.objectLockMode)} needs objectLockRetentionDays: the days each archive object is retained`,
-    );
-  }
-  return { payloadTransition, archiveKmsKey, objectLock };
 }
 
 /** The ARCHIVER_* settings passed to the functions, checked as the functions will read them. */

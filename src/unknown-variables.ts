@@ -21,6 +21,7 @@ export const OTHER_VARIABLES: ReadonlyArray<{ name: string; rule: string }> = [
   ...[
     "STACK_NAME",
     "ARCHIVE_PREFIX",
+    "ARCHIVE_BUCKET_NAME",
     "DATABASE_SECRET_ARN",
     "VPC_ID",
     "SUBNET_IDS",
@@ -36,6 +37,7 @@ export const OTHER_VARIABLES: ReadonlyArray<{ name: string; rule: string }> = [
     "WORKER_TIMEOUT_SECONDS",
     "WORKER_MEMORY_MB",
     "WORKER_BATCH_SIZE",
+    "WORKER_BATCHING_WINDOW_SECONDS",
     "WORKER_MAX_CONCURRENCY",
     "DATABASE_POOL_MAX",
     "DATABASE_CONNECTION_BUDGET",

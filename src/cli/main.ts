@@ -36,6 +36,7 @@ import {
   registerInvoke,
   registerStart,
 } from "./registrars/operations.js";
+import { explainSetupError } from "./setup-errors.js";
 import { beginInvocation } from "./session.js";
 import { packageVersion } from "./version.js";
 
@@ -47,8 +48,9 @@ export async function main(argv: string[]): Promise<number> {
   try {
     await program.parseAsync(argv, { from: "user" });
     return typeof process.exitCode === "number" ? process.exitCode : EXIT.ok;
-  } catch (error) {
-    if (error instanceof CommanderError) return error.exitCode === 0 ? EXIT.ok : EXIT.usage;
+  } catch (caught) {
+    if (caught instanceof CommanderError) return caught.exitCode === 0 ? EXIT.ok : EXIT.usage;
+    const error = explainSetupError(caught, commandName(argv)) ?? caught;
     if (error instanceof ConfigError) {
       process.stderr.write(
         `pulpitum: invalid configuration:\n${error.message.replace(/^/gm, "  ")}\n`,
@@ -65,7 +67,15 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
-const EXIT_CODES_HELP = `Exit codes: ${EXIT.ok} done (archive --once: also nothing to archive); ${EXIT.failure} the command failed (database or archive unreachable or failing, embedded store in use, bucket busy; archive --once archived nothing while a bucket failed or is quarantined); ${EXIT.usage} usage error (unknown command or option, missing argument); ${EXIT.invalidInput} invalid input (a configuration variable, an argument's value, an import record, an unknown table); ${EXIT.integrity} archived data failed its integrity check; ${EXIT.partial} archive --once archived some buckets while others failed or are quarantined.`;
+/** The command as typed, without its arguments: `status`, `tables create`. */
+function commandName(argv: readonly string[]): string {
+  const words = argv.filter((a) => !a.startsWith("-"));
+  return ["tables", "dlq", "catalog", "roles"].includes(words[0] ?? "")
+    ? words.slice(0, 2).join(" ")
+    : (words[0] ?? "");
+}
+
+const EXIT_CODES_HELP = `Exit codes: ${EXIT.ok} done (archive --once: also nothing to archive); ${EXIT.failure} the command failed (database or archive unreachable or failing, embedded store in use, bucket busy; archive --once archived nothing while a bucket failed, waits for a retry, is quarantined or leased elsewhere); ${EXIT.usage} usage error (unknown command or option, missing argument); ${EXIT.invalidInput} invalid input (a configuration variable, an argument's value, an import record, an unknown table); ${EXIT.integrity} archived data failed its integrity check; ${EXIT.partial} archive --once archived some buckets while others failed, wait for a retry, are quarantined or leased elsewhere; 130/143 archive --once stopped by SIGINT/SIGTERM.`;
 
 function buildProgram(): Command {
   const program = new Command("pulpitum")
@@ -105,5 +115,10 @@ function buildProgram(): Command {
     registerAudit,
   ];
   for (const register of registrars) register(program);
+  // Subcommands (registered above) print their short usage after an error; the
+  // program itself names where the help is instead of printing all of it (`-v` is not `-V`).
+  program.showHelpAfterError(
+    "(pulpitum --help lists the commands and options; -V prints the version)",
+  );
   return program;
 }

@@ -1,3 +1,4 @@
+import { showBytes } from "./display.js";
 import { InvalidInputError } from "../errors.js";
 import type { TableId } from "./table.js";
 import { checkEventTime, dateToMicros, daysInMonth, type EpochMicros, floorDiv } from "./time.js";
@@ -188,9 +189,13 @@ export function bucketContains(bucket: BucketDescriptor, eventTime: EpochMicros)
   return eventTime >= dateToMicros(bucket.start) && eventTime < dateToMicros(bucket.end);
 }
 
-/** A human-readable identity for logs and errors (the partition key in base64). */
+/**
+ * A human-readable identity for logs and errors, as the CLI shows buckets:
+ * the partition key as text when it is printable, else `b64:` and base64
+ * (./display.ts), never truncated.
+ */
 export function describeBucket(id: BucketId): string {
-  return `${id.tableId}/${Buffer.from(id.partitionKey).toString("base64")}/${id.bucketKey}`;
+  return `${id.tableId}/${showBytes(id.partitionKey)}/${id.bucketKey}`;
 }
 
 export function sameBucket(a: BucketId, b: BucketId): boolean {

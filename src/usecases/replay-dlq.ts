@@ -98,6 +98,57 @@ export interface ReplayReport {
   readonly stoppedBecause: "dlq-empty" | "max-messages" | "deadline";
 }
 
+/** A report as JSON (`pulpitum dlq replay --json`, the replay function's result): snake_case, as every report. */
+export interface ReplayReportJson {
+  readonly dry_run: boolean;
+  readonly received: number;
+  readonly replayed: number;
+  readonly sent_not_deleted: number;
+  readonly not_sent: number;
+  readonly undecodable: number;
+  readonly message_ids: readonly string[];
+  readonly messages: ReadonlyArray<{
+    readonly message_id: string;
+    readonly kind: ReplayedMessage["kind"];
+    readonly table_id: TableId | null;
+    readonly partition_key_b64: string | null;
+    readonly bucket_key: string | null;
+    readonly receive_count: number;
+  }>;
+  readonly failures: ReadonlyArray<{
+    readonly message_id: string;
+    readonly stage: ReplayFailure["stage"];
+    readonly reason: string;
+  }>;
+  readonly stopped_because: ReplayReport["stoppedBecause"];
+}
+
+export function replayReportJson(report: ReplayReport): ReplayReportJson {
+  return {
+    dry_run: report.dryRun,
+    received: report.received,
+    replayed: report.replayed,
+    sent_not_deleted: report.sentNotDeleted,
+    not_sent: report.notSent,
+    undecodable: report.undecodable,
+    message_ids: report.messageIds,
+    messages: report.messages.map((m) => ({
+      message_id: m.messageId,
+      kind: m.kind,
+      table_id: m.tableId,
+      partition_key_b64: m.partitionKeyB64,
+      bucket_key: m.bucketKey,
+      receive_count: m.receiveCount,
+    })),
+    failures: report.failures.map((f) => ({
+      message_id: f.messageId,
+      stage: f.stage,
+      reason: f.reason,
+    })),
+    stopped_because: report.stoppedBecause,
+  };
+}
+
 export const REPLAY_LIMITS = Object.freeze({
   maxMessages: 100_000,
   batchSize: DEAD_LETTER_MAX_BATCH,

@@ -129,7 +129,26 @@ describe("database roles on PostgreSQL", () => {
     // Before migration nobody but the migrator can create the schema.
     const early = await cli(ROLES.app, "migrate");
     expect(early.code).not.toBe(0);
-    expect(early.stderr).toMatch(/permission denied/);
+    expect(early.stderr).toMatch(
+      new RegExp(
+        `^pulpitum: role ${ROLES.app} may not create or alter Pulpitum's tables \\(permission denied for schema public\\): run \`pulpitum migrate\` as the migrator role`,
+      ),
+    );
+    expect(early.stderr).not.toMatch(/unexpected failure/);
+    // Any command before the migration names the missing schema and the fix.
+    const unmigrated = await cli(ROLES.reader, "status");
+    expect(unmigrated.code).toBe(1);
+    expect(unmigrated.stderr).toMatch(
+      /^pulpitum: the database has no Pulpitum schema yet \(relation "pulpitum_v4_\w+" does not exist\): run `pulpitum migrate` first, as the migrator role/,
+    );
+    // The doctor names the migrator for a role that cannot create the schema.
+    const doctorEarly = await cli(ROLES.app, "doctor");
+    expect(doctorEarly.code).toBe(1);
+    expect(doctorEarly.stdout).toMatch(
+      new RegExp(
+        `fix: pulpitum migrate as the migrator role: role ${ROLES.app} may not create tables`,
+      ),
+    );
     // A function never migrates: on a schema behind its code it refuses to start, saying what to run.
     const behind = await runCli(["invoke", "discover", "--event", "events/schedule.json"], {
       DATABASE_URL: as(ROLES.app),
@@ -182,7 +201,28 @@ describe("database roles on PostgreSQL", () => {
       "json",
     );
     expect(registered.code).not.toBe(0);
-    expect(registered.stderr).toMatch(/permission denied for table pulpitum_v4_tables/);
+    expect(registered.stderr).toMatch(
+      new RegExp(
+        `^pulpitum: role ${ROLES.reader} may not do this command's work \\(permission denied for table pulpitum_v4_tables\\): \`pulpitum tables create\` writes, so it needs the app role`,
+      ),
+    );
+    // The doctor does not call a read-only role ready to archive; it is for the app role.
+    const readerDoctor = await cli(ROLES.reader, "doctor");
+    expect(readerDoctor.code).toBe(1);
+    expect(readerDoctor.stdout).toMatch(
+      new RegExp(
+        `^FAIL  role .*role ${ROLES.reader} lacks INSERT, UPDATE, DELETE on Pulpitum's tables`,
+        "m",
+      ),
+    );
+    expect(readerDoctor.stdout).toMatch(/^not ready: 1 check failed$/m);
+    const appDoctor = await ok(ROLES.app, "doctor");
+    expect(appDoctor.stdout).toMatch(
+      new RegExp(
+        `^ok {4}role .*role ${ROLES.app} reads and writes every Pulpitum table, and runs no DDL`,
+        "m",
+      ),
+    );
     expect(await refusal(ROLES.reader, "DELETE FROM pulpitum_v4_records")).toMatch(
       /permission denied for table pulpitum_v4_records/,
     );

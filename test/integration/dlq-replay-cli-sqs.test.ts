@@ -92,12 +92,12 @@ describe("pulpitum dlq replay --dry-run on SQS", () => {
     expect(JSON.parse(json.stdout).messages).toEqual(
       expect.arrayContaining([
         expect.objectContaining({
-          messageId: valid,
+          message_id: valid,
           kind: "work",
-          bucketKey: "month:2025-03",
-          receiveCount: 2,
+          bucket_key: "month:2025-03",
+          receive_count: 2,
         }),
-        expect.objectContaining({ messageId: broken, kind: "undecodable", receiveCount: 2 }),
+        expect.objectContaining({ message_id: broken, kind: "undecodable", receive_count: 2 }),
       ]),
     );
     expect(await waiting(dlq)).toBe(2);

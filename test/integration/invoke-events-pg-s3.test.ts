@@ -159,7 +159,7 @@ describe("pulpitum invoke with each sample event", () => {
     await sqs.send(new SendMessageCommand({ QueueUrl: deadLetterQueueUrl, MessageBody: body }));
     const run = await invoke("replay-dlq", "replay-dlq.json");
     expect(run.code, run.stderr).toBe(0);
-    expect(run.result).toMatchObject({ dryRun: false, received: 1, replayed: 1 });
+    expect(run.result).toMatchObject({ dry_run: false, received: 1, replayed: 1 });
     const attributes = await sqs.send(
       new GetQueueAttributesCommand({
         QueueUrl: workQueueUrl,

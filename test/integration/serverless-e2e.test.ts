@@ -48,7 +48,7 @@ import { parseTableId, type ArchiveFormat } from "../../src/domain/table.js";
 import { parseRfc3339Micros } from "../../src/domain/time.js";
 import { encodeWorkMessage } from "../../src/ports/work-queue.js";
 import type { ManualRunReport } from "../../src/usecases/manual-run.js";
-import type { ReplayReport } from "../../src/usecases/replay-dlq.js";
+import type { ReplayReportJson } from "../../src/usecases/replay-dlq.js";
 import { SqsEventSourcePoller } from "../support/sqs-poller.js";
 
 // Before any import creates the Powertools logger: only warnings and errors, kept for diagnosis.
@@ -586,12 +586,12 @@ describe("the serverless archiver against SQS, S3 and PostgreSQL", () => {
     const dryRun = (await replay(
       { ...eventFile("replay-dlq.json"), dry_run: true },
       lambdaContext(),
-    )) as ReplayReport;
+    )) as ReplayReportJson;
     expect(dryRun).toMatchObject({
-      dryRun: true,
+      dry_run: true,
       received: 2,
       replayed: 0,
-      notSent: 0,
+      not_sent: 0,
       undecodable: 1,
     });
     expect((await queueDepth(dlqUrl)).visible).toBe(2);
@@ -604,21 +604,28 @@ describe("the serverless archiver against SQS, S3 and PostgreSQL", () => {
     }));
     await inspector.adapters.hotStore.append(late.tableId, records, new Date());
 
-    const replayed = (await replay(eventFile("replay-dlq.json"), lambdaContext())) as ReplayReport;
+    const replayed = (await replay(
+      eventFile("replay-dlq.json"),
+      lambdaContext(),
+    )) as ReplayReportJson;
     // The malformed one can never decode: it is reported and kept in the DLQ, never sent.
     expect(replayed).toMatchObject({
-      dryRun: false,
+      dry_run: false,
       received: 2,
       replayed: 1,
-      notSent: 0,
-      sentNotDeleted: 0,
+      not_sent: 0,
+      sent_not_deleted: 0,
       undecodable: 1,
-      stoppedBecause: "dlq-empty",
+      stopped_because: "dlq-empty",
     });
     expect(replayed.failures).toEqual([
-      { messageId: expect.any(String), stage: "decode", reason: expect.stringMatching(/not JSON/) },
+      {
+        message_id: expect.any(String),
+        stage: "decode",
+        reason: expect.stringMatching(/not JSON/),
+      },
     ]);
-    expect([...replayed.messageIds].sort()).toEqual([...dryRun.messageIds].sort());
+    expect([...replayed.message_ids].sort()).toEqual([...dryRun.message_ids].sort());
     // The replay, not its dry run, left one record: the function, the request, what it moved.
     const audited = await inspector.adapters.audit.list({ limit: 1000 });
     expect(audited).toHaveLength(auditedBefore + 1);

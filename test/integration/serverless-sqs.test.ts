@@ -132,7 +132,7 @@ describe("the SQS work queue", () => {
       .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(SqsSendError);
     expect((error as SqsSendError).message).toMatch(
-      /failed for 1 entry: orders\/BP8=\/day:2024-01-05 \(InternalError: injected\)/,
+      /failed for 1 entry: orders\/b64:BP8=\/day:2024-01-05 \(InternalError: injected\)/,
     );
     expect((error as SqsSendError).retryable).toBe(true);
     expect(calls).toEqual([6, 1, 1]);

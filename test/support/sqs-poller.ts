@@ -32,6 +32,12 @@ export interface PollerOptions {
   readonly waitTimeSeconds?: number;
   /** The remaining time each invocation's context reports. */
   readonly functionTimeoutMs?: number;
+  /**
+   * MaximumBatchingWindowInSeconds, in ms: once a receive returned fewer than
+   * `batchSize` messages, keep receiving for up to this long before invoking,
+   * as Lambda's event source does. Default 0: invoke with what one receive returned.
+   */
+  readonly batchingWindowMs?: number;
   readonly region?: string;
 }
 
@@ -73,6 +79,7 @@ export class SqsEventSourcePoller {
     );
     const messages = received.Messages ?? [];
     if (messages.length === 0) return 0;
+    await this.#gather(messages);
     const event: SQSEvent = { Records: messages.map((m) => this.#record(m)) };
     this.stats.invocations++;
     this.stats.records += messages.length;
@@ -98,6 +105,29 @@ export class SqsEventSourcePoller {
       );
     }
     return messages.length;
+  }
+
+  /** Receive more into `messages` until the batch is full or the batching window has passed. */
+  async #gather(messages: Message[]): Promise<void> {
+    const { sqs, queueUrl } = this.#options;
+    const batchSize = this.#options.batchSize ?? 10;
+    const until = Date.now() + (this.#options.batchingWindowMs ?? 0);
+    while (messages.length < batchSize && Date.now() < until) {
+      const left = until - Date.now();
+      const more = await sqs.send(
+        new ReceiveMessageCommand({
+          QueueUrl: queueUrl,
+          MaxNumberOfMessages: batchSize - messages.length,
+          WaitTimeSeconds: left >= 1000 ? 1 : 0,
+          MessageSystemAttributeNames: ["All"],
+          MessageAttributeNames: ["All"],
+        }),
+      );
+      messages.push(...(more.Messages ?? []));
+      // A short poll that found nothing: look again shortly rather than spin.
+      if ((more.Messages ?? []).length === 0 && left < 1000)
+        await new Promise((resolve) => setTimeout(resolve, Math.min(left, 50)));
+    }
   }
 
   /** Poll on every lane until {@link stop}. */

@@ -8,12 +8,15 @@
  * credentials, a missing S3 bucket) or waits in quarantine; 5 (partial) when
  * some were archived and others failed or wait in quarantine. A quarantined
  * bucket counts because it is work an operator must release: a run that
- * skips it has not done what it was asked.
+ * skips it has not done what it was asked. So does a bucket that failed
+ * before this run and still waits for its retry time, and one leased by
+ * another process (./archive-leftovers.ts). A run stopped by SIGINT or
+ * SIGTERM exits 130 or 143, as the shell reports a killed command.
  */
-import { cutoffAt, describeCutoffPolicy } from "../../domain/cutoff.js";
+import { describeCutoffPolicy } from "../../domain/cutoff.js";
 import type { BucketId } from "../../domain/bucket.js";
 import type { HotReads } from "../../ports/hot-store.js";
-import { runStandalone } from "../../runner/standalone.js";
+import { runStandalone, type StandaloneSummary } from "../../runner/standalone.js";
 import { MAX_MANUAL_PHASES, runBucketPhases } from "../../usecases/manual-run.js";
 import { auditAction, runAudited } from "../../usecases/audit.js";
 import { manualRunConclusion } from "../../usecases/audit-conclusions.js";
@@ -25,6 +28,13 @@ import { EXIT } from "../exit-codes.js";
 import { bucketJson, showBucket } from "../display.js";
 import { count, formatBytes } from "../format.js";
 import { cliLog, withRuntime } from "../session.js";
+import {
+  leasedNotice,
+  leftoverReasons,
+  leftoversOf,
+  unfinishedCount,
+  type Leftovers,
+} from "./archive-leftovers.js";
 
 export interface ArchiveTotals {
   buckets: number;
@@ -149,18 +159,21 @@ export function onceExitCode(archived: number, failed: number, quarantined: numb
   return archived > 0 ? EXIT.partial : EXIT.failure;
 }
 
+/** Exit codes of a run stopped by a signal, as a shell reports them (128 + the signal's number). */
+const SIGNAL_EXIT: Record<string, number> = { SIGINT: 130, SIGTERM: 143 };
+
 export async function archiveCommand(opts: { once?: boolean; json?: boolean }): Promise<void> {
   await withRuntime(async (rt) => {
     const controller = new AbortController();
-    let signals = 0;
+    let stoppedBy: string | null = null;
     const onSignal = (signal: string) => {
-      signals++;
-      if (signals > 1) {
+      if (stoppedBy !== null) {
         process.stderr.write(
           `pulpitum: second ${signal}; exiting now (leases expire and another worker takes over)\n`,
         );
-        process.exit(130);
+        process.exit(SIGNAL_EXIT[signal] ?? 130);
       }
+      stoppedBy = signal;
       process.stderr.write(`pulpitum: ${signal}: finishing phases in flight, taking no new work\n`);
       controller.abort();
     };
@@ -178,6 +191,8 @@ export async function archiveCommand(opts: { once?: boolean; json?: boolean }): 
       `pulpitum: archiving ${opts.once ? "until nothing is left to advance" : `every ${rt.config.intervalSeconds} s until stopped (Ctrl-C finishes the phases in flight)`}` +
         ` with ${rt.config.workers} workers; cutoff ${describeCutoffPolicy(rt.config.cutoff)}\n`,
     );
+    const notice = leasedNotice((await leftoversOf(rt)).leased);
+    if (notice !== null) process.stderr.write(`pulpitum: ${notice}\n`);
     try {
       const summary = await runStandalone(rt.context(log), {
         workers: rt.config.workers,
@@ -195,61 +210,93 @@ export async function archiveCommand(opts: { once?: boolean; json?: boolean }): 
         },
       });
       await reporter.flush();
-      const t = reporter.totals;
-      const seconds = (Date.now() - started) / 1000;
       // A phase run that threw names no bucket: count each as one failed bucket.
       const failed = reporter.failedBuckets + summary.failures;
-      const now = rt.clock.now();
-      const quarantined = opts.once
-        ? (await rt.hotStore.statusReport(now, cutoffAt(rt.config.cutoff, now))).quarantined.length
-        : 0;
-      if (opts.json) {
-        console.log(
-          JSON.stringify({
-            type: "summary",
-            buckets_archived: t.buckets,
-            buckets_failed: failed,
-            rows: t.rows,
-            bytes: t.bytes,
-            deferred: t.deferred,
-            quarantined,
-            phases_advanced: summary.advanced,
-            failures: summary.failures,
-            discovery_rounds: summary.rounds,
-            discovery_failures: summary.scanFailures,
-            seconds,
-          }),
-        );
-      } else {
-        console.log(
-          `${opts.once ? "archive finished" : "archiver stopped"}: ${count(t.buckets, "bucket")} archived ` +
-            `(${count(t.rows, "row")}, ${formatBytes(t.bytes)}), ${failed} failed, ${t.deferred} deferred, ` +
-            `${count(summary.failures, "failed phase run")}; ${count(summary.advanced, "phase")} in ` +
-            `${count(summary.rounds, "discovery round")}` +
-            (summary.scanFailures > 0 ? ` (${summary.scanFailures} failed)` : "") +
-            `, ${seconds.toFixed(1)} s`,
-        );
-      }
-      if (opts.once) {
-        const code = onceExitCode(t.buckets, failed, quarantined);
-        if (code !== EXIT.ok) {
-          const why = [
-            failed > 0 ? `${count(failed, "bucket")} failed (see the deferred lines)` : undefined,
-            quarantined > 0
-              ? `${quarantined} quarantined ${quarantined === 1 ? "bucket waits" : "buckets wait"} for \`pulpitum retry\` (\`pulpitum status\` lists them)`
-              : undefined,
-          ].filter((x) => x !== undefined);
-          process.stderr.write(
-            `pulpitum: ${code === EXIT.partial ? `archived ${count(t.buckets, "bucket")}, but` : "nothing was archived:"} ${why.join("; ")}\n`,
-          );
-          process.exitCode = code;
-        }
-      }
+      const left = opts.once ? await leftoversOf(rt) : null;
+      printSummary(opts, reporter.totals, summary, failed, left, stoppedBy, started);
+      if (opts.once) process.exitCode = onceVerdict(reporter.totals, failed, left!, stoppedBy);
     } finally {
       process.off("SIGINT", onSignal);
       process.off("SIGTERM", onSignal);
     }
   });
+}
+
+function printSummary(
+  opts: { once?: boolean; json?: boolean },
+  t: ArchiveTotals,
+  summary: StandaloneSummary,
+  failed: number,
+  left: Leftovers | null,
+  stoppedBy: string | null,
+  started: number,
+): void {
+  const seconds = (Date.now() - started) / 1000;
+  if (opts.json) {
+    console.log(
+      JSON.stringify({
+        type: "summary",
+        buckets_archived: t.buckets,
+        buckets_failed: failed,
+        rows: t.rows,
+        bytes: t.bytes,
+        deferred: t.deferred,
+        waiting_for_retry: left?.waiting.length ?? 0,
+        quarantined: left?.quarantined.length ?? 0,
+        leased_elsewhere: left?.leased.length ?? 0,
+        interrupted_by: opts.once ? stoppedBy : null,
+        phases_advanced: summary.advanced,
+        failures: summary.failures,
+        discovery_rounds: summary.rounds,
+        discovery_failures: summary.scanFailures,
+        seconds,
+      }),
+    );
+    return;
+  }
+  const ended = !opts.once
+    ? "archiver stopped"
+    : stoppedBy !== null
+      ? `archive interrupted by ${stoppedBy}`
+      : "archive finished";
+  const waiting =
+    left === null || left.waiting.length === 0
+      ? ""
+      : `, ${left.waiting.length} waiting for a retry`;
+  console.log(
+    `${ended}: ${count(t.buckets, "bucket")} archived ` +
+      `(${count(t.rows, "row")}, ${formatBytes(t.bytes)}), ${failed} failed, ${t.deferred} deferred${waiting}, ` +
+      `${count(summary.failures, "failed phase run")}; ${count(summary.advanced, "phase")} in ` +
+      `${count(summary.rounds, "discovery round")}` +
+      (summary.scanFailures > 0 ? ` (${summary.scanFailures} failed)` : "") +
+      `, ${seconds.toFixed(1)} s`,
+  );
+}
+
+/**
+ * The exit code of `archive --once` (see the module comment), saying on
+ * stderr what is left when the run did not finish its work.
+ */
+function onceVerdict(
+  t: ArchiveTotals,
+  failed: number,
+  left: Leftovers,
+  stoppedBy: string | null,
+): number {
+  const reasons = leftoverReasons(left, failed);
+  if (stoppedBy !== null) {
+    process.stderr.write(
+      `pulpitum: interrupted by ${stoppedBy} after ${count(t.buckets, "bucket")} archived: the phases in flight finished, and what is left waits for the next run` +
+        `${reasons.length === 0 ? "" : ` (${reasons.join("; ")})`}\n`,
+    );
+    return SIGNAL_EXIT[stoppedBy] ?? 130;
+  }
+  const code = onceExitCode(t.buckets, unfinishedCount(left, failed), left.quarantined.length);
+  if (code !== EXIT.ok)
+    process.stderr.write(
+      `pulpitum: ${code === EXIT.partial ? `archived ${count(t.buckets, "bucket")}, but` : "nothing was archived:"} ${reasons.join("; ")}\n`,
+    );
+  return code;
 }
 
 /**

@@ -8,6 +8,11 @@
  *
  * Every check runs even when an earlier one fails, so one run lists every
  * problem; only an invalid configuration stops the rest, which need it.
+ *
+ * With `--stack-outputs FILE` it is the preflight of a deployed stack: the
+ * configuration comes from the stack's Outputs and its secret instead of the
+ * environment, and the secret and the discovery schedule are checked too
+ * (./doctor-stack.ts).
  */
 import { randomUUID } from "node:crypto";
 import { describeServer } from "../../adapters/sql/connection-error.js";
@@ -28,6 +33,7 @@ import type { ObjectStore } from "../../ports/object-store.js";
 import { EXIT } from "../exit-codes.js";
 import { printJson } from "../format.js";
 import { archiveLocation, probeFailureFix, queueFailureFix } from "./doctor-fixes.js";
+import { migrateFix, roleCheck, roleFacts, type RoleFacts } from "./doctor-role.js";
 
 export type CheckStatus = "ok" | "warn" | "fail" | "skip";
 
@@ -54,8 +60,12 @@ export function clockFailSeconds(
   return (config.leaseSeconds - config.leaseRenewalSeconds) / 2;
 }
 
-export async function doctorCommand(opts: { json?: boolean }): Promise<void> {
-  const results = await runChecks();
+export async function doctorCommand(opts: {
+  json?: boolean;
+  stackOutputs?: string;
+  stack?: string;
+}): Promise<void> {
+  const results = await runChecks(opts);
   const ok = results.every((r) => r.status !== "fail");
   if (opts.json) printJson({ ok, checks: results });
   else console.log(renderChecks(results));
@@ -78,17 +88,31 @@ export function renderChecks(results: readonly CheckResult[]): string {
   return lines.join("\n");
 }
 
-async function runChecks(): Promise<CheckResult[]> {
+/** The checks of the environment, or of the deployed stack whose Outputs `opts.stackOutputs` holds. */
+async function runChecks(opts: { stackOutputs?: string; stack?: string }): Promise<CheckResult[]> {
   const results: CheckResult[] = [];
+  let env = process.env;
+  let scheduleRule: string | undefined;
+  if (opts.stackOutputs !== undefined) {
+    const { readStackOutputs, stackEnvironment } = await import("./doctor-stack.js");
+    const outputs = await readStackOutputs(opts.stackOutputs, opts.stack);
+    const stack = await stackEnvironment(outputs, process.env);
+    env = stack.env;
+    scheduleRule = outputs.values.DiscoveryScheduleName;
+    results.push(...stack.checks);
+    if (env.DATABASE_URL === undefined)
+      return [...results, ...(await checksWithoutDatabase(env, scheduleRule))];
+  }
   let config: PulpitumConfig;
   try {
-    config = loadConfig();
+    config = loadConfig(env);
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
-    const skipped = ["database", "schema", "archive", "work queue", "clock"].map(
+    const skipped = ["database", "schema", "role", "archive", "work queue", "clock"].map(
       (check): CheckResult => ({ check, status: "skip", detail: "needs a valid configuration" }),
     );
     return [
+      ...results,
       {
         check: "configuration",
         status: "fail",
@@ -98,7 +122,7 @@ async function runChecks(): Promise<CheckResult[]> {
       ...skipped,
     ];
   }
-  results.push(configurationCheck(config));
+  results.push(configurationCheck(config, env));
 
   let db: SqlExecutor | null = null;
   let hotStore: HotStore | null = null;
@@ -125,14 +149,24 @@ async function runChecks(): Promise<CheckResult[]> {
   }
   try {
     if (db !== null) results.push(await guarded("database", () => databaseCheck(config, db!)));
-    results.push(db === null ? skipped("schema") : await guarded("schema", () => schemaCheck(db!)));
+    const facts = db !== null && config.database.kind === "postgres" ? await factsOf(db) : null;
+    results.push(
+      db === null ? skipped("schema") : await guarded("schema", () => schemaCheck(db!, facts)),
+    );
+    if (db !== null && config.database.kind === "postgres")
+      results.push(
+        facts === null
+          ? { check: "role", status: "skip", detail: "the role's privileges could not be read" }
+          : roleCheck(facts, opts.stackOutputs !== undefined),
+      );
     results.push(await archiveCheck(config, archive));
     results.push(
       db === null || hotStore === null
         ? skipped("archive binding")
         : await guarded("archive binding", () => bindingCheck(config, hotStore!, archive)),
     );
-    results.push(...(await queueChecks(config)));
+    results.push(...(await queueChecks(config, env)));
+    if (scheduleRule !== undefined) results.push(await scheduleOf(scheduleRule, env));
     results.push(
       db === null ? skipped("clock") : await guarded("clock", () => clockCheck(config, db!)),
     );
@@ -140,6 +174,56 @@ async function runChecks(): Promise<CheckResult[]> {
     await close();
   }
   return results;
+}
+
+/** The stack's secret holds no usable connection: the archive, the queues and the schedule are still checked. */
+async function checksWithoutDatabase(env: NodeJS.ProcessEnv, rule: string): Promise<CheckResult[]> {
+  const skipped = ["database", "schema", "role", "clock"].map((check): CheckResult => ({
+    check,
+    status: "skip",
+    detail: "needs a usable database secret",
+  }));
+  let config: PulpitumConfig;
+  try {
+    // A placeholder for the URL the secret should hold: only the archive and queues are opened.
+    config = loadConfig({ ...env, DATABASE_URL: "postgresql://unusable-secret/none" });
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    return [
+      {
+        check: "configuration",
+        status: "fail",
+        detail: error.message.replace(/\n/g, "; "),
+        fix: "set each variable named to the accepted form (`pulpitum --help` lists them all)",
+      },
+      ...skipped,
+    ];
+  }
+  const archive = openArchiveStore(config);
+  try {
+    return [
+      ...skipped,
+      await archiveCheck(config, archive),
+      ...(await queueChecks(config, env)),
+      await scheduleOf(rule, env),
+    ];
+  } finally {
+    await archive.close?.();
+  }
+}
+
+/** The role's privileges, or null when the server cannot say (they are then not checked). */
+async function factsOf(db: SqlExecutor): Promise<RoleFacts | null> {
+  try {
+    return await roleFacts(db);
+  } catch {
+    return null;
+  }
+}
+
+async function scheduleOf(rule: string, env: NodeJS.ProcessEnv): Promise<CheckResult> {
+  const { scheduleCheck } = await import("./doctor-stack.js");
+  return await scheduleCheck(rule, env.AWS_REGION ?? env.AWS_DEFAULT_REGION);
 }
 
 /** What to do when the database could not be opened. */
@@ -174,13 +258,13 @@ const skipped = (check: string): CheckResult => ({
   detail: "needs the database",
 });
 
-function configurationCheck(config: PulpitumConfig): CheckResult {
+function configurationCheck(config: PulpitumConfig, env: NodeJS.ProcessEnv): CheckResult {
   const where =
     config.database.kind === "pglite"
       ? `embedded: PGlite in ${config.database.dataDir}`
       : `PostgreSQL at ${serverText(config.database.url)}`;
   const detail = `${where}, archive ${archiveLocation(config)}`;
-  const warnings = unknownVariableWarnings(process.env);
+  const warnings = unknownVariableWarnings(env);
   if (warnings.length > 0)
     return {
       check: "configuration",
@@ -203,7 +287,7 @@ async function databaseCheck(config: PulpitumConfig, db: SqlExecutor): Promise<C
   return { check: "database", status: "ok", detail: `reachable (${where}): ${server}` };
 }
 
-async function schemaCheck(db: SqlExecutor): Promise<CheckResult> {
+async function schemaCheck(db: SqlExecutor, facts: RoleFacts | null): Promise<CheckResult> {
   const applied = await appliedMigrations(db);
   const known = applied.filter((v) => v <= LATEST_MIGRATION);
   const missing: number[] = [];
@@ -222,14 +306,14 @@ async function schemaCheck(db: SqlExecutor): Promise<CheckResult> {
       check: "schema",
       status: "fail",
       detail: `version 0 of ${LATEST_MIGRATION}: the pulpitum_v4 tables do not exist in this database`,
-      fix: "pulpitum migrate",
+      fix: migrateFix(facts, false),
     };
   if (missing.length > 0)
     return {
       check: "schema",
       status: "fail",
       detail: `version ${current} of ${LATEST_MIGRATION}: migrations ${missing.join(", ")} not applied`,
-      fix: "pulpitum migrate (upgrade the database before deploying functions of this version)",
+      fix: migrateFix(facts, true),
     };
   return {
     check: "schema",
@@ -305,7 +389,7 @@ async function archiveCheck(config: PulpitumConfig, store: ObjectStore): Promise
   }
 }
 
-async function queueChecks(config: PulpitumConfig): Promise<CheckResult[]> {
+async function queueChecks(config: PulpitumConfig, env: NodeJS.ProcessEnv): Promise<CheckResult[]> {
   const queues = [
     { check: "work queue", url: config.workQueueUrl, variable: "PULPITUM_WORK_QUEUE_URL" },
     { check: "dead-letter queue", url: config.deadLetterQueueUrl, variable: "PULPITUM_DLQ_URL" },
@@ -320,7 +404,7 @@ async function queueChecks(config: PulpitumConfig): Promise<CheckResult[]> {
     ];
   const { createSqsClient, SqsWorkQueue } = await import("../../adapters/queue/sqs.js");
   const client = createSqsClient({
-    region: process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION,
+    region: env.AWS_REGION ?? env.AWS_DEFAULT_REGION,
     timeouts: sqsTimeouts(config),
   });
   try {

@@ -8,7 +8,9 @@
  * The handler is the deployed one (its create*Handler with the same
  * middleware), opened through the same path the Lambda uses
  * (functions/open-adapters.ts), with a Lambda context whose deadline is the
- * deployed function's timeout. What the function logs goes to stderr; its
+ * deployed function's timeout. With `--stack-outputs FILE` it gets the
+ * deployed function's environment from the stack's Outputs instead: its
+ * database secret, archive and queues. What the function logs goes to stderr; its
  * result is the one JSON document on stdout. Unlike a container, this
  * process closes what it opened when the invocation ends.
  */
@@ -41,11 +43,15 @@ interface LocalFunction {
 
 export async function invokeCommand(
   name: InvocableFunction,
-  opts: { event?: string; timeoutSeconds?: number },
+  opts: { event?: string; timeoutSeconds?: number; stackOutputs?: string; stack?: string },
 ): Promise<void> {
   const event = await readEvent(opts.event);
   const timeoutMs = (opts.timeoutSeconds ?? INVOCABLE_FUNCTIONS[name]) * 1000;
-  const fn = await buildFunction(name);
+  const env =
+    opts.stackOutputs === undefined
+      ? process.env
+      : await deployedEnvironment(opts.stackOutputs, opts.stack);
+  const fn = await buildFunction(name, env);
   let result: unknown;
   try {
     result = await withStdoutOnStderr(() =>
@@ -136,8 +142,32 @@ function openOnce<T extends { close(): Promise<void> }>(open: () => Promise<T>) 
   };
 }
 
-async function buildFunction(name: InvocableFunction): Promise<LocalFunction> {
-  const env = process.env;
+/**
+ * The environment a deployed function has, from the stack's Outputs: its
+ * database secret (read as the function reads it), archive and queues.
+ */
+async function deployedEnvironment(file: string, stack?: string): Promise<NodeJS.ProcessEnv> {
+  const { readStackOutputs, regionOfArn } = await import("./doctor-stack.js");
+  const { values } = await readStackOutputs(file, stack);
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    AWS_REGION:
+      process.env.AWS_REGION ??
+      process.env.AWS_DEFAULT_REGION ??
+      regionOfArn(values.DatabaseSecretArn),
+    DATABASE_SECRET_ARN: values.DatabaseSecretArn,
+    PULPITUM_ARCHIVE_URL: values.ArchiveUrl,
+    PULPITUM_WORK_QUEUE_URL: values.WorkQueueUrl,
+    PULPITUM_DLQ_URL: values.DeadLetterQueueUrl,
+  };
+  delete env.DATABASE_URL;
+  return env;
+}
+
+async function buildFunction(
+  name: InvocableFunction,
+  env: NodeJS.ProcessEnv,
+): Promise<LocalFunction> {
   const { openLambdaAdapters } = await import("../../../functions/open-adapters.js");
   const lambda = openOnce(() => openLambdaAdapters(env));
   switch (name) {

@@ -16,6 +16,7 @@ import {
 import {
   parseReplayRequest,
   replayDeadLetters,
+  replayReportJson,
   type ReplayedMessage,
 } from "../../usecases/replay-dlq.js";
 import type { PulpitumConfig } from "../../config.js";
@@ -40,6 +41,16 @@ import { integerOption } from "../options.js";
 import { archiveInUse } from "../../open-adapters.js";
 import { cliLog, loadCliConfig, withRuntime } from "../session.js";
 
+/**
+ * `migrate` touches only the database, so it runs with DATABASE_URL alone (the
+ * migrator's, from a deploy pipeline that has no archive settings): the
+ * archive URL is then a placeholder no migration opens.
+ */
+export function migrateEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  if (!env.DATABASE_URL?.trim() || env.PULPITUM_ARCHIVE_URL?.trim()) return env;
+  return { ...env, PULPITUM_ARCHIVE_URL: "s3://migrate-opens-no-archive/unused" };
+}
+
 export async function migrateCommand(opts: { json?: boolean }): Promise<void> {
   await withRuntime(
     async (rt) => {
@@ -57,7 +68,7 @@ export async function migrateCommand(opts: { json?: boolean }): Promise<void> {
         );
     },
     // The schema may not hold the binding yet; the first command that uses the archive records it.
-    { archiveBinding: "skip" },
+    { archiveBinding: "skip", env: migrateEnvironment(process.env) },
   );
 }
 
@@ -410,7 +421,7 @@ export async function dlqReplayCommand(opts: {
             replayConclusion,
           ),
         );
-    if (opts.json) printJson(report);
+    if (opts.json) printJson(replayReportJson(report));
     else {
       if (report.dryRun && report.messages.length > 0) console.log(renderLetters(report.messages));
       console.log(

@@ -191,15 +191,27 @@ export function registerInvoke(program: Command): void {
       "--timeout <seconds>",
       "the invocation's time limit (default: the deployed function's timeout)",
     )
-    .action(async (name: string, opts: { event?: string; timeout?: string }) => {
-      const { invokeCommand } = await import("../commands/invoke.js");
-      const timeoutSeconds =
-        opts.timeout === undefined ? undefined : integerOption(opts.timeout, "--timeout", 1, 900);
-      await invokeCommand(name as Parameters<typeof invokeCommand>[0], {
-        event: opts.event,
-        timeoutSeconds,
-      });
-    });
+    .option(
+      "--stack-outputs <file>",
+      "run against a deployed stack's secret, archive and queues, from its Outputs (`cdk deploy --outputs-file FILE` or `aws cloudformation describe-stacks`)",
+    )
+    .option("--stack <name>", "the stack whose Outputs to read, when the file holds several")
+    .action(
+      async (
+        name: string,
+        opts: { event?: string; timeout?: string; stackOutputs?: string; stack?: string },
+      ) => {
+        const { invokeCommand } = await import("../commands/invoke.js");
+        const timeoutSeconds =
+          opts.timeout === undefined ? undefined : integerOption(opts.timeout, "--timeout", 1, 900);
+        await invokeCommand(name as Parameters<typeof invokeCommand>[0], {
+          event: opts.event,
+          timeoutSeconds,
+          stackOutputs: opts.stackOutputs,
+          stack: opts.stack,
+        });
+      },
+    );
 }
 
 export function registerStart(program: Command): void {

@@ -43,10 +43,15 @@ export function registerDoctor(program: Command): void {
   program
     .command("doctor")
     .description(
-      "check that this environment can archive: configuration, database and schema version, archive writable, queues, clock; each failure with its fix (exit 1 if any fails)",
+      "check that this environment can archive: configuration, database and schema version, the role's privileges, archive writable, queues, clock; each failure with its fix (exit 1 if any fails)",
     )
     .option("--json", "print the checks as JSON")
-    .action(async (opts: { json?: boolean }) =>
+    .option(
+      "--stack-outputs <file>",
+      "check a deployed stack: its Outputs as `cdk deploy --outputs-file FILE` or `aws cloudformation describe-stacks` writes them (the database through the stack's secret, the archive, the queues, the discovery schedule)",
+    )
+    .option("--stack <name>", "the stack whose Outputs to read, when the file holds several")
+    .action(async (opts: { json?: boolean; stackOutputs?: string; stack?: string }) =>
       (await import("../commands/doctor.js")).doctorCommand(opts),
     );
 }

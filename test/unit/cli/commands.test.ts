@@ -34,6 +34,21 @@ describe("the pulpitum command", () => {
     expect(r.stderr).toMatch(/ARCHIVER_SCAN_LIMIT="0" is invalid: an integer from 1 to 10000/);
   });
 
+  it("answers an unknown option of the program (-v) with the error and where the help is, not the whole help", async () => {
+    const r = await runCli(["-v"], env);
+    expect(r.code).toBe(2);
+    expect(r.stderr.trim().split("\n")).toEqual([
+      "error: unknown option '-v'",
+      "(pulpitum --help lists the commands and options; -V prints the version)",
+    ]);
+    // A subcommand's error still shows that subcommand's short usage.
+    const sub = await runCli(["tables", "create"], env);
+    expect(sub.code).toBe(2);
+    expect(sub.stderr).toMatch(
+      /missing required argument 'table'[\s\S]*Usage: pulpitum tables create/,
+    );
+  });
+
   it("refuses an obsolete variable, naming ARCHIVER_ELIGIBLE_BEFORE as the replacement", async () => {
     const r = await runCli(["plan"], { ...env, ARCHIVER_KEEP_HOT_BUCKETS: "2" });
     expect(r.code).toBe(3);

@@ -216,6 +216,6 @@ describe("pulpitum gc and restore arguments", () => {
     await runCli(["tables", "create", "chat", "--strategy", "month"], env);
     const r = await runCli(["restore", "chat", "room", "month:2019-01"], env);
     expect(r.code).toBe(3);
-    expect(r.stderr).toMatch(/no bucket metadata for chat\/cm9vbQ==\/month:2019-01/);
+    expect(r.stderr).toMatch(/no bucket metadata for chat\/room\/month:2019-01/);
   });
 });

@@ -38,7 +38,11 @@ const OUTSIDE = new Map([
   ["export", "sets the environment of the lines after it"],
   [
     "aws",
-    "the AWS CLI against a deployed stack or S3 (the README's `aws s3 mb` runs in readme-pg-s3)",
+    "the AWS CLI against a deployed stack or S3 (the README's `aws s3 mb` runs in readme-pg-s3, its `aws secretsmanager create-secret` in readme-deploy-pg-s3)",
+  ],
+  [
+    "psql",
+    "PostgreSQL's client, as a superuser (the README's deploy runs it in readme-deploy-pg-s3)",
   ],
 ]);
 

@@ -298,11 +298,15 @@ describe("bucket identity", () => {
     });
   });
 
-  it("a bucket is described as table/base64 partition/key", () => {
+  it("a bucket is described as table/partition/key, a printable partition as text and any other as marked base64", () => {
     // Act
-    const description = describeBucket(id([0xfb, 0xff], "day:2024-02-29"));
+    const binary = describeBucket(id([0xfb, 0xff], "day:2024-02-29"));
+    const text = describeBucket(id([...Buffer.from("general")], "day:2024-02-29"));
+    const long = describeBucket(id([...Buffer.from("x".repeat(300))], "day:2024-02-29"));
 
     // Assess
-    expect(description).toBe("events/+/8=/day:2024-02-29");
+    expect(binary).toBe("events/b64:+/8=/day:2024-02-29");
+    expect(text).toBe("events/general/day:2024-02-29");
+    expect(long).toBe(`events/${"x".repeat(300)}/day:2024-02-29`);
   });
 });

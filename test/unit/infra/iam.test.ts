@@ -283,6 +283,7 @@ describe("each function's exact privileges", () => {
       network: {
         vpcId: "vpc-1",
         subnetIds: ["subnet-a", "subnet-b"],
+        availabilityZones: ["us-east-1a", "us-east-1b"],
         securityGroupId: "sg-1",
         routeTableIds: ["rtb-a"],
       },

@@ -33,6 +33,7 @@ function synthesize(props: ArchiverStackProps, context: Record<string, unknown> 
 const NETWORK = {
   vpcId: "vpc-0abc",
   subnetIds: ["subnet-a", "subnet-b"],
+  availabilityZones: ["us-east-1a", "us-east-1b"],
   securityGroupId: "sg-0abc",
   routeTableIds: ["rtb-a", "rtb-b"],
 } as const;

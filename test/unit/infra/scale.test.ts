@@ -205,6 +205,7 @@ describe("the archive's network path", () => {
   const network = {
     vpcId: "vpc-0abc",
     subnetIds: ["subnet-a", "subnet-b"],
+    availabilityZones: ["us-east-1a", "us-east-1b"],
     securityGroupId: "sg-0abc",
   };
 

@@ -1,5 +1,6 @@
 import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from "node:fs";
 import { execFile } from "node:child_process";
+import { createSocket } from "node:dgram";
 import os from "node:os";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
@@ -484,12 +485,16 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
     for (const name of Object.values(METRIC)) expect(body).toContain(`\\"${name}\\"`);
   });
 
-  it("passes the cdk-nag AwsSolutions checks, and CDK reports no warnings or errors", () => {
+  it("passes the cdk-nag AwsSolutions checks, and CDK warns only that the secret it creates must be filled", () => {
     const report = synth.nag.validateScope(synth.stack);
     expect(report.violations.map((v) => `${v.ruleName}: ${v.description}`)).toEqual([]);
     expect(report.success).toBe(true);
     const annotations = Annotations.fromStack(synth.stack);
-    expect(annotations.findWarning("*", Match.anyValue())).toEqual([]);
+    expect(annotations.findWarning("*", Match.anyValue()).map((w) => w.entry.data)).toEqual([
+      expect.stringMatching(
+        /^No databaseSecret given .*empty host, and every function fails to connect until it is filled.*aws secretsmanager put-secret-value --secret-id <the DatabaseSecretArn output>.*pulpitum doctor --stack-outputs/,
+      ),
+    ]);
     expect(annotations.findError("*", Match.anyValue())).toEqual([]);
   });
 
@@ -556,6 +561,59 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
     30_000,
   );
 
+  it("bundles a tracer that, under Lambda's active tracing, sends each invocation's subsegment with its error to the X-Ray daemon", async () => {
+    const fn = synth.template.findResources("AWS::Lambda::Function", {
+      Properties: { Description: Match.stringLikeRegexp("worker") },
+    });
+    const key = Object.values(fn)[0]!.Properties.Code.S3Key as string;
+    const assetDir = path.join(synth.app.outdir, `asset.${key.replace(/\.zip$/, "")}`);
+    const daemon = createSocket("udp4");
+    const datagrams: string[] = [];
+    daemon.on("message", (m) => datagrams.push(m.toString("utf8")));
+    await new Promise<void>((resolve) => daemon.bind(0, "127.0.0.1", resolve));
+    try {
+      const script = `
+        const { handler } = await import(${JSON.stringify(pathToFileURL(path.join(assetDir, "index.mjs")).href)});
+        const context = { getRemainingTimeInMillis: () => 60000, functionName: "f", awsRequestId: "r-1", invokedFunctionArn: "arn", memoryLimitInMB: "1024", functionVersion: "1" };
+        try { await handler({ hello: "world" }, context); } catch (error) { console.log("RESULT " + error.name); }`;
+      const { stdout } = await execFileAsync(
+        process.execPath,
+        ["--input-type=module", "-e", script],
+        {
+          env: {
+            PATH: process.env.PATH,
+            POWERTOOLS_METRICS_DISABLED: "true",
+            // What Lambda sets for a function with active tracing.
+            LAMBDA_TASK_ROOT: assetDir,
+            AWS_EXECUTION_ENV: "AWS_Lambda_nodejs22.x",
+            AWS_LAMBDA_FUNCTION_NAME: "Pulpitum-WorkerFunction",
+            _HANDLER: "index.handler",
+            _X_AMZN_TRACE_ID:
+              "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1",
+            AWS_XRAY_DAEMON_ADDRESS: `127.0.0.1:${daemon.address().port}`,
+            AWS_XRAY_CONTEXT_MISSING: "LOG_ERROR",
+          },
+        },
+      );
+      expect(stdout).toMatch(/RESULT InvalidInputError/);
+      await vi.waitFor(() => expect(datagrams.join("\n")).toContain("## index.handler"), {
+        timeout: 10_000,
+      });
+      const segments = datagrams.map(
+        (d) => JSON.parse(d.split("\n")[1]!) as Record<string, unknown>,
+      );
+      const invocation = segments.find((s) => s.name === "## index.handler")!;
+      expect(invocation).toMatchObject({
+        trace_id: "1-5759e988-bd862e3fe1be46a994272793",
+        parent_id: "53995c3f42cd8ad8",
+        fault: true,
+        annotations: expect.objectContaining({ Service: "pulpitum" }),
+      });
+    } finally {
+      daemon.close();
+    }
+  }, 30_000);
+
   it("ships the payload-check worker beside every function's index.mjs, as a self-contained bundle that loads in a worker thread", async () => {
     const assetDirs = Object.values(synth.template.findResources("AWS::Lambda::Function")).map(
       (fn) =>
@@ -584,6 +642,7 @@ describe("the archiver stack with deployment props", () => {
       network: {
         vpcId: "vpc-0abc1234",
         subnetIds: ["subnet-0a1b2c3d", "subnet-0e4f5a6b"],
+        availabilityZones: ["us-east-1a", "us-east-1b"],
         securityGroupId: "sg-0123456789abcdef0",
       },
     });
@@ -614,6 +673,7 @@ describe("the archiver stack with deployment props", () => {
     const arn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:pulpitum/db-AbCdEf";
     const { template, stack } = synthesize({ databaseSecret: arn });
     template.resourceCountIs("AWS::SecretsManager::Secret", 0);
+    expect(Annotations.fromStack(stack).findWarning("*", Match.anyValue())).toEqual([]);
     template.hasResourceProperties("AWS::Lambda::Function", {
       Environment: { Variables: Match.objectLike({ DATABASE_SECRET_ARN: arn }) },
     });

@@ -47,13 +47,15 @@ export async function statusReport(
   const p = new SqlParams();
   const nowParam = p.time(now);
   // NULLS LAST spelled out: CockroachDB sorts NULLs first by default, PostgreSQL last.
-  // Deferred: sent back to hot after a failure, or a suspended export (it kept its parts).
+  // Deferred: sent back to hot after a failure, or a suspended export (it kept its parts);
+  // a quarantined one is listed as quarantined only.
   const d = new SqlParams();
   const { rows: deferred } = await db.query<MetadataRow>(
     `SELECT ${METADATA_COLUMNS} FROM ${METADATA_TABLE}
       WHERE (state = 'hot' OR (state = 'archiving' AND phase = 'export' AND owner_token IS NULL
                                AND retry_at > ${d.time(now)}))
         AND (attempts > 0 OR outage_deferrals > 0) AND last_error IS NOT NULL
+        AND quarantined_at IS NULL
       ORDER BY retry_at NULLS LAST, table_id, partition_key, bucket_key LIMIT 100`,
     d.values,
   );
