@@ -49,6 +49,7 @@ describe("pulpitum doctor on the embedded store", () => {
       "ok database",
       "ok schema",
       "ok archive",
+      "ok archive binding",
       "skip work queue",
       "ok clock",
       "ready: every check passed",
