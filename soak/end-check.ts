@@ -20,6 +20,7 @@ import { errorMessage } from "../src/errors.js";
 import type { BucketMetadata, BucketRow, ClusteringPosition } from "../src/ports/hot-store.js";
 import type { Adapters } from "../src/open-adapters.js";
 import { bucketRef, compareWithLedger, type Ledger } from "./ledger.js";
+import { isProbeRow } from "./operator.js";
 
 export interface EndCheck {
   buckets: number;
@@ -53,6 +54,8 @@ export async function runEndCheck(options: {
   concurrency: number;
   /** Refs of the buckets restores flipped to hot during the run. */
   restored?: ReadonlySet<string>;
+  /** Refs of buckets meant to end quarantined, not archived (soak/poison.ts). */
+  quarantinedByDesign?: ReadonlySet<string>;
 }): Promise<EndCheck> {
   const { runtime, admin, ledger, cutoff } = options;
   const result: EndCheck = {
@@ -121,7 +124,9 @@ export async function runEndCheck(options: {
       problem(`${name} is still marked as being restored`);
     }
 
-    if (eligible && !(meta.state === "archived" && meta.hotDeleted)) {
+    const meantToStay =
+      options.quarantinedByDesign?.has(ref) === true && meta.quarantinedAt !== null;
+    if (eligible && !meantToStay && !(meta.state === "archived" && meta.hotDeleted)) {
       result.unconverged++;
       problem(
         `${name} is eligible but ${meta.state}${meta.state === "archived" ? " with hot rows not deleted" : ""} (last error: ${meta.lastError ?? "none"})`,
@@ -204,7 +209,8 @@ export async function runEndCheck(options: {
         problem(`${name}: readBucket answered ${read.route} for a bucket that is not archived`);
         return out;
       }
-      out.push(...read.rows);
+      // A probe row (soak/operator.ts, soak/poison.ts) is written behind the archiver's back, never committed.
+      out.push(...read.rows.filter((r) => !isProbeRow(r.sortKey)));
       const last = read.rows[read.rows.length - 1];
       if (last === undefined || read.rows.length < 10_000) break;
       after = { eventTime: last.eventTime, sortKey: last.sortKey };

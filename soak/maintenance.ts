@@ -348,6 +348,8 @@ export async function runRestoreLoop(options: {
   signal: AbortSignal;
   /** Share of restores after which the table's format is switched. */
   switchFormatShare?: number;
+  /** Buckets another feature holds right now (a scrub race's damaged payload). */
+  avoid?: (b: SoakBucket) => boolean;
 }): Promise<void> {
   const { ctx, catalog, monitor, random, figures, signal } = options;
   while (!signal.aborted && options.more()) {
@@ -358,7 +360,7 @@ export async function runRestoreLoop(options: {
     if (unfinished.length > 0) bucket = catalog.byRef.get(random.pick(unfinished));
     else {
       const archived = catalog.buckets.filter(
-        (b) => monitor.states.get(b.ref)?.state === "archived",
+        (b) => monitor.states.get(b.ref)?.state === "archived" && options.avoid?.(b) !== true,
       );
       if (archived.length > 0) bucket = random.pick(archived);
     }

@@ -8,7 +8,9 @@
  * - restores of archived buckets, some followed by a switch of the table's
  *   format before the fleet archives the bucket again;
  * - quarantines and `retry`, and drops of extra tables (soak/operator.ts);
- * - a reader through the query catalog (soak/catalog-reader.ts).
+ * - a reader through the query catalog (soak/catalog-reader.ts);
+ * - scrubs racing cleanup with a payload damaged between them (soak/scrub-race.ts);
+ * - one bucket poisoned by its own data, which must end quarantined (soak/poison.ts).
  *
  * Its clients are the soak's chaos clients: through the fault proxies with
  * `--faults`, through the catalog-delay proxy without.
@@ -35,6 +37,12 @@ import type { MetadataMonitor } from "./monitor.js";
 import { OperatorActions } from "./operator.js";
 import type { SoakProfile } from "./profile.js";
 import { Random } from "./random.js";
+import {
+  damagedNow,
+  newScrubRaceFigures,
+  runScrubRaceLoop,
+  type ScrubRaceFigures,
+} from "./scrub-race.js";
 import type { Catalog, SoakBucket } from "./workload.js";
 
 /** GC's minimum age in the soak: small, so it deletes while readers and restores run. */
@@ -46,6 +54,7 @@ export class FeatureMix {
   readonly tracker = new RestoreTracker();
   readonly maintenance: MaintenanceFigures = newMaintenanceFigures();
   readonly catalogFigures: CatalogFigures = newCatalogFigures();
+  readonly scrubRaces: ScrubRaceFigures = newScrubRaceFigures();
   readonly operator: OperatorActions;
   readonly #stop = new AbortController();
   readonly #stopReader = new AbortController();
@@ -58,6 +67,10 @@ export class FeatureMix {
       seed: number;
       /** The soak's chaos clients. */
       runtime: Adapters;
+      /** The soak's clean runtime (no proxies): the scrub races damage and repair through it. */
+      cleanRuntime: Adapters;
+      /** The bucket poisoned by its own data (soak/poison.ts): no other feature touches it. */
+      poisoned: SoakBucket;
       /** GC's object store (its own fault proxy with `--faults`). */
       gcStore: ObjectStore;
       admin: pg.Pool;
@@ -91,7 +104,9 @@ export class FeatureMix {
       this.operator.figures.quarantineRetries >= plan.minQuarantineRetries &&
       this.operator.figures.tableDrops >= plan.minTableDrops &&
       this.catalogFigures.checks >= plan.minCatalogChecks &&
-      m.scrubRuns >= plan.minScrubRuns
+      m.scrubRuns >= plan.minScrubRuns &&
+      this.scrubRaces.races >= plan.minScrubRaces &&
+      this.options.monitor.states.get(this.options.poisoned.ref)?.quarantined === true
     );
   }
 
@@ -100,8 +115,11 @@ export class FeatureMix {
    * says so (late in the chaos, so the fleet can drain), the rest when
    * {@link stop} is called; the catalog reader runs until {@link stopReader}.
    */
-  start(more: () => boolean, eligibleNow: (b: SoakBucket) => boolean): void {
-    const { runtime, profile, seed, catalog, monitor, leaseMs } = this.options;
+  start(more: () => boolean, eligible: (b: SoakBucket) => boolean): void {
+    const { runtime, profile, seed, catalog, monitor, leaseMs, poisoned } = this.options;
+    // The poisoned bucket and a bucket a scrub race damaged are left to their own features.
+    const eligibleNow = (b: SoakBucket) =>
+      eligible(b) && b.ref !== poisoned.ref && !damagedNow.has(b.ref);
     const plan = profile.mix;
     const signal = this.#stop.signal;
     const gcCtx = {
@@ -150,6 +168,21 @@ export class FeatureMix {
         more,
         signal,
         switchFormatShare: this.options.sabotaged ? 0 : plan.formatSwitchShare,
+        avoid: (b) => damagedNow.has(b.ref),
+      }),
+      runScrubRaceLoop({
+        runtime: this.options.cleanRuntime,
+        admin: this.options.admin,
+        catalog,
+        monitor,
+        avoid: (b) => this.tracker.restoredWithin(b.ref, 10_000),
+        eligibleNow,
+        leaseMs,
+        gapMs: seconds(plan.scrubRaceGapSeconds),
+        random: new Random(seed + 9000),
+        figures: this.scrubRaces,
+        more,
+        signal,
       }),
       this.operator.runQuarantineLoop({
         catalog,
@@ -250,6 +283,10 @@ export class FeatureMix {
       quarantine_timeouts: o.quarantineTimeouts,
       table_drops: o.tableDrops,
       table_drop_attempts: o.dropAttempts,
+      scrub_races_abandoned: this.scrubRaces.abandoned,
+      scrub_race_violations: this.scrubRaces.violations,
+      scrub_race_examples:
+        this.scrubRaces.examples.length === 0 ? undefined : this.scrubRaces.examples,
       catalog_steady_buckets: c.steadyBuckets,
       catalog_query_errors: c.queryErrors,
       catalog_records_read: c.records,

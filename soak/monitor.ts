@@ -13,12 +13,15 @@ export interface ObservedBucket {
   readonly state: BucketState;
   readonly hotDeleted: boolean;
   readonly end: Date;
+  readonly quarantined: boolean;
 }
 
 export class MetadataMonitor {
   readonly #admin: pg.Pool;
   #states = new Map<string, ObservedBucket>();
   readonly #expired = new Set<string>();
+  /** Buckets expected never to converge (the poisoned one, soak/poison.ts). */
+  readonly #exempt = new Set<string>();
   #errors = 0;
   #takenAt = 0;
 
@@ -45,10 +48,16 @@ export class MetadataMonitor {
     return this.#takenAt;
   }
 
+  /** Leave `ref` out of {@link pending}: it is expected to end quarantined, not archived. */
+  exempt(ref: string): void {
+    this.#exempt.add(ref);
+  }
+
   /** Buckets with `bucket_end <= cutoff` that are not yet archived with their hot rows deleted. */
   pending(cutoff: Date): number {
     let n = 0;
-    for (const b of this.#states.values()) {
+    for (const [ref, b] of this.#states) {
+      if (this.#exempt.has(ref)) continue;
       if (b.end.getTime() <= cutoff.getTime() && !(b.state === "archived" && b.hotDeleted)) n++;
     }
     return n;
@@ -71,16 +80,22 @@ export class MetadataMonitor {
       bucket_end: Date;
       generation: string;
       expired: boolean;
+      quarantined: boolean;
     }>(
       `SELECT table_id, encode(partition_key, 'hex') AS pk, bucket_key, state, hot_deleted, bucket_end,
-              generation::text AS generation,
+              generation::text AS generation, quarantined_at IS NOT NULL AS quarantined,
               (owner_token IS NOT NULL AND lease_expires_at < now()) AS expired
          FROM ${METADATA_TABLE}`,
     );
     const next = new Map<string, ObservedBucket>();
     for (const r of rows) {
       const ref = `${r.table_id}|${r.pk}|${r.bucket_key}`;
-      next.set(ref, { state: r.state, hotDeleted: r.hot_deleted, end: new Date(r.bucket_end) });
+      next.set(ref, {
+        state: r.state,
+        hotDeleted: r.hot_deleted,
+        end: new Date(r.bucket_end),
+        quarantined: r.quarantined,
+      });
       if (r.expired) this.#expired.add(`${ref}#${r.generation}`);
     }
     this.#states = next;

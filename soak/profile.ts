@@ -19,6 +19,9 @@ export interface FaultPlan {
   readonly minSkewedProcesses: number;
   /** Random pause between PostgreSQL restarts, in seconds. */
   readonly restartGapSeconds: readonly [number, number];
+  /** Least backends terminated in the middle of a snapshot's COPY (`pg_terminate_backend`), and the pause between tries. */
+  readonly minCopyTerminations: number;
+  readonly copyTerminationGapSeconds: readonly [number, number];
 }
 
 /**
@@ -26,9 +29,15 @@ export interface FaultPlan {
  * runs beside archival and the least of each a run must have done.
  */
 export interface MixPlan {
-  /** ARCHIVER_SEGMENT_ROWS of the first `smallSegmentProcesses` archivers: their exports are multi-part. */
+  /**
+   * ARCHIVER_SEGMENT_ROWS of every archiver. Which buckets end multi-part is
+   * decided by the seeded data alone (a bucket of more rows than this), never
+   * by which process happens to export it, so the share holds on a loaded
+   * machine as on an idle one.
+   */
   readonly segmentRows: number;
-  readonly smallSegmentProcesses: number;
+  /** Share of the buckets seeded with fewer rows than `segmentRows` (single-part, manifest v4). */
+  readonly singlePartShare: number;
   /** Least share of the buckets that must end archived in more than one part. */
   readonly minMultipartShare: number;
   /** Least Lambda-like (bounded) GC passes; CLI-like passes run beside them. */
@@ -45,6 +54,13 @@ export interface MixPlan {
   readonly minCatalogChecks: number;
   /** Least scrub runs (`pulpitum verify --sample`) beside the fleet; none may mark a healthy bucket. */
   readonly minScrubRuns: number;
+  /**
+   * Least scrub races (soak/scrub-race.ts): a bucket awaiting cleanup, a slow
+   * passing scrub, its payload damaged in place, a second scrub's mark; the
+   * mark must stand and cleanup keep the hot rows until the payload is repaired.
+   */
+  readonly minScrubRaces: number;
+  readonly scrubRaceGapSeconds: readonly [number, number];
   readonly scrubGapSeconds: readonly [number, number];
   readonly gcGapSeconds: readonly [number, number];
   readonly restoreGapSeconds: readonly [number, number];
@@ -149,10 +165,12 @@ const FULL: SoakProfile = {
     minDbRestarts: 5,
     minSkewedProcesses: 4,
     restartGapSeconds: [45, 85],
+    minCopyTerminations: 10,
+    copyTerminationGapSeconds: [5, 15],
   },
   mix: {
-    segmentRows: 12,
-    smallSegmentProcesses: 3,
+    segmentRows: 250,
+    singlePartShare: 0.5,
     minMultipartShare: 0.2,
     minGcRuns: 20,
     gcPauseShare: 0.75,
@@ -165,6 +183,8 @@ const FULL: SoakProfile = {
     minCatalogChecks: 30,
     minScrubRuns: 20,
     scrubGapSeconds: [3, 8],
+    minScrubRaces: 5,
+    scrubRaceGapSeconds: [8, 20],
     gcGapSeconds: [4, 12],
     restoreGapSeconds: [3, 7],
     quarantineGapSeconds: [10, 30],
@@ -190,10 +210,12 @@ const QUICK: SoakProfile = {
     minDbRestarts: 1,
     minSkewedProcesses: 4,
     restartGapSeconds: [25, 50],
+    minCopyTerminations: 3,
+    copyTerminationGapSeconds: [4, 10],
   },
   mix: {
-    segmentRows: 12,
-    smallSegmentProcesses: 2,
+    segmentRows: 250,
+    singlePartShare: 0.5,
     minMultipartShare: 0.2,
     minGcRuns: 5,
     gcPauseShare: 0.6,
@@ -206,6 +228,8 @@ const QUICK: SoakProfile = {
     minCatalogChecks: 5,
     minScrubRuns: 5,
     scrubGapSeconds: [2, 6],
+    minScrubRaces: 2,
+    scrubRaceGapSeconds: [5, 12],
     gcGapSeconds: [3, 8],
     restoreGapSeconds: [3, 7],
     quarantineGapSeconds: [5, 15],

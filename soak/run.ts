@@ -62,8 +62,11 @@ import { catalogDelay, FaultHarness } from "./faults/harness.js";
 import { CALM_S3, newS3FaultFigures, S3FaultProxy } from "./faults/s3-proxy.js";
 import { finalCatalogCheck } from "./catalog-reader.js";
 import { FeatureMix } from "./mix.js";
+import { checkQuarantines, poisonOneBucket } from "./poison.js";
 
 const LEASE_SECONDS = 3;
+/** ARCHIVER_MAX_ATTEMPTS of every archiver (see workerEnv). */
+const SOAK_MAX_ATTEMPTS = 12;
 /** Clean `archive --once` runs allowed after the chaos before the soak gives up on convergence. */
 const FINAL_RUNS = 4;
 
@@ -222,11 +225,13 @@ async function main(argv: string[]): Promise<number> {
       ARCHIVER_LEASE_SECONDS: String(LEASE_SECONDS),
       ARCHIVER_LEASE_RENEWAL_SECONDS: "1",
       ARCHIVER_RETRY_SECONDS: "1",
-      // Kills and injected faults land far more often than in production (a
-      // bucket can be killed or hit by S3 faults five times in a row), and a
-      // quarantined bucket would end the run unconverged: quarantine has its
-      // own tests, the soak checks that every bucket still gets archived.
-      ARCHIVER_MAX_ATTEMPTS: "1000",
+      // Outages never count toward quarantine; a takeover of a killed worker's
+      // lease does (the next worker cannot tell a kill from the bucket's own
+      // memory or time running out), and kills land far more often here than
+      // in production. Twelve: no healthy bucket is killed that often in a
+      // row, while the poisoned bucket (soak/poison.ts), failing by its own
+      // data every time, must end quarantined.
+      ARCHIVER_MAX_ATTEMPTS: String(SOAK_MAX_ATTEMPTS),
       ARCHIVER_INTERVAL_SECONDS: "1",
       ARCHIVER_WORKERS: String(profile.phasesPerProcess),
       // Small pages and batches: more fenced statements for a kill to land between.
@@ -268,13 +273,20 @@ async function main(argv: string[]): Promise<number> {
       `seeded ${ledger.records} records into ${catalog.buckets.length} buckets of ${catalog.tables.length} tables in ${seedSeconds.toFixed(1)}s`,
     );
 
+    // One bucket fails by its own data every time: it must end quarantined, and no other may.
+    const poisoned = await poisonOneBucket(env.admin, catalog, new Random(options.seed + 8000));
+    log(`poisoned ${poisoned.ref}: it must end quarantined after ${SOAK_MAX_ATTEMPTS} attempts`);
+
     const monitor = new MetadataMonitor(env.admin);
+    monitor.exempt(poisoned.ref);
     await monitor.refresh();
     void monitor.run(stop.signal);
     mix = new FeatureMix({
       profile,
       seed: options.seed,
       runtime: clients,
+      cleanRuntime: runtime,
+      poisoned,
       gcStore: faultMode?.gcStore() ?? clients.objectStore,
       admin: env.admin,
       catalog,
@@ -296,12 +308,10 @@ async function main(argv: string[]): Promise<number> {
     };
     fleet = new ArchiverFleet({
       processes: profile.workerProcesses,
-      // The first archivers export in small parts: their buckets end multi-part (manifest v5).
-      envFor: (slot) => ({
+      // Every archiver exports in parts of segmentRows: a bucket seeded larger ends multi-part (manifest v5).
+      envFor: () => ({
         ...workerEnv(currentCutoff(), true),
-        ...(slot < profile.mix.smallSegmentProcesses
-          ? { ARCHIVER_SEGMENT_ROWS: String(profile.mix.segmentRows) }
-          : {}),
+        ARCHIVER_SEGMENT_ROWS: String(profile.mix.segmentRows),
       }),
       argsFor: faultMode && (() => faultMode!.harness.archiverArgs()),
       logDir: workDir,
@@ -376,7 +386,8 @@ async function main(argv: string[]): Promise<number> {
       return (
         h.s3Faults >= plan.minS3Faults &&
         (h.restarts >= plan.minDbRestarts || !h.restartsPossible) &&
-        h.skewedProcesses >= plan.minSkewedProcesses
+        h.skewedProcesses >= plan.minSkewedProcesses &&
+        (h.copyTerminations >= plan.minCopyTerminations || !h.restartsPossible)
       );
     };
 
@@ -440,7 +451,11 @@ async function main(argv: string[]): Promise<number> {
       const logFile = path.join(workDir, `final-${finalRuns}.log`);
       finalLogs.push(logFile);
       const code = await runOnce(
-        { ...workerEnv(CUTOFF_FINAL), ARCHIVER_WORKERS: "4" },
+        {
+          ...workerEnv(CUTOFF_FINAL),
+          ARCHIVER_WORKERS: "4",
+          ARCHIVER_SEGMENT_ROWS: String(profile.mix.segmentRows),
+        },
         logFile,
         (c) => (finalChild = c),
       );
@@ -463,7 +478,12 @@ async function main(argv: string[]): Promise<number> {
       cutoff: CUTOFF_FINAL,
       concurrency: 4,
       restored: maintenance.restored,
+      quarantinedByDesign: new Set([poisoned.ref]),
     });
+    const quarantines = await checkQuarantines(env.admin, poisoned);
+    for (const e of quarantines.examples) log(`healthy bucket quarantined: ${e}`);
+    if (!quarantines.poisonQuarantined)
+      log(`problem: the poisoned bucket ${poisoned.ref} did not end quarantined`);
     // Every table through the catalog, on the clean runtime, once everything is quiet.
     const catalogLines = await finalCatalogCheck({
       ports: runtime,
@@ -532,6 +552,9 @@ async function main(argv: string[]): Promise<number> {
       readFigures.wrongTierReads === 0 &&
       check.phantom === 0 &&
       check.valueMismatches === 0 &&
+      quarantines.poisonQuarantined &&
+      quarantines.healthyQuarantined === 0 &&
+      mix.scrubRaces.violations === 0 &&
       appendFigures.acceptedAfterFence === 0 &&
       fleet.figures.kills >= profile.minKills;
     Object.assign(figures, {
@@ -550,6 +573,11 @@ async function main(argv: string[]): Promise<number> {
       ...mixCounters,
       catalog_mismatches: catalogFigures.mismatches,
       corrupt_marks: corruptMarks,
+      scrub_races: mix.scrubRaces.races,
+      scrub_race_violations: mix.scrubRaces.violations,
+      poison_quarantined: quarantines.poisonQuarantined,
+      healthy_quarantined: quarantines.healthyQuarantined,
+      copy_terminations: faultFigures?.copyTerminations ?? 0,
       missed_goals: missedGoals.length === 0 ? undefined : missedGoals,
       profile: profile.name,
       faults: options.faults,

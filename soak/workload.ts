@@ -154,10 +154,18 @@ export async function seed(
     );
   }
   const factory = new RecordFactory("seed", random);
+  // Single-part buckets hold fewer rows than a segment (room left for appends), the
+  // others more: which buckets end multi-part depends on the seed, not on the machine.
+  const segment = profile.mix.segmentRows;
   const jobs = catalog.buckets.map((bucket) => {
     const [min, max] = random.chance(profile.bigBucketShare)
       ? profile.bigBucketRecords
-      : profile.recordsPerBucket;
+      : random.chance(profile.mix.singlePartShare)
+        ? [
+            Math.min(profile.recordsPerBucket[0], segment - 1),
+            Math.min(profile.recordsPerBucket[1], segment - 4),
+          ]
+        : [segment + 1, 3 * segment];
     return { bucket, records: factory.make(bucket, random.int(min, max)) };
   });
   let next = 0;

@@ -6,6 +6,7 @@
  * goes through, the weather that drives all three, PostgreSQL restarts, and
  * the per-process settings of the archivers (clock skew, client timeouts).
  */
+import pg from "pg";
 import path from "node:path";
 import { S3ObjectStore } from "../../src/adapters/object-store/s3.js";
 import { httpTimeoutsFromSeconds } from "../../src/adapters/http-timeouts.js";
@@ -40,6 +41,7 @@ export interface FaultFigures {
   readonly s3Faults: number;
   readonly dbRestarts: number;
   readonly skewedProcesses: number;
+  readonly copyTerminations: number;
   readonly report: Record<string, unknown>;
 }
 
@@ -62,6 +64,7 @@ export class FaultHarness {
   #dbUrl = "";
   #restarts = 0;
   #restartFailures = 0;
+  #copyTerminations = 0;
   readonly #skews: number[] = [];
   #chaos: Promise<unknown> | undefined;
 
@@ -88,6 +91,11 @@ export class FaultHarness {
 
   get restarts(): number {
     return this.#restarts;
+  }
+
+  /** Backends the soak terminated in the middle of a COPY (`pg_terminate_backend`). */
+  get copyTerminations(): number {
+    return this.#copyTerminations;
   }
 
   get s3Faults(): number {
@@ -207,6 +215,7 @@ export class FaultHarness {
       this.weather.run(signal),
       this.#db!.run(signal),
       this.#restartLoop(signal),
+      this.#copyTerminationLoop(signal),
     ]);
   }
 
@@ -228,6 +237,7 @@ export class FaultHarness {
       s3Faults: this.s3Faults,
       dbRestarts: this.#restarts,
       skewedProcesses: this.skewedProcesses,
+      copyTerminations: this.#copyTerminations,
       report: {
         s3_requests: this.#s3Figures.requests + this.#gcS3Figures.requests,
         s3_fault_kinds: sumKinds(this.#s3Figures, this.#gcS3Figures),
@@ -249,6 +259,51 @@ export class FaultHarness {
     };
   }
 
+  /**
+   * Now and then, end the backend of a snapshot's COPY in the middle of it,
+   * from an administrator's connection straight to the server (not through
+   * the proxy), as `pg_terminate_backend`, a failover or an operator does:
+   * the archiver meets the server's own error (57P01) on its COPY
+   * connection, which it must never hand back to the pool, and records an
+   * outage, never an attempt.
+   */
+  async #copyTerminationLoop(signal: AbortSignal): Promise<void> {
+    if (this.#env.postgres === undefined) return;
+    const [min, max] = this.#plan.copyTerminationGapSeconds;
+    while (!signal.aborted) {
+      await sleep(this.#random.between(min, max) * 1000, signal);
+      if (signal.aborted) break;
+      const admin = new pg.Client({ connectionString: this.#env.databaseUrl });
+      // A restart of the server ends this connection too: its error is the query's, not the soak's.
+      admin.on("error", () => {});
+      try {
+        await admin.connect();
+        const until = Date.now() + COPY_HUNT_MS;
+        while (!signal.aborted && Date.now() < until) {
+          const { rows } = await admin.query<{ pid: number }>(
+            `SELECT pid FROM pg_stat_activity
+              WHERE datname = current_database() AND state = 'active'
+                AND query LIKE 'COPY %' AND pid <> pg_backend_pid() LIMIT 1`,
+          );
+          const pid = rows[0]?.pid;
+          if (pid !== undefined) {
+            const ended = await admin.query<{ ok: boolean }>(
+              "SELECT pg_terminate_backend($1) AS ok",
+              [pid],
+            );
+            if (ended.rows[0]?.ok === true) this.#copyTerminations++;
+            break;
+          }
+          await sleep(COPY_POLL_MS, signal);
+        }
+      } catch {
+        // A restart in progress: try again at the next turn.
+      } finally {
+        await admin.end().catch(() => undefined);
+      }
+    }
+  }
+
   async #restartLoop(signal: AbortSignal): Promise<void> {
     const postgres = this.#env.postgres;
     if (postgres === undefined) return;
@@ -268,6 +323,10 @@ export class FaultHarness {
     }
   }
 }
+
+/** How long one try at catching a snapshot's COPY in flight lasts, and how often it looks. */
+const COPY_HUNT_MS = 3000;
+const COPY_POLL_MS = 10;
 
 /**
  * Catalog entry writes held back in every weather, calm too: from under a
