@@ -80,7 +80,7 @@ export const CONFIG = {
     name: "ARCHIVER_MAX_ATTEMPTS",
     default: DEFAULT_MAX_ATTEMPTS,
     read: integer(1, 1000),
-    rule: "1..1000; the bucket's own failures (integrity, invariant, a record the format refuses) and takeovers of a killed or timed-out worker's lease before a bucket is quarantined; outages back off without counting",
+    rule: "1..1000; the bucket's own failures (integrity, invariant, a record the format refuses) and takeovers of a killed or timed-out worker's lease, in a row with no phase committed between them, before a bucket is quarantined; outages back off without counting",
   },
   segmentRows: {
     name: "ARCHIVER_SEGMENT_ROWS",

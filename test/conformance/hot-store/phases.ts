@@ -288,6 +288,32 @@ export function phaseConformance(opened: () => HotStore): void {
       expect(published).toMatchObject({ state: "archived", attempts: 0, outageDeferrals: 0 });
     });
 
+    it("counts failures in a row without progress: a committed export or seal starts the run over, a claim does not", async () => {
+      const tableId = await newTable(store, "progress-resets");
+      const id = await hotBucket(store, tableId);
+      // A failed export goes back through claim: the claim is not progress, the count stands.
+      await advanceTo(store, id, "export");
+      committed(await store.defer(await acquire(store, id), NOW, NOW, "own", "attempt"));
+      await advanceTo(store, id, "export");
+      expect((await store.getBucket(id))!).toMatchObject({ phase: "export", attempts: 1 });
+      // A takeover of a dead holder's lease counts; the export it then finishes resets the run.
+      const holder = await acquire(store, id);
+      const taker = await acquire(store, id, later(holder.expiresAt, 1));
+      expect((await store.getBucket(id))!.attempts).toBe(2);
+      committed(await recordOnePart(store, taker, later(holder.expiresAt, 1), PAYLOAD));
+      expect((await store.getBucket(id))!).toMatchObject({
+        phase: "seal",
+        attempts: 0,
+        failedAt: null,
+      });
+      // The same in seal: a takeover counts, the recorded manifest resets.
+      const sealer = await acquire(store, id);
+      const sealTaker = await acquire(store, id, later(sealer.expiresAt, 1));
+      expect((await store.getBucket(id))!.attempts).toBe(1);
+      committed(await store.recordManifest(sealTaker, later(sealer.expiresAt, 1), "m/x.json"));
+      expect((await store.getBucket(id))!).toMatchObject({ phase: "publish", attempts: 0 });
+    });
+
     it("refuses the claim itself while a retry is pending or the table is paused, whoever holds the lease", async () => {
       const tableId = await newTable(store, "claim-guard");
       const id = await hotBucket(store, tableId);

@@ -126,6 +126,16 @@ export function THROUGH_POSITION(p: SqlParams, last: ClusteringPosition): string
 export const RELEASE_LEASE = "owner_token = NULL, lease_expires_at = NULL";
 
 /**
+ * PROGRESS: a committed export or seal is progress, so the bucket's failure
+ * run starts over: `attempts` counts failures (its own, and takeovers of a
+ * lease whose holder died) in a row without a phase committed between them.
+ * A kill that lands on a bucket now and then never adds up to a quarantine;
+ * a bucket that fails in the same phase every time (its data, its size) does.
+ * Claim is not progress: a bucket whose export failed goes back through it.
+ */
+export const PROGRESS = "attempts = 0, failed_at = NULL";
+
+/**
  * HAND_ON: release the lease and stamp `enqueued_at`, because the committer
  * enqueues the next phase itself; discovery then leaves the bucket alone for
  * the requeue interval instead of starting a second chain of phases.

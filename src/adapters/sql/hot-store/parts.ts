@@ -18,7 +18,7 @@ import type {
 import type { SqlExecutor, SqlDatabase } from "../database.js";
 import { METADATA_TABLE, PARTS_TABLE } from "../migrations.js";
 import { fencedTransaction, leaseLost, lockUnderFence } from "./fenced-update.js";
-import { BUCKET, HAND_ON, LIVE_LEASE } from "./fences.js";
+import { BUCKET, HAND_ON, LIVE_LEASE, PROGRESS } from "./fences.js";
 import { SqlParams } from "./params.js";
 import { METADATA_COLUMNS, toBytes, type MetadataRow } from "./rows.js";
 
@@ -165,7 +165,7 @@ export async function finishExport(
     }
     const { rows: updated } = await tx.query<MetadataRow>(
       `UPDATE ${METADATA_TABLE}
-          SET ${assignments}, phase = 'seal', ${HAND_ON(p, now)}, updated_at = ${p.time(now)}
+          SET ${assignments}, phase = 'seal', ${PROGRESS}, ${HAND_ON(p, now)}, updated_at = ${p.time(now)}
         WHERE ${BUCKET(p, id)}
     RETURNING ${METADATA_COLUMNS}`,
       p.values,

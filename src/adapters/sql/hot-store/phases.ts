@@ -8,7 +8,7 @@
 import type { FencedWrite, Lease } from "../../../ports/hot-store.js";
 import type { SqlDatabase } from "../database.js";
 import { fencedUpdate } from "./fenced-update.js";
-import { CLAIMABLE, HAND_ON, RELEASE_LEASE } from "./fences.js";
+import { CLAIMABLE, HAND_ON, PROGRESS, RELEASE_LEASE } from "./fences.js";
 
 /** `last_error` is kept to this many characters. */
 export const MAX_ERROR_LENGTH = 2000;
@@ -41,7 +41,8 @@ export async function recordManifest(
     "recordManifest",
     lease,
     now,
-    (p) => `manifest_key = ${p.text(manifestKey)}, phase = 'publish', ${HAND_ON(p, now)}`,
+    (p) =>
+      `manifest_key = ${p.text(manifestKey)}, phase = 'publish', ${PROGRESS}, ${HAND_ON(p, now)}`,
     () => `state = 'archiving' AND phase = 'seal'`,
   );
 }
