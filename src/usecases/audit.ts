@@ -126,12 +126,14 @@ async function recordOutcome(
   ctx: AuditContext,
   action: AuditAction,
   conclusion: AuditConclusion,
+  /** What the trail shows when this record cannot be written. */
+  otherwise = "the trail shows this action as started",
 ): Promise<void> {
   try {
     await ctx.audit.conclude(action, conclusion);
     ctx.log.info("audit", logFields(action, "outcome", conclusion));
   } catch (error) {
-    ctx.log.error("audit outcome not recorded: the trail shows this action as started", {
+    ctx.log.error(`audit outcome not recorded: ${otherwise}`, {
       ...logFields(action, "outcome", conclusion),
       audit_error: errorMessage(error),
     });
@@ -188,7 +190,12 @@ export async function commitAudited<T>(
   } catch (error) {
     // Also after a lost commit reply: the outcome row is written once, so
     // this one lands only if the transaction (and the change) did not.
-    await recordOutcome(ctx, action, conclusionOf(error));
+    await recordOutcome(
+      ctx,
+      action,
+      conclusionOf(error),
+      "the trail has no record of this action, which changed nothing",
+    );
     throw error;
   }
 }

@@ -8,7 +8,7 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { GetObjectCommand, ListObjectsV2Command, PutObjectCommand } from "@aws-sdk/client-s3";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, inject, it, onTestFinished } from "vitest";
 import { recordToJson } from "../../src/domain/record.js";
 import { runCli } from "../support/cli.js";
 import { freshBucket, freshDatabase, s3Client } from "../support/integration-resources.js";
@@ -39,7 +39,6 @@ const CHANGES = [
 ] as const;
 
 describe("reads of a payload changed in S3", () => {
-  let drop: () => Promise<void>;
   let home: string;
   let bucket: string;
   let base: Record<string, string | undefined>;
@@ -47,12 +46,9 @@ describe("reads of a payload changed in S3", () => {
   const s3 = s3Client(endpoint);
 
   beforeAll(async () => {
-    const db = await freshDatabase(inject("databaseUrl"));
-    drop = db.drop;
     bucket = await freshBucket(endpoint);
     home = mkdtempSync(path.join(os.tmpdir(), "pulpitum-it-integrity-"));
     base = {
-      DATABASE_URL: db.url,
       AWS_ENDPOINT_URL: endpoint,
       AWS_ACCESS_KEY_ID: "test",
       AWS_SECRET_ACCESS_KEY: "test",
@@ -62,28 +58,30 @@ describe("reads of a payload changed in S3", () => {
     };
     const file = path.join(home, "records.ndjson");
     writeFileSync(file, RECORDS.map((r) => JSON.stringify(recordToJson(r))).join("\n"));
-    const migrated = await runCli(["migrate"], {
-      ...base,
-      PULPITUM_ARCHIVE_URL: `s3://${bucket}/case0`,
-    });
-    expect(migrated.code, migrated.stderr).toBe(0);
   });
   afterAll(async () => {
     s3.destroy();
     rmSync(home, { recursive: true, force: true });
-    await drop();
   });
 
   CHANGES.forEach(({ format, where, change }, i) => {
     it(`${format}, ${where}: read, export, restore and query exit non-zero naming the object, with no row printed`, async () => {
-      // Each case archives its own table under its own prefix.
+      // Each case archives its own table under its own prefix, from its own database
+      // (a database belongs to one archive: docs/operations.md).
       const table = `ledger${i}`;
-      const env = { ...base, PULPITUM_ARCHIVE_URL: `s3://${bucket}/case${i}` };
+      const db = await freshDatabase(inject("databaseUrl"));
+      onTestFinished(() => db.drop());
+      const env = {
+        ...base,
+        DATABASE_URL: db.url,
+        PULPITUM_ARCHIVE_URL: `s3://${bucket}/case${i}`,
+      };
       const cli = (...args: string[]) => runCli(args, env);
       const ok = async (...args: string[]) => {
         const r = await cli(...args);
         expect(r.code, `${args.join(" ")}: ${r.stderr}`).toBe(0);
       };
+      await ok("migrate");
       await ok("tables", "create", table, "--strategy", "month", "--format", format);
       await ok("import", table, path.join(home, "records.ndjson"));
       await ok("archive", "--once");

@@ -7,7 +7,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, inject, it, onTestFinished } from "vitest";
 import { S3ObjectStore } from "../../src/adapters/object-store/s3.js";
 import { PgDatabase, SqlHotStore } from "../../src/adapters/sql/index.js";
 import { parseTableId } from "../../src/domain/table.js";
@@ -153,9 +153,13 @@ describe("the archival workflow on PostgreSQL and S3", () => {
 
   it("pulpitum archive --once archives imported tables of both formats and leaves no hot rows in archived buckets; restore brings one back from S3", async () => {
     const home = mkdtempSync(path.join(os.tmpdir(), "pulpitum-it-"));
+    // Its own database: the file's other tests archive to the bucket's root, and a database
+    // belongs to one archive (docs/operations.md).
+    const cliDb = await freshDatabase(inject("databaseUrl"));
+    onTestFinished(() => cliDb.drop());
     try {
       const env = {
-        DATABASE_URL: databaseUrl,
+        DATABASE_URL: cliDb.url,
         PULPITUM_ARCHIVE_URL: `s3://${bucket}/cli`,
         AWS_ENDPOINT_URL: endpoint,
         AWS_ACCESS_KEY_ID: "test",

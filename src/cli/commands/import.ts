@@ -23,35 +23,39 @@ export async function importCommand(
   const source = file === "-" ? "stdin" : file;
   // Opened before the store, so a wrong path fails fast and loses nothing.
   const handle = file === "-" ? null : await openInput(file);
-  await withRuntime(async (rt) => {
-    const input = handle === null ? process.stdin : handle.createReadStream();
-    const lines = readLines(input);
-    const progress = new ProgressBar(`importing into ${tableId}`, undefined);
-    try {
-      const report = await importRecords(rt.hotStore, lines, {
-        tableId,
-        source,
-        dryRun: opts.dryRun === true,
-        now: () => rt.clock.now(),
-        onProgress: (stored) => progress.update(stored, "records"),
-      });
-      progress.finish();
-      if (opts.json) printJson(report);
-      else console.log(renderImportReport(report));
-      if (report.dry_run && report.problems_total > 0) process.exitCode = EXIT.invalidInput;
-    } catch (error) {
-      progress.finish();
-      lines.close();
-      if (!(error instanceof ImportStoppedError)) throw error;
-      if (opts.json) printJson(error.report);
-      else console.log(renderImportReport(error.report));
-      throw new ImportStoppedError(
-        error.report,
-        { ...error.stop, message: stopMessage(tableId, error.report, error.stop) },
-        error.cause,
-      );
-    }
-  }).finally(() => handle?.close().catch(() => undefined));
+  await withRuntime(
+    async (rt) => {
+      const input = handle === null ? process.stdin : handle.createReadStream();
+      const lines = readLines(input);
+      const progress = new ProgressBar(`importing into ${tableId}`, undefined);
+      try {
+        const report = await importRecords(rt.hotStore, lines, {
+          tableId,
+          source,
+          dryRun: opts.dryRun === true,
+          now: () => rt.clock.now(),
+          onProgress: (stored) => progress.update(stored, "records"),
+        });
+        progress.finish();
+        if (opts.json) printJson(report);
+        else console.log(renderImportReport(report));
+        if (report.dry_run && report.problems_total > 0) process.exitCode = EXIT.invalidInput;
+      } catch (error) {
+        progress.finish();
+        lines.close();
+        if (!(error instanceof ImportStoppedError)) throw error;
+        if (opts.json) printJson(error.report);
+        else console.log(renderImportReport(error.report));
+        throw new ImportStoppedError(
+          error.report,
+          { ...error.stop, message: stopMessage(tableId, error.report, error.stop) },
+          error.cause,
+        );
+      }
+      // Hot rows only: the archive binding is compared, never recorded (see commands/tables.ts).
+    },
+    { archiveBinding: "check" },
+  ).finally(() => handle?.close().catch(() => undefined));
 }
 
 async function openInput(file: string): Promise<FileHandle> {

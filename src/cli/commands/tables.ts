@@ -8,6 +8,14 @@ import { count, printJson, renderTable } from "../format.js";
 import { strategyName } from "../display.js";
 import { cliLog, withRuntime } from "../session.js";
 
+/**
+ * Registering, listing, pausing and resuming tables never touch the archive:
+ * they compare the database's archive binding but do not record one, so a
+ * placeholder PULPITUM_ARCHIVE_URL in an operator's shell never binds the
+ * database to it (the first command that archives does).
+ */
+const CHECK_ONLY = { archiveBinding: "check" } as const;
+
 export async function createTable(
   tableId: TableId,
   strategy: BucketStrategy,
@@ -48,7 +56,7 @@ export async function createTable(
     }
     const guard = opts.writableBuckets ? `, writable buckets ${opts.writableBuckets}` : "";
     console.log(`table ${tableId}: ${result} (${strategyName(strategy)}, ${format}${guard})`);
-  });
+  }, CHECK_ONLY);
 }
 
 export async function listTables(opts: { json?: boolean }): Promise<void> {
@@ -83,7 +91,7 @@ export async function listTables(opts: { json?: boolean }): Promise<void> {
         ]),
       ),
     );
-  });
+  }, CHECK_ONLY);
 }
 
 export async function setPaused(
@@ -103,7 +111,7 @@ export async function setPaused(
     );
     if (opts.json) printJson({ table_id: table.tableId, paused: table.paused });
     else console.log(`table ${tableId} ${paused ? "paused" : "resumed"}`);
-  });
+  }, CHECK_ONLY);
 }
 
 export async function dropTableCommand(tableId: TableId, opts: { json?: boolean }): Promise<void> {
