@@ -1,5 +1,5 @@
 /**
- * The five functions, their shared environment, the worker's queue event
+ * The six functions, their shared environment, the worker's queue event
  * source and the schedules of discovery and garbage collection.
  */
 import path from "node:path";

@@ -42,12 +42,16 @@ function grantArchiveObjects(inputs: GrantInputs): void {
   const { settings, functions, databaseSecret } = inputs;
   const bucket = inputs.storage.archiveBucket;
   const prefixObjects = bucket.arnForObjects(`${settings.archivePrefix}/*`);
+  // s3:ListBucket on the bucket, with no prefix condition: without it S3
+  // answers a HEAD or GET of a missing key with 403, not 404 (a HEAD carries
+  // no prefix for a condition to match), so a deleted manifest would read as
+  // an outage and the scrub could never report it. docs/serverless.md says
+  // what this lets a function list.
   const listPrefix = () =>
     new iam.PolicyStatement({
-      sid: "ListArchivePrefix",
+      sid: "ListArchiveBucket",
       actions: ["s3:ListBucket"],
       resources: [bucket.bucketArn],
-      conditions: { StringLike: { "s3:prefix": [`${settings.archivePrefix}/*`] } },
     });
   const worker = functions.workerFunction;
   worker.addToRolePolicy(

@@ -96,6 +96,7 @@ export function sqlHotStoreConformance(
       );
       expect(tables.rows.map((r) => r.table_name)).toEqual([
         "app_events",
+        "pulpitum_v4_archive_binding",
         "pulpitum_v4_audit",
         "pulpitum_v4_bucket_metadata",
         "pulpitum_v4_bucket_parts",

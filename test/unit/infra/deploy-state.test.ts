@@ -103,7 +103,7 @@ describe("adopting an existing archive bucket", () => {
     const urls = functions
       .map((f) => f.Properties.Environment?.Variables?.PULPITUM_ARCHIVE_URL as unknown)
       .filter((u) => u !== undefined);
-    expect(urls.length).toBe(5);
+    expect(urls.length).toBe(6);
     for (const url of urls) expect(url).toBe(`s3://${name}/archive/v1`);
     const outputs = template.toJSON().Outputs as Record<string, { Value: unknown }>;
     expect(outputs.ArchiveBucketName!.Value).toBe(name);

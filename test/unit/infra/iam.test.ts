@@ -109,7 +109,8 @@ const SECRET = [
   "secretsmanager:DescribeSecret database-secret",
   "secretsmanager:GetSecretValue database-secret",
 ];
-const LIST_PREFIX = 's3:ListBucket archive if {"StringLike":{"s3:prefix":["pulpitum/*"]}}';
+/** Without a prefix condition: S3 answers a missing key's HEAD with 404 only to a role that may list the bucket. */
+const LIST_PREFIX = "s3:ListBucket archive";
 /** Lambda's asynchronous-invocation DLQ of the scheduled functions. */
 const SCHEDULED_FAILURES = "sqs:SendMessage scheduled-failures-queue";
 

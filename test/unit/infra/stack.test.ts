@@ -249,11 +249,10 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
       Resource: { "Fn::Join": ["", [{ "Fn::GetAtt": [archiveId, "Arn"] }, "/pulpitum/*"]] },
     });
     expect(statements).toContainEqual({
-      Sid: "ListArchivePrefix",
+      Sid: "ListArchiveBucket",
       Effect: "Allow",
       Action: "s3:ListBucket",
       Resource: { "Fn::GetAtt": [archiveId, "Arn"] },
-      Condition: { StringLike: { "s3:prefix": ["pulpitum/*"] } },
     });
     expect(statements).toContainEqual({
       Sid: "QueryCatalogEntries",
@@ -275,7 +274,7 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
     );
     expect(s3Statements.map((s) => s.Sid).sort()).toEqual([
       "ArchiveObjectsUnderPrefix",
-      "ListArchivePrefix",
+      "ListArchiveBucket",
       "QueryCatalogEntries",
     ]);
     expect(statements.filter((s) => s.Resource === "*")).toEqual([]);
@@ -349,11 +348,10 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
       Resource: { "Fn::Join": ["", [{ "Fn::GetAtt": [archiveId, "Arn"] }, "/pulpitum/*"]] },
     });
     expect(statements).toContainEqual({
-      Sid: "ListArchivePrefix",
+      Sid: "ListArchiveBucket",
       Effect: "Allow",
       Action: "s3:ListBucket",
       Resource: { "Fn::GetAtt": [archiveId, "Arn"] },
-      Condition: { StringLike: { "s3:prefix": ["pulpitum/*"] } },
     });
     const actions = statements.flatMap((s) => [s.Action].flat()).sort();
     expect(actions).toEqual(
@@ -726,8 +724,10 @@ describe("the archiver stack with deployment props", () => {
       PolicyDocument: {
         Statement: Match.arrayWith([
           Match.objectLike({
-            Sid: "ListArchivePrefix",
-            Condition: { StringLike: { "s3:prefix": ["archive/v/*"] } },
+            Sid: "ArchiveObjectsUnderPrefix",
+            Resource: Match.objectLike({
+              "Fn::Join": Match.arrayWith([Match.arrayWith(["/archive/v/*"])]),
+            }),
           }),
         ]),
       },
