@@ -219,6 +219,8 @@ export interface WarmSampleInput {
   readonly worker: (queueUrl: string) => (event: SQSEvent, context: Context) => Promise<unknown>;
   readonly ids: readonly BucketId[];
   readonly lambdaContext: () => Context;
+  /** Called once the first bucket warmed the container (to reset request counters). */
+  readonly afterWarmUp?: () => void;
 }
 
 /**
@@ -261,7 +263,10 @@ export async function sampleWarmWorker(input: WarmSampleInput): Promise<WarmSamp
         input.lambdaContext,
       );
     }
-    if (i === 0) continue;
+    if (i === 0) {
+      input.afterWarmUp?.();
+      continue;
+    }
     bucketSeconds.push(times.reduce((a, b) => a + b, 0) / 1000);
     if (times.length === PHASES.length) times.forEach((ms, k) => phaseMs[PHASES[k]!]!.push(ms));
   }

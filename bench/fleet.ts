@@ -23,6 +23,7 @@
 import { randomUUID } from "node:crypto";
 import { writeFile } from "node:fs/promises";
 import os from "node:os";
+import { fileURLToPath } from "node:url";
 import { CreateBucketCommand, S3Client } from "@aws-sdk/client-s3";
 import { CreateQueueCommand, GetQueueAttributesCommand, SQSClient } from "@aws-sdk/client-sqs";
 import type { Context } from "aws-lambda";
@@ -47,6 +48,7 @@ import {
   synthesizedCapacity,
 } from "./fleet-economics.js";
 import { probeAdmission } from "./fleet-admission.js";
+import { writeCapacityTable } from "./fleet-table.js";
 import { startMoto, startPostgres, type RunningService } from "../test/support/services.js";
 
 const QUICK = process.argv.includes("--quick");
@@ -334,8 +336,19 @@ async function main(): Promise<void> {
       partitionKey: new TextEncoder().encode("tenant-00000"),
       bucketKey: `day:${new Date(Date.UTC(2024, 0, 1 + d)).toISOString().slice(0, 10)}`,
     }));
+    // The sample's handler requests, timed: where a warm bucket's worker time goes.
+    const sampleS3 = new RequestCounter();
+    const sampleSqs = new RequestCounter();
+    const sampleClients = {
+      s3: sampleS3.attach(new S3Client({ ...aws, forcePathStyle: true, ...S3_CHECKSUM_SETTINGS })),
+      sqs: sampleSqs.attach(new SQSClient(aws)),
+    };
     const sample = await sampleWarmWorker({
       sqs,
+      afterWarmUp: () => {
+        sampleS3.reset();
+        sampleSqs.reset();
+      },
       hotStore: store,
       ids: sampleIds,
       lambdaContext: () => lambdaContext("Pulpitum-WorkerFunction", FUNCTION_TIMEOUT_MS),
@@ -344,7 +357,7 @@ async function main(): Promise<void> {
           cachedPerContainer(async () => {
             const runtime = await openLambdaAdapters(
               { ...env, PULPITUM_WORK_QUEUE_URL: queueUrl },
-              { clients },
+              { clients: sampleClients },
             );
             closers.push(() => runtime.close());
             return runtime;
@@ -358,6 +371,17 @@ async function main(): Promise<void> {
       `warm sample: ${sample.bucketSeconds.length} buckets, ${mean(sample.bucketSeconds).toFixed(3)} s ` +
         `per bucket (median ${median(sample.bucketSeconds).toFixed(3)} s), phase medians ${JSON.stringify(phaseMedians)} ms`,
     );
+    const sampled = sample.bucketSeconds.length;
+    const profile = {
+      s3_ms_per_bucket: Math.round(sampleS3.ms / sampled),
+      s3_requests_per_bucket: Number((sampleS3.total / sampled).toFixed(2)),
+      sqs_ms_per_bucket: Math.round(sampleSqs.ms / sampled),
+      sqs_requests_per_bucket: Number((sampleSqs.total / sampled).toFixed(2)),
+      rest_ms_per_bucket: Math.round(
+        1000 * mean(sample.bucketSeconds) - (sampleS3.ms + sampleSqs.ms) / sampled,
+      ),
+    };
+    log(`warm sample profile: ${JSON.stringify(profile)} (rest: SQL round trips and CPU)`);
     const fleetBuckets = BUCKETS - SAMPLE;
 
     const handlerTime = { ms: 0 };
@@ -508,6 +532,7 @@ async function main(): Promise<void> {
           buckets: sample.bucketSeconds.length,
           median_s: Number(median(sample.bucketSeconds).toFixed(3)),
           phase_median_ms: phaseMedians,
+          profile,
         },
         worker_seconds_per_bucket_under_load: Number(
           (handlerTime.ms / 1000 / fleetBuckets).toFixed(3),
@@ -568,10 +593,12 @@ async function main(): Promise<void> {
         `${capped} runs stopped on the cap`,
     );
     for (const [goal, met] of goals) log(`${met ? "met" : "MISSED"}: ${goal}`);
+    const written = { ...result, quick: QUICK, ...context };
     await writeFile(
       new URL("./fleet.json", import.meta.url),
-      `${JSON.stringify({ ...result, quick: QUICK, ...context }, null, 2)}\n`,
+      `${JSON.stringify(written, null, 2)}\n`,
     );
+    await writeCapacityTable(fileURLToPath(new URL("./README.md", import.meta.url)), written);
     console.log(JSON.stringify(result));
     if (goals.some(([, met]) => !met)) process.exitCode = 1;
   } finally {

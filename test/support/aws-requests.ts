@@ -53,13 +53,20 @@ type Middleware = (
 /** Counts every request a client sends, by command name. */
 export class RequestCounter {
   readonly counts = new Map<string, number>();
+  /** Milliseconds spent in requests (each attempt, from send to parsed reply). */
+  ms = 0;
 
   /** Count `client`'s requests from now on; returns the client. */
   attach<T extends { middlewareStack: unknown }>(client: T): T {
     const middleware: Middleware = (next, context) => async (args) => {
       const name = context.commandName ?? "?";
       this.counts.set(name, (this.counts.get(name) ?? 0) + 1);
-      return await next(args);
+      const started = performance.now();
+      try {
+        return await next(args);
+      } finally {
+        this.ms += performance.now() - started;
+      }
     };
     (client.middlewareStack as { add: (mw: Middleware, options: unknown) => void }).add(
       middleware,
@@ -86,6 +93,7 @@ export class RequestCounter {
 
   reset(): void {
     this.counts.clear();
+    this.ms = 0;
   }
 }
 
