@@ -279,11 +279,12 @@ export async function requirePublishedEntry(
   entry: CatalogEntry,
 ): Promise<CatalogChange> {
   const key = catalogEntryKeyOf(ports.archivePrefix, slotOf(id), entry);
-  const bytes = await renderCatalogEntry(ports.objectStore, entry.payloadKeys);
+  // The read first: under a lost lease it is the call that stops the phase (usecases/under-lease.ts).
   const stored = await ports.objectStore.get(key).catch((error: unknown) => {
     if (error instanceof ObjectNotFoundError) return null;
     throw error;
   });
+  const bytes = await renderCatalogEntry(ports.objectStore, entry.payloadKeys);
   if (stored !== null && Buffer.from(stored).equals(bytes)) return "unchanged";
   return await refreshCatalogEntry(ports, id);
 }
