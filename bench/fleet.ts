@@ -13,12 +13,17 @@
  * Goals: discovery admits at least 20× what the workers archive per second
  * (the workers, not discovery, are the limit; discovery's rate comes from
  * the admission probe of bench/fleet-admission.ts), duplicate messages at most
- * 1% of the buckets, every bucket archived and cleaned, the DLQ empty. The
- * exit code is 1 when a goal is missed.
+ * 1% of the buckets, every bucket archived and cleaned, the DLQ empty; and
+ * the economics of issue 42 (bench/fleet-economics.ts): at most 4 PUT-class
+ * and 6 GET-class S3 requests per bucket, at most $25 per million buckets,
+ * workers idle at most 5% of the time while buckets remain undiscovered, a
+ * 36M-bucket backfill in at most 3 days on the tuned stack. The exit code is
+ * 1 when a goal is missed.
  */
 import { randomUUID } from "node:crypto";
 import { writeFile } from "node:fs/promises";
 import os from "node:os";
+import { fileURLToPath } from "node:url";
 import { CreateBucketCommand, S3Client } from "@aws-sdk/client-s3";
 import { CreateQueueCommand, GetQueueAttributesCommand, SQSClient } from "@aws-sdk/client-sqs";
 import type { Context } from "aws-lambda";
@@ -29,7 +34,21 @@ import type { TableRecord } from "../src/domain/record.js";
 import type { HotStore } from "../src/ports/hot-store.js";
 import type { WorkItem, WorkQueue } from "../src/ports/work-queue.js";
 import { SqsEventSourcePoller } from "../test/support/sqs-poller.js";
+import { RequestCounter } from "../test/support/aws-requests.js";
+import { S3_CHECKSUM_SETTINGS } from "../src/adapters/object-store/s3.js";
+import type { BucketId } from "../src/domain/bucket.js";
+import {
+  IdleMeter,
+  PRICES,
+  STACKS,
+  economicsOf,
+  mean,
+  median,
+  sampleWarmWorker,
+  synthesizedCapacity,
+} from "./fleet-economics.js";
 import { probeAdmission } from "./fleet-admission.js";
+import { writeCapacityTable } from "./fleet-table.js";
 import { startMoto, startPostgres, type RunningService } from "../test/support/services.js";
 
 const QUICK = process.argv.includes("--quick");
@@ -45,6 +64,8 @@ const FUNCTION_TIMEOUT_MS = 30_000;
 /** Each bucket needs five phases: one message from discovery, four handed on by the workers. */
 const PHASES_PER_BUCKET = 5;
 const TABLE = parseTableId("fleet");
+/** Buckets archived one by one on a warm worker before the fleet run (the first warms it). */
+const SAMPLE = 41;
 /** ARCHIVER_SCAN_LIMIT (its default): a full discovery page. */
 const SCAN_LIMIT = 64;
 const REGION = "us-east-1";
@@ -54,10 +75,20 @@ const elapsed = () => (performance.now() - started) / 1000;
 const writeErr = process.stderr.write.bind(process.stderr);
 const log = (message: string) => writeErr(`[${elapsed().toFixed(0).padStart(4)} s] ${message}\n`);
 
-/** Powertools writes a JSON line per log and metric flush; the bench keeps its output to figures. */
-function silenceHandlers(stream: NodeJS.WriteStream = process.stdout): () => void {
+/**
+ * Powertools writes a JSON line per log and metric flush; the bench keeps its
+ * output to figures, counting the bytes (what CloudWatch Logs would ingest)
+ * while `bytes.counting` is on.
+ */
+function silenceHandlers(
+  stream: NodeJS.WriteStream = process.stdout,
+  bytes?: { n: number; counting: boolean },
+): () => void {
   const out = stream.write.bind(stream);
-  stream.write = (() => true) as typeof stream.write;
+  stream.write = ((chunk: string | Uint8Array) => {
+    if (bytes?.counting) bytes.n += Buffer.byteLength(chunk);
+    return true;
+  }) as typeof stream.write;
   return () => {
     stream.write = out;
   };
@@ -185,7 +216,21 @@ async function main(): Promise<void> {
   const aws = { endpoint, region: REGION };
   const sqs = new SQSClient(aws);
   const s3 = new S3Client({ ...aws, forcePathStyle: true });
-  const restoreStdout = silenceHandlers();
+  // The fleet run's requests, counted as the SDK sends them (the probe's and the sample's are not).
+  const s3Counter = new RequestCounter();
+  const sqsCounter = new RequestCounter();
+  const countedS3 = s3Counter.attach(
+    new S3Client({ ...aws, forcePathStyle: true, ...S3_CHECKSUM_SETTINGS }),
+  );
+  const countedSqs = sqsCounter.attach(new SQSClient(aws));
+  const idle = new IdleMeter();
+  const logBytes = { n: 0, counting: false };
+  const stacks = {
+    default: await synthesizedCapacity(STACKS.default),
+    tuned: await synthesizedCapacity(STACKS.tuned),
+  };
+  log(`synthesized stacks: ${JSON.stringify(stacks)}`);
+  const restoreStdout = silenceHandlers(process.stdout, logBytes);
   const closers: Array<() => Promise<void>> = [];
   try {
     const bucket = `pulpitum-fleet-${randomUUID().slice(0, 8)}`;
@@ -225,7 +270,8 @@ async function main(): Promise<void> {
       ARCHIVER_RETRY_SECONDS: "2",
       ARCHIVER_SCAN_LIMIT: String(SCAN_LIMIT),
       ARCHIVER_DISCOVERY_TARGET_DEPTH: String(LANES * BATCH_SIZE * 2),
-      ARCHIVER_DISCOVERY_RUN_SECONDS: String(SCHEDULE_SECONDS - 2),
+      // As the stack does: a run lasts its whole interval, so workers never wait for the next one.
+      ARCHIVER_DISCOVERY_RUN_SECONDS: String(SCHEDULE_SECONDS),
       ARCHIVER_DISCOVERY_POLL_SECONDS: "0.5",
       PULPITUM_HOME: "/tmp/pulpitum-fleet",
     };
@@ -236,10 +282,11 @@ async function main(): Promise<void> {
       await import("../functions/open-adapters.js");
     const { parseDiscoverySettings } = await import("../src/discovery-settings.js");
     const clients = { sqs, s3 };
+    const fleetClients = { sqs: countedSqs, s3: countedS3 };
 
     const sends = { sent: 0 };
     const discoveryTime = { ms: 0 };
-    const discovery = await openLambdaAdapters(env, { clients, migrate: true });
+    const discovery = await openLambdaAdapters(env, { clients: fleetClients, migrate: true });
     closers.push(() => discovery.close());
     const discoverHandler = createDiscoveryHandler(async () => ({
       adapters: {
@@ -284,17 +331,79 @@ async function main(): Promise<void> {
         `depth reads ${probe.depthSeconds.toFixed(2)} s`,
     );
 
-    const handlers = Array.from({ length: LANES }, () =>
-      createWorkerHandler(
+    const sampleIds: BucketId[] = Array.from({ length: SAMPLE }, (_, d) => ({
+      tableId: TABLE,
+      partitionKey: new TextEncoder().encode("tenant-00000"),
+      bucketKey: `day:${new Date(Date.UTC(2024, 0, 1 + d)).toISOString().slice(0, 10)}`,
+    }));
+    // The sample's handler requests, timed: where a warm bucket's worker time goes.
+    const sampleS3 = new RequestCounter();
+    const sampleSqs = new RequestCounter();
+    const sampleClients = {
+      s3: sampleS3.attach(new S3Client({ ...aws, forcePathStyle: true, ...S3_CHECKSUM_SETTINGS })),
+      sqs: sampleSqs.attach(new SQSClient(aws)),
+    };
+    const sample = await sampleWarmWorker({
+      sqs,
+      afterWarmUp: () => {
+        sampleS3.reset();
+        sampleSqs.reset();
+      },
+      hotStore: store,
+      ids: sampleIds,
+      lambdaContext: () => lambdaContext("Pulpitum-WorkerFunction", FUNCTION_TIMEOUT_MS),
+      worker: (queueUrl) =>
+        createWorkerHandler(
+          cachedPerContainer(async () => {
+            const runtime = await openLambdaAdapters(
+              { ...env, PULPITUM_WORK_QUEUE_URL: queueUrl },
+              { clients: sampleClients },
+            );
+            closers.push(() => runtime.close());
+            return runtime;
+          }),
+        ),
+    });
+    const phaseMedians = Object.fromEntries(
+      Object.entries(sample.phaseMs).map(([phase, ms]) => [phase, Math.round(median(ms))]),
+    );
+    log(
+      `warm sample: ${sample.bucketSeconds.length} buckets, ${mean(sample.bucketSeconds).toFixed(3)} s ` +
+        `per bucket (median ${median(sample.bucketSeconds).toFixed(3)} s), phase medians ${JSON.stringify(phaseMedians)} ms`,
+    );
+    const sampled = sample.bucketSeconds.length;
+    const profile = {
+      s3_ms_per_bucket: Math.round(sampleS3.ms / sampled),
+      s3_requests_per_bucket: Number((sampleS3.total / sampled).toFixed(2)),
+      sqs_ms_per_bucket: Math.round(sampleSqs.ms / sampled),
+      sqs_requests_per_bucket: Number((sampleSqs.total / sampled).toFixed(2)),
+      rest_ms_per_bucket: Math.round(
+        1000 * mean(sample.bucketSeconds) - (sampleS3.ms + sampleSqs.ms) / sampled,
+      ),
+    };
+    log(`warm sample profile: ${JSON.stringify(profile)} (rest: SQL round trips and CPU)`);
+    const fleetBuckets = BUCKETS - SAMPLE;
+
+    const handlerTime = { ms: 0 };
+    const handlers = Array.from({ length: LANES }, () => {
+      const handler = createWorkerHandler(
         cachedPerContainer(async () => {
-          const runtime = await openLambdaAdapters(env, { clients });
+          const runtime = await openLambdaAdapters(env, { clients: fleetClients });
           closers.push(() => runtime.close());
           return { ...runtime, queue: countingQueue(runtime.queue, sends) };
         }),
-      ),
-    );
+      );
+      return async (...args: Parameters<typeof handler>) => {
+        const t0 = performance.now();
+        try {
+          return await handler(...args);
+        } finally {
+          handlerTime.ms += performance.now() - t0;
+        }
+      };
+    });
     const poller = new SqsEventSourcePoller({
-      sqs,
+      sqs: idle.watch(countedSqs),
       queueUrl: work.QueueUrl!,
       queueArn: workArn,
       handlers,
@@ -326,6 +435,9 @@ async function main(): Promise<void> {
       );
 
     const runStarted = performance.now();
+    let idleWindowMs = 0;
+    idle.counting = true;
+    logBytes.counting = true;
     poller.start();
     let discoveryRuns = 0;
     let admitted = 0;
@@ -340,6 +452,11 @@ async function main(): Promise<void> {
         discoveryRuns++;
         admitted += report.candidates;
         if (report.stop === "cap") capped++;
+        if (report.stop === "exhausted" && idle.counting) {
+          // Every bucket is admitted: from here an empty queue is the end of the backlog.
+          idle.counting = false;
+          idleWindowMs = performance.now() - runStarted;
+        }
         log(
           `discovery run ${discoveryRuns}: ${report.candidates} enqueued, stop ${report.stop}, ` +
             `waiting ${report.waiting_at_end}, drain ${report.drain_per_second?.toFixed(1) ?? "?"}/s, ` +
@@ -357,8 +474,22 @@ async function main(): Promise<void> {
       if (elapsed() > (QUICK ? 1800 : 7200)) throw new Error("the fleet did not finish in time");
     }
     const wallS = (performance.now() - runStarted) / 1000;
+    logBytes.counting = false;
+    if (idle.counting) idleWindowMs = performance.now() - runStarted;
+    idle.counting = false;
     await discoveryLoop;
     await poller.stop();
+    const s3Classes = s3Counter.s3Classes();
+    const perBucket = {
+      s3PutClass: s3Classes.put / fleetBuckets,
+      s3GetClass: s3Classes.get / fleetBuckets,
+      sqsRequests: sqsCounter.total / fleetBuckets,
+      invocations: (poller.stats.invocations + discoveryRuns) / fleetBuckets,
+      workerSeconds: mean(sample.bucketSeconds),
+      logBytes: logBytes.n / fleetBuckets,
+      idleFraction: idleWindowMs > 0 ? idle.idleMs / (LANES * idleWindowMs) : 0,
+    };
+    const economics = economicsOf(perBucket, stacks);
     clearInterval(sampling);
     const dlqDepth = Number(
       (
@@ -377,11 +508,38 @@ async function main(): Promise<void> {
       admitted_per_s: Math.round(probe.admittedPerS),
       archived_per_s: Number((BUCKETS / wallS).toFixed(1)),
       discovery_runs: discoveryRuns,
-      duplicate_messages: Math.max(0, sends.sent - PHASES_PER_BUCKET * BUCKETS),
+      duplicate_messages: Math.max(0, sends.sent - PHASES_PER_BUCKET * fleetBuckets),
       max_db_connections: maxConnections,
       wall_s: Number(wallS.toFixed(1)),
+      s3_put_class_per_bucket: Number(perBucket.s3PutClass.toFixed(2)),
+      s3_get_class_per_bucket: Number(perBucket.s3GetClass.toFixed(2)),
+      sqs_requests_per_bucket: Number(perBucket.sqsRequests.toFixed(2)),
+      invocations_per_bucket: Number(perBucket.invocations.toFixed(3)),
+      worker_seconds_per_bucket: Number(perBucket.workerSeconds.toFixed(3)),
+      worker_idle_fraction: Number(perBucket.idleFraction.toFixed(3)),
+      cost_usd_per_million_buckets: economics.cost_usd_per_million_buckets,
+      backfill_days_36m_default: economics.backfill_days_36m_default,
+      backfill_days_36m_tuned: economics.backfill_days_36m_tuned,
     };
     const context = {
+      economics: {
+        prices: PRICES,
+        cost_breakdown_usd_per_million: economics.cost_breakdown_usd_per_million,
+        log_bytes_per_bucket: Math.round(perBucket.logBytes),
+        s3_requests: s3Counter.snapshot(),
+        sqs_requests: sqsCounter.snapshot(),
+        warm_sample: {
+          buckets: sample.bucketSeconds.length,
+          median_s: Number(median(sample.bucketSeconds).toFixed(3)),
+          phase_median_ms: phaseMedians,
+          profile,
+        },
+        worker_seconds_per_bucket_under_load: Number(
+          (handlerTime.ms / 1000 / fleetBuckets).toFixed(3),
+        ),
+        idle_window_s: Number((idleWindowMs / 1000).toFixed(1)),
+        stacks,
+      },
       topup_admitted_per_s: Math.round(admitted / (discoveryTime.ms / 1000)),
       admission_probe: {
         buckets: probe.buckets,
@@ -408,6 +566,26 @@ async function main(): Promise<void> {
       ],
       [`every bucket archived and cleaned (${done})`, done === BUCKETS],
       [`DLQ empty (${dlqDepth})`, dlqDepth === 0],
+      [
+        `<= 4 PUT-class S3 requests per bucket (${result.s3_put_class_per_bucket})`,
+        result.s3_put_class_per_bucket <= 4,
+      ],
+      [
+        `<= 6 GET-class S3 requests per bucket (${result.s3_get_class_per_bucket})`,
+        result.s3_get_class_per_bucket <= 6,
+      ],
+      [
+        `<= $25 per million buckets ($${result.cost_usd_per_million_buckets})`,
+        result.cost_usd_per_million_buckets <= 25,
+      ],
+      [
+        `workers idle <= 5% while buckets remain undiscovered (${(100 * result.worker_idle_fraction).toFixed(1)}%)`,
+        result.worker_idle_fraction <= 0.05,
+      ],
+      [
+        `tuned 36M backfill <= 3 days (${result.backfill_days_36m_tuned}) within ${stacks.tuned.databaseConnections} connections`,
+        result.backfill_days_36m_tuned <= 3,
+      ],
     ] as const;
     log(
       `${LANES} worker lanes, batch ${BATCH_SIZE}, discovery every ${SCHEDULE_SECONDS} s, ` +
@@ -415,10 +593,12 @@ async function main(): Promise<void> {
         `${capped} runs stopped on the cap`,
     );
     for (const [goal, met] of goals) log(`${met ? "met" : "MISSED"}: ${goal}`);
+    const written = { ...result, quick: QUICK, ...context };
     await writeFile(
       new URL("./fleet.json", import.meta.url),
-      `${JSON.stringify({ ...result, quick: QUICK, ...context }, null, 2)}\n`,
+      `${JSON.stringify(written, null, 2)}\n`,
     );
+    await writeCapacityTable(fileURLToPath(new URL("./README.md", import.meta.url)), written);
     console.log(JSON.stringify(result));
     if (goals.some(([, met]) => !met)) process.exitCode = 1;
   } finally {

@@ -194,17 +194,20 @@ function addWorkerEventSource(
 
 /**
  * How long a discovery run lasts and how deep it fills the queue, derived
- * from the stack's settings: a run keeps the queue topped up until just
- * before the next one is due (the schedule interval less 30 s, at least
- * 30 s, at most 870 s so the 900 s Lambda limit leaves its margin), and the
- * target depth keeps every concurrent worker's next batch waiting.
+ * from the stack's settings: a run keeps the queue topped up until the next
+ * one is due (the schedule interval, at most 870 s so the 900 s Lambda
+ * limit leaves its margin), so workers never wait for the next run while
+ * candidates remain (issue 42 §2; the connection ceiling already counts two
+ * overlapping runs), and the target depth keeps every concurrent worker's
+ * next batch waiting (discovery deepens it when the measured drain needs
+ * more, usecases/discover-backlog.ts).
  */
 export function discoveryTiming(settings: StackSettings): {
   runSeconds: number;
   timeoutSeconds: number;
   targetDepth: number;
 } {
-  const runSeconds = Math.min(870, Math.max(30, settings.scheduleMinutes * 60 - 30));
+  const runSeconds = Math.min(870, settings.scheduleMinutes * 60);
   return {
     runSeconds,
     timeoutSeconds: runSeconds + 30,

@@ -33,7 +33,7 @@ const DISCOVERY = {
   runSeconds: {
     name: "ARCHIVER_DISCOVERY_RUN_SECONDS",
     default: 50,
-    defaultNote: "the stack: the schedule interval less 30 s",
+    defaultNote: "the stack: the schedule interval, at most 870 s",
     read: { kind: "decimal", min: 1, max: 900 },
     rule: "1..900; how long a discovery run keeps the queue topped up while candidates remain",
   },

@@ -1,7 +1,8 @@
 /**
  * Sealing a bucket's archive. Its manifest (v4 for one part, v5 for
  * several) is written only after every part it lists was verified and
- * recorded, and it is read back, validated against the recorded parts, and
+ * recorded, validated against the recorded parts before it is sent, and
+ * (unless the caller asks for less, see ManifestWriteChecks) read back and
  * each part re-checked by HEAD before its key is returned.
  */
 import { manifestKey as contentManifestKey } from "../domain/object-keys.js";
@@ -18,6 +19,7 @@ import {
   manifestBucketOf,
   renderManifest,
   writeVerifiedManifest,
+  type ManifestWriteChecks,
   type RenderedManifest,
   type SealTarget,
 } from "./store.js";
@@ -33,9 +35,12 @@ export interface SealSegmentedInput extends SealTarget {
  * is manifest v4 (byte for byte what a bucket never segmented gets),
  * several are v5.
  */
-export async function sealArchiveManifest(input: SealSegmentedInput): Promise<string> {
+export async function sealArchiveManifest(
+  input: SealSegmentedInput,
+  checks: ManifestWriteChecks = {},
+): Promise<string> {
   const { key, bytes, validate } = await renderArchiveManifest(input);
-  await writeVerifiedManifest(input.store, key, bytes, validate, input.parts);
+  await writeVerifiedManifest(input.store, key, bytes, validate, input.parts, checks);
   return key;
 }
 

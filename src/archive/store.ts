@@ -22,8 +22,10 @@
  *    row digest are accepted only after the stored bytes hashed the same as
  *    the file, which makes them the rows of the stored object.
  * 3. The manifest is written only after its payload was verified, and is
- *    itself read back and validated, and its payload re-checked by HEAD, so a
- *    manifest key never points at a missing or different payload.
+ *    itself validated before it is sent and read back (or, for the seal
+ *    phase, checked by the store on arrival and re-read by publish before
+ *    the cutover), so a manifest key never points at a missing or different
+ *    payload.
  *
  * Generations: the manifest records the lease generation that sealed it, so
  * a seal retried after a takeover (generation + 1) produces different bytes
@@ -36,7 +38,7 @@ import { createHash } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { ArchiveIntegrityError } from "../errors.js";
+import { ArchiveIntegrityError, ObjectNotFoundError } from "../errors.js";
 import { parseBucketKey, type BucketStrategy } from "../domain/bucket.js";
 import { payloadKey, type BucketLocation, type PayloadAttempt } from "../domain/object-keys.js";
 import type { ArchiveFormat, TableId } from "../domain/table.js";
@@ -191,10 +193,11 @@ export function bucketExpectations(bucket: ArchiveBucketRef): PayloadExpectation
 }
 
 /**
- * Check the stored object against the file we wrote: size (HEAD), then the
- * SHA-256 and length of the bytes streamed back. Equal hashes make the stored
- * object and the local file the same bytes, so decoding the local file is
- * decoding the stored object (see {@link checkDecodedRows}).
+ * Check the stored object against the file we wrote: the SHA-256 and length
+ * of the bytes streamed back (one GET; a HEAD first would only tell the
+ * length the GET counts anyway). Equal hashes make the stored object and the
+ * local file the same bytes, so decoding the local file is decoding the
+ * stored object (see {@link checkDecodedRows}).
  */
 async function verifyStoredBytes(
   store: ObjectStore,
@@ -202,16 +205,13 @@ async function verifyStoredBytes(
   sha256: string,
   byteLength: number,
 ): Promise<void> {
-  const info = await store.head(key);
-  if (info === null)
-    throw new ArchiveIntegrityError(key, "the payload is missing right after it was stored");
-  if (info.size !== byteLength) {
-    throw new ArchiveIntegrityError(
-      key,
-      `stored size is ${info.size} bytes, ${byteLength} were written`,
-    );
-  }
-  const readBack = await hashObject(store, key);
+  const readBack = await hashObject(store, key).catch((error: unknown) => {
+    if (error instanceof ObjectNotFoundError)
+      throw new ArchiveIntegrityError(key, "the payload is missing right after it was stored", {
+        cause: error,
+      });
+    throw error;
+  });
   if (readBack.byteLength !== byteLength) {
     throw new ArchiveIntegrityError(
       key,
@@ -326,11 +326,31 @@ export async function sealManifest(input: SealManifestInput): Promise<string> {
 }
 
 /**
+ * What {@link writeVerifiedManifest} checks beyond validating the bytes it
+ * writes. The defaults check everything; the seal phase, whose parts export
+ * verified under the bucket's fence and whose manifest publish re-reads
+ * before the cutover, asks for less (docs/archival.md, "What each request
+ * checks").
+ */
+export interface ManifestWriteChecks {
+  /**
+   * Read the manifest back even when this call created it (default true).
+   * When false, a created manifest is trusted to hold the bytes sent: the
+   * store checked them against their SHA-256 on the way in (S3 refuses a
+   * body that arrives different, see ObjectStore.createIfAbsent); a manifest
+   * that already existed is always read back and compared.
+   */
+  readonly readBackCreated?: boolean;
+  /** HEAD every payload the manifest names, requiring its recorded size (default true). */
+  readonly checkPayloads?: boolean;
+}
+
+/**
  * The manifest step both versions share: refuse to write a manifest that
  * would not validate (a payload key outside the bucket, say), create it if
  * absent at its content-addressed key, read it back and require the same
  * bytes and a valid manifest, then check that every payload object it names
- * exists with its recorded size.
+ * exists with its recorded size (see {@link ManifestWriteChecks}).
  */
 export async function writeVerifiedManifest(
   store: ObjectStore,
@@ -338,18 +358,22 @@ export async function writeVerifiedManifest(
   bytes: Uint8Array,
   validate: (bytes: Uint8Array) => unknown,
   payloads: ReadonlyArray<{ readonly key: string; readonly byteLength: number }>,
+  checks: ManifestWriteChecks = {},
 ): Promise<void> {
   validate(bytes);
-  await store.createIfAbsent(key, bytes, { contentType: MANIFEST_CONTENT_TYPE });
-  const stored = await store.get(key);
-  if (!Buffer.from(stored).equals(Buffer.from(bytes))) {
-    // Same key, different bytes: the hash in the key no longer matches, whatever is there.
-    throw new ArchiveIntegrityError(
-      key,
-      "the stored manifest differs from the manifest that was written",
-    );
+  const created = await store.createIfAbsent(key, bytes, { contentType: MANIFEST_CONTENT_TYPE });
+  if (created === "already-exists" || checks.readBackCreated !== false) {
+    const stored = await store.get(key);
+    if (!Buffer.from(stored).equals(Buffer.from(bytes))) {
+      // Same key, different bytes: the hash in the key no longer matches, whatever is there.
+      throw new ArchiveIntegrityError(
+        key,
+        "the stored manifest differs from the manifest that was written",
+      );
+    }
+    validate(stored);
   }
-  validate(stored);
+  if (checks.checkPayloads === false) return;
   for (const payload of payloads) {
     await checkPayloadSize(store, payload.key, payload.byteLength, `in manifest ${key}`);
   }

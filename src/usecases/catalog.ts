@@ -26,17 +26,26 @@
  *    if the entry was never written) before its flip drops the archive
  *    reference. The next version can only be published after that flip, so
  *    two versions are never non-empty at once.
- * 4. Every other upkeep (publish after its commit, cleanup before its first
- *    delete, GC before its first delete, the rebuild) lists the bucket's
- *    entries first and reads its metadata after: it empties only entries it
- *    listed that the metadata does not publish. An entry listed before the
- *    read existed before it, so its version was published before it; if the
- *    metadata read after does not publish it, it is replaced for good. An
- *    entry written after the read is never touched by this upkeep.
+ * 4. Every other upkeep (GC before its first delete, the rebuild, and
+ *    publish or cleanup when the entry they expect is not there as
+ *    expected) lists the bucket's entries first and reads its metadata
+ *    after: it empties only entries it listed that the metadata does not
+ *    publish. An entry listed before the read existed before it, so its
+ *    version was published before it; if the metadata read after does not
+ *    publish it, it is replaced for good. An entry written after the read is
+ *    never touched by this upkeep.
  * 5. Publish writes the entry after its commit (before would name payloads
- *    that might never be published); cleanup, under the bucket's lease,
- *    makes the entry right before it deletes the first hot row, so no
- *    archived-only record is ever missing from the catalog.
+ *    that might never be published), with one create-if-absent of the key
+ *    its version names and no listing: by points 1 to 3 no other version of
+ *    the bucket can be non-empty when a version is published (restore
+ *    emptied the last one before its flip), so there is nothing to empty.
+ *    Cleanup, under the bucket's lease, reads that one key before it
+ *    deletes the first hot row and runs the full upkeep (point 4) unless it
+ *    holds exactly the entry's bytes, so no archived-only record is ever
+ *    missing from the catalog, whether publish died before its write or
+ *    the entry was lost after it. What a listing would find beyond that (a
+ *    second non-empty entry, which points 1 to 3 rule out) is the scrub's
+ *    to report (checkCatalogEntries) and the rebuild's to repair.
  *
  * Tombstones are empty files: every engine reads them as no rows. They stay
  * until the table is dropped (a few hundred bytes of listing per restore).
@@ -56,7 +65,7 @@ import type { BucketMetadata, HotReads } from "../ports/hot-store.js";
 import { listAll, type ObjectInfo, type ObjectStore } from "../ports/object-store.js";
 import type { ArchiverContext } from "./context.js";
 import { readCatalogEntry, renderCatalogEntry } from "./catalog-entry.js";
-import { requireRecordedArchive } from "./phases/recorded-archive.js";
+import { requireRecordedArchive, type RecordedArchive } from "./phases/recorded-archive.js";
 
 export { parseCatalogEntry, renderCatalogEntry } from "./catalog-entry.js";
 
@@ -104,17 +113,9 @@ async function recordedEntry(
   metadata: BucketMetadata,
 ): Promise<CatalogEntry | null> {
   if (metadata.exported === null) return null;
-  const recorded = await requireRecordedArchive(
-    hotStore,
-    metadata,
-    "an archived bucket has no recorded payload",
+  return catalogEntryOf(
+    await requireRecordedArchive(hotStore, metadata, "an archived bucket has no recorded payload"),
   );
-  const payloadKeys = recorded.parts.map((p) => p.key);
-  return {
-    format: recorded.format,
-    version: catalogVersionOf(payloadKeys[payloadKeys.length - 1]!),
-    payloadKeys,
-  };
 }
 
 /** What a bucket's metadata vouches for: its entry, or null when it must have none. */
@@ -237,7 +238,58 @@ async function upkeepSlot(
   return made !== "unchanged" || removed ? "written" : "unchanged";
 }
 
-/** Re-read a bucket and make its entries match (publish after its commit, cleanup, GC, rebuild). */
+/** The entry of the version a bucket's recorded parts make (what its publish names). */
+export function catalogEntryOf(recorded: RecordedArchive): CatalogEntry {
+  const payloadKeys = recorded.parts.map((p) => p.key);
+  return {
+    format: recorded.format,
+    version: catalogVersionOf(payloadKeys[payloadKeys.length - 1]!),
+    payloadKeys,
+  };
+}
+
+/**
+ * Publish, right after its commit (point 5): create the published version's
+ * entry at its key. One request when it is created; when something is
+ * already there (this publish's retry, a tombstone laid since, other
+ * bytes), the full upkeep decides.
+ */
+export async function writePublishedEntry(
+  ports: CatalogPorts,
+  id: BucketId,
+  entry: CatalogEntry,
+): Promise<CatalogChange> {
+  const key = catalogEntryKeyOf(ports.archivePrefix, slotOf(id), entry);
+  const bytes = await renderCatalogEntry(ports.objectStore, entry.payloadKeys);
+  const made = await ports.objectStore.createIfAbsent(key, bytes, { contentType: "text/plain" });
+  if (made === "created") return "written";
+  return await refreshCatalogEntry(ports, id);
+}
+
+/**
+ * Cleanup, under the bucket's lease, before its first delete (point 5): the
+ * entry of the version the bucket publishes holds exactly its bytes. One
+ * read of that key when it does; otherwise (publish died before its write,
+ * the entry was lost or damaged) the full upkeep makes it right, and
+ * reports `stale` if the version was replaced meanwhile.
+ */
+export async function requirePublishedEntry(
+  ports: CatalogPorts,
+  id: BucketId,
+  entry: CatalogEntry,
+): Promise<CatalogChange> {
+  const key = catalogEntryKeyOf(ports.archivePrefix, slotOf(id), entry);
+  // The read first: under a lost lease it is the call that stops the phase (usecases/under-lease.ts).
+  const stored = await ports.objectStore.get(key).catch((error: unknown) => {
+    if (error instanceof ObjectNotFoundError) return null;
+    throw error;
+  });
+  const bytes = await renderCatalogEntry(ports.objectStore, entry.payloadKeys);
+  if (stored !== null && Buffer.from(stored).equals(bytes)) return "unchanged";
+  return await refreshCatalogEntry(ports, id);
+}
+
+/** Re-read a bucket and make its entries match (GC, rebuild, and publish or cleanup finding their entry not as expected). */
 export async function refreshCatalogEntry(
   ports: CatalogPorts,
   id: BucketId,

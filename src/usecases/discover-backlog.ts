@@ -14,6 +14,13 @@
  * claims, nor the reverse. The requeue window follows from the queue's
  * visibility timeout and the measured drain, so a bucket whose message may
  * still be waiting or in flight is not enqueued a second time.
+ *
+ * Admission keeps pace with the workers (issue 42 §2): the depth a run
+ * keeps is the configured target or, when the measured drain would empty
+ * that before the next two depth readings, two readings' worth of drain
+ * ({@link admissionDepth}). So workers do not wait on discovery between
+ * its readings whatever the target was set to; the stack runs discovery for
+ * its whole schedule interval, so they do not wait between runs either.
  */
 import { cutoffAt } from "../domain/cutoff.js";
 import type { DiscoverySettings } from "../discovery-settings.js";
@@ -53,6 +60,19 @@ export interface BacklogRun {
   readonly oldestEnd: Date | null;
 }
 
+/**
+ * The depth a run keeps the queue at: the target, or two depth readings'
+ * worth of the measured drain when that is more (a 100-message target read
+ * every 2 s would otherwise cap admission at 50 buckets/s).
+ */
+export function admissionDepth(
+  settings: Pick<DiscoverySettings, "targetDepth" | "pollMs">,
+  drainPerSecond: number | null,
+): number {
+  if (drainPerSecond === null || drainPerSecond <= 0) return settings.targetDepth;
+  return Math.max(settings.targetDepth, Math.ceil((2 * drainPerSecond * settings.pollMs) / 1000));
+}
+
 export async function discoverBacklog(
   ctx: BacklogDiscoveryContext,
   deadline: Date,
@@ -86,7 +106,7 @@ export async function discoverBacklog(
   for (;;) {
     const now = clock.now();
     if (now.getTime() >= endMs) return finish("deadline");
-    const room = settings.targetDepth - waiting;
+    const room = admissionDepth(settings, ctx.drain.perSecond) - waiting;
     if (room <= 0) {
       await ctx.sleep(Math.min(settings.pollMs, endMs - now.getTime()));
       depth = await ctx.queue.depth();

@@ -16,8 +16,9 @@
  * recorded parts, and each part is checked to exist (HEAD): defence in
  * depth, so that if the archive lost an object by any route, the hot rows
  * are not deleted too. Then the query
- * catalog's entry is made right (publish may have died before writing it),
- * so no record is ever in the archive alone without the catalog naming it.
+ * catalog's entry is checked (one read of its known key) and made right if
+ * it is not exactly there (publish may have died before writing it), so no
+ * record is ever in the archive alone without the catalog naming it.
  * A bucket a scrub marked corrupt keeps its hot rows: the phase refuses it,
  * and every delete batch's fence refuses it too, so a mark that lands while
  * cleanup runs stops it at the next batch.
@@ -30,7 +31,7 @@ import type { ClusteringPosition } from "../../ports/hot-store.js";
 import { sleep as timerSleep } from "../../ports/clock.js";
 import type { PhaseInput, StepResult } from "./step.js";
 import { commitFenced } from "./step.js";
-import { catalogPortsOf, refreshCatalogEntry } from "../catalog.js";
+import { catalogEntryOf, catalogPortsOf, requirePublishedEntry } from "../catalog.js";
 
 /**
  * Throttling: with a cap of R rows per second, the next batch starts no
@@ -65,7 +66,8 @@ export async function cleanupBucket({
     bucket: metadata.id,
     parts: recorded.parts,
   });
-  if ((await refreshCatalogEntry(catalogPortsOf(ctx), metadata.id)) === "stale") {
+  const entry = catalogEntryOf(recorded);
+  if ((await requirePublishedEntry(catalogPortsOf(ctx), metadata.id, entry)) === "stale") {
     throw new LeaseLostError("cleanup", { reason: "the bucket's published version was replaced" });
   }
   const sleep = ctx.sleep ?? timerSleep;

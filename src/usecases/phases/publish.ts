@@ -11,13 +11,19 @@
  * generation means it landed), never by assuming. Publishing before the
  * manifest is verified could route reads to an object that does not match.
  * The query catalog's entry is written after the commit (it must name only
- * published payloads); if that write fails or the process dies first,
- * cleanup writes it before deleting any hot row (see usecases/catalog.ts).
+ * published payloads), with one create-if-absent of its known key; if that
+ * write fails or the process dies first, cleanup writes it before deleting
+ * any hot row (see usecases/catalog.ts, point 5).
+ *
+ * Requests: the manifest is read (one GET) and each part HEADed here even
+ * though seal wrote them, because this read, not seal's, is the one that
+ * must vouch for what the cutover routes reads to; the parts' bytes were
+ * verified by export and are re-read in full only after a takeover.
  */
 import { verifyArchive } from "../../archive/segments.js";
 import { commitFenced, type PhaseInput, type StepResult } from "./step.js";
 import { archiveExpectationsOf, requireSealedArchive } from "./recorded-archive.js";
-import { catalogPortsOf, refreshCatalogEntry } from "../catalog.js";
+import { catalogEntryOf, catalogPortsOf, writePublishedEntry } from "../catalog.js";
 
 export async function publishBucket({
   ctx,
@@ -44,10 +50,11 @@ export async function publishBucket({
     () => ctx.hotStore.publish(heartbeat.lease, ctx.clock.now()),
     (m) => m.state === "archived" && m.generation === lease.generation,
   );
-  await refreshCatalogEntry(catalogPortsOf(ctx), metadata.id).catch((error: unknown) =>
-    ctx.log.warn("catalog entry not written after publish; cleanup writes it", {
-      error: error instanceof Error ? error.message : String(error),
-    }),
+  await writePublishedEntry(catalogPortsOf(ctx), metadata.id, catalogEntryOf(recorded)).catch(
+    (error: unknown) =>
+      ctx.log.warn("catalog entry not written after publish; cleanup writes it", {
+        error: error instanceof Error ? error.message : String(error),
+      }),
   );
   return {
     kind: "committed",

@@ -11,6 +11,15 @@
  * nothing but our own record vouches for it. The manifest is
  * content-addressed, so a repeat of this phase writes no second object for
  * the same content and the record commit is fenced like every other.
+ *
+ * Requests: one create of the manifest. The parts are not HEADed again:
+ * export read each one back and verified it before recording it, an owner
+ * that released its lease vouches for that by its commit (a takeover
+ * re-verifies instead, above), and nothing deletes a recorded part of a
+ * bucket in flight (GC counts it as a reference). A manifest this call
+ * created is not read back: it was validated before it was sent, the store
+ * checked its SHA-256 on arrival, and publish re-reads and validates it
+ * before the cutover. One that already existed is read back and compared.
  */
 import { verifyPayload } from "../../archive/verify.js";
 import { sealArchiveManifest } from "../../archive/segments.js";
@@ -34,17 +43,20 @@ export async function sealBucket({
   }
 
   const lease = heartbeat.lease;
-  const manifestKey = await sealArchiveManifest({
-    store: ctx.objectStore,
-    prefix: ctx.settings.archivePrefix,
-    bucket: metadata.id,
-    strategy: metadata.strategy,
-    start: metadata.start,
-    end: metadata.end,
-    generation: lease.generation,
-    format,
-    parts,
-  });
+  const manifestKey = await sealArchiveManifest(
+    {
+      store: ctx.objectStore,
+      prefix: ctx.settings.archivePrefix,
+      bucket: metadata.id,
+      strategy: metadata.strategy,
+      start: metadata.start,
+      end: metadata.end,
+      generation: lease.generation,
+      format,
+      parts,
+    },
+    { readBackCreated: false, checkPayloads: false },
+  );
 
   await commitFenced(
     ctx,

@@ -36,11 +36,11 @@ function discoveryFunction(props: ArchiverStackProps = {}) {
 }
 
 describe("discovery in the stack", () => {
-  it("runs until just before the next schedule and fills the queue for two batches per concurrent worker", () => {
+  it("runs until the next schedule is due, leaving workers no gap between runs, and fills the queue for two batches per concurrent worker", () => {
     const { fn } = discoveryFunction();
-    expect(fn.Timeout).toBe(300);
+    expect(fn.Timeout).toBe(330);
     expect(fn.Environment.Variables).toMatchObject({
-      ARCHIVER_DISCOVERY_RUN_SECONDS: "270",
+      ARCHIVER_DISCOVERY_RUN_SECONDS: "300",
       ARCHIVER_DISCOVERY_TARGET_DEPTH: "100",
     });
     const fast = discoveryFunction({
@@ -49,9 +49,9 @@ describe("discovery in the stack", () => {
       workerBatchSize: 10,
       databaseConnectionBudget: 110,
     }).fn;
-    expect(fast.Timeout).toBe(60);
+    expect(fast.Timeout).toBe(90);
     expect(fast.Environment.Variables).toMatchObject({
-      ARCHIVER_DISCOVERY_RUN_SECONDS: "30",
+      ARCHIVER_DISCOVERY_RUN_SECONDS: "60",
       ARCHIVER_DISCOVERY_TARGET_DEPTH: "1000",
     });
     expect(discoveryFunction({ scheduleMinutes: 60 }).fn.Timeout).toBe(900);

@@ -221,6 +221,53 @@ describe("the query catalog", () => {
     await matches();
   });
 
+  for (const loss of ["deleted", "overwritten with other bytes", "emptied"] as const) {
+    const outcome =
+      loss === "emptied"
+        ? "reads as a replaced version: cleanup deletes no hot row"
+        : "is made right by cleanup before its first delete";
+    it(`an entry ${loss} after publish wrote it ${outcome}`, async () => {
+      const { ctx } = h.process();
+      for (const phase of ["claim", "export", "seal", "publish"]) {
+        expect(await runNextPhase(ctx, id)).toMatchObject({ phase, result: "advanced" });
+      }
+      const published = await liveEntryOf(h.objects, PREFIX, id, "json");
+      expect(published).toEqual([`file://${dir}/${(await onlyPart(h.inner, id)).key}`]);
+      const [key] = [...(await catalogEntries(h.objects, PREFIX)).keys()];
+      if (loss === "deleted") await h.objects.delete(key!);
+      else
+        await h.objects.replace(
+          key!,
+          new TextEncoder().encode(loss === "emptied" ? "" : `file://${dir}/elsewhere.json\n`),
+        );
+      let entryAtFirstDelete: string[] | undefined;
+      const { ctx: cleaner } = h.process({
+        hot: {
+          operation: "cleanupBatch",
+          when: "before",
+          kind: "hook",
+          hook: async () => {
+            entryAtFirstDelete = await liveEntryOf(h.objects, PREFIX, id, "json");
+          },
+        },
+      });
+
+      const cleanup = await runNextPhase(cleaner, id);
+
+      if (loss === "emptied") {
+        // A tombstone is final: the version reads as replaced, and no hot row goes.
+        expect(cleanup).toMatchObject({ phase: "cleanup", result: "lease-lost" });
+        expect(entryAtFirstDelete).toBeUndefined();
+        expect(await h.inner.countHotRows(id)).toBeGreaterThan(0);
+        return;
+      }
+      expect(cleanup).toMatchObject({ phase: "cleanup", result: "advanced" });
+      expect(entryAtFirstDelete).toEqual(published);
+      await converge(h, expected);
+      await matches();
+    });
+  }
+
   it("restore removes the entry before its flip to hot, and a crash between the two leaves a restore that reruns to the same end", async () => {
     await converge(h, expected);
     let entryAtFlip: boolean | undefined;

@@ -11,7 +11,11 @@ import type { DiscoverySettings } from "../../../src/discovery-settings.js";
 import { parseDiscoverySettings } from "../../../src/discovery-settings.js";
 import { ConfigError } from "../../../src/errors.js";
 import { decodeWorkMessage } from "../../../src/ports/work-queue.js";
-import { discoverBacklog, type BacklogRun } from "../../../src/usecases/discover-backlog.js";
+import {
+  admissionDepth,
+  discoverBacklog,
+  type BacklogRun,
+} from "../../../src/usecases/discover-backlog.js";
 import { DrainMeter, requeueWindowMs } from "../../../src/usecases/drain-meter.js";
 import {
   chatRecords,
@@ -42,7 +46,11 @@ async function world(channels: number, overrides: { requeueMs?: number; scanLimi
   );
   const queue = new MemoryWorkQueue({ clock: h.clock, visibilityTimeoutSeconds: 30 });
   const drain = new DrainMeter();
-  const run = (settings: Partial<DiscoverySettings>, deadlineMs = 600_000, onSleep?: () => void) =>
+  const run = (
+    settings: Partial<DiscoverySettings>,
+    deadlineMs = 600_000,
+    onSleep?: () => void | Promise<void>,
+  ) =>
     discoverBacklog(
       {
         hotStore: h.inner,
@@ -59,7 +67,7 @@ async function world(channels: number, overrides: { requeueMs?: number; scanLimi
         drain,
         sleep: async (ms) => {
           h.clock.advance(ms);
-          onSleep?.();
+          await onSleep?.();
         },
       },
       new Date(h.clock.now().getTime() + deadlineMs),
@@ -113,6 +121,28 @@ describe("backlog-aware discovery", () => {
     expect(new Set(seen).size).toBe(60);
     expect(run.pages).toBeGreaterThan(6);
     expect(run.drainPerSecond).toBeCloseTo(3, 5);
+  });
+
+  it("keeps two depth readings' worth of the measured drain waiting when that is more than its target, so workers faster than the target do not wait on discovery", async () => {
+    const w = await world(10); // 120 buckets
+    let deepest = 0;
+    // Between two depth readings (2 s) the workers take up to 40 messages.
+    const run = await w.run({ targetDepth: 10 }, 600_000, async () => {
+      deepest = Math.max(deepest, (await w.queue.depth()).waiting);
+      w.consume(40);
+    });
+
+    expect(run.stop).toBe("exhausted");
+    expect(run.enqueued).toBe(120);
+    // Drained faster than 10 per reading, the run deepened the queue past its target.
+    expect(deepest).toBeGreaterThan(10);
+  });
+
+  it("sizes its depth from the target until the drain is measured, then from the drain when it is faster", () => {
+    const settings = { targetDepth: 100, pollMs: 2_000 };
+    expect(admissionDepth(settings, null)).toBe(100);
+    expect(admissionDepth(settings, 10)).toBe(100);
+    expect(admissionDepth(settings, 60)).toBe(240);
   });
 
   it("stops on its cap with candidates left and says so", async () => {
