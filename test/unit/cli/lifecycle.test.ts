@@ -109,14 +109,19 @@ describe("table lifecycle policies from the command line", () => {
     expect(altered).toMatchObject({ changed: ["archive_after"], policy_version: 2 });
     const again = await json("tables", "alter", "chat", "--archive-after", "30d");
     expect(again).toMatchObject({ changed: [], policy_version: 2 });
+    const classed = await json("tables", "alter", "chat", "--storage-class", "GLACIER_IR");
+    expect(classed).toMatchObject({ storage_class: "GLACIER_IR", policy_version: 3 });
+    const unclassed = await json("tables", "alter", "chat", "--storage-class", "none");
+    expect(unclassed).toMatchObject({ storage_class: null, policy_version: 4 });
     const unset = await json("tables", "alter", "chat", "--archive-after", "none");
-    expect(unset).toMatchObject({ archive_after: null, policy_version: 3 });
+    expect(unset).toMatchObject({ archive_after: null, policy_version: 5 });
 
     const shown = await json("tables", "show", "chat");
     const field = (name: string) => shown.fields.find((f: { field: string }) => f.field === name);
-    expect(field("archive_after")).toMatchObject({ value: null, version: 3 });
+    expect(field("archive_after")).toMatchObject({ value: null, version: 5 });
+    expect(field("storage_class")).toMatchObject({ value: null, version: 4 });
     expect(field("format")).toMatchObject({ version: 1 });
-    expect(shown.history.map((h: { version: number }) => h.version)).toEqual([1, 2, 3]);
+    expect(shown.history.map((h: { version: number }) => h.version)).toEqual([1, 2, 3, 4, 5]);
 
     const audit = await json("audit");
     const alters = audit.filter((r: { action: string }) => r.action === "tables alter");
@@ -124,6 +129,8 @@ describe("table lifecycle policies from the command line", () => {
       alters.map((r: { arguments: unknown; outcome: string }) => [r.arguments, r.outcome]),
     ).toEqual([
       [{ archive_after: null }, "done"],
+      [{ storage_class: null }, "done"],
+      [{ storage_class: "GLACIER_IR" }, "done"],
       [{ archive_after: "P30D" }, "done"],
       [{ archive_after: "P30D" }, "done"],
     ]);
