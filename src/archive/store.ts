@@ -42,6 +42,7 @@ import { ArchiveIntegrityError, ObjectNotFoundError } from "../errors.js";
 import { parseBucketKey, type BucketStrategy } from "../domain/bucket.js";
 import { payloadKey, type BucketLocation, type PayloadAttempt } from "../domain/object-keys.js";
 import type { ArchiveFormat, TableId } from "../domain/table.js";
+import type { StorageClass } from "../domain/table-policy.js";
 import { dateToMicros } from "../domain/time.js";
 import type { PayloadFacts } from "../ports/hot-store.js";
 import type { RowBatch } from "../ports/row-page.js";
@@ -94,6 +95,8 @@ export interface StorePayloadInput {
   readonly encoding?: PayloadEncodingOptions;
   /** Where the written file is checked (default: on the check thread when it can start). */
   readonly checkOn?: CheckPlace;
+  /** The table's payload storage class (S3; other stores ignore it); undefined: the store's default. */
+  readonly storageClass?: StorageClass;
 }
 
 export interface StoredPayload extends PayloadFacts {
@@ -145,7 +148,7 @@ export async function storePayload(input: StorePayloadInput): Promise<StoredPayl
       outcome = await store.createIfAbsent(
         key,
         { filePath: written.filePath, byteLength: written.byteLength },
-        { contentType: PAYLOAD_CONTENT_TYPES[format], sha256 },
+        { contentType: PAYLOAD_CONTENT_TYPES[format], sha256, storageClass: input.storageClass },
       );
       await verifyStoredBytes(store, key, sha256, written.byteLength);
     } finally {

@@ -1,4 +1,5 @@
 import type { StatusReport } from "../ports/hot-store.js";
+import type { TableEligibility } from "../usecases/eligibility.js";
 import type { CorruptBucket, ScrubRun } from "../ports/scrub-store.js";
 
 /** What the scrub found and when it last ran (usecases/scrub.ts). */
@@ -12,9 +13,21 @@ import { bucketJson, showBucket, strategyName } from "./display.js";
 import { formatBytes, renderTable } from "./format.js";
 
 /** `status --json`: stable snake_case field names. */
-export function statusToJson(report: StatusReport, cutoff: string, integrity: IntegrityStatus) {
+/** Per table, which hot buckets are eligible now and why (only when some table has its own window). */
+export function eligibilityLines(eligibility: readonly TableEligibility[]): string[] {
+  if (eligibility.every((e) => e.rule === "global")) return [];
+  return eligibility.map((e) => `  ${e.table_id}: bucket_end <= ${e.cutoff} (${e.why})`);
+}
+
+export function statusToJson(
+  report: StatusReport,
+  cutoff: string,
+  integrity: IntegrityStatus,
+  eligibility: readonly TableEligibility[] = [],
+) {
   return {
     cutoff,
+    eligibility,
     integrity: {
       corrupt_buckets: integrity.corruptTotal,
       corrupt: integrity.corrupt.map((c) => ({
@@ -77,8 +90,9 @@ export function renderStatus(
   report: StatusReport,
   cutoff: string,
   integrity: IntegrityStatus,
+  eligibility: readonly TableEligibility[] = [],
 ): string {
-  const lines: string[] = [`cutoff ${cutoff}`];
+  const lines: string[] = [`cutoff ${cutoff}`, ...eligibilityLines(eligibility)];
   if (report.tables.length === 0) {
     lines.push("no tables registered; create one with `pulpitum tables create TABLE`");
     return lines.join("\n");

@@ -1,5 +1,6 @@
 import { InvalidInputError } from "../errors.js";
 import type { BucketStrategy } from "./bucket.js";
+import type { LifecyclePolicy } from "./table-policy.js";
 
 /** A stable physical table id; it appears in every storage key, object key and manifest. */
 export type TableId = string & { readonly __tableId: unique symbol };
@@ -31,8 +32,11 @@ export function parseArchiveFormat(text: string, input = "archive format"): Arch
   );
 }
 
-/** What the registry holds for one table. */
-export interface TableDefinition {
+/**
+ * What the registry holds for one table: its policy (format, ingestion
+ * guard, pause and lifecycle, domain/table-policy.ts), versioned.
+ */
+export interface TableDefinition extends LifecyclePolicy {
   readonly tableId: TableId;
   readonly strategy: BucketStrategy;
   readonly format: ArchiveFormat;
@@ -45,4 +49,12 @@ export interface TableDefinition {
   readonly paused: boolean;
   /** A drop of the table has started (`pulpitum tables drop`): its buckets are being removed. */
   readonly dropping?: boolean;
+  /**
+   * The policy's version: 1 at registration, one more at every change of any
+   * field above (`pulpitum tables alter`, pause, resume). Statements that act
+   * on a decision taken from the policy require the version they read.
+   */
+  readonly policyVersion: number;
+  /** When the policy last changed (the registration's time for version 1). */
+  readonly policyChangedAt: Date;
 }

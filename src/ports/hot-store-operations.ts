@@ -55,6 +55,8 @@ export interface HeldBucket {
   /** Expiry of a live lease, null when no lease is live. */
   readonly leaseExpiresAt: Date | null;
   readonly restoring: boolean;
+  /** Quarantined: no automatic work until `pulpitum retry`. */
+  readonly quarantined: boolean;
 }
 
 /** A bucket whose archival or restore is unfinished; a table holding one cannot be dropped. */

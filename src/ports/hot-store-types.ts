@@ -7,6 +7,8 @@
 import type { RowPage } from "./row-page.js";
 import type { BucketId, BucketStrategy } from "../domain/bucket.js";
 import type { ArchiveFormat, TableId } from "../domain/table.js";
+import type { CalendarDuration } from "../domain/duration.js";
+import type { StorageClass } from "../domain/table-policy.js";
 import type { EpochMicros } from "../domain/time.js";
 import type { LeaseTerms } from "./lease-terms.js";
 
@@ -247,10 +249,29 @@ export interface CandidatePosition {
   readonly id: BucketId;
 }
 
+/**
+ * One table's cutoffs at a scan, computed from its policy at `now`
+ * (usecases/eligibility.ts).
+ */
+export interface TableWindow {
+  readonly tableId: TableId;
+  /** The policy version they were computed from: a table whose policy changed since is skipped. */
+  readonly policyVersion: number;
+  /** A hot bucket is eligible when `bucket_end <= archiveCutoff`. */
+  readonly archiveCutoff: Date;
+}
+
 export interface DiscoveryQuery {
   readonly now: Date;
-  /** A hot bucket is eligible when `bucket_end <= cutoff`. */
+  /**
+   * A hot bucket is eligible when `bucket_end <= cutoff`: the cutoff of
+   * every table when `windows` is absent. With `windows`, each table listed
+   * at its current policy version uses its own, a table with an
+   * `archive_after` or `expire_after` not listed so is skipped, and the
+   * other tables use this one.
+   */
   readonly cutoff: Date;
+  readonly windows?: readonly TableWindow[];
   readonly limit: number;
   /** Buckets enqueued after this instant are skipped (they are already in the queue). */
   readonly enqueuedBefore: Date;
@@ -267,6 +288,44 @@ export interface TableRegistration {
   readonly strategy: BucketStrategy;
   readonly format: ArchiveFormat;
   readonly writableBuckets: number | null;
+  /** Lifecycle (domain/table-policy.ts); absent: unset for a new table, unchanged for an existing one. */
+  readonly archiveAfter?: CalendarDuration | null;
+  readonly expireAfter?: CalendarDuration | null;
+  readonly storageClass?: StorageClass | null;
+}
+
+/** A change of a table's policy: only the fields present change (null unsets). */
+export interface PolicyChange {
+  readonly format?: ArchiveFormat;
+  readonly writableBuckets?: number | null;
+  readonly archiveAfter?: CalendarDuration | null;
+  readonly expireAfter?: CalendarDuration | null;
+  readonly storageClass?: StorageClass | null;
+}
+
+/** The policy fields, as `tables show` and the history name them. */
+export const POLICY_FIELDS = [
+  "format",
+  "writable_buckets",
+  "paused",
+  "archive_after",
+  "expire_after",
+  "storage_class",
+] as const;
+export type PolicyField = (typeof POLICY_FIELDS)[number];
+
+/** One version of a table's policy, as the registry's history keeps it. */
+export interface PolicyVersion {
+  readonly version: number;
+  readonly changedAt: Date;
+  /** The fields this version changed (`registered` for the first). */
+  readonly changed: readonly (PolicyField | "registered")[];
+  readonly format: ArchiveFormat;
+  readonly writableBuckets: number | null;
+  readonly paused: boolean;
+  readonly archiveAfter: CalendarDuration | null;
+  readonly expireAfter: CalendarDuration | null;
+  readonly storageClass: StorageClass | null;
 }
 
 export interface AppendResult {

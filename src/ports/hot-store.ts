@@ -35,6 +35,9 @@ import type {
 } from "./hot-store-operations.js";
 import type {
   TableRegistration,
+  PolicyChange,
+  PolicyVersion,
+  TableWindow,
   AppendResult,
   BucketMetadata,
   LeaseAcquisition,
@@ -69,21 +72,46 @@ export interface StoreLifecycle {
   close(): Promise<void>;
 }
 
-/** Changes to the table registry: registration and pause, the operator's. */
+/**
+ * Changes to the table registry: registration and pause, the operator's.
+ * Every change of a table's policy (format, ingestion guard, pause,
+ * lifecycle) is one transaction that adds one to its `policyVersion` and
+ * keeps the new version in the policy history ({@link TablePolicies}).
+ */
 export interface TableRegistry {
   /**
    * Register a table, or confirm an identical registration. A different
-   * strategy throws TableStrategyConflictError; a different format or
-   * writable-buckets setting updates the registry (earlier archives keep
-   * the format their manifests name).
+   * strategy throws TableStrategyConflictError; a different format,
+   * writable-buckets setting or lifecycle field updates the registry
+   * (earlier archives keep the format their manifests name). A lifecycle
+   * that makes no sense (domain/table-policy.ts checkLifecycle) throws
+   * InvalidInputError and changes nothing.
    */
   registerTable(
     registration: TableRegistration,
     now: Date,
   ): Promise<"created" | "unchanged" | "updated">;
 
-  /** Pause or resume new claims for a table. Throws UnknownTableError. */
+  /** Pause or resume new claims for a table (a new policy version when it changes). Throws UnknownTableError. */
   setPaused(tableId: TableId, paused: boolean, now: Date): Promise<TableDefinition>;
+}
+
+/** A table's policy: changed as a whole version, and its history (`pulpitum tables alter|show`). */
+export interface TablePolicies {
+  /**
+   * Change the fields `change` names, in one transaction that locks the
+   * table's row, checks the resulting lifecycle (checkLifecycle:
+   * InvalidInputError, nothing changed) and, when anything differs, writes
+   * version + 1 and its history row. Throws UnknownTableError.
+   */
+  alterTable(
+    tableId: TableId,
+    change: PolicyChange,
+    now: Date,
+  ): Promise<{ readonly table: TableDefinition; readonly changed: readonly string[] }>;
+
+  /** Every version of the table's policy, oldest first; empty for an unknown table. */
+  policyHistory(tableId: TableId): Promise<PolicyVersion[]>;
 }
 
 /**
@@ -202,10 +230,12 @@ export interface BucketLeases {
 export interface ArchivalPhases {
   /**
    * hot -> archiving, phase export, if the lease is live, `bucket_end <= cutoff`,
-   * no retry is pending at `now` and the table is not paused. This commit
-   * fences appends. Releases the lease.
+   * no retry is pending at `now` and the table is not paused; with
+   * `policyVersion`, only while the table's policy is still that version
+   * (the cutoff was computed from it). This commit fences appends. Releases
+   * the lease.
    */
-  claim(lease: Lease, now: Date, cutoff: Date): Promise<FencedWrite>;
+  claim(lease: Lease, now: Date, cutoff: Date, policyVersion?: number): Promise<FencedWrite>;
 
   /**
    * One page of the fenced snapshot in `(event_time, sort_key)` order after
@@ -298,11 +328,17 @@ export interface BucketDiscovery {
   listHeldBuckets(query: {
     readonly now: Date;
     readonly cutoff: Date;
+    /** Each listed table's own cutoff, as in {@link DiscoveryQuery}. */
+    readonly windows?: readonly TableWindow[];
     readonly limit: number;
   }): Promise<HeldBucket[]>;
 
-  /** Counts per table and state, deferred and leased buckets, archival lag. */
-  statusReport(now: Date, cutoff: Date): Promise<StatusReport>;
+  /**
+   * Counts per table and state, deferred and leased buckets, archival lag;
+   * with `windows`, each listed table's own archival cutoff (as in
+   * {@link DiscoveryQuery}).
+   */
+  statusReport(now: Date, cutoff: Date, windows?: readonly TableWindow[]): Promise<StatusReport>;
 }
 
 /** Copying an archived bucket back into the hot store, under its lease. */
@@ -409,6 +445,7 @@ export interface HotStore
   extends
     StoreLifecycle,
     TableRegistry,
+    TablePolicies,
     RecordAppends,
     HotReads,
     BucketLeases,

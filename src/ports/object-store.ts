@@ -15,6 +15,8 @@
  * safe to retry.
  */
 
+import type { StorageClass } from "../domain/table-policy.js";
+
 /** What every call of the store may take. */
 export interface CallOptions {
   /**
@@ -132,6 +134,12 @@ export interface CreateOptions extends CallOptions {
    * it refuses the body otherwise.
    */
   readonly sha256?: string;
+  /**
+   * The S3 storage class to write the object in (payloads only: manifests
+   * and catalog entries stay STANDARD); undefined: the bucket's default.
+   * Stores without classes (file, memory) ignore it.
+   */
+  readonly storageClass?: StorageClass;
 }
 
 /**
@@ -160,6 +168,8 @@ export interface ObjectInfo {
    * it and a store that knows it; never set by `list`.
    */
   readonly sha256?: string;
+  /** The storage class the store reports (S3 HeadObject; STANDARD when S3 names none); never set by `list`. */
+  readonly storageClass?: string;
 }
 
 export interface ListOptions extends CallOptions {

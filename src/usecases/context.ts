@@ -97,7 +97,7 @@ export type PhaseContext = ArchiverContext<
 >;
 
 export interface DiscoveryContext {
-  readonly hotStore: BucketDiscovery;
+  readonly hotStore: BucketDiscovery & Pick<HotReads, "listTables">;
   readonly queue: WorkQueue;
   readonly settings: Pick<ArchiverSettings, "cutoff" | "scanLimit" | "requeueMs">;
 }

@@ -23,15 +23,21 @@
  * its whole schedule interval, so they do not wait between runs either.
  */
 import { cutoffAt } from "../domain/cutoff.js";
+import { tableWindows } from "./eligibility.js";
 import type { DiscoverySettings } from "../discovery-settings.js";
 import type { Clock } from "../ports/clock.js";
-import type { BucketDiscovery, CandidateKind, CandidatePosition } from "../ports/hot-store.js";
+import type {
+  BucketDiscovery,
+  CandidateKind,
+  CandidatePosition,
+  HotReads,
+} from "../ports/hot-store.js";
 import type { WorkQueue } from "../ports/work-queue.js";
 import type { ArchiverSettings } from "./context.js";
 import { requeueWindowMs, type DrainMeter } from "./drain-meter.js";
 
 export interface BacklogDiscoveryContext {
-  readonly hotStore: BucketDiscovery;
+  readonly hotStore: BucketDiscovery & Pick<HotReads, "listTables">;
   readonly queue: WorkQueue;
   readonly clock: Clock;
   readonly settings: Pick<ArchiverSettings, "cutoff" | "scanLimit" | "requeueMs"> &
@@ -127,6 +133,7 @@ export async function discoverBacklog(
     const page = await ctx.hotStore.discover({
       now,
       cutoff: cutoffAt(settings.cutoff, now),
+      windows: tableWindows(await ctx.hotStore.listTables(), settings.cutoff, now),
       limit,
       enqueuedBefore: new Date(now.getTime() - windowMs),
       after,

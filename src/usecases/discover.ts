@@ -1,4 +1,5 @@
 import { cutoffAt } from "../domain/cutoff.js";
+import { tableWindows } from "./eligibility.js";
 import type { Candidate } from "../ports/hot-store.js";
 import type { DiscoveryContext } from "./context.js";
 
@@ -7,12 +8,14 @@ import type { DiscoveryContext } from "./context.js";
  * `enqueued_at`, so a bucket already queued is not offered again until
  * `requeueMs` has passed; a message lost on the way is found again then.
  * The queue is a wake-up, never the source of truth. The cutoff is the one
- * in force at `now`, so a scan after 1 January sees the new default.
+ * in force at `now`, so a scan after 1 January sees the new default; a
+ * table with an `archive_after` uses its own window (usecases/eligibility.ts).
  */
 export async function discover(ctx: DiscoveryContext, now: Date): Promise<Candidate[]> {
   const candidates = await ctx.hotStore.discover({
     now,
     cutoff: cutoffAt(ctx.settings.cutoff, now),
+    windows: tableWindows(await ctx.hotStore.listTables(), ctx.settings.cutoff, now),
     limit: ctx.settings.scanLimit,
     enqueuedBefore: new Date(now.getTime() - ctx.settings.requeueMs),
   });

@@ -1,6 +1,7 @@
 import { DEFAULT_MAX_ATTEMPTS } from "../config.js";
 import { describeBucket, type BucketId } from "../domain/bucket.js";
-import { cutoffAt, formatCutoffAt } from "../domain/cutoff.js";
+import { formatCutoffAt } from "../domain/cutoff.js";
+import { claimCutoff, explainEligibility } from "./eligibility.js";
 import {
   errorMessage,
   LeaseLostError,
@@ -289,13 +290,18 @@ async function reasonNotToClaim(
   metadata: BucketMetadata,
   now: Date,
 ): Promise<string | undefined> {
-  if (metadata.end.getTime() > cutoffAt(ctx.settings.cutoff, now).getTime()) {
-    return `not eligible: bucket_end ${metadata.end.toISOString()} is after the cutoff ${formatCutoffAt(ctx.settings.cutoff, now)}`;
+  const table = await ctx.hotStore.getTable(metadata.id.tableId);
+  const { cutoff } = claimCutoff(table, ctx.settings.cutoff, now);
+  if (metadata.end.getTime() > cutoff.getTime()) {
+    const rule =
+      table?.archiveAfter != null
+        ? `table ${metadata.id.tableId}'s cutoff ${cutoff.toISOString()} (${explainEligibility(table, ctx.settings.cutoff, now).why})`
+        : `the cutoff ${formatCutoffAt(ctx.settings.cutoff, now)}`;
+    return `not eligible: bucket_end ${metadata.end.toISOString()} is after ${rule}`;
   }
   if (retryPending(metadata, now)) {
     return `deferred until ${metadata.retryAt.toISOString()} after: ${metadata.lastError ?? "an earlier failure"}`;
   }
-  const table = await ctx.hotStore.getTable(metadata.id.tableId);
   if (table?.paused) return `table ${metadata.id.tableId} is paused`;
   return undefined;
 }

@@ -15,6 +15,7 @@ import { discoveryConformance } from "./hot-store/discovery.js";
 import { leaseConformance } from "./hot-store/leases.js";
 import { partConformance } from "./hot-store/parts.js";
 import { phaseConformance } from "./hot-store/phases.js";
+import { policyConformance } from "./hot-store/policies.js";
 import { registryConformance } from "./hot-store/registry.js";
 import { restoreConformance } from "./hot-store/restore.js";
 import { scrubStoreConformance } from "./hot-store/scrub-store.js";
@@ -38,6 +39,7 @@ export function hotStoreConformance(name: string, open: () => Promise<OpenedHotS
     });
 
     registryConformance(() => store);
+    policyConformance(() => store);
     appendConformance(() => store);
     leaseConformance(() => store);
     phaseConformance(() => store);

@@ -240,6 +240,8 @@ export class S3ObjectStore implements port.ObjectStore {
         key,
         size: response.ContentLength ?? 0,
         lastModified: response.LastModified ?? new Date(0),
+        // S3 names the class only when it is not STANDARD.
+        storageClass: response.StorageClass ?? "STANDARD",
         ...(sha256 === undefined ? {} : { sha256 }),
       };
     } catch (error) {
@@ -318,6 +320,7 @@ export class S3ObjectStore implements port.ObjectStore {
             Body: bytes,
             ContentLength: bytes.byteLength,
             ContentType: options.contentType,
+            StorageClass: options.storageClass,
             ChecksumAlgorithm: "SHA256",
             ChecksumSHA256: checksum,
             IfNoneMatch: "*",
@@ -403,6 +406,7 @@ export class S3ObjectStore implements port.ObjectStore {
           Bucket: this.bucket,
           Key: key,
           ContentType: options.contentType,
+          StorageClass: options.storageClass,
           ChecksumAlgorithm: "CRC32",
           ChecksumType: "FULL_OBJECT",
         }),

@@ -32,6 +32,14 @@ export const ARCHIVE_BINDING_TABLE = "pulpitum_v4_archive_binding";
 export const SCRUB_INDEX = "pulpitum_v4_bucket_metadata_scrub_idx";
 /** The audit trail: rows only ever appended (migration 15; adapters/sql/audit-trail.ts). */
 export const AUDIT_TABLE = "pulpitum_v4_audit";
+/** Every version of every table's policy (migration 16; adapters/sql/hot-store/table-policies.ts). */
+export const POLICY_HISTORY_TABLE = "pulpitum_v4_table_policies";
+/**
+ * Serves the per-table branch of discovery (migration 16): each table's hot
+ * buckets up to its own cutoff, as one index range per table in
+ * `bucket_end` order.
+ */
+export const TABLE_WINDOW_INDEX = "pulpitum_v4_bucket_metadata_table_window_idx";
 /** The discovery index of migration 2, replaced by {@link DISCOVERY_INDEX} in migration 8. */
 export const DISCOVERY_INDEX_V2 = "pulpitum_v4_bucket_metadata_discovery_idx";
 /**
@@ -306,6 +314,43 @@ export const MIGRATIONS: readonly Migration[] = [
     after: async (db) => {
       await revokeAllButAppend(db, AUDIT_TABLE);
     },
+  },
+  {
+    version: 16,
+    name: "table policies",
+    // A table's lifecycle beside its other settings, versioned: policy_version
+    // counts every change, and the history keeps each version (who changed
+    // it is in the audit trail of migration 15).
+    statements: [
+      `ALTER TABLE ${TABLES_TABLE} ADD COLUMN IF NOT EXISTS archive_after TEXT NULL`,
+      `ALTER TABLE ${TABLES_TABLE} ADD COLUMN IF NOT EXISTS expire_after TEXT NULL`,
+      `ALTER TABLE ${TABLES_TABLE} ADD COLUMN IF NOT EXISTS storage_class TEXT NULL`,
+      `ALTER TABLE ${TABLES_TABLE} ADD COLUMN IF NOT EXISTS policy_version INT8 NOT NULL DEFAULT 1`,
+      `ALTER TABLE ${TABLES_TABLE} ADD COLUMN IF NOT EXISTS policy_changed_at TIMESTAMPTZ NULL`,
+      `UPDATE ${TABLES_TABLE} SET policy_changed_at = updated_at WHERE policy_changed_at IS NULL`,
+      `CREATE TABLE IF NOT EXISTS ${POLICY_HISTORY_TABLE} (
+        table_id TEXT NOT NULL,
+        version INT8 NOT NULL,
+        changed_at TIMESTAMPTZ NOT NULL,
+        changed TEXT NOT NULL,
+        archive_format TEXT NOT NULL,
+        writable_buckets INT8 NULL,
+        paused BOOL NOT NULL,
+        archive_after TEXT NULL,
+        expire_after TEXT NULL,
+        storage_class TEXT NULL,
+        PRIMARY KEY (table_id, version)
+      )`,
+      `INSERT INTO ${POLICY_HISTORY_TABLE}
+         (table_id, version, changed_at, changed, archive_format, writable_buckets, paused,
+          archive_after, expire_after, storage_class)
+       SELECT table_id, policy_version, policy_changed_at, 'registered', archive_format,
+              writable_buckets, paused, archive_after, expire_after, storage_class
+         FROM ${TABLES_TABLE}
+       ON CONFLICT (table_id, version) DO NOTHING`,
+      `CREATE INDEX IF NOT EXISTS ${TABLE_WINDOW_INDEX}
+        ON ${METADATA_TABLE} (state, hot_deleted, table_id, bucket_end, partition_key, bucket_key)`,
+    ],
   },
 ];
 

@@ -32,6 +32,7 @@ import {
   SCRUB_PROGRESS_TABLE,
   TABLES_TABLE,
   ARCHIVE_BINDING_TABLE,
+  POLICY_HISTORY_TABLE,
 } from "./migrations.js";
 
 export const SQL_DIALECTS = ["postgresql", "cockroachdb"] as const;
@@ -59,6 +60,7 @@ export const PULPITUM_TABLES: readonly string[] = [
   GC_PROGRESS_TABLE,
   SCRUB_PROGRESS_TABLE,
   ARCHIVE_BINDING_TABLE,
+  POLICY_HISTORY_TABLE,
 ];
 
 const ROLE_NAME = /^[a-z_][a-z0-9_]{0,62}$/;

@@ -59,6 +59,9 @@ import type {
   SnapshotPage,
   StatusReport,
   TableRegistration,
+  PolicyChange,
+  PolicyVersion,
+  TableWindow,
 } from "../../ports/hot-store.js";
 import type {
   ArchivedBucket,
@@ -86,6 +89,7 @@ import { beginRestore, finishRestore, restoreRecords } from "./hot-store/restore
 import { SnapshotReader } from "./hot-store/snapshot.js";
 import { statusReport } from "./hot-store/status.js";
 import { beginTableDrop, dropBucketBatch, finishTableDrop } from "./hot-store/table-drop.js";
+import { alterTable, policyHistory } from "./hot-store/table-policies.js";
 
 export interface SqlHotStoreOptions {
   /** Whether {@link SqlHotStore.close} closes the database too (default true). */
@@ -160,8 +164,8 @@ export class SqlHotStore implements HotStore {
     await releaseLease(this.db, lease);
   }
 
-  async claim(lease: Lease, now: Date, cutoff: Date): Promise<FencedWrite> {
-    return await claim(this.db, lease, now, cutoff);
+  async claim(lease: Lease, now: Date, cutoff: Date, policyVersion?: number): Promise<FencedWrite> {
+    return await claim(this.db, lease, now, cutoff, policyVersion);
   }
 
   async snapshotPage(
@@ -294,8 +298,24 @@ export class SqlHotStore implements HotStore {
     return await countHotRows(this.db, id);
   }
 
-  async statusReport(now: Date, cutoff: Date): Promise<StatusReport> {
-    return await statusReport(this.db, now, cutoff);
+  async statusReport(
+    now: Date,
+    cutoff: Date,
+    windows?: readonly TableWindow[],
+  ): Promise<StatusReport> {
+    return await statusReport(this.db, now, cutoff, windows);
+  }
+
+  async alterTable(
+    tableId: TableId,
+    change: PolicyChange,
+    now: Date,
+  ): Promise<{ table: TableDefinition; changed: readonly string[] }> {
+    return await alterTable(this.db, tableId, change, now);
+  }
+
+  async policyHistory(tableId: TableId): Promise<PolicyVersion[]> {
+    return await policyHistory(this.db, tableId);
   }
 
   async listArchiveReferences(

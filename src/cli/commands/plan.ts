@@ -5,20 +5,31 @@ import type { HeldBucket } from "../../ports/hot-store-operations.js";
 import { bucketJson, showBucket } from "../display.js";
 import { printJson, renderTable } from "../format.js";
 import { withRuntime } from "../session.js";
+import { eligibilityAt, type TableEligibility } from "../../usecases/eligibility.js";
+import { eligibilityLines } from "../status.js";
 
 export async function planCommand(opts: { json?: boolean; limit: number }): Promise<void> {
   await withRuntime(async (rt) => {
     const now = rt.clock.now();
     const cutoff = cutoffAt(rt.config.cutoff, now);
     const cutoffText = formatCutoffAt(rt.config.cutoff, now);
+    const eligibility = await eligibilityAt(rt.hotStore, rt.config.cutoff, now);
+    const { windows } = eligibility;
     // One more than shown, to say whether the list is cut.
     const peeked = await rt.hotStore.peekCandidates({
       now,
       cutoff,
+      windows,
       limit: opts.limit + 1,
       enqueuedBefore: now,
     });
-    const heldPeeked = await rt.hotStore.listHeldBuckets({ now, cutoff, limit: opts.limit + 1 });
+    const heldPeeked = await rt.hotStore.listHeldBuckets({
+      now,
+      cutoff,
+      windows,
+      limit: opts.limit + 1,
+    });
+    const windowOf = new Map(eligibility.tables.map((e) => [e.table_id, e]));
     const candidates = peeked.slice(0, opts.limit);
     const held = heldPeeked.slice(0, opts.limit);
     const more = { candidates: peeked.length > opts.limit, held: heldPeeked.length > opts.limit };
@@ -31,7 +42,7 @@ export async function planCommand(opts: { json?: boolean; limit: number }): Prom
       state: c.state,
       next_phase: c.kind === "eligible" ? "claim" : c.phase,
       bucket_end: c.end.toISOString(),
-      why: explainCandidate(c, cutoff),
+      why: explainCandidate(c, cutoff, windowOf.get(c.id.tableId)),
     }));
     const notNow = held.map((h) => ({
       bucket: showBucket(h.id),
@@ -43,6 +54,7 @@ export async function planCommand(opts: { json?: boolean; limit: number }): Prom
     if (opts.json) {
       printJson({
         cutoff: cutoffText,
+        eligibility: eligibility.tables,
         candidates: planned,
         candidates_truncated: more.candidates,
         held: notNow,
@@ -53,6 +65,7 @@ export async function planCommand(opts: { json?: boolean; limit: number }): Prom
     console.log(
       `cutoff ${cutoffText}${rt.config.cutoff.kind === "previous-utc-year" ? " (default: January 1 of the previous UTC year)" : ""}`,
     );
+    for (const line of eligibilityLines(eligibility.tables)) console.log(line);
     if (planned.length === 0) console.log("nothing to archive now");
     else
       console.log(
@@ -75,10 +88,12 @@ export async function planCommand(opts: { json?: boolean; limit: number }): Prom
   });
 }
 
-function explainCandidate(c: Candidate, cutoff: Date): string {
+function explainCandidate(c: Candidate, cutoff: Date, table?: TableEligibility): string {
   switch (c.kind) {
     case "eligible":
-      return `hot; bucket_end ${c.end.toISOString()} <= cutoff ${cutoff.toISOString()}`;
+      return table !== undefined && table.rule !== "global"
+        ? `hot; bucket_end ${c.end.toISOString()} <= ${table.cutoff} (${table.why})`
+        : `hot; bucket_end ${c.end.toISOString()} <= cutoff ${cutoff.toISOString()}`;
     case "stalled":
       return `archiving with no live lease; resumes at ${c.phase}`;
     case "cleanup":

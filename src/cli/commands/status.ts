@@ -10,6 +10,7 @@
  */
 import { cutoffAt, formatCutoffAt } from "../../domain/cutoff.js";
 import type { Adapters } from "../../open-adapters.js";
+import { eligibilityAt } from "../../usecases/eligibility.js";
 import { printJson } from "../format.js";
 import { withRuntime } from "../session.js";
 import { renderStatus, statusToJson } from "../status.js";
@@ -18,7 +19,12 @@ import type { StatusSnapshotBody } from "./status-snapshot.js";
 /** The status report as `status --json` prints it and as the text `status` prints. */
 export async function collectStatus(rt: Adapters): Promise<StatusSnapshotBody> {
   const now = rt.clock.now();
-  const report = await rt.hotStore.statusReport(now, cutoffAt(rt.config.cutoff, now));
+  const eligibility = await eligibilityAt(rt.hotStore, rt.config.cutoff, now);
+  const report = await rt.hotStore.statusReport(
+    now,
+    cutoffAt(rt.config.cutoff, now),
+    eligibility.windows,
+  );
   const cutoff = formatCutoffAt(rt.config.cutoff, now);
   const { scrubStoreOf } = await import("../../adapters/sql/scrub-store.js");
   const scrubs = scrubStoreOf(rt.hotStore);
@@ -29,8 +35,8 @@ export async function collectStatus(rt: Adapters): Promise<StatusSnapshotBody> {
     lastRun: (await scrubs?.readRun(rt.archivePrefix)) ?? null,
   };
   return {
-    json: statusToJson(report, cutoff, integrity),
-    text: renderStatus(report, cutoff, integrity),
+    json: statusToJson(report, cutoff, integrity, eligibility.tables),
+    text: renderStatus(report, cutoff, integrity, eligibility.tables),
   };
 }
 

@@ -1,4 +1,4 @@
-/** `pulpitum tables create|list|pause|resume|drop`. */
+/** `pulpitum tables create|list|pause|resume|drop` (alter and show: table-policy.ts). */
 import type { BucketStrategy } from "../../domain/bucket.js";
 import { parseArchiveFormat, type TableId } from "../../domain/table.js";
 import { auditAction, commitAudited, runAudited } from "../../usecases/audit.js";
@@ -7,6 +7,8 @@ import { cliAudit, cliCaller } from "../audit-caller.js";
 import { count, printJson, renderTable } from "../format.js";
 import { strategyName } from "../display.js";
 import { cliLog, withRuntime } from "../session.js";
+import type { PolicyChange } from "../../ports/hot-store.js";
+import { policyArguments, policyJson, storageClassNote } from "./table-policy.js";
 
 /**
  * Registering, listing, pausing and resuming tables never touch the archive:
@@ -19,7 +21,12 @@ const CHECK_ONLY = { archiveBinding: "check" } as const;
 export async function createTable(
   tableId: TableId,
   strategy: BucketStrategy,
-  opts: { format?: string; writableBuckets: number | null; json?: boolean },
+  opts: {
+    format?: string;
+    writableBuckets: number | null;
+    lifecycle: Pick<PolicyChange, "archiveAfter" | "expireAfter" | "storageClass">;
+    json?: boolean;
+  },
 ): Promise<void> {
   await withRuntime(async (rt) => {
     const format = opts.format
@@ -31,6 +38,7 @@ export async function createTable(
         strategy: strategyName(strategy),
         format,
         writable_buckets: opts.writableBuckets,
+        ...policyArguments(opts.lifecycle),
       },
     });
     const result = await commitAudited(
@@ -38,11 +46,14 @@ export async function createTable(
       action,
       (store) =>
         store.registerTable(
-          { tableId, strategy, format, writableBuckets: opts.writableBuckets },
+          { tableId, strategy, format, writableBuckets: opts.writableBuckets, ...opts.lifecycle },
           rt.clock.now(),
         ),
       (registration) => ({ outcome: "done", result: { registration } }),
     );
+    const table = await rt.hotStore.getTable(tableId);
+    const note =
+      table === null ? null : storageClassNote(rt.config.archive.kind, table.storageClass);
     if (opts.json) {
       printJson({
         table_id: tableId,
@@ -51,11 +62,19 @@ export async function createTable(
         bucket_strategy: strategy,
         format,
         writable_buckets: opts.writableBuckets,
+        ...(table === null ? {} : policyJson(table)),
+        note,
       });
       return;
     }
     const guard = opts.writableBuckets ? `, writable buckets ${opts.writableBuckets}` : "";
-    console.log(`table ${tableId}: ${result} (${strategyName(strategy)}, ${format}${guard})`);
+    const lifecycle = Object.entries(policyArguments(opts.lifecycle))
+      .map(([k, v]) => `, ${k} ${v === null ? "unset" : String(v)}`)
+      .join("");
+    console.log(
+      `table ${tableId}: ${result} (${strategyName(strategy)}, ${format}${guard}${lifecycle}; policy version ${table?.policyVersion ?? "?"})`,
+    );
+    if (note !== null) console.log(note);
   }, CHECK_ONLY);
 }
 

@@ -5,8 +5,27 @@ import { parseBucketStrategy } from "../../domain/bucket.js";
 import { parseTableId } from "../../domain/table.js";
 import { UsageError } from "../exit-codes.js";
 import { integerOption } from "../options.js";
+import type { PolicyFlags } from "../commands/table-policy.js";
 
 const tablesModule = () => import("../commands/tables.js");
+const policyModule = () => import("../commands/table-policy.js");
+
+/** The lifecycle flags of `tables create` and `tables alter` (docs/lifecycle.md). */
+function addLifecycleOptions(command: Command): Command {
+  return command
+    .option(
+      "--archive-after <duration>",
+      "keep buckets hot this long after they end (P90D, 90d, 12h, 2y); none: the global cutoff",
+    )
+    .option(
+      "--expire-after <duration>",
+      "how long records are kept at all, longer than --archive-after (P7Y, 7y); none: forever",
+    )
+    .option(
+      "--storage-class <class>",
+      "S3 storage class of payloads: STANDARD, STANDARD_IA, INTELLIGENT_TIERING, GLACIER_IR; none: STANDARD",
+    );
+}
 const maintenanceModule = () => import("../commands/maintenance.js");
 
 export function registerMigrate(program: Command): void {
@@ -59,8 +78,8 @@ export function registerDoctor(program: Command): void {
 export function registerTables(program: Command): void {
   const tables = program
     .command("tables")
-    .description("register, list, pause, resume and drop tables");
-  tables
+    .description("register, list, show, alter, pause, resume and drop tables");
+  const create = tables
     .command("create")
     .argument("<table>", "table id: lowercase letters, digits, '_' and '-'")
     .description("register a table (its bucket strategy can never change)")
@@ -78,12 +97,17 @@ export function registerTables(program: Command): void {
     .option(
       "--writable-buckets <n>",
       "accept appends only for the newest N buckets (ingestion guard)",
-    )
+    );
+  addLifecycleOptions(create)
     .option("--json", "print the result as JSON")
     .action(
       async (
         table: string,
-        opts: { strategy: string; format?: string; writableBuckets?: string; json?: boolean },
+        opts: { strategy: string; format?: string; writableBuckets?: string; json?: boolean } & {
+          archiveAfter?: string;
+          expireAfter?: string;
+          storageClass?: string;
+        },
       ) => {
         const tableId = parseTableId(table, "TABLE");
         const strategy = parseBucketStrategy(opts.strategy, "--strategy");
@@ -91,14 +115,21 @@ export function registerTables(program: Command): void {
           opts.writableBuckets === undefined
             ? null
             : integerOption(opts.writableBuckets, "--writable-buckets", 1, 1_000_000);
-        await (await tablesModule()).createTable(tableId, strategy, { ...opts, writableBuckets });
+        const { archiveAfter, expireAfter, storageClass } = (await policyModule()).policyChangeOf({
+          archiveAfter: opts.archiveAfter,
+          expireAfter: opts.expireAfter,
+          storageClass: opts.storageClass,
+        });
+        await (
+          await tablesModule()
+        ).createTable(tableId, strategy, {
+          ...opts,
+          writableBuckets,
+          lifecycle: { archiveAfter, expireAfter, storageClass },
+        });
       },
     );
-  tables
-    .command("list")
-    .description("list registered tables")
-    .option("--json", "print as JSON")
-    .action(async (opts: { json?: boolean }) => (await tablesModule()).listTables(opts));
+  registerPolicyCommands(tables);
   for (const [name, paused] of [
     ["pause", true],
     ["resume", false],
@@ -133,4 +164,42 @@ export function registerTables(program: Command): void {
       }
       await (await tablesModule()).dropTableCommand(tableId, opts);
     });
+}
+
+/** `tables alter` and `tables show`: a table's versioned policy. */
+function registerPolicyCommands(tables: Command): void {
+  addLifecycleOptions(
+    tables
+      .command("alter")
+      .argument("<table>", "table id")
+      .description(
+        "change a table's policy (only the flags given; `none` unsets): a new policy version, audited; the next scan and claim use it",
+      )
+      .addOption(
+        new Option("--format <format>", "archive format of new archives").choices([
+          "parquet",
+          "json",
+        ]),
+      )
+      .option("--writable-buckets <n>", "ingestion guard: the newest N buckets, or none"),
+  )
+    .option("--json", "print the result as JSON")
+    .action(async (table: string, opts: PolicyFlags & { json?: boolean }) =>
+      (await policyModule()).alterTableCommand(parseTableId(table, "TABLE"), opts, opts),
+    );
+  tables
+    .command("show")
+    .argument("<table>", "table id")
+    .description(
+      "a table's policy: every field with the version and time it last changed, and which buckets are eligible now",
+    )
+    .option("--json", "print as JSON")
+    .action(async (table: string, opts: { json?: boolean }) =>
+      (await policyModule()).showTableCommand(parseTableId(table, "TABLE"), opts),
+    );
+  tables
+    .command("list")
+    .description("list registered tables")
+    .option("--json", "print as JSON")
+    .action(async (opts: { json?: boolean }) => (await tablesModule()).listTables(opts));
 }

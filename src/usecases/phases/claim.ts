@@ -11,20 +11,24 @@
  * rejected. Snapshotting first would let an append land behind the snapshot's
  * position; cleanup would then delete a record the archive never received.
  */
-import { cutoffAt } from "../../domain/cutoff.js";
+import { claimCutoff } from "../eligibility.js";
 import type { PhaseInput, StepResult } from "./step.js";
 import { commitFenced } from "./step.js";
 
-export async function claimBucket({ ctx, heartbeat }: PhaseInput): Promise<StepResult> {
+export async function claimBucket({ ctx, heartbeat, metadata }: PhaseInput): Promise<StepResult> {
   const lease = heartbeat.lease;
   await commitFenced(
     ctx,
     lease,
     "claim",
-    () => {
-      // The statement checks the lease at `now`, so it must check eligibility at the same `now`.
+    async () => {
+      // The statement checks the lease at `now`, so it must check eligibility at the same `now`,
+      // from the table's policy as it is now: the claim requires that version, so a window
+      // changed in between is never applied with the old one (usecases/eligibility.ts).
+      const table = await ctx.hotStore.getTable(metadata.id.tableId);
       const now = ctx.clock.now();
-      return ctx.hotStore.claim(heartbeat.lease, now, cutoffAt(ctx.settings.cutoff, now));
+      const { cutoff, policyVersion } = claimCutoff(table, ctx.settings.cutoff, now);
+      return ctx.hotStore.claim(heartbeat.lease, now, cutoff, policyVersion);
     },
     (m) => m.state === "archiving" && m.generation === lease.generation,
   );

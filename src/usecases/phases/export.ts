@@ -81,6 +81,7 @@ export async function exportBucket({
       attempt: { generation: heartbeat.lease.generation, ownerToken: heartbeat.lease.token },
       rows: snapshot.nextPart(bounds, extent),
       tempDir: ctx.settings.tempDir,
+      storageClass: table.storageClass ?? undefined,
     });
     const part: BucketPart = {
       index: parts.length,

@@ -31,6 +31,12 @@ export function registryConformance(opened: () => HotStore): void {
         writableBuckets: 3,
         paused: false,
         dropping: false,
+        archiveAfter: null,
+        expireAfter: null,
+        storageClass: null,
+        // Registered (1), then format and writable buckets changed in one update (2).
+        policyVersion: 2,
+        policyChangedAt: NOW,
       });
       expect((await store.listTables()).map((t) => t.tableId)).toContain(tableId);
     });

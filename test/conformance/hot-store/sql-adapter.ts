@@ -57,7 +57,7 @@ export function sqlHotStoreConformance(
     it("applies every migration once: a second run applies nothing", async () => {
       const versions = MIGRATIONS.map((m) => m.version);
       // Numbered from 1, each once, ascending.
-      expect(versions).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]);
+      expect(versions).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]);
       expect(firstRun).toEqual(versions);
       expect(secondRun).toEqual([]);
       const { rows } = await store.db.query<{ version: string }>(
@@ -104,6 +104,7 @@ export function sqlHotStoreConformance(
         "pulpitum_v4_migrations",
         "pulpitum_v4_records",
         "pulpitum_v4_scrub_progress",
+        "pulpitum_v4_table_policies",
         "pulpitum_v4_tables",
       ]);
     });

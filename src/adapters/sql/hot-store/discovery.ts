@@ -4,7 +4,7 @@
  */
 import type { Candidate, CandidateKind, DiscoveryQuery } from "../../../ports/hot-store.js";
 import type { SqlDatabase, SqlExecutor } from "../database.js";
-import { METADATA_TABLE, TABLES_TABLE } from "../migrations.js";
+import { METADATA_TABLE } from "../migrations.js";
 import {
   AUTOMATIC_WORK,
   NO_LIVE_LEASE,
@@ -13,6 +13,7 @@ import {
   NOT_RESTORING,
 } from "./fences.js";
 import { SqlParams } from "./params.js";
+import { afterInTable, tableCutoffs } from "./windows.js";
 import { toCandidate, type CandidateRow } from "./rows.js";
 
 /** A candidate row with its turn: its rank within its kind, in the statement's key order. */
@@ -39,19 +40,26 @@ export async function explainDiscovery(db: SqlExecutor, query: DiscoveryQuery): 
 }
 
 /**
- * Discovery as one statement: three index range scans over
- * `(state, hot_deleted, bucket_end, table_id, partition_key, bucket_key)`,
- * each in key order, starting after its kind's keyset cursor and limited;
- * then the kinds take turns (`ROW_NUMBER` per kind) until the limit, so a
+ * Discovery as one statement. Each kind is an index range scan in keyset
+ * order, starting after its kind's keyset cursor and limited:
+ *
+ * - eligible: per table (a LATERAL scan of the table-window index
+ *   `(state, hot_deleted, table_id, bucket_end, …)` for each active table),
+ *   hot buckets up to the table's own cutoff (windows.ts), so a table that
+ *   keeps two years hot costs the scan nothing beside one that keeps 90 days;
+ * - stalled, cleanup: one scan of the keyset index `(state, hot_deleted,
+ *   bucket_end, table_id, …)` each, as before policies existed;
+ *
+ * Then the kinds take turns (`ROW_NUMBER` per kind) until the limit, so a
  * backlog of one kind cannot starve the others. With `stamp`, the same
  * statement sets `enqueued_at = now` on the candidates it returns.
  */
 function discoverySql(query: DiscoveryQuery, stamp: boolean): { sql: string; params: unknown[] } {
   const p = new SqlParams();
   const now = p.time(query.now);
-  const cutoff = p.time(query.cutoff);
   const enqueuedBefore = p.time(query.enqueuedBefore);
   const limit = p.int(query.limit);
+  const tc = tableCutoffs(p, query, true);
   const columns = (kind: CandidateKind) =>
     `'${kind}' AS kind, m.table_id, m.partition_key, m.bucket_key, m.state, m.phase, m.bucket_end, m.enqueued_at`;
   const keyOrder = "m.bucket_end, m.table_id, m.partition_key, m.bucket_key";
@@ -61,6 +69,16 @@ function discoverySql(query: DiscoveryQuery, stamp: boolean): { sql: string; par
     // A row comparison on the index's trailing columns: PostgreSQL and CockroachDB seek to it.
     return ` AND (${keyOrder}) > (${p.time(position.end)}, ${p.text(position.id.tableId)}, ${p.bytes(position.id.partitionKey)}, ${p.text(position.id.bucketKey)})`;
   };
+  const waiting = `${NO_PENDING_RETRY(now, "m")} AND ${NO_LIVE_LEASE(now, "m")}
+                AND ${NOT_RECENTLY_ENQUEUED(enqueuedBefore, "m")} AND m.quarantined_at IS NULL`;
+  /** One kind's buckets of every active table, each table's scan limited, in key order. */
+  const perTable = (kind: CandidateKind, where: string) => `
+            (SELECT c.* FROM ${tc} tc CROSS JOIN LATERAL (
+               SELECT ${columns(kind)}
+                 FROM ${METADATA_TABLE} m
+                WHERE m.table_id = tc.table_id AND ${where} AND ${waiting}${afterInTable(p, query.after?.[kind], "tc.table_id", "m")}
+                ORDER BY m.bucket_end, m.partition_key, m.bucket_key LIMIT ${limit}) c
+              ORDER BY c.bucket_end, c.table_id, c.partition_key, c.bucket_key LIMIT ${limit})`;
   const candidates = `
     SELECT c.kind, c.table_id, c.partition_key, c.bucket_key, c.state, c.phase, c.bucket_end, c.enqueued_at,
            c.turn
@@ -69,12 +87,7 @@ function discoverySql(query: DiscoveryQuery, stamp: boolean): { sql: string; par
                  PARTITION BY u.kind ORDER BY u.bucket_end, u.table_id, u.partition_key, u.bucket_key
                ) AS turn
           FROM (
-            (SELECT ${columns("eligible")}
-               FROM ${METADATA_TABLE} m JOIN ${TABLES_TABLE} t ON t.table_id = m.table_id
-              WHERE m.state = 'hot' AND m.hot_deleted = false AND m.bucket_end <= ${cutoff}
-                AND ${NO_PENDING_RETRY(now, "m")} AND ${NO_LIVE_LEASE(now, "m")} AND t.paused = false
-                AND ${NOT_RECENTLY_ENQUEUED(enqueuedBefore, "m")} AND ${AUTOMATIC_WORK("m")}${after("eligible")}
-              ORDER BY ${keyOrder} LIMIT ${limit})
+            ${perTable("eligible", "m.state = 'hot' AND m.hot_deleted = false AND m.bucket_end <= tc.archive_cutoff")}
             UNION ALL
             (SELECT ${columns("stalled")}
                FROM ${METADATA_TABLE} m

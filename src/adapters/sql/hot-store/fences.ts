@@ -99,16 +99,22 @@ export function RESTORE_FENCE(p: SqlParams, lease: Lease, now: Date, alias?: str
 
 /**
  * CLAIMABLE: a hot bucket closed by the cutoff, with no retry pending and in
- * a table that is not paused. Checked by the claim itself, not only by the
- * read before the lease, so a deferral or a pause that lands in between is
- * honoured.
+ * a table that is not paused; with `policyVersion`, only while the table's
+ * policy is still the version the cutoff was computed from. Checked by the
+ * claim itself, not only by the read before the lease, so a deferral, a
+ * pause or a policy change that lands in between is honoured.
  */
-export function CLAIMABLE(p: SqlParams, now: Date, cutoff: Date): string {
+export function CLAIMABLE(p: SqlParams, now: Date, cutoff: Date, policyVersion?: number): string {
   const nowParam = p.time(now);
+  const policy =
+    policyVersion === undefined
+      ? ""
+      : ` AND EXISTS (SELECT 1 FROM ${TABLES_TABLE} v WHERE v.table_id = ${METADATA_TABLE}.table_id ` +
+        `AND v.policy_version = ${p.int(policyVersion)})`;
   return (
     `state = 'hot' AND bucket_end <= ${p.time(cutoff)} AND ${NO_PENDING_RETRY(nowParam)} ` +
     `AND NOT EXISTS (SELECT 1 FROM ${TABLES_TABLE} t ` +
-    `WHERE t.table_id = ${METADATA_TABLE}.table_id AND t.paused)`
+    `WHERE t.table_id = ${METADATA_TABLE}.table_id AND t.paused)${policy}`
   );
 }
 

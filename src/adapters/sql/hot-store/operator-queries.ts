@@ -5,12 +5,13 @@
  */
 import type { BucketStrategy } from "../../../domain/bucket.js";
 import type { TableId } from "../../../domain/table.js";
-import type { BucketState, RecordedPhase } from "../../../ports/hot-store.js";
+import type { BucketState, RecordedPhase, TableWindow } from "../../../ports/hot-store.js";
 import type { ArchivedBucket, HeldBucket } from "../../../ports/hot-store-operations.js";
 import type { SqlExecutor } from "../database.js";
 import { METADATA_TABLE, TABLES_TABLE } from "../migrations.js";
 import { SOME_LIVE_LEASE } from "./fences.js";
 import { SqlParams } from "./params.js";
+import { tableCutoffs } from "./windows.js";
 import { bucketIdOf, sqlDate, sqlDateOrNull, type BucketKeyRow } from "./rows.js";
 
 interface ArchivedRow extends BucketKeyRow {
@@ -97,7 +98,7 @@ export async function listArchivedBuckets(
   }));
 }
 
-interface HeldRow extends BucketKeyRow {
+export interface HeldRow extends BucketKeyRow {
   state: string;
   phase: string;
   bucket_end: string;
@@ -106,35 +107,64 @@ interface HeldRow extends BucketKeyRow {
   last_error: string | null;
   live_lease_expires_at: string | null;
   restoring: boolean;
+  quarantined: boolean;
   paused: boolean | null;
 }
 
+/** The columns of a {@link HeldRow} from metadata `m` and its table `t`, leases judged at `now`. */
+export function heldColumns(now: string): string {
+  const live = SOME_LIVE_LEASE(now, "m");
+  return `m.table_id, m.partition_key, m.bucket_key, m.state, m.phase, m.bucket_end,
+         m.attempts, m.retry_at, m.last_error,
+         CASE WHEN ${live} THEN m.lease_expires_at END AS live_lease_expires_at,
+         (m.restore_started_at IS NOT NULL) AS restoring,
+         (m.quarantined_at IS NOT NULL) AS quarantined, t.paused`;
+}
+
+export function toHeldBucket(r: HeldRow): HeldBucket {
+  return {
+    id: bucketIdOf(r),
+    state: r.state as BucketState,
+    phase: r.phase as RecordedPhase,
+    end: sqlDate(r.bucket_end),
+    tablePaused: r.paused === true,
+    attempts: Number(r.attempts),
+    retryAt: sqlDateOrNull(r.retry_at),
+    lastError: r.last_error,
+    leaseExpiresAt: sqlDateOrNull(r.live_lease_expires_at),
+    restoring: r.restoring,
+    quarantined: r.quarantined,
+  };
+}
+
 /**
- * Buckets that ended at or before `cutoff` and are still hot but are not
- * offered for archival (their table is paused, a retry or a restore's hold
- * is pending, or a lease is live), and buckets in flight (archiving, or
- * archived with cleanup pending, under a live lease or being restored).
- * Oldest `bucket_end` first, at most `limit`. Each branch is a range of the
- * discovery index, as in discovery itself.
+ * Buckets that ended at or before their table's cutoff (windows.ts) and are
+ * still hot but are not offered for archival (their table is paused, a
+ * retry or a restore's hold is pending, or a lease is live), and buckets in
+ * flight (archiving, archived with cleanup pending under a live lease or
+ * being restored). Oldest `bucket_end` first, at most `limit`.
  */
 export async function listHeldBuckets(
   db: SqlExecutor,
-  query: { readonly now: Date; readonly cutoff: Date; readonly limit: number },
+  query: {
+    readonly now: Date;
+    readonly cutoff: Date;
+    readonly windows?: readonly TableWindow[];
+    readonly limit: number;
+  },
 ): Promise<HeldBucket[]> {
   const p = new SqlParams();
   const now = p.time(query.now);
-  const cutoff = p.time(query.cutoff);
   const limit = p.int(query.limit);
   const live = SOME_LIVE_LEASE(now, "m");
-  const columns = `m.table_id, m.partition_key, m.bucket_key, m.state, m.phase, m.bucket_end,
-         m.attempts, m.retry_at, m.last_error,
-         CASE WHEN ${live} THEN m.lease_expires_at END AS live_lease_expires_at,
-         (m.restore_started_at IS NOT NULL) AS restoring, t.paused`;
+  const tc = tableCutoffs(p, query, false);
+  const columns = heldColumns(now);
   const { rows } = await db.query<HeldRow>(
     `SELECT h.* FROM (
        (SELECT ${columns}
-          FROM ${METADATA_TABLE} m LEFT JOIN ${TABLES_TABLE} t ON t.table_id = m.table_id
-         WHERE m.state = 'hot' AND m.hot_deleted = false AND m.bucket_end <= ${cutoff}
+          FROM ${METADATA_TABLE} m JOIN ${TABLES_TABLE} t ON t.table_id = m.table_id
+          JOIN ${tc} tc ON tc.table_id = m.table_id
+         WHERE m.state = 'hot' AND m.hot_deleted = false AND m.bucket_end <= tc.archive_cutoff
            AND (t.paused = true OR m.retry_at > ${now} OR ${live})
          ORDER BY m.bucket_end LIMIT ${limit})
        UNION ALL
@@ -153,16 +183,5 @@ export async function listHeldBuckets(
      LIMIT ${limit}`,
     p.values,
   );
-  return rows.map((r) => ({
-    id: bucketIdOf(r),
-    state: r.state as BucketState,
-    phase: r.phase as RecordedPhase,
-    end: sqlDate(r.bucket_end),
-    tablePaused: r.paused === true,
-    attempts: Number(r.attempts),
-    retryAt: sqlDateOrNull(r.retry_at),
-    lastError: r.last_error,
-    leaseExpiresAt: sqlDateOrNull(r.live_lease_expires_at),
-    restoring: r.restoring,
-  }));
+  return rows.map(toHeldBucket);
 }

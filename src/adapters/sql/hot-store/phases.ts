@@ -18,6 +18,7 @@ export async function claim(
   lease: Lease,
   now: Date,
   cutoff: Date,
+  policyVersion?: number,
 ): Promise<FencedWrite> {
   return await fencedUpdate(
     db,
@@ -26,7 +27,7 @@ export async function claim(
     now,
     (p) =>
       `state = 'archiving', phase = 'export', retry_at = NULL, last_error = NULL, ${HAND_ON(p, now)}`,
-    (p) => CLAIMABLE(p, now, cutoff),
+    (p) => CLAIMABLE(p, now, cutoff, policyVersion),
   );
 }
 

@@ -6,6 +6,8 @@
  */
 import type { BucketId, BucketStrategy } from "../../../domain/bucket.js";
 import type { ArchiveFormat, TableDefinition, TableId } from "../../../domain/table.js";
+import { parseDuration } from "../../../domain/duration.js";
+import { parseStorageClass } from "../../../domain/table-policy.js";
 import { microsToDate, parseSqlTimestamp } from "../../../domain/time.js";
 import type {
   BucketMetadata,
@@ -119,7 +121,8 @@ export interface MetadataRow extends BucketKeyRow {
 }
 
 export const TABLE_COLUMNS =
-  "table_id, bucket_strategy, archive_format, writable_buckets, paused, drop_started_at";
+  "table_id, bucket_strategy, archive_format, writable_buckets, paused, drop_started_at, " +
+  "archive_after, expire_after, storage_class, policy_version, policy_changed_at, updated_at";
 
 export interface TableRow {
   table_id: string;
@@ -128,6 +131,12 @@ export interface TableRow {
   writable_buckets: string | number | null;
   paused: boolean;
   drop_started_at: string | null;
+  archive_after: string | null;
+  expire_after: string | null;
+  storage_class: string | null;
+  policy_version: string | number;
+  policy_changed_at: string | null;
+  updated_at: string;
 }
 
 /**
@@ -197,6 +206,32 @@ export function toTable(row: TableRow): TableDefinition {
     writableBuckets: row.writable_buckets === null ? null : Number(row.writable_buckets),
     paused: row.paused,
     dropping: row.drop_started_at !== null,
+    ...lifecycleOf(row, `table ${row.table_id}`),
+    policyVersion: Number(row.policy_version),
+    policyChangedAt: sqlDate(row.policy_changed_at ?? row.updated_at),
+  };
+}
+
+/** The lifecycle columns of a registry or history row, in their stored (ISO 8601) form. */
+export function lifecycleOf(
+  row: {
+    archive_after: string | null;
+    expire_after: string | null;
+    storage_class: string | null;
+  },
+  where: string,
+) {
+  return {
+    archiveAfter:
+      row.archive_after === null
+        ? null
+        : parseDuration(row.archive_after, `${where} archive_after`),
+    expireAfter:
+      row.expire_after === null ? null : parseDuration(row.expire_after, `${where} expire_after`),
+    storageClass:
+      row.storage_class === null
+        ? null
+        : parseStorageClass(row.storage_class, `${where} storage_class`),
   };
 }
 

@@ -2,11 +2,12 @@
  * The status report: bucket counts and rows by table and state, deferred
  * and leased buckets, and the oldest eligible hot bucket.
  */
-import type { BucketState, StatusReport } from "../../../ports/hot-store.js";
+import type { BucketState, StatusReport, TableWindow } from "../../../ports/hot-store.js";
 import type { SqlExecutor } from "../database.js";
 import { METADATA_TABLE, RECORDS_TABLE } from "../migrations.js";
 import { SqlParams } from "./params.js";
-import { CLAIMABLE, NO_LIVE_LEASE } from "./fences.js";
+import { NO_LIVE_LEASE, NO_PENDING_RETRY } from "./fences.js";
+import { tableCutoffs } from "./windows.js";
 import { listTables } from "./registry.js";
 import { METADATA_COLUMNS, toMetadata, type MetadataRow } from "./rows.js";
 
@@ -14,6 +15,7 @@ export async function statusReport(
   db: SqlExecutor,
   now: Date,
   cutoff: Date,
+  windows?: readonly TableWindow[],
 ): Promise<StatusReport> {
   const tables = (await listTables(db)).sort((a, b) => a.tableId.localeCompare(b.tableId));
   const { rows: stateRows } = await db.query<{
@@ -71,11 +73,16 @@ export async function statusReport(
     p.values,
   );
   const q = new SqlParams();
+  const qNow = q.time(now);
   const { rows: oldest } = await db.query<MetadataRow>(
-    `SELECT ${METADATA_COLUMNS} FROM ${METADATA_TABLE}
-      WHERE ${CLAIMABLE(q, now, cutoff)} AND hot_deleted = false AND quarantined_at IS NULL
-        AND ${NO_LIVE_LEASE(q.time(now))}
-      ORDER BY bucket_end LIMIT 1`,
+    `SELECT ${METADATA_COLUMNS.split(", ")
+      .map((c) => `m.${c}`)
+      .join(", ")}
+       FROM ${METADATA_TABLE} m JOIN ${tableCutoffs(q, { cutoff, windows }, true)} tc
+         ON tc.table_id = m.table_id
+      WHERE m.state = 'hot' AND m.hot_deleted = false AND m.bucket_end <= tc.archive_cutoff
+        AND ${NO_PENDING_RETRY(qNow, "m")} AND m.quarantined_at IS NULL AND ${NO_LIVE_LEASE(qNow, "m")}
+      ORDER BY m.bucket_end LIMIT 1`,
     q.values,
   );
   return {

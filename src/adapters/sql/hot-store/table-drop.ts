@@ -41,7 +41,12 @@ import type {
   TableDropStart,
 } from "../../../ports/hot-store-operations.js";
 import type { SqlDatabase } from "../database.js";
-import { METADATA_TABLE, RECORDS_TABLE, TABLES_TABLE } from "../migrations.js";
+import {
+  METADATA_TABLE,
+  POLICY_HISTORY_TABLE,
+  RECORDS_TABLE,
+  TABLES_TABLE,
+} from "../migrations.js";
 import { SOME_LIVE_LEASE, BUCKET, LIVE_LEASE } from "./fences.js";
 import { lockUnderFence } from "./fenced-update.js";
 import { deleteNextKeyRange } from "./key-range-delete.js";
@@ -184,6 +189,11 @@ export async function finishTableDrop(db: SqlDatabase, tableId: TableId): Promis
     if (registered.length === 0) return "dropped" as const;
     const d = new SqlParams();
     await tx.query(`DELETE FROM ${TABLES_TABLE} WHERE table_id = ${d.text(tableId)}`, d.values);
+    const h = new SqlParams();
+    await tx.query(
+      `DELETE FROM ${POLICY_HISTORY_TABLE} WHERE table_id = ${h.text(tableId)}`,
+      h.values,
+    );
     return "dropped" as const;
   }, "finishTableDrop");
 }
