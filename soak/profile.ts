@@ -89,9 +89,17 @@ export interface SoakProfile {
   readonly minKills: number;
   /** Random pause between kills, in seconds. */
   readonly killGapSeconds: readonly [number, number];
-  /** The chaos phase lasts at least this long, and stops at the latest after `chaosMaxSeconds`. */
+  /**
+   * The chaos phase lasts at least this long, and stops after `chaosMaxSeconds`
+   * once its goals are met; while a goal that only counts activity (GC runs,
+   * scrubs, restores, races) still lags on a loaded machine it goes on, up to
+   * `chaosGraceSeconds` more, so a goal never fails for want of time.
+   */
   readonly chaosMinSeconds: number;
   readonly chaosMaxSeconds: number;
+  readonly chaosGraceSeconds: number;
+  /** After the final runs, the catalog reader may run this much longer to reach its goal. */
+  readonly catalogGraceSeconds: number;
   /** Seeded records per bucket, and the share of buckets that get `bigBucketRecords` instead. */
   readonly recordsPerBucket: readonly [number, number];
   readonly bigBucketShare: number;
@@ -159,6 +167,8 @@ const FULL: SoakProfile = {
   killGapSeconds: [2.5, 7],
   chaosMinSeconds: 420,
   chaosMaxSeconds: 900,
+  chaosGraceSeconds: 360,
+  catalogGraceSeconds: 300,
   deadlineSeconds: 3600,
   faults: {
     minS3Faults: 500,
@@ -204,6 +214,8 @@ const QUICK: SoakProfile = {
   killGapSeconds: [2, 6],
   chaosMinSeconds: 75,
   chaosMaxSeconds: 240,
+  chaosGraceSeconds: 90,
+  catalogGraceSeconds: 90,
   deadlineSeconds: 570,
   faults: {
     minS3Faults: 50,

@@ -409,12 +409,24 @@ async function main(argv: string[]): Promise<number> {
       );
     }, 15_000);
 
+    let graceLogged = false;
     await fleet.chaos(
       random,
       profile.killGapSeconds,
       () => {
         const t = chaosElapsed();
-        if (t >= profile.chaosMaxSeconds) return true;
+        if (t >= profile.chaosMaxSeconds + profile.chaosGraceSeconds) return true;
+        if (t >= profile.chaosMaxSeconds) {
+          // Past the cap only activity goals may keep the chaos going (a loaded machine runs fewer).
+          const lagging = !mix!.goalsMet(true) || !faultGoalsMet();
+          if (lagging && !graceLogged) {
+            graceLogged = true;
+            log(
+              `chaos cap reached with goals lagging; going on for at most ${profile.chaosGraceSeconds}s`,
+            );
+          }
+          return !lagging;
+        }
         return (
           fleet!.figures.kills >= profile.minKills &&
           t >= profile.chaosMinSeconds &&
@@ -467,6 +479,17 @@ async function main(argv: string[]): Promise<number> {
     }
     readStop.abort();
     await Promise.all(readers);
+    const catalogGoal = profile.mix.minCatalogChecks;
+    if (mix.catalogFigures.checks < catalogGoal) {
+      log(
+        `catalog reader at ${mix.catalogFigures.checks} of ${catalogGoal} checks; ` +
+          `going on for at most ${profile.catalogGraceSeconds}s`,
+      );
+      const until = Date.now() + profile.catalogGraceSeconds * 1000;
+      while (mix.catalogFigures.checks < catalogGoal && Date.now() < until) {
+        await sleep(1000, stop.signal);
+      }
+    }
     await mix.stopReader();
 
     log("end check: every bucket, manifest and committed record");
