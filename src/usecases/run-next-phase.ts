@@ -192,6 +192,7 @@ async function runPhaseUnderLease(
       metadata,
       takeover: run.takeover,
       deadline: run.deadline,
+      afterCommit: ctx,
     });
     ctx.log.info("phase committed", {
       ...fields,

@@ -30,6 +30,7 @@ export async function publishBucket({
   heartbeat,
   metadata,
   takeover,
+  afterCommit,
 }: PhaseInput): Promise<StepResult> {
   const { recorded, manifestKey } = await requireSealedArchive(
     ctx.hotStore,
@@ -50,11 +51,15 @@ export async function publishBucket({
     () => ctx.hotStore.publish(heartbeat.lease, ctx.clock.now()),
     (m) => m.state === "archived" && m.generation === lease.generation,
   );
-  await writePublishedEntry(catalogPortsOf(ctx), metadata.id, catalogEntryOf(recorded)).catch(
-    (error: unknown) =>
-      ctx.log.warn("catalog entry not written after publish; cleanup writes it", {
-        error: error instanceof Error ? error.message : String(error),
-      }),
+  // The commit handed the lease on: a renewal refused from now on is no loss (see PhaseInput).
+  await writePublishedEntry(
+    catalogPortsOf(afterCommit),
+    metadata.id,
+    catalogEntryOf(recorded),
+  ).catch((error: unknown) =>
+    ctx.log.warn("catalog entry not written after publish; cleanup writes it", {
+      error: error instanceof Error ? error.message : String(error),
+    }),
   );
   return {
     kind: "committed",

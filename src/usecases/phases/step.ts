@@ -9,7 +9,7 @@ import type {
   Lease,
   PhaseName,
 } from "../../ports/hot-store.js";
-import type { ArchiverContext } from "../context.js";
+import type { ArchiverContext, PhaseContext } from "../context.js";
 import type { LeaseHeartbeat } from "../heartbeat.js";
 import type { UnderLease } from "../under-lease.js";
 
@@ -39,6 +39,14 @@ export interface PhaseInput {
   readonly takeover: boolean;
   /** Stop starting new work after this instant (Lambda time budget); undefined: no limit. */
   readonly deadline: Date | undefined;
+  /**
+   * The same ports not bound to the lease, for work after a commit that
+   * handed the lease on (publish's catalog write): once the commit landed,
+   * a renewal still in flight is refused because the lease was released,
+   * and that refusal aborts the lease's signal, but it is no loss and must
+   * not cancel what is left of the committed phase. Nothing fenced runs here.
+   */
+  readonly afterCommit: PhaseContext;
 }
 
 /**

@@ -403,3 +403,35 @@ describe("a lost lease reaches the phase through its ports' signal, with nothing
     expect(await hotRows()).toBe(ROWS);
   });
 });
+
+describe("a commit that hands the lease on is not undone by a renewal still in flight", () => {
+  it("a renewal refused because publish just released the lease does not stop publish's catalog write: the entry is there before cleanup runs", async () => {
+    // Prepare: the renewal falls due while publish's commit is in flight and lands after it
+    await runUntil("publish");
+    const renewals = new ManualRenewals(h.clock);
+    const base = h.process().ctx;
+    const ctx: ArchiverContext = {
+      ...base,
+      hotStore: intercept(base.hotStore, {
+        publish: async (call) => {
+          const result = await call();
+          await renewals.advance(RENEWAL_MS);
+          return result;
+        },
+      }),
+      renewalTimer: renewals.timer,
+    };
+    const catalogKeys = async () =>
+      (await h.objects.list(`${h.settings.archivePrefix}/catalog/`)).objects.map((o) => o.key);
+
+    // Act
+    const outcome = await runNextPhase(ctx, bucket);
+    const keys = await catalogKeys();
+
+    // Assess
+    expect(renewals.fired).toBe(1);
+    expect(outcome).toMatchObject({ phase: "publish", result: "advanced", next: "cleanup" });
+    expect(keys).toHaveLength(1);
+    expect(keys[0]).toMatch(/\/catalog\/parquet\/table_id=chat\//);
+  });
+});
