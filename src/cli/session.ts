@@ -52,7 +52,12 @@ export async function withRuntime<T>(
     migrate?: boolean;
     env?: NodeJS.ProcessEnv;
     reclaim?: boolean;
-    /** See openAdapters: `skip` for commands that never touch the archive (`migrate`). */
+    /**
+     * See openAdapters. Commands compare the binding (`check`, the default)
+     * and only those that write the archive record it at their first use
+     * ({@link withArchiveRuntime}); `skip` for commands that never touch the
+     * archive (`migrate`).
+     */
     archiveBinding?: "bind" | "check" | "skip";
   } = {},
 ): Promise<T> {
@@ -60,7 +65,7 @@ export async function withRuntime<T>(
   const runtime = await openAdapters(config, {
     migrate: options.migrate,
     command: commandLine,
-    archiveBinding: options.archiveBinding,
+    archiveBinding: options.archiveBinding ?? "check",
   });
   const stale = runtime.lock?.tookOverFrom;
   if (stale) {
@@ -115,4 +120,19 @@ async function openEmbeddedUpkeep(runtime: Adapters, reclaim: boolean) {
       }
     },
   };
+}
+
+/**
+ * {@link withRuntime} for a command that writes the archive (archive, start,
+ * restore, repair, gc, tables drop): it records the database's archive
+ * binding at its first use, as the serverless functions do. A command that
+ * only reads (status, plan, read, query, verify, audit, tables show) compares
+ * an existing binding and records none, so pointing it at a wrong archive by
+ * mistake never binds the database to that archive.
+ */
+export async function withArchiveRuntime<T>(
+  fn: (runtime: Adapters) => Promise<T>,
+  options: { migrate?: boolean; env?: NodeJS.ProcessEnv; reclaim?: boolean } = {},
+): Promise<T> {
+  return await withRuntime(fn, { ...options, archiveBinding: "bind" });
 }

@@ -22,7 +22,7 @@ import { rawValue } from "../variables.js";
 import { formatBytes, renderTable } from "./format.js";
 import { stderrLog } from "./log.js";
 import { ProgressBar } from "./progress.js";
-import { withRuntime } from "./session.js";
+import { withArchiveRuntime } from "./session.js";
 
 export const SAMPLE_TABLE: TableId = parseTableId("chat");
 const CHANNELS = ["general", "random", "ops", "dev", "support", "sales", "design", "hiring"];
@@ -98,7 +98,7 @@ export async function startCommand(opts: { useConfiguredStores?: boolean }): Pro
       `pulpitum: ${set.join(" and ")} ${set.length === 1 ? "is" : "are"} set and ignored: the demo runs on its own embedded store under PULPITUM_HOME and leaves the configured stores untouched; \`pulpitum start --use-configured-stores\` (\`npm start -- --use-configured-stores\`) seeds and archives the sample there instead\n`,
     );
   }
-  await withRuntime(async (rt) => runEmbeddedDemo(rt), { env });
+  await withArchiveRuntime(async (rt) => runEmbeddedDemo(rt), { env });
 }
 
 export async function runEmbeddedDemo(rt: Adapters): Promise<void> {

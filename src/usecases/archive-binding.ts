@@ -51,8 +51,10 @@ export async function requireArchiveBinding(
 ): Promise<ArchiveBindingRecord | null> {
   const bound = await ports.binding.read();
   if (bound !== null) return checked(bound, archive);
-  if (!options.bind) return null;
+  // No binding yet (a database upgraded from before migration 14, or never archived):
+  // buckets archived already must be in this archive, whether or not this command records it.
   await requireArchivedBucketsHere(ports, archive);
+  if (!options.bind) return null;
   return checked(await ports.binding.bind(archive.identity, now), archive);
 }
 

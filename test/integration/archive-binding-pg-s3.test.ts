@@ -120,6 +120,43 @@ describe("the archive a database belongs to, on PostgreSQL and S3", () => {
     expect(JSON.parse(read.stdout).records).toHaveLength(12);
   });
 
+  it("commands that only read never record a binding: a wrong archive URL given to status, plan, tables show, read, query and audit before the first archive run leaves the database free for the right one", async () => {
+    const url = await database();
+    const right = envFor(url, "right");
+    const wrong = envFor(url, "wrong");
+    for (const args of [
+      ["migrate"],
+      ["tables", "create", "ledger", "--strategy", "month", "--format", "json"],
+    ]) {
+      const r = await runCli(args, right);
+      expect(r.code, r.stderr).toBe(0);
+    }
+    const file = path.join(home, "read-only.ndjson");
+    await import("node:fs/promises").then((fs) => fs.writeFile(file, `${records}\n`));
+    expect((await runCli(["import", "ledger", file], right)).code).toBe(0);
+
+    for (const args of [
+      ["status", "--json"],
+      ["plan", "--json"],
+      ["tables", "show", "ledger", "--json"],
+      ["read", "ledger", "acct-1", "--json"],
+      ["query", "ledger", "SELECT count(*) AS n FROM ledger", "--json"],
+      ["audit", "--json"],
+    ]) {
+      const r = await runCli(args, wrong);
+      expect(r.code, `${args.join(" ")}: ${r.stderr}`).toBe(0);
+    }
+    const archived = await runCli(["archive", "--once"], right);
+    const read = await runCli(["read", "ledger", "acct-1", "--json"], right);
+    const refused = await runCli(["read", "ledger", "acct-1", "--json"], wrong);
+
+    expect(archived.code, archived.stderr).toBe(0);
+    expect(read.code, read.stderr).toBe(0);
+    expect(JSON.parse(read.stdout).records).toHaveLength(12);
+    expect(refused.code).toBe(3);
+    expect(refused.stderr).toContain(`belongs to the archive s3://${bucket}/right`);
+  });
+
   it("an archive copied whole to another bucket is adopted with rebind-archive, after which it serves every record", async () => {
     const { env } = await archivedTo("moving");
     const target = await freshBucket(endpoint);

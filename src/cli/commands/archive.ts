@@ -27,7 +27,7 @@ import type { PhaseOutcome } from "../../usecases/context.js";
 import { EXIT } from "../exit-codes.js";
 import { bucketJson, showBucket } from "../display.js";
 import { count, formatBytes } from "../format.js";
-import { cliLog, withRuntime } from "../session.js";
+import { cliLog, withArchiveRuntime } from "../session.js";
 import {
   leasedNotice,
   leftoverReasons,
@@ -163,7 +163,7 @@ export function onceExitCode(archived: number, failed: number, quarantined: numb
 const SIGNAL_EXIT: Record<string, number> = { SIGINT: 130, SIGTERM: 143 };
 
 export async function archiveCommand(opts: { once?: boolean; json?: boolean }): Promise<void> {
-  await withRuntime(async (rt) => {
+  await withArchiveRuntime(async (rt) => {
     const controller = new AbortController();
     let stoppedBy: string | null = null;
     const onSignal = (signal: string) => {
@@ -307,7 +307,7 @@ function onceVerdict(
  * paused table's).
  */
 export async function archiveBucketCommand(id: BucketId, opts: { json?: boolean }): Promise<void> {
-  await withRuntime(async (rt) => {
+  await withArchiveRuntime(async (rt) => {
     const report = await runAudited(
       cliAudit(rt),
       auditAction("archive bucket", showBucket(id), cliCaller(), {

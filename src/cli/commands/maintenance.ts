@@ -39,7 +39,7 @@ import { bucketJson, showBucket } from "../display.js";
 import { count, printJson, renderTable } from "../format.js";
 import { integerOption } from "../options.js";
 import { archiveInUse } from "../../open-adapters.js";
-import { cliLog, loadCliConfig, withRuntime } from "../session.js";
+import { cliLog, loadCliConfig, withRuntime, withArchiveRuntime } from "../session.js";
 
 /**
  * `migrate` touches only the database, so it runs with DATABASE_URL alone (the
@@ -135,7 +135,7 @@ export async function gcCommand(opts: {
   maxObjects?: number;
   json?: boolean;
 }): Promise<void> {
-  await withRuntime(async (rt) => {
+  await withArchiveRuntime(async (rt) => {
     const { gcProgressOf } = await import("../../adapters/sql/gc-progress.js");
     const minAgeSeconds = opts.minAgeSeconds ?? rt.config.gcMinAgeSeconds;
     const collect = () =>
@@ -334,7 +334,7 @@ export async function restoreCommand(
     opts.holdSeconds === undefined
       ? DEFAULT_RESTORE_HOLD_SECONDS
       : integerOption(opts.holdSeconds, "--hold-seconds", 0, MAX_RESTORE_HOLD_SECONDS);
-  await withRuntime(async (rt) => {
+  await withArchiveRuntime(async (rt) => {
     const action = auditAction("restore", showBucket(id), cliCaller(), {
       tableId: id.tableId,
       arguments: { ...bucketJson(id), hold_seconds: holdSeconds },

@@ -5,10 +5,10 @@ import { repairManifest, type RepairReport } from "../../usecases/repair.js";
 import { showBucket } from "../display.js";
 import { EXIT } from "../exit-codes.js";
 import { printJson } from "../format.js";
-import { cliLog, withRuntime } from "../session.js";
+import { cliLog, withArchiveRuntime } from "../session.js";
 
 export async function repairCommand(id: BucketId, opts: { json?: boolean }): Promise<void> {
-  await withRuntime(async (rt) => {
+  await withArchiveRuntime(async (rt) => {
     if ((await rt.hotStore.getTable(id.tableId)) === null) throw new UnknownTableError(id.tableId);
     const { scrubStoreOf } = await import("../../adapters/sql/scrub-store.js");
     const scrubStore = scrubStoreOf(rt.hotStore);

@@ -6,7 +6,7 @@ import { dropTable, TableInFlightError, type DropReport } from "../../usecases/d
 import { cliAudit, cliCaller } from "../audit-caller.js";
 import { count, printJson, renderTable } from "../format.js";
 import { strategyName } from "../display.js";
-import { cliLog, withRuntime } from "../session.js";
+import { cliLog, withRuntime, withArchiveRuntime } from "../session.js";
 import type { PolicyChange } from "../../ports/hot-store.js";
 import { policyArguments, policyJson, storageClassNote } from "./table-policy.js";
 
@@ -134,7 +134,7 @@ export async function setPaused(
 }
 
 export async function dropTableCommand(tableId: TableId, opts: { json?: boolean }): Promise<void> {
-  await withRuntime(async (rt) => {
+  await withArchiveRuntime(async (rt) => {
     const action = auditAction("tables drop", tableId, cliCaller(), { tableId });
     const report = await runAudited(
       cliAudit(rt),
