@@ -67,6 +67,9 @@ export interface MixPlan {
   readonly quarantineGapSeconds: readonly [number, number];
   readonly dropGapSeconds: readonly [number, number];
   readonly catalogGapSeconds: readonly [number, number];
+  /** Lifecycle policy (soak/policy.ts): window changes that landed (the two first windows included), at least this many. */
+  readonly minPolicyChanges: number;
+  readonly policyGapSeconds: readonly [number, number];
 }
 
 export interface TablePlan {
@@ -200,6 +203,8 @@ const FULL: SoakProfile = {
     quarantineGapSeconds: [10, 30],
     dropGapSeconds: [30, 90],
     catalogGapSeconds: [2, 6],
+    minPolicyChanges: 8,
+    policyGapSeconds: [10, 30],
   },
 };
 
@@ -247,6 +252,8 @@ const QUICK: SoakProfile = {
     quarantineGapSeconds: [5, 15],
     dropGapSeconds: [10, 30],
     catalogGapSeconds: [2, 5],
+    minPolicyChanges: 4,
+    policyGapSeconds: [5, 12],
   },
 };
 

@@ -63,6 +63,7 @@ import { CALM_S3, newS3FaultFigures, S3FaultProxy } from "./faults/s3-proxy.js";
 import { finalCatalogCheck } from "./catalog-reader.js";
 import { FeatureMix } from "./mix.js";
 import { checkQuarantines, poisonOneBucket } from "./poison.js";
+import { PolicyChaos } from "./policy.js";
 
 const LEASE_SECONDS = 3;
 /** ARCHIVER_MAX_ATTEMPTS of every archiver (see workerEnv). */
@@ -277,6 +278,10 @@ async function main(argv: string[]): Promise<number> {
     const poisoned = await poisonOneBucket(env.admin, catalog, new Random(options.seed + 8000));
     log(`poisoned ${poisoned.ref}: it must end quarantined after ${SOAK_MAX_ATTEMPTS} attempts`);
 
+    // Two daily tables get rolling hot windows, one of them altered during the chaos (soak/policy.ts).
+    const policy = new PolicyChaos({ policies: runtime.hotStore, admin: env.admin, log });
+    await policy.install();
+
     const monitor = new MetadataMonitor(env.admin);
     monitor.exempt(poisoned.ref);
     await monitor.refresh();
@@ -377,8 +382,16 @@ async function main(argv: string[]): Promise<number> {
         faultMode?.sabotaged === true
           ? chaosElapsed() < profile.chaosMinSeconds
           : !(mix!.goalsMet() && chaosElapsed() >= profile.chaosMinSeconds * 0.7),
-      (b) => b.descriptor.end.getTime() <= currentCutoff().getTime(),
+      (b) => b.descriptor.end.getTime() <= currentCutoff().getTime() && policy.eligible(b),
     );
+    const policyDone = policy.run({
+      chaosPolicies: clients.hotStore,
+      release: runtime.hotStore,
+      random: new Random(options.seed + 9500),
+      gapMs: [profile.mix.policyGapSeconds[0] * 1000, profile.mix.policyGapSeconds[1] * 1000],
+      until: () => chaosElapsed() >= profile.chaosMinSeconds * 0.7,
+      signal: stop.signal,
+    });
     /** The fault goals of the profile, met so far (always with --faults off). */
     const faultGoalsMet = () => {
       if (faultMode === undefined) return true;
@@ -438,6 +451,8 @@ async function main(argv: string[]): Promise<number> {
       stop.signal,
     );
     clearInterval(progress);
+    // The windows are removed before the final runs, so the fleet drains to the final cutoff.
+    await policyDone;
     const chaosSeconds = chaosElapsed();
     log(
       `chaos over after ${chaosSeconds.toFixed(0)}s and ${fleet.figures.kills} kills; stopping appenders and archivers`,
@@ -561,6 +576,9 @@ async function main(argv: string[]): Promise<number> {
         : []),
       ...(mix.goalsMet() ? [] : ["the mix's goals (see mix_details) were not met"]),
       ...(faultGoalsMet() ? [] : ["the fault goals were not met"]),
+      ...(policy.figures.changes >= profile.mix.minPolicyChanges
+        ? []
+        : [`policy_changes ${policy.figures.changes} < ${profile.mix.minPolicyChanges}`]),
     ];
     for (const m of missedGoals) log(`goal missed: ${m}`);
     passed =
@@ -578,6 +596,7 @@ async function main(argv: string[]): Promise<number> {
       quarantines.poisonQuarantined &&
       quarantines.healthyQuarantined === 0 &&
       mix.scrubRaces.violations === 0 &&
+      policy.figures.violations === 0 &&
       appendFigures.acceptedAfterFence === 0 &&
       fleet.figures.kills >= profile.minKills;
     Object.assign(figures, {
@@ -598,6 +617,11 @@ async function main(argv: string[]): Promise<number> {
       corrupt_marks: corruptMarks,
       scrub_races: mix.scrubRaces.races,
       scrub_race_violations: mix.scrubRaces.violations,
+      policy_changes: policy.figures.changes,
+      policy_change_errors: policy.figures.changeErrors,
+      policy_checks: policy.figures.checks,
+      policy_violations: policy.figures.violations,
+      policy_examples: policy.figures.examples.length === 0 ? undefined : policy.figures.examples,
       poison_quarantined: quarantines.poisonQuarantined,
       healthy_quarantined: quarantines.healthyQuarantined,
       copy_terminations: faultFigures?.copyTerminations ?? 0,
