@@ -20,6 +20,10 @@ import { DurableTable } from "../../../src/read/durable-table.js";
 import { silentLog } from "../../../src/usecases/context.js";
 import { discover } from "../../../src/usecases/discover.js";
 import { collectGarbage } from "../../../src/usecases/gc.js";
+import { verifyBucket } from "../../../src/usecases/scrub.js";
+import type { HotStore } from "../../../src/ports/hot-store.js";
+import type { ObjectStore } from "../../../src/ports/object-store.js";
+import { scrubContext } from "../../support/scrub-cases.js";
 import { runNextPhase } from "../../../src/usecases/run-next-phase.js";
 import { tableWindows } from "../../../src/usecases/eligibility.js";
 import { SimulatedCrash } from "../../support/faults.js";
@@ -321,5 +325,82 @@ describe("expiring archived buckets", () => {
     const report = await restoreBucket(h.process().ctx, march.id, { holdMs: DAY });
     expect(report.result).toBe("restored");
     expect((await h.inner.getBucket(march.id))?.state).toBe("hot");
+  });
+
+  /** Expire march (both steps), then let GC delete its objects (the safety age passed). */
+  const expireAndCollect = async (collect: boolean) => {
+    await expireAfter("1y");
+    await scanAndRun();
+    await scanAndRun();
+    expect((await h.inner.getBucket(march.id))?.state).toBe("expired");
+    if (!collect) return;
+    h.clock.advance(2 * DAY);
+    await ageAll(2 * DAY);
+    expect((await gc()).deleted_objects).toBe(2);
+  };
+
+  /** A reader whose hot store runs `between` right after it hands out march's route. */
+  const readerHoldingRoute = (between: () => Promise<void>) => {
+    let fired = false;
+    const hotStore = new Proxy(h.inner, {
+      get(target, property, receiver) {
+        const value: unknown = Reflect.get(target, property, receiver);
+        if (property !== "readBucket" || typeof value !== "function") return value;
+        return async (...args: Parameters<HotStore["readBucket"]>) => {
+          const read = await target.readBucket(...args);
+          if (!fired && read.route === "archive" && args[0].bucketKey === march.id.bucketKey) {
+            fired = true;
+            await between();
+          }
+          return read;
+        };
+      },
+    });
+    return new DurableTable({
+      hotStore,
+      objectStore: h.objects,
+      clock: h.clock,
+      archivePrefix: h.settings.archivePrefix,
+    });
+  };
+
+  it("a reader holding the route when the bucket expires reads the whole old version, verified, while GC's safety age keeps the objects", async () => {
+    const page = await readerHoldingRoute(() => expireAndCollect(false)).read(TABLE, enc("solo"), {
+      limit: 1000,
+    });
+    expectSameRecords(page.records, [...march.records, ...november.records]);
+    expect(page.expired).toEqual([]);
+  });
+
+  it("a reader holding the route when the bucket expired and GC deleted its objects is told it expired, never given wrong rows", async () => {
+    const page = await readerHoldingRoute(() => expireAndCollect(true)).read(TABLE, enc("solo"), {
+      limit: 1000,
+    });
+    expectSameRecords(page.records, november.records);
+    expect(page.expired.map((b) => b.bucketKey)).toEqual([march.id.bucketKey]);
+  });
+
+  it("a scrub verifying a bucket that expires and is collected under it marks nothing corrupt", async () => {
+    let fired = false;
+    const objects = new Proxy(h.objects, {
+      get(target, property, receiver) {
+        const value: unknown = Reflect.get(target, property, receiver);
+        if (property !== "get" || typeof value !== "function") return value;
+        return async (...args: Parameters<ObjectStore["get"]>) => {
+          if (!fired && args[0].includes(`/${march.id.bucketKey}/manifests/`)) {
+            fired = true;
+            await expireAndCollect(true);
+          }
+          return await (target as ObjectStore).get(...args);
+        };
+      },
+    });
+    const verdict = await verifyBucket({ ...scrubContext(h), objectStore: objects }, march.id);
+    expect(fired).toBe(true);
+    expect(verdict.kind).toBe("skipped");
+    expect(await h.inner.getBucket(march.id)).toMatchObject({
+      state: "expired",
+      corruption: null,
+    });
   });
 });
