@@ -42,4 +42,16 @@ export interface BucketExpiry {
    * row of the bucket to exist. Releases the lease.
    */
   finishExpiry(lease: Lease, now: Date): Promise<FencedWrite>;
+
+  /**
+   * Due buckets Object Lock keeps from expiring: how many, and since when
+   * the oldest has been kept (the alarm on blocked expiry watches it).
+   * Read-only.
+   */
+  expiryBlocked(): Promise<ExpiryBlocked>;
+}
+
+export interface ExpiryBlocked {
+  readonly held: number;
+  readonly oldestSince: Date | null;
 }

@@ -87,7 +87,8 @@ import { countHotRows, listPartitionBuckets, readBucketRange } from "./hot-store
 import { getTable, listTables, registerTable, setPaused } from "./hot-store/registry.js";
 import { beginRestore, finishRestore, restoreRecords } from "./hot-store/restore.js";
 import { beginExpiry, finishExpiry, holdExpiry } from "./hot-store/expiry.js";
-import type { ExpiryDue } from "../../ports/bucket-expiry.js";
+import type { ExpiryBlocked, ExpiryDue } from "../../ports/bucket-expiry.js";
+import { expiryBlocked } from "./hot-store/expiry-status.js";
 import { SnapshotReader } from "./hot-store/snapshot.js";
 import { statusReport } from "./hot-store/status.js";
 import { beginTableDrop, dropBucketBatch, finishTableDrop } from "./hot-store/table-drop.js";
@@ -351,6 +352,10 @@ export class SqlHotStore implements HotStore {
 
   async finishExpiry(lease: Lease, now: Date): Promise<FencedWrite> {
     return await finishExpiry(this.db, lease, now);
+  }
+
+  async expiryBlocked(): Promise<ExpiryBlocked> {
+    return await expiryBlocked(this.db);
   }
 
   async close(): Promise<void> {

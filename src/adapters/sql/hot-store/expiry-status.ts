@@ -6,6 +6,7 @@
  * in a paused table. Those are never deleted without an archive: they are
  * reported as overdue.
  */
+import type { ExpiryBlocked } from "../../../ports/bucket-expiry.js";
 import type { BucketState, StatusReport, TableWindow } from "../../../ports/hot-store.js";
 import type { SqlExecutor } from "../database.js";
 import { METADATA_TABLE } from "../migrations.js";
@@ -31,10 +32,7 @@ export async function expiryStatus(
   cutoff: Date,
   windows: readonly TableWindow[] | undefined,
 ): Promise<StatusReport["expiry"]> {
-  const { rows: held } = await db.query<{ n: string | number; since: string | null }>(
-    `SELECT count(*) AS n, min(expiry_blocked_since) AS since FROM ${METADATA_TABLE}
-      WHERE state = 'archived' AND expiry_blocked_since IS NOT NULL`,
-  );
+  const blocked = await expiryBlocked(db);
   const overdue = (p: SqlParams) => `
       FROM ${METADATA_TABLE} m JOIN ${tableCutoffs(p, { cutoff, windows }, false)} tc
         ON tc.table_id = m.table_id
@@ -57,8 +55,8 @@ export async function expiryStatus(
     p.values,
   );
   return {
-    held: Number(held[0]?.n ?? 0),
-    oldestBlockedSince: sqlDateOrNull(held[0]?.since ?? null),
+    held: blocked.held,
+    oldestBlockedSince: blocked.oldestSince,
     overdueCount: Number(counted[0]?.n ?? 0),
     overdue: rows.map((r) => ({
       id: bucketIdOf(r),
@@ -67,6 +65,15 @@ export async function expiryStatus(
       reason: overdueReason(r),
     })),
   };
+}
+
+/** See BucketExpiry.expiryBlocked. */
+export async function expiryBlocked(db: SqlExecutor): Promise<ExpiryBlocked> {
+  const { rows } = await db.query<{ n: string | number; since: string | null }>(
+    `SELECT count(*) AS n, min(expiry_blocked_since) AS since FROM ${METADATA_TABLE}
+      WHERE state = 'archived' AND expiry_blocked_since IS NOT NULL`,
+  );
+  return { held: Number(rows[0]?.n ?? 0), oldestSince: sqlDateOrNull(rows[0]?.since ?? null) };
 }
 
 function overdueReason(r: OverdueRow): string {
