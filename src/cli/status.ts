@@ -52,8 +52,28 @@ export function statusToJson(
         hot_rows: s.hotRows,
         archived_rows: s.archivedRows,
         archived_bytes: s.archivedBytes,
+        ...(s.state === "expired"
+          ? {
+              expired_rows: s.expiredRows,
+              released_objects: s.releasedObjects,
+              released_bytes: s.releasedBytes,
+            }
+          : {}),
       })),
     })),
+    expiry: {
+      ...expiryTotals(report),
+      held_by_object_lock: report.expiry.held,
+      oldest_blocked_since: report.expiry.oldestBlockedSince?.toISOString() ?? null,
+      overdue_count: report.expiry.overdueCount,
+      overdue: report.expiry.overdue.map((o) => ({
+        bucket: showBucket(o.id),
+        ...bucketJson(o.id),
+        state: o.state,
+        bucket_end: o.end.toISOString(),
+        reason: o.reason,
+      })),
+    },
     deferred: report.deferred.map((d) => ({
       bucket: showBucket(d.id),
       ...bucketJson(d.id),
@@ -84,6 +104,40 @@ export function statusToJson(
         }
       : null,
   };
+}
+
+/** Every table's expired buckets, the records they held and what they released to GC. */
+function expiryTotals(report: StatusReport) {
+  const totals = { buckets_expired: 0, expired_rows: 0, objects_released: 0, bytes_released: 0 };
+  for (const t of report.tables) {
+    for (const s of t.states) {
+      if (s.state !== "expired") continue;
+      totals.buckets_expired += s.buckets;
+      totals.expired_rows += s.expiredRows;
+      totals.objects_released += s.releasedObjects;
+      totals.bytes_released += s.releasedBytes;
+    }
+  }
+  return totals;
+}
+
+/** Expiry in the text status: what expired, what Object Lock holds, what is overdue and why. */
+function expiryLines(report: StatusReport): string[] {
+  const t = expiryTotals(report);
+  const { held, oldestBlockedSince, overdueCount, overdue } = report.expiry;
+  if (t.buckets_expired === 0 && held === 0 && overdueCount === 0) return [];
+  const lines = [
+    `expiry: ${t.buckets_expired} buckets expired (${t.expired_rows} rows; ${t.objects_released} objects, ` +
+      `${formatBytes(t.bytes_released)} released to GC); ${held} held by Object Lock` +
+      `${oldestBlockedSince === null ? "" : ` (the oldest since ${oldestBlockedSince.toISOString()})`}; ` +
+      `${overdueCount} overdue`,
+  ];
+  if (overdueCount > 0) {
+    lines.push(`overdue expiry (${overdueCount}; never deleted before it is archived):`);
+    for (const o of overdue)
+      lines.push(`  ${showBucket(o.id)} ${o.state}, ended ${o.end.toISOString()}: ${o.reason}`);
+  }
+  return lines;
 }
 
 export function renderStatus(
@@ -141,6 +195,7 @@ export function renderStatus(
       );
     }
   }
+  lines.push(...expiryLines(report));
   const completed = integrity.lastRun?.lastCompletedAt;
   lines.push(
     `integrity: ${integrity.corruptTotal} buckets marked corrupt; scrub last completed ${completed ? completed.toISOString() : "never"}`,

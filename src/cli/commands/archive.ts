@@ -68,7 +68,9 @@ export class ArchiveReporter {
     const key = showBucket(o.bucket);
     if (!this.#started.has(key)) this.#started.set(key, Date.now() - o.durationMs);
     this.#ends.set(key, endOf(o));
-    if (o.result === "deferred" && o.phase !== null) {
+    if (o.phase === "expire") {
+      this.#expiry(o);
+    } else if (o.result === "deferred" && o.phase !== null) {
       this.totals.deferred++;
       this.#emit(async () => this.#deferred(o));
     } else if (o.result === "advanced" && o.next === null) {
@@ -127,6 +129,39 @@ export class ArchiveReporter {
     }
   }
 
+  /** An expiry's finish, or its hold under Object Lock: reported, never a failure of the run. */
+  #expiry(o: PhaseOutcome): void {
+    const bucket = showBucket(o.bucket);
+    if (o.expired !== undefined) {
+      const { rows, releasedObjects, releasedBytes } = o.expired;
+      this.out(
+        this.json
+          ? JSON.stringify({
+              type: "expired",
+              bucket,
+              ...bucketJson(o.bucket),
+              rows,
+              released_objects: releasedObjects,
+              released_bytes: releasedBytes,
+            })
+          : `expired ${bucket}: ${rows} rows gone for good (its table's expire_after); ${releasedObjects} objects, ${formatBytes(releasedBytes)} released to GC`,
+      );
+    } else if (o.result === "deferred") {
+      const retryAt = o.retryAt?.toISOString() ?? null;
+      this.out(
+        this.json
+          ? JSON.stringify({
+              type: "expiry-held",
+              bucket,
+              ...bucketJson(o.bucket),
+              reason: o.reason ?? null,
+              retry_at: retryAt,
+            })
+          : `expiry held ${bucket}: ${o.reason ?? "?"}; looked at again after ${retryAt ?? "?"}`,
+      );
+    }
+  }
+
   async #deferred(o: PhaseOutcome): Promise<void> {
     const retry = o.retryAt ? `; retried after ${o.retryAt.toISOString()}` : "";
     if (this.json) {
@@ -148,6 +183,8 @@ export class ArchiveReporter {
 
 function endOf(o: PhaseOutcome): BucketEnd {
   if (o.quarantined === true) return "failed";
+  // An expiry held by Object Lock waits on purpose; a finished one archived nothing.
+  if (o.phase === "expire" && o.result !== "lease-lost") return "other";
   if (o.result === "deferred" && o.phase !== null) return "failed";
   if (o.result === "advanced" && o.next === null) return "archived";
   return "other";

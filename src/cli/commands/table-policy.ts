@@ -1,7 +1,7 @@
 /** `pulpitum tables alter|show`: a table's versioned policy (docs/lifecycle.md). */
 import { formatDuration, parseDuration, type CalendarDuration } from "../../domain/duration.js";
 import { parseArchiveFormat, type TableDefinition, type TableId } from "../../domain/table.js";
-import { parseStorageClass, type StorageClass } from "../../domain/table-policy.js";
+import { expireCutoffAt, parseStorageClass, type StorageClass } from "../../domain/table-policy.js";
 import { UnknownTableError } from "../../errors.js";
 import { POLICY_FIELDS } from "../../ports/hot-store-types.js";
 import type { PolicyChange, PolicyField, PolicyVersion } from "../../ports/hot-store.js";
@@ -182,8 +182,10 @@ export async function showTableCommand(tableId: TableId, opts: { json?: boolean 
     );
     console.log(`eligible now: bucket_end <= ${eligibility.cutoff}; ${eligibility.why}`);
     if (table.expireAfter !== null) {
+      const cutoff = expireCutoffAt(table, now);
       console.log(
-        "expire_after is recorded and checked, but no bucket is expired yet: expiry is not built in this release (docs/lifecycle.md)",
+        `expires now: archived buckets with bucket_end <= ${cutoff!.toISOString()} (expire_after ${formatDuration(table.expireAfter)}); ` +
+          "records are deleted only after they were archived, and never under Object Lock (docs/lifecycle.md, Expiry)",
       );
     }
     if (note !== null) console.log(note);

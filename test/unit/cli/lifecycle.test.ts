@@ -100,7 +100,16 @@ describe("table lifecycle policies from the command line", () => {
     const text = await cli("tables", "show", "chat");
     expect(text.stdout).toMatch(/policy version 1, last changed/);
     expect(text.stdout).toMatch(/archive_after\s+│?\s*P90D/);
-    expect(text.stdout).toMatch(/no bucket is expired yet/);
+    expect(text.stdout).toMatch(
+      /expires now: archived buckets with bucket_end <= \S+ \(expire_after P7Y\)/,
+    );
+    const listed = await cli("tables", "list");
+    expect(listed.stdout).toMatch(/chat .*P90D .*P7Y .*STANDARD_IA/);
+    expect((await json("tables", "list"))[0]).toMatchObject({
+      archive_after: "P90D",
+      expire_after: "P7Y",
+      storage_class: "STANDARD_IA",
+    });
   });
 
   it("alters one field as a new version, unsets with none, and the audit trail records each change with its arguments", async () => {
