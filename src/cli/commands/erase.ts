@@ -54,26 +54,23 @@ export async function eraseCommand(
       requestedBy: callerText(caller),
       dryRun: opts.dryRun === true,
     };
-    const action = auditAction(
-      opts.dryRun ? "erase --dry-run" : "erase",
-      showBucket({ tableId, partitionKey, bucketKey: "*" }),
-      caller,
-      {
-        tableId,
-        arguments: {
-          partition_key_b64: Buffer.from(partitionKey).toString("base64"),
-          from: request.range.from?.toISOString() ?? null,
-          to: request.range.to?.toISOString() ?? null,
-          dry_run: request.dryRun,
-        },
-      },
-    );
-    const report = await runAudited(
-      cliAudit(rt),
-      action,
-      () => eraseKey(rt.context(cliLog()), store, request),
-      erasureConclusion,
-    );
+    const ctx = rt.context(cliLog());
+    // A dry run changes nothing and, as every dry run, is not audited (docs/audit.md).
+    const report = request.dryRun
+      ? await eraseKey(ctx, store, request)
+      : await runAudited(
+          cliAudit(rt),
+          auditAction("erase", showBucket({ tableId, partitionKey, bucketKey: "*" }), caller, {
+            tableId,
+            arguments: {
+              partition_key_b64: Buffer.from(partitionKey).toString("base64"),
+              from: request.range.from?.toISOString() ?? null,
+              to: request.range.to?.toISOString() ?? null,
+            },
+          }),
+          () => eraseKey(ctx, store, request),
+          erasureConclusion,
+        );
     if (opts.json) printJson(report);
     else console.log(renderErasure(report));
     if (report.status === "pending") process.exitCode = 1;
