@@ -39,6 +39,7 @@ import type {
   ErasureStore,
 } from "../ports/erasure-store.js";
 import type { BucketMetadata } from "../ports/hot-store.js";
+import { catalogPortsOf, refreshCatalogEntry } from "./catalog.js";
 import {
   archivedInFlight,
   countArchivedInRange,
@@ -159,7 +160,11 @@ async function eraseBucket(
       metadata = erased.metadata;
       continue;
     }
-    if (previous?.status === "done" && previous.manifestAfter === metadata.manifestKey) return;
+    if (previous?.status === "done" && previous.manifestAfter === metadata.manifestKey) {
+      // Published by an earlier run that may have died before its catalog write.
+      await refreshCatalogEntry(catalogPortsOf(ctx), id);
+      return;
+    }
     const outcome = await eraseArchivedBucket(ctx, store, jobId, id, range);
     if (outcome.kind === "pending")
       await store.recordPending(jobId, id, "archive", outcome.reason, ctx.clock.now());

@@ -11,6 +11,7 @@ import { parseTableId } from "../../src/domain/table.js";
 import { parseRfc3339Micros } from "../../src/domain/time.js";
 import type { ErasureRange, ErasureStore } from "../../src/ports/erasure-store.js";
 import type { ObjectStore } from "../../src/ports/object-store.js";
+import { checkCatalogEntries } from "../../src/usecases/catalog.js";
 import { eraseKey, type ErasureReport } from "../../src/usecases/erase.js";
 import type { ArchiverContext } from "../../src/usecases/context.js";
 import { SimulatedCrash } from "./faults.js";
@@ -118,6 +119,15 @@ export async function expectErasedExactly(
     const got = await readBucketAsReader(h, id);
     expect(got.length, `${id.bucketKey} of a ${id.partitionKey.length}-byte key`).toBe(want.length);
     expectSameRecords(got.sort(compareClustering), want);
+    const metadata = await h.inner.getBucket(id);
+    if (metadata !== null && metadata.state === "archived") {
+      const ports = {
+        hotStore: h.inner,
+        objectStore: h.objects,
+        archivePrefix: h.settings.archivePrefix,
+      };
+      expect(await checkCatalogEntries(ports, metadata), id.bucketKey).toEqual([]);
+    }
   }
 }
 
