@@ -7,6 +7,8 @@ import { ConfigError } from "../../errors.js";
 import type { AuditCaller } from "../../ports/audit-trail.js";
 import { auditAction, runAudited } from "../../usecases/audit.js";
 import { eraseKey, type ErasureReport } from "../../usecases/erase.js";
+import { proveErasure, type ErasureProof } from "../../usecases/erase-proof.js";
+import { EXIT } from "../exit-codes.js";
 import { cliAudit, cliCaller } from "../audit-caller.js";
 import { count, printJson } from "../format.js";
 import { timeRangeFrom } from "../options.js";
@@ -114,4 +116,30 @@ export function renderErasure(report: ErasureReport): string {
   if (report.status === "pending")
     lines.push("buckets in flight are pending: run the same erase again once they settle");
   return lines.join("\n");
+}
+
+/** `pulpitum verify --erasure JOB`: exit 4 unless the stores prove the job's erasure. */
+export async function verifyErasureCommand(jobId: string, opts: { json?: boolean }): Promise<void> {
+  await withRuntime(async (rt) => {
+    const store = erasureStoreOf(rt.hotStore);
+    if (store === null)
+      throw new ConfigError([
+        {
+          variable: "DATABASE_URL",
+          value: undefined,
+          accepted: "erasure jobs need the SQL hot store",
+        },
+      ]);
+    const proof = await proveErasure(rt.context(cliLog()), store, jobId);
+    if (opts.json) printJson(proof);
+    else console.log(renderProof(proof));
+    if (!proof.proven) process.exitCode = EXIT.integrity;
+  });
+}
+
+function renderProof(proof: ErasureProof): string {
+  const head = proof.proven
+    ? `erasure job ${proof.job_id} (${proof.job_status}) proven: none of ${count(proof.buckets_checked, "bucket")} of the partition holds a record in the range in its hot rows, published archive or query catalog`
+    : `erasure job ${proof.job_id} (${proof.job_status}) NOT proven: ${count(proof.problems.length, "problem")}`;
+  return [head, ...proof.problems.map((p) => `  ${p.bucket_key}: ${p.problem}`)].join("\n");
 }

@@ -110,6 +110,19 @@ describe("pulpitum erase", () => {
     expect(await read(KEY)).toBe(0);
     expect(await read(OTHER)).toBe(5);
 
+    const proof = await runCli(["verify", "--erasure", receipt.job_id, "--json"], env);
+    expect(proof.code, proof.stderr).toBe(0);
+    expect(JSON.parse(proof.stdout)).toMatchObject({
+      proven: true,
+      buckets_checked: 3,
+      problems: [],
+    });
+    const unknown = await runCli(["verify", "--erasure", "no-such-job"], env);
+    expect(unknown.code).toBe(3);
+    expect(unknown.stderr).toMatch(
+      /erasure job "no-such-job": is not recorded; expected the job_id/,
+    );
+
     const audit = await runCli(["audit", "--json"], env);
     const erase = (JSON.parse(audit.stdout) as Record<string, unknown>[]).filter(
       (a) => a.action === "erase",

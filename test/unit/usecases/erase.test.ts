@@ -10,12 +10,14 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { FileObjectStore } from "../../../src/adapters/object-store/filesystem.js";
 import { fixedCutoff } from "../../../src/domain/cutoff.js";
 import { listAll } from "../../../src/ports/object-store.js";
+import { proveErasure } from "../../../src/usecases/erase-proof.js";
 import { restoreBucket } from "../../../src/usecases/restore.js";
 import { runNextPhase } from "../../../src/usecases/run-next-phase.js";
 import { freshPgliteHotStore } from "../../support/pglite-template.js";
 import { harnessOn, readBucketAsReader, type Harness } from "../../support/workflow-harness.js";
 import {
   erase,
+  ERASE_TABLE,
   expectErasedExactly,
   seedErasureWorld,
   storeOf,
@@ -77,9 +79,41 @@ describe("erasing one partition's records", () => {
     expect(after!.generation).toBeGreaterThan(before!.generation);
     expect(after!.exported?.rowCount).toBe(0);
     await expectErasedExactly(h, expected);
-    // The job and its receipt are durable.
+    // The job and its receipt are durable, and the stores prove it.
     const job = await storeOf(h).getJob(report.job_id!);
     expect(job).toMatchObject({ status: "done", requestedBy: "test" });
+    expect(await proveErasure(h.process().ctx, storeOf(h), report.job_id!)).toMatchObject({
+      proven: true,
+      buckets_checked: 4,
+      problems: [],
+    });
+  });
+
+  it("a proof of a job that removed nothing names every bucket still holding the key, in each tier", async () => {
+    const job = await storeOf(h).createJob({
+      jobId: "never-ran",
+      tableId: ERASE_TABLE,
+      partitionKey: VICTIM,
+      range: { from: new Date("2025-02-01T00:00:00Z"), to: null },
+      requestedBy: "test",
+      now: h.clock.now(),
+    });
+    const proof = await proveErasure(h.process().ctx, storeOf(h), job.jobId);
+    expect(proof).toMatchObject({ proven: false, buckets_checked: 3 });
+    expect(proof.problems).toEqual([
+      {
+        bucket_key: "month:2025-02",
+        problem: "23 records of the key in the range in its published archive",
+      },
+      {
+        bucket_key: "month:2025-03",
+        problem: "23 records of the key in the range in its published archive",
+      },
+      { bucket_key: "month:2026-03", problem: "23 hot rows of the key in the range (bucket hot)" },
+    ]);
+    await expect(proveErasure(h.process().ctx, storeOf(h), "no-such-job")).rejects.toThrow(
+      /is not recorded/,
+    );
   });
 
   it("removes only the records in [from, to), across a month boundary and inside multi-part buckets", async () => {
