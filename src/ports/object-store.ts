@@ -170,6 +170,13 @@ export interface ObjectInfo {
   readonly sha256?: string;
   /** The storage class the store reports (S3 HeadObject; STANDARD when S3 names none); never set by `list`. */
   readonly storageClass?: string;
+  /**
+   * An Object Lock that protects the current version now (S3 HeadObject: a
+   * retention not yet expired, `until` its retain-until date, or a legal
+   * hold, `until` null); absent when none does or the store has no Object
+   * Lock (file, memory); never set by `list`. Erasure refuses on it.
+   */
+  readonly lock?: { readonly until: Date | null };
 }
 
 export interface ListOptions extends CallOptions {

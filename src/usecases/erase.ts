@@ -28,10 +28,10 @@
  *    by the delete's fence and re-read once: archiving makes it pending.
  */
 import { randomUUID } from "node:crypto";
-import type { BucketId } from "../domain/bucket.js";
+import { describeBucket, type BucketId } from "../domain/bucket.js";
 import { toBase64 } from "../domain/record.js";
 import type { TableId } from "../domain/table.js";
-import { UnknownTableError } from "../errors.js";
+import { InvalidInputError, UnknownTableError } from "../errors.js";
 import type {
   ErasureJobStatus,
   ErasureRange,
@@ -108,6 +108,8 @@ export async function eraseKey(
     ...(request.range.from !== null && { from: request.range.from }),
     ...(request.range.to !== null && { to: request.range.to }),
   });
+  // Before anything is written: an archive object under Object Lock refuses the whole job.
+  await refuseLockedObjects(ctx, buckets);
   if (request.dryRun) return await dryRun(ctx, store, request, buckets);
 
   // Point 1.
@@ -135,6 +137,45 @@ export async function eraseKey(
   await store.setJobStatus(job.jobId, status, ctx.clock.now());
   ctx.log.info("erasure job ran", { job_id: job.jobId, status, buckets_pending: pending });
   return report(request, job.jobId, status, found !== null, lines.map(lineReport));
+}
+
+/** The job is refused: an archived object it would replace cannot be removed before its retention ends. */
+export class ErasureLockedError extends InvalidInputError {
+  readonly objectKey: string;
+  readonly retainUntil: Date | null;
+  constructor(id: BucketId, objectKey: string, retainUntil: Date | null) {
+    super(
+      `erasure of ${describeBucket(id)}`,
+      `its archive object ${objectKey} is under Object Lock ${
+        retainUntil === null ? "(a legal hold)" : `until ${retainUntil.toISOString()}`
+      }, so its bytes could not be removed; refused before anything changed`,
+      `the erasure again after ${
+        retainUntil === null ? "the legal hold is lifted" : retainUntil.toISOString()
+      }, or the lock removed by a principal allowed to (GOVERNANCE mode; docs/erasure.md)`,
+    );
+    this.objectKey = objectKey;
+    this.retainUntil = retainUntil;
+  }
+}
+
+/**
+ * Head every object the archived buckets in range publish (parts and
+ * manifest): the first one under Object Lock refuses the job, naming its
+ * retain-until date, before the job is recorded or anything written.
+ */
+async function refuseLockedObjects(
+  ctx: EraseContext,
+  buckets: readonly BucketMetadata[],
+): Promise<void> {
+  for (const metadata of buckets) {
+    if (metadata.state !== "archived" || metadata.manifestKey === null) continue;
+    const keys = [...(await ctx.hotStore.listParts(metadata.id)).map((p) => p.key)];
+    keys.push(metadata.manifestKey);
+    for (const key of keys) {
+      const lock = (await ctx.objectStore.head(key))?.lock;
+      if (lock !== undefined) throw new ErasureLockedError(metadata.id, key, lock.until);
+    }
+  }
 }
 
 async function eraseBucket(

@@ -34,3 +34,13 @@ export async function retentionOf(
     throw toError(error);
   }
 }
+
+/** The Object Lock a HeadObject response shows protecting the version now (ObjectInfo.lock), or undefined. */
+export function lockOfHead(head: {
+  ObjectLockLegalHoldStatus?: string;
+  ObjectLockRetainUntilDate?: Date;
+}): { until: Date | null } | undefined {
+  if (head.ObjectLockLegalHoldStatus === "ON") return { until: null };
+  const until = head.ObjectLockRetainUntilDate;
+  return until !== undefined && until.getTime() > Date.now() ? { until } : undefined;
+}

@@ -74,7 +74,7 @@ import {
   uploadFileParts,
 } from "./s3-upload.js";
 import { abortReason, s3ClientFor, sendOptions, type S3ObjectStoreOptions } from "./s3-client.js";
-import { retentionOf } from "./s3-retention.js";
+import { lockOfHead, retentionOf } from "./s3-retention.js";
 import {
   conflictBackoff,
   isConditionalConflict,
@@ -236,6 +236,7 @@ export class S3ObjectStore implements port.ObjectStore {
         response.ChecksumSHA256 !== undefined && response.ChecksumType !== "COMPOSITE"
           ? hexOfBase64Sha256(response.ChecksumSHA256)
           : undefined;
+      const lock = lockOfHead(response);
       return {
         key,
         size: response.ContentLength ?? 0,
@@ -243,6 +244,7 @@ export class S3ObjectStore implements port.ObjectStore {
         // S3 names the class only when it is not STANDARD.
         storageClass: response.StorageClass ?? "STANDARD",
         ...(sha256 === undefined ? {} : { sha256 }),
+        ...(lock === undefined ? {} : { lock }),
       };
     } catch (error) {
       if (statusOf(error) === 404 || nameOf(error) === "NotFound" || nameOf(error) === "NoSuchKey")

@@ -8,6 +8,9 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { ErasureStore } from "../../../src/ports/erasure-store.js";
 import { silentLog } from "../../../src/usecases/context.js";
 import { collectGarbage } from "../../../src/usecases/gc.js";
+import { fixedCutoff } from "../../../src/domain/cutoff.js";
+import { proveErasure } from "../../../src/usecases/erase-proof.js";
+import { runNextPhase } from "../../../src/usecases/run-next-phase.js";
 import type { FaultPoint, HotOperation } from "../../support/faults.js";
 import type { ObjectOperation } from "../../../src/adapters/object-store/memory.js";
 import {
@@ -147,6 +150,31 @@ describe("an erasure job", () => {
       [2, 0],
       [2, 1],
     ]);
+  });
+
+  it("a claim and export landing between the bucket's read and the hot delete leave it pending, and the next run erases it from its archive", async () => {
+    const id = victimBucket("2026-03");
+    const wide = {
+      ...h.process().ctx,
+      settings: { ...h.settings, cutoff: fixedCutoff(new Date("2027-01-01T00:00:00Z")) },
+    };
+    // Claim, export and seal the hot bucket just before the delete: its rows are in a sealed archive.
+    const store = faultyErasureStore(storeOf(h), "eraseHotRange", "before", async () => {
+      for (let step = 0; step < 3; step++) await runNextPhase(wide, id);
+    });
+    const first = await erase(h.process().ctx, store);
+    expect(first.buckets.find((b) => b.bucket_key === id.bucketKey)).toMatchObject({
+      status: "pending",
+    });
+    for (let step = 0; step < 4; step++) await runNextPhase(wide, id);
+    expect(await h.inner.getBucket(id)).toMatchObject({ state: "archived", hotDeleted: true });
+
+    const second = await erase(h.process().ctx, storeOf(h));
+    expect(second).toMatchObject({ status: "done", records_removed: victimCount(expected) });
+    await expectErasedExactly(h, expected);
+    expect(await proveErasure(h.process().ctx, storeOf(h), second.job_id!)).toMatchObject({
+      proven: true,
+    });
   });
 
   it("a reader racing the publish sees the whole old version before it and the new one after it", async () => {
