@@ -39,6 +39,7 @@ import type {
   ErasureStore,
 } from "../ports/erasure-store.js";
 import type { BucketMetadata } from "../ports/hot-store.js";
+import type { AuditConclusion } from "../ports/audit-trail.js";
 import { catalogPortsOf, refreshCatalogEntry } from "./catalog.js";
 import {
   archivedInFlight,
@@ -278,5 +279,23 @@ function report(
     records_removed: buckets.reduce((sum, b) => sum + b.records_removed, 0),
     buckets_pending: buckets.filter((b) => b.status === "pending").length,
     buckets,
+  };
+}
+
+/** The audit record of a run: the job, its status and its whole receipt. */
+export function erasureConclusion(report: ErasureReport): AuditConclusion {
+  return {
+    outcome: "done" as const,
+    reason:
+      report.status === "pending"
+        ? `${`${report.buckets_pending} bucket${report.buckets_pending === 1 ? "" : "s"}`} in flight: run the same erase again`
+        : null,
+    count: report.records_removed,
+    result: {
+      job_id: report.job_id,
+      status: report.status,
+      records_removed: report.records_removed,
+      buckets: report.buckets,
+    },
   };
 }

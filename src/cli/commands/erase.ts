@@ -6,7 +6,7 @@ import type { TableId } from "../../domain/table.js";
 import { ConfigError } from "../../errors.js";
 import type { AuditCaller } from "../../ports/audit-trail.js";
 import { auditAction, runAudited } from "../../usecases/audit.js";
-import { eraseKey, type ErasureReport } from "../../usecases/erase.js";
+import { erasureConclusion, eraseKey, type ErasureReport } from "../../usecases/erase.js";
 import { proveErasure, type ErasureProof } from "../../usecases/erase-proof.js";
 import { EXIT } from "../exit-codes.js";
 import { cliAudit, cliCaller } from "../audit-caller.js";
@@ -77,24 +77,6 @@ export async function eraseCommand(
     else console.log(renderErasure(report));
     if (report.status === "pending") process.exitCode = 1;
   });
-}
-
-/** The audit record of a run: the job, its status and its whole receipt. */
-export function erasureConclusion(report: ErasureReport) {
-  return {
-    outcome: "done" as const,
-    reason:
-      report.status === "pending"
-        ? `${count(report.buckets_pending, "bucket")} in flight: run the same erase again`
-        : null,
-    count: report.records_removed,
-    result: {
-      job_id: report.job_id,
-      status: report.status,
-      records_removed: report.records_removed,
-      buckets: report.buckets,
-    },
-  };
 }
 
 export function renderErasure(report: ErasureReport): string {

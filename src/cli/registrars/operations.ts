@@ -176,6 +176,7 @@ export function registerInvoke(program: Command): void {
         "worker",
         "gc",
         "restore",
+        "erase",
         "replay-dlq",
         "scrub",
       ]),
