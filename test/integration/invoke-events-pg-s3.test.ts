@@ -177,6 +177,34 @@ describe("pulpitum invoke with each sample event", () => {
     expect(Date.now() - started).toBeLessThan(30_000);
   });
 
+  it("erase with events/erase-partition.json erases the tenant's records in its range, audited with its caller", async () => {
+    const run = await invoke("erase", "erase-partition.json");
+    expect(run.code, run.stderr).toBe(0);
+    expect(run.result).toMatchObject({ status: "done", records_removed: ROWS, buckets_pending: 0 });
+    const read = await runCli(["read", "events", TENANT, "--json"], env);
+    expect(read.code, read.stderr).toBe(0);
+    expect(read.stdout).not.toMatch(/"event_time"/);
+    const audit = JSON.parse((await runCli(["audit", "--json"], env)).stdout) as {
+      action: string;
+      outcome: string;
+      caller: { kind: string; requested_by: string | null };
+    }[];
+    expect(audit.find((a) => a.action === "erase")).toMatchObject({
+      outcome: "done",
+      caller: { kind: "lambda", requested_by: "dpo@example.com" },
+    });
+    const dir = mkdtempSync(path.join(os.tmpdir(), "pulpitum-it-erase-event-"));
+    const unconfirmed = path.join(dir, "event.json");
+    writeFileSync(
+      unconfirmed,
+      JSON.stringify({ v: 1, table_id: "events", partition_key_b64: "dGVuYW50LTQy" }),
+    );
+    const refused = await runCli(["invoke", "erase", "--event", unconfirmed], env);
+    rmSync(dir, { recursive: true, force: true });
+    expect(refused.code).toBe(3);
+    expect(refused.stderr).toMatch(/add "yes": true to confirm/);
+  });
+
   it("ran every file in events/", () => {
     expect([...ran].sort()).toEqual(readdirSync(EVENTS).sort());
   });

@@ -27,6 +27,7 @@ export const INVOCABLE_FUNCTIONS = {
   worker: 300,
   gc: 900,
   restore: 900,
+  erase: 900,
   "replay-dlq": 300,
   scrub: 900,
 } as const;
@@ -196,6 +197,10 @@ async function buildFunction(
     case "restore": {
       const { createRestoreHandler } = await import("../../../functions/restore.js");
       return { handler: createRestoreHandler(lambda.open), close: lambda.close };
+    }
+    case "erase": {
+      const { createEraseHandler } = await import("../../../functions/erase.js");
+      return { handler: createEraseHandler(lambda.open), close: lambda.close };
     }
     case "scrub": {
       const { createScrubHandler } = await import("../../../functions/scrub.js");
