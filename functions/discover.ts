@@ -13,7 +13,7 @@ import type { WorkQueue } from "../src/ports/work-queue.js";
 import type { Adapters } from "../src/open-adapters.js";
 import { discoverBacklog, type DiscoveryStop } from "../src/usecases/discover-backlog.js";
 import { DrainMeter } from "../src/usecases/drain-meter.js";
-import { logger, recordDiscovery, workflowLog } from "./observability.js";
+import { logger, recordDiscovery, recordExpiryBlocked, workflowLog } from "./observability.js";
 import { observedHandler } from "./observed-handler.js";
 import { lambdaAdaptersPerContainer, openLambdaAdapters } from "./open-adapters.js";
 
@@ -38,6 +38,9 @@ export interface DiscoveryReport {
   readonly waiting_at_end: number;
   readonly drain_per_second: number | null;
   readonly requeue_window_seconds: number;
+  /** Due buckets Object Lock keeps from expiring, and since when the oldest has been kept. */
+  readonly expiry_held: number;
+  readonly expiry_blocked_since: string | null;
 }
 
 export const DISCOVERY_EVENT_FORM =
@@ -84,6 +87,8 @@ export function createDiscoveryHandler(open: () => Promise<DiscoveryDependencies
       );
       const byKind = Object.fromEntries(Object.entries(run.byKind).filter(([, n]) => n > 0));
       recordDiscovery(run, clock.now());
+      const blocked = await ctx.hotStore.expiryBlocked();
+      recordExpiryBlocked(blocked.oldestSince, clock.now());
       const report: DiscoveryReport = {
         candidates: run.enqueued,
         by_kind: byKind,
@@ -93,6 +98,8 @@ export function createDiscoveryHandler(open: () => Promise<DiscoveryDependencies
         waiting_at_end: run.waitingAtEnd,
         drain_per_second: run.drainPerSecond,
         requeue_window_seconds: run.requeueWindowMs / 1000,
+        expiry_held: blocked.held,
+        expiry_blocked_since: blocked.oldestSince?.toISOString() ?? null,
       };
       if (run.stop === "cap") {
         logger.warn(

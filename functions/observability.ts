@@ -85,6 +85,16 @@ export const METRIC = {
   CorruptBucketsTotal: "CorruptBucketsTotal",
   /** Buckets whose catalog entries one scrub run found wrong. Dashboard "Maintenance". */
   ScrubCatalogProblems: "ScrubCatalogProblems",
+  /** Buckets an expiry finished: their records are gone for good (their table's expire_after). Dashboard "Maintenance". */
+  BucketsExpired: "BucketsExpired",
+  /** Archive objects (payload parts and manifests) expired buckets released to GC. Dashboard "Maintenance". */
+  ExpiryObjectsReleased: "ExpiryObjectsReleased",
+  /** Payload bytes expired buckets released to GC (GC frees them after its safety age). Dashboard "Maintenance". */
+  ExpiryBytesFreed: "ExpiryBytesFreed",
+  /** A due bucket's expiry was held by an Object Lock retention or legal hold. Dashboard "Maintenance". */
+  ExpiryHeld: "ExpiryHeld",
+  /** Seconds the oldest held expiry has been blocked (0 when none), measured by every discovery run. Alarm "ExpiryBlocked" and dashboard "Maintenance". */
+  ExpiryBlockedSeconds: "ExpiryBlockedSeconds",
 } as const;
 
 export type MetricName = (typeof METRIC)[keyof typeof METRIC];
@@ -190,6 +200,17 @@ export function recordPhaseOutcome(outcome: PhaseOutcome): void {
     metrics.addMetric(METRIC.RowsArchived, MetricUnit.Count, outcome.rows ?? 0);
     metrics.addMetric(METRIC.BytesArchived, MetricUnit.Bytes, outcome.bytes ?? 0);
   }
+  if (outcome.expired !== undefined) {
+    metrics.addMetric(METRIC.BucketsExpired, MetricUnit.Count, 1);
+    metrics.addMetric(
+      METRIC.ExpiryObjectsReleased,
+      MetricUnit.Count,
+      outcome.expired.releasedObjects,
+    );
+    metrics.addMetric(METRIC.ExpiryBytesFreed, MetricUnit.Bytes, outcome.expired.releasedBytes);
+  }
+  if (outcome.result === "deferred" && outcome.phase === "expire")
+    metrics.addMetric(METRIC.ExpiryHeld, MetricUnit.Count, 1);
   if (outcome.result === "advanced" && outcome.phase === "cleanup" && outcome.rows !== undefined) {
     metrics.addMetric(METRIC.HotRowsDeleted, MetricUnit.Count, outcome.rows);
   }
@@ -214,6 +235,13 @@ export function recordDiscovery(run: BacklogRun, startedAt: Date = new Date()): 
     const ageSeconds = Math.max(0, (startedAt.getTime() - run.oldestEnd.getTime()) / 1000);
     metrics.addMetric(METRIC.OldestCandidateAge, MetricUnit.Seconds, ageSeconds);
   }
+}
+
+/** How long the oldest held expiry has been blocked at `now` (0 when none). */
+export function recordExpiryBlocked(oldestSince: Date | null, now: Date): void {
+  const seconds =
+    oldestSince === null ? 0 : Math.max(0, (now.getTime() - oldestSince.getTime()) / 1000);
+  metrics.addMetric(METRIC.ExpiryBlockedSeconds, MetricUnit.Seconds, seconds);
 }
 
 /** What one GC run found and deleted. */

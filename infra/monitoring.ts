@@ -321,13 +321,13 @@ function queueAndWorkerRow(inputs: DashboardInputs): cloudwatch.IWidget[] {
   ];
 }
 
-/** GC, restore and scrub. */
+/** GC, restore, scrub and expiry. */
 function maintenanceRow(inputs: DashboardInputs): cloudwatch.IWidget[] {
   const { parts, period, sum } = inputs;
   const { functions } = parts;
   return [
     new cloudwatch.GraphWidget({
-      title: "Maintenance (GC, restore and scrub)",
+      title: "Maintenance (GC, restore, scrub and expiry)",
       width: 24,
       left: [
         sum(METRIC.GcOrphansFound),
@@ -338,9 +338,14 @@ function maintenanceRow(inputs: DashboardInputs): cloudwatch.IWidget[] {
         sum(METRIC.ScrubCorruptBuckets),
         sum(METRIC.ScrubCatalogProblems),
         sum(METRIC.CorruptBucketsTotal),
+        sum(METRIC.BucketsExpired),
+        sum(METRIC.ExpiryObjectsReleased),
+        sum(METRIC.ExpiryHeld),
       ],
       right: [
         sum(METRIC.GcBytesDeleted),
+        sum(METRIC.ExpiryBytesFreed),
+        sum(METRIC.ExpiryBlockedSeconds),
         functions.gcFunction.metricErrors({ period, label: "GC errors" }),
         functions.restoreFunction.metricErrors({ period, label: "restore errors" }),
         functions.scrubFunction.metricErrors({ period, label: "scrub errors" }),

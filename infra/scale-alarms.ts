@@ -16,6 +16,7 @@ export interface ScaleAlarms {
   readonly workerDurationNearTimeout: cloudwatch.Alarm;
   readonly scheduledInvocationsFailed: cloudwatch.Alarm;
   readonly bucketsQuarantined: cloudwatch.Alarm;
+  readonly expiryBlocked: cloudwatch.Alarm;
 }
 
 export function addScaleAlarms(stack: Stack, parts: MonitoredParts): ScaleAlarms {
@@ -90,7 +91,22 @@ export function addScaleAlarms(stack: Stack, parts: MonitoredParts): ScaleAlarms
     evaluationPeriods: 1,
     treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
   });
+  const expiryBlocked = new cloudwatch.Alarm(stack, "ExpiryBlocked", {
+    alarmDescription:
+      "A due bucket has been kept from expiring for more than a day by an Object Lock retention or legal hold (its records outlive its table's expire_after). `pulpitum status` lists held expiry with the reason; lift the hold if it is no longer required, or lengthen the table's expire_after (docs/lifecycle.md, Expiry).",
+    metric: archiverMetric(
+      settings.serviceName,
+      METRIC.ExpiryBlockedSeconds,
+      "Maximum",
+      fiveMinutes,
+    ),
+    threshold: 86_400,
+    comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+    evaluationPeriods: 1,
+    treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+  });
   return {
+    expiryBlocked,
     discoveryCapped,
     backlogNotShrinking,
     workerThrottles,

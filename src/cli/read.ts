@@ -37,7 +37,28 @@ export function renderRecords(records: readonly TableRecord[], preset: DisplayPr
   );
 }
 
-/** `read --json`: `{"records": [...], "next_cursor": string | null}`. */
+/**
+ * `read --json`: `{"records": [...], "next_cursor": string | null,
+ * "expired": [{"bucket_key", "bucket_start", "bucket_end", "expired_at"}]}`.
+ */
 export function readPageToJson(page: ReadPage) {
-  return { records: page.records.map(recordToJson), next_cursor: page.nextCursor };
+  return {
+    records: page.records.map(recordToJson),
+    next_cursor: page.nextCursor,
+    expired: page.expired.map((b) => ({
+      bucket_key: b.bucketKey,
+      bucket_start: b.start.toISOString(),
+      bucket_end: b.end.toISOString(),
+      expired_at: b.expiredAt.toISOString(),
+    })),
+  };
+}
+
+/** The lines `read` prints for expired buckets of the range: their records are gone on purpose. */
+export function expiredLines(page: ReadPage): string[] {
+  return page.expired.map(
+    (b) =>
+      `expired: bucket ${b.bucketKey} [${b.start.toISOString()}, ${b.end.toISOString()}) ` +
+      `expired at ${b.expiredAt.toISOString()}; its records are gone (its table's expire_after)`,
+  );
 }

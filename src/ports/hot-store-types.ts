@@ -12,11 +12,19 @@ import type { StorageClass } from "../domain/table-policy.js";
 import type { EpochMicros } from "../domain/time.js";
 import type { LeaseTerms } from "./lease-terms.js";
 
-export type BucketState = "hot" | "archiving" | "archived";
+/**
+ * `expired`: the bucket's records are gone for good, on purpose (its
+ * table's `expire_after` passed, usecases/expiry.ts): no route, no payload,
+ * no manifest; reads report it, restores refuse it.
+ */
+export type BucketState = "hot" | "archiving" | "archived" | "expired";
 
-/** The next phase a bucket needs, as recorded in its metadata. */
-export type PhaseName = "claim" | "export" | "seal" | "publish" | "cleanup";
-export type RecordedPhase = PhaseName | "done";
+/**
+ * The next phase a bucket needs. `expire` is never recorded: it is derived
+ * from an archived bucket's expiry mark or from its table's policy.
+ */
+export type PhaseName = "claim" | "export" | "seal" | "publish" | "cleanup" | "expire";
+export type RecordedPhase = Exclude<PhaseName, "expire"> | "done";
 
 export interface PayloadFacts {
   readonly key: string;
@@ -133,9 +141,32 @@ export interface BucketMetadata {
    * bucket's own (usecases/record-failure.ts).
    */
   readonly failedAt: Date | null;
+  /**
+   * Set while an archived bucket is being expired ({@link BucketExpiry}):
+   * reads still go to its archive, restores and cleanup leave it alone.
+   */
+  readonly expiryStartedAt: Date | null;
+  /**
+   * Since when an Object Lock retention or legal hold has kept the bucket
+   * from expiring though it is due (cleared when it expires); null otherwise.
+   */
+  readonly expiryBlockedSince: Date | null;
+  /** Set once the bucket expired: when, and what it released to garbage collection. */
+  readonly expiry: BucketExpiryFacts | null;
   readonly enqueuedAt: Date | null;
   readonly createdAt: Date;
   readonly updatedAt: Date;
+}
+
+/** What an expired bucket held and released (its archive objects go through GC). */
+export interface BucketExpiryFacts {
+  readonly at: Date;
+  /** Records the bucket held when it expired. */
+  readonly rows: number;
+  /** Archive objects (payload parts and the manifest) it stopped referencing. */
+  readonly releasedObjects: number;
+  /** Payload bytes it stopped referencing. */
+  readonly releasedBytes: number;
 }
 
 /** What a scrub found wrong with an archived bucket, and when. */
@@ -232,7 +263,7 @@ export interface ArchiveReference {
 }
 
 /** Why discovery offers a bucket. */
-export type CandidateKind = "eligible" | "stalled" | "cleanup";
+export type CandidateKind = "eligible" | "stalled" | "cleanup" | "expire";
 
 export interface Candidate {
   readonly id: BucketId;
@@ -259,6 +290,8 @@ export interface TableWindow {
   readonly policyVersion: number;
   /** A hot bucket is eligible when `bucket_end <= archiveCutoff`. */
   readonly archiveCutoff: Date;
+  /** An archived bucket is due to expire when `bucket_end <= expireCutoff`; null or absent: never. */
+  readonly expireCutoff?: Date | null;
 }
 
 export interface DiscoveryQuery {
@@ -358,7 +391,9 @@ export type BucketRead =
       readonly state: "hot" | "archiving";
       readonly rows: readonly BucketRow[];
     }
-  | { readonly route: "archive"; readonly manifestKey: string; readonly generation: number };
+  | { readonly route: "archive"; readonly manifestKey: string; readonly generation: number }
+  /** The bucket expired: its records are gone for good (not an error; reads report it). */
+  | { readonly route: "expired"; readonly expiredAt: Date };
 
 export interface StatusReport {
   readonly tables: ReadonlyArray<{
@@ -375,6 +410,10 @@ export interface StatusReport {
       /** Rows and payload bytes recorded for archived buckets. */
       readonly archivedRows: number;
       readonly archivedBytes: number;
+      /** For expired buckets: the records they held, the objects and payload bytes released to GC. */
+      readonly expiredRows: number;
+      readonly releasedObjects: number;
+      readonly releasedBytes: number;
     }>;
   }>;
   /** Buckets waiting for a retry after a failed attempt, soonest first (at most 100). */
@@ -400,6 +439,24 @@ export interface StatusReport {
     readonly phase: RecordedPhase;
     readonly leaseExpiresAt: Date;
   }>;
+  /**
+   * Expiry kept back: `held`, due buckets an Object Lock retention or legal
+   * hold keeps (with the oldest `blockedSince`, which the alarm watches);
+   * `overdue`, buckets past their table's expiry cutoff that are not
+   * archived (paused table, quarantined or never archived): never deleted
+   * without an archive, shown so an operator sees them.
+   */
+  readonly expiry: {
+    readonly held: number;
+    readonly oldestBlockedSince: Date | null;
+    readonly overdue: ReadonlyArray<{
+      readonly id: BucketId;
+      readonly state: BucketState;
+      readonly end: Date;
+      readonly reason: string;
+    }>;
+    readonly overdueCount: number;
+  };
   /** The oldest hot bucket past the cutoff, if any: how far behind archival is. */
   readonly oldestEligibleHot: { readonly id: BucketId; readonly end: Date } | null;
 }

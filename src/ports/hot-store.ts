@@ -22,6 +22,7 @@
  *   between the check and the insert.
  * - `now` is always passed in; adapters never read the clock.
  */
+import type { BucketExpiry } from "./bucket-expiry.js";
 import type { FailureRecords } from "./failure-records.js";
 import type { BucketId } from "../domain/bucket.js";
 import type { TableRecord } from "../domain/record.js";
@@ -455,6 +456,8 @@ export interface HotStore
     BucketRestore,
     ManifestRepair,
     TableDrop,
-    QuarantineRelease {}
+    QuarantineRelease,
+    BucketExpiry {}
 
 export type { FailureRecords } from "./failure-records.js";
+export type { BucketExpiry, ExpiryDue } from "./bucket-expiry.js";

@@ -170,6 +170,13 @@ export interface ObjectInfo {
   readonly sha256?: string;
   /** The storage class the store reports (S3 HeadObject; STANDARD when S3 names none); never set by `list`. */
   readonly storageClass?: string;
+  /**
+   * The Object Lock on the object, as `head` reports it (S3: to a caller
+   * allowed s3:GetObjectRetention and s3:GetObjectLegalHold); absent when
+   * none, and always from stores without Object Lock (file, memory). Expiry
+   * reads it (usecases/expiry.ts); a retention in the past no longer holds.
+   */
+  readonly objectLock?: { readonly legalHold: boolean; readonly retainUntil: Date | null };
 }
 
 export interface ListOptions extends CallOptions {

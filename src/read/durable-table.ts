@@ -73,6 +73,20 @@ export interface ReadPage {
   readonly nextCursor: string | null;
   /** Archive bytes fetched for this page (observability and benches). */
   readonly archiveBytesFetched: number;
+  /**
+   * Buckets of the range this page went through that expired (their
+   * table's `expire_after` passed): their records are gone for good, on
+   * purpose, and the page holds none of them. Not an error.
+   */
+  readonly expired: readonly ExpiredBucket[];
+}
+
+/** A bucket a read found expired. */
+export interface ExpiredBucket {
+  readonly bucketKey: string;
+  readonly start: Date;
+  readonly end: Date;
+  readonly expiredAt: Date;
 }
 
 export interface DurableTableOptions {
@@ -149,6 +163,7 @@ export class DurableTable {
     });
 
     const records: TableRecord[] = [];
+    const expired: ExpiredBucket[] = [];
     let bytes = 0;
     let fetched = 0;
     let full = false;
@@ -161,6 +176,14 @@ export class DurableTable {
         limit: want,
       });
       fetched += chunk.fetched;
+      if (chunk.expiredAt !== undefined) {
+        expired.push({
+          bucketKey: bucket.id.bucketKey,
+          start: bucket.start,
+          end: bucket.end,
+          expiredAt: chunk.expiredAt,
+        });
+      }
       for (const record of chunk.records) {
         records.push(record);
         bytes +=
@@ -177,15 +200,17 @@ export class DurableTable {
       records,
       nextCursor: full && last ? encodeCursor(tableId, partitionKey, last) : null,
       archiveBytesFetched: fetched,
+      expired,
     };
   }
 
   async #readBucket(
     bucket: BucketMetadata,
     range: { from?: EpochMicros; to?: EpochMicros; after?: ClusteringPosition; limit: number },
-  ): Promise<{ records: TableRecord[]; fetched: number }> {
+  ): Promise<{ records: TableRecord[]; fetched: number; expiredAt?: Date }> {
     const read = await this.#hot.readBucket(bucket.id, range);
     if (read.route === "missing") return { records: [], fetched: 0 };
+    if (read.route === "expired") return { records: [], fetched: 0, expiredAt: read.expiredAt };
     if (read.route === "hot") {
       return {
         records: read.rows.map((row) => ({ partitionKey: bucket.id.partitionKey, ...row })),
@@ -200,7 +225,18 @@ export class DurableTable {
         bucket.corruption.problem,
       );
     }
-    return await this.#readArchived(bucket.id, read.manifestKey, range);
+    try {
+      return await this.#readArchived(bucket.id, read.manifestKey, range);
+    } catch (error) {
+      // The route was taken before the bucket expired and garbage collection
+      // deleted its objects since: the bucket is reported expired, never read
+      // in part. Any other failure, or a missing object of a bucket that did
+      // not expire, is the archive's damage and reaches the caller.
+      if (!(error instanceof ArchiveIntegrityError)) throw error;
+      const now = await this.#hot.readBucket(bucket.id, { limit: 1 });
+      if (now.route !== "expired") throw error;
+      return { records: [], fetched: 0, expiredAt: now.expiredAt };
+    }
   }
 
   async #readArchived(

@@ -118,7 +118,11 @@ async function recordedEntry(
   );
 }
 
-/** What a bucket's metadata vouches for: its entry, or null when it must have none. */
+/**
+ * What a bucket's metadata vouches for: its entry, or null when it must have
+ * none (being restored, or being expired: the expiry tombstones it before
+ * its finish, and nothing may write it back once it is marked).
+ */
 export async function expectedCatalogEntry(
   hotStore: HotReads,
   metadata: BucketMetadata | null,
@@ -127,7 +131,8 @@ export async function expectedCatalogEntry(
     metadata === null ||
     metadata.state !== "archived" ||
     metadata.manifestKey === null ||
-    metadata.restoreStartedAt !== null
+    metadata.restoreStartedAt !== null ||
+    metadata.expiryStartedAt !== null
   )
     return null;
   return await recordedEntry(hotStore, metadata);

@@ -6,6 +6,7 @@ import type {
   ArchivalPhases,
   FailureRecords,
   BucketDiscovery,
+  BucketExpiry,
   BucketLeases,
   HotReads,
   HotStore,
@@ -93,7 +94,7 @@ export interface ArchiverContext<Store = HotStore> {
 
 /** The roles of the hot store the archival phases, and run-next-phase driving them, touch. */
 export type PhaseContext = ArchiverContext<
-  HotReads & BucketLeases & ArchivalPhases & FailureRecords
+  HotReads & BucketLeases & ArchivalPhases & FailureRecords & BucketExpiry
 >;
 
 export interface DiscoveryContext {
@@ -121,5 +122,11 @@ export interface PhaseOutcome {
   readonly rows?: number;
   /** Payload bytes written by export. */
   readonly bytes?: number;
+  /** An expiry finished: the records the bucket held, the objects and bytes it released to GC. */
+  readonly expired?: {
+    readonly rows: number;
+    readonly releasedObjects: number;
+    readonly releasedBytes: number;
+  };
   readonly durationMs: number;
 }

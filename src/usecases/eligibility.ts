@@ -8,13 +8,20 @@
 import { describeCutoffPolicy, formatCutoffAt, type CutoffPolicy } from "../domain/cutoff.js";
 import { formatDuration } from "../domain/duration.js";
 import type { TableDefinition } from "../domain/table.js";
-import { archiveCutoffAt, cappedByGlobalCutoff, NO_LIFECYCLE } from "../domain/table-policy.js";
+import {
+  archiveCutoffAt,
+  cappedByGlobalCutoff,
+  expireCutoffAt,
+  NO_LIFECYCLE,
+} from "../domain/table-policy.js";
 import type { TableWindow } from "../ports/hot-store.js";
 
 /**
  * The windows of the tables that have an `archive_after`, at `now`, each
  * with the policy version it was computed from (the store skips a table
- * whose policy changed since). Tables without one use the global cutoff.
+ * whose policy changed since), and their expiry cutoff (expire_after needs
+ * an archive_after, so every table that expires is listed). Tables without
+ * one use the global cutoff.
  */
 export function tableWindows(
   tables: readonly TableDefinition[],
@@ -27,6 +34,7 @@ export function tableWindows(
       tableId: t.tableId,
       policyVersion: t.policyVersion,
       archiveCutoff: archiveCutoffAt(t, global, now),
+      expireCutoff: expireCutoffAt(t, now),
     }));
 }
 

@@ -10,17 +10,25 @@ import type { BucketMetadata, PhaseName } from "../ports/hot-store.js";
  * phase: its hot rows are being written back, not waiting for deletion, so
  * cleanup must never be picked for it. Only the restore use case advances
  * it (the SQL fences refuse cleanup for it as well).
+ *
+ * An archived bucket marked for expiry needs the expiry's finish; one that
+ * is only due to expire needs its table's policy to tell (usecases/phases/
+ * expire.ts, expiryDueOf), so it is null here. An expired bucket needs
+ * nothing, ever.
  */
 export function nextPhaseOf(metadata: BucketMetadata): PhaseName | null {
   switch (metadata.state) {
     case "archived":
       if (metadata.restoreStartedAt !== null) return null;
-      return metadata.hotDeleted ? null : "cleanup";
+      if (!metadata.hotDeleted) return "cleanup";
+      return metadata.expiryStartedAt !== null ? "expire" : null;
     case "archiving":
       if (metadata.exported === null) return "export";
       if (metadata.manifestKey === null) return "seal";
       return "publish";
     case "hot":
       return "claim";
+    case "expired":
+      return null;
   }
 }

@@ -236,6 +236,8 @@ async function leaseForRestore(
     };
   }
   if (before.state === "archiving") throw notRestorable(id);
+  if (before.state === "expired" || before.expiryStartedAt !== null)
+    throw expiredNotRestorable(before);
 
   const acquisition = await takeBucketLease(ctx, id);
   if (acquisition.kind === "missing") throw new UnknownBucketError(describeBucket(id));
@@ -252,6 +254,8 @@ async function leaseForRestore(
       await ctx.hotStore.releaseLease(heartbeat.lease);
       return { kind: "report", report: restoreReport(id, "already-hot") };
     }
+    if (metadata.state === "expired" || metadata.expiryStartedAt !== null)
+      throw expiredNotRestorable(metadata);
     if (metadata.state !== "archived") throw notRestorable(id);
     const { recorded, manifestKey } = await requireSealedArchive(
       ctx.hotStore,
@@ -358,6 +362,19 @@ function notRestorable(id: BucketId): BucketNotRestorableError {
     `bucket ${describeBucket(id)}`,
     "is being archived right now",
     "an archived bucket; wait until `pulpitum status` shows it archived, then restore it",
+  );
+}
+
+/** An expired bucket, or one being expired, has nothing a restore could bring back. */
+function expiredNotRestorable(metadata: BucketMetadata): BucketNotRestorableError {
+  const what =
+    metadata.state === "expired"
+      ? `expired at ${metadata.expiry?.at.toISOString() ?? "?"}: its records are gone for good (its table's expire_after)`
+      : `is being expired since ${metadata.expiryStartedAt?.toISOString() ?? "?"} (its table's expire_after passed)`;
+  return new BucketNotRestorableError(
+    `bucket ${describeBucket(metadata.id)}`,
+    what,
+    "a bucket that has not expired; to keep buckets longer, lengthen or unset the table's expire_after (`pulpitum tables alter TABLE --expire-after DURATION|none`) before they are due",
   );
 }
 

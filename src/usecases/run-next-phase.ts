@@ -18,6 +18,7 @@ import { cleanupBucket } from "./phases/cleanup.js";
 import { exportBucket } from "./phases/export.js";
 import { publishBucket } from "./phases/publish.js";
 import { sealBucket } from "./phases/seal.js";
+import { expireBucket, expiryDueOf } from "./phases/expire.js";
 import type { PhaseInput, StepResult } from "./phases/step.js";
 import { nextPhaseOf } from "./next-phase.js";
 import { recoverFromFailure } from "./record-failure.js";
@@ -31,7 +32,22 @@ const PHASES: Record<PhaseName, (input: PhaseInput) => Promise<StepResult>> = {
   seal: sealBucket,
   publish: publishBucket,
   cleanup: cleanupBucket,
+  expire: expireBucket,
 };
+
+/**
+ * The phase a bucket needs: {@link nextPhaseOf}, or `expire` for an archived
+ * bucket its table's policy makes due to expire at `now`.
+ */
+async function phaseNeeded(
+  ctx: PhaseContext,
+  metadata: BucketMetadata,
+  now: Date,
+): Promise<PhaseName | null> {
+  const next = nextPhaseOf(metadata);
+  if (next !== null) return next;
+  return (await expiryDueOf(ctx.hotStore, metadata, now)) === null ? null : "expire";
+}
 
 export interface RunPhaseOptions {
   /** Start no new cleanup batch or export part after this instant (a Lambda's remaining time). */
@@ -64,7 +80,7 @@ export async function runNextPhase(
 
   const before = await ctx.hotStore.getBucket(bucket);
   if (before === null) throw new UnknownBucketError(describeBucket(bucket));
-  const planned = nextPhaseOf(before);
+  const planned = await phaseNeeded(ctx, before, ctx.clock.now());
   if (planned === null)
     return outcome({ phase: null, result: "done", next: null, reason: nothingToDo(before) });
   const setAside = await reasonForNoAutomaticWork(ctx, before, options);
@@ -87,7 +103,7 @@ export async function runNextPhase(
   }
 
   const metadata = acquisition.metadata;
-  const phase = nextPhaseOf(metadata);
+  const phase = await phaseNeeded(ctx, metadata, ctx.clock.now());
   const heartbeat = acquisition.heartbeat;
   if (phase === null) {
     await ctx.hotStore.releaseLease(heartbeat.lease);
@@ -127,11 +143,16 @@ async function reasonToWait(
     }
   }
   if (
-    (planned === "export" || planned === "cleanup") &&
+    (planned === "export" || planned === "cleanup" || planned === "expire") &&
     before.ownerToken === null &&
     retryPending(before, now)
   ) {
-    const waiting = planned === "export" ? "export suspended" : "cleanup deferred";
+    const waiting =
+      planned === "export"
+        ? "export suspended"
+        : planned === "cleanup"
+          ? "cleanup deferred"
+          : "expiry waits";
     return {
       phase: null,
       result: "deferred",
@@ -194,6 +215,15 @@ async function runPhaseUnderLease(
       deadline: run.deadline,
       afterCommit: ctx,
     });
+    if (step.kind === "held") {
+      return outcome({
+        phase,
+        result: "deferred",
+        next: step.next,
+        reason: step.reason,
+        retryAt: step.retryAt,
+      });
+    }
     ctx.log.info("phase committed", {
       ...fields,
       next: step.next,
@@ -206,6 +236,15 @@ async function runPhaseUnderLease(
       next: step.next,
       rows: step.rows,
       bytes: step.bytes,
+      ...(step.expired === undefined
+        ? {}
+        : {
+            expired: {
+              rows: step.expired.rows,
+              releasedObjects: step.expired.releasedObjects,
+              releasedBytes: step.expired.releasedBytes,
+            },
+          }),
     });
   } catch (error) {
     const until = recordingDeadline(ctx, run.deadline);
@@ -281,6 +320,9 @@ async function reasonForNoAutomaticWork(
 }
 
 function nothingToDo(metadata: BucketMetadata): string {
+  if (metadata.state === "expired") {
+    return `expired at ${metadata.expiry?.at.toISOString() ?? "?"}: its records are gone for good`;
+  }
   return metadata.restoreStartedAt !== null
     ? `being restored to the hot store since ${metadata.restoreStartedAt.toISOString()}; \`pulpitum restore\` finishes it`
     : "already archived and hot rows deleted";

@@ -71,6 +71,10 @@ const REFUSALS: Readonly<
   beginRestore: () => "lease lost before the restore mark committed",
   restoreRecords: () => "lease lost while inserting restored rows",
   finishRestore: () => "lease lost before the route flipped to hot",
+  beginExpiry: () =>
+    "the expiry mark did not commit: the lease was lost, or the table was paused, its policy changed, or a restore began since the bucket was found due",
+  holdExpiry: () => "lease lost before the expiry hold was recorded",
+  finishExpiry: () => "lease lost before the expiry finished",
   replaceManifest: () => "lease lost before the repaired manifest was recorded",
 };
 

@@ -12,6 +12,7 @@ import { afterAll, beforeAll, describe } from "vitest";
 import type { HotStore } from "../../src/ports/hot-store.js";
 import { appendConformance } from "./hot-store/append.js";
 import { discoveryConformance } from "./hot-store/discovery.js";
+import { expiryConformance } from "./hot-store/expiry.js";
 import { leaseConformance } from "./hot-store/leases.js";
 import { partConformance } from "./hot-store/parts.js";
 import { phaseConformance } from "./hot-store/phases.js";
@@ -46,6 +47,7 @@ export function hotStoreConformance(name: string, open: () => Promise<OpenedHotS
     partConformance(() => store);
     restoreConformance(() => store);
     scrubStoreConformance(() => store);
+    expiryConformance(() => store);
   });
 
   discoveryConformance(name, open);

@@ -173,7 +173,7 @@ export async function readBucketAsReader(
   id: BucketId,
 ): Promise<TableRecord[]> {
   const read = await h.inner.readBucket(id, { limit: 1_000_000 });
-  if (read.route === "missing") return [];
+  if (read.route === "missing" || read.route === "expired") return [];
   if (read.route === "archive") return await archivedRecords(h, id);
   return read.rows.map((row) => ({ partitionKey: id.partitionKey, ...row }));
 }

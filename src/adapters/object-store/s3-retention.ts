@@ -1,6 +1,6 @@
 /** Reading an object's Object Lock state before a delete (S3ObjectStore.delete with `unlessRetained`). */
 import { HeadObjectCommand, type S3Client } from "@aws-sdk/client-s3";
-import type { CallOptions } from "../../ports/object-store.js";
+import type { CallOptions, ObjectInfo } from "../../ports/object-store.js";
 import { sendOptions } from "./s3-client.js";
 import { nameOf, statusOf } from "./s3-errors.js";
 
@@ -33,4 +33,15 @@ export async function retentionOf(
     if (statusOf(error) === 404 && nameOf(error) !== "NoSuchBucket") return null;
     throw toError(error);
   }
+}
+
+/** The Object Lock fields of a HeadObject response, when S3 reports any (see ObjectInfo.objectLock). */
+export function objectLockOf(response: {
+  ObjectLockLegalHoldStatus?: string;
+  ObjectLockRetainUntilDate?: Date;
+}): Pick<ObjectInfo, "objectLock"> {
+  const legalHold = response.ObjectLockLegalHoldStatus === "ON";
+  const retainUntil = response.ObjectLockRetainUntilDate ?? null;
+  if (!legalHold && retainUntil === null) return {};
+  return { objectLock: { legalHold, retainUntil } };
 }

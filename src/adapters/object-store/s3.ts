@@ -74,7 +74,7 @@ import {
   uploadFileParts,
 } from "./s3-upload.js";
 import { abortReason, s3ClientFor, sendOptions, type S3ObjectStoreOptions } from "./s3-client.js";
-import { retentionOf } from "./s3-retention.js";
+import { objectLockOf, retentionOf } from "./s3-retention.js";
 import {
   conflictBackoff,
   isConditionalConflict,
@@ -243,6 +243,7 @@ export class S3ObjectStore implements port.ObjectStore {
         // S3 names the class only when it is not STANDARD.
         storageClass: response.StorageClass ?? "STANDARD",
         ...(sha256 === undefined ? {} : { sha256 }),
+        ...objectLockOf(response),
       };
     } catch (error) {
       if (statusOf(error) === 404 || nameOf(error) === "NotFound" || nameOf(error) === "NoSuchKey")

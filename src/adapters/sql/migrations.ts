@@ -40,6 +40,8 @@ export const POLICY_HISTORY_TABLE = "pulpitum_v4_table_policies";
  * `bucket_end` order.
  */
 export const TABLE_WINDOW_INDEX = "pulpitum_v4_bucket_metadata_table_window_idx";
+/** The state CHECK of migration 17, which adds `expired` (the one of migration 2 is dropped). */
+export const STATE_CHECK_V17 = "pulpitum_v4_bucket_metadata_state_check_v17";
 /** The discovery index of migration 2, replaced by {@link DISCOVERY_INDEX} in migration 8. */
 export const DISCOVERY_INDEX_V2 = "pulpitum_v4_bucket_metadata_discovery_idx";
 /**
@@ -352,6 +354,35 @@ export const MIGRATIONS: readonly Migration[] = [
         ON ${METADATA_TABLE} (state, hot_deleted, table_id, bucket_end, partition_key, bucket_key)`,
     ],
   },
+  {
+    version: 17,
+    name: "expiry",
+    // Expiry (usecases/expiry.ts): a mark while an archived bucket is being
+    // expired (a column, as the restore mark of migration 4: reads stay on
+    // the archive), the state `expired` once its records are gone, what it
+    // released, and since when Object Lock has kept a due bucket.
+    statements: [
+      `ALTER TABLE ${METADATA_TABLE} ADD COLUMN IF NOT EXISTS expiry_started_at TIMESTAMPTZ NULL`,
+      `ALTER TABLE ${METADATA_TABLE} ADD COLUMN IF NOT EXISTS expiry_blocked_since TIMESTAMPTZ NULL`,
+      `ALTER TABLE ${METADATA_TABLE} ADD COLUMN IF NOT EXISTS expired_at TIMESTAMPTZ NULL`,
+      `ALTER TABLE ${METADATA_TABLE} ADD COLUMN IF NOT EXISTS expired_rows INT8 NULL`,
+      `ALTER TABLE ${METADATA_TABLE} ADD COLUMN IF NOT EXISTS released_objects INT8 NULL`,
+      `ALTER TABLE ${METADATA_TABLE} ADD COLUMN IF NOT EXISTS released_bytes INT8 NULL`,
+    ],
+    after: async (db) => {
+      // The new CHECK first, then the old one dropped: a bucket is never without one.
+      await addConstraintOnce(
+        db,
+        METADATA_TABLE,
+        STATE_CHECK_V17,
+        `CHECK (state IN ('hot', 'archiving', 'archived', 'expired'))`,
+      );
+      await ddl(
+        db,
+        `ALTER TABLE ${METADATA_TABLE} DROP CONSTRAINT IF EXISTS pulpitum_v4_bucket_metadata_state_check`,
+      );
+    },
+  },
 ];
 
 /** The newest schema version this code knows. */
@@ -410,6 +441,35 @@ export async function runMigrations(
     if (recorded.rows.length > 0) applied.push(migration.version);
   }
   return applied;
+}
+
+/**
+ * Add a named constraint unless the table has it: PostgreSQL and CockroachDB
+ * share no ADD CONSTRAINT IF NOT EXISTS, so the catalog is asked first, and
+ * a concurrent migration that added it in between is a duplicate (42710).
+ */
+async function addConstraintOnce(
+  db: SqlDatabase,
+  table: string,
+  name: string,
+  definition: string,
+): Promise<void> {
+  const exists = async () =>
+    (
+      await db.query(
+        `SELECT 1 FROM information_schema.table_constraints
+          WHERE table_name = $1::TEXT AND constraint_name = $2::TEXT
+            AND table_schema = current_schema()`,
+        [table, name],
+      )
+    ).rows.length > 0;
+  if (await exists()) return;
+  try {
+    await db.query(`ALTER TABLE ${table} ADD CONSTRAINT ${name} ${definition}`);
+  } catch (error) {
+    if ((error as { code?: unknown }).code === "42710" && (await exists())) return;
+    throw error;
+  }
 }
 
 async function ddl(db: SqlDatabase, statement: string): Promise<void> {

@@ -86,6 +86,9 @@ import { quarantine, releaseQuarantine, releaseQuarantines } from "./hot-store/q
 import { countHotRows, listPartitionBuckets, readBucketRange } from "./hot-store/reads.js";
 import { getTable, listTables, registerTable, setPaused } from "./hot-store/registry.js";
 import { beginRestore, finishRestore, restoreRecords } from "./hot-store/restore.js";
+import { beginExpiry, finishExpiry, holdExpiry } from "./hot-store/expiry.js";
+import type { ExpiryBlocked, ExpiryDue } from "../../ports/bucket-expiry.js";
+import { expiryBlocked } from "./hot-store/expiry-status.js";
 import { SnapshotReader } from "./hot-store/snapshot.js";
 import { statusReport } from "./hot-store/status.js";
 import { beginTableDrop, dropBucketBatch, finishTableDrop } from "./hot-store/table-drop.js";
@@ -337,6 +340,22 @@ export class SqlHotStore implements HotStore {
 
   async finishRestore(lease: Lease, now: Date, retryAt: Date): Promise<FinishRestore> {
     return await finishRestore(this.db, lease, now, retryAt);
+  }
+
+  async beginExpiry(lease: Lease, now: Date, due: ExpiryDue): Promise<FencedWrite> {
+    return await beginExpiry(this.db, lease, now, due);
+  }
+
+  async holdExpiry(lease: Lease, now: Date, retryAt: Date, reason: string): Promise<FencedWrite> {
+    return await holdExpiry(this.db, lease, now, retryAt, reason);
+  }
+
+  async finishExpiry(lease: Lease, now: Date): Promise<FencedWrite> {
+    return await finishExpiry(this.db, lease, now);
+  }
+
+  async expiryBlocked(): Promise<ExpiryBlocked> {
+    return await expiryBlocked(this.db);
   }
 
   async close(): Promise<void> {

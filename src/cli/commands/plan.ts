@@ -98,6 +98,10 @@ function explainCandidate(c: Candidate, cutoff: Date, table?: TableEligibility):
       return `archiving with no live lease; resumes at ${c.phase}`;
     case "cleanup":
       return "archived; hot rows not yet deleted";
+    case "expire":
+      return c.state === "archived" && table !== undefined
+        ? `archived; due to expire (its table's expire_after has passed bucket_end ${c.end.toISOString()})`
+        : "archived; due to expire";
   }
 }
 

@@ -14,7 +14,7 @@ import { bucketJson, showBucket, showBytes, strategyName } from "../display.js";
 import { UsageError } from "../exit-codes.js";
 import { count as countOf, formatBytes, printJson, renderTable } from "../format.js";
 import type { TimeRange } from "../options.js";
-import { readPageToJson, renderRecords, type DisplayPreset } from "../read.js";
+import { expiredLines, readPageToJson, renderRecords, type DisplayPreset } from "../read.js";
 import { withRuntime } from "../session.js";
 
 function durableTable(rt: Adapters): DurableTable {
@@ -42,6 +42,7 @@ export async function readCommand(
     console.log(
       page.records.length === 0 ? "no records" : renderRecords(page.records, opts.preset),
     );
+    for (const line of expiredLines(page)) console.log(line);
     if (page.nextCursor !== null) console.log(`\nmore: --cursor ${page.nextCursor}`);
   });
 }

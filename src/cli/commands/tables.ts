@@ -1,5 +1,6 @@
 /** `pulpitum tables create|list|pause|resume|drop` (alter and show: table-policy.ts). */
 import type { BucketStrategy } from "../../domain/bucket.js";
+import { formatDuration } from "../../domain/duration.js";
 import { parseArchiveFormat, type TableId } from "../../domain/table.js";
 import { auditAction, commitAudited, runAudited } from "../../usecases/audit.js";
 import { dropTable, TableInFlightError, type DropReport } from "../../usecases/drop-table.js";
@@ -90,6 +91,9 @@ export async function listTables(opts: { json?: boolean }): Promise<void> {
           format: t.format,
           writable_buckets: t.writableBuckets,
           paused: t.paused,
+          archive_after: t.archiveAfter === null ? null : formatDuration(t.archiveAfter),
+          expire_after: t.expireAfter === null ? null : formatDuration(t.expireAfter),
+          storage_class: t.storageClass,
         })),
       );
       return;
@@ -100,13 +104,25 @@ export async function listTables(opts: { json?: boolean }): Promise<void> {
     }
     console.log(
       renderTable(
-        ["table", "strategy", "format", "writable buckets", "paused"],
+        [
+          "table",
+          "strategy",
+          "format",
+          "writable buckets",
+          "paused",
+          "archive after",
+          "expire after",
+          "storage class",
+        ],
         list.map((t) => [
           t.tableId,
           strategyName(t.strategy),
           t.format,
           t.writableBuckets,
           t.paused ? "yes" : "no",
+          t.archiveAfter === null ? "-" : formatDuration(t.archiveAfter),
+          t.expireAfter === null ? "-" : formatDuration(t.expireAfter),
+          t.storageClass ?? "-",
         ]),
       ),
     );

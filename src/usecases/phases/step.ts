@@ -3,6 +3,8 @@ import type {
   ArchivalPhases,
   FailureRecords,
   BucketLeases,
+  BucketExpiry,
+  BucketExpiryFacts,
   BucketMetadata,
   FencedWrite,
   HotReads,
@@ -18,16 +20,21 @@ import type { UnderLease } from "../under-lease.js";
  * lease gone throws LeaseLostError instead (its ports throw it, see
  * usecases/under-lease.ts).
  */
-export type StepResult = {
-  kind: "committed";
-  next: PhaseName | null;
-  rows?: number;
-  bytes?: number;
-};
+export type StepResult =
+  | {
+      kind: "committed";
+      next: PhaseName | null;
+      rows?: number;
+      bytes?: number;
+      /** An expiry's finish: what the bucket held and released. */
+      expired?: BucketExpiryFacts;
+    }
+  /** Not a failure: the phase may not run yet (expiry under Object Lock); the bucket waits until `retryAt`. */
+  | { kind: "held"; next: PhaseName; retryAt: Date; reason: string };
 
 /** The ports a phase runs with: bound to its lease's signal. */
 export type LeasedPhaseContext = ArchiverContext<
-  UnderLease<HotReads & BucketLeases & ArchivalPhases & FailureRecords>
+  UnderLease<HotReads & BucketLeases & ArchivalPhases & FailureRecords & BucketExpiry>
 >;
 
 export interface PhaseInput {

@@ -440,6 +440,15 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
       Threshold: 1,
       AlarmDescription: Match.stringLikeRegexp("pulpitum retry"),
     });
+    // Expiry blocked (Object Lock) for more than a day: the oldest hold's age, measured by discovery.
+    template.hasResourceProperties("AWS::CloudWatch::Alarm", {
+      MetricName: METRIC.ExpiryBlockedSeconds,
+      Namespace: METRICS_NAMESPACE,
+      Statistic: "Maximum",
+      Threshold: 86_400,
+      ComparisonOperator: "GreaterThanThreshold",
+      AlarmDescription: Match.stringLikeRegexp("Object Lock"),
+    });
     template.hasResourceProperties("AWS::CloudWatch::Alarm", {
       AlarmDescription: Match.stringLikeRegexp("Worker invocations fail"),
       Metrics: Match.arrayWith([
@@ -476,7 +485,7 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
       Threshold: 1,
       AlarmDescription: Match.stringLikeRegexp("docs/integrity.md"),
     });
-    template.resourceCountIs("AWS::CloudWatch::Alarm", 12);
+    template.resourceCountIs("AWS::CloudWatch::Alarm", 13);
     template.resourceCountIs("AWS::CloudWatch::Dashboard", 1);
     // The dashboard graphs every metric the functions emit, GC and restore included.
     const body = JSON.stringify(template.findResources("AWS::CloudWatch::Dashboard"));

@@ -49,6 +49,9 @@ export async function explainDiscovery(db: SqlExecutor, query: DiscoveryQuery): 
  *   keeps two years hot costs the scan nothing beside one that keeps 90 days;
  * - stalled, cleanup: one scan of the keyset index `(state, hot_deleted,
  *   bucket_end, table_id, …)` each, as before policies existed;
+ * - expire: per table as eligible, archived buckets whose hot rows are gone
+ *   up to the table's expiry cutoff (null: none); and, on the keyset index,
+ *   archived buckets whose expiry began and stopped between its two steps.
  *
  * Then the kinds take turns (`ROW_NUMBER` per kind) until the limit, so a
  * backlog of one kind cannot starve the others. With `stamp`, the same
@@ -102,6 +105,19 @@ function discoverySql(query: DiscoveryQuery, stamp: boolean): { sql: string; par
                 AND m.corrupt_at IS NULL
                 AND ${NO_LIVE_LEASE(now, "m")} AND ${NO_PENDING_RETRY(now, "m")}
                 AND ${NOT_RECENTLY_ENQUEUED(enqueuedBefore, "m")} AND ${AUTOMATIC_WORK("m")}${after("cleanup")}
+              ORDER BY ${keyOrder} LIMIT ${limit})
+            UNION ALL
+            ${perTable(
+              "expire",
+              `m.state = 'archived' AND m.hot_deleted = true AND m.bucket_end <= tc.expire_cutoff
+                AND ${NOT_RESTORING("m")} AND m.expiry_started_at IS NULL`,
+            )}
+            UNION ALL
+            (SELECT ${columns("expire")}
+               FROM ${METADATA_TABLE} m
+              WHERE m.state = 'archived' AND m.hot_deleted = true AND m.expiry_started_at IS NOT NULL
+                AND ${NO_LIVE_LEASE(now, "m")} AND ${NO_PENDING_RETRY(now, "m")}
+                AND ${NOT_RECENTLY_ENQUEUED(enqueuedBefore, "m")} AND ${AUTOMATIC_WORK("m")}${after("expire")}
               ORDER BY ${keyOrder} LIMIT ${limit})
           ) u
       ) c

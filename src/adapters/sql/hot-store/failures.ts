@@ -74,7 +74,8 @@ export async function deferCleanup(
     lease,
     now,
     (p) => failureAssignments(p, now, retryAt, error, accounting),
-    () => `state = 'archived' AND hot_deleted = false`,
+    // An expiry's failure too (hot rows deleted): the bucket stays archived.
+    () => `state = 'archived'`,
     OWN_LEASE,
   );
 }

@@ -34,6 +34,10 @@ export class SqlParams {
     return this.#add(date.toISOString(), "TIMESTAMPTZ");
   }
 
+  timeOrNull(date: Date | null): string {
+    return this.#add(date === null ? null : date.toISOString(), "TIMESTAMPTZ");
+  }
+
   micros(micros: EpochMicros): string {
     return this.#add(formatMicrosRfc3339(micros), "TIMESTAMPTZ");
   }

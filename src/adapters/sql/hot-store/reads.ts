@@ -16,7 +16,7 @@ import type { SqlExecutor } from "../database.js";
 import { METADATA_TABLE, RECORDS_TABLE } from "../migrations.js";
 import { AFTER_POSITION, BUCKET } from "./fences.js";
 import { SqlParams } from "./params.js";
-import { METADATA_COLUMNS, toBytes, toMetadata, type MetadataRow } from "./rows.js";
+import { METADATA_COLUMNS, sqlDate, toBytes, toMetadata, type MetadataRow } from "./rows.js";
 
 export async function readBucketRange(
   db: SqlExecutor,
@@ -30,22 +30,29 @@ export async function readBucketRange(
   if (range.from !== undefined) conditions.push(`event_time >= ${p.micros(range.from)}`);
   if (range.to !== undefined) conditions.push(`event_time < ${p.micros(range.to)}`);
   if (range.after !== undefined) conditions.push(AFTER_POSITION(p, range.after));
-  const sql = `SELECT m.state, m.manifest_key, m.generation, r.event_time, r.sort_key, r.value
-                 FROM (SELECT state, manifest_key, generation FROM ${METADATA_TABLE} WHERE ${BUCKET(p, id)}) m
+  const sql = `SELECT m.state, m.manifest_key, m.generation, m.expired_at, r.event_time, r.sort_key, r.value
+                 FROM (SELECT state, manifest_key, generation, expired_at FROM ${METADATA_TABLE} WHERE ${BUCKET(p, id)}) m
             LEFT JOIN LATERAL (SELECT event_time, sort_key, value FROM ${RECORDS_TABLE}
-                                WHERE m.state <> 'archived' AND ${conditions.join(" AND ")}
+                                WHERE m.state IN ('hot', 'archiving') AND ${conditions.join(" AND ")}
                                 ORDER BY event_time, sort_key LIMIT ${p.int(range.limit)}) r ON true
              ORDER BY r.event_time, r.sort_key`;
   const { rows } = await db.query<{
     state: string;
     manifest_key: string | null;
     generation: string | number;
+    expired_at: string | null;
     event_time: string | null;
     sort_key: Uint8Array | null;
     value: Uint8Array | null;
   }>(sql, p.values);
   const first = rows[0];
   if (first === undefined) return { route: "missing" };
+  if (first.state === "expired") {
+    if (first.expired_at === null) {
+      throw new InvariantViolationError(`expired bucket ${describeBucket(id)} has no expiry time`);
+    }
+    return { route: "expired", expiredAt: sqlDate(first.expired_at) };
+  }
   if (first.state === "archived") {
     if (first.manifest_key === null) {
       throw new InvariantViolationError(

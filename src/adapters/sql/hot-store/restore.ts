@@ -41,7 +41,8 @@ export async function beginRestore(db: SqlDatabase, lease: Lease, now: Date): Pr
     lease,
     now,
     (p) => `restore_started_at = COALESCE(restore_started_at, ${p.time(now)})`,
-    () => `state = 'archived' AND manifest_key IS NOT NULL AND payload_rows IS NOT NULL`,
+    () =>
+      `state = 'archived' AND manifest_key IS NOT NULL AND payload_rows IS NOT NULL AND expiry_started_at IS NULL`,
   );
 }
 

@@ -82,6 +82,12 @@ export const METADATA_COLUMNS = [
   "corrupt_problem",
   "corrupt_marks",
   "failed_at",
+  "expiry_started_at",
+  "expiry_blocked_since",
+  "expired_at",
+  "expired_rows",
+  "released_objects",
+  "released_bytes",
   "enqueued_at",
   "created_at",
   "updated_at",
@@ -115,6 +121,12 @@ export interface MetadataRow extends BucketKeyRow {
   corrupt_problem: string | null;
   corrupt_marks: string | number;
   failed_at: string | null;
+  expiry_started_at: string | null;
+  expiry_blocked_since: string | null;
+  expired_at: string | null;
+  expired_rows: string | number | null;
+  released_objects: string | number | null;
+  released_bytes: string | number | null;
   enqueued_at: string | null;
   created_at: string;
   updated_at: string;
@@ -192,6 +204,17 @@ export function toMetadata(row: MetadataRow): BucketMetadata {
         : { at: sqlDate(row.corrupt_at), problem: row.corrupt_problem ?? "" },
     corruptMarks: Number(row.corrupt_marks),
     failedAt: sqlDateOrNull(row.failed_at),
+    expiryStartedAt: sqlDateOrNull(row.expiry_started_at),
+    expiryBlockedSince: sqlDateOrNull(row.expiry_blocked_since),
+    expiry:
+      row.expired_at === null
+        ? null
+        : {
+            at: sqlDate(row.expired_at),
+            rows: Number(row.expired_rows ?? 0),
+            releasedObjects: Number(row.released_objects ?? 0),
+            releasedBytes: Number(row.released_bytes ?? 0),
+          },
     enqueuedAt: sqlDateOrNull(row.enqueued_at),
     createdAt: sqlDate(row.created_at),
     updatedAt: sqlDate(row.updated_at),

@@ -8,6 +8,7 @@ import { METADATA_TABLE, RECORDS_TABLE } from "../migrations.js";
 import { SqlParams } from "./params.js";
 import { NO_LIVE_LEASE, NO_PENDING_RETRY } from "./fences.js";
 import { tableCutoffs } from "./windows.js";
+import { expiryStatus } from "./expiry-status.js";
 import { listTables } from "./registry.js";
 import { METADATA_COLUMNS, toMetadata, type MetadataRow } from "./rows.js";
 
@@ -25,10 +26,16 @@ export async function statusReport(
     buckets: string | number;
     archived_rows: string | number | null;
     archived_bytes: string | number | null;
+    expired_rows: string | number | null;
+    released_objects: string | number | null;
+    released_bytes: string | number | null;
   }>(
     `SELECT table_id, state, hot_deleted, count(*) AS buckets,
             sum(CASE WHEN state = 'archived' THEN payload_rows ELSE 0 END) AS archived_rows,
-            sum(CASE WHEN state = 'archived' THEN payload_bytes ELSE 0 END) AS archived_bytes
+            sum(CASE WHEN state = 'archived' THEN payload_bytes ELSE 0 END) AS archived_bytes,
+            sum(COALESCE(expired_rows, 0)) AS expired_rows,
+            sum(COALESCE(released_objects, 0)) AS released_objects,
+            sum(COALESCE(released_bytes, 0)) AS released_bytes
        FROM ${METADATA_TABLE} GROUP BY table_id, state, hot_deleted`,
   );
   const { rows: hotRows } = await db.query<{
@@ -45,7 +52,7 @@ export async function statusReport(
   );
   const hotCount = (t: string, st: string, hd: boolean) =>
     Number(hotRows.find((r) => r.table_id === t && r.state === st && r.hot_deleted === hd)?.n ?? 0);
-  const order = { hot: 0, archiving: 1, archived: 2 } as const;
+  const order = { hot: 0, archiving: 1, archived: 2, expired: 3 } as const;
   const p = new SqlParams();
   const nowParam = p.time(now);
   // NULLS LAST spelled out: CockroachDB sorts NULLs first by default, PostgreSQL last.
@@ -72,19 +79,6 @@ export async function statusReport(
       ORDER BY lease_expires_at LIMIT 100`,
     p.values,
   );
-  const q = new SqlParams();
-  const qNow = q.time(now);
-  const { rows: oldest } = await db.query<MetadataRow>(
-    `SELECT ${METADATA_COLUMNS.split(", ")
-      .map((c) => `m.${c}`)
-      .join(", ")}
-       FROM ${METADATA_TABLE} m JOIN ${tableCutoffs(q, { cutoff, windows }, true)} tc
-         ON tc.table_id = m.table_id
-      WHERE m.state = 'hot' AND m.hot_deleted = false AND m.bucket_end <= tc.archive_cutoff
-        AND ${NO_PENDING_RETRY(qNow, "m")} AND m.quarantined_at IS NULL AND ${NO_LIVE_LEASE(qNow, "m")}
-      ORDER BY m.bucket_end LIMIT 1`,
-    q.values,
-  );
   return {
     tables: tables.map((t) => ({
       tableId: t.tableId,
@@ -100,6 +94,9 @@ export async function statusReport(
           hotRows: hotCount(r.table_id, r.state, r.hot_deleted),
           archivedRows: Number(r.archived_rows ?? 0),
           archivedBytes: Number(r.archived_bytes ?? 0),
+          expiredRows: Number(r.expired_rows ?? 0),
+          releasedObjects: Number(r.released_objects ?? 0),
+          releasedBytes: Number(r.released_bytes ?? 0),
         }))
         .sort(
           (a, b) => order[a.state] - order[b.state] || Number(a.hotDeleted) - Number(b.hotDeleted),
@@ -122,9 +119,32 @@ export async function statusReport(
     leased: leased
       .map(toMetadata)
       .map((m) => ({ id: m.id, phase: m.phase, leaseExpiresAt: m.leaseExpiresAt! })),
-    oldestEligibleHot:
-      oldest[0] === undefined
-        ? null
-        : { id: toMetadata(oldest[0]).id, end: toMetadata(oldest[0]).end },
+    expiry: await expiryStatus(db, now, cutoff, windows),
+    oldestEligibleHot: await oldestEligibleHot(db, now, cutoff, windows),
   };
+}
+
+/** The oldest hot bucket past its table's cutoff that discovery would offer: how far behind archival is. */
+async function oldestEligibleHot(
+  db: SqlExecutor,
+  now: Date,
+  cutoff: Date,
+  windows: readonly TableWindow[] | undefined,
+): Promise<StatusReport["oldestEligibleHot"]> {
+  const q = new SqlParams();
+  const qNow = q.time(now);
+  const { rows: oldest } = await db.query<MetadataRow>(
+    `SELECT ${METADATA_COLUMNS.split(", ")
+      .map((c) => `m.${c}`)
+      .join(", ")}
+       FROM ${METADATA_TABLE} m JOIN ${tableCutoffs(q, { cutoff, windows }, true)} tc
+         ON tc.table_id = m.table_id
+      WHERE m.state = 'hot' AND m.hot_deleted = false AND m.bucket_end <= tc.archive_cutoff
+        AND ${NO_PENDING_RETRY(qNow, "m")} AND m.quarantined_at IS NULL AND ${NO_LIVE_LEASE(qNow, "m")}
+      ORDER BY m.bucket_end LIMIT 1`,
+    q.values,
+  );
+  if (oldest[0] === undefined) return null;
+  const m = toMetadata(oldest[0]);
+  return { id: m.id, end: m.end };
 }

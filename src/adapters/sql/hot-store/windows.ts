@@ -1,6 +1,6 @@
 /**
  * Each table's cutoffs inside one statement: the relation `tc (table_id,
- * archive_cutoff)` that discovery, `plan` and `status` join
+ * archive_cutoff, expire_cutoff)` that discovery, `plan` and `status` join
  * their buckets with (see DiscoveryQuery.windows in ports/hot-store-types.ts).
  *
  * A table listed in `windows` at its current policy version takes the
@@ -14,21 +14,26 @@ import type { CandidatePosition, TableWindow } from "../../../ports/hot-store.js
 import { TABLES_TABLE } from "../migrations.js";
 import type { SqlParams } from "./params.js";
 
-/** `windows` as a relation `(table_id, policy_version, archive_cutoff)`. */
+/** `windows` as a relation `(table_id, policy_version, archive_cutoff, expire_cutoff)`. */
 function windowRows(p: SqlParams, windows: readonly TableWindow[]): string {
   if (windows.length === 0) {
     return `(SELECT CAST(NULL AS TEXT) AS table_id, CAST(NULL AS INT8) AS policy_version,
-                    CAST(NULL AS TIMESTAMPTZ) AS archive_cutoff
+                    CAST(NULL AS TIMESTAMPTZ) AS archive_cutoff,
+                    CAST(NULL AS TIMESTAMPTZ) AS expire_cutoff
               WHERE false)`;
   }
   const rows = windows.map(
-    (w) => `(${p.text(w.tableId)}, ${p.int(w.policyVersion)}, ${p.time(w.archiveCutoff)})`,
+    (w) =>
+      `(${p.text(w.tableId)}, ${p.int(w.policyVersion)}, ${p.time(w.archiveCutoff)}, ` +
+      `${p.timeOrNull(w.expireCutoff ?? null)})`,
   );
   return `(VALUES ${rows.join(", ")})`;
 }
 
 /**
- * The relation `tc` of every table's cutoffs (see the module header);
+ * The relation `tc` of every table's cutoffs (see the module header); a
+ * table's `expire_cutoff` is null unless it is listed at its current policy
+ * version with one, so no bucket expires under a policy that changed;
  * `activeOnly` leaves out paused tables and tables being dropped, which no
  * automatic work touches.
  */
@@ -41,10 +46,11 @@ export function tableCutoffs(
   return `(SELECT t.table_id, t.paused,
                   CASE WHEN w.table_id IS NOT NULL THEN w.archive_cutoff
                        WHEN t.archive_after IS NULL THEN ${fallback}
-                  END AS archive_cutoff
+                  END AS archive_cutoff,
+                  w.expire_cutoff
              FROM ${TABLES_TABLE} t
              LEFT JOIN ${windowRows(p, query.windows ?? [])}
-                    AS w (table_id, policy_version, archive_cutoff)
+                    AS w (table_id, policy_version, archive_cutoff, expire_cutoff)
                ON w.table_id = t.table_id AND w.policy_version = t.policy_version
             ${activeOnly ? "WHERE t.paused = false AND t.drop_started_at IS NULL" : ""})`;
 }
