@@ -36,6 +36,8 @@ export interface ReadFigures {
   /** Of those, reads served from the archive (archived before and after). */
   archivedBucketReads: number;
   wrongTierReads: number;
+  /** Bucket reads of expired buckets (reported expired, or expired by the read's end). */
+  expiredBucketReads: number;
   readErrors: number;
   examples: string[];
 }
@@ -47,6 +49,7 @@ export function newReadFigures(): ReadFigures {
     fencedBucketReads: 0,
     archivedBucketReads: 0,
     wrongTierReads: 0,
+    expiredBucketReads: 0,
     readErrors: 0,
     examples: [],
   };
@@ -106,9 +109,12 @@ async function checkPartitionRead(
   const committedAtStart = ledger.snapshotPartition(tableId, partitionKey);
 
   const found = new Map<string, TableRecord[]>();
+  /** Buckets a page reported expired (soak/expiry.ts). */
+  const reportedExpired = new Set<string>();
   let cursor: string | undefined;
   do {
     const page = await durable.read(tableId, partitionKey, { limit: PAGE, cursor });
+    for (const e of page.expired) reportedExpired.add(e.bucketKey);
     for (const r of page.records) {
       // The quarantine probe rows of soak/operator.ts: hot only, never in the ledger.
       if (isProbeRow(r.sortKey)) continue;
@@ -137,6 +143,15 @@ async function checkPartitionRead(
       b0.attempts === b1.attempts &&
       ctx.restores?.touchedSince(bucketRef(tableId, partitionKey, key), startedAt) !== true;
     const entry = ledger.get(bucketRef(tableId, partitionKey, key));
+    if (reportedExpired.has(key) || b1?.state === "expired") {
+      // Records gone on purpose: the read may show none of them (or all, read before the
+      // expiry), never one twice or one never committed; reported expired means expired.
+      checkExpiredRead(ctx, { tableId, partitionKey, key }, found.get(key) ?? [], entry, {
+        reported: reportedExpired.has(key),
+        after: b1?.state,
+      });
+      continue;
+    }
     const cmp = compareWithLedger(
       found.get(key) ?? [],
       entry?.committed,
@@ -156,4 +171,30 @@ async function checkPartitionRead(
     if (figures.examples.length < 10) figures.examples.push(text);
     if (figures.wrongTierReads <= 10) ctx.log(text);
   }
+}
+
+/** A bucket the read found expired, or that expired during it (see the call). */
+function checkExpiredRead(
+  ctx: { figures: ReadFigures; log: (line: string) => void },
+  at: { tableId: Catalog["tables"][number]["id"]; partitionKey: Uint8Array; key: string },
+  records: TableRecord[],
+  entry: ReturnType<Ledger["get"]>,
+  seen: { reported: boolean; after: string | undefined },
+): void {
+  const { figures } = ctx;
+  figures.expiredBucketReads++;
+  const cmp = compareWithLedger(records, entry?.committed, entry?.uncertain, new Set());
+  const wrong =
+    cmp.duplicated +
+    cmp.phantom +
+    cmp.valueMismatches +
+    (seen.reported && seen.after !== "expired" ? 1 : 0);
+  if (wrong === 0) return;
+  figures.wrongTierReads++;
+  const text =
+    `wrong read of expired ${describeBucket({ tableId: at.tableId, partitionKey: at.partitionKey, bucketKey: at.key })} ` +
+    `(${seen.reported ? "reported expired" : "not reported"}, ${seen.after ?? "absent"} after): ` +
+    `${cmp.duplicated} duplicated, ${cmp.phantom} never committed, ${cmp.valueMismatches} wrong values`;
+  if (figures.examples.length < 10) figures.examples.push(text);
+  if (figures.wrongTierReads <= 10) ctx.log(text);
 }
