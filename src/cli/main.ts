@@ -35,6 +35,7 @@ import {
   registerDlq,
   registerInvoke,
   registerStart,
+  registerErase,
 } from "./registrars/operations.js";
 import { explainSetupError } from "./setup-errors.js";
 import { beginInvocation } from "./session.js";
@@ -108,6 +109,7 @@ function buildProgram(): Command {
     registerGc,
     registerRestore,
     registerRepair,
+    registerErase,
     registerRetry,
     registerDlq,
     registerInvoke,

@@ -34,6 +34,10 @@ export const SCRUB_INDEX = "pulpitum_v4_bucket_metadata_scrub_idx";
 export const AUDIT_TABLE = "pulpitum_v4_audit";
 /** Every version of every table's policy (migration 16; adapters/sql/hot-store/table-policies.ts). */
 export const POLICY_HISTORY_TABLE = "pulpitum_v4_table_policies";
+/** Erasure jobs, one row per `pulpitum erase` request (migration 18; adapters/sql/erasure-store.ts). */
+export const ERASURE_JOBS_TABLE = "pulpitum_v4_erasure_jobs";
+/** An erasure job's receipt: one row per bucket it touched or waits for (migration 18). */
+export const ERASURE_RECEIPTS_TABLE = "pulpitum_v4_erasure_receipts";
 /**
  * Serves the per-table branch of discovery (migration 16): each table's hot
  * buckets up to its own cutoff, as one index range per table in
@@ -382,6 +386,48 @@ export const MIGRATIONS: readonly Migration[] = [
         `ALTER TABLE ${METADATA_TABLE} DROP CONSTRAINT IF EXISTS pulpitum_v4_bucket_metadata_state_check`,
       );
     },
+  },
+  {
+    version: 18,
+    name: "erasure jobs",
+    // One row per erasure job (docs/erasure.md): what it erases, its status
+    // and caller; and its receipt, one row per bucket, written in the same
+    // transaction as the bucket's erasure, so the receipt never claims a
+    // removal that did not commit, nor misses one that did. Version 17 is
+    // another migration's; the ledger records versions independently.
+    statements: [
+      `CREATE TABLE IF NOT EXISTS ${ERASURE_JOBS_TABLE} (
+        job_id TEXT PRIMARY KEY,
+        table_id TEXT NOT NULL,
+        partition_key BYTEA NOT NULL,
+        range_from TIMESTAMPTZ NULL,
+        range_to TIMESTAMPTZ NULL,
+        status TEXT NOT NULL,
+        requested_by TEXT NOT NULL,
+        created_at TIMESTAMPTZ NOT NULL,
+        updated_at TIMESTAMPTZ NOT NULL,
+        finished_at TIMESTAMPTZ NULL,
+        CONSTRAINT pulpitum_v4_erasure_jobs_status_check CHECK (status IN ('running', 'pending', 'done'))
+      )`,
+      `CREATE INDEX IF NOT EXISTS pulpitum_v4_erasure_jobs_key_idx
+        ON ${ERASURE_JOBS_TABLE} (table_id, partition_key, status)`,
+      `CREATE TABLE IF NOT EXISTS ${ERASURE_RECEIPTS_TABLE} (
+        job_id TEXT NOT NULL,
+        bucket_key TEXT NOT NULL,
+        status TEXT NOT NULL,
+        tier TEXT NOT NULL,
+        generation_before INT8 NULL,
+        manifest_before TEXT NULL,
+        generation_after INT8 NULL,
+        manifest_after TEXT NULL,
+        records_removed INT8 NOT NULL DEFAULT 0,
+        records_kept INT8 NULL,
+        reason TEXT NULL,
+        updated_at TIMESTAMPTZ NOT NULL,
+        PRIMARY KEY (job_id, bucket_key),
+        CONSTRAINT pulpitum_v4_erasure_receipts_status_check CHECK (status IN ('pending', 'done'))
+      )`,
+    ],
   },
 ];
 

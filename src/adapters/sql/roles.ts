@@ -33,6 +33,8 @@ import {
   TABLES_TABLE,
   ARCHIVE_BINDING_TABLE,
   POLICY_HISTORY_TABLE,
+  ERASURE_JOBS_TABLE,
+  ERASURE_RECEIPTS_TABLE,
 } from "./migrations.js";
 
 export const SQL_DIALECTS = ["postgresql", "cockroachdb"] as const;
@@ -61,6 +63,8 @@ export const PULPITUM_TABLES: readonly string[] = [
   SCRUB_PROGRESS_TABLE,
   ARCHIVE_BINDING_TABLE,
   POLICY_HISTORY_TABLE,
+  ERASURE_JOBS_TABLE,
+  ERASURE_RECEIPTS_TABLE,
 ];
 
 const ROLE_NAME = /^[a-z_][a-z0-9_]{0,62}$/;

@@ -92,12 +92,28 @@ export function registerVerify(program: Command): void {
     )
     .option("--partition-key-b64 <b64>", "with --bucket: partition key as standard base64")
     .option("--sample <n>", "verify only the N buckets verified longest ago")
+    .option(
+      "--erasure <job>",
+      "prove an erasure job (docs/erasure.md): no hot row, published payload or catalog-listed object of its partition holds a record in its range (exit 4 if one does)",
+    )
     .option("--json", "print the report as JSON")
     .action(
       async (
         target: string[],
-        opts: { bucket?: boolean; partitionKeyB64?: string; sample?: string; json?: boolean },
+        opts: {
+          bucket?: boolean;
+          partitionKeyB64?: string;
+          sample?: string;
+          erasure?: string;
+          json?: boolean;
+        },
       ) => {
+        if (opts.erasure !== undefined) {
+          if (target.length > 0 || opts.bucket === true || opts.sample !== undefined)
+            throw new UsageError("--erasure JOB goes alone: verify --erasure JOB [--json]");
+          const { verifyErasureCommand } = await import("../commands/erase.js");
+          return await verifyErasureCommand(opts.erasure, { json: opts.json });
+        }
         const usage =
           "verify [TABLE] [--sample N], or verify --bucket TABLE PARTITION BUCKET (or TABLE BUCKET --partition-key-b64 B64)";
         const sample =

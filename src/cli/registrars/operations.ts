@@ -3,7 +3,7 @@ import type { Command } from "commander";
 import { Argument } from "commander";
 import { parseTableId } from "../../domain/table.js";
 import { UsageError } from "../exit-codes.js";
-import { integerOption } from "../options.js";
+import { integerOption, partitionKeyFrom } from "../options.js";
 import { bucketAction, bucketArguments } from "../bucket-arguments.js";
 
 const maintenanceModule = () => import("../commands/maintenance.js");
@@ -226,5 +226,46 @@ export function registerStart(program: Command): void {
     )
     .action(async (opts: { useConfiguredStores?: boolean }) =>
       (await import("../start.js")).startCommand(opts),
+    );
+}
+
+export function registerErase(program: Command): void {
+  program
+    .command("erase")
+    .argument("<table>", "table id")
+    .description(
+      "erase one partition's records (optionally only those in [--from, --to)) from every bucket of a table, hot and archived, as a durable job with a receipt (docs/erasure.md); run it again to resume",
+    )
+    .requiredOption("--partition-key-b64 <b64>", "the partition key as standard base64")
+    .option("--from <time>", "erase records at or after this RFC 3339 time")
+    .option("--to <time>", "erase records before this RFC 3339 time")
+    .option("--dry-run", "report what would be erased, per bucket; change nothing")
+    .option("--yes", "confirm: the records are erased for good")
+    .option("--json", "print the receipt as JSON")
+    .action(
+      async (
+        table: string,
+        opts: {
+          partitionKeyB64: string;
+          from?: string;
+          to?: string;
+          dryRun?: boolean;
+          yes?: boolean;
+          json?: boolean;
+        },
+      ) => {
+        const tableId = parseTableId(table, "TABLE");
+        const partitionKey = partitionKeyFrom(
+          undefined,
+          opts.partitionKeyB64,
+          "erase TABLE --partition-key-b64 B64",
+        );
+        if (opts.yes !== true && opts.dryRun !== true) {
+          throw new UsageError(
+            `\`erase ${tableId}\` erases the partition's records from the hot store and the archive for good; add --yes to confirm, or --dry-run to see what it would erase`,
+          );
+        }
+        await (await import("../commands/erase.js")).eraseCommand(tableId, partitionKey, opts);
+      },
     );
 }
