@@ -19,7 +19,7 @@ import type { TableId } from "../src/domain/table.js";
 import { errorMessage } from "../src/errors.js";
 import type { BucketMetadata, BucketRow, ClusteringPosition } from "../src/ports/hot-store.js";
 import type { Adapters } from "../src/open-adapters.js";
-import { bucketRef, compareWithLedger, type Ledger } from "./ledger.js";
+import { bucketRef, compareWithLedger, recordRef, type Ledger } from "./ledger.js";
 import { isProbeRow } from "./operator.js";
 
 export interface EndCheck {
@@ -48,6 +48,8 @@ export interface EndCheck {
   expiredRecords: number;
   /** Buckets expired that no policy made due, or due ones that did not expire or read otherwise. */
   expiryProblems: number;
+  /** Records an erasure removed (soak/erasure.ts) found again anywhere. */
+  erasedRecordsFound: number;
   problems: string[];
 }
 
@@ -63,6 +65,8 @@ export async function runEndCheck(options: {
   quarantinedByDesign?: ReadonlySet<string>;
   /** Whether a bucket is due for expiry under its table's last policy (soak/expiry.ts). */
   expectedExpired?: (b: { readonly tableId: string; readonly end: Date }) => boolean;
+  /** bucketRef#recordRef of every record an erasure removed: none may be found. */
+  erased?: ReadonlySet<string>;
 }): Promise<EndCheck> {
   const { runtime, admin, ledger, cutoff } = options;
   const result: EndCheck = {
@@ -85,6 +89,7 @@ export async function runEndCheck(options: {
     expiredBuckets: 0,
     expiredRecords: 0,
     expiryProblems: 0,
+    erasedRecordsFound: 0,
     problems: [],
   };
   const problem = (text: string) => {
@@ -161,6 +166,13 @@ export async function runEndCheck(options: {
       }
     } else {
       found = await hotRecords(id, name);
+    }
+    if (options.erased !== undefined && options.erased.size > 0) {
+      for (const r of found) {
+        if (!options.erased.has(`${ref}#${recordRef(r.eventTime, r.sortKey)}`)) continue;
+        result.erasedRecordsFound++;
+        problem(`${name} (${meta.state}) still holds an erased record at ${r.eventTime}`);
+      }
     }
     const cmp = compareWithLedger(found, entry?.committed, entry?.uncertain);
     result.lost += cmp.lost;

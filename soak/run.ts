@@ -37,6 +37,7 @@ import { S3ObjectStore } from "../src/adapters/object-store/s3.js";
 import { METADATA_TABLE } from "../src/adapters/sql/migrations.js";
 import { parseConfig } from "../src/config.js";
 import { systemClock } from "../src/ports/clock.js";
+import { silentLog } from "../src/usecases/context.js";
 import { DurableTable } from "../src/read/durable-table.js";
 import { openAdapters, type Adapters } from "../src/open-adapters.js";
 import type { RunningService } from "../test/support/services.js";
@@ -65,6 +66,7 @@ import { FeatureMix } from "./mix.js";
 import { checkQuarantines, poisonOneBucket } from "./poison.js";
 import { PolicyChaos } from "./policy.js";
 import { ExpiryChaos } from "./expiry.js";
+import { ErasureChaos } from "./erasure.js";
 
 const LEASE_SECONDS = 3;
 /** ARCHIVER_MAX_ATTEMPTS of every archiver (see workerEnv). */
@@ -285,6 +287,13 @@ async function main(argv: string[]): Promise<number> {
     // The monthly JSON table expires its oldest buckets, its expiry window altered during the chaos.
     const expiry = new ExpiryChaos({ catalog, policies: runtime.hotStore, admin: env.admin, log });
     await expiry.install();
+    // Partitions are erased over ranges that split buckets during the chaos (soak/erasure.ts).
+    const erasure = new ErasureChaos({
+      catalog,
+      ledger,
+      exclude: (b) => b.ref === poisoned.ref || expiry.mayExpire(b),
+      log,
+    });
 
     const monitor = new MetadataMonitor(env.admin);
     monitor.exempt(poisoned.ref);
@@ -335,7 +344,7 @@ async function main(argv: string[]): Promise<number> {
         name: `a${i}`,
         hot: clients.hotStore,
         restores: tracker,
-        avoid: faultMode && ((b) => faultMode!.avoid(b.ref, tracker)),
+        avoid: (b) => erasure.avoid(b) || (faultMode?.avoid(b.ref, tracker) ?? false),
         catalog,
         ledger,
         monitor,
@@ -390,7 +399,8 @@ async function main(argv: string[]): Promise<number> {
       (b) =>
         b.descriptor.end.getTime() <= currentCutoff().getTime() &&
         policy.eligible(b) &&
-        !expiry.mayExpire(b),
+        !expiry.mayExpire(b) &&
+        !erasure.avoid(b),
     );
     const policyDone = policy.run({
       chaosPolicies: clients.hotStore,
@@ -398,6 +408,13 @@ async function main(argv: string[]): Promise<number> {
       random: new Random(options.seed + 9500),
       gapMs: [profile.mix.policyGapSeconds[0] * 1000, profile.mix.policyGapSeconds[1] * 1000],
       until: () => chaosElapsed() >= profile.chaosMinSeconds * 0.7,
+      signal: stop.signal,
+    });
+    const erasureDone = erasure.run({
+      ctx: clients.context(silentLog),
+      random: new Random(options.seed + 9900),
+      gapMs: [profile.mix.erasureGapSeconds[0] * 1000, profile.mix.erasureGapSeconds[1] * 1000],
+      until: () => chaosElapsed() >= profile.chaosMinSeconds * 0.8,
       signal: stop.signal,
     });
     const expiryDone = expiry.run({
@@ -470,6 +487,7 @@ async function main(argv: string[]): Promise<number> {
     // The windows are removed before the final runs, so the fleet drains to the final cutoff.
     await policyDone;
     await expiryDone;
+    await erasureDone;
     const chaosSeconds = chaosElapsed();
     log(
       `chaos over after ${chaosSeconds.toFixed(0)}s and ${fleet.figures.kills} kills; stopping appenders and archivers`,
@@ -514,6 +532,8 @@ async function main(argv: string[]): Promise<number> {
       if (monitor.pending(CUTOFF_FINAL) === 0 && (await expiry.outstanding()) === 0) break;
       await sleep((LEASE_SECONDS + 1) * 1000, stop.signal);
     }
+    // Jobs a fault stopped or that waited for a bucket in flight finish now, then each is proven.
+    await erasure.finish({ ...runtime.context(silentLog), clock: systemClock }, 180_000);
     readStop.abort();
     await Promise.all(readers);
     const catalogGoal = profile.mix.minCatalogChecks;
@@ -540,6 +560,7 @@ async function main(argv: string[]): Promise<number> {
       restored: maintenance.restored,
       quarantinedByDesign: new Set([poisoned.ref]),
       expectedExpired: (b) => expiry.expectedExpired(b),
+      erased: erasure.erased,
     });
     const quarantines = await checkQuarantines(env.admin, poisoned);
     for (const e of quarantines.examples) log(`healthy bucket quarantined: ${e}`);
@@ -606,6 +627,9 @@ async function main(argv: string[]): Promise<number> {
         ? []
         : [`expiry_changes ${expiry.figures.changes} < ${profile.mix.minPolicyChanges}`]),
       ...(check.expiredBuckets > 0 ? [] : ["expired_buckets is 0"]),
+      ...(erasure.figures.jobs >= profile.mix.minErasures
+        ? []
+        : [`erasures ${erasure.figures.jobs} < ${profile.mix.minErasures}`]),
     ];
     for (const m of missedGoals) log(`goal missed: ${m}`);
     passed =
@@ -626,6 +650,8 @@ async function main(argv: string[]): Promise<number> {
       policy.figures.violations === 0 &&
       expiry.figures.violations === 0 &&
       check.expiryProblems === 0 &&
+      check.erasedRecordsFound === 0 &&
+      erasure.figures.proofProblems === 0 &&
       appendFigures.acceptedAfterFence === 0 &&
       fleet.figures.kills >= profile.minKills;
     Object.assign(figures, {
@@ -658,6 +684,17 @@ async function main(argv: string[]): Promise<number> {
       expired_records: check.expiredRecords,
       expiry_problems: check.expiryProblems,
       expired_bucket_reads: readFigures.expiredBucketReads,
+      erasures: erasure.figures.jobs,
+      erasure_runs: erasure.figures.runs,
+      erasure_run_errors: erasure.figures.runErrors,
+      erasure_pending_runs: erasure.figures.pendingRuns,
+      erased_records: erasure.figures.ledgerErased,
+      erased_records_receipts: erasure.figures.receiptRemoved,
+      erased_records_found: check.erasedRecordsFound,
+      erasures_proven: erasure.figures.proven,
+      erasure_proof_problems: erasure.figures.proofProblems,
+      erasure_examples:
+        erasure.figures.examples.length === 0 ? undefined : erasure.figures.examples,
       policy_examples: policy.figures.examples.length === 0 ? undefined : policy.figures.examples,
       poison_quarantined: quarantines.poisonQuarantined,
       healthy_quarantined: quarantines.healthyQuarantined,
