@@ -30,6 +30,9 @@ import type { Random } from "./random.js";
 import { sleep } from "./random.js";
 import type { Catalog, SoakBucket } from "./workload.js";
 
+/** Partitions erased at most in one run. */
+const MAX_JOBS = 8;
+
 export interface ErasureFigures {
   /** Partitions chosen, job runs, runs a fault ended, runs that left buckets pending. */
   jobs: number;
@@ -99,8 +102,10 @@ export class ErasureChaos {
         () => undefined,
       );
       if (signal.aborted || options.until()) break;
+      // A job waiting for buckets in flight does not hold up the next partition.
       const open = this.#jobs.filter((j) => !j.done);
-      if (open.length > 0) await this.#runJob(options.ctx, random.pick(open));
+      if (open.length > 0 && (this.#jobs.length >= MAX_JOBS || random.chance(0.5)))
+        await this.#runJob(options.ctx, random.pick(open));
       else await this.#choose(random);
     }
   }

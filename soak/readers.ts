@@ -5,7 +5,8 @@
  *
  * Per bucket the check is:
  * - fenced for the whole read (not hot before or after, no defer in
- *   between: `attempts` unchanged): the read equals exactly the committed
+ *   between: `attempts` and the lease generation unchanged, or archived
+ *   before and after with no restore): the read equals exactly the committed
  *   records, because no append can commit behind the fence and every append
  *   in flight when the read began has settled;
  * - otherwise: the read holds every record committed before it began, and
@@ -141,6 +142,10 @@ async function checkPartitionRead(
       b0.state !== "hot" &&
       b1.state !== "hot" &&
       b0.attempts === b1.attempts &&
+      // A deferral for an outage counts no attempt, and a bucket deferred to hot and claimed
+      // again is archiving before and after with appends in between: only an unchanged lease
+      // generation (or archived throughout, which only a tracked restore leaves) rules it out.
+      (b0.generation === b1.generation || (b0.state === "archived" && b1.state === "archived")) &&
       ctx.restores?.touchedSince(bucketRef(tableId, partitionKey, key), startedAt) !== true;
     const entry = ledger.get(bucketRef(tableId, partitionKey, key));
     if (reportedExpired.has(key) || b1?.state === "expired") {

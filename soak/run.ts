@@ -530,6 +530,7 @@ async function main(argv: string[]): Promise<number> {
       if (code !== 0) finalFailures++;
       await monitor.refresh();
       if (monitor.pending(CUTOFF_FINAL) === 0 && (await expiry.outstanding()) === 0) break;
+      await mix.operator.removeLeftoverProbes();
       await sleep((LEASE_SECONDS + 1) * 1000, stop.signal);
     }
     // Jobs a fault stopped or that waited for a bucket in flight finish now, then each is proven.
