@@ -54,6 +54,8 @@ interface BucketState {
   readonly state: string;
   readonly hotDeleted: boolean;
   readonly generation: string;
+  /** Marked for expiry (soak/expiry.ts): its catalog entry may be tombstoned any moment. */
+  readonly expiring: boolean;
 }
 
 interface FoundRecord {
@@ -69,15 +71,17 @@ async function tableStates(admin: pg.Pool, tableId: TableId): Promise<Map<string
     state: string;
     hot_deleted: boolean;
     generation: string;
+    expiring: boolean;
   }>(
-    `SELECT encode(partition_key, 'hex') AS pk, bucket_key, state, hot_deleted, generation::text AS generation
+    `SELECT encode(partition_key, 'hex') AS pk, bucket_key, state, hot_deleted, generation::text AS generation,
+            expiry_started_at IS NOT NULL AS expiring
        FROM ${METADATA_TABLE} WHERE table_id = $1`,
     [tableId],
   );
   return new Map(
     rows.map((r) => [
       `${tableId}|${r.pk}|${r.bucket_key}`,
-      { state: r.state, hotDeleted: r.hot_deleted, generation: r.generation },
+      { state: r.state, hotDeleted: r.hot_deleted, generation: r.generation, expiring: r.expiring },
     ]),
   );
 }
@@ -147,6 +151,8 @@ export async function checkCatalogOnce(options: {
       b1.state === "archived" &&
       b1.hotDeleted &&
       b0.generation === b1.generation &&
+      !b0.expiring &&
+      !b1.expiring &&
       !options.restores.touchedSince(ref, startedAt);
     const records = found.get(ref) ?? [];
     figures.records += records.length;

@@ -19,7 +19,7 @@ import type { TableId } from "../src/domain/table.js";
 import { errorMessage } from "../src/errors.js";
 import type { BucketMetadata, BucketRow, ClusteringPosition } from "../src/ports/hot-store.js";
 import type { Adapters } from "../src/open-adapters.js";
-import { bucketRef, compareWithLedger, type Ledger } from "./ledger.js";
+import { bucketRef, compareWithLedger, recordRef, type Ledger } from "./ledger.js";
 import { isProbeRow } from "./operator.js";
 
 export interface EndCheck {
@@ -43,6 +43,13 @@ export interface EndCheck {
   restoredNotRearchived: number;
   /** Archived buckets still marked as being restored. */
   unfinishedRestores: number;
+  /** Buckets expired as their table's policy wanted, their committed records gone on purpose. */
+  expiredBuckets: number;
+  expiredRecords: number;
+  /** Buckets expired that no policy made due, or due ones that did not expire or read otherwise. */
+  expiryProblems: number;
+  /** Records an erasure removed (soak/erasure.ts) found again anywhere. */
+  erasedRecordsFound: number;
   problems: string[];
 }
 
@@ -56,6 +63,10 @@ export async function runEndCheck(options: {
   restored?: ReadonlySet<string>;
   /** Refs of buckets meant to end quarantined, not archived (soak/poison.ts). */
   quarantinedByDesign?: ReadonlySet<string>;
+  /** Whether a bucket is due for expiry under its table's last policy (soak/expiry.ts). */
+  expectedExpired?: (b: { readonly tableId: string; readonly end: Date }) => boolean;
+  /** bucketRef#recordRef of every record an erasure removed: none may be found. */
+  erased?: ReadonlySet<string>;
 }): Promise<EndCheck> {
   const { runtime, admin, ledger, cutoff } = options;
   const result: EndCheck = {
@@ -75,6 +86,10 @@ export async function runEndCheck(options: {
     valueMismatches: 0,
     restoredNotRearchived: 0,
     unfinishedRestores: 0,
+    expiredBuckets: 0,
+    expiredRecords: 0,
+    expiryProblems: 0,
+    erasedRecordsFound: 0,
     problems: [],
   };
   const problem = (text: string) => {
@@ -114,6 +129,11 @@ export async function runEndCheck(options: {
     const hotRows = await runtime.hotStore.countHotRows(id);
     const ref = bucketRef(id.tableId, id.partitionKey, id.bucketKey);
     const entry = ledger.get(ref);
+    const dueToExpire = options.expectedExpired?.({ tableId: id.tableId, end: meta.end }) === true;
+    if (dueToExpire || meta.state === "expired") {
+      await checkExpired(meta, name, dueToExpire, hotRows, entry?.committed.size ?? 0);
+      return;
+    }
     if (options.restored?.has(ref) && !(meta.state === "archived" && meta.hotDeleted)) {
       result.restoredNotRearchived++;
       problem(`${name} was restored and ended ${meta.state}, not archived again`);
@@ -147,6 +167,13 @@ export async function runEndCheck(options: {
     } else {
       found = await hotRecords(id, name);
     }
+    if (options.erased !== undefined && options.erased.size > 0) {
+      for (const r of found) {
+        if (!options.erased.has(`${ref}#${recordRef(r.eventTime, r.sortKey)}`)) continue;
+        result.erasedRecordsFound++;
+        problem(`${name} (${meta.state}) still holds an erased record at ${r.eventTime}`);
+      }
+    }
     const cmp = compareWithLedger(found, entry?.committed, entry?.uncertain);
     result.lost += cmp.lost;
     result.duplicated += cmp.duplicated;
@@ -155,6 +182,40 @@ export async function runEndCheck(options: {
     if (cmp.lost + cmp.duplicated + cmp.phantom + cmp.valueMismatches > 0) {
       problem(`${name} (${meta.state}): ${cmp.examples.join("; ")}`);
     }
+  }
+
+  /**
+   * A bucket due for expiry must be expired, with no hot row, and read as
+   * expired; one expired that was not due lost its records.
+   */
+  async function checkExpired(
+    meta: BucketMetadata,
+    name: string,
+    due: boolean,
+    hotRows: number,
+    committed: number,
+  ): Promise<void> {
+    const expiryProblem = (text: string) => {
+      result.expiryProblems++;
+      problem(text);
+    };
+    if (!due) {
+      result.lost += committed;
+      expiryProblem(`${name} expired though its table's last policy does not make it due`);
+      return;
+    }
+    if (meta.state !== "expired") {
+      result.unconverged++;
+      expiryProblem(
+        `${name} is due for expiry but ${meta.state} (last error: ${meta.lastError ?? "none"})`,
+      );
+      return;
+    }
+    result.expiredBuckets++;
+    result.expiredRecords += committed;
+    if (hotRows > 0) expiryProblem(`${name} expired with ${hotRows} hot rows left`);
+    const read = await runtime.hotStore.readBucket(meta.id, { limit: 1 });
+    if (read.route !== "expired") expiryProblem(`${name} expired but reads route to ${read.route}`);
   }
 
   async function archivedRecords(meta: BucketMetadata, name: string): Promise<TableRecord[]> {

@@ -123,6 +123,33 @@ export class Ledger {
     return out;
   }
 
+  /**
+   * An erasure (soak/erasure.ts) of the partition's records with event time
+   * in [from, to): they are no longer owed, and while the job runs a read may
+   * still show them, so they move to `uncertain`; returns their refs
+   * (bucketRef + recordRef), which must be gone once the job is done.
+   */
+  erase(tableId: string, partitionKey: Uint8Array, from: bigint, to: bigint): Set<string> {
+    const erased = new Set<string>();
+    const prefix = `${partitionRef(tableId, partitionKey)}|`;
+    for (const [ref, b] of this.#buckets) {
+      if (!ref.startsWith(prefix)) continue;
+      for (const map of [b.committed, b.uncertain]) {
+        for (const [key, value] of map) {
+          const eventTime = BigInt(key.slice(0, key.indexOf("|")));
+          if (eventTime < from || eventTime >= to) continue;
+          erased.add(`${ref}#${key}`);
+          if (map === b.committed) {
+            b.committed.delete(key);
+            this.#records--;
+            b.uncertain.set(key, value);
+          }
+        }
+      }
+    }
+    return erased;
+  }
+
   /** A table created during the run (one the soak drops later). */
   addTable(tableId: string, strategy: BucketStrategy): void {
     this.#strategies.set(tableId, strategy);

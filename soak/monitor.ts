@@ -58,7 +58,9 @@ export class MetadataMonitor {
     let n = 0;
     for (const [ref, b] of this.#states) {
       if (this.#exempt.has(ref)) continue;
-      if (b.end.getTime() <= cutoff.getTime() && !(b.state === "archived" && b.hotDeleted)) n++;
+      // An expired bucket (soak/expiry.ts) went through the archive and is done.
+      const done = (b.state === "archived" && b.hotDeleted) || b.state === "expired";
+      if (b.end.getTime() <= cutoff.getTime() && !done) n++;
     }
     return n;
   }

@@ -188,6 +188,16 @@ export class OperatorActions {
     }
   }
 
+  /**
+   * Between the final runs: a probe left behind an export's fence when the
+   * chaos stopped fails that export (the bucket's own failure), which sends
+   * the bucket back to hot, where its probe can go now.
+   */
+  async removeLeftoverProbes(): Promise<number> {
+    await this.#removeProbes(0);
+    return this.#probes.size;
+  }
+
   /** Remove every probe row whose bucket is hot; keep trying for up to `ms`. */
   async #removeProbes(ms: number, signal?: AbortSignal): Promise<void> {
     const until = Date.now() + ms;

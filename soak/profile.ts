@@ -70,6 +70,9 @@ export interface MixPlan {
   /** Lifecycle policy (soak/policy.ts): window changes that landed (the two first windows included), at least this many. */
   readonly minPolicyChanges: number;
   readonly policyGapSeconds: readonly [number, number];
+  /** Erasures (soak/erasure.ts): partitions erased, at least this many, one chosen or run every gap. */
+  readonly minErasures: number;
+  readonly erasureGapSeconds: readonly [number, number];
 }
 
 export interface TablePlan {
@@ -205,6 +208,8 @@ const FULL: SoakProfile = {
     catalogGapSeconds: [2, 6],
     minPolicyChanges: 8,
     policyGapSeconds: [10, 30],
+    minErasures: 4,
+    erasureGapSeconds: [15, 40],
   },
 };
 
@@ -254,6 +259,8 @@ const QUICK: SoakProfile = {
     catalogGapSeconds: [2, 5],
     minPolicyChanges: 4,
     policyGapSeconds: [5, 12],
+    minErasures: 2,
+    erasureGapSeconds: [6, 12],
   },
 };
 

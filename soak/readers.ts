@@ -5,7 +5,8 @@
  *
  * Per bucket the check is:
  * - fenced for the whole read (not hot before or after, no defer in
- *   between: `attempts` unchanged): the read equals exactly the committed
+ *   between: `attempts` and the lease generation unchanged, or archived
+ *   before and after with no restore): the read equals exactly the committed
  *   records, because no append can commit behind the fence and every append
  *   in flight when the read began has settled;
  * - otherwise: the read holds every record committed before it began, and
@@ -36,6 +37,8 @@ export interface ReadFigures {
   /** Of those, reads served from the archive (archived before and after). */
   archivedBucketReads: number;
   wrongTierReads: number;
+  /** Bucket reads of expired buckets (reported expired, or expired by the read's end). */
+  expiredBucketReads: number;
   readErrors: number;
   examples: string[];
 }
@@ -47,6 +50,7 @@ export function newReadFigures(): ReadFigures {
     fencedBucketReads: 0,
     archivedBucketReads: 0,
     wrongTierReads: 0,
+    expiredBucketReads: 0,
     readErrors: 0,
     examples: [],
   };
@@ -106,9 +110,12 @@ async function checkPartitionRead(
   const committedAtStart = ledger.snapshotPartition(tableId, partitionKey);
 
   const found = new Map<string, TableRecord[]>();
+  /** Buckets a page reported expired (soak/expiry.ts). */
+  const reportedExpired = new Set<string>();
   let cursor: string | undefined;
   do {
     const page = await durable.read(tableId, partitionKey, { limit: PAGE, cursor });
+    for (const e of page.expired) reportedExpired.add(e.bucketKey);
     for (const r of page.records) {
       // The quarantine probe rows of soak/operator.ts: hot only, never in the ledger.
       if (isProbeRow(r.sortKey)) continue;
@@ -135,8 +142,21 @@ async function checkPartitionRead(
       b0.state !== "hot" &&
       b1.state !== "hot" &&
       b0.attempts === b1.attempts &&
+      // A deferral for an outage counts no attempt, and a bucket deferred to hot and claimed
+      // again is archiving before and after with appends in between: only an unchanged lease
+      // generation (or archived throughout, which only a tracked restore leaves) rules it out.
+      (b0.generation === b1.generation || (b0.state === "archived" && b1.state === "archived")) &&
       ctx.restores?.touchedSince(bucketRef(tableId, partitionKey, key), startedAt) !== true;
     const entry = ledger.get(bucketRef(tableId, partitionKey, key));
+    if (reportedExpired.has(key) || b1?.state === "expired") {
+      // Records gone on purpose: the read may show none of them (or all, read before the
+      // expiry), never one twice or one never committed; reported expired means expired.
+      checkExpiredRead(ctx, { tableId, partitionKey, key }, found.get(key) ?? [], entry, {
+        reported: reportedExpired.has(key),
+        after: b1?.state,
+      });
+      continue;
+    }
     const cmp = compareWithLedger(
       found.get(key) ?? [],
       entry?.committed,
@@ -156,4 +176,30 @@ async function checkPartitionRead(
     if (figures.examples.length < 10) figures.examples.push(text);
     if (figures.wrongTierReads <= 10) ctx.log(text);
   }
+}
+
+/** A bucket the read found expired, or that expired during it (see the call). */
+function checkExpiredRead(
+  ctx: { figures: ReadFigures; log: (line: string) => void },
+  at: { tableId: Catalog["tables"][number]["id"]; partitionKey: Uint8Array; key: string },
+  records: TableRecord[],
+  entry: ReturnType<Ledger["get"]>,
+  seen: { reported: boolean; after: string | undefined },
+): void {
+  const { figures } = ctx;
+  figures.expiredBucketReads++;
+  const cmp = compareWithLedger(records, entry?.committed, entry?.uncertain, new Set());
+  const wrong =
+    cmp.duplicated +
+    cmp.phantom +
+    cmp.valueMismatches +
+    (seen.reported && seen.after !== "expired" ? 1 : 0);
+  if (wrong === 0) return;
+  figures.wrongTierReads++;
+  const text =
+    `wrong read of expired ${describeBucket({ tableId: at.tableId, partitionKey: at.partitionKey, bucketKey: at.key })} ` +
+    `(${seen.reported ? "reported expired" : "not reported"}, ${seen.after ?? "absent"} after): ` +
+    `${cmp.duplicated} duplicated, ${cmp.phantom} never committed, ${cmp.valueMismatches} wrong values`;
+  if (figures.examples.length < 10) figures.examples.push(text);
+  if (figures.wrongTierReads <= 10) ctx.log(text);
 }

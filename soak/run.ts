@@ -37,6 +37,7 @@ import { S3ObjectStore } from "../src/adapters/object-store/s3.js";
 import { METADATA_TABLE } from "../src/adapters/sql/migrations.js";
 import { parseConfig } from "../src/config.js";
 import { systemClock } from "../src/ports/clock.js";
+import { silentLog } from "../src/usecases/context.js";
 import { DurableTable } from "../src/read/durable-table.js";
 import { openAdapters, type Adapters } from "../src/open-adapters.js";
 import type { RunningService } from "../test/support/services.js";
@@ -64,6 +65,8 @@ import { finalCatalogCheck } from "./catalog-reader.js";
 import { FeatureMix } from "./mix.js";
 import { checkQuarantines, poisonOneBucket } from "./poison.js";
 import { PolicyChaos } from "./policy.js";
+import { ExpiryChaos } from "./expiry.js";
+import { ErasureChaos } from "./erasure.js";
 
 const LEASE_SECONDS = 3;
 /** ARCHIVER_MAX_ATTEMPTS of every archiver (see workerEnv). */
@@ -281,6 +284,16 @@ async function main(argv: string[]): Promise<number> {
     // Two daily tables get rolling hot windows, one of them altered during the chaos (soak/policy.ts).
     const policy = new PolicyChaos({ policies: runtime.hotStore, admin: env.admin, log });
     await policy.install();
+    // The monthly JSON table expires its oldest buckets, its expiry window altered during the chaos.
+    const expiry = new ExpiryChaos({ catalog, policies: runtime.hotStore, admin: env.admin, log });
+    await expiry.install();
+    // Partitions are erased over ranges that split buckets during the chaos (soak/erasure.ts).
+    const erasure = new ErasureChaos({
+      catalog,
+      ledger,
+      exclude: (b) => b.ref === poisoned.ref || expiry.mayExpire(b),
+      log,
+    });
 
     const monitor = new MetadataMonitor(env.admin);
     monitor.exempt(poisoned.ref);
@@ -331,7 +344,7 @@ async function main(argv: string[]): Promise<number> {
         name: `a${i}`,
         hot: clients.hotStore,
         restores: tracker,
-        avoid: faultMode && ((b) => faultMode!.avoid(b.ref, tracker)),
+        avoid: (b) => erasure.avoid(b) || (faultMode?.avoid(b.ref, tracker) ?? false),
         catalog,
         ledger,
         monitor,
@@ -382,12 +395,32 @@ async function main(argv: string[]): Promise<number> {
         faultMode?.sabotaged === true
           ? chaosElapsed() < profile.chaosMinSeconds
           : !(mix!.goalsMet() && chaosElapsed() >= profile.chaosMinSeconds * 0.7),
-      (b) => b.descriptor.end.getTime() <= currentCutoff().getTime() && policy.eligible(b),
+      // Scrub races and quarantines leave buckets that may expire to expiry; restores race it.
+      (b) =>
+        b.descriptor.end.getTime() <= currentCutoff().getTime() &&
+        policy.eligible(b) &&
+        !expiry.mayExpire(b) &&
+        !erasure.avoid(b),
     );
     const policyDone = policy.run({
       chaosPolicies: clients.hotStore,
       release: runtime.hotStore,
       random: new Random(options.seed + 9500),
+      gapMs: [profile.mix.policyGapSeconds[0] * 1000, profile.mix.policyGapSeconds[1] * 1000],
+      until: () => chaosElapsed() >= profile.chaosMinSeconds * 0.7,
+      signal: stop.signal,
+    });
+    const erasureDone = erasure.run({
+      ctx: clients.context(silentLog),
+      random: new Random(options.seed + 9900),
+      gapMs: [profile.mix.erasureGapSeconds[0] * 1000, profile.mix.erasureGapSeconds[1] * 1000],
+      until: () => chaosElapsed() >= profile.chaosMinSeconds * 0.8,
+      signal: stop.signal,
+    });
+    const expiryDone = expiry.run({
+      chaosPolicies: clients.hotStore,
+      last: runtime.hotStore,
+      random: new Random(options.seed + 9700),
       gapMs: [profile.mix.policyGapSeconds[0] * 1000, profile.mix.policyGapSeconds[1] * 1000],
       until: () => chaosElapsed() >= profile.chaosMinSeconds * 0.7,
       signal: stop.signal,
@@ -453,6 +486,8 @@ async function main(argv: string[]): Promise<number> {
     clearInterval(progress);
     // The windows are removed before the final runs, so the fleet drains to the final cutoff.
     await policyDone;
+    await expiryDone;
+    await erasureDone;
     const chaosSeconds = chaosElapsed();
     log(
       `chaos over after ${chaosSeconds.toFixed(0)}s and ${fleet.figures.kills} kills; stopping appenders and archivers`,
@@ -473,7 +508,12 @@ async function main(argv: string[]): Promise<number> {
     let finalFailures = 0;
     for (; finalRuns < FINAL_RUNS;) {
       await monitor.refresh();
-      if (finalRuns > 0 && monitor.pending(CUTOFF_FINAL) === 0) break;
+      if (
+        finalRuns > 0 &&
+        monitor.pending(CUTOFF_FINAL) === 0 &&
+        (await expiry.outstanding()) === 0
+      )
+        break;
       finalRuns++;
       const logFile = path.join(workDir, `final-${finalRuns}.log`);
       finalLogs.push(logFile);
@@ -489,9 +529,12 @@ async function main(argv: string[]): Promise<number> {
       log(`final archive --once #${finalRuns} exited with ${code} (log ${logFile})`);
       if (code !== 0) finalFailures++;
       await monitor.refresh();
-      if (monitor.pending(CUTOFF_FINAL) === 0) break;
+      if (monitor.pending(CUTOFF_FINAL) === 0 && (await expiry.outstanding()) === 0) break;
+      await mix.operator.removeLeftoverProbes();
       await sleep((LEASE_SECONDS + 1) * 1000, stop.signal);
     }
+    // Jobs a fault stopped or that waited for a bucket in flight finish now, then each is proven.
+    await erasure.finish({ ...runtime.context(silentLog), clock: systemClock }, 180_000);
     readStop.abort();
     await Promise.all(readers);
     const catalogGoal = profile.mix.minCatalogChecks;
@@ -517,6 +560,8 @@ async function main(argv: string[]): Promise<number> {
       concurrency: 4,
       restored: maintenance.restored,
       quarantinedByDesign: new Set([poisoned.ref]),
+      expectedExpired: (b) => expiry.expectedExpired(b),
+      erased: erasure.erased,
     });
     const quarantines = await checkQuarantines(env.admin, poisoned);
     for (const e of quarantines.examples) log(`healthy bucket quarantined: ${e}`);
@@ -579,6 +624,13 @@ async function main(argv: string[]): Promise<number> {
       ...(policy.figures.changes >= profile.mix.minPolicyChanges
         ? []
         : [`policy_changes ${policy.figures.changes} < ${profile.mix.minPolicyChanges}`]),
+      ...(expiry.figures.changes >= profile.mix.minPolicyChanges
+        ? []
+        : [`expiry_changes ${expiry.figures.changes} < ${profile.mix.minPolicyChanges}`]),
+      ...(check.expiredBuckets > 0 ? [] : ["expired_buckets is 0"]),
+      ...(erasure.figures.jobs >= profile.mix.minErasures
+        ? []
+        : [`erasures ${erasure.figures.jobs} < ${profile.mix.minErasures}`]),
     ];
     for (const m of missedGoals) log(`goal missed: ${m}`);
     passed =
@@ -597,6 +649,10 @@ async function main(argv: string[]): Promise<number> {
       quarantines.healthyQuarantined === 0 &&
       mix.scrubRaces.violations === 0 &&
       policy.figures.violations === 0 &&
+      expiry.figures.violations === 0 &&
+      check.expiryProblems === 0 &&
+      check.erasedRecordsFound === 0 &&
+      erasure.figures.proofProblems === 0 &&
       appendFigures.acceptedAfterFence === 0 &&
       fleet.figures.kills >= profile.minKills;
     Object.assign(figures, {
@@ -621,6 +677,25 @@ async function main(argv: string[]): Promise<number> {
       policy_change_errors: policy.figures.changeErrors,
       policy_checks: policy.figures.checks,
       policy_violations: policy.figures.violations,
+      expiry_changes: expiry.figures.changes,
+      expiry_change_errors: expiry.figures.changeErrors,
+      expiry_violations: expiry.figures.violations,
+      expiry_examples: expiry.figures.examples.length === 0 ? undefined : expiry.figures.examples,
+      expired_buckets: check.expiredBuckets,
+      expired_records: check.expiredRecords,
+      expiry_problems: check.expiryProblems,
+      expired_bucket_reads: readFigures.expiredBucketReads,
+      erasures: erasure.figures.jobs,
+      erasure_runs: erasure.figures.runs,
+      erasure_run_errors: erasure.figures.runErrors,
+      erasure_pending_runs: erasure.figures.pendingRuns,
+      erased_records: erasure.figures.ledgerErased,
+      erased_records_receipts: erasure.figures.receiptRemoved,
+      erased_records_found: check.erasedRecordsFound,
+      erasures_proven: erasure.figures.proven,
+      erasure_proof_problems: erasure.figures.proofProblems,
+      erasure_examples:
+        erasure.figures.examples.length === 0 ? undefined : erasure.figures.examples,
       policy_examples: policy.figures.examples.length === 0 ? undefined : policy.figures.examples,
       poison_quarantined: quarantines.poisonQuarantined,
       healthy_quarantined: quarantines.healthyQuarantined,

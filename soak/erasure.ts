@@ -1,0 +1,213 @@
+/**
+ * Erasure under chaos (issue 44): during the chaos, partitions of the soak's
+ * tables are erased over a range that splits two buckets (half of one, all
+ * of the next, half of a third), through the chaos clients (faults, a
+ * skewed clock) while the fleet archives, restores, GC and the scrub run and
+ * readers read the same partitions. A job a fault stops is run again until
+ * it is done; those left when the chaos ends are finished on the clean
+ * runtime.
+ *
+ * The ledger (soak/ledger.ts `erase`) stops owing the erased records once a
+ * partition is chosen, and the partition's appenders leave it alone from
+ * then on (an append racing the erasure is the integration suite's), so:
+ * - every other record, of every key (the erased key's outside the range
+ *   included), is held to the ledger as before: 0 lost, 0 duplicated;
+ * - no erased record may be found anywhere at the end (the end check counts
+ *   `erased_records_found`), and `verify --erasure`'s proof of each job
+ *   (usecases/erase-proof.ts: hot rows, published payloads, catalog-listed
+ *   objects) must hold.
+ */
+import { erasureStoreOf } from "../src/adapters/sql/erasure-store.js";
+import { describeBucket } from "../src/domain/bucket.js";
+import { errorMessage } from "../src/errors.js";
+import type { ArchiverContext } from "../src/usecases/context.js";
+import { eraseKey, type EraseRequest } from "../src/usecases/erase.js";
+import { proveErasure } from "../src/usecases/erase-proof.js";
+import type { ErasureStore } from "../src/ports/erasure-store.js";
+import type { HotStore } from "../src/ports/hot-store.js";
+import { partitionRef, type Ledger } from "./ledger.js";
+import type { Random } from "./random.js";
+import { sleep } from "./random.js";
+import type { Catalog, SoakBucket } from "./workload.js";
+
+/** Partitions erased at most in one run. */
+const MAX_JOBS = 8;
+
+export interface ErasureFigures {
+  /** Partitions chosen, job runs, runs a fault ended, runs that left buckets pending. */
+  jobs: number;
+  runs: number;
+  runErrors: number;
+  pendingRuns: number;
+  /** Records the ledger stopped owing, and those the jobs' receipts say they removed. */
+  ledgerErased: number;
+  receiptRemoved: number;
+  /** Jobs proven at the end, and their problems. */
+  proven: number;
+  proofProblems: number;
+  examples: string[];
+}
+
+interface Job {
+  readonly request: EraseRequest;
+  readonly ref: string;
+  done: boolean;
+  jobId: string | null;
+}
+
+export class ErasureChaos {
+  readonly figures: ErasureFigures = {
+    jobs: 0,
+    runs: 0,
+    runErrors: 0,
+    pendingRuns: 0,
+    ledgerErased: 0,
+    receiptRemoved: 0,
+    proven: 0,
+    proofProblems: 0,
+    examples: [],
+  };
+  /** Partitions chosen: appenders leave them alone. */
+  readonly #chosen = new Set<string>();
+  readonly #jobs: Job[] = [];
+  /** bucketRef#recordRef of every erased record: none may be found at the end. */
+  readonly erased = new Set<string>();
+
+  constructor(
+    private readonly options: {
+      readonly catalog: Catalog;
+      readonly ledger: Ledger;
+      /** Partitions another feature needs whole (the poisoned bucket's, the expiring table). */
+      readonly exclude: (b: SoakBucket) => boolean;
+      readonly log: (line: string) => void;
+    },
+  ) {}
+
+  /** Appenders leave a chosen partition alone from the moment it is chosen. */
+  avoid(b: SoakBucket): boolean {
+    return this.#chosen.has(partitionRef(b.tableId, b.partitionKey));
+  }
+
+  /** Choose partitions and run their jobs until `until()`. */
+  async run(options: {
+    readonly ctx: ArchiverContext;
+    readonly random: Random;
+    readonly gapMs: readonly [number, number];
+    readonly until: () => boolean;
+    readonly signal: AbortSignal;
+  }): Promise<void> {
+    const { random, signal } = options;
+    while (!signal.aborted && !options.until()) {
+      await sleep(random.between(options.gapMs[0], options.gapMs[1]), signal).catch(
+        () => undefined,
+      );
+      if (signal.aborted || options.until()) break;
+      // A job waiting for buckets in flight does not hold up the next partition.
+      const open = this.#jobs.filter((j) => !j.done);
+      if (open.length > 0 && (this.#jobs.length >= MAX_JOBS || random.chance(0.5)))
+        await this.#runJob(options.ctx, random.pick(open));
+      else await this.#choose(random);
+    }
+  }
+
+  /** After the chaos, on the clean runtime: finish every job, then prove each. */
+  async finish(ctx: ArchiverContext, deadlineMs: number): Promise<void> {
+    const until = Date.now() + deadlineMs;
+    for (const job of this.#jobs) {
+      while (!job.done && Date.now() < until) {
+        await this.#runJob(ctx, job);
+        if (!job.done) await sleep(1000);
+      }
+    }
+    const store = storeOf(ctx);
+    for (const job of this.#jobs) {
+      if (!job.done || job.jobId === null) {
+        this.#problem(`erasure of ${job.ref} did not finish`);
+        continue;
+      }
+      const proof = await proveErasure(ctx, store, job.jobId);
+      if (proof.proven) this.figures.proven++;
+      for (const p of proof.problems)
+        this.#problem(`proof of ${job.ref}: ${p.bucket_key}: ${p.problem}`);
+    }
+    this.options.log(
+      `erasure: ${this.figures.jobs} partitions erased in ${this.figures.runs} runs ` +
+        `(${this.figures.runErrors} failed, ${this.figures.pendingRuns} left buckets pending), ` +
+        `${this.figures.ledgerErased} records erased, ${this.figures.proven} proven, ${this.figures.proofProblems} proof problems`,
+    );
+  }
+
+  /** Pick a partition not chosen yet and a range splitting two of its buckets; the ledger forgets it. */
+  async #choose(random: Random): Promise<void> {
+    const { catalog, ledger } = this.options;
+    const partitions = new Map<string, SoakBucket[]>();
+    for (const b of catalog.buckets) {
+      const ref = partitionRef(b.tableId, b.partitionKey);
+      if (this.#chosen.has(ref)) continue;
+      let list = partitions.get(ref);
+      if (list === undefined) partitions.set(ref, (list = []));
+      list.push(b);
+    }
+    for (const [ref, list] of partitions)
+      if (list.some(this.options.exclude)) partitions.delete(ref);
+    const candidates = [...partitions.entries()].filter(([, list]) => list.length >= 3);
+    if (candidates.length === 0) return;
+    const [ref, list] = random.pick(candidates);
+    list.sort((a, b) => a.descriptor.start.getTime() - b.descriptor.start.getTime());
+    const i = random.int(0, list.length - 3);
+    const mid = (b: SoakBucket) =>
+      new Date((b.descriptor.start.getTime() + b.descriptor.end.getTime()) / 2);
+    const from = mid(list[i]!);
+    const to = mid(list[i + 2]!);
+    const first = list[0]!;
+    this.#chosen.add(ref);
+    await ledger.settle(first.tableId, first.partitionKey);
+    const micros = (d: Date) => BigInt(d.getTime()) * 1000n;
+    const erased = ledger.erase(first.tableId, first.partitionKey, micros(from), micros(to));
+    for (const r of erased) this.erased.add(r);
+    this.figures.jobs++;
+    this.figures.ledgerErased += erased.size;
+    this.#jobs.push({
+      ref: `${describeBucket({ tableId: first.tableId, partitionKey: first.partitionKey, bucketKey: "" })} ${from.toISOString()}..${to.toISOString()}`,
+      request: {
+        tableId: first.tableId,
+        partitionKey: first.partitionKey,
+        range: { from, to },
+        requestedBy: "soak",
+        dryRun: false,
+      },
+      done: false,
+      jobId: null,
+    });
+  }
+
+  async #runJob(ctx: ArchiverContext, job: Job): Promise<void> {
+    this.figures.runs++;
+    try {
+      const report = await eraseKey(ctx, storeOf(ctx), job.request);
+      job.jobId = report.job_id;
+      if (report.status === "done") {
+        job.done = true;
+        this.figures.receiptRemoved += report.records_removed;
+      } else {
+        this.figures.pendingRuns++;
+      }
+    } catch (error) {
+      this.figures.runErrors++;
+      if (this.figures.runErrors <= 5)
+        this.options.log(`erasure of ${job.ref} failed: ${errorMessage(error)}`);
+    }
+  }
+
+  #problem(text: string): void {
+    this.figures.proofProblems++;
+    if (this.figures.examples.length < 10) this.figures.examples.push(text);
+    this.options.log(`problem: ${text}`);
+  }
+}
+
+function storeOf(ctx: ArchiverContext): ErasureStore {
+  const store = erasureStoreOf(ctx.hotStore as HotStore);
+  if (store === null) throw new Error("the soak's hot store is not SQL: it has no erasure jobs");
+  return store;
+}
