@@ -100,6 +100,8 @@ export function sqlHotStoreConformance(
         "pulpitum_v4_audit",
         "pulpitum_v4_bucket_metadata",
         "pulpitum_v4_bucket_parts",
+        "pulpitum_v4_erasure_jobs",
+        "pulpitum_v4_erasure_receipts",
         "pulpitum_v4_gc_progress",
         "pulpitum_v4_migrations",
         "pulpitum_v4_records",
