@@ -25,6 +25,7 @@ import { parseDuration, type CalendarDuration } from "../src/domain/duration.js"
 import type { TableId } from "../src/domain/table.js";
 import { errorMessage } from "../src/errors.js";
 import type { TablePolicies } from "../src/ports/hot-store.js";
+import { throughFaults } from "./policy.js";
 import type { Random } from "./random.js";
 import { sleep } from "./random.js";
 import type { Catalog, SoakBucket } from "./workload.js";
@@ -138,10 +139,12 @@ export class ExpiryChaos {
     }
     const days = this.#days(this.#cutoffs[1]);
     this.#shortest = Math.min(this.#shortest, days);
-    await options.last.alterTable(
-      EXPIRING_TABLE as TableId,
-      { expireAfter: duration(days) },
-      new Date(),
+    await throughFaults("setting the last expiry window", this.options.log, () =>
+      options.last.alterTable(
+        EXPIRING_TABLE as TableId,
+        { expireAfter: duration(days) },
+        new Date(),
+      ),
     );
     this.#finalDays = days;
     this.figures.changes++;
@@ -152,16 +155,20 @@ export class ExpiryChaos {
     );
   }
 
-  /** Buckets marked or expired past the latest cutoff any window allowed. */
+  /** Buckets marked or expired past the latest cutoff any window allowed (skipped through a restart). */
   async check(): Promise<void> {
-    this.figures.checks++;
     const latest = new Date(Date.now() - this.#shortest * DAY_MS + DAY_MS);
-    const { rows } = await this.options.admin.query<{ bucket_key: string; state: string }>(
-      `SELECT bucket_key, state FROM ${METADATA_TABLE}
-        WHERE table_id = $1 AND (state = 'expired' OR expiry_started_at IS NOT NULL)
-          AND bucket_end > $2 LIMIT 5`,
-      [EXPIRING_TABLE, latest],
-    );
+    const rows = await this.options.admin
+      .query<{ bucket_key: string; state: string }>(
+        `SELECT bucket_key, state FROM ${METADATA_TABLE}
+          WHERE table_id = $1 AND (state = 'expired' OR expiry_started_at IS NOT NULL)
+            AND bucket_end > $2 LIMIT 5`,
+        [EXPIRING_TABLE, latest],
+      )
+      .then((r) => r.rows)
+      .catch(() => null);
+    if (rows === null) return;
+    this.figures.checks++;
     for (const row of rows) {
       this.figures.violations++;
       if (this.figures.examples.length < 5)

@@ -123,7 +123,9 @@ export class PolicyChaos {
     await this.check();
     this.#released = true;
     for (const table of [FIXED.table, ALTERED.table]) {
-      await options.release.alterTable(table as TableId, { archiveAfter: null }, new Date());
+      await throughFaults(`removing the window of ${table}`, this.options.log, () =>
+        options.release.alterTable(table as TableId, { archiveAfter: null }, new Date()),
+      );
     }
     this.options.log(
       `policy: windows removed after ${this.figures.changes} changes (${this.figures.changeErrors} failed), ` +
@@ -131,18 +133,26 @@ export class PolicyChaos {
     );
   }
 
-  /** Buckets of a windowed table out of the hot tier though no window ever allowed them. */
+  /**
+   * Buckets of a windowed table out of the hot tier though no window ever
+   * allowed them. A check a database restart fails is skipped (the next
+   * one sees whatever this one would have: states only move on).
+   */
   async check(): Promise<void> {
     if (this.#released) return;
-    this.figures.checks++;
     const now = Date.now();
     for (const [table, days] of this.#shortest) {
       const latest = new Date(now - days * DAY_MS + SKEW_MARGIN_MS);
-      const { rows } = await this.options.admin.query<{ bucket_key: string; state: string }>(
-        `SELECT bucket_key, state FROM ${METADATA_TABLE}
-          WHERE table_id = $1 AND state <> 'hot' AND bucket_end > $2 LIMIT 5`,
-        [table, latest],
-      );
+      const rows = await this.options.admin
+        .query<{ bucket_key: string; state: string }>(
+          `SELECT bucket_key, state FROM ${METADATA_TABLE}
+            WHERE table_id = $1 AND state <> 'hot' AND bucket_end > $2 LIMIT 5`,
+          [table, latest],
+        )
+        .then((r) => r.rows)
+        .catch(() => null);
+      if (rows === null) return;
+      this.figures.checks++;
       for (const row of rows) {
         this.figures.violations++;
         if (this.figures.examples.length < 5)
@@ -169,6 +179,28 @@ export class PolicyChaos {
       if (mustLand) throw error;
       this.figures.changeErrors++;
       this.options.log(`policy change of ${table} failed: ${errorMessage(error)}`);
+    }
+  }
+}
+
+/**
+ * Run `call` until it lands, through database restarts and faults, for at
+ * most a minute: the soak's own changes that must land (a window removed
+ * before the final runs) are retried, never dropped.
+ */
+export async function throughFaults<T>(
+  what: string,
+  log: (line: string) => void,
+  call: () => Promise<T>,
+): Promise<T> {
+  const until = Date.now() + 60_000;
+  for (let tries = 1; ; tries++) {
+    try {
+      return await call();
+    } catch (error) {
+      if (Date.now() >= until) throw error;
+      if (tries === 1) log(`${what} failed (${errorMessage(error)}); trying again`);
+      await sleep(1000);
     }
   }
 }
