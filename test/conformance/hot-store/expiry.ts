@@ -134,5 +134,18 @@ export function expiryConformance(opened: () => HotStore): void {
         lastError: null,
       });
     });
+
+    it("forgets since when a bucket was held once its table's expire_after changes: the blocked clock starts over under the new window, and another change keeps it", async () => {
+      const { tableId, id } = await archivedAndCleaned("expire-hold-change");
+      const lease = await acquire(store, id);
+      committed(await store.holdExpiry(lease, NOW, later(NOW, 86_400_000), "under a legal hold"));
+      await store.alterTable(tableId, { storageClass: "STANDARD_IA" }, later(NOW, 1));
+      const afterOther = (await store.getBucket(id))!.expiryBlockedSince;
+      await store.alterTable(tableId, { expireAfter: null }, later(NOW, 2));
+      const afterUnset = (await store.getBucket(id))!.expiryBlockedSince;
+
+      expect(afterOther).toEqual(NOW);
+      expect(afterUnset).toBeNull();
+    });
   });
 }

@@ -10,7 +10,7 @@ import { checkLifecycle } from "../../../domain/table-policy.js";
 import { UnknownTableError } from "../../../errors.js";
 import type { PolicyChange, PolicyField, PolicyVersion } from "../../../ports/hot-store.js";
 import type { SqlDatabase, SqlExecutor } from "../database.js";
-import { POLICY_HISTORY_TABLE, TABLES_TABLE } from "../migrations.js";
+import { METADATA_TABLE, POLICY_HISTORY_TABLE, TABLES_TABLE } from "../migrations.js";
 import { SqlParams } from "./params.js";
 import { readTable } from "./registry.js";
 import { lifecycleOf, sqlDate, TABLE_COLUMNS, toTable, type TableRow } from "./rows.js";
@@ -82,7 +82,22 @@ export async function applyPolicyChange(
   );
   const table = toTable(rows[0]!);
   await insertHistory(tx, table, changed.join(","), now);
+  if (changed.includes("expire_after")) await forgetExpiryHolds(tx, table.tableId);
   return { table, changed };
+}
+
+/**
+ * A new expiry window judges the table's held buckets again: since when
+ * Object Lock kept them (what the ExpiryBlocked alarm watches) is forgotten,
+ * and the next expiry step holds a bucket still due again from then on.
+ */
+async function forgetExpiryHolds(tx: SqlExecutor, tableId: TableId): Promise<void> {
+  const p = new SqlParams();
+  await tx.query(
+    `UPDATE ${METADATA_TABLE} SET expiry_blocked_since = NULL
+      WHERE table_id = ${p.text(tableId)} AND expiry_blocked_since IS NOT NULL`,
+    p.values,
+  );
 }
 
 /** The history row of `table`'s current version. */
