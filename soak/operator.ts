@@ -191,10 +191,23 @@ export class OperatorActions {
   /**
    * Between the final runs: a probe left behind an export's fence when the
    * chaos stopped fails that export (the bucket's own failure), which sends
-   * the bucket back to hot, where its probe can go now.
+   * the bucket back to hot (or, after enough of them, quarantines it), where
+   * its probe can go now; then the bucket is released.
    */
   async removeLeftoverProbes(): Promise<number> {
+    const before = [...this.#probes];
     await this.#removeProbes(0);
+    // The cause is gone: a bucket its probe got quarantined meanwhile is released, as `retry` does.
+    for (const probe of before.filter((p) => !this.#probes.has(p))) {
+      const b = probe.bucket;
+      const id = { tableId: b.tableId, partitionKey: b.partitionKey, bucketKey: b.descriptor.key };
+      const meta = await this.ctx.hotStore.getBucket(id).catch(() => null);
+      if (meta?.quarantinedAt == null) continue;
+      const released = await this.ctx.hotStore
+        .releaseQuarantine(id, this.ctx.clock.now())
+        .catch(() => null);
+      if (released?.quarantinedAt === null) this.figures.quarantineRetries++;
+    }
     return this.#probes.size;
   }
 
