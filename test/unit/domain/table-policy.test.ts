@@ -131,6 +131,7 @@ describe("eligibility by table", () => {
         tableId: "events",
         policyVersion: 4,
         archiveCutoff: new Date("2026-03-17T12:00:00.000Z"),
+        expireCutoff: null,
       },
     ]);
     const later = new Date("2026-06-16T12:00:00.000Z");
