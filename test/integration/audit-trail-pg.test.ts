@@ -2,7 +2,6 @@
 import { inject } from "vitest";
 import { SqlAuditTrail } from "../../src/adapters/sql/audit-trail.js";
 import { openPgHotStore } from "../../src/adapters/sql/index.js";
-import { sqlDate } from "../../src/adapters/sql/hot-store/rows.js";
 import { auditTrailConformance } from "../conformance/audit-trail.js";
 import { failNextAuditInsert } from "../support/audit-faults.js";
 import { freshDatabase } from "../support/integration-resources.js";
@@ -13,9 +12,19 @@ auditTrailConformance("PostgreSQL", async () => {
   return {
     trail: new SqlAuditTrail(store.db),
     hotStore: store,
+    // The trail's times have microseconds, `since` milliseconds: the store's "now" is the
+    // first whole millisecond after the call, so nothing recorded before it is listed after.
     storeNow: async () => {
-      const { rows } = await store.db.query<{ now: string }>("SELECT now() AS now");
-      return sqlDate(rows[0]!.now);
+      const ms = async () => {
+        const { rows } = await store.db.query<{ ms: string }>(
+          "SELECT floor(extract(epoch from clock_timestamp()) * 1000) AS ms",
+        );
+        return Number(rows[0]!.ms);
+      };
+      const start = await ms();
+      let now = start;
+      for (let i = 0; i < 10_000 && now === start; i++) now = await ms();
+      return new Date(now);
     },
     failNextAuditWrite: () => failNextAuditInsert(store.db),
     async cleanup() {
