@@ -6,13 +6,7 @@
  */
 import type { BucketId } from "../../domain/bucket.js";
 import type { TableId } from "../../domain/table.js";
-import type {
-  BucketMetadata,
-  BucketPart,
-  FencedWrite,
-  HotStore,
-  Lease,
-} from "../../ports/hot-store.js";
+import type { BucketMetadata, FencedWrite, HotStore, Lease } from "../../ports/hot-store.js";
 import type {
   ArchiveVersion,
   ErasureJob,
@@ -27,7 +21,7 @@ import type { SqlDatabase, SqlExecutor } from "./database.js";
 import { fencedTransaction, lockUnderFence, readBucket } from "./hot-store/fenced-update.js";
 import { BUCKET, LIVE_LEASE, NOT_RESTORING, RELEASE_LEASE } from "./hot-store/fences.js";
 import { SqlParams } from "./hot-store/params.js";
-import { deleteParts } from "./hot-store/parts.js";
+import { deleteParts, insertPart } from "./hot-store/parts.js";
 import {
   METADATA_COLUMNS,
   sqlDate,
@@ -40,7 +34,6 @@ import {
   ERASURE_JOBS_TABLE,
   ERASURE_RECEIPTS_TABLE,
   METADATA_TABLE,
-  PARTS_TABLE,
   RECORDS_TABLE,
 } from "./migrations.js";
 import { SqlHotStore } from "./sql-hot-store.js";
@@ -382,24 +375,6 @@ export class SqlErasureStore implements ErasureStore {
       return row;
     });
   }
-}
-
-async function insertPart(tx: SqlExecutor, id: BucketId, part: BucketPart, now: Date) {
-  const p = new SqlParams();
-  const position = (pos: BucketPart["first"]) =>
-    pos === null
-      ? "NULL::TIMESTAMPTZ, NULL::BYTEA"
-      : `${p.micros(pos.eventTime)}, ${p.bytes(pos.sortKey)}`;
-  await tx.query(
-    `INSERT INTO ${PARTS_TABLE} (table_id, partition_key, bucket_key, part_index, payload_key,
-            sha256, row_count, byte_length, first_event_time, first_sort_key,
-            last_event_time, last_sort_key, created_at)
-     VALUES (${p.text(id.tableId)}, ${p.bytes(id.partitionKey)}, ${p.text(id.bucketKey)},
-             ${p.int(part.index)}, ${p.text(part.key)}, ${p.text(part.sha256)},
-             ${p.int(part.rowCount)}, ${p.int(part.byteLength)}, ${position(part.first)},
-             ${position(part.last)}, ${p.time(now)})`,
-    p.values,
-  );
 }
 
 /** The erasure store on the hot store's database, or null for a hot store that is not SQL. */

@@ -52,22 +52,7 @@ export async function recordPart(
     // Parts are dense from 0, so "k-1 exists and k does not" is "exactly k exist".
     const recorded = await countParts(tx, lease.bucket);
     if (recorded !== part.index) return { kind: "out-of-order" as const, recorded };
-    const p = new SqlParams();
-    const position = (pos: ClusteringPosition | null) =>
-      pos === null
-        ? "NULL::TIMESTAMPTZ, NULL::BYTEA"
-        : `${p.micros(pos.eventTime)}, ${p.bytes(pos.sortKey)}`;
-    const id = lease.bucket;
-    await tx.query(
-      `INSERT INTO ${PARTS_TABLE} (table_id, partition_key, bucket_key, part_index, payload_key,
-              sha256, row_count, byte_length, first_event_time, first_sort_key,
-              last_event_time, last_sort_key, created_at)
-       VALUES (${p.text(id.tableId)}, ${p.bytes(id.partitionKey)}, ${p.text(id.bucketKey)},
-               ${p.int(part.index)}, ${p.text(part.key)}, ${p.text(part.sha256)},
-               ${p.int(part.rowCount)}, ${p.int(part.byteLength)}, ${position(part.first)},
-               ${position(part.last)}, ${p.time(now)})`,
-      p.values,
-    );
+    await insertPart(tx, lease.bucket, part, now);
     return { kind: "recorded" as const };
   }, "recordPart");
   return outcome ?? (await leaseLost(db, lease.bucket));
@@ -172,4 +157,28 @@ export async function finishExport(
     );
     return updated[0] ?? null;
   });
+}
+
+/** One part's row (`recordPart`, and an erasure's new version: adapters/sql/erasure-store.ts). */
+export async function insertPart(
+  tx: SqlExecutor,
+  id: BucketId,
+  part: BucketPart,
+  now: Date,
+): Promise<void> {
+  const p = new SqlParams();
+  const position = (pos: BucketPart["first"]) =>
+    pos === null
+      ? "NULL::TIMESTAMPTZ, NULL::BYTEA"
+      : `${p.micros(pos.eventTime)}, ${p.bytes(pos.sortKey)}`;
+  await tx.query(
+    `INSERT INTO ${PARTS_TABLE} (table_id, partition_key, bucket_key, part_index, payload_key,
+            sha256, row_count, byte_length, first_event_time, first_sort_key,
+            last_event_time, last_sort_key, created_at)
+     VALUES (${p.text(id.tableId)}, ${p.bytes(id.partitionKey)}, ${p.text(id.bucketKey)},
+             ${p.int(part.index)}, ${p.text(part.key)}, ${p.text(part.sha256)},
+             ${p.int(part.rowCount)}, ${p.int(part.byteLength)}, ${position(part.first)},
+             ${position(part.last)}, ${p.time(now)})`,
+    p.values,
+  );
 }
