@@ -199,16 +199,30 @@ export function auditTrailConformance(name: string, open: () => Promise<OpenedAu
       expect(await recordsOf(table)).toEqual([]);
     });
 
+    /** Wait until the store's clock reads later than it does now. */
+    async function storeClockMoves(): Promise<void> {
+      const before = (await opened.storeNow()).getTime();
+      while ((await opened.storeNow()).getTime() <= before) {
+        await new Promise((resolve) => setTimeout(resolve, 1));
+      }
+    }
+
     it("lists newest first, by table, since a time and up to a limit; an action without an outcome shows as started", async () => {
       const table = newTable();
       const other = newTable();
+      // Each step at a later store time: two rows in the same tick of the
+      // database's clock (PGlite's is a millisecond) have no order to test.
       const first = action("tables create", table);
       await opened.trail.conclude(first, { outcome: "done" });
+      await storeClockMoves();
       const second = action("restore", table);
       await opened.trail.begin(second);
+      await storeClockMoves();
       await opened.trail.conclude(action("tables create", other), { outcome: "done" });
       const third = action("retry", table);
+      await storeClockMoves();
       const midway = await opened.storeNow();
+      await storeClockMoves();
       await opened.trail.begin(third);
       await opened.trail.conclude(second, { outcome: "failed", reason: "lease lost" });
 
