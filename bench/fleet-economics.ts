@@ -19,6 +19,7 @@ import type { BucketId } from "../src/domain/bucket.js";
 import type { HotStore } from "../src/ports/hot-store.js";
 import { encodeWorkMessage } from "../src/ports/work-queue.js";
 import { deliverToWorker } from "../test/support/lambda-invocation.js";
+import { OTHER_CONTAINERS } from "../infra/settings.js";
 
 /**
  * us-east-1 list prices, as read on 2026-12-05 (the prices issue 42 states):
@@ -43,7 +44,7 @@ export const STACKS = {
     "pulpitum:workerMaxConcurrency": 100,
     "pulpitum:workerBatchSize": 10,
     "pulpitum:scheduleMinutes": 1,
-    "pulpitum:databaseConnectionBudget": 210,
+    "pulpitum:databaseConnectionBudget": 214,
   },
 } as const;
 
@@ -52,7 +53,7 @@ export interface StackCapacity {
   readonly workerConcurrency: number;
   readonly workerMemoryMb: number;
   readonly workerBatchSize: number;
-  /** (workerMaxConcurrency + 5) × databasePoolMax, the ceiling synth checks against the budget. */
+  /** (workerMaxConcurrency + OTHER_CONTAINERS) × databasePoolMax, the ceiling synth checks against the budget. */
   readonly databaseConnections: number;
 }
 
@@ -105,7 +106,7 @@ export async function synthesizedCapacity(
       workerConcurrency: concurrency,
       workerMemoryMb: memory,
       workerBatchSize: batch,
-      databaseConnections: (concurrency + 5) * poolMax,
+      databaseConnections: (concurrency + OTHER_CONTAINERS) * poolMax,
     };
   } finally {
     rmSync(outdir, { recursive: true, force: true });

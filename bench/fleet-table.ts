@@ -80,7 +80,7 @@ export function renderCapacityTable(run: FleetEconomicsJson): string {
       "database connections at peak",
       String(stacks.default.databaseConnections),
       String(stacks.tuned.databaseConnections),
-      "the ceiling synth checks, (workers + 5) × `PULPITUM_DB_POOL_MAX`, read from the templates: direct PostgreSQL connections, no pooler",
+      "the ceiling synth checks, (workers + 7) × `PULPITUM_DB_POOL_MAX`, read from the templates: direct PostgreSQL connections, no pooler",
     ],
     [
       "S3 requests per bucket",

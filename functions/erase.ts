@@ -2,7 +2,9 @@
  * The erasure function, invoked by hand (events/erase-partition.json): one
  * run of the durable erasure job of src/usecases/erase.ts, audited with its
  * receipt like `pulpitum erase`. Safe to invoke again after a timeout or a
- * failure: the same request resumes the unfinished job.
+ * failure: the same request resumes the unfinished job. A run starts no
+ * bucket with less than ERASE_DEADLINE_MARGIN_MS of the invocation left:
+ * the buckets not reached are pending and the job ends `pending`.
  */
 import type { Context } from "aws-lambda";
 import type { Adapters } from "../src/open-adapters.js";
@@ -18,8 +20,11 @@ import { observedHandler } from "./observed-handler.js";
 import { lambdaAdaptersPerContainer, openLambdaAdapters } from "./open-adapters.js";
 
 export interface EraseDependencies {
-  readonly adapters: Pick<Adapters, "context" | "audit" | "hotStore">;
+  readonly adapters: Pick<Adapters, "context" | "audit" | "hotStore" | "clock">;
 }
+
+/** Start no new bucket with less time than this left (an archived bucket is re-read and rewritten). */
+export const ERASE_DEADLINE_MARGIN_MS = 120_000;
 
 export function createEraseHandler(open: () => Promise<EraseDependencies>) {
   return observedHandler(async (event: unknown, context: Context): Promise<ErasureReport> => {
@@ -32,6 +37,11 @@ export function createEraseHandler(open: () => Promise<EraseDependencies>) {
     const caller = lambdaCaller(context, requestedBy);
     const erase = {
       ...request,
+      deadline: new Date(
+        adapters.clock.now().getTime() +
+          context.getRemainingTimeInMillis() -
+          ERASE_DEADLINE_MARGIN_MS,
+      ),
       requestedBy: `lambda ${context.functionName} request ${context.awsRequestId}${requestedBy === null ? "" : ` for ${requestedBy}`}`,
     };
     const ctx = adapters.context(workflowLog(log));

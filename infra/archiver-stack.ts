@@ -70,6 +70,8 @@ export class ArchiverStack extends Stack {
   readonly restoreFunction: nodejs.NodejsFunction;
   /** Re-reads archived buckets daily so each is verified within ARCHIVER_SCRUB_PERIOD_DAYS. */
   readonly scrubFunction: nodejs.NodejsFunction;
+  /** Removes one partition's records from both tiers (docs/erasure.md); invoked by hand. */
+  readonly eraseFunction: nodejs.NodejsFunction;
   readonly schedule: events.Rule;
   readonly gcSchedule: events.Rule;
   readonly scrubSchedule: events.Rule;
@@ -113,6 +115,7 @@ export class ArchiverStack extends Stack {
     this.gcFunction = functions.gcFunction;
     this.restoreFunction = functions.restoreFunction;
     this.scrubFunction = functions.scrubFunction;
+    this.eraseFunction = functions.eraseFunction;
     ({
       schedule: this.schedule,
       gcSchedule: this.gcSchedule,

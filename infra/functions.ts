@@ -1,5 +1,5 @@
 /**
- * The six functions, their shared environment, the worker's queue event
+ * The seven functions, their shared environment, the worker's queue event
  * source and the schedules of discovery and garbage collection.
  */
 import path from "node:path";
@@ -35,6 +35,7 @@ export interface ArchiverFunctions {
   readonly gcFunction: nodejs.NodejsFunction;
   readonly restoreFunction: nodejs.NodejsFunction;
   readonly scrubFunction: nodejs.NodejsFunction;
+  readonly eraseFunction: nodejs.NodejsFunction;
 }
 
 export interface FunctionInputs {
@@ -107,14 +108,6 @@ export function addFunctions(stack: Stack, inputs: FunctionInputs): ArchiverFunc
     environment,
     ...network,
   });
-  // Beside the database too: a replay records what it moved in the audit trail (functions/open-audit-trail.ts).
-  const replayFunction = fn("ReplayDlqFunction", "functions/replay-dlq.ts", {
-    description: "Pulpitum DLQ replay: move dead letters back to the work queue",
-    timeout: Duration.seconds(300),
-    memorySize: 256,
-    environment,
-    ...network,
-  });
 
   const gcFunction = fn("GcFunction", "functions/gc.ts", {
     description:
@@ -122,14 +115,6 @@ export function addFunctions(stack: Stack, inputs: FunctionInputs): ArchiverFunc
     timeout: Duration.seconds(900),
     memorySize: 1024,
     deadLetterQueue: queues.scheduledFailures,
-    environment,
-    ...network,
-  });
-  const restoreFunction = fn("RestoreFunction", "functions/restore.ts", {
-    description:
-      "Pulpitum restore: copy one archived bucket back to the hot store and route reads there",
-    timeout: Duration.seconds(900),
-    memorySize: settings.workerMemoryMb,
     environment,
     ...network,
   });
@@ -145,6 +130,12 @@ export function addFunctions(stack: Stack, inputs: FunctionInputs): ArchiverFunc
     ...network,
   });
 
+  const { replayFunction, restoreFunction, eraseFunction } = addManualFunctions(
+    fn,
+    settings,
+    environment,
+    network,
+  );
   addWorkerEventSource(workerFunction, queues, settings);
   return {
     discoverFunction,
@@ -153,7 +144,51 @@ export function addFunctions(stack: Stack, inputs: FunctionInputs): ArchiverFunc
     gcFunction,
     restoreFunction,
     scrubFunction,
+    eraseFunction,
   };
+}
+
+type FunctionFactory = (
+  name: string,
+  entry: string,
+  options: Partial<nodejs.NodejsFunctionProps>,
+) => nodejs.NodejsFunction;
+
+/** The functions an operator invokes by hand: DLQ replay, restore and erasure. */
+function addManualFunctions(
+  fn: FunctionFactory,
+  settings: StackSettings,
+  environment: Record<string, string>,
+  network: FunctionNetwork | undefined,
+) {
+  // Beside the database too: a replay records what it moved in the audit trail (functions/open-audit-trail.ts).
+  const replayFunction = fn("ReplayDlqFunction", "functions/replay-dlq.ts", {
+    description: "Pulpitum DLQ replay: move dead letters back to the work queue",
+    timeout: Duration.seconds(300),
+    memorySize: 256,
+    environment,
+    ...network,
+  });
+  const restoreFunction = fn("RestoreFunction", "functions/restore.ts", {
+    description:
+      "Pulpitum restore: copy one archived bucket back to the hot store and route reads there",
+    timeout: Duration.seconds(900),
+    memorySize: settings.workerMemoryMb,
+    environment,
+    ...network,
+  });
+  // Invoked by hand (events/erase-partition.json); a job that outlives one
+  // invocation ends `pending` and the same event resumes it (docs/erasure.md).
+  const eraseFunction = fn("EraseFunction", "functions/erase.ts", {
+    description:
+      "Pulpitum erasure: remove one partition's records from hot and archived buckets, with a receipt",
+    timeout: Duration.seconds(900),
+    memorySize: settings.workerMemoryMb,
+    ephemeralStorageSize: Size.mebibytes(1024), // one payload part staged at a time, as the worker
+    environment,
+    ...network,
+  });
+  return { replayFunction, restoreFunction, eraseFunction };
 }
 
 /**

@@ -349,6 +349,7 @@ function maintenanceRow(inputs: DashboardInputs): cloudwatch.IWidget[] {
         functions.gcFunction.metricErrors({ period, label: "GC errors" }),
         functions.restoreFunction.metricErrors({ period, label: "restore errors" }),
         functions.scrubFunction.metricErrors({ period, label: "scrub errors" }),
+        functions.eraseFunction.metricErrors({ period, label: "erasure errors" }),
       ],
     }),
   ];

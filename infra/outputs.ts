@@ -88,6 +88,11 @@ export function addOutputs(stack: Stack, inputs: OutputInputs): void {
     'Integrity scrub function (daily; invoke with {} or {"sample": N})',
   );
   output(
+    "EraseFunctionName",
+    functions.eraseFunction.functionName,
+    "Erasure function (invoke with events/erase-partition.json; the same event resumes a pending job)",
+  );
+  output(
     "WorkQueueUrl",
     queues.workQueue.queueUrl,
     "Work queue URL (PULPITUM_WORK_QUEUE_URL for the pulpitum command)",

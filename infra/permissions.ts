@@ -3,7 +3,10 @@
  * `archive-bucket/<prefix>/*`, sends only to the work queue and reads only
  * the database secret; GC alone deletes archive data; the worker, GC and
  * restore keep the query catalog (`<prefix>/catalog/*`: small entries each
- * of them writes or removes, never archive data); replay alone drains the
+ * of them writes or removes, never archive data); the erasure writes a
+ * bucket's new version (parts, manifest, catalog entry) like the worker and
+ * reads an object's retention to refuse a locked one, but deletes no archive
+ * object (GC deletes the old version); replay alone drains the
  * DLQ. Under SSE-KMS each function that reads archive objects may decrypt
  * with the archive key, and each that writes them may generate its data
  * keys; nothing else may use the key. GC reads an object's head before
@@ -62,6 +65,13 @@ function grantArchiveObjects(inputs: GrantInputs): void {
     }),
   );
   worker.addToRolePolicy(listPrefix());
+  functions.eraseFunction.addToRolePolicy(
+    new iam.PolicyStatement({
+      sid: "ArchiveObjectsUnderPrefix",
+      actions: ["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"],
+      resources: [prefixObjects],
+    }),
+  );
   functions.gcFunction.addToRolePolicy(
     new iam.PolicyStatement({
       sid: "DeleteArchiveObjectsUnderPrefix",
@@ -83,7 +93,12 @@ function grantArchiveObjects(inputs: GrantInputs): void {
       resources: [prefixObjects],
     }),
   );
-  for (const fn of [functions.gcFunction, functions.restoreFunction, functions.scrubFunction]) {
+  for (const fn of [
+    functions.gcFunction,
+    functions.restoreFunction,
+    functions.scrubFunction,
+    functions.eraseFunction,
+  ]) {
     fn.addToRolePolicy(listPrefix());
     databaseSecret.grantRead(fn);
   }
@@ -94,6 +109,8 @@ function grantArchiveObjects(inputs: GrantInputs): void {
     [functions.restoreFunction, ["s3:DeleteObject"]],
     // The scrub puts a wrong entry right through the same upkeep (create-if-absent and tombstones).
     [functions.scrubFunction, ["s3:PutObject"]],
+    // The erasure rewrites the entry of each bucket it publishes anew, as publish does.
+    [functions.eraseFunction, ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]],
   ];
   for (const [fn, actions] of catalogAccess) {
     fn.addToRolePolicy(
@@ -162,6 +179,7 @@ function grantArchiveKeyAndRetention(inputs: GrantInputs): void {
       [functions.gcFunction, ["kms:Decrypt", "kms:GenerateDataKey"]],
       [functions.restoreFunction, ["kms:Decrypt"]],
       [functions.scrubFunction, ["kms:Decrypt", "kms:GenerateDataKey"]],
+      [functions.eraseFunction, ["kms:Decrypt", "kms:GenerateDataKey"]],
     ];
     for (const [fn, actions] of keyUse) {
       fn.addToRolePolicy(
@@ -169,20 +187,29 @@ function grantArchiveKeyAndRetention(inputs: GrantInputs): void {
       );
     }
   }
+  // An adopted bucket may have Object Lock whatever the settings say.
+  const retention =
+    settings.objectLock === null && settings.archiveBucketName === null
+      ? []
+      : ["s3:GetObjectRetention", "s3:GetObjectLegalHold"];
   // GC reads an orphan's head (its Object Lock fields) before deleting it: src/adapters/object-store/s3.ts.
   functions.gcFunction.addToRolePolicy(
     new iam.PolicyStatement({
       sid: "ReadArchiveRetention",
-      actions: [
-        "s3:GetObject",
-        // An adopted bucket may have Object Lock whatever the settings say.
-        ...(settings.objectLock === null && settings.archiveBucketName === null
-          ? []
-          : ["s3:GetObjectRetention", "s3:GetObjectLegalHold"]),
-      ],
+      actions: ["s3:GetObject", ...retention],
       resources: [prefixObjects],
     }),
   );
+  // The erasure refuses a job whose objects are locked, naming the retain-until date (docs/erasure.md).
+  if (retention.length > 0) {
+    functions.eraseFunction.addToRolePolicy(
+      new iam.PolicyStatement({
+        sid: "ReadArchiveRetention",
+        actions: retention,
+        resources: [prefixObjects],
+      }),
+    );
+  }
 }
 
 /** Acknowledge the cdk-nag findings the functions raise by design, each with its reason. */
@@ -203,6 +230,7 @@ export function acknowledgeFunctionFindings(
     functions.gcFunction,
     functions.restoreFunction,
     functions.scrubFunction,
+    functions.eraseFunction,
   ]) {
     Validations.of(fn).acknowledge({
       id: "AwsSolutions-L1",
@@ -226,6 +254,7 @@ export function acknowledgeFunctionFindings(
     functions.gcFunction,
     functions.restoreFunction,
     functions.scrubFunction,
+    functions.eraseFunction,
   ]) {
     Validations.of(fn.role!).acknowledge({
       id: `AwsSolutions-IAM5[Resource::${bucketArn}/${settings.archivePrefix}/*]`,

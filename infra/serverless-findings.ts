@@ -30,7 +30,7 @@ export function acknowledgeServerlessFindings(parts: {
     reason:
       "The worker is invoked synchronously by its SQS event source (and by hand); a message it keeps failing moves to the work queue's DLQ through the queue's RedrivePolicy, not through a function DLQ.",
   });
-  for (const fn of [functions.replayFunction, functions.restoreFunction]) {
+  for (const fn of [functions.replayFunction, functions.restoreFunction, functions.eraseFunction]) {
     Validations.of(fn).acknowledge({
       id: "Serverless-LambdaDLQ",
       reason:

@@ -213,12 +213,12 @@ export interface StackSettings {
 /**
  * Containers besides the queue-driven workers that may hold connections at
  * once: two discovery runs (a scheduled run overlapping a manual one), one
- * GC run, one restore and one manual worker invocation. Their concurrency is
- * not reserved (a reservation fails to deploy in accounts with a low
- * concurrency limit): more invocations by hand than these can pass the
- * ceiling.
+ * GC run, one scrub, one restore, one erasure and one manual worker
+ * invocation. Their concurrency is not reserved (a reservation fails to
+ * deploy in accounts with a low concurrency limit): more invocations by
+ * hand than these can pass the ceiling.
  */
-export const OTHER_CONTAINERS = 5;
+export const OTHER_CONTAINERS = 7;
 
 /** The connection ceiling: every container that may run at once, times its pool. */
 export function connectionCeiling(workerMaxConcurrency: number, poolMax: number): number {

@@ -55,7 +55,16 @@ export interface EraseRequest {
   /** Who asked (the audit trail's caller, as text). */
   readonly requestedBy: string;
   readonly dryRun: boolean;
+  /**
+   * Start no bucket at or after this time (a Lambda's time left, less a
+   * margin): the buckets not reached are recorded pending and the job ends
+   * `pending`, for the same request to resume.
+   */
+  readonly deadline?: Date;
 }
+
+/** Why a bucket was left for the next run when the run's deadline came first. */
+export const DEADLINE_REASON = "not reached before this run's deadline: run the same erase again";
 
 /** One bucket's line of the report (the receipt line, or what a dry run would do). */
 export interface ErasureBucketReport {
@@ -130,7 +139,21 @@ export async function eraseKey(
 
   // Points 2 to 4.
   for (const listed of buckets) {
-    await eraseBucket(ctx, store, job.jobId, listed, request.range, done.get(listed.id.bucketKey));
+    const previous = done.get(listed.id.bucketKey);
+    if (request.deadline !== undefined && ctx.clock.now() >= request.deadline) {
+      // Past the deadline: the buckets left are pending (one cheap row each), so
+      // the job cannot end `done`; one already done by an earlier run keeps its line.
+      if (previous?.status !== "done" || previous.manifestAfter !== listed.manifestKey)
+        await store.recordPending(
+          job.jobId,
+          listed.id,
+          tierOf(listed),
+          DEADLINE_REASON,
+          ctx.clock.now(),
+        );
+      continue;
+    }
+    await eraseBucket(ctx, store, job.jobId, listed, request.range, previous);
   }
   const lines = await store.receipt(job.jobId);
   const pending = lines.filter((l) => l.status === "pending").length;

@@ -82,6 +82,7 @@ export async function erase(
   range: ErasureRange = { from: null, to: null },
   dryRun = false,
   key: Uint8Array = VICTIM,
+  deadline?: Date,
 ): Promise<ErasureReport> {
   return await eraseKey(ctx, store, {
     tableId: ERASE_TABLE,
@@ -89,6 +90,7 @@ export async function erase(
     range,
     requestedBy: "test",
     dryRun,
+    ...(deadline !== undefined && { deadline }),
   });
 }
 

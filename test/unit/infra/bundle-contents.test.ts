@@ -8,7 +8,7 @@ import path from "node:path";
 import { build } from "esbuild";
 import { describe, expect, it } from "vitest";
 
-const FUNCTIONS = ["discover", "worker", "gc", "replay-dlq", "restore"];
+const FUNCTIONS = ["discover", "worker", "gc", "replay-dlq", "restore", "scrub", "erase"];
 
 describe("the Lambda bundles", () => {
   it.each(FUNCTIONS)(

@@ -74,6 +74,7 @@ function grantsByFunction(stack: ArchiverStack, template: Template): Record<stri
     gc: stack.gcFunction,
     restore: stack.restoreFunction,
     scrub: stack.scrubFunction,
+    erase: stack.eraseFunction,
   };
   const policies = Object.values(template.findResources("AWS::IAM::Policy"));
   const roles = template.findResources("AWS::IAM::Role");
@@ -184,6 +185,19 @@ const DEFAULT_GRANTS: Record<string, string[]> = {
     SCHEDULED_FAILURES,
     ...XRAY,
   ],
+  // A bucket's new version, as the worker writes one; no delete of archive data (GC deletes the old version).
+  erase: [
+    LOGS,
+    "s3:AbortMultipartUpload archive/pulpitum/*",
+    "s3:DeleteObject archive/pulpitum/catalog/*",
+    "s3:GetObject archive/pulpitum/*",
+    "s3:GetObject archive/pulpitum/catalog/*",
+    LIST_PREFIX,
+    "s3:PutObject archive/pulpitum/*",
+    "s3:PutObject archive/pulpitum/catalog/*",
+    ...SECRET,
+    ...XRAY,
+  ],
 };
 
 function withGrants(extra: Record<string, string[]>): Record<string, string[]> {
@@ -245,7 +259,7 @@ function expectNoWildcards(template: Template) {
 }
 
 describe("each function's exact privileges", () => {
-  it("are the listed pairs with the default settings, and only GC may delete payloads and manifests", () => {
+  it("are the listed pairs with the default settings, and only GC may delete payloads and manifests (the erasure too writes only new objects)", () => {
     const { stack, template } = synthesize();
     const grants = grantsByFunction(stack, template);
     expect(grants).toEqual(withGrants({}));
@@ -272,6 +286,12 @@ describe("each function's exact privileges", () => {
         ],
         restore: ["kms:Decrypt archive-key"],
         scrub: both,
+        // Refuses a job whose objects are locked, naming the retain-until date.
+        erase: [
+          ...both,
+          "s3:GetObjectLegalHold archive/pulpitum/*",
+          "s3:GetObjectRetention archive/pulpitum/*",
+        ],
       }),
     );
     expectNoWildcards(template);
@@ -299,6 +319,7 @@ describe("each function's exact privileges", () => {
         gc: [vpc, ...both],
         restore: [vpc, `kms:Decrypt ${keyArn}`],
         scrub: [vpc, ...both],
+        erase: [vpc, ...both],
       }),
     );
     expectNoWildcards(template);

@@ -47,7 +47,7 @@ describe("discovery in the stack", () => {
       scheduleMinutes: 1,
       workerMaxConcurrency: 50,
       workerBatchSize: 10,
-      databaseConnectionBudget: 110,
+      databaseConnectionBudget: 114,
     }).fn;
     expect(fast.Timeout).toBe(90);
     expect(fast.Environment.Variables).toMatchObject({
@@ -113,6 +113,8 @@ describe("database connections in the stack", () => {
       stack.workerFunction,
       stack.gcFunction,
       stack.restoreFunction,
+      stack.scrubFunction,
+      stack.eraseFunction,
     ]) {
       const id = stack.getLogicalId(fn.node.defaultChild as never);
       expect(
@@ -122,13 +124,13 @@ describe("database connections in the stack", () => {
   });
 
   it("refuses a worker concurrency whose connection ceiling exceeds the database's budget, naming the fix", () => {
-    // (10 workers + 5 others) × 2 = 30 connections.
-    expect(() => synthesize({ databaseConnectionBudget: 30 })).not.toThrow();
-    expect(() => synthesize({ databaseConnectionBudget: 29 })).toThrow(
-      /could hold 30 database connections \(\(workerMaxConcurrency 10 \+ 5 other containers\) × databasePoolMax 2\), more than databaseConnectionBudget 29: lower workerMaxConcurrency to 9 or less/,
+    // (10 workers + 7 others) × 2 = 34 connections.
+    expect(() => synthesize({ databaseConnectionBudget: 34 })).not.toThrow();
+    expect(() => synthesize({ databaseConnectionBudget: 33 })).toThrow(
+      /could hold 34 database connections \(\(workerMaxConcurrency 10 \+ 7 other containers\) × databasePoolMax 2\), more than databaseConnectionBudget 33: lower workerMaxConcurrency to 9 or less/,
     );
     expect(() => synthesize({ workerMaxConcurrency: 200, databaseConnectionBudget: 300 })).toThrow(
-      /could hold 410 database connections/,
+      /could hold 414 database connections/,
     );
     expect(() => synthesize({ databasePoolMax: 3 })).toThrow(
       /databasePoolMax=3 is invalid: an integer from 1 to 2/,
@@ -158,7 +160,7 @@ describe("serverless checks, tracing and the fleet's alarms", () => {
       ]);
     }
     const functions = template.findResources("AWS::Lambda::Function");
-    expect(Object.keys(functions)).toHaveLength(6);
+    expect(Object.keys(functions)).toHaveLength(7);
     for (const fn of Object.values(functions))
       expect(fn.Properties.TracingConfig).toEqual({ Mode: "Active" });
   });

@@ -203,7 +203,7 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
 
   it("runs every function on nodejs22.x as an ESM bundle with the database secret, never a database URL, in its environment", () => {
     const functions = synth.template.findResources("AWS::Lambda::Function");
-    expect(Object.keys(functions)).toHaveLength(6);
+    expect(Object.keys(functions)).toHaveLength(7);
     for (const fn of Object.values(functions)) {
       expect(fn.Properties.Runtime).toBe("nodejs22.x");
       expect(fn.Properties.Handler).toBe("index.handler");
@@ -716,7 +716,7 @@ describe("the archiver stack with deployment props", () => {
       workerTimeoutSeconds: 120,
       workerBatchSize: 10,
       workerMaxConcurrency: 50,
-      databaseConnectionBudget: 110,
+      databaseConnectionBudget: 114,
       archivePrefix: "/archive/v/",
       alarmTopicArn: "arn:aws:sns:eu-west-1:123456789012:ops",
     });
@@ -854,6 +854,7 @@ describe("the stack's outputs", () => {
       ["GcFunctionName", stack.gcFunction],
       ["RestoreFunctionName", stack.restoreFunction],
       ["ScrubFunctionName", stack.scrubFunction],
+      ["EraseFunctionName", stack.eraseFunction],
       ["WorkQueueUrl", stack.workQueue],
       ["DeadLetterQueueUrl", stack.deadLetterQueue],
       ["ArchiveBucketName", stack.archiveBucket],

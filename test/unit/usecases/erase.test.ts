@@ -10,6 +10,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { FileObjectStore } from "../../../src/adapters/object-store/filesystem.js";
 import { fixedCutoff } from "../../../src/domain/cutoff.js";
 import { listAll } from "../../../src/ports/object-store.js";
+import { DEADLINE_REASON } from "../../../src/usecases/erase.js";
 import { proveErasure } from "../../../src/usecases/erase-proof.js";
 import { restoreBucket } from "../../../src/usecases/restore.js";
 import { runNextPhase } from "../../../src/usecases/run-next-phase.js";
@@ -154,6 +155,26 @@ describe("erasing one partition's records", () => {
     expect(real.buckets.map((b) => [b.bucket_key, b.records_removed])).toEqual(
       dry.buckets.map((b) => [b.bucket_key, b.records_removed]),
     );
+  });
+
+  it("a run past its deadline starts no bucket: they are pending, the job ends pending, and the same request resumes it", async () => {
+    const ctx = h.process().ctx;
+    const past = new Date(ctx.clock.now().getTime() - 1);
+    const stopped = await erase(ctx, storeOf(h), undefined, false, undefined, past);
+    expect(stopped).toMatchObject({ status: "pending", records_removed: 0 });
+    expect(stopped.buckets.length).toBeGreaterThan(0);
+    expect(
+      stopped.buckets.every((b) => b.status === "pending" && b.reason === DEADLINE_REASON),
+    ).toBe(true);
+    expect(victimCount(expected)).toBeGreaterThan(0);
+    const resumed = await erase(h.process().ctx, storeOf(h));
+    expect(resumed).toMatchObject({
+      job_id: stopped.job_id,
+      resumed: true,
+      status: "done",
+      records_removed: victimCount(expected),
+    });
+    await expectErasedExactly(h, expected);
   });
 
   it("running the same erasure again resumes nothing and removes nothing twice", async () => {
