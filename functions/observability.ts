@@ -30,6 +30,7 @@ import type { PhaseOutcome, WorkflowLog } from "../src/usecases/context.js";
 import type { BacklogRun } from "../src/usecases/discover-backlog.js";
 import type { GcReport } from "../src/usecases/gc.js";
 import type { ScrubReport } from "../src/usecases/scrub.js";
+import type { ErasureProofRun } from "../src/usecases/erase-proof.js";
 import type { RestoreReport } from "../src/usecases/restore.js";
 
 export const METRICS_NAMESPACE = "Pulpitum";
@@ -83,6 +84,10 @@ export const METRIC = {
   ScrubCorruptBuckets: "ScrubCorruptBuckets",
   /** Buckets marked corrupt in the whole archive after a scrub run (stays up until they are recovered). Alarm "CorruptBucketsFound" and dashboard "Maintenance". */
   CorruptBucketsTotal: "CorruptBucketsTotal",
+  /** Erasure jobs a scrub run proved (each done job once). Dashboard "Maintenance". */
+  ErasuresProved: "ErasuresProved",
+  /** Erasure jobs a scrub run found a record of the key in range still readable for. Alarm "ErasuresNotProven" and dashboard "Maintenance". */
+  ErasureProofProblems: "ErasureProofProblems",
   /** Buckets whose catalog entries one scrub run found wrong. Dashboard "Maintenance". */
   ScrubCatalogProblems: "ScrubCatalogProblems",
   /** Buckets an expiry finished: their records are gone for good (their table's expire_after). Dashboard "Maintenance". */
@@ -257,6 +262,12 @@ export function recordScrub(report: ScrubReport): void {
   metrics.addMetric(METRIC.ScrubCorruptBuckets, MetricUnit.Count, report.corrupt);
   metrics.addMetric(METRIC.CorruptBucketsTotal, MetricUnit.Count, report.corrupt_buckets_total);
   metrics.addMetric(METRIC.ScrubCatalogProblems, MetricUnit.Count, report.catalog_problems);
+}
+
+/** What a scheduled scrub proved of the done erasure jobs. */
+export function recordErasureProofs(run: ErasureProofRun): void {
+  metrics.addMetric(METRIC.ErasuresProved, MetricUnit.Count, run.jobs_proved);
+  metrics.addMetric(METRIC.ErasureProofProblems, MetricUnit.Count, run.unproven.length);
 }
 
 /** What one restore invocation moved back to the hot store. */

@@ -6,7 +6,10 @@
  * (metric ScrubCorruptBuckets, alarm CorruptBucketsFound). See
  * src/usecases/scrub.ts for why an outage or a flaky read marks nothing. A
  * run that reaches its deadline stops; the buckets it did not reach are the
- * least recently verified, so the next run starts with them.
+ * least recently verified, so the next run starts with them. A scheduled
+ * run then proves each erasure job done since the last one, once
+ * (usecases/erase-proof.ts; metric ErasureProofProblems, alarm
+ * ErasuresNotProven).
  */
 import type { Context } from "aws-lambda";
 import type { PulpitumConfig } from "../src/config.js";
@@ -16,14 +19,19 @@ import * as v from "valibot";
 import { fields, integerField, jsonObject, onlyFields, readInput } from "../src/input.js";
 import { scrubStoreOf } from "../src/adapters/sql/scrub-store.js";
 import { InvariantViolationError } from "../src/errors.js";
+import { erasureStoreOf } from "../src/adapters/sql/erasure-store.js";
+import { proveFinishedErasures, type ErasureProofRun } from "../src/usecases/erase-proof.js";
 import { scrub, type ScrubReport } from "../src/usecases/scrub.js";
-import { logger, recordScrub, workflowLog } from "./observability.js";
+import { logger, recordErasureProofs, recordScrub, workflowLog } from "./observability.js";
 import { observedHandler } from "./observed-handler.js";
 import { lambdaAdaptersPerContainer, openLambdaAdapters } from "./open-adapters.js";
 
 export interface ScrubDependencies {
   readonly config: Pick<PulpitumConfig, "scrubPeriodDays">;
-  readonly adapters: Pick<Adapters, "hotStore" | "objectStore" | "clock" | "archivePrefix">;
+  readonly adapters: Pick<
+    Adapters,
+    "hotStore" | "objectStore" | "clock" | "archivePrefix" | "context"
+  >;
 }
 
 export const SCRUB_REQUEST_FORM =
@@ -64,26 +72,36 @@ export function parseScrubRequest(value: unknown, input = "scrub request"): Scru
 /** Start no new bucket with less time than this left (a bucket is re-read in full). */
 const SCRUB_DEADLINE_MARGIN_MS = 120_000;
 
+/** A scrub run's report; a scheduled run's also says what it proved of the erasure jobs. */
+export type ScrubFunctionReport = ScrubReport & { readonly erasures?: ErasureProofRun };
+
 export function createScrubHandler(open: () => Promise<ScrubDependencies>) {
-  return observedHandler(async (event: unknown, context: Context): Promise<ScrubReport> => {
+  return observedHandler(async (event: unknown, context: Context): Promise<ScrubFunctionReport> => {
     const request = parseScrubRequest(event, "scrub event");
     const { config, adapters } = await open();
     const scrubStore = scrubStoreOf(adapters.hotStore);
-    if (scrubStore === null) throw new InvariantViolationError("the scrub needs the SQL hot store");
+    const erasureStore = erasureStoreOf(adapters.hotStore);
+    if (scrubStore === null || erasureStore === null)
+      throw new InvariantViolationError("the scrub needs the SQL hot store");
+    const deadline = new Date(
+      adapters.clock.now().getTime() +
+        context.getRemainingTimeInMillis() -
+        SCRUB_DEADLINE_MARGIN_MS,
+    );
     const report = await scrub(
       { ...adapters, scrubStore, log: workflowLog(logger) },
-      {
-        ...request,
-        rotation: { periodDays: config.scrubPeriodDays },
-        deadline: new Date(
-          adapters.clock.now().getTime() +
-            context.getRemainingTimeInMillis() -
-            SCRUB_DEADLINE_MARGIN_MS,
-        ),
-      },
+      { ...request, rotation: { periodDays: config.scrubPeriodDays }, deadline },
     );
     recordScrub(report);
-    return report;
+    // Only the whole archive's run: a table's or a sample's run proves nothing else.
+    if (request.tableId !== undefined || request.sample !== undefined) return report;
+    const erasures = await proveFinishedErasures(
+      adapters.context(workflowLog(logger)),
+      erasureStore,
+      { deadline },
+    );
+    recordErasureProofs(erasures);
+    return { ...report, erasures };
   });
 }
 

@@ -22,6 +22,7 @@ export interface ArchiverAlarms {
   readonly discoveryErrors: cloudwatch.Alarm;
   readonly notDraining: cloudwatch.Alarm;
   readonly corruptBuckets: cloudwatch.Alarm;
+  readonly erasuresNotProven: cloudwatch.Alarm;
 }
 
 export interface MonitoredParts {
@@ -146,7 +147,24 @@ export function addAlarms(stack: Stack, parts: MonitoredParts): ArchiverAlarms {
     evaluationPeriods: 1,
     treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
   });
-  return { deadLetters, oldestMessage, workerErrors, discoveryErrors, notDraining, corruptBuckets };
+  const erasuresNotProven = new cloudwatch.Alarm(stack, "ErasuresNotProven", {
+    alarmDescription:
+      "The scrub's proof of a done erasure job found records of the erased key in its range still readable (hot rows, a published payload or a catalog entry): records written after the job (late data) or records that came back. `pulpitum verify --erasure JOB` names the buckets; run the same `pulpitum erase` again to remove them. docs/erasure.md.",
+    metric: metric(METRIC.ErasureProofProblems, "Maximum", Duration.days(1)),
+    threshold: 1,
+    comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+    evaluationPeriods: 1,
+    treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+  });
+  return {
+    deadLetters,
+    oldestMessage,
+    workerErrors,
+    discoveryErrors,
+    notDraining,
+    corruptBuckets,
+    erasuresNotProven,
+  };
 }
 
 /** What each dashboard row is built from; each row function returns its widgets, left to right. */
@@ -327,7 +345,7 @@ function maintenanceRow(inputs: DashboardInputs): cloudwatch.IWidget[] {
   const { functions } = parts;
   return [
     new cloudwatch.GraphWidget({
-      title: "Maintenance (GC, restore, scrub and expiry)",
+      title: "Maintenance (GC, restore, scrub, expiry and erasure)",
       width: 24,
       left: [
         sum(METRIC.GcOrphansFound),
@@ -337,6 +355,8 @@ function maintenanceRow(inputs: DashboardInputs): cloudwatch.IWidget[] {
         sum(METRIC.ScrubBucketsVerified),
         sum(METRIC.ScrubCorruptBuckets),
         sum(METRIC.ScrubCatalogProblems),
+        sum(METRIC.ErasuresProved),
+        sum(METRIC.ErasureProofProblems),
         sum(METRIC.CorruptBucketsTotal),
         sum(METRIC.BucketsExpired),
         sum(METRIC.ExpiryObjectsReleased),

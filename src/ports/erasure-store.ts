@@ -96,12 +96,25 @@ export interface ErasureStore {
   /** The job's receipt lines in bucket key order. Read-only. */
   receipt(jobId: string): Promise<ErasureReceiptLine[]>;
 
+  /**
+   * Done jobs no scrub has proved yet, the earliest finished first, at most
+   * `limit`. Read-only.
+   */
+  jobsToProve(limit: number): Promise<ErasureJob[]>;
+
+  /**
+   * Record the scrub's proof of a done job: when, and how many problems it
+   * found (0: proven). A job is proved once. Safe to retry.
+   */
+  recordProof(jobId: string, problems: number, now: Date): Promise<void>;
+
   /** Set the job's status (`done` also stamps `finished_at`). Safe to retry. */
   setJobStatus(jobId: string, status: ErasureJobStatus, now: Date): Promise<void>;
 
   /**
-   * Record that a bucket waits (in flight): a `pending` line with `reason`,
-   * unless the line is already `done`. Safe to retry.
+   * Record that a bucket waits (in flight): a `pending` line with `reason`
+   * (a `done` line of an earlier run becomes `pending` again, keeping its
+   * count: the next run takes the bucket again). Safe to retry.
    */
   recordPending(
     jobId: string,

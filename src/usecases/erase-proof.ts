@@ -10,11 +10,17 @@
  * Read-only: it takes no lease and marks nothing. A bucket in flight at the
  * time (archiving, being restored) is checked in both tiers it may be read
  * from; one whose archive cannot be verified is a problem, named.
+ *
+ * The scrub proves each done job once (`proveFinishedErasures`), over the
+ * job's range cut at the job's finish: a record of the key with a later
+ * event time was written after the job and is not the job's to erase. One
+ * in the range that was written after the job (late data) is reported like
+ * one that came back: the stores cannot tell them apart.
  */
 import { describeBucket } from "../domain/bucket.js";
 import { toBase64 } from "../domain/record.js";
 import { InvalidInputError, PulpitumError } from "../errors.js";
-import type { ErasureStore } from "../ports/erasure-store.js";
+import type { ErasureJob, ErasureRange, ErasureStore } from "../ports/erasure-store.js";
 import { catalogPortsOf, checkCatalogEntries } from "./catalog.js";
 import { countArchivedInRange, type EraseContext } from "./erase-archive.js";
 
@@ -46,18 +52,82 @@ export async function proveErasure(
       "is not recorded",
       "the job_id a `pulpitum erase --yes` printed (`pulpitum audit --json` lists them)",
     );
+  return await proveJob(ctx, store, job, job.range);
+}
+
+/** What one scrub run proved of the done erasure jobs. */
+export interface ErasureProofRun {
+  /** Jobs proved this run (each is proved once). */
+  readonly jobs_proved: number;
+  /** The proofs that found a problem, each naming its buckets. */
+  readonly unproven: readonly ErasureProof[];
+  /** False: stopped by the deadline with jobs left for the next run. */
+  readonly completed: boolean;
+}
+
+/** Jobs taken from the store per read. */
+const PROOF_BATCH = 20;
+
+/**
+ * Prove every done erasure job no run has proved yet, the earliest finished
+ * first, and record each outcome; start no job at or after `deadline`.
+ */
+export async function proveFinishedErasures(
+  ctx: EraseContext,
+  store: ErasureStore,
+  options: { readonly deadline?: Date } = {},
+): Promise<ErasureProofRun> {
+  let proved = 0;
+  const unproven: ErasureProof[] = [];
+  for (;;) {
+    const jobs = await store.jobsToProve(PROOF_BATCH);
+    if (jobs.length === 0) return { jobs_proved: proved, unproven, completed: true };
+    for (const job of jobs) {
+      if (options.deadline !== undefined && ctx.clock.now() >= options.deadline)
+        return { jobs_proved: proved, unproven, completed: false };
+      const proof = await proveJob(ctx, store, job, cutAtFinish(job));
+      await store.recordProof(job.jobId, proof.problems.length, ctx.clock.now());
+      proved++;
+      if (!proof.proven) {
+        unproven.push(proof);
+        ctx.log.warn("erasure not proven", {
+          job_id: job.jobId,
+          problems: proof.problems.length,
+          first: proof.problems[0]?.problem ?? null,
+        });
+      }
+    }
+  }
+}
+
+/** The job's range, its open or later end cut at the job's finish (never empty: at least its start). */
+function cutAtFinish(job: ErasureJob): ErasureRange {
+  const finished = job.finishedAt;
+  if (finished === null || (job.range.to !== null && job.range.to <= finished)) return job.range;
+  // A range that starts after the job finished held no record then but future-dated ones: keep it whole.
+  if (job.range.from !== null && job.range.from >= finished) return job.range;
+  return { from: job.range.from, to: finished };
+}
+
+async function proveJob(
+  ctx: EraseContext,
+  store: ErasureStore,
+  job: ErasureJob,
+  range: ErasureRange,
+): Promise<ErasureProof> {
+  const jobId = job.jobId;
   const buckets = await ctx.hotStore.listPartitionBuckets(job.tableId, job.partitionKey, {
-    ...(job.range.from !== null && { from: job.range.from }),
-    ...(job.range.to !== null && { to: job.range.to }),
+    ...(range.from !== null && { from: range.from }),
+    ...(range.to !== null && { to: range.to }),
   });
   const problems: { bucket_key: string; problem: string }[] = [];
   for (const metadata of buckets) {
     const at = (problem: string) => problems.push({ bucket_key: metadata.id.bucketKey, problem });
-    const hot = await store.countHotInRange(metadata.id, job.range);
+    const hot = await store.countHotInRange(metadata.id, range);
     if (hot > 0) at(`${hot} hot rows of the key in the range (bucket ${metadata.state})`);
     if (metadata.state !== "archived" || metadata.manifestKey === null) continue;
     try {
-      const archived = await countArchivedInRange(ctx, metadata, job.range);
+      const archived = await countArchivedInRange(ctx, metadata, range);
       if (archived > 0) at(`${archived} records of the key in the range in its published archive`);
       for (const problem of await checkCatalogEntries(catalogPortsOf(ctx), metadata)) at(problem);
     } catch (error) {

@@ -18,7 +18,7 @@ import { catalogEntryKeyOf, expectedCatalogEntry, slotOf } from "../../src/useca
 import { silentLog } from "../../src/usecases/context.js";
 import { restoreBucket } from "../../src/usecases/restore.js";
 import { scrub, type ScrubContext, type ScrubReport } from "../../src/usecases/scrub.js";
-import { createScrubHandler } from "../../functions/scrub.js";
+import { createScrubHandler, type ScrubFunctionReport } from "../../functions/scrub.js";
 import {
   archiveOneBucket,
   changeJsonValue,
@@ -203,7 +203,7 @@ export async function verifyOne(h: Harness<ObjectStore>, id: BucketId): Promise<
 }
 
 /** The scheduled scrub function, invoked as its EventBridge schedule does. */
-export async function scheduledScrub(h: Harness<ObjectStore>): Promise<ScrubReport> {
+export async function scheduledScrub(h: Harness<ObjectStore>): Promise<ScrubFunctionReport> {
   const handler = createScrubHandler(() =>
     Promise.resolve({
       config: { scrubPeriodDays: 90 },
@@ -212,13 +212,14 @@ export async function scheduledScrub(h: Harness<ObjectStore>): Promise<ScrubRepo
         objectStore: h.objects,
         clock: h.clock,
         archivePrefix: h.settings.archivePrefix,
+        context: (log) => ({ ...h.process().ctx, log }),
       },
     }),
   );
   return (await handler(
     { source: "aws.events", "detail-type": "Scheduled Event", detail: {} },
     invocationContext("scrub", () => 900_000, "Pulpitum-Scrub"),
-  )) as ScrubReport;
+  )) as ScrubFunctionReport;
 }
 
 /** A report that found the damage: the bucket corrupt naming the object, or the catalog put right. */

@@ -216,6 +216,28 @@ export class SqlErasureStore implements ErasureStore {
     return rows.map(toLine);
   }
 
+  async jobsToProve(limit: number): Promise<ErasureJob[]> {
+    const p = new SqlParams();
+    const { rows } = await this.db.query<JobRow>(
+      `SELECT ${JOB_COLUMNS} FROM ${ERASURE_JOBS_TABLE}
+        WHERE status = 'done' AND proved_at IS NULL
+        ORDER BY finished_at, job_id LIMIT ${p.int(limit)}`,
+      p.values,
+    );
+    return rows.map(toJob);
+  }
+
+  async recordProof(jobId: string, problems: number, now: Date): Promise<void> {
+    const p = new SqlParams();
+    await this.db.write(
+      `UPDATE ${ERASURE_JOBS_TABLE}
+          SET proved_at = ${p.time(now)}, proof_problems = ${p.int(problems)}
+        WHERE job_id = ${p.text(jobId)} AND proved_at IS NULL`,
+      p.values,
+      "recordErasureProof",
+    );
+  }
+
   async setJobStatus(jobId: string, status: ErasureJobStatus, now: Date): Promise<void> {
     const p = new SqlParams();
     const finished = status === "done" ? p.time(now) : "NULL::TIMESTAMPTZ";

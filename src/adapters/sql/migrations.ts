@@ -434,6 +434,16 @@ export const MIGRATIONS: readonly Migration[] = [
       )`,
     ],
   },
+  {
+    version: 19,
+    name: "erasure proofs",
+    // The scrub proves each done erasure job once (usecases/erase-proof.ts):
+    // when it did, and how many problems it found (0: proven).
+    statements: [
+      `ALTER TABLE ${ERASURE_JOBS_TABLE} ADD COLUMN IF NOT EXISTS proved_at TIMESTAMPTZ NULL`,
+      `ALTER TABLE ${ERASURE_JOBS_TABLE} ADD COLUMN IF NOT EXISTS proof_problems INT8 NULL`,
+    ],
+  },
 ];
 
 /** The newest schema version this code knows. */

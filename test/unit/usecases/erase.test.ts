@@ -10,11 +10,13 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { FileObjectStore } from "../../../src/adapters/object-store/filesystem.js";
 import { fixedCutoff } from "../../../src/domain/cutoff.js";
 import { listAll } from "../../../src/ports/object-store.js";
+import { parseRfc3339Micros } from "../../../src/domain/time.js";
 import { DEADLINE_REASON } from "../../../src/usecases/erase.js";
 import { proveErasure } from "../../../src/usecases/erase-proof.js";
 import { restoreBucket } from "../../../src/usecases/restore.js";
 import { runNextPhase } from "../../../src/usecases/run-next-phase.js";
 import { freshPgliteHotStore } from "../../support/pglite-template.js";
+import { scheduledScrub } from "../../support/scrub-cases.js";
 import { harnessOn, readBucketAsReader, type Harness } from "../../support/workflow-harness.js";
 import {
   erase,
@@ -175,6 +177,50 @@ describe("erasing one partition's records", () => {
       records_removed: victimCount(expected),
     });
     await expectErasedExactly(h, expected);
+  });
+
+  it("the scheduled scrub proves each done job once, over its range cut at its finish, and names a bucket where the key came back", async () => {
+    const first = await erase(h.process().ctx, storeOf(h));
+    expect(first.status).toBe("done");
+    const proved = await scheduledScrub(h);
+    expect(proved.erasures).toEqual({ jobs_proved: 1, unproven: [], completed: true });
+    expect((await scheduledScrub(h)).erasures?.jobs_proved).toBe(0);
+
+    // Records of the key after a second job: one dated inside its range before
+    // it finished (in the hot bucket of 2026-03), one dated after it finished.
+    h.clock.advance(60_000);
+    const second = await erase(h.process().ctx, storeOf(h));
+    const at = (iso: string) => parseRfc3339Micros(iso);
+    const record = (eventTime: bigint) => ({
+      partitionKey: VICTIM,
+      eventTime,
+      sortKey: Uint8Array.of(9),
+      value: new TextEncoder().encode("written after the job"),
+    });
+    await h.inner.append(
+      ERASE_TABLE,
+      [record(at("2026-03-20T00:00:00Z")), record(at("2026-07-02T00:00:00Z"))],
+      h.clock.now(),
+    );
+    const found = await scheduledScrub(h);
+    expect(found.erasures?.jobs_proved).toBe(1);
+    expect(found.erasures?.unproven).toHaveLength(1);
+    expect(found.erasures?.unproven[0]).toMatchObject({
+      job_id: second.job_id,
+      proven: false,
+      problems: [
+        {
+          bucket_key: victimBucket("2026-03").bucketKey,
+          problem: expect.stringMatching(/1 hot rows/),
+        },
+      ],
+    });
+    // Proved once: the next run does not report it again.
+    expect((await scheduledScrub(h)).erasures).toEqual({
+      jobs_proved: 0,
+      unproven: [],
+      completed: true,
+    });
   });
 
   it("running the same erasure again resumes nothing and removes nothing twice", async () => {
