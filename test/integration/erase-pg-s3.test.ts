@@ -2,13 +2,17 @@
  * Erasure on PostgreSQL and S3 (moto): a key erased from hot, archived and
  * multi-part buckets with every other key's records exactly kept and the
  * result proven; appends of the key racing the hot delete on real
- * PostgreSQL, each landing wholly before or after it; and Object Lock
- * retention refusing the job, with its retain-until date, before anything
- * changes.
+ * PostgreSQL, each landing wholly before or after it; a restored bucket
+ * and a crash at each step of one job, resumed to exact counts; readers and
+ * GC racing the job on a versioned bucket (the old versions left as the
+ * docs say); and Object Lock retention refusing the job, with its
+ * retain-until date, before anything changes.
  */
 import { randomBytes } from "node:crypto";
 import {
   CreateBucketCommand,
+  ListObjectVersionsCommand,
+  PutBucketVersioningCommand,
   PutObjectLockConfigurationCommand,
   type S3Client,
 } from "@aws-sdk/client-s3";
@@ -18,12 +22,17 @@ import { PgDatabase, SqlHotStore } from "../../src/adapters/sql/index.js";
 import type { TableRecord } from "../../src/domain/record.js";
 import { ErasureLockedError } from "../../src/usecases/erase.js";
 import { proveErasure } from "../../src/usecases/erase-proof.js";
+import { silentLog } from "../../src/usecases/context.js";
+import { collectGarbage } from "../../src/usecases/gc.js";
+import { restoreBucket } from "../../src/usecases/restore.js";
+import type { ErasureStore } from "../../src/ports/erasure-store.js";
 import { freshBucket, freshDatabase, s3Client } from "../support/integration-resources.js";
 import { harnessOn, readBucketAsReader, type Harness } from "../support/workflow-harness.js";
 import {
   erase,
   ERASE_TABLE,
   expectErasedExactly,
+  faultyErasureStore,
   OTHERS,
   seedErasureWorld,
   storeOf,
@@ -49,18 +58,56 @@ async function lockedBucket(client: S3Client): Promise<string> {
   return bucket;
 }
 
+/** A crash on the nth call of one of the store's methods (`before` or `after` it). */
+function crashOn(
+  store: ErasureStore,
+  operation: keyof ErasureStore,
+  when: "before" | "after",
+  nth = 1,
+): ErasureStore {
+  let calls = 0;
+  return faultyErasureStore(store, operation, when, async () => {
+    if (++calls === nth) throw new Error(`simulated crash ${when} ${operation} #${nth}`);
+  });
+}
+
+const DAY = 86_400_000;
+
 describe("erasure on PostgreSQL and S3", () => {
   let close: () => Promise<void> = async () => {};
+  let versions: (
+    prefix: string,
+  ) => Promise<{ key: string; latest: boolean; marker: boolean }[]> = async () => [];
   afterEach(async () => {
     await close();
   });
 
-  async function world(locked = false): Promise<Harness<S3ObjectStore>> {
+  async function world(
+    kind: "plain" | "locked" | "versioned" = "plain",
+  ): Promise<Harness<S3ObjectStore>> {
     const db = await freshDatabase(inject("databaseUrl"));
     const store = new SqlHotStore(new PgDatabase(db.url));
     await store.migrate();
     const client = s3Client(endpoint());
-    const bucket = locked ? await lockedBucket(client) : await freshBucket(endpoint());
+    const bucket = kind === "locked" ? await lockedBucket(client) : await freshBucket(endpoint());
+    if (kind === "versioned")
+      await client.send(
+        new PutBucketVersioningCommand({
+          Bucket: bucket,
+          VersioningConfiguration: { Status: "Enabled" },
+        }),
+      );
+    versions = async (prefix) => {
+      const out: { key: string; latest: boolean; marker: boolean }[] = [];
+      const page = await client.send(
+        new ListObjectVersionsCommand({ Bucket: bucket, Prefix: prefix }),
+      );
+      for (const v of page.Versions ?? [])
+        out.push({ key: v.Key!, latest: v.IsLatest!, marker: false });
+      for (const m of page.DeleteMarkers ?? [])
+        out.push({ key: m.Key!, latest: m.IsLatest!, marker: true });
+      return out;
+    };
     close = async () => {
       await store.close();
       client.destroy();
@@ -131,8 +178,108 @@ describe("erasure on PostgreSQL and S3", () => {
     expect(runs).toBeGreaterThan(0);
   });
 
+  it("a restored bucket and a crash at each step of one job: every run resumes it, and the counts add up exactly once", async () => {
+    const h = await world();
+    const expected = await seedErasureWorld(h, 10);
+    const restored = victimBucket("2025-02");
+    expect((await restoreBucket(h.process().ctx, restored, { holdMs: DAY })).result).toBe(
+      "restored",
+    );
+    expect((await h.inner.getBucket(restored))?.state).toBe("hot");
+
+    const crashes: [keyof ErasureStore, "before" | "after", number][] = [
+      ["createJob", "after", 1],
+      ["eraseHotRange", "after", 1],
+      ["publishErasedVersion", "before", 1],
+      ["publishErasedVersion", "after", 1],
+      ["eraseHotRange", "before", 2],
+      ["setJobStatus", "before", 2],
+    ];
+    const jobs = new Set<string>();
+    for (const [operation, when, nth] of crashes) {
+      await expect(
+        erase(h.process().ctx, crashOn(storeOf(h), operation, when, nth)),
+        `${when} ${operation} #${nth}`,
+      ).rejects.toThrow(/simulated crash/);
+      // A crashed run's lease expires before the next run takes the bucket.
+      h.clock.advance(h.settings.leaseMs + 1_000);
+      const job = await storeOf(h).findUnfinishedJob(ERASE_TABLE, VICTIM, { from: null, to: null });
+      jobs.add(job!.jobId);
+    }
+    const done = await erase(h.process().ctx, storeOf(h));
+
+    expect(jobs).toEqual(new Set([done.job_id]));
+    expect(done).toMatchObject({ status: "done", resumed: true, buckets_pending: 0 });
+    expect(done.records_removed).toBe(victimCount(expected));
+    expect(done.buckets.find((b) => b.bucket_key === restored.bucketKey)).toMatchObject({
+      tier: "hot",
+      records_removed: 10,
+    });
+    await expectErasedExactly(h, expected);
+    expect(await proveErasure(h.process().ctx, storeOf(h), done.job_id!)).toMatchObject({
+      proven: true,
+    });
+  });
+
+  it("readers and GC racing the job on a versioned bucket: old or new version whole, and the old objects left only as noncurrent versions", async () => {
+    const h = await world("versioned");
+    const expected = await seedErasureWorld(h, 10);
+    const id = victimBucket("2025-03");
+    const before = await h.inner.getBucket(id);
+    const oldKeys = [...(await h.inner.listParts(id)).map((p) => p.key), before!.manifestKey!];
+    h.clock.set(new Date(Date.now()));
+    const gc = () =>
+      collectGarbage(
+        {
+          hotStore: h.inner,
+          objectStore: h.objects,
+          clock: h.clock,
+          archivePrefix: h.settings.archivePrefix,
+          log: silentLog,
+        },
+        { minAgeMs: DAY, dryRun: false, leaseMs: h.settings.leaseMs },
+      );
+    const seen = new Set<number>();
+    let erasing = true;
+    const readers = (async () => {
+      while (erasing) {
+        seen.add((await readBucketAsReader(h, id)).length);
+        await gc();
+      }
+    })();
+    const report = await erase(h.process().ctx, storeOf(h)).finally(() => {
+      erasing = false;
+    });
+    await readers;
+    expect(report.status).toBe("done");
+    // Every read saw the whole old version (10) or the new one (0), never a mix.
+    expect(seen.size).toBeGreaterThan(0);
+    for (const n of seen) expect([0, 10]).toContain(n);
+    expect(await readBucketAsReader(h, id)).toEqual([]);
+
+    // The job deleted nothing: the old objects stay current until GC's minimum age has passed.
+    for (const key of oldKeys)
+      expect(
+        (await versions(key)).filter((v) => v.latest && !v.marker),
+        key,
+      ).toHaveLength(1);
+    h.clock.advance(2 * DAY);
+    await gc();
+    // GC's delete leaves a delete marker; the bytes remain as a noncurrent version until the
+    // bucket's lifecycle rule expires them (docs/erasure.md, "Where the bytes may still live").
+    for (const key of oldKeys) {
+      const left = await versions(key);
+      expect(left.find((v) => v.latest)?.marker, key).toBe(true);
+      expect(
+        left.filter((v) => !v.marker && !v.latest),
+        key,
+      ).toHaveLength(1);
+    }
+    await expectErasedExactly(h, expected);
+  });
+
   it("an archive object under Object Lock refuses the job with its retain-until date before anything changes", async () => {
-    const h = await world(true);
+    const h = await world("locked");
     const expected = await seedErasureWorld(h, 4);
     const before = await h.inner.getBucket(victimBucket("2025-01"));
 
