@@ -5,7 +5,7 @@
  * PostgreSQL, each landing wholly before or after it; a restored bucket
  * and a crash at each step of one job, resumed to exact counts; readers and
  * GC racing the job on a versioned bucket (the old versions left as the
- * docs say); and Object Lock retention refusing the job, with its
+ * docs say); archiving and a restore racing the job; and Object Lock retention refusing the job, with its
  * retain-until date, before anything changes.
  */
 import { randomBytes } from "node:crypto";
@@ -25,6 +25,8 @@ import { proveErasure } from "../../src/usecases/erase-proof.js";
 import { silentLog } from "../../src/usecases/context.js";
 import { collectGarbage } from "../../src/usecases/gc.js";
 import { restoreBucket } from "../../src/usecases/restore.js";
+import { runNextPhase } from "../../src/usecases/run-next-phase.js";
+import { fixedCutoff } from "../../src/domain/cutoff.js";
 import type { ErasureStore } from "../../src/ports/erasure-store.js";
 import { freshBucket, freshDatabase, s3Client } from "../support/integration-resources.js";
 import { harnessOn, readBucketAsReader, type Harness } from "../support/workflow-harness.js";
@@ -275,6 +277,51 @@ describe("erasure on PostgreSQL and S3", () => {
         key,
       ).toHaveLength(1);
     }
+    await expectErasedExactly(h, expected);
+  });
+
+  it("archiving and a restore racing the job on real PostgreSQL: the runs it leaves pending finish it, and every count is exact", async () => {
+    const h = await world();
+    const expected = await seedErasureWorld(h, 10);
+    const hot = victimBucket("2026-03");
+    const archived = victimBucket("2025-01");
+    h.clock.set(new Date("2027-06-01T00:00:00Z"));
+    const wide = {
+      ...h.process().ctx,
+      settings: { ...h.settings, cutoff: fixedCutoff(new Date("2027-01-01T00:00:00Z")) },
+    };
+    const archiveHot = async () => {
+      for (let step = 0; step < 12; step++) {
+        const outcome = await runNextPhase(wide, hot);
+        if (outcome.result !== "advanced" || outcome.next === null) return;
+      }
+    };
+    const restore = () => restoreBucket(h.process().ctx, archived, { holdMs: DAY, batchRows: 3 });
+    const runs = await Promise.all([
+      erase(h.process().ctx, storeOf(h)),
+      archiveHot(),
+      restore(),
+      erase(h.process().ctx, storeOf(h)),
+    ]);
+    const first = runs[0];
+    expect(first.job_id).toBeTruthy();
+    // Whatever each run met (hot, archiving, being restored), the runs after it finish the job.
+    let last = await erase(h.process().ctx, storeOf(h));
+    for (let i = 0; i < 3 && last.status !== "done"; i++) {
+      await archiveHot();
+      last = await erase(h.process().ctx, storeOf(h));
+    }
+    expect(last.status).toBe("done");
+    expect(await h.inner.getBucket(hot)).toMatchObject({ state: "archived" });
+    expect((await h.inner.getBucket(archived))?.state).toBe("hot");
+    // Each record of the key removed once over every job and run, none of another key.
+    const receipts = await Promise.all(
+      [...new Set([runs[0].job_id, runs[3].job_id, last.job_id])].map((job) =>
+        storeOf(h).receipt(job!),
+      ),
+    );
+    const removed = receipts.flat().reduce((n, line) => n + line.recordsRemoved, 0);
+    expect(removed).toBe(victimCount(expected));
     await expectErasedExactly(h, expected);
   });
 
