@@ -2,8 +2,11 @@
  * Expiry on the real adapters, PostgreSQL and S3 (moto): a due bucket
  * expires (reads say so, the catalog drops it, GC deletes its objects), a
  * legal hold keeps it (held with a retry time, counted in status, never an
- * error loop) until the hold is lifted, and a restore racing the expiry
- * either wins whole or is refused (docs/lifecycle.md, Expiry).
+ * error loop) until the hold is lifted, a restore racing the expiry
+ * either wins whole or is refused, and a reader holding the route or a
+ * scrub mid-read while the bucket expires and GC collects it gets the whole
+ * old version or is told it expired, never wrong rows, and marks nothing
+ * (docs/lifecycle.md, Expiry).
  */
 import { randomBytes } from "node:crypto";
 import { CreateBucketCommand, PutObjectLegalHoldCommand } from "@aws-sdk/client-s3";
@@ -22,6 +25,9 @@ import { tableWindows } from "../../src/usecases/eligibility.js";
 import { collectGarbage } from "../../src/usecases/gc.js";
 import { restoreBucket } from "../../src/usecases/restore.js";
 import { runNextPhase } from "../../src/usecases/run-next-phase.js";
+import { verifyBucket } from "../../src/usecases/scrub.js";
+import { objectsFiringOnGet, readerHoldingRoute } from "../support/route-races.js";
+import { scrubContext } from "../support/scrub-cases.js";
 import { catalogEntries } from "../support/catalog.js";
 import { freshBucket, freshDatabase, s3Client } from "../support/integration-resources.js";
 import {
@@ -228,5 +234,73 @@ describe("expiry on PostgreSQL and S3", () => {
     // Whatever won, a reader gets the whole bucket.
     const page = await reader(h).read(tableId, enc("solo"), { limit: 1000 });
     expectSameRecords(page.records.slice(0, march.records.length), march.records);
+  });
+
+  describe("a reader or a scrub mid-read while the bucket expires", () => {
+    /** An archived table, and a way to expire its march bucket (both steps) and let GC collect it. */
+    async function expiring(name: string) {
+      const h = harness(await freshBucket(endpoint), `exp/${name}`);
+      const table = await archivedTable(h, name);
+      const expireAndCollect = async (collect: boolean) => {
+        await expire(h, table.tableId, "1y");
+        await scanAndRun(h);
+        await scanAndRun(h);
+        expect((await h.inner.getBucket(table.march.id))?.state).toBe("expired");
+        if (!collect) return;
+        // S3 dates objects by its own clock: past it and the safety age.
+        h.clock.set(new Date(Date.now() + 2 * DAY));
+        const report = await collectGarbage(
+          {
+            hotStore: h.inner,
+            objectStore: h.objects,
+            clock: h.clock,
+            archivePrefix: `exp/${name}`,
+            log: silentLog,
+          },
+          { minAgeMs: DAY, dryRun: false, leaseMs: h.settings.leaseMs },
+        );
+        expect(report.deleted_objects).toBe(2);
+      };
+      return { h, ...table, expireAndCollect };
+    }
+
+    it("a reader holding the route reads the whole old version while GC's safety age keeps the objects", async () => {
+      const { h, tableId, march, november, expireAndCollect } = await expiring("held_kept");
+      const page = await readerHoldingRoute(h, march.id, () => expireAndCollect(false)).read(
+        tableId,
+        enc("solo"),
+        { limit: 1000 },
+      );
+      expectSameRecords(page.records, [...march.records, ...november.records]);
+      expect(page.expired).toEqual([]);
+    });
+
+    it("a reader holding the route after GC deleted the objects is told the bucket expired, never given wrong rows", async () => {
+      const { h, tableId, march, november, expireAndCollect } = await expiring("held_gone");
+      const page = await readerHoldingRoute(h, march.id, () => expireAndCollect(true)).read(
+        tableId,
+        enc("solo"),
+        { limit: 1000 },
+      );
+      expectSameRecords(page.records, november.records);
+      expect(page.expired.map((b) => b.bucketKey)).toEqual([march.id.bucketKey]);
+    });
+
+    it("a scrub verifying the bucket as it expires and is collected marks nothing corrupt", async () => {
+      const { h, march, expireAndCollect } = await expiring("scrubbed");
+      const firing = objectsFiringOnGet(h.objects, `/${march.id.bucketKey}/manifests/`, () =>
+        expireAndCollect(true),
+      );
+      const verdict = await verifyBucket(
+        { ...scrubContext(h), objectStore: firing.objects },
+        march.id,
+      );
+      expect(firing.fired()).toBe(true);
+      expect(verdict.kind).toBe("skipped");
+      expect(await h.inner.getBucket(march.id)).toMatchObject({
+        state: "expired",
+        corruption: null,
+      });
+    });
   });
 });

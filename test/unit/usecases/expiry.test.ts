@@ -21,9 +21,8 @@ import { silentLog } from "../../../src/usecases/context.js";
 import { discover } from "../../../src/usecases/discover.js";
 import { collectGarbage } from "../../../src/usecases/gc.js";
 import { verifyBucket } from "../../../src/usecases/scrub.js";
-import type { HotStore } from "../../../src/ports/hot-store.js";
-import type { ObjectStore } from "../../../src/ports/object-store.js";
 import { scrubContext } from "../../support/scrub-cases.js";
+import { objectsFiringOnGet, readerHoldingRoute } from "../../support/route-races.js";
 import { runNextPhase } from "../../../src/usecases/run-next-phase.js";
 import { tableWindows } from "../../../src/usecases/eligibility.js";
 import { SimulatedCrash } from "../../support/faults.js";
@@ -339,33 +338,11 @@ describe("expiring archived buckets", () => {
     expect((await gc()).deleted_objects).toBe(2);
   };
 
-  /** A reader whose hot store runs `between` right after it hands out march's route. */
-  const readerHoldingRoute = (between: () => Promise<void>) => {
-    let fired = false;
-    const hotStore = new Proxy(h.inner, {
-      get(target, property, receiver) {
-        const value: unknown = Reflect.get(target, property, receiver);
-        if (property !== "readBucket" || typeof value !== "function") return value;
-        return async (...args: Parameters<HotStore["readBucket"]>) => {
-          const read = await target.readBucket(...args);
-          if (!fired && read.route === "archive" && args[0].bucketKey === march.id.bucketKey) {
-            fired = true;
-            await between();
-          }
-          return read;
-        };
-      },
-    });
-    return new DurableTable({
-      hotStore,
-      objectStore: h.objects,
-      clock: h.clock,
-      archivePrefix: h.settings.archivePrefix,
-    });
-  };
+  const readerHoldingMarch = (between: () => Promise<void>) =>
+    readerHoldingRoute(h, march.id, between);
 
   it("a reader holding the route when the bucket expires reads the whole old version, verified, while GC's safety age keeps the objects", async () => {
-    const page = await readerHoldingRoute(() => expireAndCollect(false)).read(TABLE, enc("solo"), {
+    const page = await readerHoldingMarch(() => expireAndCollect(false)).read(TABLE, enc("solo"), {
       limit: 1000,
     });
     expectSameRecords(page.records, [...march.records, ...november.records]);
@@ -373,7 +350,7 @@ describe("expiring archived buckets", () => {
   });
 
   it("a reader holding the route when the bucket expired and GC deleted its objects is told it expired, never given wrong rows", async () => {
-    const page = await readerHoldingRoute(() => expireAndCollect(true)).read(TABLE, enc("solo"), {
+    const page = await readerHoldingMarch(() => expireAndCollect(true)).read(TABLE, enc("solo"), {
       limit: 1000,
     });
     expectSameRecords(page.records, november.records);
@@ -381,22 +358,12 @@ describe("expiring archived buckets", () => {
   });
 
   it("a scrub verifying a bucket that expires and is collected under it marks nothing corrupt", async () => {
-    let fired = false;
-    const objects = new Proxy(h.objects, {
-      get(target, property, receiver) {
-        const value: unknown = Reflect.get(target, property, receiver);
-        if (property !== "get" || typeof value !== "function") return value;
-        return async (...args: Parameters<ObjectStore["get"]>) => {
-          if (!fired && args[0].includes(`/${march.id.bucketKey}/manifests/`)) {
-            fired = true;
-            await expireAndCollect(true);
-          }
-          return await (target as ObjectStore).get(...args);
-        };
-      },
-    });
+    const firing = objectsFiringOnGet(h.objects, `/${march.id.bucketKey}/manifests/`, () =>
+      expireAndCollect(true),
+    );
+    const objects = firing.objects;
     const verdict = await verifyBucket({ ...scrubContext(h), objectStore: objects }, march.id);
-    expect(fired).toBe(true);
+    expect(firing.fired()).toBe(true);
     expect(verdict.kind).toBe("skipped");
     expect(await h.inner.getBucket(march.id)).toMatchObject({
       state: "expired",
