@@ -242,6 +242,29 @@ describe("S3's own checksums through S3ObjectStore", () => {
     await store.close();
   });
 
+  it("keeps the storage class asked for on a multipart object as on a single PUT, read back with HeadObject", async () => {
+    const store = new S3ObjectStore({ bucket, clientConfig, ...multipart });
+    const large = "class/large-ia.bin";
+    const small = "class/small-ia.bin";
+
+    await store.createIfAbsent(
+      large,
+      { filePath: largeFile, byteLength: largeBytes.byteLength },
+      { storageClass: "STANDARD_IA" },
+    );
+    await store.createIfAbsent(
+      small,
+      { filePath: smallFile, byteLength: smallBytes.byteLength },
+      { storageClass: "STANDARD_IA" },
+    );
+
+    expect((await storedChecksum(bucket, large)).type).toBe("FULL_OBJECT");
+    expect((await store.head(large))?.storageClass).toBe("STANDARD_IA");
+    expect((await store.head(small))?.storageClass).toBe("STANDARD_IA");
+    expect((await collect(await store.getStream(large))).equals(largeBytes)).toBe(true);
+    await store.close();
+  });
+
   it("never serves a small body damaged on the way in: S3 refuses the PUT, or every whole read refuses the stored object, naming its key", async () => {
     const client = new S3Client(clientConfig);
     const damaged = damageOnTheWire(client, { onRequest: (c) => c === "PutObjectCommand" });
