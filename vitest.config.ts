@@ -1,7 +1,18 @@
+import { availableParallelism } from "node:os";
 import { defineConfig } from "vitest/config";
+
+/**
+ * The unit suite's test files run on every core: vitest's default (one
+ * fewer than the cores) runs them one at a time on a 2-core machine, where
+ * the main process is idle while a file runs (PGlite and the archive code
+ * are CPU-bound in the worker).
+ */
+const UNIT_WORKERS = Math.max(2, availableParallelism());
 
 export default defineConfig({
   test: {
+    // The integration project runs its files one at a time (fileParallelism: false).
+    maxWorkers: UNIT_WORKERS,
     projects: [
       {
         test: {

@@ -22,7 +22,7 @@ import { describeBucket } from "../src/domain/bucket.js";
 import { errorMessage } from "../src/errors.js";
 import type { ArchiverContext } from "../src/usecases/context.js";
 import { eraseKey, type EraseRequest } from "../src/usecases/erase.js";
-import { proveErasure } from "../src/usecases/erase-proof.js";
+import { proveErasure, proveFinishedErasures } from "../src/usecases/erase-proof.js";
 import type { ErasureStore } from "../src/ports/erasure-store.js";
 import type { HotStore } from "../src/ports/hot-store.js";
 import { partitionRef, type Ledger } from "./ledger.js";
@@ -45,6 +45,8 @@ export interface ErasureFigures {
   /** Jobs proven at the end, and their problems. */
   proven: number;
   proofProblems: number;
+  /** Done jobs the scheduled scrub's path proved at the end (each once). */
+  scrubProved: number;
   examples: string[];
 }
 
@@ -65,6 +67,7 @@ export class ErasureChaos {
     receiptRemoved: 0,
     proven: 0,
     proofProblems: 0,
+    scrubProved: 0,
     examples: [],
   };
   /** Partitions chosen: appenders leave them alone. */
@@ -130,10 +133,22 @@ export class ErasureChaos {
       for (const p of proof.problems)
         this.#problem(`proof of ${job.ref}: ${p.bucket_key}: ${p.problem}`);
     }
+    // The scheduled scrub's proof (each done job once, its range cut at its finish) agrees.
+    const scrubbed = await proveFinishedErasures(ctx, store);
+    this.figures.scrubProved = scrubbed.jobs_proved;
+    for (const proof of scrubbed.unproven)
+      for (const p of proof.problems)
+        this.#problem(`the scrub's proof of job ${proof.job_id}: ${p.bucket_key}: ${p.problem}`);
+    // At least one job per partition done (a lost reply to the final status makes a rerun start another).
+    const done = this.#jobs.filter((j) => j.done).length;
+    if (scrubbed.jobs_proved < done)
+      this.#problem(
+        `the scrub proved ${scrubbed.jobs_proved} erasure jobs, fewer than the ${done} done`,
+      );
     this.options.log(
       `erasure: ${this.figures.jobs} partitions erased in ${this.figures.runs} runs ` +
         `(${this.figures.runErrors} failed, ${this.figures.pendingRuns} left buckets pending), ` +
-        `${this.figures.ledgerErased} records erased, ${this.figures.proven} proven, ${this.figures.proofProblems} proof problems`,
+        `${this.figures.ledgerErased} records erased, ${this.figures.proven} proven (${this.figures.scrubProved} by the scrub's path), ${this.figures.proofProblems} proof problems`,
     );
   }
 
