@@ -22,14 +22,17 @@ import { PgDatabase, SqlHotStore } from "../../src/adapters/sql/index.js";
 import type { TableRecord } from "../../src/domain/record.js";
 import { ErasureLockedError } from "../../src/usecases/erase.js";
 import { proveErasure } from "../../src/usecases/erase-proof.js";
-import { silentLog } from "../../src/usecases/context.js";
-import { collectGarbage } from "../../src/usecases/gc.js";
 import { restoreBucket } from "../../src/usecases/restore.js";
 import { runNextPhase } from "../../src/usecases/run-next-phase.js";
 import { fixedCutoff } from "../../src/domain/cutoff.js";
 import type { ErasureStore } from "../../src/ports/erasure-store.js";
 import { freshBucket, freshDatabase, s3Client } from "../support/integration-resources.js";
-import { harnessOn, readBucketAsReader, type Harness } from "../support/workflow-harness.js";
+import {
+  collectOn,
+  harnessOn,
+  readBucketAsReader,
+  type Harness,
+} from "../support/workflow-harness.js";
 import {
   erase,
   ERASE_TABLE,
@@ -230,17 +233,7 @@ describe("erasure on PostgreSQL and S3", () => {
     const before = await h.inner.getBucket(id);
     const oldKeys = [...(await h.inner.listParts(id)).map((p) => p.key), before!.manifestKey!];
     h.clock.set(new Date(Date.now()));
-    const gc = () =>
-      collectGarbage(
-        {
-          hotStore: h.inner,
-          objectStore: h.objects,
-          clock: h.clock,
-          archivePrefix: h.settings.archivePrefix,
-          log: silentLog,
-        },
-        { minAgeMs: DAY, dryRun: false, leaseMs: h.settings.leaseMs },
-      );
+    const gc = () => collectOn(h, DAY);
     const seen = new Set<number>();
     let erasing = true;
     const readers = (async () => {

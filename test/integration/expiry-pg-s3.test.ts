@@ -19,10 +19,8 @@ import { parseDuration } from "../../src/domain/duration.js";
 import type { TableRecord } from "../../src/domain/record.js";
 import { parseTableId, type TableId } from "../../src/domain/table.js";
 import { DurableTable } from "../../src/read/durable-table.js";
-import { silentLog } from "../../src/usecases/context.js";
 import { discover } from "../../src/usecases/discover.js";
 import { tableWindows } from "../../src/usecases/eligibility.js";
-import { collectGarbage } from "../../src/usecases/gc.js";
 import { restoreBucket } from "../../src/usecases/restore.js";
 import { runNextPhase } from "../../src/usecases/run-next-phase.js";
 import { verifyBucket } from "../../src/usecases/scrub.js";
@@ -31,6 +29,7 @@ import { scrubContext } from "../support/scrub-cases.js";
 import { catalogEntries } from "../support/catalog.js";
 import { freshBucket, freshDatabase, s3Client } from "../support/integration-resources.js";
 import {
+  collectOn,
   chatRecords,
   converge,
   expectSameRecords,
@@ -135,16 +134,7 @@ describe("expiry on PostgreSQL and S3", () => {
 
     // S3 dates objects by its own clock: move the harness clock past it and the safety age.
     h.clock.set(new Date(Date.now() + 2 * DAY));
-    const report = await collectGarbage(
-      {
-        hotStore: h.inner,
-        objectStore: h.objects,
-        clock: h.clock,
-        archivePrefix: "exp/due",
-        log: silentLog,
-      },
-      { minAgeMs: DAY, dryRun: false, leaseMs: h.settings.leaseMs },
-    );
+    const report = await collectOn(h, DAY);
     expect(report.deleted_objects).toBe(2);
     const left = (await h.objects.list("exp/due/v4/")).objects.map((o) => o.key);
     expect(left.filter((k) => k.includes(`/${march.id.bucketKey}/`))).toEqual([]);
@@ -249,16 +239,7 @@ describe("expiry on PostgreSQL and S3", () => {
         if (!collect) return;
         // S3 dates objects by its own clock: past it and the safety age.
         h.clock.set(new Date(Date.now() + 2 * DAY));
-        const report = await collectGarbage(
-          {
-            hotStore: h.inner,
-            objectStore: h.objects,
-            clock: h.clock,
-            archivePrefix: `exp/${name}`,
-            log: silentLog,
-          },
-          { minAgeMs: DAY, dryRun: false, leaseMs: h.settings.leaseMs },
-        );
+        const report = await collectOn(h, DAY);
         expect(report.deleted_objects).toBe(2);
       };
       return { h, ...table, expireAndCollect };

@@ -27,6 +27,7 @@ import type {
 } from "../../src/usecases/context.js";
 import { silentLog } from "../../src/usecases/context.js";
 import { discover } from "../../src/usecases/discover.js";
+import { collectGarbage, type GcReport } from "../../src/usecases/gc.js";
 import { runNextPhase } from "../../src/usecases/run-next-phase.js";
 import type { ObjectOperation } from "../../src/adapters/object-store/memory.js";
 import type { ObjectStore } from "../../src/ports/object-store.js";
@@ -239,4 +240,18 @@ export async function expectFullyArchived(
     const hot = await h.inner.readBucket(id, { limit: 10 });
     expect(hot.route).toBe("archive");
   }
+}
+
+/** One GC pass over the harness's archive, deleting what is unreferenced and older than `minAgeMs`. */
+export async function collectOn(h: Harness<ObjectStore>, minAgeMs: number): Promise<GcReport> {
+  return await collectGarbage(
+    {
+      hotStore: h.inner,
+      objectStore: h.objects,
+      clock: h.clock,
+      archivePrefix: h.settings.archivePrefix,
+      log: silentLog,
+    },
+    { minAgeMs, dryRun: false, leaseMs: h.settings.leaseMs },
+  );
 }

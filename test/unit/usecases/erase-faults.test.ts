@@ -6,14 +6,13 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { ErasureStore } from "../../../src/ports/erasure-store.js";
-import { silentLog } from "../../../src/usecases/context.js";
-import { collectGarbage } from "../../../src/usecases/gc.js";
 import { fixedCutoff } from "../../../src/domain/cutoff.js";
 import { proveErasure } from "../../../src/usecases/erase-proof.js";
 import { runNextPhase } from "../../../src/usecases/run-next-phase.js";
 import type { FaultPoint, HotOperation } from "../../support/faults.js";
 import type { ObjectOperation } from "../../../src/adapters/object-store/memory.js";
 import {
+  collectOn,
   archivedRecords,
   makeHarness,
   readBucketAsReader,
@@ -200,17 +199,7 @@ describe("an erasure job", () => {
     h.clock.set(new Date(Date.now()));
     const before = await h.inner.getBucket(id);
     const oldParts = (await h.inner.listParts(id)).map((p) => p.key);
-    const gc = () =>
-      collectGarbage(
-        {
-          hotStore: h.inner,
-          objectStore: h.objects,
-          clock: h.clock,
-          archivePrefix: h.settings.archivePrefix,
-          log: silentLog,
-        },
-        { minAgeMs: DAY, dryRun: false, leaseMs: h.settings.leaseMs },
-      );
+    const gc = () => collectOn(h, DAY);
     // GC running while the new version is written (leased, unpublished) deletes none of it.
     const store = faultyErasureStore(storeOf(h), "publishErasedVersion", "before", async () => {
       await gc();

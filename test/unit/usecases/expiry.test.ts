@@ -17,9 +17,7 @@ import { parseTableId } from "../../../src/domain/table.js";
 import { dateToMicros } from "../../../src/domain/time.js";
 import { BucketNotRestorableError, restoreBucket } from "../../../src/usecases/restore.js";
 import { DurableTable } from "../../../src/read/durable-table.js";
-import { silentLog } from "../../../src/usecases/context.js";
 import { discover } from "../../../src/usecases/discover.js";
-import { collectGarbage } from "../../../src/usecases/gc.js";
 import { verifyBucket } from "../../../src/usecases/scrub.js";
 import { scrubContext } from "../../support/scrub-cases.js";
 import { objectsFiringOnGet, readerHoldingRoute } from "../../support/route-races.js";
@@ -29,6 +27,7 @@ import { SimulatedCrash } from "../../support/faults.js";
 import { freshPgliteHotStore } from "../../support/pglite-template.js";
 import { catalogEntries } from "../../support/catalog.js";
 import {
+  collectOn,
   chatRecords,
   converge,
   expectSameRecords,
@@ -77,17 +76,7 @@ describe("expiring archived buckets", () => {
     for (const o of (await h.objects.list("archive/")).objects)
       utimesSync(path.join(dir, o.key), when, when);
   };
-  const gc = () =>
-    collectGarbage(
-      {
-        hotStore: h.inner,
-        objectStore: h.objects,
-        clock: h.clock,
-        archivePrefix: h.settings.archivePrefix,
-        log: silentLog,
-      },
-      { minAgeMs: DAY, dryRun: false, leaseMs: h.settings.leaseMs },
-    );
+  const gc = () => collectOn(h, DAY);
 
   beforeEach(async () => {
     dir = mkdtempSync(path.join(os.tmpdir(), "pulpitum-expiry-"));

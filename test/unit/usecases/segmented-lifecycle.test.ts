@@ -15,12 +15,12 @@ import { validateArchiveManifest, type ManifestV5 } from "../../../src/archive/m
 import type { BucketId } from "../../../src/domain/bucket.js";
 import type { TableRecord } from "../../../src/domain/record.js";
 import { parseTableId } from "../../../src/domain/table.js";
-import { silentLog } from "../../../src/usecases/context.js";
-import { collectGarbage, type GcReport } from "../../../src/usecases/gc.js";
+import type { GcReport } from "../../../src/usecases/gc.js";
 import { restoreBucket } from "../../../src/usecases/restore.js";
 import { runNextPhase } from "../../../src/usecases/run-next-phase.js";
 import { freshPgliteHotStore } from "../../support/pglite-template.js";
 import {
+  collectOn,
   chatRecords,
   converge,
   expectFullyArchived,
@@ -55,17 +55,7 @@ describe("a bucket archived in several parts", () => {
     const when = new Date(h.clock.now().getTime() - ageMs);
     for (const key of await keys()) utimesSync(path.join(dir, key), when, when);
   };
-  const gc = (): Promise<GcReport> =>
-    collectGarbage(
-      {
-        hotStore: h.inner,
-        objectStore: h.objects,
-        clock: h.clock,
-        archivePrefix: h.settings.archivePrefix,
-        log: silentLog,
-      },
-      { minAgeMs: DAY, dryRun: false, leaseMs: h.settings.leaseMs },
-    );
+  const gc = (): Promise<GcReport> => collectOn(h, DAY);
   const manifestOf = async () => {
     const m = (await h.inner.getBucket(id))!;
     return validateArchiveManifest(await h.objects.get(m.manifestKey!)) as ManifestV5;
