@@ -112,6 +112,16 @@ const SECRET = [
 ];
 /** Without a prefix condition: S3 answers a missing key's HEAD with 404 only to a role that may list the bucket. */
 const LIST_PREFIX = "s3:ListBucket archive";
+/** What writing a bucket's archive version takes: its objects, the listing, and its catalog entry. */
+const WRITES_VERSIONS = [
+  "s3:AbortMultipartUpload archive/pulpitum/*",
+  "s3:DeleteObject archive/pulpitum/catalog/*",
+  "s3:GetObject archive/pulpitum/*",
+  "s3:GetObject archive/pulpitum/catalog/*",
+  LIST_PREFIX,
+  "s3:PutObject archive/pulpitum/*",
+  "s3:PutObject archive/pulpitum/catalog/*",
+];
 /** Lambda's asynchronous-invocation DLQ of the scheduled functions. */
 const SCHEDULED_FAILURES = "sqs:SendMessage scheduled-failures-queue";
 
@@ -127,13 +137,7 @@ const DEFAULT_GRANTS: Record<string, string[]> = {
   ],
   worker: [
     LOGS,
-    "s3:AbortMultipartUpload archive/pulpitum/*",
-    "s3:DeleteObject archive/pulpitum/catalog/*",
-    "s3:GetObject archive/pulpitum/*",
-    "s3:GetObject archive/pulpitum/catalog/*",
-    LIST_PREFIX,
-    "s3:PutObject archive/pulpitum/*",
-    "s3:PutObject archive/pulpitum/catalog/*",
+    ...WRITES_VERSIONS,
     ...SECRET,
     // The queue's event source mapping receives and deletes for the worker.
     "sqs:ChangeMessageVisibility work-queue",
@@ -186,18 +190,7 @@ const DEFAULT_GRANTS: Record<string, string[]> = {
     ...XRAY,
   ],
   // A bucket's new version, as the worker writes one; no delete of archive data (GC deletes the old version).
-  erase: [
-    LOGS,
-    "s3:AbortMultipartUpload archive/pulpitum/*",
-    "s3:DeleteObject archive/pulpitum/catalog/*",
-    "s3:GetObject archive/pulpitum/*",
-    "s3:GetObject archive/pulpitum/catalog/*",
-    LIST_PREFIX,
-    "s3:PutObject archive/pulpitum/*",
-    "s3:PutObject archive/pulpitum/catalog/*",
-    ...SECRET,
-    ...XRAY,
-  ],
+  erase: [LOGS, ...WRITES_VERSIONS, ...SECRET, ...XRAY],
 };
 
 function withGrants(extra: Record<string, string[]>): Record<string, string[]> {
