@@ -27,7 +27,7 @@ import type { ErasureStore } from "../src/ports/erasure-store.js";
 import type { HotStore } from "../src/ports/hot-store.js";
 import { partitionRef, type Ledger } from "./ledger.js";
 import type { Random } from "./random.js";
-import { sleep } from "./random.js";
+import { atRandomGapsUntil, sleep } from "./random.js";
 import type { Catalog, SoakBucket } from "./workload.js";
 
 /** Partitions erased at most in one run. */
@@ -99,18 +99,14 @@ export class ErasureChaos {
     readonly until: () => boolean;
     readonly signal: AbortSignal;
   }): Promise<void> {
-    const { random, signal } = options;
-    while (!signal.aborted && !options.until()) {
-      await sleep(random.between(options.gapMs[0], options.gapMs[1]), signal).catch(
-        () => undefined,
-      );
-      if (signal.aborted || options.until()) break;
+    const { random } = options;
+    await atRandomGapsUntil(options, async () => {
       // A job waiting for buckets in flight does not hold up the next partition.
       const open = this.#jobs.filter((j) => !j.done);
       if (open.length > 0 && (this.#jobs.length >= MAX_JOBS || random.chance(0.5)))
         await this.#runJob(options.ctx, random.pick(open));
       else await this.#choose(random);
-    }
+    });
   }
 
   /** After the chaos, on the clean runtime: finish every job, then prove each. */

@@ -27,7 +27,7 @@ import { errorMessage } from "../src/errors.js";
 import type { TablePolicies } from "../src/ports/hot-store.js";
 import { throughFaults } from "./policy.js";
 import type { Random } from "./random.js";
-import { sleep } from "./random.js";
+import { atRandomGapsUntil } from "./random.js";
 import type { Catalog, SoakBucket } from "./workload.js";
 
 export const EXPIRING_TABLE = "soak_month_json";
@@ -114,15 +114,9 @@ export class ExpiryChaos {
     readonly until: () => boolean;
     readonly signal: AbortSignal;
   }): Promise<void> {
-    let next = 1;
-    while (!options.signal.aborted && !options.until()) {
-      await sleep(options.random.between(options.gapMs[0], options.gapMs[1]), options.signal).catch(
-        () => undefined,
-      );
-      if (options.signal.aborted || options.until()) break;
+    await atRandomGapsUntil(options, async (turn) => {
       await this.check();
-      const days = this.#days(this.#cutoffs[next % 2]!);
-      next++;
+      const days = this.#days(this.#cutoffs[turn % 2]!);
       this.#shortest = Math.min(this.#shortest, days);
       try {
         await options.chaosPolicies.alterTable(
@@ -136,7 +130,7 @@ export class ExpiryChaos {
         this.options.log(`expiry window change failed: ${errorMessage(error)}`);
       }
       await this.check();
-    }
+    });
     const days = this.#days(this.#cutoffs[1]);
     this.#shortest = Math.min(this.#shortest, days);
     await throughFaults("setting the last expiry window", this.options.log, () =>

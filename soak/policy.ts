@@ -22,7 +22,7 @@ import type { TableId } from "../src/domain/table.js";
 import { errorMessage } from "../src/errors.js";
 import type { TablePolicies } from "../src/ports/hot-store.js";
 import type { Random } from "./random.js";
-import { sleep } from "./random.js";
+import { atRandomGapsUntil, sleep } from "./random.js";
 import type { SoakBucket } from "./workload.js";
 
 export interface PolicyFigures {
@@ -103,15 +103,9 @@ export class PolicyChaos {
     readonly until: () => boolean;
     readonly signal: AbortSignal;
   }): Promise<void> {
-    let next = 1;
-    while (!options.signal.aborted && !options.until()) {
-      await sleep(options.random.between(options.gapMs[0], options.gapMs[1]), options.signal).catch(
-        () => undefined,
-      );
-      if (options.signal.aborted || options.until()) break;
+    await atRandomGapsUntil(options, async (turn) => {
       await this.check();
-      const cutoffDay = ALTERED.cutoffDays[next % 2]!;
-      next++;
+      const cutoffDay = ALTERED.cutoffDays[turn % 2]!;
       await this.#set(
         ALTERED.table,
         windowFor(cutoffDay, new Date()),
@@ -119,7 +113,7 @@ export class PolicyChaos {
         options.chaosPolicies,
       );
       await this.check();
-    }
+    });
     await this.check();
     this.#released = true;
     for (const table of [FIXED.table, ALTERED.table]) {

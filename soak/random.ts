@@ -42,3 +42,29 @@ export class Random {
 }
 
 export { sleep } from "../src/ports/clock.js";
+import { sleep as sleepFor } from "../src/ports/clock.js";
+
+/**
+ * Run `step` after each random pause of `gapMs` until `until()` holds or
+ * `signal` aborts (checked before and after each pause); `step` is given its
+ * turn, counted from 1.
+ */
+export async function atRandomGapsUntil(
+  options: {
+    readonly random: Random;
+    readonly gapMs: readonly [number, number];
+    readonly until: () => boolean;
+    readonly signal: AbortSignal;
+  },
+  step: (turn: number) => Promise<void>,
+): Promise<void> {
+  const over = () => options.signal.aborted || options.until();
+  for (let turn = 1; !over(); turn++) {
+    await sleepFor(
+      options.random.between(options.gapMs[0], options.gapMs[1]),
+      options.signal,
+    ).catch(() => undefined);
+    if (over()) return;
+    await step(turn);
+  }
+}
