@@ -294,7 +294,13 @@ async function restoreOnce(
         break;
     }
   } catch (error) {
-    if (error instanceof BucketNotRestorableError) return; // claimed for archival meanwhile
+    if (error instanceof BucketNotRestorableError) {
+      // Claimed for archival meanwhile: a claimed bucket holds no unfinished restore
+      // (the restore mark lives only on an archived bucket), so none is left to finish.
+      // Kept in the unfinished set, it would hold the loop on itself while it archives.
+      figures.unfinished.delete(bucket.ref);
+      return;
+    }
     figures.restoreErrors++;
     figures.unfinished.add(bucket.ref);
     note(figures, `restore of ${describeBucket(id)}: ${errorMessage(error)}`);
