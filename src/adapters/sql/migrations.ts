@@ -10,6 +10,27 @@
 import { revokeAllButAppend } from "./append-only.js";
 import type { SqlDatabase, SqlExecutor } from "./database.js";
 import { addConstraintOnce, ddl } from "./ddl.js";
+import {
+  MIGRATIONS_TABLE,
+  TABLES_TABLE,
+  METADATA_TABLE,
+  RECORDS_TABLE,
+  PARTS_TABLE,
+  GC_PROGRESS_TABLE,
+  SCRUB_PROGRESS_TABLE,
+  ARCHIVE_BINDING_TABLE,
+  SCRUB_INDEX,
+  AUDIT_TABLE,
+  POLICY_HISTORY_TABLE,
+  ERASURE_JOBS_TABLE,
+  ERASURE_RECEIPTS_TABLE,
+  TABLE_WINDOW_INDEX,
+  STATE_CHECK_V17,
+  DISCOVERY_INDEX_V2,
+  DISCOVERY_INDEX,
+} from "./schema-names.js";
+
+export * from "./schema-names.js";
 
 export interface Migration {
   readonly version: number;
@@ -18,44 +39,6 @@ export interface Migration {
   /** Runs after the statements, before the ledger records the version; must be safe to run again. */
   readonly after?: (db: SqlDatabase) => Promise<void>;
 }
-
-export const MIGRATIONS_TABLE = "pulpitum_v4_migrations";
-export const TABLES_TABLE = "pulpitum_v4_tables";
-export const METADATA_TABLE = "pulpitum_v4_bucket_metadata";
-export const RECORDS_TABLE = "pulpitum_v4_records";
-export const PARTS_TABLE = "pulpitum_v4_bucket_parts";
-/** Where a garbage-collection pass over one archive root stands, and who holds it (migration 9). */
-export const GC_PROGRESS_TABLE = "pulpitum_v4_gc_progress";
-/** What the integrity scrub last did over one archive root (migration 11). */
-export const SCRUB_PROGRESS_TABLE = "pulpitum_v4_scrub_progress";
-export const ARCHIVE_BINDING_TABLE = "pulpitum_v4_archive_binding";
-/** Serves the scrub's order: archived buckets, least recently verified first (migration 11). */
-export const SCRUB_INDEX = "pulpitum_v4_bucket_metadata_scrub_idx";
-/** The audit trail: rows only ever appended (migration 15; adapters/sql/audit-trail.ts). */
-export const AUDIT_TABLE = "pulpitum_v4_audit";
-/** Every version of every table's policy (migration 16; adapters/sql/hot-store/table-policies.ts). */
-export const POLICY_HISTORY_TABLE = "pulpitum_v4_table_policies";
-/** Erasure jobs, one row per `pulpitum erase` request (migration 18; adapters/sql/erasure-store.ts). */
-export const ERASURE_JOBS_TABLE = "pulpitum_v4_erasure_jobs";
-/** An erasure job's receipt: one row per bucket it touched or waits for (migration 18). */
-export const ERASURE_RECEIPTS_TABLE = "pulpitum_v4_erasure_receipts";
-/**
- * Serves the per-table branch of discovery (migration 16): each table's hot
- * buckets up to its own cutoff, as one index range per table in
- * `bucket_end` order.
- */
-export const TABLE_WINDOW_INDEX = "pulpitum_v4_bucket_metadata_table_window_idx";
-/** The state CHECK of migration 17, which adds `expired` (the one of migration 2 is dropped). */
-export const STATE_CHECK_V17 = "pulpitum_v4_bucket_metadata_state_check_v17";
-/** The discovery index of migration 2, replaced by {@link DISCOVERY_INDEX} in migration 8. */
-export const DISCOVERY_INDEX_V2 = "pulpitum_v4_bucket_metadata_discovery_idx";
-/**
- * Serves every branch of discovery as an index range scan in keyset order
- * `(bucket_end, table_id, partition_key, bucket_key)`: a page starts where the
- * previous one ended, even inside a run of buckets sharing one `bucket_end`
- * (a million partitions' `month:2025-01`), with no sort of the tie.
- */
-export const DISCOVERY_INDEX = "pulpitum_v4_bucket_metadata_discovery_keyset_idx";
 
 export const MIGRATIONS: readonly Migration[] = [
   {
