@@ -15,9 +15,11 @@
  * job's range cut at the job's finish: a record of the key with a later
  * event time was written after the job and is not the job's to erase. One
  * in the range that was written after the job (late data) is reported like
- * one that came back: the stores cannot tell them apart.
+ * one that came back: the stores cannot tell them apart. An outage while
+ * reading (a store or database unavailable) is never a problem: `verify
+ * --erasure` fails with it, and the scrub leaves the job for its next run.
  */
-import { describeBucket } from "../domain/bucket.js";
+import { classifyFailure, isOutage } from "../domain/failures.js";
 import { toBase64 } from "../domain/record.js";
 import { InvalidInputError, PulpitumError } from "../errors.js";
 import type { ErasureJob, ErasureRange, ErasureStore } from "../ports/erasure-store.js";
@@ -61,7 +63,7 @@ export interface ErasureProofRun {
   readonly jobs_proved: number;
   /** The proofs that found a problem, each naming its buckets. */
   readonly unproven: readonly ErasureProof[];
-  /** False: stopped by the deadline with jobs left for the next run. */
+  /** False: stopped by the deadline or an outage, with jobs left for the next run. */
   readonly completed: boolean;
 }
 
@@ -85,7 +87,18 @@ export async function proveFinishedErasures(
     for (const job of jobs) {
       if (options.deadline !== undefined && ctx.clock.now() >= options.deadline)
         return { jobs_proved: proved, unproven, completed: false };
-      const proof = await proveJob(ctx, store, job, cutAtFinish(job));
+      let proof: ErasureProof;
+      try {
+        proof = await proveJob(ctx, store, job, cutAtFinish(job));
+      } catch (error) {
+        if (!isOutage(error)) throw error;
+        // Unproved, not failed: the next run proves it (the scrub's bucket work stands).
+        ctx.log.warn("erasure proof stopped by an outage", {
+          job_id: job.jobId,
+          error: error instanceof Error ? error.message : String(error),
+        });
+        return { jobs_proved: proved, unproven, completed: false };
+      }
       await store.recordProof(job.jobId, proof.problems.length, ctx.clock.now());
       proved++;
       if (!proof.proven) {
@@ -131,14 +144,15 @@ async function proveJob(
       if (archived > 0) at(`${archived} records of the key in the range in its published archive`);
       for (const problem of await checkCatalogEntries(catalogPortsOf(ctx), metadata)) at(problem);
     } catch (error) {
-      if (!(error instanceof PulpitumError)) throw error;
+      // Damage of the bucket's own is a problem; an outage says nothing of the bytes.
+      if (!(error instanceof PulpitumError) || classifyFailure(error) !== "own") throw error;
       at(`its archive could not be verified: ${error.message}`);
     }
   }
   ctx.log.info("erasure proof", {
     job_id: jobId,
     proven: problems.length === 0,
-    buckets: buckets.map((b) => describeBucket(b.id)).length,
+    buckets: buckets.length,
   });
   return {
     job_id: job.jobId,

@@ -103,6 +103,11 @@ function inFlight(metadata: BucketMetadata): string | null {
   return archivedInFlight(metadata);
 }
 
+/** Whether an earlier run's receipt line already covers the bucket as it is now (same published version). */
+function doneFor(previous: ErasureReceiptLine | undefined, metadata: BucketMetadata): boolean {
+  return previous?.status === "done" && previous.manifestAfter === metadata.manifestKey;
+}
+
 function tierOf(metadata: BucketMetadata): "hot" | "archive" {
   return metadata.state === "hot" ? "hot" : "archive";
 }
@@ -143,7 +148,7 @@ export async function eraseKey(
     if (request.deadline !== undefined && ctx.clock.now() >= request.deadline) {
       // Past the deadline: the buckets left are pending (one cheap row each), so
       // the job cannot end `done`; one already done by an earlier run keeps its line.
-      if (previous?.status !== "done" || previous.manifestAfter !== listed.manifestKey)
+      if (!doneFor(previous, listed))
         await store.recordPending(
           job.jobId,
           listed.id,
@@ -215,7 +220,7 @@ async function eraseBucket(
   for (let look = 0; metadata !== null && look < 2; look++) {
     const waiting = inFlight(metadata);
     if (waiting !== null) {
-      if (previous?.status === "done" && previous.manifestAfter === metadata.manifestKey) return;
+      if (doneFor(previous, metadata)) return;
       await store.recordPending(jobId, id, tierOf(metadata), waiting, ctx.clock.now());
       return;
     }
@@ -225,7 +230,7 @@ async function eraseBucket(
       metadata = erased.metadata;
       continue;
     }
-    if (previous?.status === "done" && previous.manifestAfter === metadata.manifestKey) {
+    if (doneFor(previous, metadata)) {
       // Published by an earlier run that may have died before its catalog write.
       await refreshCatalogEntry(catalogPortsOf(ctx), id);
       return;

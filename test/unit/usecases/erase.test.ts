@@ -12,7 +12,8 @@ import { fixedCutoff } from "../../../src/domain/cutoff.js";
 import { listAll } from "../../../src/ports/object-store.js";
 import { parseRfc3339Micros } from "../../../src/domain/time.js";
 import { DEADLINE_REASON } from "../../../src/usecases/erase.js";
-import { proveErasure } from "../../../src/usecases/erase-proof.js";
+import { proveErasure, proveFinishedErasures } from "../../../src/usecases/erase-proof.js";
+import { TransientStoreError } from "../../../src/errors.js";
 import { restoreBucket } from "../../../src/usecases/restore.js";
 import { runNextPhase } from "../../../src/usecases/run-next-phase.js";
 import { freshPgliteHotStore } from "../../support/pglite-template.js";
@@ -218,6 +219,33 @@ describe("erasing one partition's records", () => {
     // Proved once: the next run does not report it again.
     expect((await scheduledScrub(h)).erasures).toEqual({
       jobs_proved: 0,
+      unproven: [],
+      completed: true,
+    });
+  });
+
+  it("an outage while a job is proved is no problem of the job: the scrub leaves it unproved for its next run, and verify --erasure fails with the outage", async () => {
+    const report = await erase(h.process().ctx, storeOf(h));
+    expect(report.status).toBe("done");
+    const failing = new Proxy(h.objects, {
+      get(target, property, receiver) {
+        const value: unknown = Reflect.get(target, property, receiver);
+        if (typeof value !== "function" || !["get", "getStream"].includes(String(property)))
+          return value;
+        return () => Promise.reject(new TransientStoreError("injected: S3 SlowDown"));
+      },
+    });
+    const ctx = { ...h.process().ctx, objectStore: failing };
+
+    expect(await proveFinishedErasures(ctx, storeOf(h))).toEqual({
+      jobs_proved: 0,
+      unproven: [],
+      completed: false,
+    });
+    await expect(proveErasure(ctx, storeOf(h), report.job_id!)).rejects.toThrow(/SlowDown/);
+    // Nothing was recorded: the next scheduled run proves it.
+    expect((await scheduledScrub(h)).erasures).toEqual({
+      jobs_proved: 1,
       unproven: [],
       completed: true,
     });
