@@ -1,3 +1,5 @@
+import { sleep } from "../src/ports/clock.js";
+
 /** A small seeded generator (mulberry32), so a soak's choices can be replayed from its seed. */
 export class Random {
   #state: number;
@@ -41,8 +43,7 @@ export class Random {
   }
 }
 
-export { sleep } from "../src/ports/clock.js";
-import { sleep as sleepFor } from "../src/ports/clock.js";
+export { sleep };
 
 /**
  * Run `step` after each random pause of `gapMs` until `until()` holds or
@@ -60,10 +61,9 @@ export async function atRandomGapsUntil(
 ): Promise<void> {
   const over = () => options.signal.aborted || options.until();
   for (let turn = 1; !over(); turn++) {
-    await sleepFor(
-      options.random.between(options.gapMs[0], options.gapMs[1]),
-      options.signal,
-    ).catch(() => undefined);
+    await sleep(options.random.between(options.gapMs[0], options.gapMs[1]), options.signal).catch(
+      () => undefined,
+    );
     if (over()) return;
     await step(turn);
   }
