@@ -13,7 +13,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { CreateQueueCommand, SendMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
+import { CreateQueueCommand, SendMessageBatchCommand, type SQSClient } from "@aws-sdk/client-sqs";
 import type { Context, SQSEvent } from "aws-lambda";
 import type { BucketId } from "../src/domain/bucket.js";
 import type { HotStore } from "../src/ports/hot-store.js";
@@ -207,9 +207,9 @@ export function economicsOf(
 const PHASES = ["claim", "export", "seal", "publish", "cleanup"] as const;
 
 export interface WarmSample {
-  /** Summed handler wall time of each sampled bucket's phases, seconds. */
+  /** Summed handler wall time of each sampled batch's phases over its buckets, seconds per bucket. */
   readonly bucketSeconds: number[];
-  /** Each phase's handler wall time, milliseconds, by phase. */
+  /** Each phase's handler wall time per bucket, milliseconds, by phase. */
   readonly phaseMs: Record<string, number[]>;
 }
 
@@ -218,18 +218,23 @@ export interface WarmSampleInput {
   readonly hotStore: HotStore;
   /** A worker handler whose hand-on queue is `queueName`'s (created here). */
   readonly worker: (queueUrl: string) => (event: SQSEvent, context: Context) => Promise<unknown>;
+  /** The buckets, archived `batchSize` at a time; the first batch warms the container and is left out. */
   readonly ids: readonly BucketId[];
+  /** Messages per invocation: the stack's `workerBatchSize`, as its event source fills batches from a backlog. */
+  readonly batchSize: number;
   readonly lambdaContext: () => Context;
-  /** Called once the first bucket warmed the container (to reset request counters). */
+  /** Called once the first batch warmed the container (to reset request counters). */
   readonly afterWarmUp?: () => void;
 }
 
 /**
  * Worker time per bucket on a warm worker with the machine to itself: one
- * container (its first bucket, which warms it, left out) archives the
- * buckets one after another, each phase one invocation of the real handler
- * with one message, as a Lambda container does with nothing else on its
- * CPU. Each invocation's wall time is what Lambda bills for it.
+ * container (its first batch, which warms it, left out) archives the
+ * buckets `batchSize` at a time, each invocation of the real handler given
+ * one phase of each bucket of the batch, as the event source mapping fills
+ * batches while a backlog waits, and as a Lambda container runs with nothing
+ * else on its CPU. Each invocation's wall time is what Lambda bills for it,
+ * shared by the buckets of its batch.
  */
 export async function sampleWarmWorker(input: WarmSampleInput): Promise<WarmSample> {
   const queueUrl = (
@@ -242,15 +247,24 @@ export async function sampleWarmWorker(input: WarmSampleInput): Promise<WarmSamp
   const worker = input.worker(queueUrl);
   const bucketSeconds: number[] = [];
   const phaseMs: Record<string, number[]> = Object.fromEntries(PHASES.map((p) => [p, []]));
-  for (const [i, id] of input.ids.entries()) {
+  for (let start = 0; start < input.ids.length; start += input.batchSize) {
+    const batch = input.ids.slice(start, start + input.batchSize);
     await input.sqs.send(
-      new SendMessageCommand({ QueueUrl: queueUrl, MessageBody: encodeWorkMessage(id) }),
+      new SendMessageBatchCommand({
+        QueueUrl: queueUrl,
+        Entries: batch.map((id, i) => ({ Id: String(i), MessageBody: encodeWorkMessage(id) })),
+      }),
     );
     const times: number[] = [];
-    for (let round = 0; round < 50; round++) {
-      const metadata = await input.hotStore.getBucket(id);
-      if (metadata?.state === "archived" && metadata.hotDeleted) break;
-      await deliverToWorker(
+    const finished = async () => {
+      for (const id of batch) {
+        const metadata = await input.hotStore.getBucket(id);
+        if (!(metadata?.state === "archived" && metadata.hotDeleted)) return false;
+      }
+      return true;
+    };
+    for (let round = 0; round < 50 && !(await finished()); round++) {
+      const delivery = await deliverToWorker(
         input.sqs,
         queueUrl,
         async (event, context) => {
@@ -262,14 +276,19 @@ export async function sampleWarmWorker(input: WarmSampleInput): Promise<WarmSamp
           }
         },
         input.lambdaContext,
+        input.batchSize,
       );
+      // A short receive splits a phase over two invocations: the batch is not sampled.
+      if (delivery.delivered !== 0 && delivery.delivered !== batch.length) times.push(Number.NaN);
     }
-    if (i === 0) {
+    if (start === 0) {
       input.afterWarmUp?.();
       continue;
     }
-    bucketSeconds.push(times.reduce((a, b) => a + b, 0) / 1000);
-    if (times.length === PHASES.length) times.forEach((ms, k) => phaseMs[PHASES[k]!]!.push(ms));
+    if (times.some(Number.isNaN)) continue;
+    bucketSeconds.push(times.reduce((a, b) => a + b, 0) / 1000 / batch.length);
+    if (times.length === PHASES.length)
+      times.forEach((ms, k) => phaseMs[PHASES[k]!]!.push(ms / batch.length));
   }
   return { bucketSeconds, phaseMs };
 }

@@ -64,8 +64,8 @@ const FUNCTION_TIMEOUT_MS = 30_000;
 /** Each bucket needs five phases: one message from discovery, four handed on by the workers. */
 const PHASES_PER_BUCKET = 5;
 const TABLE = parseTableId("fleet");
-/** Buckets archived one by one on a warm worker before the fleet run (the first warms it). */
-const SAMPLE = 41;
+/** Buckets archived a batch at a time on a warm worker before the fleet run (the first batch warms it). */
+const SAMPLE = 45;
 /** ARCHIVER_SCAN_LIMIT (its default): a full discovery page. */
 const SCAN_LIMIT = 64;
 const REGION = "us-east-1";
@@ -351,6 +351,7 @@ async function main(): Promise<void> {
       },
       hotStore: store,
       ids: sampleIds,
+      batchSize: stacks.default.workerBatchSize,
       lambdaContext: () => lambdaContext("Pulpitum-WorkerFunction", FUNCTION_TIMEOUT_MS),
       worker: (queueUrl) =>
         createWorkerHandler(

@@ -22,7 +22,8 @@
  * "month:2024-02"` in the X-Ray console finds a bucket's phases. Outside
  * Lambda (tests, `pulpitum invoke`) the tracer is off and costs nothing.
  */
-import { Logger } from "@aws-lambda-powertools/logger";
+import { LogFormatter, LogItem, Logger } from "@aws-lambda-powertools/logger";
+import type { LogAttributes } from "@aws-lambda-powertools/logger/types";
 import { Metrics, MetricUnit } from "@aws-lambda-powertools/metrics";
 import { Tracer } from "@aws-lambda-powertools/tracer";
 import { describeBucket, type BucketId } from "../src/domain/bucket.js";
@@ -104,8 +105,35 @@ export const METRIC = {
 
 export type MetricName = (typeof METRIC)[keyof typeof METRIC];
 
+/**
+ * Powertools' line without what the log stream already says: a line carries
+ * its level, message, time, service, the invocation's request id and, when
+ * tracing, its X-Ray trace id. The function's name, ARN and memory are the
+ * log group's, and the cold start and memory used are in Lambda's own
+ * REPORT line; repeated on every line they were a third of the bytes a
+ * bucket's phases logged (CloudWatch Logs bills ingestion by the byte).
+ */
+export class CompactLogFormatter extends LogFormatter {
+  formatAttributes(
+    attributes: Parameters<LogFormatter["formatAttributes"]>[0],
+    additional: LogAttributes,
+  ): LogItem {
+    return new LogItem({
+      attributes: {
+        level: attributes.logLevel,
+        message: attributes.message,
+        timestamp: this.formatTimestamp(attributes.timestamp),
+        service: attributes.serviceName,
+        function_request_id: attributes.lambdaContext?.awsRequestId,
+        xray_trace_id: attributes.xRayTraceId,
+      },
+    }).addAttributes(additional);
+  }
+}
+
 export const logger = new Logger({
   serviceName: process.env.POWERTOOLS_SERVICE_NAME ?? DEFAULT_SERVICE_NAME,
+  logFormatter: new CompactLogFormatter(),
 });
 
 export const metrics = new Metrics({
@@ -179,10 +207,16 @@ export function bucketLogger(bucket: BucketId, messageId?: string): Logger {
   });
 }
 
-/** The workflow's log port on a Powertools logger. */
-export function workflowLog(log: Logger): WorkflowLog {
+/**
+ * The workflow's log port on a Powertools logger. `restated`: info lines the
+ * caller writes again in a line of its own, left out so they are not paid for
+ * twice.
+ */
+export function workflowLog(log: Logger, restated: readonly string[] = []): WorkflowLog {
   return {
-    info: (message, fields) => log.info(message, fields ?? {}),
+    info: (message, fields) => {
+      if (!restated.includes(message)) log.info(message, fields ?? {});
+    },
     warn: (message, fields) => log.warn(message, fields ?? {}),
     error: (message, fields) => log.error(message, fields ?? {}),
   };
@@ -196,8 +230,18 @@ const RESULT_METRIC: Record<PhaseOutcome["result"], MetricName> = {
   "lease-lost": METRIC.PhasesLeaseLost,
 };
 
-/** Count one phase outcome and what it moved. */
+/** Count one phase outcome and what it moved, and publish its duration (a document of its own). */
 export function recordPhaseOutcome(outcome: PhaseOutcome): void {
+  countPhaseOutcome(outcome);
+  if (outcome.phase !== null) {
+    const single = metrics.singleMetric();
+    single.addDimension("phase", outcome.phase);
+    single.addMetric(METRIC.PhaseDuration, MetricUnit.Milliseconds, outcome.durationMs);
+  }
+}
+
+/** Count one phase outcome and what it moved (published with the invocation's metrics). */
+export function countPhaseOutcome(outcome: PhaseOutcome): void {
   metrics.addMetric(RESULT_METRIC[outcome.result], MetricUnit.Count, 1);
   if (outcome.quarantined === true)
     metrics.addMetric(METRIC.BucketsQuarantined, MetricUnit.Count, 1);
@@ -219,11 +263,31 @@ export function recordPhaseOutcome(outcome: PhaseOutcome): void {
   if (outcome.result === "advanced" && outcome.phase === "cleanup" && outcome.rows !== undefined) {
     metrics.addMetric(METRIC.HotRowsDeleted, MetricUnit.Count, outcome.rows);
   }
-  if (outcome.phase !== null) {
-    const single = metrics.singleMetric();
-    single.addDimension("phase", outcome.phase);
-    single.addMetric(METRIC.PhaseDuration, MetricUnit.Milliseconds, outcome.durationMs);
-  }
+}
+
+/**
+ * A phase's duration as embedded-metric fields of a log line: spread into
+ * the line that reports the phase, it makes that one line both the log
+ * record and the `PhaseDuration` metric (dimensions `service`, `phase`), in
+ * place of a second document per phase. The line's `service` key is the
+ * dimension's value (the logger and the metrics share the service name).
+ * Empty when no phase ran.
+ */
+export function phaseDurationFields(outcome: PhaseOutcome): Record<string, unknown> {
+  if (outcome.phase === null) return {};
+  return {
+    _aws: {
+      Timestamp: Date.now(),
+      CloudWatchMetrics: [
+        {
+          Namespace: METRICS_NAMESPACE,
+          Dimensions: [["service", "phase"]],
+          Metrics: [{ Name: METRIC.PhaseDuration, Unit: MetricUnit.Milliseconds }],
+        },
+      ],
+    },
+    [METRIC.PhaseDuration]: outcome.durationMs,
+  };
 }
 
 /** Count a message that could not be processed. */

@@ -9,7 +9,9 @@
  *   invocation, while every record that ran reports its own outcome. A batch
  *   that ran on into the timeout would be returned whole, committed phases
  *   and all, each message's receive count raised and the cut phase's lease
- *   left to expire into a takeover;
+ *   left to expire into a takeover. The next phases' messages are sent
+ *   together when the batch has run ({@link HandOns}), and each phase writes
+ *   one log line, which is also its duration metric;
  * - a manual invocation naming one bucket (events/manual-bucket.json): its
  *   phases run one after another until it is finished or cannot proceed, and
  *   the function returns a report of each phase.
@@ -23,9 +25,12 @@ import { fields, jsonObject, readInput } from "../src/input.js";
 import {
   WORK_MESSAGE_FORM,
   decodeWorkMessage,
+  encodeWorkMessage,
   type MessageVisibility,
+  type WorkItem,
   type WorkQueue,
 } from "../src/ports/work-queue.js";
+import { SQS_MAX_BATCH } from "../src/adapters/queue/sqs.js";
 import type { Adapters } from "../src/open-adapters.js";
 import { bucketJson, showBucket } from "../src/domain/display.js";
 import { auditAction, runAudited } from "../src/usecases/audit.js";
@@ -43,9 +48,12 @@ import {
   WorkNotStartedError,
   processWorkMessage,
 } from "../src/usecases/work-message.js";
+import { PHASE_COMMITTED } from "../src/usecases/run-next-phase.js";
 import {
   bucketLogger,
+  countPhaseOutcome,
   logger,
+  phaseDurationFields,
   recordPhaseFailure,
   recordPhaseOutcome,
   tracedBucket,
@@ -115,11 +123,60 @@ const SQS_EVENT = fields({
   ),
 });
 
+/**
+ * The next-phase messages of one SQS batch, sent together once the batch has
+ * run: a SendMessageBatch per ten instead of a SendMessage per phase, and one
+ * message for two records that hand on the same bucket. The ordering of
+ * src/usecases/work-message.ts holds: every message is sent before the
+ * handler returns, and so before Lambda deletes any record; a record whose
+ * message could not be sent is reported failed, so it comes back and its
+ * retry re-reads the bucket and runs the next phase itself.
+ */
+export class HandOns {
+  readonly #pending = new Map<string, { item: WorkItem; messageIds: string[] }>();
+
+  constructor(private readonly queue: Pick<WorkQueue, "sendBatch">) {}
+
+  /** The queue a record's phase hands on to: the message is held for {@link sendAll}. */
+  queueFor(messageId: string): Pick<WorkQueue, "send"> {
+    return {
+      send: async (item) => {
+        const key = encodeWorkMessage(item);
+        const held = this.#pending.get(key);
+        if (held === undefined) this.#pending.set(key, { item, messageIds: [messageId] });
+        else held.messageIds.push(messageId);
+      },
+    };
+  }
+
+  /** Send every held message; returns the records whose message was not sent. */
+  async sendAll(log: Logger): Promise<string[]> {
+    const held = [...this.#pending.values()];
+    this.#pending.clear();
+    const unsent: string[] = [];
+    for (let start = 0; start < held.length; start += SQS_MAX_BATCH) {
+      const chunk = held.slice(start, start + SQS_MAX_BATCH);
+      try {
+        await this.queue.sendBatch(chunk.map((h) => h.item));
+      } catch (error) {
+        const ids = chunk.flatMap((h) => h.messageIds);
+        log.warn(
+          "could not send the next phases; their records come back and run them after their visibility timeout",
+          { message_ids: ids, error: errorMessage(error) },
+        );
+        unsent.push(...ids);
+      }
+    }
+    return unsent;
+  }
+}
+
 /** One SQS record: one phase of its bucket, or handed back when the deadline has passed. */
 async function processRecord(
   deps: WorkerDependencies,
   record: SQSRecord,
   deadline: Date,
+  handOns: HandOns,
 ): Promise<void> {
   if (deps.adapters.clock.now().getTime() > deadline.getTime()) {
     const log = logger.createChild({ persistentKeys: { message_id: record.messageId } });
@@ -149,22 +206,31 @@ async function processRecord(
   try {
     const result = await tracedBucket("### phase", item, async (annotate) => {
       const processed = await processWorkMessage(
-        { ...deps.adapters.context(workflowLog(log)), queue: deps.queue },
+        {
+          // This handler's line below restates the committed phase.
+          ...deps.adapters.context(workflowLog(log, [PHASE_COMMITTED])),
+          queue: handOns.queueFor(record.messageId),
+        },
         item,
         { deadline, receiveCount: Number(record.attributes?.ApproximateReceiveCount ?? 1) },
       );
       annotate(processed.outcome);
       return processed;
     });
-    recordPhaseOutcome(result.outcome);
+    const { outcome } = result;
+    countPhaseOutcome(outcome);
+    // One line per phase: the log record and, through its embedded fields, the PhaseDuration metric.
+    // A committed phase with a `next` has handed it on (sent when the batch has run).
     log.info("work message processed", {
-      phase: result.outcome.phase,
-      result: result.outcome.result,
-      next: result.outcome.next,
-      reason: result.outcome.reason,
-      retry_at: result.outcome.retryAt?.toISOString(),
-      enqueued: result.kind === "finished" ? result.enqueued : null,
-      duration_ms: result.outcome.durationMs,
+      phase: outcome.phase,
+      result: outcome.result,
+      next: outcome.next,
+      generation: outcome.generation,
+      rows: outcome.rows,
+      bytes: outcome.bytes,
+      reason: outcome.reason,
+      retry_at: outcome.retryAt?.toISOString(),
+      ...phaseDurationFields(outcome),
     });
     if (result.kind === "retry-later") {
       if (result.returnAfterSeconds !== null)
@@ -260,9 +326,10 @@ export function createWorkerHandler(open: () => Promise<WorkerDependencies>) {
           context.getRemainingTimeInMillis() -
           WORKER_DEADLINE_MARGIN_MS,
       );
-      return await processPartialResponse(
+      const handOns = new HandOns(deps.queue);
+      const response = await processPartialResponse(
         request.event,
-        (record: SQSRecord) => processRecord(deps, record, deadline),
+        (record: SQSRecord) => processRecord(deps, record, deadline, handOns),
         processor,
         {
           context,
@@ -272,6 +339,13 @@ export function createWorkerHandler(open: () => Promise<WorkerDependencies>) {
           processInParallel: false,
         },
       );
+      const unsent = await handOns.sendAll(logger);
+      return {
+        batchItemFailures: [
+          ...response.batchItemFailures,
+          ...unsent.map((itemIdentifier) => ({ itemIdentifier })),
+        ],
+      };
     },
     { captureColdStartMetric: true },
   );

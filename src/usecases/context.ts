@@ -118,6 +118,8 @@ export interface PhaseOutcome {
   /** This run quarantined the bucket: it used up ARCHIVER_MAX_ATTEMPTS (metric and alarm). */
   readonly quarantined?: true;
   readonly retryAt?: Date;
+  /** The lease generation a committed phase ran under. */
+  readonly generation?: number;
   /** Rows exported, or hot rows deleted by cleanup. */
   readonly rows?: number;
   /** Payload bytes written by export. */

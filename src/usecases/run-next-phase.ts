@@ -26,6 +26,9 @@ import { underLease } from "./under-lease.js";
 
 export { nextPhaseOf } from "./next-phase.js";
 
+/** The workflow log's line for a committed phase (a queue consumer may restate it in its own). */
+export const PHASE_COMMITTED = "phase committed";
+
 const PHASES: Record<PhaseName, (input: PhaseInput) => Promise<StepResult>> = {
   claim: claimBucket,
   export: exportBucket,
@@ -224,7 +227,7 @@ async function runPhaseUnderLease(
         retryAt: step.retryAt,
       });
     }
-    ctx.log.info("phase committed", {
+    ctx.log.info(PHASE_COMMITTED, {
       ...fields,
       next: step.next,
       rows: step.rows,
@@ -234,6 +237,7 @@ async function runPhaseUnderLease(
       phase,
       result: "advanced",
       next: step.next,
+      generation: heartbeat.lease.generation,
       rows: step.rows,
       bytes: step.bytes,
       ...(step.expired === undefined

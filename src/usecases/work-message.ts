@@ -5,7 +5,10 @@
  * Ordering: the next phase is enqueued before the current message is
  * acknowledged. If the send fails the message stays on the queue and its
  * retry re-reads durable state and runs the next phase itself; acknowledging
- * first could leave a fenced bucket waiting for the next discovery scan.
+ * first could leave a fenced bucket waiting for the next discovery scan. A
+ * consumer may hold the sends of a batch and send them together before it
+ * acknowledges any of its messages (functions/worker.ts does), as long as a
+ * message whose send failed is not acknowledged.
  *
  * A message is only a wake-up. `busy` (another worker holds the lease) and
  * `deferred` (the bucket is waiting for its retry time) keep the message so
@@ -31,7 +34,8 @@ import type { PhaseContext, PhaseOutcome } from "./context.js";
 import { runNextPhase } from "./run-next-phase.js";
 
 export interface WorkMessageContext extends PhaseContext {
-  readonly queue: WorkQueue;
+  /** Where the next phase's message goes. */
+  readonly queue: Pick<WorkQueue, "send">;
 }
 
 export type WorkMessageResult =

@@ -144,7 +144,8 @@ describe("the worker handler on PostgreSQL and SQS", () => {
    * after each message the worker sends (a phase's follow-up): a test moves
    * the clock there to make the phase before it slow.
    */
-  async function openFleet(afterSend: () => void = () => {}) {
+  /** `afterClaim`: called when a claim has committed, inside the phase (to make the phase slow). */
+  async function openFleet(afterClaim: () => void = () => {}) {
     const name = `pulpitum-batch-${randomUUID().slice(0, 8)}`;
     const dlqUrl = (await sqs.send(new CreateQueueCommand({ QueueName: `${name}-dlq` }))).QueueUrl!;
     const dlqArn = (
@@ -181,15 +182,28 @@ describe("the worker handler on PostgreSQL and SQS", () => {
     const worker = createWorkerHandler(async () => {
       const { adapters, queue } = await workerContainer();
       const observed: WorkQueue & Pick<typeof queue, "returnAfter"> = {
-        send: async (item) => {
-          await queue.send(item);
-          afterSend();
-        },
+        send: (item) => queue.send(item),
         sendBatch: (items) => queue.sendBatch(items),
         depth: () => queue.depth(),
         returnAfter: (receipt, seconds) => queue.returnAfter(receipt, seconds),
       };
-      return { adapters, queue: observed };
+      const context: typeof adapters.context = (log) => {
+        const ctx = adapters.context(log);
+        const hotStore = new Proxy(ctx.hotStore, {
+          get(target, prop, receiver) {
+            if (prop === "claim")
+              return async (...args: Parameters<typeof target.claim>) => {
+                const claimed = await target.claim(...args);
+                afterClaim();
+                return claimed;
+              };
+            const value = Reflect.get(target, prop, receiver) as unknown;
+            return typeof value === "function" ? (value as () => unknown).bind(target) : value;
+          },
+        });
+        return { ...ctx, hotStore };
+      };
+      return { adapters: { ...adapters, context }, queue: observed };
     });
     return {
       queueUrl,

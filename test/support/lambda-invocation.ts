@@ -50,19 +50,20 @@ export interface Delivery {
 
 /**
  * Receive what the queue holds and hand it to the worker as the event source
- * mapping would (with each message's real receive count): one batch, then
- * delete every message not reported failed.
+ * mapping would (with each message's real receive count): one batch of at
+ * most `batchSize` messages, then delete every message not reported failed.
  */
 export async function deliverToWorker(
   sqs: SQSClient,
   queueUrl: string,
   worker: (event: SQSEvent, context: Context) => Promise<unknown>,
   context: () => Context,
+  batchSize = 10,
 ): Promise<Delivery> {
   const received = await sqs.send(
     new ReceiveMessageCommand({
       QueueUrl: queueUrl,
-      MaxNumberOfMessages: 10,
+      MaxNumberOfMessages: batchSize,
       WaitTimeSeconds: 0,
       MessageSystemAttributeNames: ["ApproximateReceiveCount"],
     }),
