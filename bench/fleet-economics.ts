@@ -209,6 +209,8 @@ const PHASES = ["claim", "export", "seal", "publish", "cleanup"] as const;
 export interface WarmSample {
   /** Summed handler wall time of each sampled batch's phases over its buckets, seconds per bucket. */
   readonly bucketSeconds: number[];
+  /** The buckets of the sampled batches. */
+  readonly buckets: number;
   /** Each phase's handler wall time per bucket, milliseconds, by phase. */
   readonly phaseMs: Record<string, number[]>;
 }
@@ -246,6 +248,7 @@ export async function sampleWarmWorker(input: WarmSampleInput): Promise<WarmSamp
   ).QueueUrl!;
   const worker = input.worker(queueUrl);
   const bucketSeconds: number[] = [];
+  let buckets = 0;
   const phaseMs: Record<string, number[]> = Object.fromEntries(PHASES.map((p) => [p, []]));
   for (let start = 0; start < input.ids.length; start += input.batchSize) {
     const batch = input.ids.slice(start, start + input.batchSize);
@@ -287,10 +290,11 @@ export async function sampleWarmWorker(input: WarmSampleInput): Promise<WarmSamp
     }
     if (times.some(Number.isNaN)) continue;
     bucketSeconds.push(times.reduce((a, b) => a + b, 0) / 1000 / batch.length);
+    buckets += batch.length;
     if (times.length === PHASES.length)
       times.forEach((ms, k) => phaseMs[PHASES[k]!]!.push(ms / batch.length));
   }
-  return { bucketSeconds, phaseMs };
+  return { bucketSeconds, buckets, phaseMs };
 }
 
 export function median(values: readonly number[]): number {

@@ -369,10 +369,11 @@ async function main(): Promise<void> {
       Object.entries(sample.phaseMs).map(([phase, ms]) => [phase, Math.round(median(ms))]),
     );
     log(
-      `warm sample: ${sample.bucketSeconds.length} buckets, ${mean(sample.bucketSeconds).toFixed(3)} s ` +
-        `per bucket (median ${median(sample.bucketSeconds).toFixed(3)} s), phase medians ${JSON.stringify(phaseMedians)} ms`,
+      `warm sample: ${sample.buckets} buckets in ${sample.bucketSeconds.length} batches of ` +
+        `${stacks.default.workerBatchSize}, ${mean(sample.bucketSeconds).toFixed(3)} s per bucket ` +
+        `(median batch ${median(sample.bucketSeconds).toFixed(3)} s), phase medians per bucket ${JSON.stringify(phaseMedians)} ms`,
     );
-    const sampled = sample.bucketSeconds.length;
+    const sampled = sample.buckets;
     const profile = {
       s3_ms_per_bucket: Math.round(sampleS3.ms / sampled),
       s3_requests_per_bucket: Number((sampleS3.total / sampled).toFixed(2)),
@@ -530,7 +531,8 @@ async function main(): Promise<void> {
         s3_requests: s3Counter.snapshot(),
         sqs_requests: sqsCounter.snapshot(),
         warm_sample: {
-          buckets: sample.bucketSeconds.length,
+          buckets: sample.buckets,
+          batch_size: stacks.default.workerBatchSize,
           median_s: Number(median(sample.bucketSeconds).toFixed(3)),
           phase_median_ms: phaseMedians,
           profile,
