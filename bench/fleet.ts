@@ -142,24 +142,32 @@ function countingQueue<Q extends WorkQueue>(
 }
 
 /**
- * A hot store whose discovery statements are timed: with the sends, the time
- * discovery spends topping the queue up during the run (its waits on a full
- * queue left out), reported as `topup_admitted_per_s`.
+ * A hot store whose calls are timed and counted: `only`, the methods to time
+ * (every method when absent). Discovery's statements, with the sends, are the
+ * time discovery spends topping the queue up during the run (its waits on a
+ * full queue left out), reported as `topup_admitted_per_s`; the warm
+ * sample's, its time in SQL.
  */
-function timedDiscovery(store: HotStore, timing: { ms: number }): HotStore {
+function timedHotStore(
+  store: HotStore,
+  timing: { ms: number; calls?: number },
+  only?: ReadonlySet<string>,
+): HotStore {
   return new Proxy(store, {
     get(target, prop, receiver) {
-      if (prop === "discover")
-        return async (...args: Parameters<HotStore["discover"]>) => {
-          const t0 = performance.now();
-          try {
-            return await target.discover(...args);
-          } finally {
-            timing.ms += performance.now() - t0;
-          }
-        };
       const value = Reflect.get(target, prop, receiver) as unknown;
-      return typeof value === "function" ? (value as () => unknown).bind(target) : value;
+      if (typeof value !== "function") return value;
+      const method = (value as (...args: unknown[]) => unknown).bind(target);
+      if (typeof prop !== "string" || (only !== undefined && !only.has(prop))) return method;
+      return async (...args: unknown[]) => {
+        const t0 = performance.now();
+        try {
+          return await method(...args);
+        } finally {
+          timing.ms += performance.now() - t0;
+          timing.calls = (timing.calls ?? 0) + 1;
+        }
+      };
     },
   });
 }
@@ -293,7 +301,10 @@ async function main(): Promise<void> {
         clock: discovery.adapters.clock,
         context: (log) => {
           const ctx = discovery.adapters.context(log);
-          return { ...ctx, hotStore: timedDiscovery(ctx.hotStore, discoveryTime) };
+          return {
+            ...ctx,
+            hotStore: timedHotStore(ctx.hotStore, discoveryTime, new Set(["discover"])),
+          };
         },
       },
       queue: countingQueue(discovery.queue, sends, discoveryTime),
@@ -339,6 +350,7 @@ async function main(): Promise<void> {
     // The sample's handler requests, timed: where a warm bucket's worker time goes.
     const sampleS3 = new RequestCounter();
     const sampleSqs = new RequestCounter();
+    const sampleSql = { ms: 0, calls: 0 };
     const sampleClients = {
       s3: sampleS3.attach(new S3Client({ ...aws, forcePathStyle: true, ...S3_CHECKSUM_SETTINGS })),
       sqs: sampleSqs.attach(new SQSClient(aws)),
@@ -348,6 +360,8 @@ async function main(): Promise<void> {
       afterWarmUp: () => {
         sampleS3.reset();
         sampleSqs.reset();
+        sampleSql.ms = 0;
+        sampleSql.calls = 0;
       },
       hotStore: store,
       ids: sampleIds,
@@ -361,7 +375,17 @@ async function main(): Promise<void> {
               { clients: sampleClients },
             );
             closers.push(() => runtime.close());
-            return runtime;
+            const { adapters } = runtime;
+            return {
+              queue: runtime.queue,
+              adapters: {
+                ...adapters,
+                context: (log: Parameters<typeof adapters.context>[0]) => {
+                  const ctx = adapters.context(log);
+                  return { ...ctx, hotStore: timedHotStore(ctx.hotStore, sampleSql) };
+                },
+              },
+            };
           }),
         ),
     });
@@ -379,11 +403,16 @@ async function main(): Promise<void> {
       s3_requests_per_bucket: Number((sampleS3.total / sampled).toFixed(2)),
       sqs_ms_per_bucket: Math.round(sampleSqs.ms / sampled),
       sqs_requests_per_bucket: Number((sampleSqs.total / sampled).toFixed(2)),
+      sql_ms_per_bucket: Math.round(sampleSql.ms / sampled),
+      hot_store_calls_per_bucket: Number((sampleSql.calls / sampled).toFixed(2)),
       rest_ms_per_bucket: Math.round(
-        1000 * mean(sample.bucketSeconds) - (sampleS3.ms + sampleSqs.ms) / sampled,
+        1000 * mean(sample.bucketSeconds) - (sampleS3.ms + sampleSqs.ms + sampleSql.ms) / sampled,
       ),
     };
-    log(`warm sample profile: ${JSON.stringify(profile)} (rest: SQL round trips and CPU)`);
+    log(
+      `warm sample profile: ${JSON.stringify(profile)} (sql: the hot store's calls, each one or ` +
+        "more statements in one transaction; rest: CPU, encoding, hashing and verification)",
+    );
     const fleetBuckets = BUCKETS - SAMPLE;
 
     const handlerTime = { ms: 0 };

@@ -66,6 +66,8 @@ export interface WorkerDependencies {
   readonly adapters: Pick<Adapters, "context" | "clock" | "audit">;
   /** With `returnAfter` (SQS), a `busy` message comes back after a lease, not a visibility timeout. */
   readonly queue: WorkQueue & Partial<MessageVisibility>;
+  /** How long a next-phase message may wait for the rest of its batch ({@link HAND_ON_HOLD_MS}). */
+  readonly handOnHoldMs?: number;
 }
 
 /**
@@ -123,21 +125,34 @@ const SQS_EVENT = fields({
   ),
 });
 
+/** The longest a next-phase message waits for the rest of its batch before it is sent anyway. */
+export const HAND_ON_HOLD_MS = 1_000;
+
 /**
- * The next-phase messages of one SQS batch, sent together once the batch has
- * run: a SendMessageBatch per ten instead of a SendMessage per phase, and one
- * message for two records that hand on the same bucket. The ordering of
- * src/usecases/work-message.ts holds: every message is sent before the
- * handler returns, and so before Lambda deletes any record; a record whose
- * message could not be sent is reported failed, so it comes back and its
- * retry re-reads the bucket and runs the next phase itself.
+ * The next-phase messages of one SQS batch, sent together: a
+ * SendMessageBatch per ten instead of a SendMessage per phase, and one
+ * message for two records that hand on the same bucket. Messages are held
+ * until the batch has run, or for at most `holdMs` from the first one held,
+ * so a long phase later in the batch (a large export) does not keep the
+ * buckets before it waiting. The ordering of src/usecases/work-message.ts
+ * holds: every message is sent before the handler returns, and so before
+ * Lambda deletes any record; a record whose message could not be sent is
+ * reported failed, so it comes back and its retry re-reads the bucket and
+ * runs the next phase itself.
  */
 export class HandOns {
-  readonly #pending = new Map<string, { item: WorkItem; messageIds: string[] }>();
+  #pending = new Map<string, { item: WorkItem; messageIds: string[] }>();
+  #timer: NodeJS.Timeout | undefined;
+  #sending: Promise<void> = Promise.resolve();
+  readonly #unsent: string[] = [];
 
-  constructor(private readonly queue: Pick<WorkQueue, "sendBatch">) {}
+  constructor(
+    private readonly queue: Pick<WorkQueue, "sendBatch">,
+    private readonly log: Logger,
+    private readonly holdMs = HAND_ON_HOLD_MS,
+  ) {}
 
-  /** The queue a record's phase hands on to: the message is held for {@link sendAll}. */
+  /** The queue a record's phase hands on to: the message is held (see the class). */
   queueFor(messageId: string): Pick<WorkQueue, "send"> {
     return {
       send: async (item) => {
@@ -145,29 +160,40 @@ export class HandOns {
         const held = this.#pending.get(key);
         if (held === undefined) this.#pending.set(key, { item, messageIds: [messageId] });
         else held.messageIds.push(messageId);
+        this.#timer ??= setTimeout(() => this.#sendHeld(), this.holdMs);
       },
     };
   }
 
-  /** Send every held message; returns the records whose message was not sent. */
-  async sendAll(log: Logger): Promise<string[]> {
+  /** Send every message still held and wait for every send; returns the records whose message was not sent. */
+  async sendAll(): Promise<string[]> {
+    this.#sendHeld();
+    await this.#sending;
+    return this.#unsent.splice(0);
+  }
+
+  #sendHeld(): void {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
     const held = [...this.#pending.values()];
-    this.#pending.clear();
-    const unsent: string[] = [];
+    this.#pending = new Map();
+    if (held.length > 0) this.#sending = this.#sending.then(() => this.#send(held));
+  }
+
+  async #send(held: ReadonlyArray<{ item: WorkItem; messageIds: string[] }>): Promise<void> {
     for (let start = 0; start < held.length; start += SQS_MAX_BATCH) {
       const chunk = held.slice(start, start + SQS_MAX_BATCH);
       try {
         await this.queue.sendBatch(chunk.map((h) => h.item));
       } catch (error) {
         const ids = chunk.flatMap((h) => h.messageIds);
-        log.warn(
+        this.log.warn(
           "could not send the next phases; their records come back and run them after their visibility timeout",
           { message_ids: ids, error: errorMessage(error) },
         );
-        unsent.push(...ids);
+        this.#unsent.push(...ids);
       }
     }
-    return unsent;
   }
 }
 
@@ -326,20 +352,26 @@ export function createWorkerHandler(open: () => Promise<WorkerDependencies>) {
           context.getRemainingTimeInMillis() -
           WORKER_DEADLINE_MARGIN_MS,
       );
-      const handOns = new HandOns(deps.queue);
-      const response = await processPartialResponse(
-        request.event,
-        (record: SQSRecord) => processRecord(deps, record, deadline, handOns),
-        processor,
-        {
-          context,
-          // Busy and deferred items are expected failures: report them, do not fail the invocation.
-          throwOnFullBatchFailure: false,
-          // One phase at a time: with its lease heartbeat it needs two connections, the pool's bound.
-          processInParallel: false,
-        },
-      );
-      const unsent = await handOns.sendAll(logger);
+      const handOns = new HandOns(deps.queue, logger, deps.handOnHoldMs);
+      let response: SQSBatchResponse;
+      let unsent: string[];
+      try {
+        response = await processPartialResponse(
+          request.event,
+          (record: SQSRecord) => processRecord(deps, record, deadline, handOns),
+          processor,
+          {
+            context,
+            // Busy and deferred items are expected failures: report them, do not fail the invocation.
+            throwOnFullBatchFailure: false,
+            // One phase at a time: with its lease heartbeat it needs two connections, the pool's bound.
+            processInParallel: false,
+          },
+        );
+      } finally {
+        // Committed phases hand on even when the batch failed as a whole (all of it comes back).
+        unsent = await handOns.sendAll();
+      }
       return {
         batchItemFailures: [
           ...response.batchItemFailures,

@@ -13,6 +13,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } 
 import { createWorkerHandler } from "../../../functions/worker.js";
 import type { BucketId } from "../../../src/domain/bucket.js";
 import type { TableRecord } from "../../../src/domain/record.js";
+import type { HotStore } from "../../../src/ports/hot-store.js";
 import { parseTableId } from "../../../src/domain/table.js";
 import { parseRfc3339Micros } from "../../../src/domain/time.js";
 import {
@@ -114,13 +115,29 @@ afterAll(async () => {
 
 let queue: CountingQueue;
 let worker: ReturnType<typeof createWorkerHandler>;
+
+function workerWith(
+  options: { handOnHoldMs?: number; hotStore?: (store: HotStore) => HotStore } = {},
+): ReturnType<typeof createWorkerHandler> {
+  const wrap = options.hotStore ?? ((store: HotStore) => store);
+  return createWorkerHandler(async () => ({
+    adapters: {
+      context: (log) => {
+        const ctx = h.process().ctx;
+        return { ...ctx, hotStore: wrap(ctx.hotStore), log };
+      },
+      clock: h.clock,
+      audit: h.audit,
+    },
+    queue,
+    ...(options.handOnHoldMs !== undefined && { handOnHoldMs: options.handOnHoldMs }),
+  }));
+}
 let written: string[];
 beforeEach(() => {
   queue = new CountingQueue();
-  worker = createWorkerHandler(async () => ({
-    adapters: { context: (log) => ({ ...h.process().ctx, log }), clock: h.clock, audit: h.audit },
-    queue,
-  }));
+  // Held for the whole batch here (the phases on PGlite may take seconds); the hold has its own test.
+  worker = workerWith({ handOnHoldMs: 60_000 });
   written = [];
   const keep = (chunk: unknown) => {
     written.push(String(chunk));
@@ -207,6 +224,40 @@ describe("the worker's SQS sends", () => {
     expect(queue.take().length).toBeLessThanOrEqual(1);
     expect(queue.batches).toBeLessThanOrEqual(1);
     expect(response.batchItemFailures.length).toBeLessThanOrEqual(1);
+  });
+
+  it("does not hold a message behind a long phase later in its batch", async () => {
+    const buckets = await smallBuckets(2);
+    let claims = 0;
+    let waitingDuringSecond: WorkItem[] = [];
+    worker = workerWith({
+      handOnHoldMs: 50,
+      // The second record's claim takes 500 ms.
+      hotStore: (store) =>
+        new Proxy(store, {
+          get(target, prop, receiver) {
+            if (prop === "claim")
+              return async (...args: Parameters<HotStore["claim"]>) => {
+                if (++claims === 2) {
+                  await new Promise((resolve) => setTimeout(resolve, 500));
+                  waitingDuringSecond = [...queue.waiting];
+                }
+                return await target.claim(...args);
+              };
+            const value = Reflect.get(target, prop, receiver) as unknown;
+            return typeof value === "function" ? (value as () => unknown).bind(target) : value;
+          },
+        }),
+    });
+    const response = (await worker(
+      sqsEvent(buckets.map((b) => b.id)),
+      lambdaContext(),
+    )) as SQSBatchResponse;
+    expect(response.batchItemFailures).toEqual([]);
+    // The first bucket's export message went out while the second claim ran, the second's at the end.
+    expect(waitingDuringSecond).toEqual([buckets[0]!.id]);
+    expect(queue.take()).toEqual([buckets[0]!.id, buckets[1]!.id]);
+    expect(queue.batches).toBe(2);
   });
 
   it("reports a record whose hand-on could not be sent as failed, and its retry finishes the bucket", async () => {
