@@ -25,6 +25,8 @@ export interface FleetEconomicsJson {
     readonly prices: { readonly date: string };
     readonly cost_breakdown_usd_per_million: Record<"s3" | "lambda" | "sqs" | "logs", number>;
     readonly log_bytes_per_bucket: number;
+    /** Absent in runs before 2026-12-06, which sampled one bucket per invocation. */
+    readonly warm_sample?: { readonly batch_size?: number };
     readonly stacks: { readonly default: StackCapacity; readonly tuned: StackCapacity };
   };
 }
@@ -50,7 +52,7 @@ export function renderCapacityTable(run: FleetEconomicsJson): string {
       "worker time per small bucket",
       `${run.worker_seconds_per_bucket} s`,
       "the same",
-      "measured: the five phases' handler wall time, summed, on one warm worker (`worker_seconds_per_bucket`)",
+      `measured: the five phases' handler wall time, summed, on one warm worker${run.economics.warm_sample?.batch_size === undefined ? "" : `, ${run.economics.warm_sample.batch_size} buckets per invocation`} (\`worker_seconds_per_bucket\`)`,
     ],
     [
       "workers (`workerMaxConcurrency`), memory",
