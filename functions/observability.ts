@@ -9,7 +9,9 @@
  * is never logged (see functions/open-adapters.ts).
  *
  * Metrics: CloudWatch embedded metric format under {@link METRICS_NAMESPACE},
- * dimension `service`. The CDK stack (infra/archiver-stack.ts) builds its
+ * dimension `service`, flushed as one document when an invocation ends; a
+ * work message's phase line is also its `PhaseDuration` metric (dimensions
+ * `service`, `phase`: {@link phaseDurationFields}). The CDK stack (infra/archiver-stack.ts) builds its
  * alarms and dashboard from {@link METRIC}, so a renamed metric cannot leave
  * an alarm watching nothing.
  *
