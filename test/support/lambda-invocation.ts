@@ -5,7 +5,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { DeleteMessageCommand, ReceiveMessageCommand, type SQSClient } from "@aws-sdk/client-sqs";
-import type { Context, SQSBatchResponse, SQSEvent } from "aws-lambda";
+import type { Context, SQSBatchResponse, SQSEvent, SQSRecord } from "aws-lambda";
 
 /** AWS SDK client settings for the emulator at `endpoint`. */
 export function emulatorClientConfig(endpoint: string) {
@@ -35,6 +35,31 @@ export function invocationContext(
     done: () => {},
     fail: () => {},
     succeed: () => {},
+  };
+}
+
+/** One SQS record as the event source mapping hands it to a function. */
+export function sqsRecord(message: {
+  readonly body: string;
+  readonly messageId?: string;
+  readonly receiptHandle?: string;
+  readonly receiveCount?: number;
+}): SQSRecord {
+  return {
+    messageId: message.messageId ?? randomUUID(),
+    receiptHandle: message.receiptHandle ?? `rh-${randomUUID()}`,
+    body: message.body,
+    attributes: {
+      ApproximateReceiveCount: String(message.receiveCount ?? 1),
+      SentTimestamp: "0",
+      SenderId: "AIDATEST",
+      ApproximateFirstReceiveTimestamp: "0",
+    },
+    messageAttributes: {},
+    md5OfBody: "",
+    eventSource: "aws:sqs",
+    eventSourceARN: "arn:aws:sqs:us-east-1:123456789012:work",
+    awsRegion: "us-east-1",
   };
 }
 
@@ -75,22 +100,14 @@ export async function deliverToWorker(
   if (messages.length === 0)
     return { delivered: 0, failures: 0, messageIds: [], failedIds: new Set(), receiveCounts };
   const event: SQSEvent = {
-    Records: messages.map((m) => ({
-      messageId: m.MessageId!,
-      receiptHandle: m.ReceiptHandle!,
-      body: m.Body!,
-      attributes: {
-        ApproximateReceiveCount: String(receiveCounts.get(m.MessageId!)),
-        SentTimestamp: "0",
-        SenderId: "AIDATEST",
-        ApproximateFirstReceiveTimestamp: "0",
-      },
-      messageAttributes: {},
-      md5OfBody: "",
-      eventSource: "aws:sqs",
-      eventSourceARN: "arn:aws:sqs:us-east-1:123456789012:work",
-      awsRegion: "us-east-1",
-    })),
+    Records: messages.map((m) =>
+      sqsRecord({
+        messageId: m.MessageId!,
+        receiptHandle: m.ReceiptHandle!,
+        body: m.Body!,
+        receiveCount: receiveCounts.get(m.MessageId!)!,
+      }),
+    ),
   };
   const response = (await worker(event, context())) as SQSBatchResponse;
   const failed = new Set(response.batchItemFailures.map((f) => f.itemIdentifier));

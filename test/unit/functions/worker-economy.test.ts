@@ -7,8 +7,7 @@
  * metric. The budgets fail the test above them; the fleet bench measures the
  * same through moto (bench/README.md, "Fleet economics").
  */
-import { randomUUID } from "node:crypto";
-import type { Context, SQSBatchResponse, SQSEvent } from "aws-lambda";
+import type { SQSBatchResponse, SQSEvent } from "aws-lambda";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { createWorkerHandler } from "../../../functions/worker.js";
 import type { BucketId } from "../../../src/domain/bucket.js";
@@ -29,6 +28,7 @@ import {
   seedTable,
   type Harness,
 } from "../../support/workflow-harness.js";
+import { invocationContext, sqsRecord } from "../../support/lambda-invocation.js";
 
 /**
  * Log bytes a small bucket's five phases may write, metrics included, when
@@ -67,40 +67,10 @@ class CountingQueue implements WorkQueue {
   }
 }
 
-function lambdaContext(): Context {
-  return {
-    functionName: "Pulpitum-WorkerFunction",
-    functionVersion: "$LATEST",
-    invokedFunctionArn: "arn:aws:lambda:us-east-1:123456789012:function:Pulpitum-WorkerFunction",
-    memoryLimitInMB: "1024",
-    awsRequestId: randomUUID(),
-    logGroupName: "/aws/lambda/Pulpitum-WorkerFunction",
-    logStreamName: "2026/12/06/[$LATEST]0123",
-    callbackWaitsForEmptyEventLoop: true,
-    getRemainingTimeInMillis: () => 300_000,
-    done: () => {},
-    fail: () => {},
-    succeed: () => {},
-  };
-}
+const lambdaContext = () => invocationContext("worker-economy");
 
 function sqsEvent(items: readonly WorkItem[]): SQSEvent & { ids: string[] } {
-  const Records = items.map((item) => ({
-    messageId: randomUUID(),
-    receiptHandle: `rh-${randomUUID()}`,
-    body: encodeWorkMessage(item),
-    attributes: {
-      ApproximateReceiveCount: "1",
-      SentTimestamp: "1764676800000",
-      SenderId: "AIDATEST",
-      ApproximateFirstReceiveTimestamp: "1764676800000",
-    },
-    messageAttributes: {},
-    md5OfBody: "",
-    eventSource: "aws:sqs",
-    eventSourceARN: "arn:aws:sqs:us-east-1:123456789012:work",
-    awsRegion: "us-east-1",
-  }));
+  const Records = items.map((item) => sqsRecord({ body: encodeWorkMessage(item) }));
   return { Records, ids: Records.map((r) => r.messageId) };
 }
 
