@@ -80,6 +80,10 @@ describe("the worker handler on PostgreSQL and SQS", () => {
   const runtimes: LambdaAdapters[] = [];
   /** The visibility of every ChangeMessageVisibility call the worker made, by queue URL. */
   const visibilityChanges = new Map<string, number[]>();
+  /** SendMessage and SendMessageBatch calls made; while `refuseSendBatches`, each batch fails. */
+  let sendSingles = 0;
+  let sendBatches = 0;
+  let refuseSendBatches = false;
   let drop: () => Promise<void>;
   let baseEnv: Record<string, string>;
   let inspector: LambdaAdapters;
@@ -89,6 +93,11 @@ describe("the worker handler on PostgreSQL and SQS", () => {
     vi.spyOn(process.stderr, "write").mockImplementation(() => true);
     sqs.middlewareStack.add(
       (next, context) => async (args) => {
+        if (context.commandName === "SendMessageCommand") sendSingles++;
+        if (context.commandName === "SendMessageBatchCommand") {
+          sendBatches++;
+          if (refuseSendBatches) throw new Error("ServiceUnavailable: injected by the test");
+        }
         if (context.commandName === "ChangeMessageVisibilityCommand") {
           const input = args.input as { QueueUrl: string; VisibilityTimeout: number };
           const seen = visibilityChanges.get(input.QueueUrl) ?? [];
@@ -140,11 +149,10 @@ describe("the worker handler on PostgreSQL and SQS", () => {
 
   /**
    * A work queue with a dead-letter queue after MAX_RECEIVE_COUNT receives,
-   * and a worker, a restore and a discovery function on it. `afterSend` runs
-   * after each message the worker sends (a phase's follow-up): a test moves
-   * the clock there to make the phase before it slow.
+   * and a worker, a restore and a discovery function on it. `afterClaim`
+   * runs when a claim has committed, inside its phase: a test moves the clock
+   * there to make the phase slow.
    */
-  /** `afterClaim`: called when a claim has committed, inside the phase (to make the phase slow). */
   async function openFleet(afterClaim: () => void = () => {}) {
     const name = `pulpitum-batch-${randomUUID().slice(0, 8)}`;
     const dlqUrl = (await sqs.send(new CreateQueueCommand({ QueueName: `${name}-dlq` }))).QueueUrl!;
@@ -247,6 +255,57 @@ describe("the worker handler on PostgreSQL and SQS", () => {
       generation: m?.generation,
     };
   }
+
+  describe("handing on", () => {
+    it("hands a batch's next phases on with SendMessageBatch, never one message at a time; when SQS refuses it, the batch's records come back and finish their buckets", async () => {
+      // Prepare
+      const buckets = await seedBuckets("hand_on", 5);
+      const fleet = await openFleet();
+      for (const b of buckets) await fleet.send(b);
+
+      // Act: every claim commits, and the export messages cannot be sent
+      refuseSendBatches = true;
+      const refused = await fleet.deliver();
+      refuseSendBatches = false;
+
+      // Assess: all five records stay on the queue, their buckets claimed
+      expect(refused.delivered).toBe(5);
+      expect([...refused.failedIds].sort()).toEqual([...refused.messageIds].sort());
+      for (const b of buckets) {
+        expect(await inspector.adapters.hotStore.getBucket(b)).toMatchObject({
+          state: "archiving",
+          phase: "export",
+        });
+      }
+
+      // Act: the records come back after their visibility timeout and run the next phases themselves
+      sendBatches = 0;
+      sendSingles = 0;
+      let deliveries = 0;
+      const finished = async () =>
+        (await Promise.all(buckets.map((b) => inspector.adapters.hotStore.getBucket(b)))).every(
+          (m) => m?.state === "archived" && m.hotDeleted,
+        );
+      while (!(await finished())) {
+        expect(++deliveries).toBeLessThanOrEqual(40);
+        const delivery = await fleet.deliver();
+        if (delivery.delivered === 0) await sleep(500);
+      }
+
+      // Assess: each bucket whole, every later phase handed on in batch calls, never one at a time
+      for (const b of buckets) {
+        expect(await inspector.adapters.hotStore.getBucket(b)).toMatchObject({
+          state: "archived",
+          hotDeleted: true,
+          exported: { parts: 1, rowCount: 20 },
+        });
+      }
+      expect(sendSingles).toBe(0);
+      expect(sendBatches).toBeGreaterThanOrEqual(3);
+      expect(await counts(fleet.queueUrl)).toEqual({ visible: 0, inFlight: 0 });
+      expect(await counts(fleet.dlqUrl)).toEqual({ visible: 0, inFlight: 0 });
+    });
+  });
 
   describe("against its deadline", () => {
     it("starts no phase of a batch of five received with less time left than its margin, and reports all five for another invocation", async () => {
