@@ -206,7 +206,7 @@ describe("X-Ray traces of the worker under active tracing", () => {
     expect([...calls]).toEqual(
       expect.arrayContaining([
         "SecretsManager GetSecretValue",
-        "SQS SendMessage",
+        "SQS SendMessageBatch",
         "S3 PutObject",
         "S3 GetObject",
       ]),
