@@ -798,4 +798,7 @@ function round(n: number): number {
   return Math.round(n * 10) / 10;
 }
 
-process.exitCode = await main(process.argv.slice(2));
+// Exit once the result is printed (stdout is synchronous on Linux, to a file or a pipe): a full
+// fault soak once kept spinning after its passed result, its main thread busy with no system
+// call (a promise loop that never yields), and the event loop would never drain.
+process.exit(await main(process.argv.slice(2)));
