@@ -14,6 +14,7 @@
  *   npx tsx bench/batching-window.ts              # about 8 minutes here
  *   npx tsx bench/batching-window.ts --shallow    # the shallow queues only
  */
+import { fixedCutoff } from "../src/domain/cutoff.js";
 import { randomUUID } from "node:crypto";
 import os from "node:os";
 import { CreateBucketCommand, S3Client } from "@aws-sdk/client-s3";
@@ -138,10 +139,10 @@ async function main(): Promise<void> {
           await setup.queue.sendBatch(items.slice(i, i + 10));
         poller.start();
         for (;;) {
-          const status = await setup.adapters.hotStore.statusReport(
-            new Date(),
-            new Date("2025-01-01T00:00:00Z"),
-          );
+          const status = await setup.adapters.hotStore.statusReport(new Date(), {
+            cutoff: new Date("2025-01-01T00:00:00Z"),
+            rule: fixedCutoff(new Date("2025-01-01T00:00:00Z")),
+          });
           const finished = status.tables
             .find((t) => t.tableId === table)!
             .states.filter((s) => s.state === "archived" && s.hotDeleted)

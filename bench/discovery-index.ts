@@ -25,6 +25,7 @@
  *
  * Prints the figures; decides nothing by itself.
  */
+import { fixedCutoff } from "../src/domain/cutoff.js";
 import { PgDatabase } from "../src/adapters/sql/database.js";
 import {
   DISCOVERY_INDEX,
@@ -78,6 +79,7 @@ async function main(): Promise<void> {
     const query: DiscoveryQuery = {
       now,
       cutoff: new Date("2026-01-01T00:00:00Z"),
+      rule: fixedCutoff(new Date("2026-01-01T00:00:00Z")),
       enqueuedBefore: new Date(now.getTime() - 300_000),
       limit: PAGE,
     };

@@ -3,6 +3,7 @@
  * baseline, first pages from the hot store, the file store and moto S3,
  * appends against plain inserts, and discovery.
  */
+import { fixedCutoff } from "../src/domain/cutoff.js";
 import pg from "pg";
 import { to as copyTo } from "pg-copy-streams";
 import type { PgDatabase } from "../src/adapters/sql/database.js";
@@ -190,6 +191,7 @@ export async function discovery(
   const query = {
     now,
     cutoff: new Date("2026-01-01T00:00:00Z"),
+    rule: fixedCutoff(new Date("2026-01-01T00:00:00Z")),
     enqueuedBefore: new Date(now.getTime() - 300_000),
     limit: 64,
   };

@@ -227,17 +227,25 @@ export function cachedPerSecret<T extends { close(): Promise<void> }>(
 /**
  * The adapters of a deployed function: opened once per container, reopened
  * when the database secret was rotated (PULPITUM_SECRET_REFRESH_SECONDS).
+ * A warm container measures its clock against the database's again at most
+ * once a minute; while it is off by more than the bound, every invocation
+ * fails with ClockSkewError (usecases/clock-skew.ts) before it touches a
+ * bucket, so its messages come back to a container whose clock is right.
  */
-export function lambdaAdaptersPerContainer<T extends { close(): Promise<void> }>(
-  env: Env,
-  open: () => Promise<T>,
-): () => Promise<T> {
-  return cachedPerSecret(
+export function lambdaAdaptersPerContainer<
+  T extends { close(): Promise<void>; readonly adapters?: Pick<Adapters, "clockCheck"> },
+>(env: Env, open: () => Promise<T>): () => Promise<T> {
+  const opened = cachedPerSecret(
     open,
     () =>
       databaseSecretVersion(env, containerSecretsClient(env.AWS_REGION ?? env.AWS_DEFAULT_REGION)),
     { refreshMs: parseFunctionSettings(env).secretRefreshMs },
   );
+  return async () => {
+    const lambda = await opened();
+    await lambda.adapters?.clockCheck();
+    return lambda;
+  };
 }
 
 function remember<T extends { destroy(): void }>(owned: Array<{ destroy(): void }>, client: T): T {

@@ -21,6 +21,7 @@ import { pgSslOption, resolveDatabaseTls } from "./adapters/sql/database-tls.js"
 import type { SqlHotStore } from "./adapters/sql/sql-hot-store.js";
 import type { AuditTrail } from "./ports/audit-trail.js";
 import type { Clock } from "./ports/clock.js";
+import { clockSkewBoundMs, periodicClockCheck, requireClockWithin } from "./usecases/clock-skew.js";
 import { systemClock } from "./ports/clock.js";
 import type { HotStore } from "./ports/hot-store.js";
 import type { ObjectStore } from "./ports/object-store.js";
@@ -43,6 +44,13 @@ export interface Adapters {
   readonly audit: AuditTrail;
   /** The embedded store's lock, when these adapters hold one. */
   readonly lock: EmbeddedStoreLock | null;
+  /**
+   * For long-running work: measures this process's clock against the
+   * database's again once a minute has passed and throws ClockSkewError
+   * when it is off (usecases/clock-skew.ts); a no-op when the open did not
+   * check the clock.
+   */
+  readonly clockCheck: () => Promise<void>;
   context(log: WorkflowLog): ArchiverContext;
   close(): Promise<void>;
 }
@@ -161,6 +169,12 @@ export async function openAdapters(
      * compares, `skip` neither (commands that never touch the archive).
      */
     archiveBinding?: "bind" | "check" | "skip";
+    /**
+     * Refuse to open when this process's clock is further from the
+     * database's than leases allow (usecases/clock-skew.ts): default true;
+     * false for `pulpitum doctor` and `migrate`, which measure or need no clock.
+     */
+    clockCheck?: boolean;
   } = {},
 ): Promise<Adapters> {
   const clock = options.clock ?? systemClock;
@@ -212,14 +226,15 @@ export async function openAdapters(
     }
   }
   const objectStore = options.objectStore ?? openArchiveStore(config);
-  if (options.archiveBinding !== "skip") {
-    try {
+  try {
+    if (options.clockCheck !== false)
+      await requireClockWithin(hotStore, clock, clockSkewBoundMs(config));
+    if (options.archiveBinding !== "skip")
       await checkArchiveBinding(config, hotStore, objectStore, clock, options.archiveBinding);
-    } catch (error) {
-      await hotStore.close().catch(() => undefined);
-      lock?.release();
-      throw error;
-    }
+  } catch (error) {
+    await hotStore.close().catch(() => undefined);
+    lock?.release();
+    throw error;
   }
   const { SqlAuditTrail } = await import("./adapters/sql/audit-trail.js");
   const audit = new SqlAuditTrail(hotStore.db);
@@ -233,6 +248,10 @@ export async function openAdapters(
     clock,
     audit,
     lock,
+    clockCheck:
+      options.clockCheck === false
+        ? async () => undefined
+        : periodicClockCheck(hotStore, clock, clockSkewBoundMs(config)),
     context: (log) => ({ hotStore, objectStore, clock, settings, log }),
     async close() {
       try {

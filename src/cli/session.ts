@@ -59,6 +59,8 @@ export async function withRuntime<T>(
      * archive (`migrate`).
      */
     archiveBinding?: "bind" | "check" | "skip";
+    /** See openAdapters: false only for `migrate`, which acts on no bucket. */
+    clockCheck?: boolean;
   } = {},
 ): Promise<T> {
   const config = loadCliConfig(options.env);
@@ -66,6 +68,7 @@ export async function withRuntime<T>(
     migrate: options.migrate,
     command: commandLine,
     archiveBinding: options.archiveBinding ?? "check",
+    clockCheck: options.clockCheck,
   });
   const stale = runtime.lock?.tookOverFrom;
   if (stale) {

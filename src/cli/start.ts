@@ -10,7 +10,7 @@
  * and runs on its own embedded store under PULPITUM_HOME.
  */
 import { describeBucket } from "../domain/bucket.js";
-import { cutoffAt, formatCutoffAt } from "../domain/cutoff.js";
+import { formatCutoffAt } from "../domain/cutoff.js";
 import { eligibilityAt } from "../usecases/eligibility.js";
 import type { TableRecord } from "../domain/record.js";
 import { parseTableId, type TableId } from "../domain/table.js";
@@ -119,22 +119,20 @@ export async function runEmbeddedDemo(rt: Adapters): Promise<void> {
   }
 
   const now = rt.clock.now();
-  const { windows } = await eligibilityAt(rt.hotStore, rt.config.cutoff, now);
+  const { cutoffs } = await eligibilityAt(rt.hotStore, rt.config.cutoff, now);
   const pending = await rt.hotStore.peekCandidates({
     now,
-    cutoff: cutoffAt(rt.config.cutoff, now),
-    windows,
+    ...cutoffs,
     limit: 10_000,
     enqueuedBefore: now,
   });
   if (pending.length === 0) {
-    const cutoff = cutoffAt(rt.config.cutoff, now);
-    const report = await rt.hotStore.statusReport(now, cutoff, windows);
+    const report = await rt.hotStore.statusReport(now, cutoffs);
     const archived = report.tables
       .flatMap((t) => t.states)
       .filter((s) => s.state === "archived")
       .reduce((n, s) => n + s.buckets, 0);
-    const held = await rt.hotStore.listHeldBuckets({ now, cutoff, windows, limit: 1000 });
+    const held = await rt.hotStore.listHeldBuckets({ now, ...cutoffs, limit: 1000 });
     console.log(
       `nothing new to archive: ${archived} buckets are already archived and every other bucket ` +
         `ends after the cutoff ${formatCutoffAt(rt.config.cutoff, now)}` +

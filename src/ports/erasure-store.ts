@@ -126,10 +126,16 @@ export interface ErasureStore {
 
   /**
    * Record that an archived bucket holds no record in range (its archive was
-   * read and verified): a `done` line removing 0, versions before and after
-   * the same. Safe to retry.
+   * read and verified), or an expired one (it holds no record at all): a
+   * `done` line removing 0 (earlier runs' removals kept), versions before
+   * and after the same, with `reason` when given. Safe to retry.
    */
-  recordUntouched(jobId: string, metadata: BucketMetadata, now: Date): Promise<void>;
+  recordUntouched(
+    jobId: string,
+    metadata: BucketMetadata,
+    now: Date,
+    reason?: string,
+  ): Promise<void>;
 
   /** Hot records of `id` in range, whatever its state. Read-only. */
   countHotInRange(id: BucketId, range: ErasureRange): Promise<number>;

@@ -7,6 +7,7 @@
 import type { RowPage } from "./row-page.js";
 import type { BucketId, BucketStrategy } from "../domain/bucket.js";
 import type { ArchiveFormat, TableId } from "../domain/table.js";
+import type { CutoffPolicy } from "../domain/cutoff.js";
 import type { CalendarDuration } from "../domain/duration.js";
 import type { StorageClass } from "../domain/table-policy.js";
 import type { EpochMicros } from "../domain/time.js";
@@ -294,8 +295,13 @@ export interface TableWindow {
   readonly expireCutoff?: Date | null;
 }
 
-export interface DiscoveryQuery {
-  readonly now: Date;
+/**
+ * The cutoffs a process computed at its `now`, and the rule they came from.
+ * Every statement that uses them also recomputes each table's cutoffs at the
+ * database's clock (its policy row and `rule`) and takes the earlier, so a
+ * process clock that runs ahead never makes a bucket eligible or due early.
+ */
+export interface Cutoffs {
   /**
    * A hot bucket is eligible when `bucket_end <= cutoff`: the cutoff of
    * every table when `windows` is absent. With `windows`, each table listed
@@ -304,7 +310,21 @@ export interface DiscoveryQuery {
    * other tables use this one.
    */
   readonly cutoff: Date;
+  /** The global rule `cutoff` came from (ARCHIVER_ELIGIBLE_BEFORE or its default). */
+  readonly rule: CutoffPolicy;
   readonly windows?: readonly TableWindow[];
+}
+
+/** What a claim checks: as {@link Cutoffs}, for the bucket's table, from its policy `policyVersion`. */
+export interface ClaimCutoff {
+  readonly cutoff: Date;
+  readonly rule: CutoffPolicy;
+  /** The table's policy version the cutoff was computed from; absent: any (a table the caller did not read). */
+  readonly policyVersion?: number;
+}
+
+export interface DiscoveryQuery extends Cutoffs {
+  readonly now: Date;
   readonly limit: number;
   /** Buckets enqueued after this instant are skipped (they are already in the queue). */
   readonly enqueuedBefore: Date;

@@ -23,6 +23,7 @@
  * - `now` is always passed in; adapters never read the clock.
  */
 import type { BucketExpiry } from "./bucket-expiry.js";
+import type { DatabaseClock } from "./database-clock.js";
 import type { FailureRecords } from "./failure-records.js";
 import type { BucketId } from "../domain/bucket.js";
 import type { TableRecord } from "../domain/record.js";
@@ -38,7 +39,6 @@ import type {
   TableRegistration,
   PolicyChange,
   PolicyVersion,
-  TableWindow,
   AppendResult,
   BucketMetadata,
   LeaseAcquisition,
@@ -52,6 +52,8 @@ import type {
   CleanupBatch,
   FinishCleanup,
   DiscoveryQuery,
+  Cutoffs,
+  ClaimCutoff,
   Candidate,
   BucketRead,
   BucketReadRange,
@@ -230,13 +232,14 @@ export interface BucketLeases {
  */
 export interface ArchivalPhases {
   /**
-   * hot -> archiving, phase export, if the lease is live, `bucket_end <= cutoff`,
-   * no retry is pending at `now` and the table is not paused; with
-   * `policyVersion`, only while the table's policy is still that version
-   * (the cutoff was computed from it). This commit fences appends. Releases
-   * the lease.
+   * hot -> archiving, phase export, if the lease is live, `bucket_end` is at
+   * or before both `cutoff.cutoff` and the table's cutoff at the database's
+   * clock, no retry is pending at `now` and the table is not paused; with
+   * `cutoff.policyVersion`, only while the table's policy is still that
+   * version (the cutoff was computed from it). This commit fences appends.
+   * Releases the lease.
    */
-  claim(lease: Lease, now: Date, cutoff: Date, policyVersion?: number): Promise<FencedWrite>;
+  claim(lease: Lease, now: Date, cutoff: ClaimCutoff): Promise<FencedWrite>;
 
   /**
    * One page of the fenced snapshot in `(event_time, sort_key)` order after
@@ -326,20 +329,16 @@ export interface BucketDiscovery {
    * (paused table, pending retry or restore hold, live lease) and buckets in
    * flight, oldest `bucket_end` first, at most `limit`. Read-only.
    */
-  listHeldBuckets(query: {
-    readonly now: Date;
-    readonly cutoff: Date;
-    /** Each listed table's own cutoff, as in {@link DiscoveryQuery}. */
-    readonly windows?: readonly TableWindow[];
-    readonly limit: number;
-  }): Promise<HeldBucket[]>;
+  listHeldBuckets(
+    query: Cutoffs & { readonly now: Date; readonly limit: number },
+  ): Promise<HeldBucket[]>;
 
   /**
    * Counts per table and state, deferred and leased buckets, archival lag;
    * with `windows`, each listed table's own archival cutoff (as in
    * {@link DiscoveryQuery}).
    */
-  statusReport(now: Date, cutoff: Date, windows?: readonly TableWindow[]): Promise<StatusReport>;
+  statusReport(now: Date, cutoffs: Cutoffs): Promise<StatusReport>;
 }
 
 /** Copying an archived bucket back into the hot store, under its lease. */
@@ -445,6 +444,7 @@ export interface QuarantineRelease {
 export interface HotStore
   extends
     StoreLifecycle,
+    DatabaseClock,
     TableRegistry,
     TablePolicies,
     RecordAppends,

@@ -4,6 +4,7 @@ import { sleep as timerSleep } from "../ports/clock.js";
 import type { Candidate } from "../ports/hot-store.js";
 import type { WorkItem } from "../ports/work-queue.js";
 import type { ArchiverContext, PhaseOutcome } from "../usecases/context.js";
+import { ClockSkewError } from "../usecases/clock-skew.js";
 import { discover } from "../usecases/discover.js";
 import { runNextPhase } from "../usecases/run-next-phase.js";
 
@@ -17,6 +18,12 @@ export interface StandaloneOptions {
   readonly signal?: AbortSignal;
   readonly onOutcome?: (outcome: PhaseOutcome) => void;
   readonly onDiscovered?: (candidates: Candidate[]) => void;
+  /**
+   * Run before each scan (usecases/clock-skew.ts's periodicClockCheck): a
+   * {@link ClockSkewError} it throws stops the run (phases in flight finish)
+   * and is raised, so a process whose clock drifted off stops taking work.
+   */
+  readonly clockCheck?: () => Promise<void>;
   /** Wait for the next scan; tests pass one that moves a manual clock. Default: a timer the signal cuts short. */
   readonly sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
 }
@@ -69,6 +76,8 @@ class StandaloneRun {
   readonly #aborted: Promise<void>;
   readonly #summary = { rounds: 0, outcomes: 0, advanced: 0, failures: 0, scanFailures: 0 };
   #scanError: unknown;
+  /** A clock check failed: take no more work. */
+  #clockOff = false;
   #scanDue = true;
   /** The last scan returned as many buckets as it asked for. */
   #lastScanFull = false;
@@ -124,7 +133,7 @@ class StandaloneRun {
   }
 
   #stopping(): boolean {
-    return this.options.signal?.aborted === true;
+    return this.options.signal?.aborted === true || this.#clockOff;
   }
 
   #idleWorkers(): number {
@@ -153,6 +162,14 @@ class StandaloneRun {
       await this.#scan();
       return true;
     } catch (error) {
+      if (error instanceof ClockSkewError) {
+        this.ctx.log.error("this process's clock is off: taking no more work", {
+          error: errorMessage(error),
+        });
+        this.#clockOff = true;
+        this.#scanError = error;
+        return false;
+      }
       this.#summary.scanFailures++;
       this.#lastScanFull = false;
       this.ctx.log.error("discovery scan failed", {
@@ -166,6 +183,7 @@ class StandaloneRun {
 
   async #scan(): Promise<void> {
     const { ctx } = this;
+    await this.options.clockCheck?.();
     const limit = Math.min(ctx.settings.scanLimit, this.#idleWorkers());
     this.#lastScanIdle = this.#running.size === 0;
     this.#summary.rounds++;

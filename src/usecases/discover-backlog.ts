@@ -22,8 +22,7 @@
  * its readings whatever the target was set to; the stack runs discovery for
  * its whole schedule interval, so they do not wait between runs either.
  */
-import { cutoffAt } from "../domain/cutoff.js";
-import { tableWindows } from "./eligibility.js";
+import { cutoffsAt } from "./eligibility.js";
 import type { DiscoverySettings } from "../discovery-settings.js";
 import type { Clock } from "../ports/clock.js";
 import type {
@@ -132,8 +131,7 @@ export async function discoverBacklog(
     );
     const page = await ctx.hotStore.discover({
       now,
-      cutoff: cutoffAt(settings.cutoff, now),
-      windows: tableWindows(await ctx.hotStore.listTables(), settings.cutoff, now),
+      ...cutoffsAt(await ctx.hotStore.listTables(), settings.cutoff, now),
       limit,
       enqueuedBefore: new Date(now.getTime() - windowMs),
       after,

@@ -1,5 +1,4 @@
-import { cutoffAt } from "../domain/cutoff.js";
-import { tableWindows } from "./eligibility.js";
+import { cutoffsAt } from "./eligibility.js";
 import type { Candidate } from "../ports/hot-store.js";
 import type { DiscoveryContext } from "./context.js";
 
@@ -14,8 +13,7 @@ import type { DiscoveryContext } from "./context.js";
 export async function discover(ctx: DiscoveryContext, now: Date): Promise<Candidate[]> {
   const candidates = await ctx.hotStore.discover({
     now,
-    cutoff: cutoffAt(ctx.settings.cutoff, now),
-    windows: tableWindows(await ctx.hotStore.listTables(), ctx.settings.cutoff, now),
+    ...cutoffsAt(await ctx.hotStore.listTables(), ctx.settings.cutoff, now),
     limit: ctx.settings.scanLimit,
     enqueuedBefore: new Date(now.getTime() - ctx.settings.requeueMs),
   });

@@ -5,7 +5,12 @@
  * here, so a window changed by `pulpitum tables alter` applies from the
  * next scan and claim on.
  */
-import { describeCutoffPolicy, formatCutoffAt, type CutoffPolicy } from "../domain/cutoff.js";
+import {
+  cutoffAt,
+  describeCutoffPolicy,
+  formatCutoffAt,
+  type CutoffPolicy,
+} from "../domain/cutoff.js";
 import { formatDuration } from "../domain/duration.js";
 import type { TableDefinition } from "../domain/table.js";
 import {
@@ -14,7 +19,7 @@ import {
   expireCutoffAt,
   NO_LIFECYCLE,
 } from "../domain/table-policy.js";
-import type { TableWindow } from "../ports/hot-store.js";
+import type { ClaimCutoff, Cutoffs, TableWindow } from "../ports/hot-store.js";
 
 /**
  * The windows of the tables that have an `archive_after`, at `now`, each
@@ -38,14 +43,32 @@ export function tableWindows(
     }));
 }
 
-/** What the claim of a bucket of `table` checks at `now`: its cutoff, and the policy version it came from. */
+/**
+ * What discovery, `plan` and `status` ask the hot store with at `now`: the
+ * global cutoff, the rule it came from and every table's windows. The
+ * statements take the earlier of these and the database clock's cutoffs.
+ */
+export function cutoffsAt(
+  tables: readonly TableDefinition[],
+  global: CutoffPolicy,
+  now: Date,
+): Cutoffs {
+  return {
+    cutoff: cutoffAt(global, now),
+    rule: global,
+    windows: tableWindows(tables, global, now),
+  };
+}
+
+/** What the claim of a bucket of `table` checks at `now`: its cutoff, its rule, and the policy version it came from. */
 export function claimCutoff(
   table: TableDefinition | null,
   global: CutoffPolicy,
   now: Date,
-): { readonly cutoff: Date; readonly policyVersion: number | undefined } {
+): ClaimCutoff & { readonly policyVersion: number | undefined } {
   return {
     cutoff: archiveCutoffAt(table ?? NO_LIFECYCLE, global, now),
+    rule: global,
     policyVersion: table?.policyVersion,
   };
 }
@@ -96,10 +119,12 @@ export async function eligibilityAt(
   hotStore: { listTables(): Promise<TableDefinition[]> },
   global: CutoffPolicy,
   now: Date,
-): Promise<{ windows: TableWindow[]; tables: TableEligibility[] }> {
+): Promise<{ windows: TableWindow[]; cutoffs: Cutoffs; tables: TableEligibility[] }> {
   const tables = (await hotStore.listTables()).sort((a, b) => a.tableId.localeCompare(b.tableId));
+  const cutoffs = cutoffsAt(tables, global, now);
   return {
-    windows: tableWindows(tables, global, now),
+    windows: cutoffs.windows as TableWindow[],
+    cutoffs,
     tables: tables.map((t) => explainEligibility(t, global, now)),
   };
 }

@@ -24,8 +24,9 @@
  *    and manifest replaced, `dereferenced_at` stamped (GC's grace for a
  *    reader that followed the old route a moment before), the lease
  *    released and the receipt line written. This commit is the cutover.
- * 5. Rewrite the bucket's query catalog entry after the commit (it names
- *    only published payloads); the scrub and GC put it right if this dies.
+ * 5. The caller (usecases/erase.ts) rewrites the bucket's query catalog
+ *    entry after the commit (it names only published payloads), and keeps
+ *    the job unfinished until it did.
  *
  * A bucket left with no records is published empty (one empty part): it
  * stays archived, so appends to it stay refused and no erased record can
@@ -52,7 +53,6 @@ import { takeBucketLease } from "./bucket-lease.js";
 import { underLease } from "./under-lease.js";
 import { commitFenced } from "./phases/step.js";
 import { archiveExpectationsOf, requireSealedArchive } from "./phases/recorded-archive.js";
-import { catalogPortsOf, refreshCatalogEntry } from "./catalog.js";
 
 export type EraseContext = ArchiverContext<HotReads & BucketLeases>;
 
@@ -69,6 +69,8 @@ export function archivedInFlight(metadata: BucketMetadata): string | null {
     return "cleanup pending: its hot rows still exist; taken once cleanup finishes";
   if (metadata.corruption !== null)
     return `marked corrupt (${metadata.corruption.problem}): run \`pulpitum repair\` or \`pulpitum verify\` first`;
+  if (metadata.expiryStartedAt !== null)
+    return "being expired: done once its expiry finishes (its records are then gone)";
   if (metadata.manifestKey === null) return "archived without a manifest";
   return null;
 }
@@ -220,13 +222,6 @@ export async function eraseArchivedBucket(
           removed,
         ),
       (m) => m.manifestKey === manifestKey && m.ownerToken === null,
-    );
-    // Point 5.
-    await refreshCatalogEntry(catalogPortsOf(unleased), id).catch((error: unknown) =>
-      ctx.log.warn("catalog entry not rewritten after erasure; the scrub puts it right", {
-        bucket: describeBucket(id),
-        error: error instanceof Error ? error.message : String(error),
-      }),
     );
     return { kind: "erased", removed };
   } catch (error) {

@@ -26,12 +26,21 @@
  *    `pending` until a run finds every bucket done.
  * 4. A hot bucket claimed between the read and the delete is found not hot
  *    by the delete's fence and re-read once: archiving makes it pending.
+ * 5. An expired bucket holds none of the partition's records: done, 0
+ *    removed. One marked for expiry still serves its archive: pending until
+ *    the expiry finishes.
+ * 6. Every settled archived bucket in range has its query catalog entry
+ *    rewritten from what it publishes (one this job published, one an
+ *    earlier job published and failed to catalog, or one left stale by
+ *    anything else): its line stays `pending` until that write succeeded,
+ *    so the job is `done` only once `pulpitum query` and Athena read every
+ *    version it published, and a rerun puts right every stale entry.
  */
 import { randomUUID } from "node:crypto";
 import { describeBucket, type BucketId } from "../domain/bucket.js";
 import { toBase64 } from "../domain/record.js";
 import type { TableId } from "../domain/table.js";
-import { InvalidInputError, UnknownTableError } from "../errors.js";
+import { errorMessage, InvalidInputError, UnknownTableError } from "../errors.js";
 import type {
   ErasureJobStatus,
   ErasureRange,
@@ -95,9 +104,9 @@ export interface ErasureReport {
   readonly buckets: readonly ErasureBucketReport[];
 }
 
-/** Why a bucket cannot be erased now, or null when it can (hot or settled archived). */
+/** Why a bucket cannot be erased now, or null when it can (hot, expired or settled archived). */
 function inFlight(metadata: BucketMetadata): string | null {
-  if (metadata.state === "hot") return null;
+  if (metadata.state === "hot" || metadata.state === "expired") return null;
   if (metadata.state === "archiving")
     return `being archived (phase ${metadata.phase}): taken once it is archived`;
   return archivedInFlight(metadata);
@@ -230,16 +239,45 @@ async function eraseBucket(
       metadata = erased.metadata;
       continue;
     }
-    if (doneFor(previous, metadata)) {
-      // Published by an earlier run that may have died before its catalog write.
-      await refreshCatalogEntry(catalogPortsOf(ctx), id);
+    if (metadata.state === "expired") {
+      // Point 5: nothing of it is left to read or erase.
+      const at = metadata.expiry?.at.toISOString() ?? "?";
+      const reason = `expired at ${at}: it holds none of its records`;
+      await store.recordUntouched(jobId, metadata, ctx.clock.now(), reason);
       return;
     }
-    const outcome = await eraseArchivedBucket(ctx, store, jobId, id, range);
-    if (outcome.kind === "pending")
-      await store.recordPending(jobId, id, "archive", outcome.reason, ctx.clock.now());
-    if (outcome.kind === "untouched") await store.recordUntouched(jobId, metadata, ctx.clock.now());
+    if (!doneFor(previous, metadata)) {
+      const outcome = await eraseArchivedBucket(ctx, store, jobId, id, range);
+      if (outcome.kind === "pending") {
+        await store.recordPending(jobId, id, "archive", outcome.reason, ctx.clock.now());
+        return;
+      }
+      if (outcome.kind === "untouched")
+        await store.recordUntouched(jobId, metadata, ctx.clock.now());
+    }
+    await catalogSettledBucket(ctx, store, jobId, id);
     return;
+  }
+}
+
+/** Point 6: rewrite the bucket's catalog entry; a failure leaves its line pending for the next run. */
+async function catalogSettledBucket(
+  ctx: EraseContext,
+  store: ErasureStore,
+  jobId: string,
+  id: BucketId,
+): Promise<void> {
+  try {
+    await refreshCatalogEntry(catalogPortsOf(ctx), id);
+  } catch (error) {
+    const reason =
+      `its query catalog entry could not be rewritten (${errorMessage(error)}), so ` +
+      "`pulpitum query` cannot read it: run the same erase again";
+    ctx.log.warn("catalog entry not rewritten after erasure", {
+      bucket: describeBucket(id),
+      error: errorMessage(error),
+    });
+    await store.recordPending(jobId, id, "archive", reason, ctx.clock.now());
   }
 }
 
@@ -251,6 +289,7 @@ async function dryRun(
 ): Promise<ErasureReport> {
   const lines: ErasureBucketReport[] = [];
   for (const metadata of buckets) {
+    if (metadata.state === "expired") continue;
     const waiting = inFlight(metadata);
     const archived = metadata.state === "archived" && waiting === null;
     const count = archived

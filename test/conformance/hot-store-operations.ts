@@ -12,6 +12,7 @@ import { parseRfc3339Micros } from "../../src/domain/time.js";
 import { UnknownTableError } from "../../src/errors.js";
 import type { BucketMetadata, HotStore, Lease, PhaseName } from "../../src/ports/hot-store.js";
 import { recordOnePart } from "./hot-store/support.js";
+import { fixedCutoffs } from "../support/cutoffs.js";
 
 export interface OpenedStore {
   readonly store: HotStore;
@@ -82,7 +83,7 @@ async function advanceTo(
     };
     switch (m.phase) {
       case "claim":
-        m = committed(await store.claim(l, NOW, CUTOFF)).metadata;
+        m = committed(await store.claim(l, NOW, fixedCutoffs(CUTOFF))).metadata;
         break;
       case "export":
         m = committed(await recordOnePart(store, l, NOW, payload)).metadata;
@@ -206,7 +207,7 @@ export function hotStoreOperationsConformance(name: string, open: () => Promise<
       const hotLease = await lease(store, hot);
       const offered = await store.peekCandidates({
         now: NOW,
-        cutoff: CUTOFF,
+        ...fixedCutoffs(CUTOFF),
         limit: 10_000,
         enqueuedBefore: NOW,
       });
@@ -235,7 +236,9 @@ export function hotStoreOperationsConformance(name: string, open: () => Promise<
       const t = await newTable(store, "noclaim");
       const id = await bucket(store, t, "p", 2023);
       expect(await store.beginTableDrop(t, NOW)).toEqual({ kind: "paused" });
-      expect((await store.claim(await lease(store, id), NOW, CUTOFF)).kind).toBe("lease-lost");
+      expect((await store.claim(await lease(store, id), NOW, fixedCutoffs(CUTOFF))).kind).toBe(
+        "lease-lost",
+      );
       expect((await store.getBucket(id))?.state).toBe("hot");
     });
 
@@ -327,7 +330,7 @@ export function heldBucketsConformance(name: string, open: () => Promise<OpenedS
       const ofPaused = await bucket(store, paused, "p", 2023);
       await store.setPaused(paused, true, NOW);
 
-      const held = await store.listHeldBuckets({ now: NOW, cutoff: CUTOFF, limit: 100 });
+      const held = await store.listHeldBuckets({ now: NOW, ...fixedCutoffs(CUTOFF), limit: 100 });
       const byKey = new Map(held.map((h) => [`${h.id.tableId}/${key(h.id)}`, h]));
       const of = (id: BucketId) => byKey.get(`${id.tableId}/${key(id)}`);
       expect(of(offered)).toBeUndefined();
@@ -350,7 +353,7 @@ export function heldBucketsConformance(name: string, open: () => Promise<OpenedS
       );
 
       const leasedCleanup = await lease(store, cleanup);
-      const again = await store.listHeldBuckets({ now: NOW, cutoff: CUTOFF, limit: 100 });
+      const again = await store.listHeldBuckets({ now: NOW, ...fixedCutoffs(CUTOFF), limit: 100 });
       expect(again.find((h) => key(h.id) === key(cleanup))).toMatchObject({
         state: "archived",
         leaseExpiresAt: leasedCleanup.expiresAt,

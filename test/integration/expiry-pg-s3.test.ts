@@ -37,6 +37,7 @@ import {
   seedTable,
   type Harness,
 } from "../support/workflow-harness.js";
+import { fixedCutoffs } from "../support/cutoffs.js";
 
 const DAY = 86_400_000;
 const enc = (s: string) => new TextEncoder().encode(s);
@@ -177,7 +178,7 @@ describe("expiry on PostgreSQL and S3", () => {
     expect(await scanAndRun(h)).toEqual([]);
     const now = h.clock.now();
     const windows = tableWindows(await h.inner.listTables(), h.settings.cutoff, now);
-    const status = await h.inner.statusReport(now, now, windows);
+    const status = await h.inner.statusReport(now, { ...fixedCutoffs(now), windows: windows });
     expect(status.expiry).toMatchObject({ held: 1, oldestBlockedSince: now });
     expectSameRecords(
       (await reader(h).read(tableId, enc("solo"), { limit: 1000 })).records.slice(0, 40),

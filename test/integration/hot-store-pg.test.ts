@@ -23,6 +23,7 @@ import {
 import { recordOnePart } from "../conformance/hot-store/support.js";
 import { RecordingDatabase, type RecordedStatement } from "../support/recording-database.js";
 import { rowsOf } from "../../src/ports/row-page.js";
+import { fixedCutoffs } from "../support/cutoffs.js";
 
 const serverUrl = inject("databaseUrl");
 const created: string[] = [];
@@ -153,7 +154,7 @@ describe("PostgreSQL hot store under real concurrency", () => {
       partitionKey: record(7, 0).partitionKey,
       bucketKey: "year:2023",
     };
-    const claim = await main.claim(await acquire(main, id), NOW, CUTOFF);
+    const claim = await main.claim(await acquire(main, id), NOW, fixedCutoffs(CUTOFF));
     expect(claim.kind).toBe("committed");
     expect(await readAll(main, await acquire(main, id), 1_000)).toHaveLength(30 * 10 * 5);
   });
@@ -246,7 +247,7 @@ describe("PostgreSQL hot store under real concurrency", () => {
 
     const plan = await main.explainDiscovery({
       now: NOW,
-      cutoff: CUTOFF,
+      ...fixedCutoffs(CUTOFF),
       limit: 64,
       enqueuedBefore: NOW,
     });
@@ -255,7 +256,7 @@ describe("PostgreSQL hot store under real concurrency", () => {
     expect(plan).not.toMatch(/Seq Scan on pulpitum_v4_bucket_metadata/);
     const candidates = await main.peekCandidates({
       now: NOW,
-      cutoff: CUTOFF,
+      ...fixedCutoffs(CUTOFF),
       limit: 64,
       enqueuedBefore: NOW,
     });
@@ -319,7 +320,7 @@ async function raceAppendsAgainstClaims(
       const claimAndSnapshot = async () => {
         await new Promise((r) => setTimeout(r, Math.random() * 15));
         const lease = await acquire(claimer, id);
-        const result = await claimer.claim(lease, NOW, CUTOFF);
+        const result = await claimer.claim(lease, NOW, fixedCutoffs(CUTOFF));
         expect(result.kind).toBe("committed");
         claimed = true;
         return await readAll(claimer, await acquire(claimer, id), 3);
@@ -360,7 +361,9 @@ async function archivedBucket(store: SqlHotStore, label: string, count: number) 
     rowCount: count,
     byteLength: 1,
   };
-  expect((await store.claim(await acquire(store, id), NOW, CUTOFF)).kind).toBe("committed");
+  expect((await store.claim(await acquire(store, id), NOW, fixedCutoffs(CUTOFF))).kind).toBe(
+    "committed",
+  );
   expect((await recordOnePart(store, await acquire(store, id), NOW, payload)).kind).toBe(
     "committed",
   );

@@ -25,6 +25,7 @@ import { runNextPhase } from "../../src/usecases/run-next-phase.js";
 import { expectCatalogMatchesPublished } from "./catalog.js";
 import { chatRecords, converge, seedTable, type Harness } from "./workflow-harness.js";
 import { onlyPart } from "./one-part.js";
+import { setDatabaseClock } from "./database-clock.js";
 
 const TABLE = parseTableId("chat");
 export const PREFIX = "archive";
@@ -200,6 +201,7 @@ export function catalogRaceSuite(name: string, open: OpenCatalogWorld): void {
       // Make the old archive old enough to be collected: the clock moves past
       // the objects' real creation time (files' mtime, S3's LastModified).
       h.clock.set(new Date(Date.now() + 2 * DAY));
+      await setDatabaseClock(h.inner, h.clock.now());
       const report = await collectGarbage(
         {
           hotStore: gcHotStore,

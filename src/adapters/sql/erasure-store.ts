@@ -127,6 +127,7 @@ async function writeDoneLine(
     manifestAfter: string | null;
     removed: number;
     kept: number | null;
+    reason?: string | null;
   },
   now: Date,
 ): Promise<void> {
@@ -138,16 +139,17 @@ async function writeDoneLine(
      VALUES (${p.text(jobId)}, ${p.text(bucketKey)}, 'done', ${p.text(line.tier)},
              ${p.int(line.generationBefore)}, ${p.text(line.manifestBefore)},
              ${p.int(line.generationAfter)}, ${p.text(line.manifestAfter)}, ${p.int(line.removed)},
-             ${p.int(line.kept)}, NULL, ${p.time(now)})
+             ${p.int(line.kept)}, ${p.text(line.reason ?? null)}, ${p.time(now)})
      ON CONFLICT (job_id, bucket_key) DO UPDATE SET
        status = 'done', tier = excluded.tier,
-       generation_before = CASE WHEN r.status = 'done' AND r.tier = excluded.tier
+       generation_before = CASE WHEN r.generation_before IS NOT NULL AND r.tier = excluded.tier
          THEN r.generation_before ELSE excluded.generation_before END,
-       manifest_before = CASE WHEN r.status = 'done' AND r.tier = excluded.tier
+       manifest_before = CASE WHEN r.generation_before IS NOT NULL AND r.tier = excluded.tier
          THEN r.manifest_before ELSE excluded.manifest_before END,
        generation_after = excluded.generation_after, manifest_after = excluded.manifest_after,
        records_removed = r.records_removed + excluded.records_removed,
-       records_kept = excluded.records_kept, reason = NULL, updated_at = excluded.updated_at`,
+       records_kept = excluded.records_kept, reason = excluded.reason,
+       updated_at = excluded.updated_at`,
     p.values,
   );
 }
@@ -270,7 +272,12 @@ export class SqlErasureStore implements ErasureStore {
     );
   }
 
-  async recordUntouched(jobId: string, metadata: BucketMetadata, now: Date): Promise<void> {
+  async recordUntouched(
+    jobId: string,
+    metadata: BucketMetadata,
+    now: Date,
+    reason?: string,
+  ): Promise<void> {
     await this.db.transaction(async (tx) => {
       await writeDoneLine(
         tx,
@@ -284,6 +291,7 @@ export class SqlErasureStore implements ErasureStore {
           manifestAfter: metadata.manifestKey,
           removed: 0,
           kept: metadata.exported?.rowCount ?? null,
+          reason: reason ?? null,
         },
         now,
       );

@@ -61,7 +61,8 @@ import type {
   TableRegistration,
   PolicyChange,
   PolicyVersion,
-  TableWindow,
+  ClaimCutoff,
+  Cutoffs,
 } from "../../ports/hot-store.js";
 import type {
   ArchivedBucket,
@@ -167,8 +168,8 @@ export class SqlHotStore implements HotStore {
     await releaseLease(this.db, lease);
   }
 
-  async claim(lease: Lease, now: Date, cutoff: Date, policyVersion?: number): Promise<FencedWrite> {
-    return await claim(this.db, lease, now, cutoff, policyVersion);
+  async claim(lease: Lease, now: Date, cutoff: ClaimCutoff): Promise<FencedWrite> {
+    return await claim(this.db, lease, now, cutoff);
   }
 
   async snapshotPage(
@@ -301,12 +302,15 @@ export class SqlHotStore implements HotStore {
     return await countHotRows(this.db, id);
   }
 
-  async statusReport(
-    now: Date,
-    cutoff: Date,
-    windows?: readonly TableWindow[],
-  ): Promise<StatusReport> {
-    return await statusReport(this.db, now, cutoff, windows);
+  async databaseTime(): Promise<Date> {
+    const { rows } = await this.db.query<{ ms: string | number }>(
+      "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::FLOAT8 AS ms",
+    );
+    return new Date(Number(rows[0]!.ms));
+  }
+
+  async statusReport(now: Date, cutoffs: Cutoffs): Promise<StatusReport> {
+    return await statusReport(this.db, now, cutoffs);
   }
 
   async alterTable(

@@ -22,7 +22,10 @@ export interface Leftovers {
 
 export async function leftoversOf(rt: Adapters): Promise<Leftovers> {
   const now = rt.clock.now();
-  const report = await rt.hotStore.statusReport(now, cutoffAt(rt.config.cutoff, now));
+  const report = await rt.hotStore.statusReport(now, {
+    cutoff: cutoffAt(rt.config.cutoff, now),
+    rule: rt.config.cutoff,
+  });
   return { waiting: report.deferred, quarantined: report.quarantined, leased: report.leased };
 }
 

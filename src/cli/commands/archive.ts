@@ -236,6 +236,7 @@ export async function archiveCommand(opts: { once?: boolean; json?: boolean }): 
         intervalMs: rt.config.intervalSeconds * 1000,
         once: opts.once === true,
         signal: controller.signal,
+        clockCheck: rt.clockCheck,
         onOutcome: (o) => {
           log.info(`${o.phase ?? "-"} ${o.result}`, {
             bucket: showBucket(o.bucket),

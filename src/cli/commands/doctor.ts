@@ -30,6 +30,8 @@ import {
 } from "../../open-adapters.js";
 import type { HotStore } from "../../ports/hot-store.js";
 import type { ObjectStore } from "../../ports/object-store.js";
+import { systemClock } from "../../ports/clock.js";
+import { clockSkewBoundMs, describeSkew, measureClockSkew } from "../../usecases/clock-skew.js";
 import { EXIT } from "../exit-codes.js";
 import { printJson } from "../format.js";
 import { archiveLocation, probeFailureFix, queueFailureFix } from "./doctor-fixes.js";
@@ -57,7 +59,7 @@ export const CLOCK_WARN_SECONDS = 2;
 export function clockFailSeconds(
   config: Pick<PulpitumConfig, "leaseSeconds" | "leaseRenewalSeconds">,
 ): number {
-  return (config.leaseSeconds - config.leaseRenewalSeconds) / 2;
+  return clockSkewBoundMs(config) / 1000;
 }
 
 export async function doctorCommand(opts: {
@@ -129,7 +131,11 @@ async function runChecks(opts: { stackOutputs?: string; stack?: string }): Promi
   let close = async () => {};
   let archive: ObjectStore;
   try {
-    const rt = await openAdapters(config, { command: "pulpitum doctor", archiveBinding: "skip" });
+    const rt = await openAdapters(config, {
+      command: "pulpitum doctor",
+      archiveBinding: "skip",
+      clockCheck: false,
+    });
     close = () => rt.close();
     archive = rt.objectStore;
     const { SqlHotStore } = await import("../../adapters/sql/sql-hot-store.js");
@@ -439,38 +445,35 @@ async function queueChecks(config: PulpitumConfig, env: NodeJS.ProcessEnv): Prom
   }
 }
 
-/**
- * This machine's clock against the database's, from the read with the
- * shortest round trip of three: the skew is known to within half of it.
- */
+/** This machine's clock against the database's (usecases/clock-skew.ts measures it). */
 async function clockCheck(config: PulpitumConfig, db: SqlExecutor): Promise<CheckResult> {
-  let best: { skewMs: number; roundTripMs: number } | undefined;
-  for (let i = 0; i < 3; i++) {
-    const sent = Date.now();
-    const { rows } = await db.query<{ ms: string | number }>(
-      "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::FLOAT8 AS ms",
-    );
-    const received = Date.now();
-    const sample = {
-      skewMs: (sent + received) / 2 - Number(rows[0]!.ms),
-      roundTripMs: received - sent,
-    };
-    if (best === undefined || sample.roundTripMs < best.roundTripMs) best = sample;
-  }
-  const skew = best!.skewMs / 1000;
+  const skew = await measureClockSkew(
+    {
+      async databaseTime() {
+        const { rows } = await db.query<{ ms: string | number }>(
+          "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::FLOAT8 AS ms",
+        );
+        return new Date(Number(rows[0]!.ms));
+      },
+    },
+    systemClock,
+  );
+  const seconds = Math.abs(skew.skewMs) / 1000;
   const fail = clockFailSeconds(config);
   const warn = Math.min(CLOCK_WARN_SECONDS, fail);
-  const detail = `this machine's clock is ${Math.abs(skew).toFixed(3)} s ${skew >= 0 ? "ahead of" : "behind"} the database's (±${(best!.roundTripMs / 2000).toFixed(3)} s)`;
+  const detail = `this machine's clock is ${describeSkew(skew)}`;
   const fix =
     "synchronize this machine's clock (NTP: chrony, systemd-timesyncd) and the database server's";
-  if (Math.abs(skew) > fail)
+  if (seconds > fail)
     return {
       check: "clock",
       status: "fail",
-      detail: `${detail}: more than ${fail} s, half the margin between lease renewal and expiry; a lease may be taken over while its holder still works`,
+      detail:
+        `${detail}: more than ${fail} s, half the margin between lease renewal and expiry; ` +
+        "a lease may be taken over while its holder still works, and every other command refuses to run",
       fix,
     };
-  if (Math.abs(skew) > warn)
+  if (seconds > warn)
     return { check: "clock", status: "warn", detail: `${detail}: more than ${warn} s`, fix };
   return { check: "clock", status: "ok", detail };
 }

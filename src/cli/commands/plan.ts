@@ -14,19 +14,17 @@ export async function planCommand(opts: { json?: boolean; limit: number }): Prom
     const cutoff = cutoffAt(rt.config.cutoff, now);
     const cutoffText = formatCutoffAt(rt.config.cutoff, now);
     const eligibility = await eligibilityAt(rt.hotStore, rt.config.cutoff, now);
-    const { windows } = eligibility;
+    const { cutoffs } = eligibility;
     // One more than shown, to say whether the list is cut.
     const peeked = await rt.hotStore.peekCandidates({
       now,
-      cutoff,
-      windows,
+      ...cutoffs,
       limit: opts.limit + 1,
       enqueuedBefore: now,
     });
     const heldPeeked = await rt.hotStore.listHeldBuckets({
       now,
-      cutoff,
-      windows,
+      ...cutoffs,
       limit: opts.limit + 1,
     });
     const windowOf = new Map(eligibility.tables.map((e) => [e.table_id, e]));

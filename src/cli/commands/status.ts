@@ -8,7 +8,7 @@
  * It refuses, naming the holder, when the holder keeps no snapshot or its
  * snapshot is stale.
  */
-import { cutoffAt, formatCutoffAt } from "../../domain/cutoff.js";
+import { formatCutoffAt } from "../../domain/cutoff.js";
 import type { Adapters } from "../../open-adapters.js";
 import { eligibilityAt } from "../../usecases/eligibility.js";
 import { printJson } from "../format.js";
@@ -20,11 +20,7 @@ import type { StatusSnapshotBody } from "./status-snapshot.js";
 export async function collectStatus(rt: Adapters): Promise<StatusSnapshotBody> {
   const now = rt.clock.now();
   const eligibility = await eligibilityAt(rt.hotStore, rt.config.cutoff, now);
-  const report = await rt.hotStore.statusReport(
-    now,
-    cutoffAt(rt.config.cutoff, now),
-    eligibility.windows,
-  );
+  const report = await rt.hotStore.statusReport(now, eligibility.cutoffs);
   const cutoff = formatCutoffAt(rt.config.cutoff, now);
   const { scrubStoreOf } = await import("../../adapters/sql/scrub-store.js");
   const scrubs = scrubStoreOf(rt.hotStore);

@@ -27,8 +27,7 @@ export async function claimBucket({ ctx, heartbeat, metadata }: PhaseInput): Pro
       // changed in between is never applied with the old one (usecases/eligibility.ts).
       const table = await ctx.hotStore.getTable(metadata.id.tableId);
       const now = ctx.clock.now();
-      const { cutoff, policyVersion } = claimCutoff(table, ctx.settings.cutoff, now);
-      return ctx.hotStore.claim(heartbeat.lease, now, cutoff, policyVersion);
+      return ctx.hotStore.claim(heartbeat.lease, now, claimCutoff(table, ctx.settings.cutoff, now));
     },
     (m) => m.state === "archiving" && m.generation === lease.generation,
   );

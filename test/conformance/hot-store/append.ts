@@ -2,6 +2,7 @@
  * Hot store conformance: appends, the append fence and the ingestion guard.
  */
 import { beforeAll, describe, expect, it } from "vitest";
+import { fixedCutoffs } from "../../support/cutoffs.js";
 import { MAX_APPEND_RECORDS, MAX_VALUE_BYTES } from "../../../src/domain/limits.js";
 import {
   BucketNotWritableError,
@@ -111,7 +112,7 @@ export function appendConformance(opened: () => HotStore): void {
 
       const id = { tableId, partitionKey: bytes(1), bucketKey: "year:2023" };
       const lease = await acquire(store, id);
-      committed(await store.claim(lease, NOW, CUTOFF));
+      committed(await store.claim(lease, NOW, fixedCutoffs(CUTOFF)));
       const { rows } = await readSnapshot(store, await acquire(store, id), NOW, 10);
       expect(rows.map((r) => Buffer.from(r.value).toString())).toEqual(["1"]);
     });
@@ -200,7 +201,7 @@ export function appendConformance(opened: () => HotStore): void {
         await store.getBucket({ tableId, partitionKey: bytes(4), bucketKey: "year:2021" }),
       ).toBeNull();
       const hot = { tableId, partitionKey: bytes(3), bucketKey: "year:2022" };
-      committed(await store.claim(await acquire(store, hot), NOW, CUTOFF));
+      committed(await store.claim(await acquire(store, hot), NOW, fixedCutoffs(CUTOFF)));
       const { rows } = await readSnapshot(store, await acquire(store, hot), NOW, 10);
       expect(rows.map((r) => Buffer.from(r.sortKey).toString())).toEqual(["a"]);
     });
@@ -241,7 +242,7 @@ export function appendConformance(opened: () => HotStore): void {
         duplicates: 1_100,
       });
       const id = { tableId, partitionKey: bytes(1), bucketKey: "year:2023" };
-      committed(await store.claim(await acquire(store, id), NOW, CUTOFF));
+      committed(await store.claim(await acquire(store, id), NOW, fixedCutoffs(CUTOFF)));
       const { rows } = await readSnapshot(store, await acquire(store, id), NOW, 1_000);
       expect(rows).toHaveLength(2_345);
     });

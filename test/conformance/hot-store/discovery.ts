@@ -22,6 +22,7 @@ import {
   retireEverything,
   type OpenedHotStore,
 } from "./support.js";
+import { fixedCutoffs } from "../../support/cutoffs.js";
 
 export function discoveryConformance(name: string, open: () => Promise<OpenedHotStore>): void {
   describe(`hot store discovery conformance: ${name}`, () => {
@@ -30,7 +31,7 @@ export function discoveryConformance(name: string, open: () => Promise<OpenedHot
     const now = at("2030-01-01T00:00:00Z");
     const query = (overrides: Partial<DiscoveryQuery> = {}): DiscoveryQuery => ({
       now,
-      cutoff: CUTOFF,
+      ...fixedCutoffs(CUTOFF),
       limit: 64,
       enqueuedBefore: now,
       ...overrides,

@@ -14,6 +14,7 @@ import {
   newTable,
   NOW,
 } from "./support.js";
+import { fixedCutoffs } from "../../support/cutoffs.js";
 
 export function leaseConformance(opened: () => HotStore): void {
   describe("leases", () => {
@@ -82,7 +83,7 @@ export function leaseConformance(opened: () => HotStore): void {
       run: (s: HotStore, lease: Lease, now: Date) => Promise<{ kind: string }>;
     }> = [
       { op: "renewLease", phase: "claim", run: (s, l, n) => s.renewLease(l, n, LEASE_MS) },
-      { op: "claim", phase: "claim", run: (s, l, n) => s.claim(l, n, CUTOFF) },
+      { op: "claim", phase: "claim", run: (s, l, n) => s.claim(l, n, fixedCutoffs(CUTOFF)) },
       { op: "snapshotPage", phase: "export", run: (s, l, n) => s.snapshotPage(l, n, null, 10) },
       { op: "finishExport", phase: "export", run: (s, l, n) => s.finishExport(l, n, 1) },
       {

@@ -17,6 +17,7 @@ import {
   newTable,
   NOW,
 } from "./support.js";
+import { fixedCutoffs } from "../../support/cutoffs.js";
 
 const micros = (iso: string) => BigInt(Date.parse(iso)) * 1000n;
 
@@ -157,7 +158,14 @@ export function partConformance(getStore: () => HotStore): void {
       expect((await store.suspendExport(lease, NOW, retryAt, "again")).kind).toBe("lease-lost");
 
       const offered = async (at: Date) =>
-        (await store.peekCandidates({ now: at, cutoff: at, enqueuedBefore: at, limit: 10 }))
+        (
+          await store.peekCandidates({
+            now: at,
+            ...fixedCutoffs(at),
+            enqueuedBefore: at,
+            limit: 10,
+          })
+        )
           .filter((c) => c.id.tableId === tableId)
           .map((c) => c.kind);
       expect(await offered(later(NOW, 4999))).toEqual([]);

@@ -22,6 +22,7 @@ import {
   recordOnePart,
 } from "./support.js";
 import { rowAt } from "../../../src/ports/row-page.js";
+import { fixedCutoffs } from "../../support/cutoffs.js";
 
 export function phaseConformance(opened: () => HotStore): void {
   describe("phases", () => {
@@ -37,11 +38,13 @@ export function phaseConformance(opened: () => HotStore): void {
       const recent = { tableId, partitionKey: bytes(1), bucketKey: "year:2025" };
       await store.append(tableId, [rec("2025-02-01T00:00:00Z", "a", "1")], NOW);
 
-      const early = await store.claim(await acquire(store, recent), NOW, CUTOFF);
+      const early = await store.claim(await acquire(store, recent), NOW, fixedCutoffs(CUTOFF));
       expect(early.kind).toBe("lease-lost");
       expect(early.metadata).toMatchObject({ state: "hot" });
 
-      const claimed = committed(await store.claim(await acquire(store, id), NOW, CUTOFF));
+      const claimed = committed(
+        await store.claim(await acquire(store, id), NOW, fixedCutoffs(CUTOFF)),
+      );
       expect(claimed.metadata).toMatchObject({
         state: "archiving",
         phase: "export",
@@ -53,7 +56,7 @@ export function phaseConformance(opened: () => HotStore): void {
         lastError: null,
         generation: 1,
       });
-      const again = await store.claim(await acquire(store, id), NOW, CUTOFF);
+      const again = await store.claim(await acquire(store, id), NOW, fixedCutoffs(CUTOFF));
       expect(again.kind).toBe("lease-lost");
     });
 
@@ -80,7 +83,7 @@ export function phaseConformance(opened: () => HotStore): void {
       const shuffled = [...records].sort(() => Math.random() - 0.5);
       await store.append(tableId, shuffled, NOW);
       const id = { tableId, partitionKey: bytes(1), bucketKey: "year:2023" };
-      committed(await store.claim(await acquire(store, id), NOW, CUTOFF));
+      committed(await store.claim(await acquire(store, id), NOW, fixedCutoffs(CUTOFF)));
 
       const { rows, pages } = await readSnapshot(store, await acquire(store, id), NOW, 4);
 
@@ -321,7 +324,7 @@ export function phaseConformance(opened: () => HotStore): void {
       committed(await store.defer(await acquire(store, id), NOW, retryAt, "boom"));
 
       const early = await acquire(store, id);
-      expect(await store.claim(early, NOW, CUTOFF)).toMatchObject({
+      expect(await store.claim(early, NOW, fixedCutoffs(CUTOFF))).toMatchObject({
         kind: "lease-lost",
         metadata: { state: "hot", retryAt },
       });
@@ -329,12 +332,12 @@ export function phaseConformance(opened: () => HotStore): void {
       const due = later(NOW, LEASE_MS + 1);
       await store.setPaused(tableId, true, NOW);
       const paused = await acquire(store, id, due);
-      expect(await store.claim(paused, due, CUTOFF)).toMatchObject({
+      expect(await store.claim(paused, due, fixedCutoffs(CUTOFF))).toMatchObject({
         kind: "lease-lost",
         metadata: { state: "hot" },
       });
       await store.setPaused(tableId, false, NOW);
-      expect(await store.claim(paused, due, CUTOFF)).toMatchObject({
+      expect(await store.claim(paused, due, fixedCutoffs(CUTOFF))).toMatchObject({
         kind: "committed",
         metadata: { state: "archiving", retryAt: null },
       });

@@ -12,6 +12,7 @@ import type { TableId } from "../../../src/domain/table.js";
 import { InvalidInputError, UnknownTableError } from "../../../src/errors.js";
 import type { DiscoveryQuery, HotStore, TableWindow } from "../../../src/ports/hot-store.js";
 import { acquire, at, committed, later, newTable, NOW, rec, uniqueTableId } from "./support.js";
+import { fixedCutoffs } from "../../support/cutoffs.js";
 
 const d = (text: string) => parseDuration(text);
 
@@ -58,7 +59,7 @@ export function policyConformance(opened: () => HotStore): void {
     ): Promise<string[]> {
       const candidates = await store.peekCandidates({
         now: NOW,
-        cutoff: at("2024-01-01T00:00:00Z"),
+        ...fixedCutoffs(at("2024-01-01T00:00:00Z")),
         limit: 10_000,
         enqueuedBefore: NOW,
         ...query,
@@ -182,7 +183,7 @@ export function policyConformance(opened: () => HotStore): void {
       // Held buckets and status judge by the same windows: nothing of these tables is held.
       const held = await store.listHeldBuckets({
         now: NOW,
-        cutoff: at("2024-01-01T00:00:00Z"),
+        ...fixedCutoffs(at("2024-01-01T00:00:00Z")),
         windows,
         limit: 10_000,
       });
@@ -221,17 +222,30 @@ export function policyConformance(opened: () => HotStore): void {
       await store.alterTable(table, { archiveAfter: d("1y") }, NOW);
 
       const lease = await acquire(store, id);
-      const refused = await store.claim(lease, NOW, cutoff, version);
+      const refused = await store.claim(lease, NOW, {
+        ...fixedCutoffs(cutoff),
+        policyVersion: version,
+      });
       expect(refused.kind).toBe("lease-lost");
       expect((await store.getBucket(id))?.state).toBe("hot");
 
       const current = (await store.getTable(table))!.policyVersion;
       const again = await acquire(store, id, later(NOW, 120_000));
       expect(
-        (await store.claim(again, later(NOW, 120_000), at("2024-06-01T00:00:00Z"), current)).kind,
+        (
+          await store.claim(again, later(NOW, 120_000), {
+            ...fixedCutoffs(at("2024-06-01T00:00:00Z")),
+            policyVersion: current,
+          })
+        ).kind,
       ).toBe("lease-lost");
       const third = await acquire(store, id, later(NOW, 240_000));
-      const claimed = committed(await store.claim(third, later(NOW, 240_000), cutoff, current));
+      const claimed = committed(
+        await store.claim(third, later(NOW, 240_000), {
+          ...fixedCutoffs(cutoff),
+          policyVersion: current,
+        }),
+      );
       expect(claimed.metadata.state).toBe("archiving");
     });
 
@@ -240,7 +254,12 @@ export function policyConformance(opened: () => HotStore): void {
       const id = dayId(table, "2025-02-01");
       const version = (await store.getTable(table))!.policyVersion;
       const lease = await acquire(store, id);
-      committed(await store.claim(lease, NOW, at("2025-03-03T00:00:00Z"), version));
+      committed(
+        await store.claim(lease, NOW, {
+          ...fixedCutoffs(at("2025-03-03T00:00:00Z")),
+          policyVersion: version,
+        }),
+      );
       await store.alterTable(table, { archiveAfter: d("2y") }, NOW);
 
       const afterLease = later(NOW, 10 * 60_000);

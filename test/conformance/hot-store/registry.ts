@@ -5,6 +5,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { TableStrategyConflictError, UnknownTableError } from "../../../src/errors.js";
 import type { HotStore } from "../../../src/ports/hot-store.js";
 import { acquire, CUTOFF, newTable, NOW, rec, uniqueTableId } from "./support.js";
+import { fixedCutoffs } from "../../support/cutoffs.js";
 
 export function registryConformance(opened: () => HotStore): void {
   describe("table registry", () => {
@@ -84,7 +85,7 @@ export function registryConformance(opened: () => HotStore): void {
       await acquire(store, l!.id);
       const eligible = await old("status-eligible", 1973);
 
-      const report = await store.statusReport(NOW, CUTOFF);
+      const report = await store.statusReport(NOW, fixedCutoffs(CUTOFF));
       expect(report.oldestEligibleHot?.id.tableId).toBe(eligible);
     });
   });

@@ -16,6 +16,7 @@ import type {
   PhaseName,
 } from "../../../src/ports/hot-store.js";
 import { rowsOf } from "../../../src/ports/row-page.js";
+import { fixedCutoffs } from "../../support/cutoffs.js";
 
 export interface OpenedHotStore<S extends HotStore = HotStore> {
   readonly store: S;
@@ -144,7 +145,7 @@ export async function advanceTo(
     const lease = await acquire(store, id);
     switch (metadata.phase) {
       case "claim":
-        metadata = committed(await store.claim(lease, NOW, CUTOFF)).metadata;
+        metadata = committed(await store.claim(lease, NOW, fixedCutoffs(CUTOFF))).metadata;
         break;
       case "export":
         metadata = committed(await recordOnePart(store, lease, NOW, PAYLOAD)).metadata;
@@ -198,7 +199,7 @@ export async function retireEverything(store: HotStore): Promise<void> {
     }));
   await store.discover({
     now: FAR_FUTURE,
-    cutoff: FAR_FUTURE,
+    ...fixedCutoffs(FAR_FUTURE),
     windows,
     limit: 10_000,
     enqueuedBefore: FAR_FUTURE,

@@ -137,6 +137,7 @@ describe("eligibility by table", () => {
     const later = new Date("2026-06-16T12:00:00.000Z");
     expect(claimCutoff(t, DEFAULT_CUTOFF_POLICY, later)).toEqual({
       cutoff: new Date("2026-03-18T12:00:00.000Z"),
+      rule: DEFAULT_CUTOFF_POLICY,
       policyVersion: 4,
     });
   });

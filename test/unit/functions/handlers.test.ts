@@ -50,6 +50,7 @@ import {
   type Harness,
 } from "../../support/workflow-harness.js";
 import { onlyPart } from "../../support/one-part.js";
+import { setDatabaseClock } from "../../support/database-clock.js";
 
 const EVENTS = new URL("../../../events/", import.meta.url);
 const eventFile = (name: string): unknown =>
@@ -738,6 +739,7 @@ describe("the restore and GC handlers", () => {
 
     // The memory store stamps objects with the real time; GC runs two days later.
     const gcClock = new ManualClock(new Date(Date.now() + 2 * 86_400_000));
+    await setDatabaseClock(h.inner, gcClock.now());
     const gc = createGcHandler(async () => ({
       config: {
         gcMinAgeSeconds: 86_400,

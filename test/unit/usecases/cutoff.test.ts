@@ -38,6 +38,8 @@ import { InProcessWorkQueue } from "../../../src/adapters/queue/in-process.js";
 import { discover } from "../../../src/usecases/discover.js";
 import { runNextPhase } from "../../../src/usecases/run-next-phase.js";
 import { ManualTicker } from "../../support/manual-ticker.js";
+import { setDatabaseClock } from "../../support/database-clock.js";
+import { requireClockWithin } from "../../../src/usecases/clock-skew.js";
 import { makeHarness, type Harness } from "../../support/workflow-harness.js";
 
 const BEFORE_NEW_YEAR = "2026-12-31T23:59:50Z";
@@ -148,6 +150,7 @@ describe("the default cutoff crossing New Year inside one process", () => {
   beforeEach(async () => {
     h = await makeHarness({ cutoff: DEFAULT_CUTOFF_POLICY });
     h.clock.set(BEFORE_NEW_YEAR);
+    await setDatabaseClock(h.inner, BEFORE_NEW_YEAR);
     await h.inner.registerTable(
       { tableId: YEAR_2025, strategy: "CalendarYearUtc", format: "parquet", writableBuckets: null },
       h.clock.now(),
@@ -169,6 +172,7 @@ describe("the default cutoff crossing New Year inside one process", () => {
     const foundBefore = await scan();
     const claimBefore = await runNextPhase(ctx, BUCKET_2025);
     h.clock.set("2027-01-01T00:00:00Z");
+    await setDatabaseClock(h.inner, "2027-01-01T00:00:00Z");
     const foundAfter = await scan();
     const claimAfter = await runNextPhase(ctx, BUCKET_2025);
 
@@ -200,6 +204,8 @@ describe("the default cutoff crossing New Year inside one process", () => {
     });
     await vi.waitFor(() => expect(ticker.waiting).toBe(1), SETTLE);
     const stateBefore = (await h.inner.getBucket(BUCKET_2025))?.state;
+    // The database's clock crosses midnight with the process's next tick.
+    await setDatabaseClock(h.inner, "2027-01-01T00:00:05Z");
     ticker.fire();
     await vi.waitFor(async () => {
       const metadata = await h.inner.getBucket(BUCKET_2025);
@@ -299,7 +305,11 @@ describe("the default cutoff crossing New Year in a warm Lambda container", () =
     let opened = 0;
     const open = cachedPerContainer(async () => {
       opened++;
-      runtime = await openAdapters(config, { clock });
+      // PGlite keeps no per-database settings across opens, so the database's clock is moved
+      // in the open session, and this process's clock is measured against it only after.
+      runtime = await openAdapters(config, { clock, clockCheck: false });
+      await setDatabaseClock(runtime.hotStore, BEFORE_NEW_YEAR);
+      await requireClockWithin(runtime.hotStore, clock, 20_000);
       return runtime;
     });
     const queue = new RecordingQueue();
@@ -317,6 +327,7 @@ describe("the default cutoff crossing New Year in a warm Lambda container", () =
     const workedBefore = (await worker(sqsEvent(BUCKET_2025), lambdaContext())) as SQSBatchResponse;
     const stateBefore = (await rt.hotStore.getBucket(BUCKET_2025))?.state;
     clock.set("2027-01-01T00:00:30Z");
+    await setDatabaseClock(rt.hotStore, "2027-01-01T00:00:30Z");
     const discoveredAfter = (await discovery({}, lambdaContext())) as DiscoveryReport;
     const workedAfter = (await worker(sqsEvent(BUCKET_2025), lambdaContext())) as SQSBatchResponse;
     const stateAfter = (await rt.hotStore.getBucket(BUCKET_2025))?.state;

@@ -21,6 +21,7 @@ import {
   seedTable,
   type Harness,
 } from "../../support/workflow-harness.js";
+import { fixedCutoffs } from "../../support/cutoffs.js";
 
 const table = parseTableId("chat");
 const other = parseTableId("other");
@@ -129,7 +130,7 @@ describe("dropping a table", () => {
       await h.inner
         .peekCandidates({
           now: h.clock.now(),
-          cutoff: new Date("2027-01-01T00:00:00Z"),
+          ...fixedCutoffs(new Date("2027-01-01T00:00:00Z")),
           limit: 100,
           enqueuedBefore: h.clock.now(),
         })

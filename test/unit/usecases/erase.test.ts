@@ -30,6 +30,7 @@ import {
   VICTIM,
   type Expected,
 } from "../../support/erasure.js";
+import { setDatabaseClock } from "../../support/database-clock.js";
 
 async function objectKeys(h: Harness<FileObjectStore>): Promise<string[]> {
   const keys: string[] = [];
@@ -296,6 +297,7 @@ describe("erasing one partition's records", () => {
     const id = victimBucket("2026-03");
     // Archive it by hand: claim only, so the bucket stays archiving.
     h.clock.set(new Date("2027-06-01T00:00:00Z"));
+    await setDatabaseClock(h.inner, h.clock.now());
     const wide = {
       ...h.process().ctx,
       settings: { ...h.settings, cutoff: fixedCutoff(new Date("2027-01-01T00:00:00Z")) },

@@ -35,6 +35,7 @@ import {
   seedTable,
   type Harness,
 } from "../../support/workflow-harness.js";
+import { fixedCutoffs } from "../../support/cutoffs.js";
 
 const TABLE = parseTableId("chat");
 const DAY = 86_400_000;
@@ -181,7 +182,7 @@ describe("expiring archived buckets", () => {
       november.records,
     );
 
-    const status = await h.inner.statusReport(h.clock.now(), h.clock.now());
+    const status = await h.inner.statusReport(h.clock.now(), fixedCutoffs(h.clock.now()));
     const expiredState = status.tables[0]!.states.find((s) => s.state === "expired");
     expect(expiredState).toMatchObject({
       buckets: 1,
@@ -242,7 +243,7 @@ describe("expiring archived buckets", () => {
     expect((await h.inner.getBucket(march.id))?.state).toBe("archived");
     const now = h.clock.now();
     const windows = tableWindows(await h.inner.listTables(), h.settings.cutoff, now);
-    const status = await h.inner.statusReport(now, now, windows);
+    const status = await h.inner.statusReport(now, { ...fixedCutoffs(now), windows: windows });
     expect(status.expiry.overdueCount).toBe(1);
     expect(status.expiry.overdue).toEqual([
       expect.objectContaining({

@@ -26,6 +26,7 @@ import {
   seedTable,
   type Harness,
 } from "../../support/workflow-harness.js";
+import { setDatabaseClock } from "../../support/database-clock.js";
 
 const TABLE = parseTableId("chat");
 const DAY = 86_400_000;
@@ -114,6 +115,8 @@ describe("garbage collection that spans runs", () => {
     }
     // The memory store stamps objects with the real time: move the test clock past the safety age.
     h.clock.set(new Date(Date.now() + 2 * DAY));
+    // The database's clock moves with it: GC takes buckets' leases, which a process ahead may not.
+    await setDatabaseClock(h.inner, h.clock.now());
   }, 120_000);
   afterEach(async () => {
     await h.close();
@@ -230,6 +233,7 @@ describe("garbage collection that spans runs", () => {
     const stalled = gc({}, { objectStore: stalling });
     await inList;
     h.clock.advance(LEASE_MS + 1);
+    await setDatabaseClock(h.inner, h.clock.now());
     const taker = await runUntilFinished({ maxObjects: 10 });
     expect(deletedKeys(taker).sort()).toEqual([...orphans].sort());
 
@@ -263,6 +267,7 @@ describe("garbage collection that spans runs", () => {
     // The crashed run's lease must expire before another run may act.
     expect((await gc()).stopped_because).toBe("busy");
     h.clock.advance(LEASE_MS);
+    await setDatabaseClock(h.inner, h.clock.now());
     const rest = await runUntilFinished({ maxObjects: 5 });
     expect(rest[0]!.pass!.resumed_after).toBe(saved);
     expect((await allKeys()).sort()).toEqual([...referenced].sort());

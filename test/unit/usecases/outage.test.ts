@@ -34,6 +34,7 @@ import {
   seedTable,
   type Harness,
 } from "../../support/workflow-harness.js";
+import { fixedCutoffs } from "../../support/cutoffs.js";
 
 const TABLE = parseTableId("chat");
 const MAX_ATTEMPTS = 3;
@@ -164,7 +165,7 @@ describe("outages and own failures", () => {
       expect((await archiveOnce(h)).outcomes).toBe(0);
       h.clock.advance(ceiling + 1);
     }
-    const status = await h.inner.statusReport(h.clock.now(), CUTOFF);
+    const status = await h.inner.statusReport(h.clock.now(), fixedCutoffs(CUTOFF));
     expect(status.quarantined).toEqual([]);
     expect(status.deferred).toHaveLength(10);
     expect(status.deferred.every((d) => d.attempts === 0 && d.outageDeferrals === 5)).toBe(true);

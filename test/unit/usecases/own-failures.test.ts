@@ -22,6 +22,7 @@ import {
   seedTable,
   type Harness,
 } from "../../support/workflow-harness.js";
+import { fixedCutoffs } from "../../support/cutoffs.js";
 
 const TABLE = parseTableId("chat");
 const MAX_ATTEMPTS = 3;
@@ -117,7 +118,10 @@ describe("a bucket's own repeating failure, and the fleet's", () => {
       if (failure.setting !== undefined) expect(held.lastError).toContain(failure.setting);
       expect(await h.inner.countHotRows(bad)).toBe(30);
       await expectFullyArchived(h, new Map([...buckets].filter(([, b]) => !sameBucket(b.id))));
-      const status = await h.inner.statusReport(h.clock.now(), new Date("2026-01-01T00:00:00Z"));
+      const status = await h.inner.statusReport(
+        h.clock.now(),
+        fixedCutoffs(new Date("2026-01-01T00:00:00Z")),
+      );
       expect(status.quarantined.map((q) => q.id.bucketKey)).toEqual([bad.bucketKey]);
     });
 

@@ -24,6 +24,7 @@ import {
   seedTable,
   type Harness,
 } from "../../support/workflow-harness.js";
+import { fixedCutoffs } from "../../support/cutoffs.js";
 
 const TABLE = parseTableId("chat");
 
@@ -78,7 +79,7 @@ describe("attempts, quarantine and pause", () => {
     expect(untouched.reason).toMatch(/quarantined since .*pulpitum retry/);
     expect((await h.inner.getBucket(id))!.generation).toBe(metadata.generation);
     expectSameRecords(await readBucketAsReader(h, id), records);
-    const status = await h.inner.statusReport(h.clock.now(), CUTOFF);
+    const status = await h.inner.statusReport(h.clock.now(), fixedCutoffs(CUTOFF));
     expect(status.quarantined).toEqual([
       expect.objectContaining({
         id: expect.objectContaining({ bucketKey: id.bucketKey }),
@@ -129,7 +130,7 @@ describe("attempts, quarantine and pause", () => {
     const quarantined = await runNextPhase(inParts(h.process().ctx), id);
     expect(quarantined.reason).toMatch(/quarantined after 3 failed attempts.*injected failure/);
     expect(await offered()).toEqual([]);
-    const status = await h.inner.statusReport(h.clock.now(), CUTOFF);
+    const status = await h.inner.statusReport(h.clock.now(), fixedCutoffs(CUTOFF));
     expect(status.quarantined).toEqual([
       expect.objectContaining({ state: "archiving", attempts: 3 }),
     ]);

@@ -24,6 +24,7 @@ import {
   type Harness,
 } from "../../support/workflow-harness.js";
 import { onlyPart } from "../../support/one-part.js";
+import { fixedCutoffs } from "../../support/cutoffs.js";
 
 const TABLE = parseTableId("chat");
 const HOLD_MS = 3_600_000;
@@ -103,7 +104,9 @@ describe("restoring an archived bucket", () => {
       attempts: 0,
       lastError: null,
     });
-    expect((await h.inner.statusReport(h.clock.now(), h.clock.now())).quarantined).toEqual([]);
+    expect(
+      (await h.inner.statusReport(h.clock.now(), fixedCutoffs(h.clock.now()))).quarantined,
+    ).toEqual([]);
     h.clock.advance(HOLD_MS + 1);
     const expected = new Map([["solo", { id, records }]]);
     await converge(h, expected);

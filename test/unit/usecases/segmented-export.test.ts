@@ -31,6 +31,7 @@ import {
   seedTable,
   type Harness,
 } from "../../support/workflow-harness.js";
+import { fixedCutoffs } from "../../support/cutoffs.js";
 
 const TABLE = parseTableId("chat");
 
@@ -248,7 +249,7 @@ describe("segmented export", () => {
     expect(waitMs).toBeGreaterThanOrEqual(h.settings.retryMs / 2);
     expect(waitMs).toBeLessThanOrEqual(h.settings.retryMs);
     expect(suspended.lastError).toMatch(/injected failure/);
-    const status = await h.inner.statusReport(h.clock.now(), CUTOFF);
+    const status = await h.inner.statusReport(h.clock.now(), fixedCutoffs(CUTOFF));
     expect(status.deferred.map((d) => d.id.bucketKey)).toEqual([id.bucketKey]);
 
     // Before its retry time nobody takes the bucket (no lease, no new generation).

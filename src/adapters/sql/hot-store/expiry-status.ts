@@ -7,7 +7,7 @@
  * reported as overdue.
  */
 import type { ExpiryBlocked } from "../../../ports/bucket-expiry.js";
-import type { BucketState, StatusReport, TableWindow } from "../../../ports/hot-store.js";
+import type { BucketState, Cutoffs, StatusReport } from "../../../ports/hot-store.js";
 import type { SqlExecutor } from "../database.js";
 import { METADATA_TABLE } from "../migrations.js";
 import { SqlParams } from "./params.js";
@@ -28,13 +28,11 @@ interface OverdueRow extends BucketKeyRow {
 
 export async function expiryStatus(
   db: SqlExecutor,
-  now: Date,
-  cutoff: Date,
-  windows: readonly TableWindow[] | undefined,
+  cutoffs: Cutoffs,
 ): Promise<StatusReport["expiry"]> {
   const blocked = await expiryBlocked(db);
   const overdue = (p: SqlParams) => `
-      FROM ${METADATA_TABLE} m JOIN ${tableCutoffs(p, { cutoff, windows }, false)} tc
+      FROM ${METADATA_TABLE} m JOIN ${tableCutoffs(p, cutoffs, false)} tc
         ON tc.table_id = m.table_id
      WHERE m.bucket_end <= tc.expire_cutoff AND m.state <> 'expired'
        AND (m.state <> 'archived' OR m.hot_deleted = false OR m.quarantined_at IS NOT NULL

@@ -8,6 +8,7 @@ import type { ExpiryDue } from "../../../ports/bucket-expiry.js";
 import type { FencedWrite, Lease } from "../../../ports/hot-store.js";
 import type { SqlDatabase } from "../database.js";
 import { METADATA_TABLE, RECORDS_TABLE, TABLES_TABLE } from "../migrations.js";
+import { databaseExpireCutoff } from "./database-cutoffs.js";
 import { fencedTransaction, fencedUpdate } from "./fenced-update.js";
 import { BUCKET, HAND_ON, LIVE_LEASE, NOT_RESTORING, RELEASE_LEASE } from "./fences.js";
 import { SqlParams } from "./params.js";
@@ -16,15 +17,18 @@ import { METADATA_COLUMNS, type MetadataRow } from "./rows.js";
 
 /**
  * EXPIRABLE: an archived bucket whose hot rows are gone, not being
- * restored, not quarantined and not already marked, due at `due.expireCutoff`,
- * in an unpaused table whose policy is still `due.policyVersion`.
+ * restored, not quarantined and not already marked, due at `due.expireCutoff`
+ * and at the table's expiry cutoff at the database's clock (so a process
+ * whose clock runs ahead marks nothing early), in an unpaused table whose
+ * policy is still `due.policyVersion`.
  */
 function EXPIRABLE(p: SqlParams, due: ExpiryDue): string {
   return (
     `state = 'archived' AND hot_deleted = true AND ${NOT_RESTORING()} AND quarantined_at IS NULL ` +
     `AND expiry_started_at IS NULL AND bucket_end <= ${p.time(due.expireCutoff)} ` +
     `AND EXISTS (SELECT 1 FROM ${TABLES_TABLE} v WHERE v.table_id = ${METADATA_TABLE}.table_id ` +
-    `AND NOT v.paused AND v.drop_started_at IS NULL AND v.policy_version = ${p.int(due.policyVersion)})`
+    `AND NOT v.paused AND v.drop_started_at IS NULL AND v.policy_version = ${p.int(due.policyVersion)} ` +
+    `AND ${METADATA_TABLE}.bucket_end <= ${databaseExpireCutoff("v")})`
   );
 }
 

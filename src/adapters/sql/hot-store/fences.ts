@@ -4,8 +4,9 @@
  * condition is written once wherever it is checked.
  */
 import type { BucketId } from "../../../domain/bucket.js";
-import type { ClusteringPosition, Lease } from "../../../ports/hot-store.js";
+import type { ClaimCutoff, ClusteringPosition, Lease } from "../../../ports/hot-store.js";
 import { METADATA_TABLE, TABLES_TABLE } from "../migrations.js";
+import { databaseArchiveCutoff } from "./database-cutoffs.js";
 import type { SqlParams } from "./params.js";
 
 const prefix = (alias: string | undefined) => (alias === undefined ? "" : `${alias}.`);
@@ -102,19 +103,20 @@ export function RESTORE_FENCE(p: SqlParams, lease: Lease, now: Date, alias?: str
  * a table that is not paused; with `policyVersion`, only while the table's
  * policy is still the version the cutoff was computed from. Checked by the
  * claim itself, not only by the read before the lease, so a deferral, a
- * pause or a policy change that lands in between is honoured.
+ * pause or a policy change that lands in between is honoured. "Closed by
+ * the cutoff" holds at the caller's clock and at the database's
+ * (database-cutoffs.ts), so a process clock that runs ahead claims nothing
+ * early.
  */
-export function CLAIMABLE(p: SqlParams, now: Date, cutoff: Date, policyVersion?: number): string {
+export function CLAIMABLE(p: SqlParams, now: Date, eligibility: ClaimCutoff): string {
   const nowParam = p.time(now);
+  const { cutoff, rule, policyVersion } = eligibility;
   const policy =
-    policyVersion === undefined
-      ? ""
-      : ` AND EXISTS (SELECT 1 FROM ${TABLES_TABLE} v WHERE v.table_id = ${METADATA_TABLE}.table_id ` +
-        `AND v.policy_version = ${p.int(policyVersion)})`;
+    policyVersion === undefined ? "" : ` AND v.policy_version = ${p.int(policyVersion)}`;
   return (
     `state = 'hot' AND bucket_end <= ${p.time(cutoff)} AND ${NO_PENDING_RETRY(nowParam)} ` +
-    `AND NOT EXISTS (SELECT 1 FROM ${TABLES_TABLE} t ` +
-    `WHERE t.table_id = ${METADATA_TABLE}.table_id AND t.paused)${policy}`
+    `AND EXISTS (SELECT 1 FROM ${TABLES_TABLE} v WHERE v.table_id = ${METADATA_TABLE}.table_id ` +
+    `AND NOT v.paused AND ${METADATA_TABLE}.bucket_end <= ${databaseArchiveCutoff(p, "v", rule)}${policy})`
   );
 }
 

@@ -1,6 +1,14 @@
 /**
  * Bucket leases: taken only when no live lease exists (a new owner token
  * and generation + 1), renewed and released under {@link LIVE_LEASE}.
+ *
+ * A lease's expiry is the holder's clock plus the lease, so a holder whose
+ * clock ran far ahead of the database's would write an expiry nobody else
+ * reaches for as long, and would see every live lease as expired. Taking
+ * and renewing a lease therefore also require the caller's `now` to be no
+ * more than one lease ahead of the database's clock ({@link CLOCK_NOT_AHEAD}):
+ * such a process takes no bucket at all (it also refuses to start:
+ * usecases/clock-skew.ts), whatever its clock jumped to after it started.
  */
 import { randomUUID } from "node:crypto";
 import type { BucketId } from "../../../domain/bucket.js";
@@ -27,6 +35,7 @@ export async function acquireLease(
                       lease_expires_at = ${p.time(new Date(now.getTime() + leaseMs))},
                       updated_at = ${nowParam}
                 WHERE ${BUCKET(p, id)} AND ${NO_LIVE_LEASE(nowParam)}
+                  AND ${CLOCK_NOT_AHEAD(p, nowParam, leaseMs)}
             RETURNING ${METADATA_COLUMNS}`;
   const { rows } = await db.write<MetadataRow>(sql, p.values, "acquireLease");
   const row = rows[0];
@@ -60,10 +69,15 @@ export async function renewLease(
     lease,
     now,
     (p) => `lease_expires_at = ${p.time(expiresAt)}`,
-    () => "true",
+    (p) => CLOCK_NOT_AHEAD(p, p.time(now), leaseMs),
   );
   if (result.kind === "lease-lost") return result;
   return { kind: "renewed", lease: { ...lease, expiresAt } };
+}
+
+/** CLOCK_NOT_AHEAD: the caller's `now` is at most `leaseMs` ahead of the database's clock. */
+function CLOCK_NOT_AHEAD(p: SqlParams, nowParam: string, leaseMs: number): string {
+  return `${nowParam} <= now() + CAST(${p.text(`${Math.ceil(leaseMs)} milliseconds`)} AS INTERVAL)`;
 }
 
 export async function releaseLease(db: SqlDatabase, lease: Lease): Promise<void> {

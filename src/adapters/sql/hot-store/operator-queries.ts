@@ -5,7 +5,7 @@
  */
 import type { BucketStrategy } from "../../../domain/bucket.js";
 import type { TableId } from "../../../domain/table.js";
-import type { BucketState, RecordedPhase, TableWindow } from "../../../ports/hot-store.js";
+import type { BucketState, Cutoffs, RecordedPhase } from "../../../ports/hot-store.js";
 import type { ArchivedBucket, HeldBucket } from "../../../ports/hot-store-operations.js";
 import type { SqlExecutor } from "../database.js";
 import { METADATA_TABLE, TABLES_TABLE } from "../migrations.js";
@@ -146,12 +146,7 @@ export function toHeldBucket(r: HeldRow): HeldBucket {
  */
 export async function listHeldBuckets(
   db: SqlExecutor,
-  query: {
-    readonly now: Date;
-    readonly cutoff: Date;
-    readonly windows?: readonly TableWindow[];
-    readonly limit: number;
-  },
+  query: Cutoffs & { readonly now: Date; readonly limit: number },
 ): Promise<HeldBucket[]> {
   const p = new SqlParams();
   const now = p.time(query.now);

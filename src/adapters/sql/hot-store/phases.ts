@@ -5,7 +5,7 @@
  * commit left, so a phase commits at most once per generation, and each
  * hands the bucket on ({@link HAND_ON}) in the same statement.
  */
-import type { FencedWrite, Lease } from "../../../ports/hot-store.js";
+import type { ClaimCutoff, FencedWrite, Lease } from "../../../ports/hot-store.js";
 import type { SqlDatabase } from "../database.js";
 import { fencedUpdate } from "./fenced-update.js";
 import { CLAIMABLE, HAND_ON, PROGRESS, RELEASE_LEASE } from "./fences.js";
@@ -17,8 +17,7 @@ export async function claim(
   db: SqlDatabase,
   lease: Lease,
   now: Date,
-  cutoff: Date,
-  policyVersion?: number,
+  cutoff: ClaimCutoff,
 ): Promise<FencedWrite> {
   return await fencedUpdate(
     db,
@@ -27,7 +26,7 @@ export async function claim(
     now,
     (p) =>
       `state = 'archiving', phase = 'export', retry_at = NULL, last_error = NULL, ${HAND_ON(p, now)}`,
-    (p) => CLAIMABLE(p, now, cutoff, policyVersion),
+    (p) => CLAIMABLE(p, now, cutoff),
   );
 }
 

@@ -2,7 +2,7 @@
  * The status report: bucket counts and rows by table and state, deferred
  * and leased buckets, and the oldest eligible hot bucket.
  */
-import type { BucketState, StatusReport, TableWindow } from "../../../ports/hot-store.js";
+import type { BucketState, Cutoffs, StatusReport } from "../../../ports/hot-store.js";
 import type { SqlExecutor } from "../database.js";
 import { METADATA_TABLE, RECORDS_TABLE } from "../migrations.js";
 import { SqlParams } from "./params.js";
@@ -15,8 +15,7 @@ import { METADATA_COLUMNS, toMetadata, type MetadataRow } from "./rows.js";
 export async function statusReport(
   db: SqlExecutor,
   now: Date,
-  cutoff: Date,
-  windows?: readonly TableWindow[],
+  cutoffs: Cutoffs,
 ): Promise<StatusReport> {
   const tables = (await listTables(db)).sort((a, b) => a.tableId.localeCompare(b.tableId));
   const { rows: stateRows } = await db.query<{
@@ -119,8 +118,8 @@ export async function statusReport(
     leased: leased
       .map(toMetadata)
       .map((m) => ({ id: m.id, phase: m.phase, leaseExpiresAt: m.leaseExpiresAt! })),
-    expiry: await expiryStatus(db, now, cutoff, windows),
-    oldestEligibleHot: await oldestEligibleHot(db, now, cutoff, windows),
+    expiry: await expiryStatus(db, cutoffs),
+    oldestEligibleHot: await oldestEligibleHot(db, now, cutoffs),
   };
 }
 
@@ -128,8 +127,7 @@ export async function statusReport(
 async function oldestEligibleHot(
   db: SqlExecutor,
   now: Date,
-  cutoff: Date,
-  windows: readonly TableWindow[] | undefined,
+  cutoffs: Cutoffs,
 ): Promise<StatusReport["oldestEligibleHot"]> {
   const q = new SqlParams();
   const qNow = q.time(now);
@@ -137,7 +135,7 @@ async function oldestEligibleHot(
     `SELECT ${METADATA_COLUMNS.split(", ")
       .map((c) => `m.${c}`)
       .join(", ")}
-       FROM ${METADATA_TABLE} m JOIN ${tableCutoffs(q, { cutoff, windows }, true)} tc
+       FROM ${METADATA_TABLE} m JOIN ${tableCutoffs(q, cutoffs, true)} tc
          ON tc.table_id = m.table_id
       WHERE m.state = 'hot' AND m.hot_deleted = false AND m.bucket_end <= tc.archive_cutoff
         AND ${NO_PENDING_RETRY(qNow, "m")} AND m.quarantined_at IS NULL AND ${NO_LIVE_LEASE(qNow, "m")}

@@ -1,17 +1,21 @@
 /**
  * Each table's cutoffs inside one statement: the relation `tc (table_id,
  * archive_cutoff, expire_cutoff)` that discovery, `plan` and `status` join
- * their buckets with (see DiscoveryQuery.windows in ports/hot-store-types.ts).
+ * their buckets with (see Cutoffs in ports/hot-store-types.ts).
  *
  * A table listed in `windows` at its current policy version takes the
  * listed cutoffs. A table not listed so takes `cutoff` if it has no window
  * of its own (its rule is the global one), and no cutoff at all otherwise:
  * its policy changed after the caller computed the windows, and the next
  * scan will see the new one. So no statement ever acts on a cutoff computed
- * from a policy that is no longer the table's.
+ * from a policy that is no longer the table's. Each cutoff is then the
+ * earlier of the caller's and the one the database's clock gives the same
+ * policy (database-cutoffs.ts), so no process clock makes a bucket eligible
+ * or due before the database's does.
  */
-import type { CandidatePosition, TableWindow } from "../../../ports/hot-store.js";
+import type { CandidatePosition, Cutoffs, TableWindow } from "../../../ports/hot-store.js";
 import { TABLES_TABLE } from "../migrations.js";
+import { databaseArchiveCutoff, databaseExpireCutoff, earlierOf } from "./database-cutoffs.js";
 import type { SqlParams } from "./params.js";
 
 /** `windows` as a relation `(table_id, policy_version, archive_cutoff, expire_cutoff)`. */
@@ -37,17 +41,14 @@ function windowRows(p: SqlParams, windows: readonly TableWindow[]): string {
  * `activeOnly` leaves out paused tables and tables being dropped, which no
  * automatic work touches.
  */
-export function tableCutoffs(
-  p: SqlParams,
-  query: { readonly cutoff: Date; readonly windows?: readonly TableWindow[] },
-  activeOnly: boolean,
-): string {
+export function tableCutoffs(p: SqlParams, query: Cutoffs, activeOnly: boolean): string {
   const fallback = p.time(query.cutoff);
+  const callers = `CASE WHEN w.table_id IS NOT NULL THEN w.archive_cutoff
+                        WHEN t.archive_after IS NULL THEN ${fallback}
+                   END`;
   return `(SELECT t.table_id, t.paused,
-                  CASE WHEN w.table_id IS NOT NULL THEN w.archive_cutoff
-                       WHEN t.archive_after IS NULL THEN ${fallback}
-                  END AS archive_cutoff,
-                  w.expire_cutoff
+                  ${earlierOf(callers, databaseArchiveCutoff(p, "t", query.rule))} AS archive_cutoff,
+                  ${earlierOf("w.expire_cutoff", databaseExpireCutoff("t"))} AS expire_cutoff
              FROM ${TABLES_TABLE} t
              LEFT JOIN ${windowRows(p, query.windows ?? [])}
                     AS w (table_id, policy_version, archive_cutoff, expire_cutoff)
