@@ -440,6 +440,15 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
       Threshold: 1,
       AlarmDescription: Match.stringLikeRegexp("pulpitum retry"),
     });
+    // The scrub found the audit trail's chain broken: evidence was edited out of band.
+    template.hasResourceProperties("AWS::CloudWatch::Alarm", {
+      MetricName: METRIC.AuditTrailBroken,
+      Namespace: METRICS_NAMESPACE,
+      Statistic: "Maximum",
+      Threshold: 1,
+      ComparisonOperator: "GreaterThanOrEqualToThreshold",
+      AlarmDescription: Match.stringLikeRegexp("pulpitum audit --verify"),
+    });
     // Expiry blocked (Object Lock) for more than a day: the oldest hold's age, measured by discovery.
     template.hasResourceProperties("AWS::CloudWatch::Alarm", {
       MetricName: METRIC.ExpiryBlockedSeconds,
