@@ -29,11 +29,7 @@ import {
   type ChainedAuditRow,
 } from "../../domain/audit-chain.js";
 import { revokeAllBut } from "./append-only.js";
-import {
-  AUDIT_APPEND_SIGNATURE,
-  auditRoutineSql,
-  type SqlDialectName,
-} from "./audit-routine.js";
+import { AUDIT_APPEND_SIGNATURE, auditRoutineSql, type SqlDialectName } from "./audit-routine.js";
 import type { SqlDatabase, SqlExecutor } from "./database.js";
 import {
   AUDIT_CHAIN_TABLE,
