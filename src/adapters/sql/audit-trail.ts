@@ -28,6 +28,7 @@ import {
   type AuditRecord,
   type AuditTrail,
 } from "../../ports/audit-trail.js";
+import { AmbiguousCommitError } from "../../errors.js";
 import type { HotStore } from "../../ports/hot-store.js";
 import type { QueryResult, SqlDatabase, SqlExecutor } from "./database.js";
 import { SqlParams } from "./hot-store/params.js";
@@ -231,7 +232,13 @@ export class SqlAuditTrail implements AuditTrail {
       this.#keys.set(action, key);
     }
     const { text, values } = appendRow(action, "started", key, null);
-    await this.db.write(text, values, "audit begin").catch(missingTrail);
+    try {
+      await this.db.write(text, values, "audit begin");
+    } catch (error) {
+      // Refused, nothing was written: the action may still be recorded whole, without its key.
+      if (!(error instanceof AmbiguousCommitError)) this.#keys.delete(action);
+      missingTrail(error);
+    }
   }
 
   async conclude(action: AuditAction, conclusion: AuditConclusion): Promise<boolean> {
