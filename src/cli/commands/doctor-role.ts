@@ -8,7 +8,7 @@
  * reader only reads.
  */
 import type { SqlExecutor } from "../../adapters/sql/database.js";
-import { JOB_GRANTS } from "../../adapters/sql/job-grants.js";
+import { JOB_GRANTS, type TableGrant } from "../../adapters/sql/job-grants.js";
 import { DEFAULT_ROLE_NAMES } from "../../adapters/sql/roles.js";
 import type { CheckResult } from "./doctor.js";
 
@@ -24,7 +24,10 @@ export interface RoleFacts {
 const ROW_PRIVILEGES = ["SELECT", "INSERT", "UPDATE", "DELETE"] as const;
 
 /** The role's privileges on the schema and on each of Pulpitum's tables that exists. */
-export async function roleFacts(db: SqlExecutor): Promise<RoleFacts> {
+export async function roleFacts(
+  db: SqlExecutor,
+  expected: readonly TableGrant[] = JOB_GRANTS.app,
+): Promise<RoleFacts> {
   const { rows: who } = await db.query<{
     role: string;
     superuser: boolean | null;
@@ -35,7 +38,7 @@ export async function roleFacts(db: SqlExecutor): Promise<RoleFacts> {
             has_schema_privilege(current_user, 'public', 'CREATE') AS can_create`,
   );
   const tables: { table: string; writes: boolean; lacks: string[] }[] = [];
-  for (const { table, privileges } of JOB_GRANTS.app) {
+  for (const { table, privileges } of expected) {
     const { rows } = await db.query<Record<string, boolean | null>>(
       `SELECT to_regclass($1) IS NOT NULL AS present${ROW_PRIVILEGES.map(
         (p) =>
