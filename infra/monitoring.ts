@@ -368,6 +368,7 @@ function maintenanceRow(inputs: DashboardInputs): cloudwatch.IWidget[] {
         sum(METRIC.ScrubCatalogProblems),
         sum(METRIC.ErasuresProved),
         sum(METRIC.ErasureProofProblems),
+        sum(METRIC.AuditTrailBroken),
         sum(METRIC.CorruptBucketsTotal),
         sum(METRIC.BucketsExpired),
         sum(METRIC.ExpiryObjectsReleased),
