@@ -79,7 +79,12 @@ export class MemoryAuditTrail implements AuditTrail {
     return this.ledger.rows.find((r) => r.action.id === id && r.stage === stage);
   }
 
-  #append(stage: MemoryRow["stage"], action: AuditAction, c: AuditConclusion | null, key: string | null) {
+  #append(
+    stage: MemoryRow["stage"],
+    action: AuditAction,
+    c: AuditConclusion | null,
+    key: string | null,
+  ) {
     const head = this.ledger.head;
     if (head === null) throw new Error("the audit trail has no chain head");
     const at = this.clock.now();
@@ -210,7 +215,9 @@ export class MemoryAuditTrail implements AuditTrail {
   async verify(): Promise<AuditChainVerdict> {
     const verifier = new AuditChainVerifier();
     const chained = this.ledger.rows.map((r) => r.chained);
-    const ordered = chained.filter((r) => r.seq !== null).sort((a, b) => (a.seq! < b.seq! ? -1 : a.seq! > b.seq! ? 1 : 0));
+    const ordered = chained
+      .filter((r) => r.seq !== null)
+      .sort((a, b) => (a.seq! < b.seq! ? -1 : a.seq! > b.seq! ? 1 : 0));
     for (const row of ordered) if (!verifier.next(row)) break;
     return verifier.finish(this.ledger.head, chained.find((r) => r.seq === null) ?? null);
   }

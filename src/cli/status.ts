@@ -135,7 +135,9 @@ function expiryLines(report: StatusReport): string[] {
   if (overdueCount > 0) {
     lines.push(`overdue expiry (${overdueCount}; never deleted before it is archived):`);
     for (const o of overdue)
-      lines.push(`  ${showBucket(o.id)} ${o.state}, ended ${o.end.toISOString()}: ${escapeText(o.reason)}`);
+      lines.push(
+        `  ${showBucket(o.id)} ${o.state}, ended ${o.end.toISOString()}: ${escapeText(o.reason)}`,
+      );
   }
   return lines;
 }

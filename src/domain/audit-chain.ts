@@ -155,7 +155,11 @@ export class AuditChainVerifier {
   #check(row: ChainedAuditRow): AuditChainBreak | undefined {
     const at = { seq: row.seq, actionId: row.actionId, stage: row.stage };
     if (row.seq === null || row.rowHash === null || row.prevHash === null)
-      return { problem: "inserted", ...at, detail: `${named(row)} was not written by the audit routine` };
+      return {
+        problem: "inserted",
+        ...at,
+        detail: `${named(row)} was not written by the audit routine`,
+      };
     if (row.seq > this.#expected) {
       const gap =
         row.seq - this.#expected === 1n
@@ -164,9 +168,17 @@ export class AuditChainVerifier {
       return { problem: "removed", ...at, detail: `${gap}, before ${named(row)}, are missing` };
     }
     if (row.seq < this.#expected)
-      return { problem: "inserted", ...at, detail: `${named(row)} repeats a position of the chain` };
+      return {
+        problem: "inserted",
+        ...at,
+        detail: `${named(row)} repeats a position of the chain`,
+      };
     if (auditRowHash(row) !== row.rowHash)
-      return { problem: "altered", ...at, detail: `${named(row)} does not match its hash: a field was changed` };
+      return {
+        problem: "altered",
+        ...at,
+        detail: `${named(row)} does not match its hash: a field was changed`,
+      };
     if (row.prevHash !== this.#prevHash) {
       return row.seq === 1n
         ? { problem: "altered", ...at, detail: `${named(row)} does not start the chain` }

@@ -16,8 +16,8 @@ export const BASE64_MARK = "b64:";
  * what follows), zero-width characters (they hide a difference between two
  * names), and the line and paragraph separators.
  */
-// eslint-disable-next-line no-control-regex
 const UNSAFE_CHARACTER =
+  // eslint-disable-next-line no-control-regex
   /[\u0000-\u001f\u007f-\u009f\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/u;
 const UNSAFE_OR_BACKSLASH = new RegExp(`${UNSAFE_CHARACTER.source}|\\\\`, "gu");
 

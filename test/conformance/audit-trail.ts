@@ -308,10 +308,23 @@ export function auditTrailConformance(name: string, open: () => Promise<OpenedAu
       await expect(other.conclude({ ...a }, { outcome: "done", count: 99 })).rejects.toThrow(
         /refused: only the writer of its intent may record it/,
       );
-      await expect(other.commitWith({ ...a }, async () => 1, () => ({ outcome: "done" }))).rejects.toThrow();
-      expect(await fresh.trail.conclude(a, { outcome: "failed", reason: "late but genuine" })).toBe(true);
+      await expect(
+        other.commitWith(
+          { ...a },
+          async () => 1,
+          () => ({ outcome: "done" }),
+        ),
+      ).rejects.toThrow();
+      expect(await fresh.trail.conclude(a, { outcome: "failed", reason: "late but genuine" })).toBe(
+        true,
+      );
       expect(await fresh.trail.list({ tableId: table, limit: 10 })).toEqual([
-        expect.objectContaining({ id: a.id, outcome: "failed", reason: "late but genuine", count: null }),
+        expect.objectContaining({
+          id: a.id,
+          outcome: "failed",
+          reason: "late but genuine",
+          count: null,
+        }),
       ]);
       expect((await fresh.trail.verify()).intact).toBe(true);
     });
@@ -342,7 +355,9 @@ export function auditTrailConformance(name: string, open: () => Promise<OpenedAu
       await fresh.tamper.alterTargetAndRehash(pause.id, "outcome", "chat");
       const verdict = await fresh.trail.verify();
       expect(verdict).toMatchObject({ intact: false, break: { problem: "altered", seq: 2n } });
-      expect(verdict.intact ? "" : verdict.break.detail).toMatch(/record #2 was altered or replaced/);
+      expect(verdict.intact ? "" : verdict.break.detail).toMatch(
+        /record #2 was altered or replaced/,
+      );
     });
 
     it("verify names a record removed out of band, in the middle and at the end", async () => {
@@ -356,7 +371,11 @@ export function auditTrailConformance(name: string, open: () => Promise<OpenedAu
       expect(await fresh.trail.verify()).toMatchObject({
         intact: false,
         records: 0n,
-        break: { problem: "removed", seq: 2n, detail: expect.stringMatching(/record #1, before record #2/) },
+        break: {
+          problem: "removed",
+          seq: 2n,
+          detail: expect.stringMatching(/record #1, before record #2/),
+        },
       });
     });
 

@@ -49,7 +49,10 @@ describe("the audit chain under concurrent writers on PostgreSQL", () => {
   it("two processes writing at once never fork the chain: every row takes the next place, in commit order", async () => {
     const database = await freshDatabase(inject("databaseUrl"));
     const store = await openPgHotStore(database.url, { migrate: true });
-    const processes = [new PgDatabase(database.url, { max: 4 }), new PgDatabase(database.url, { max: 4 })];
+    const processes = [
+      new PgDatabase(database.url, { max: 4 }),
+      new PgDatabase(database.url, { max: 4 }),
+    ];
     try {
       const caller = { kind: "cli", osUser: "ops", host: "h" } as const;
       const writes = processes.flatMap((db, p) => {
@@ -64,7 +67,11 @@ describe("the audit chain under concurrent writers on PostgreSQL", () => {
             arguments: { i },
           };
           if (i % 3 === 0) {
-            await trail.commitWith(a, async () => i, (n) => ({ outcome: "done", count: n }));
+            await trail.commitWith(
+              a,
+              async () => i,
+              (n) => ({ outcome: "done", count: n }),
+            );
             return;
           }
           await trail.begin(a);

@@ -46,16 +46,28 @@ export function sqlAuditTamper(db: SqlDatabase): AuditTamper {
   const where = "WHERE action_id = $1::TEXT AND stage = $2::TEXT";
   return {
     async alterTarget(actionId, stage, target) {
-      await db.query(`UPDATE ${AUDIT_TABLE} SET target = $3::TEXT ${where}`, [actionId, stage, target]);
+      await db.query(`UPDATE ${AUDIT_TABLE} SET target = $3::TEXT ${where}`, [
+        actionId,
+        stage,
+        target,
+      ]);
     },
     async alterTargetAndRehash(actionId, stage, target) {
-      await db.query(`UPDATE ${AUDIT_TABLE} SET target = $3::TEXT ${where}`, [actionId, stage, target]);
+      await db.query(`UPDATE ${AUDIT_TABLE} SET target = $3::TEXT ${where}`, [
+        actionId,
+        stage,
+        target,
+      ]);
       const { rows } = await db.query<StoredAuditRow>(
         `SELECT ${CHAINED_COLUMNS} FROM ${AUDIT_TABLE} ${where}`,
         [actionId, stage],
       );
       const hash = auditRowHash(chainedRow(rows[0]!));
-      await db.query(`UPDATE ${AUDIT_TABLE} SET row_hash = $3::TEXT ${where}`, [actionId, stage, hash]);
+      await db.query(`UPDATE ${AUDIT_TABLE} SET row_hash = $3::TEXT ${where}`, [
+        actionId,
+        stage,
+        hash,
+      ]);
     },
     async remove(actionId, stage) {
       await db.query(`DELETE FROM ${AUDIT_TABLE} ${where}`, [actionId, stage]);
@@ -96,7 +108,14 @@ export function memoryAuditTamper(trail: MemoryAuditTrail): AuditTamper {
         ...template,
         action: { ...template.action, id: actionId },
         stage: "outcome",
-        chained: { ...template.chained, actionId, stage: "outcome", seq: null, prevHash: null, rowHash: null },
+        chained: {
+          ...template.chained,
+          actionId,
+          stage: "outcome",
+          seq: null,
+          prevHash: null,
+          rowHash: null,
+        },
       });
     },
   };

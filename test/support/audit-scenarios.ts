@@ -311,13 +311,16 @@ export function auditScenarios(name: string, open: () => Promise<AuditWorld>): v
            NULL, NULL, '{}', NULL, 'cli', E'mallory\\u001b[2K\\r', 'ops-1', NULL, NULL, NULL)`,
       );
       const shown = (await ok("audit", "--table", "chat", "--limit", "1")).stdout;
+      // eslint-disable-next-line no-control-regex
       expect(shown).not.toMatch(/[\u0000-\u0009\u000b-\u001f]/);
       expect(shown).not.toMatch(/^2026-01-01T00:00:00.000Z/m);
       expect(shown).toContain("chat\\u000a2026-01-01T00:00:00.000Z  tables drop");
       expect(shown).toContain("mallory\\u001b[2K\\u000d@ops-1");
 
       const intact = await ok("audit", "--verify");
-      expect(intact.stdout).toMatch(/^audit trail intact: \d+ records; chain head #\d+ [0-9a-f]{64}$/m);
+      expect(intact.stdout).toMatch(
+        /^audit trail intact: \d+ records; chain head #\d+ [0-9a-f]{64}$/m,
+      );
       await world.sql(`UPDATE pulpitum_v4_audit SET db_user = 'someone' WHERE action_id = '${id}'`);
       const broken = await cli("audit", "--verify");
       expect(broken.code).toBe(4);

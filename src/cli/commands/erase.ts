@@ -123,5 +123,7 @@ function renderProof(proof: ErasureProof): string {
   const head = proof.proven
     ? `erasure job ${proof.job_id} (${proof.job_status}) proven: none of ${count(proof.buckets_checked, "bucket")} of the partition holds a record in the range in its hot rows, published archive or query catalog`
     : `erasure job ${proof.job_id} (${proof.job_status}) NOT proven: ${count(proof.problems.length, "problem")}`;
-  return [head, ...proof.problems.map((p) => `  ${p.bucket_key}: ${escapeText(p.problem)}`)].join("\n");
+  return [head, ...proof.problems.map((p) => `  ${p.bucket_key}: ${escapeText(p.problem)}`)].join(
+    "\n",
+  );
 }
