@@ -11,6 +11,7 @@
  */
 import type { Logger } from "@aws-lambda-powertools/logger";
 import type { Context } from "aws-lambda";
+import { hasUnsafeCharacter } from "../src/domain/display.js";
 import { InvalidInputError } from "../src/errors.js";
 import type { AuditCaller, AuditTrail } from "../src/ports/audit-trail.js";
 import type { AuditContext } from "../src/usecases/audit.js";
@@ -29,19 +30,35 @@ export function takeRequestedBy(event: unknown): { event: unknown; requestedBy: 
     return { event, requestedBy: null };
   if (!(REQUESTED_BY in event)) return { event, requestedBy: null };
   const { [REQUESTED_BY]: value, ...rest } = event as Record<string, unknown>;
-  if (
-    typeof value !== "string" ||
-    value.trim() === "" ||
-    value.length > MAX_REQUESTED_BY ||
-    /\p{Cc}/u.test(value)
-  ) {
+  return { event: rest, requestedBy: parseRequestedBy(value) };
+}
+
+/**
+ * Who asked, as the trail will show it: printable text, never a character
+ * that could forge or hide part of a line where it is shown (controls,
+ * bidirectional marks and overrides, zero-width characters, line and
+ * paragraph separators; domain/display.ts).
+ */
+export function parseRequestedBy(value: unknown): string {
+  const problem =
+    typeof value !== "string"
+      ? "is not a string"
+      : value.trim() === ""
+        ? "is empty"
+        : [...value].length > MAX_REQUESTED_BY
+          ? `is longer than ${MAX_REQUESTED_BY} characters`
+          : hasUnsafeCharacter(value)
+            ? "holds a control, bidirectional, zero-width or line-separator character"
+            : value.trim() !== value
+              ? "starts or ends with white space"
+              : null;
+  if (problem !== null)
     throw new InvalidInputError(
       `${REQUESTED_BY} ${JSON.stringify(value)}`,
-      "is not a name",
+      problem,
       `who asked for the invocation: up to ${MAX_REQUESTED_BY} printable characters, such as an IAM user or an email`,
     );
-  }
-  return { event: rest, requestedBy: value };
+  return value as string;
 }
 
 /** The caller of an invocation by hand. */

@@ -33,6 +33,7 @@ import type { PhaseOutcome, WorkflowLog } from "../src/usecases/context.js";
 import type { BacklogRun } from "../src/usecases/discover-backlog.js";
 import type { GcReport } from "../src/usecases/gc.js";
 import type { ScrubReport } from "../src/usecases/scrub.js";
+import type { AuditTrailCheck } from "../src/usecases/audit-check.js";
 import type { ErasureProofRun } from "../src/usecases/erase-proof.js";
 import type { RestoreReport } from "../src/usecases/restore.js";
 
@@ -91,6 +92,8 @@ export const METRIC = {
   ErasuresProved: "ErasuresProved",
   /** Erasure jobs a scrub run found a record of the key in range still readable for. Alarm "ErasuresNotProven" and dashboard "Maintenance". */
   ErasureProofProblems: "ErasureProofProblems",
+  /** 1 when a scrub run found the audit trail's hash chain broken (a record inserted, altered or removed out of band), else 0. Alarm "AuditTrailTampered" and dashboard "Maintenance". */
+  AuditTrailBroken: "AuditTrailBroken",
   /** Buckets whose catalog entries one scrub run found wrong. Dashboard "Maintenance". */
   ScrubCatalogProblems: "ScrubCatalogProblems",
   /** Buckets an expiry finished: their records are gone for good (their table's expire_after). Dashboard "Maintenance". */
@@ -334,6 +337,12 @@ export function recordScrub(report: ScrubReport): void {
 export function recordErasureProofs(run: ErasureProofRun): void {
   metrics.addMetric(METRIC.ErasuresProved, MetricUnit.Count, run.jobs_proved);
   metrics.addMetric(METRIC.ErasureProofProblems, MetricUnit.Count, run.unproven.length);
+}
+
+/** What a scrub's check of the audit trail found; nothing when the check could not run (an outage). */
+export function recordAuditCheck(check: AuditTrailCheck): void {
+  if (check.intact === null) return;
+  metrics.addMetric(METRIC.AuditTrailBroken, MetricUnit.Count, check.intact ? 0 : 1);
 }
 
 /** What one restore invocation moved back to the hot store. */

@@ -9,7 +9,9 @@
  * least recently verified, so the next run starts with them. A scheduled
  * run then proves each erasure job done since the last one, once
  * (usecases/erase-proof.ts; metric ErasureProofProblems, alarm
- * ErasuresNotProven).
+ * ErasuresNotProven). Every run checks the audit trail's hash chain
+ * (usecases/audit-check.ts; metric AuditTrailBroken, alarm
+ * AuditTrailTampered).
  */
 import type { Context } from "aws-lambda";
 import type { PulpitumConfig } from "../src/config.js";
@@ -22,7 +24,14 @@ import { InvariantViolationError } from "../src/errors.js";
 import { erasureStoreOf } from "../src/adapters/sql/erasure-store.js";
 import { proveFinishedErasures, type ErasureProofRun } from "../src/usecases/erase-proof.js";
 import { scrub, type ScrubReport } from "../src/usecases/scrub.js";
-import { logger, recordErasureProofs, recordScrub, workflowLog } from "./observability.js";
+import { checkAuditTrail, type AuditTrailCheck } from "../src/usecases/audit-check.js";
+import {
+  logger,
+  recordAuditCheck,
+  recordErasureProofs,
+  recordScrub,
+  workflowLog,
+} from "./observability.js";
 import { observedHandler } from "./observed-handler.js";
 import { lambdaAdaptersPerContainer, openLambdaAdapters } from "./open-adapters.js";
 
@@ -30,7 +39,7 @@ export interface ScrubDependencies {
   readonly config: Pick<PulpitumConfig, "scrubPeriodDays">;
   readonly adapters: Pick<
     Adapters,
-    "hotStore" | "objectStore" | "clock" | "archivePrefix" | "context"
+    "hotStore" | "objectStore" | "clock" | "archivePrefix" | "context" | "audit"
   >;
 }
 
@@ -72,8 +81,11 @@ export function parseScrubRequest(value: unknown, input = "scrub request"): Scru
 /** Start no new bucket with less time than this left (a bucket is re-read in full). */
 const SCRUB_DEADLINE_MARGIN_MS = 120_000;
 
-/** A scrub run's report; a scheduled run's also says what it proved of the erasure jobs. */
-export type ScrubFunctionReport = ScrubReport & { readonly erasures?: ErasureProofRun };
+/** A scrub run's report with its check of the audit trail; a scheduled run's also says what it proved of the erasure jobs. */
+export type ScrubFunctionReport = ScrubReport & {
+  readonly audit: AuditTrailCheck;
+  readonly erasures?: ErasureProofRun;
+};
 
 export function createScrubHandler(open: () => Promise<ScrubDependencies>) {
   return observedHandler(async (event: unknown, context: Context): Promise<ScrubFunctionReport> => {
@@ -93,15 +105,17 @@ export function createScrubHandler(open: () => Promise<ScrubDependencies>) {
       { ...request, rotation: { periodDays: config.scrubPeriodDays }, deadline },
     );
     recordScrub(report);
+    const audit = await checkAuditTrail(adapters.audit, workflowLog(logger));
+    recordAuditCheck(audit);
     // Only the whole archive's run: a table's or a sample's run proves nothing else.
-    if (request.tableId !== undefined || request.sample !== undefined) return report;
+    if (request.tableId !== undefined || request.sample !== undefined) return { ...report, audit };
     const erasures = await proveFinishedErasures(
       adapters.context(workflowLog(logger)),
       erasureStore,
       { deadline },
     );
     recordErasureProofs(erasures);
-    return { ...report, erasures };
+    return { ...report, audit, erasures };
   });
 }
 

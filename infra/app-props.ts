@@ -37,6 +37,31 @@ export const APP_SETTINGS = {
     env: "PULPITUM_DATABASE_SECRET_ARN",
     form: "a Secrets Manager secret ARN",
   },
+  workerDatabaseSecretArn: {
+    context: "pulpitum:workerDatabaseSecretArn",
+    env: "PULPITUM_WORKER_DATABASE_SECRET_ARN",
+    form: "a Secrets Manager secret ARN (discovery's and the worker's role)",
+  },
+  maintenanceDatabaseSecretArn: {
+    context: "pulpitum:maintenanceDatabaseSecretArn",
+    env: "PULPITUM_MAINTENANCE_DATABASE_SECRET_ARN",
+    form: "a Secrets Manager secret ARN (GC's and the scrub's role)",
+  },
+  eraseDatabaseSecretArn: {
+    context: "pulpitum:eraseDatabaseSecretArn",
+    env: "PULPITUM_ERASE_DATABASE_SECRET_ARN",
+    form: "a Secrets Manager secret ARN (the erasure's role)",
+  },
+  replayDatabaseSecretArn: {
+    context: "pulpitum:replayDatabaseSecretArn",
+    env: "PULPITUM_REPLAY_DATABASE_SECRET_ARN",
+    form: "a Secrets Manager secret ARN (the DLQ replay's role)",
+  },
+  restoreDatabaseSecretArn: {
+    context: "pulpitum:restoreDatabaseSecretArn",
+    env: "PULPITUM_RESTORE_DATABASE_SECRET_ARN",
+    form: "a Secrets Manager secret ARN (the restore's role)",
+  },
   vpcId: { context: "pulpitum:vpcId", env: "PULPITUM_VPC_ID", form: "vpc-…" },
   subnetIds: {
     context: "pulpitum:subnetIds",
@@ -247,6 +272,13 @@ export function stackPropsFrom(
     archivePrefix: text("archivePrefix"),
     archiveBucketName: text("archiveBucketName"),
     databaseSecret: text("databaseSecretArn"),
+    jobDatabaseSecrets: {
+      worker: text("workerDatabaseSecretArn"),
+      maintenance: text("maintenanceDatabaseSecretArn"),
+      erase: text("eraseDatabaseSecretArn"),
+      replay: text("replayDatabaseSecretArn"),
+      restore: text("restoreDatabaseSecretArn"),
+    },
     network:
       networkParts === 3
         ? {

@@ -20,8 +20,8 @@ import { Stack, type Duration } from "aws-cdk-lib";
 import type { Construct } from "constructs";
 import { addArchiveStorage } from "./archive-storage.js";
 import {
-  databaseSecret,
   functionNetwork,
+  jobDatabaseSecrets,
   requireNetworkOrPublicDatabase,
 } from "./database-access.js";
 import { addFunctions, addSchedules } from "./functions.js";
@@ -38,18 +38,25 @@ import { addOutputs } from "./outputs.js";
 import { addQueues } from "./queues.js";
 import { addScaleAlarms, type ScaleAlarms } from "./scale-alarms.js";
 import { acknowledgeServerlessFindings } from "./serverless-findings.js";
-import { stackSettings, type ArchiverStackProps, type StackSettings } from "./settings.js";
+import {
+  stackSettings,
+  type ArchiverStackProps,
+  type DatabaseJob,
+  type StackSettings,
+} from "./settings.js";
 
 export { GC_NONCURRENT_VERSION_DAYS, MIN_TRANSITION_BYTES } from "./archive-storage.js";
 export { bundlingOptions } from "./bundling.js";
 export { PROJECT_ROOT } from "./functions.js";
 export {
+  DATABASE_JOBS,
   DATABASE_PUBLIC_ACKNOWLEDGED,
   DATABASE_PUBLIC_CONTEXT,
   stackSettings,
   VISIBILITY_TIMEOUT_FACTOR,
   type ArchiverNetwork,
   type ArchiverStackProps,
+  type DatabaseJob,
   type StackSettings,
 } from "./settings.js";
 
@@ -60,6 +67,9 @@ export class ArchiverStack extends Stack {
   readonly accessLogsBucket: s3.Bucket;
   readonly workQueue: sqs.Queue;
   readonly deadLetterQueue: sqs.Queue;
+  /** Each job's database secret: its own role (infra/database-access.ts). */
+  readonly databaseSecrets: Record<DatabaseJob, secretsmanager.ISecret>;
+  /** Discovery's and the worker's secret (the `DatabaseSecretArn` output). */
   readonly databaseSecret: secretsmanager.ISecret;
   readonly discoverFunction: nodejs.NodejsFunction;
   readonly workerFunction: nodejs.NodejsFunction;
@@ -98,14 +108,15 @@ export class ArchiverStack extends Stack {
     this.workQueue = queues.workQueue;
     this.deadLetterQueue = queues.deadLetterQueue;
 
-    this.databaseSecret = databaseSecret(this, props.databaseSecret);
+    this.databaseSecrets = jobDatabaseSecrets(this, props);
+    this.databaseSecret = this.databaseSecrets.worker;
     const network = props.network ? functionNetwork(this, props.network, settings) : undefined;
 
     const functions = addFunctions(this, {
       settings,
       storage,
       queues,
-      databaseSecret: this.databaseSecret,
+      databaseSecrets: this.databaseSecrets,
       network,
       logRetention: props.logRetention,
     });
@@ -122,7 +133,7 @@ export class ArchiverStack extends Stack {
       scrubSchedule: this.scrubSchedule,
     } = addSchedules(this, settings, functions, queues));
 
-    const parts = { settings, storage, queues, databaseSecret: this.databaseSecret, functions };
+    const parts = { settings, storage, queues, databaseSecrets: this.databaseSecrets, functions };
     grantAccess(parts);
     acknowledgeFunctionFindings(this, parts, network !== undefined);
     acknowledgeServerlessFindings(parts);

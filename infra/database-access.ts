@@ -25,8 +25,10 @@ import {
   StackSettingsError,
   DATABASE_PUBLIC_ACKNOWLEDGED,
   DATABASE_PUBLIC_CONTEXT,
+  DATABASE_JOBS,
   type ArchiverNetwork,
   type ArchiverStackProps,
+  type DatabaseJob,
   type StackSettings,
 } from "./settings.js";
 
@@ -51,23 +53,82 @@ export function requireNetworkOrPublicDatabase(stack: Stack, props: ArchiverStac
   );
 }
 
-export function databaseSecret(
+/** The role `pulpitum roles print` creates for each job, as a created secret's username. */
+const JOB_ROLE: Record<DatabaseJob, string> = {
+  worker: "pulpitum_worker",
+  maintenance: "pulpitum_maintainer",
+  erase: "pulpitum_eraser",
+  replay: "pulpitum_replayer",
+  restore: "pulpitum_restorer",
+};
+
+/** `worker` -> `Worker`: the construct id of a job's secret. */
+const pascal = (job: DatabaseJob) => job[0]!.toUpperCase() + job.slice(1);
+
+function importSecret(stack: Stack, id: string, arn: string): secretsmanager.ISecret {
+  // A complete ARN ends in the six random characters Secrets Manager appends to the name.
+  return /-[A-Za-z0-9]{6}$/.test(arn)
+    ? secretsmanager.Secret.fromSecretCompleteArn(stack, id, arn)
+    : secretsmanager.Secret.fromSecretPartialArn(stack, id, arn);
+}
+
+/**
+ * Each job's database secret: its own when given, else the one shared
+ * secret (a deployment on one role), else a new secret per job for the
+ * operator to fill in with that job's role.
+ */
+export function jobDatabaseSecrets(
   stack: Stack,
-  given: ArchiverStackProps["databaseSecret"],
-): secretsmanager.ISecret {
-  if (typeof given === "string") {
-    // A complete ARN ends in the six random characters Secrets Manager appends to the name.
-    return /-[A-Za-z0-9]{6}$/.test(given)
-      ? secretsmanager.Secret.fromSecretCompleteArn(stack, "DatabaseSecret", given)
-      : secretsmanager.Secret.fromSecretPartialArn(stack, "DatabaseSecret", given);
-  }
-  if (given) return given;
-  const secret = new secretsmanager.Secret(stack, "DatabaseSecret", {
-    description:
-      'Pulpitum database connection: fill in "host" (and port/dbname/username) or replace the value with {"url":"postgresql://…"}',
+  props: Pick<ArchiverStackProps, "databaseSecret" | "jobDatabaseSecrets">,
+): Record<DatabaseJob, secretsmanager.ISecret> {
+  const given = props.jobDatabaseSecrets ?? {};
+  const shared =
+    props.databaseSecret === undefined
+      ? undefined
+      : typeof props.databaseSecret === "string"
+        ? importSecret(stack, "DatabaseSecret", props.databaseSecret)
+        : props.databaseSecret;
+  const created: DatabaseJob[] = [];
+  const sharing: DatabaseJob[] = [];
+  const secrets = Object.fromEntries(
+    DATABASE_JOBS.map((job) => {
+      const own = given[job];
+      if (own !== undefined)
+        return [
+          job,
+          typeof own === "string" ? importSecret(stack, `${pascal(job)}DatabaseSecret`, own) : own,
+        ];
+      if (shared !== undefined) {
+        sharing.push(job);
+        return [job, shared];
+      }
+      created.push(job);
+      return [job, createdSecret(stack, job)];
+    }),
+  ) as Record<DatabaseJob, secretsmanager.ISecret>;
+  if (sharing.length > 0 && sharing.length < DATABASE_JOBS.length)
+    Annotations.of(stack).addWarning(
+      `The ${sharing.join(", ")} functions share databaseSecret's role with each other: give each job its own (-c pulpitum:<job>DatabaseSecretArn=…; docs/serverless.md, "One role per job").`,
+    );
+  else if (sharing.length === DATABASE_JOBS.length)
+    Annotations.of(stack).addWarning(
+      'Every function uses databaseSecret, one database role for all: a stolen credential of any function can do every job\'s work. Move each job to its own role and secret (docs/serverless.md, "One role per job").',
+    );
+  if (created.length > 0)
+    Annotations.of(stack).addWarning(
+      `No database secret given for ${created.join(", ")} (-c pulpitum:<job>DatabaseSecretArn=…): the stack creates one per job with an empty host, and those functions fail to connect until it is filled. ` +
+        "After `cdk deploy`, put each job's role's connection in its secret: aws secretsmanager put-secret-value --secret-id <the <Job>DatabaseSecretArn output> --secret-string '{\"url\":\"postgresql://pulpitum_worker:…@HOST:5432/DB\"}', " +
+        "then `pulpitum doctor --stack-outputs FILE` checks the worker's (see Deploy in docs/serverless.md).",
+    );
+  return secrets;
+}
+
+function createdSecret(stack: Stack, job: DatabaseJob): secretsmanager.ISecret {
+  const secret = new secretsmanager.Secret(stack, `${pascal(job)}DatabaseSecret`, {
+    description: `Pulpitum database connection of the ${job} functions (role ${JOB_ROLE[job]}): fill in "host" (and port/dbname/password) or replace the value with {"url":"postgresql://…"}`,
     generateSecretString: {
       secretStringTemplate: JSON.stringify({
-        username: "pulpitum",
+        username: JOB_ROLE[job],
         host: "",
         port: 5432,
         dbname: "pulpitum",
@@ -84,11 +145,6 @@ export function databaseSecret(
     reason:
       "The secret holds the credentials of a database this stack does not own; they are rotated with the database (RDS-managed rotation or the owner's process), not by a rotation function here.",
   });
-  Annotations.of(stack).addWarning(
-    "No databaseSecret given (-c pulpitum:databaseSecretArn=…): the stack creates a secret with an empty host, and every function fails to connect until it is filled. " +
-      'After `cdk deploy`, put the app role\'s connection in it: aws secretsmanager put-secret-value --secret-id <the DatabaseSecretArn output> --secret-string \'{"url":"postgresql://pulpitum_app:…@HOST:5432/DB"}\', ' +
-      "then `pulpitum doctor --stack-outputs FILE` checks it (see Deploy in docs/serverless.md).",
-  );
   return secret;
 }
 

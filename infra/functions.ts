@@ -21,7 +21,7 @@ import type { ArchiveStorage } from "./archive-storage.js";
 import { bundlingOptions } from "./bundling.js";
 import type { FunctionNetwork } from "./database-access.js";
 import type { Queues } from "./queues.js";
-import type { StackSettings } from "./settings.js";
+import type { DatabaseJob, StackSettings } from "./settings.js";
 
 export const PROJECT_ROOT = fileURLToPath(new URL("..", import.meta.url));
 
@@ -42,17 +42,28 @@ export interface FunctionInputs {
   readonly settings: StackSettings;
   readonly storage: ArchiveStorage;
   readonly queues: Queues;
-  readonly databaseSecret: secretsmanager.ISecret;
+  /** Each job's database secret; a function gets only its own job's. */
+  readonly databaseSecrets: Record<DatabaseJob, secretsmanager.ISecret>;
   readonly network: FunctionNetwork | undefined;
   readonly logRetention: logs.RetentionDays | undefined;
 }
+
+/** The job (and so the database role and secret) each function runs as. */
+export const FUNCTION_JOBS: Readonly<Record<string, DatabaseJob>> = {
+  DiscoverFunction: "worker",
+  WorkerFunction: "worker",
+  GcFunction: "maintenance",
+  ScrubFunction: "maintenance",
+  ReplayDlqFunction: "replay",
+  RestoreFunction: "restore",
+  EraseFunction: "erase",
+};
 
 export function addFunctions(stack: Stack, inputs: FunctionInputs): ArchiverFunctions {
   const { settings, queues, network } = inputs;
   const archiveUrl = `s3://${inputs.storage.archiveBucket.bucketName}/${settings.archivePrefix}`;
   const environment: Record<string, string> = {
     ...settings.archiverEnvironment,
-    DATABASE_SECRET_ARN: inputs.databaseSecret.secretArn,
     PULPITUM_ARCHIVE_URL: archiveUrl,
     PULPITUM_WORK_QUEUE_URL: queues.workQueue.queueUrl,
     PULPITUM_DLQ_URL: queues.deadLetterQueue.queueUrl,
@@ -64,8 +75,9 @@ export function addFunctions(stack: Stack, inputs: FunctionInputs): ArchiverFunc
     NODE_EXTRA_CA_CERTS: "/var/runtime/ca-cert.pem",
   };
   const logRetention = inputs.logRetention ?? logs.RetentionDays.ONE_MONTH;
-  const fn = (name: string, entry: string, options: Partial<nodejs.NodejsFunctionProps>) =>
-    new nodejs.NodejsFunction(stack, name, {
+  const fn = (name: string, entry: string, options: Partial<nodejs.NodejsFunctionProps>) => {
+    const job = FUNCTION_JOBS[name]!;
+    return new nodejs.NodejsFunction(stack, name, {
       entry: path.join(PROJECT_ROOT, entry),
       handler: "handler",
       projectRoot: PROJECT_ROOT,
@@ -80,7 +92,12 @@ export function addFunctions(stack: Stack, inputs: FunctionInputs): ArchiverFunc
       // X-Ray traces every invocation and its AWS SDK calls' latency (S3, SQS, Secrets Manager).
       tracing: lambda.Tracing.ACTIVE,
       ...options,
+      environment: {
+        ...options.environment,
+        DATABASE_SECRET_ARN: inputs.databaseSecrets[job].secretArn,
+      },
     });
+  };
 
   const discovery = discoveryTiming(settings);
   const discoverFunction = fn("DiscoverFunction", "functions/discover.ts", {

@@ -23,6 +23,7 @@ export interface ArchiverAlarms {
   readonly notDraining: cloudwatch.Alarm;
   readonly corruptBuckets: cloudwatch.Alarm;
   readonly erasuresNotProven: cloudwatch.Alarm;
+  readonly auditTrailTampered: cloudwatch.Alarm;
 }
 
 export interface MonitoredParts {
@@ -156,6 +157,15 @@ export function addAlarms(stack: Stack, parts: MonitoredParts): ArchiverAlarms {
     evaluationPeriods: 1,
     treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
   });
+  const auditTrailTampered = new cloudwatch.Alarm(stack, "AuditTrailTampered", {
+    alarmDescription:
+      "The scrub found the audit trail's hash chain broken: a record was inserted, altered or removed by something other than the audit routine (a database superuser or the migrator editing rows). Treat it as an incident: `pulpitum audit --verify` names the first record; the functions' log groups hold a copy of every record and the chain heads each scrub logged. docs/audit.md.",
+    metric: metric(METRIC.AuditTrailBroken, "Maximum", Duration.days(1)),
+    threshold: 1,
+    comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+    evaluationPeriods: 1,
+    treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+  });
   return {
     deadLetters,
     oldestMessage,
@@ -164,6 +174,7 @@ export function addAlarms(stack: Stack, parts: MonitoredParts): ArchiverAlarms {
     notDraining,
     corruptBuckets,
     erasuresNotProven,
+    auditTrailTampered,
   };
 }
 
@@ -357,6 +368,7 @@ function maintenanceRow(inputs: DashboardInputs): cloudwatch.IWidget[] {
         sum(METRIC.ScrubCatalogProblems),
         sum(METRIC.ErasuresProved),
         sum(METRIC.ErasureProofProblems),
+        sum(METRIC.AuditTrailBroken),
         sum(METRIC.CorruptBucketsTotal),
         sum(METRIC.BucketsExpired),
         sum(METRIC.ExpiryObjectsReleased),

@@ -22,7 +22,7 @@ import {
 import type { ArchiveStorage } from "./archive-storage.js";
 import type { ArchiverFunctions } from "./functions.js";
 import type { Queues } from "./queues.js";
-import type { StackSettings } from "./settings.js";
+import { DATABASE_JOBS, type DatabaseJob, type StackSettings } from "./settings.js";
 
 export interface OutputInputs {
   readonly settings: StackSettings;
@@ -30,7 +30,7 @@ export interface OutputInputs {
   readonly queues: Queues;
   readonly functions: ArchiverFunctions;
   readonly dashboard: cloudwatch.Dashboard;
-  readonly databaseSecret: secretsmanager.ISecret;
+  readonly databaseSecrets: Record<DatabaseJob, secretsmanager.ISecret>;
   readonly schedule: events.Rule;
 }
 
@@ -114,9 +114,15 @@ export function addOutputs(stack: Stack, inputs: OutputInputs): void {
   );
   output(
     "DatabaseSecretArn",
-    inputs.databaseSecret.secretArn,
-    'The functions\' database connection secret: the app role (pulpitum_app), as {"url":"postgresql://…"} or the RDS form',
+    inputs.databaseSecrets.worker.secretArn,
+    'Discovery\'s and the worker\'s database connection secret: their role (pulpitum_worker), as {"url":"postgresql://…"} or the RDS form',
   );
+  for (const job of DATABASE_JOBS)
+    output(
+      `${job[0]!.toUpperCase()}${job.slice(1)}DatabaseSecretArn`,
+      inputs.databaseSecrets[job].secretArn,
+      `The ${job} functions' database connection secret: their own role (\`pulpitum roles print\`)`,
+    );
   output(
     "DiscoveryScheduleName",
     inputs.schedule.ruleName,

@@ -18,15 +18,15 @@
 import { type Stack, Validations, aws_iam as iam } from "aws-cdk-lib";
 import type { aws_secretsmanager as secretsmanager, aws_s3 as s3 } from "aws-cdk-lib";
 import type { ArchiveStorage } from "./archive-storage.js";
-import type { ArchiverFunctions } from "./functions.js";
+import { FUNCTION_JOBS, type ArchiverFunctions } from "./functions.js";
 import type { Queues } from "./queues.js";
-import type { StackSettings } from "./settings.js";
+import type { DatabaseJob, StackSettings } from "./settings.js";
 
 export interface GrantInputs {
   readonly settings: StackSettings;
   readonly storage: ArchiveStorage;
   readonly queues: Queues;
-  readonly databaseSecret: secretsmanager.ISecret;
+  readonly databaseSecrets: Record<DatabaseJob, secretsmanager.ISecret>;
   readonly functions: ArchiverFunctions;
 }
 
@@ -38,11 +38,28 @@ export function grantAccess(inputs: GrantInputs): void {
   grantArchiveObjects(inputs);
   grantQueues(inputs);
   grantArchiveKeyAndRetention(inputs);
+  grantDatabaseSecrets(inputs);
+}
+
+/** Each function reads its own job's database secret and no other (infra/functions.ts). */
+function grantDatabaseSecrets(inputs: GrantInputs): void {
+  const f = inputs.functions;
+  const byName: Record<string, typeof f.workerFunction> = {
+    DiscoverFunction: f.discoverFunction,
+    WorkerFunction: f.workerFunction,
+    GcFunction: f.gcFunction,
+    ScrubFunction: f.scrubFunction,
+    ReplayDlqFunction: f.replayFunction,
+    RestoreFunction: f.restoreFunction,
+    EraseFunction: f.eraseFunction,
+  };
+  for (const [name, job] of Object.entries(FUNCTION_JOBS))
+    inputs.databaseSecrets[job].grantRead(byName[name]!);
 }
 
 /** Objects under the archive prefix, the listing of it, and the query catalog's entries. */
 function grantArchiveObjects(inputs: GrantInputs): void {
-  const { settings, functions, databaseSecret } = inputs;
+  const { settings, functions } = inputs;
   const bucket = inputs.storage.archiveBucket;
   const prefixObjects = bucket.arnForObjects(`${settings.archivePrefix}/*`);
   // s3:ListBucket on the bucket, with no prefix condition: without it S3
@@ -100,7 +117,6 @@ function grantArchiveObjects(inputs: GrantInputs): void {
     functions.eraseFunction,
   ]) {
     fn.addToRolePolicy(listPrefix());
-    databaseSecret.grantRead(fn);
   }
   // Publish and cleanup write entries and GC corrects them; restore only removes them (src/usecases/catalog.ts).
   const catalogAccess: [typeof worker, string[]][] = [
@@ -123,9 +139,9 @@ function grantArchiveObjects(inputs: GrantInputs): void {
   }
 }
 
-/** The work queue, the dead-letter queue and the database secret. */
+/** The work queue and the dead-letter queue. */
 function grantQueues(inputs: GrantInputs): void {
-  const { functions, queues, databaseSecret } = inputs;
+  const { functions, queues } = inputs;
   // Discovery reads the queue depth before it enqueues more (the worker's event source mapping grants it its own).
   functions.discoverFunction.addToRolePolicy(
     new iam.PolicyStatement({
@@ -142,7 +158,6 @@ function grantQueues(inputs: GrantInputs): void {
         resources: [queues.workQueue.queueArn],
       }),
     );
-    databaseSecret.grantRead(fn);
   }
   functions.replayFunction.addToRolePolicy(
     new iam.PolicyStatement({
@@ -163,8 +178,6 @@ function grantQueues(inputs: GrantInputs): void {
       resources: [queues.workQueue.queueArn],
     }),
   );
-  // The replay's audit record goes to the database.
-  databaseSecret.grantRead(functions.replayFunction);
 }
 
 /** The customer key, when there is one, and GC's reading of an orphan's retention. */

@@ -70,6 +70,10 @@ export type AwsServiceRoute = (typeof AWS_SERVICE_ROUTES)[number];
 export const DATABASE_PUBLIC_CONTEXT = "pulpitum:databasePublic";
 export const DATABASE_PUBLIC_ACKNOWLEDGED = "acknowledged";
 
+/** The jobs that reach the database, each as its own role with its own secret. */
+export const DATABASE_JOBS = ["worker", "maintenance", "erase", "replay", "restore"] as const;
+export type DatabaseJob = (typeof DATABASE_JOBS)[number];
+
 export interface ArchiverStackProps extends StackProps {
   /** Key prefix of every archive object. Default "pulpitum". */
   readonly archivePrefix?: string;
@@ -84,12 +88,22 @@ export interface ArchiverStackProps extends StackProps {
    */
   readonly archiveBucketName?: string;
   /**
-   * The database connection secret: an ISecret or a secret ARN. Its value is
-   * `{"url":"postgresql://…"}` or the RDS form (username, password, host,
-   * port, dbname). Default: a new secret in the RDS form with a generated
-   * password and an empty host, for the operator to fill in.
+   * One database connection secret for every function: an ISecret or a
+   * secret ARN, its value `{"url":"postgresql://…"}` or the RDS form
+   * (username, password, host, port, dbname). The single-role deployment of
+   * earlier versions: each job given its own in `jobDatabaseSecrets` stops
+   * using it (docs/serverless.md, "One role per job").
    */
   readonly databaseSecret?: secretsmanager.ISecret | string;
+  /**
+   * Each job's own database connection secret (ISecret or ARN), holding its
+   * own role (`pulpitum roles print`): the worker's (discovery and the
+   * worker), the maintenance functions' (GC and the scrub), the erasure's,
+   * the DLQ replay's and the restore's. A job with none uses
+   * `databaseSecret`, or, with neither, a new secret the stack creates in
+   * the RDS form (the job's role as username, an empty host to fill in).
+   */
+  readonly jobDatabaseSecrets?: Partial<Record<DatabaseJob, secretsmanager.ISecret | string>>;
   /**
    * Run the functions that reach the database in these subnets. Without it
    * the stack refuses to synthesize unless the context key

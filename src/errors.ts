@@ -154,6 +154,13 @@ export class CorruptBucketError extends ArchiveIntegrityError {
 /** Durable state contradicts an invariant (for example rows in the wrong tier). Pages. */
 export class InvariantViolationError extends PulpitumError {}
 
+/**
+ * The audit trail's hash chain does not hold: a record was inserted,
+ * altered or removed by something other than the audit routine
+ * (domain/audit-chain.ts). Evidence was tampered with: it should page.
+ */
+export class AuditTrailBrokenError extends InvariantViolationError {}
+
 export class ObjectNotFoundError extends PulpitumError {
   readonly objectKey: string;
   constructor(objectKey: string, options: { cause?: unknown } = {}) {

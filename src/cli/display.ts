@@ -11,6 +11,7 @@ import { toBase64 } from "../domain/record.js";
 export {
   BASE64_MARK,
   bucketJson,
+  escapeText,
   printableText,
   showBucket,
   showBytes,

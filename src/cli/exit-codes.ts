@@ -4,6 +4,7 @@
  */
 import {
   ArchiveIntegrityError,
+  AuditTrailBrokenError,
   ArchiveMismatchError,
   BucketNotWritableError,
   ConfigError,
@@ -25,7 +26,7 @@ export const EXIT = Object.freeze({
   usage: 2,
   /** The input is invalid: a configuration variable (an archive other than the one the database belongs to among them), an argument's value, an import file's record, or something the arguments name that does not exist (an unregistered table). Fix the input. */
   invalidInput: 3,
-  /** Archived data failed its integrity check: a read, query or restore met a payload or manifest that is missing, does not match what was recorded for it, or cannot be decoded, or `pulpitum verify` found a bucket corrupt. Nothing of it was printed; retrying does not help: see docs/integrity.md. */
+  /** Archived data failed its integrity check: a read, query or restore met a payload or manifest that is missing, does not match what was recorded for it, or cannot be decoded, or `pulpitum verify` found a bucket corrupt. Nothing of it was printed; retrying does not help: see docs/integrity.md. Also `pulpitum audit --verify` finding the audit trail changed out of band (docs/audit.md). */
   integrity: 4,
   /** `archive --once` archived some buckets but others failed or wait in quarantine: the work done is kept, the rest needs a rerun or an operator (as rsync's 23, a partial transfer). */
   partial: 5,
@@ -37,7 +38,8 @@ export class UsageError extends PulpitumError {}
 /** The exit code for an error that reached the top of the CLI. */
 export function exitCodeFor(error: unknown): number {
   if (error instanceof UsageError) return EXIT.usage;
-  if (error instanceof ArchiveIntegrityError) return EXIT.integrity;
+  if (error instanceof ArchiveIntegrityError || error instanceof AuditTrailBrokenError)
+    return EXIT.integrity;
   if (error instanceof ImportStoppedError)
     return error.stop.kind === "failed" ? EXIT.failure : EXIT.invalidInput;
   if (

@@ -1,9 +1,17 @@
-/** Plain text tables for human output; `--json` output bypasses this entirely. */
+import { escapeText } from "../domain/display.js";
+
+/**
+ * Plain text tables for human output; `--json` output bypasses this
+ * entirely. Every cell is escaped (domain/display.ts): a stored string
+ * cannot add a line, move the cursor or reorder what a terminal shows.
+ */
 export function renderTable(
   headers: string[],
   rows: Array<Array<string | number | null | undefined>>,
 ): string {
-  const cells = rows.map((r) => r.map((c) => (c === null || c === undefined ? "-" : String(c))));
+  const cells = rows.map((r) =>
+    r.map((c) => (c === null || c === undefined ? "-" : escapeText(String(c)))),
+  );
   const widths = headers.map((h, i) => Math.max(h.length, ...cells.map((r) => r[i]?.length ?? 0)));
   const line = (r: string[]) =>
     r

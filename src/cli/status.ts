@@ -9,7 +9,7 @@ export interface IntegrityStatus {
   readonly corrupt: readonly CorruptBucket[];
   readonly lastRun: ScrubRun | null;
 }
-import { bucketJson, showBucket, strategyName } from "./display.js";
+import { bucketJson, escapeText, showBucket, strategyName } from "./display.js";
 import { formatBytes, renderTable } from "./format.js";
 
 /** `status --json`: stable snake_case field names. */
@@ -135,7 +135,9 @@ function expiryLines(report: StatusReport): string[] {
   if (overdueCount > 0) {
     lines.push(`overdue expiry (${overdueCount}; never deleted before it is archived):`);
     for (const o of overdue)
-      lines.push(`  ${showBucket(o.id)} ${o.state}, ended ${o.end.toISOString()}: ${o.reason}`);
+      lines.push(
+        `  ${showBucket(o.id)} ${o.state}, ended ${o.end.toISOString()}: ${escapeText(o.reason)}`,
+      );
   }
   return lines;
 }
@@ -191,7 +193,7 @@ export function renderStatus(
     );
     for (const q of report.quarantined) {
       lines.push(
-        `  ${showBucket(q.id)} ${q.state}, attempts ${q.attempts}, since ${q.quarantinedAt.toISOString()}: ${q.lastError ?? ""}`,
+        `  ${showBucket(q.id)} ${q.state}, attempts ${q.attempts}, since ${q.quarantinedAt.toISOString()}: ${escapeText(q.lastError ?? "")}`,
       );
     }
   }
@@ -206,14 +208,14 @@ export function renderStatus(
     );
     for (const c of integrity.corrupt)
       lines.push(
-        `  ${showBucket(c.id)} since ${c.corruption.at.toISOString()}: ${c.corruption.problem}`,
+        `  ${showBucket(c.id)} since ${c.corruption.at.toISOString()}: ${escapeText(c.corruption.problem)}`,
       );
   }
   if (report.deferred.length > 0) {
     lines.push(`deferred (${report.deferred.length}):`);
     for (const d of report.deferred) {
       lines.push(
-        `  ${showBucket(d.id)} attempts ${d.attempts}, outage deferrals ${d.outageDeferrals}, retry at ${d.retryAt?.toISOString() ?? "-"}: ${d.lastError ?? ""}`,
+        `  ${showBucket(d.id)} attempts ${d.attempts}, outage deferrals ${d.outageDeferrals}, retry at ${d.retryAt?.toISOString() ?? "-"}: ${escapeText(d.lastError ?? "")}`,
       );
     }
   }

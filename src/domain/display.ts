@@ -9,6 +9,34 @@ import { toBase64 } from "./record.js";
 const decoder = new TextDecoder("utf-8", { fatal: true });
 export const BASE64_MARK = "b64:";
 
+/**
+ * Characters that garble or forge what a terminal shows: C0 and C1 controls
+ * and DEL (a newline forges a line, `ESC[2K` and `\r` erase one),
+ * bidirectional marks, embeddings, overrides and isolates (they reorder
+ * what follows), zero-width characters (they hide a difference between two
+ * names), and the line and paragraph separators.
+ */
+const UNSAFE_CHARACTER =
+  // eslint-disable-next-line no-control-regex
+  /[\u0000-\u001f\u007f-\u009f\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/u;
+const UNSAFE_OR_BACKSLASH = new RegExp(`${UNSAFE_CHARACTER.source}|\\\\`, "gu");
+
+/** Whether `text` holds a character {@link escapeText} would escape (a backslash aside). */
+export function hasUnsafeCharacter(text: string): boolean {
+  return UNSAFE_CHARACTER.test(text);
+}
+
+/**
+ * Stored text as a person may safely read it on a terminal: each unsafe
+ * character as `\uXXXX`, and a backslash doubled, so the escaped form of
+ * one text is never the plain form of another.
+ */
+export function escapeText(text: string): string {
+  return text.replace(UNSAFE_OR_BACKSLASH, (c) =>
+    c === "\\" ? "\\\\" : `\\u${c.codePointAt(0)!.toString(16).padStart(4, "0")}`,
+  );
+}
+
 /** The bytes as text when they are non-empty printable UTF-8 that cannot be mistaken for the marked form; else null. */
 export function printableText(bytes: Uint8Array): string | null {
   if (bytes.byteLength === 0) return null;
@@ -18,9 +46,7 @@ export function printableText(bytes: Uint8Array): string | null {
   } catch {
     return null;
   }
-  // Control characters (C0, DEL, C1) and bidirectional overrides would garble a terminal.
-  // eslint-disable-next-line no-control-regex
-  if (/[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/.test(text)) return null;
+  if (hasUnsafeCharacter(text)) return null;
   if (text.startsWith(BASE64_MARK) || text.trim() !== text) return null;
   return text;
 }

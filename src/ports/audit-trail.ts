@@ -18,11 +18,20 @@
  *   how the action ended: the change may or may not have happened.
  *
  * An action has at most one outcome: the first one written stands, and a
- * later one (a retry after a lost commit reply) is dropped. Times come from
- * the store's clock when the row is written (the database's `now()`), never
- * from the caller, and so does the database user recorded beside the
- * caller's own identity.
+ * later one (a retry after a lost commit reply) is dropped. An outcome for
+ * an intent is accepted only from the trail (the process) that wrote the
+ * intent: the intent is stored with the hash of a random key only that
+ * writer holds, and the store refuses an outcome without it, so no other
+ * writer can record (or pre-empt) the outcome of an action it did not take.
+ * Times come from the store's clock when the row is written (the database's
+ * `now()`), never from the caller, and so does the database user recorded
+ * beside the caller's own identity.
+ *
+ * Every row takes the next place in a hash chain in the order the store
+ * appends them (domain/audit-chain.ts); {@link AuditTrail.verify} names the
+ * first row inserted, altered or removed by anything but the trail itself.
  */
+import type { AuditChainVerdict } from "../domain/audit-chain.js";
 import { PulpitumError } from "../errors.js";
 import type { HotStore } from "./hot-store.js";
 
@@ -118,16 +127,20 @@ export interface AuditQuery {
 
 export interface AuditTrail {
   /**
-   * Write `action`'s intent (outcome `started`). When this throws, the
-   * caller must not take the action; {@link AuditTrailMissingError} says
-   * the schema has no trail yet. Safe to retry with the same action: the
-   * intent is written once.
+   * Write `action`'s intent (outcome `started`), with the hash of a new
+   * random key this trail keeps for the action object. When this throws,
+   * the caller must not take the action; {@link AuditTrailMissingError}
+   * says the schema has no trail yet. Safe to retry with the same action
+   * object: the intent is written once.
    */
   begin(action: AuditAction): Promise<void>;
 
   /**
-   * Write `action`'s outcome. Returns false, writing nothing, when the
-   * action already has one (the first stands). Safe to retry.
+   * Write `action`'s outcome: of the intent this trail wrote for the same
+   * action object, or, for an action without an intent, the whole action as
+   * one row. Returns false, writing nothing, when the action already has
+   * an outcome (the first stands). Throws, writing nothing, when the action
+   * has an intent this trail did not write. Safe to retry.
    */
   conclude(action: AuditAction, conclusion: AuditConclusion): Promise<boolean>;
 
@@ -148,4 +161,12 @@ export interface AuditTrail {
 
   /** Actions newest first (by their first row), at most `query.limit`. Reads only. */
   list(query: AuditQuery): Promise<AuditRecord[]>;
+
+  /**
+   * Check the hash chain over every stored row, in the order the store
+   * appended them, against the head it records: intact, or the first row
+   * inserted, altered or removed out of band. Reads only, in bounded memory
+   * whatever the trail's length.
+   */
+  verify(): Promise<AuditChainVerdict>;
 }

@@ -5,7 +5,7 @@
  * store serves the file.
  */
 import { randomUUID } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { parseTableId } from "../../src/domain/table.js";
 import { UnknownTableError } from "../../src/errors.js";
 import {
@@ -24,7 +24,22 @@ export interface OpenedAuditTrail {
   storeNow(): Promise<Date>;
   /** Make the next write of an audit row fail, as a database refusing the INSERT would. */
   failNextAuditWrite(): void;
+  /** The same trail as another process writes it (its own connection, its own keys). */
+  otherWriter(): AuditTrail;
+  /** Edits out of band, as a superuser (or the table's owner) editing rows would make them. */
+  readonly tamper: AuditTamper;
   cleanup(): Promise<void>;
+}
+
+/** Out-of-band edits of one stored row, named by its action id and stage. */
+export interface AuditTamper {
+  /** Change the row's target (leaving its hashes as they were). */
+  alterTarget(actionId: string, stage: string, target: string): Promise<void>;
+  /** Change the row's target and store the hash its new content has (a careful editor). */
+  alterTargetAndRehash(actionId: string, stage: string, target: string): Promise<void>;
+  remove(actionId: string, stage: string): Promise<void>;
+  /** Add a row no routine wrote: an outcome of `actionId`, with no place in the chain. */
+  insertUnchained(actionId: string): Promise<void>;
 }
 
 const CLI: AuditCaller = { kind: "cli", osUser: "alice", host: "ops-1" };
@@ -260,6 +275,118 @@ export function auditTrailConformance(name: string, open: () => Promise<OpenedAu
       expect(r!.target).toBe(`${table}/b64:AAH//month:2025-01`);
       expect(r!.reason!.length).toBeLessThanOrEqual(AUDIT_TEXT_LIMIT);
       expect(r!.reason!.startsWith("xxx")).toBe(true);
+    });
+  });
+
+  describe(`audit trail: ${name}: the chain`, () => {
+    let fresh: OpenedAuditTrail;
+    beforeEach(async () => {
+      fresh = await open();
+    }, 60_000);
+    afterEach(async () => {
+      await fresh?.cleanup();
+    });
+
+    /** Three actions: an intent and its outcome, a one-row action, an intent with no outcome. */
+    async function threeActions() {
+      const table = newTable();
+      const restore = action("restore", table, LAMBDA);
+      const pause = action("tables pause", table);
+      const gc = action("gc", null);
+      await fresh.trail.begin(restore);
+      await fresh.trail.conclude(pause, { outcome: "refused", reason: "no such table" });
+      await fresh.trail.conclude(restore, { outcome: "done", count: 2 });
+      await fresh.trail.begin(gc);
+      return { restore, pause, gc };
+    }
+
+    it("an outcome for an intent is accepted only from its writer: another writer's is refused and the genuine late outcome stands", async () => {
+      const table = newTable();
+      const a = action("tables drop", table);
+      await fresh.trail.begin(a);
+      const other = fresh.otherWriter();
+      await expect(other.conclude({ ...a }, { outcome: "done", count: 99 })).rejects.toThrow(
+        /refused: only the writer of its intent may record it/,
+      );
+      await expect(
+        other.commitWith(
+          { ...a },
+          async () => 1,
+          () => ({ outcome: "done" }),
+        ),
+      ).rejects.toThrow();
+      expect(await fresh.trail.conclude(a, { outcome: "failed", reason: "late but genuine" })).toBe(
+        true,
+      );
+      expect(await fresh.trail.list({ tableId: table, limit: 10 })).toEqual([
+        expect.objectContaining({
+          id: a.id,
+          outcome: "failed",
+          reason: "late but genuine",
+          count: null,
+        }),
+      ]);
+      expect((await fresh.trail.verify()).intact).toBe(true);
+    });
+
+    it("an intact trail verifies, every row in its place, the head at the last", async () => {
+      expect(await fresh.trail.verify()).toEqual({
+        intact: true,
+        records: 0n,
+        head: { seq: 0n, hash: "0".repeat(64) },
+      });
+      await threeActions();
+      const verdict = await fresh.trail.verify();
+      expect(verdict).toMatchObject({ intact: true, records: 4n, head: { seq: 4n } });
+    });
+
+    it("verify names a record altered out of band", async () => {
+      const { pause } = await threeActions();
+      await fresh.tamper.alterTarget(pause.id, "outcome", "forged\nline");
+      expect(await fresh.trail.verify()).toMatchObject({
+        intact: false,
+        records: 1n,
+        break: { problem: "altered", seq: 2n, actionId: pause.id, stage: "outcome" },
+      });
+    });
+
+    it("verify names a record whose editor stored its new hash: the record after it no longer follows", async () => {
+      const { pause } = await threeActions();
+      await fresh.tamper.alterTargetAndRehash(pause.id, "outcome", "chat");
+      const verdict = await fresh.trail.verify();
+      expect(verdict).toMatchObject({ intact: false, break: { problem: "altered", seq: 2n } });
+      expect(verdict.intact ? "" : verdict.break.detail).toMatch(
+        /record #2 was altered or replaced/,
+      );
+    });
+
+    it("verify names a record removed out of band, in the middle and at the end", async () => {
+      const { restore, gc } = await threeActions();
+      await fresh.tamper.remove(gc.id, "started");
+      expect(await fresh.trail.verify()).toMatchObject({
+        intact: false,
+        break: { problem: "removed", seq: 4n },
+      });
+      await fresh.tamper.remove(restore.id, "started");
+      expect(await fresh.trail.verify()).toMatchObject({
+        intact: false,
+        records: 0n,
+        break: {
+          problem: "removed",
+          seq: 2n,
+          detail: expect.stringMatching(/record #1, before record #2/),
+        },
+      });
+    });
+
+    it("verify names a record inserted out of band", async () => {
+      await threeActions();
+      const forged = randomUUID();
+      await fresh.tamper.insertUnchained(forged);
+      expect(await fresh.trail.verify()).toMatchObject({
+        intact: false,
+        break: { problem: "inserted", seq: null, actionId: forged, stage: "outcome" },
+      });
     });
   });
 }

@@ -2,7 +2,7 @@ import { MemoryAuditTrail } from "../../src/adapters/memory-audit-trail.js";
 import { SqlAuditTrail } from "../../src/adapters/sql/audit-trail.js";
 import { sqlDate } from "../../src/adapters/sql/hot-store/rows.js";
 import type { Clock } from "../../src/ports/clock.js";
-import { failNextAuditInsert } from "../support/audit-faults.js";
+import { failNextAuditInsert, memoryAuditTamper, sqlAuditTamper } from "../support/audit-faults.js";
 import { freshPgliteHotStore } from "../support/pglite-template.js";
 import { auditTrailConformance } from "./audit-trail.js";
 
@@ -23,6 +23,8 @@ auditTrailConformance("in memory", async () => {
     failNextAuditWrite: () => {
       trail.failNext = new Error("injected: the audit write failed");
     },
+    otherWriter: () => trail.otherWriter(),
+    tamper: memoryAuditTamper(trail),
     cleanup: () => store.close(),
   };
 });
@@ -37,6 +39,9 @@ auditTrailConformance("PGlite (in memory)", async () => {
       return sqlDate(rows[0]!.now);
     },
     failNextAuditWrite: () => failNextAuditInsert(store.db),
+    // PGlite has one connection: another writer is another trail on it, with its own keys.
+    otherWriter: () => new SqlAuditTrail(store.db),
+    tamper: sqlAuditTamper(store.db),
     cleanup: () => store.close(),
   };
 });

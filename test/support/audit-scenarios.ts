@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 /**
  * Every operator action of the `pulpitum` command leaves exactly one record
  * in the audit trail, with the right fields, and a dry run leaves none: the
@@ -298,6 +299,46 @@ export function auditScenarios(name: string, open: () => Promise<AuditWorld>): v
       expect(lines).toMatch(
         new RegExp(`migrate +schema +done +\\S+@\\S+ \\(db ${world.dbUser}\\)`),
       );
+    });
+
+    // Last: it edits the trail out of band, and puts the edit back before it ends.
+    it("audit shows stored text escaped, and --verify exits 4 naming the first record edited out of band", async () => {
+      const id = randomUUID();
+      // A caller may write any text through the routine: a forged line and terminal controls.
+      await world.sql(
+        `SELECT pulpitum_v4_audit_append('${id}', 'outcome', NULL, 'tables pause',
+           E'chat\\n2026-01-01T00:00:00.000Z  tables drop  chat  done  root@ops', 'chat', 'done',
+           NULL, NULL, '{}', NULL, 'cli', E'mallory\\u001b[2K\\r', 'ops-1', NULL, NULL, NULL)`,
+      );
+      const shown = (await ok("audit", "--table", "chat", "--limit", "1")).stdout;
+      // eslint-disable-next-line no-control-regex
+      expect(shown).not.toMatch(/[\u0000-\u0009\u000b-\u001f]/);
+      expect(shown).not.toMatch(/^2026-01-01T00:00:00.000Z/m);
+      expect(shown).toContain("chat\\u000a2026-01-01T00:00:00.000Z  tables drop");
+      expect(shown).toContain("mallory\\u001b[2K\\u000d@ops-1");
+
+      const intact = await ok("audit", "--verify");
+      expect(intact.stdout).toMatch(
+        /^audit trail intact: \d+ records; chain head #\d+ [0-9a-f]{64}$/m,
+      );
+      await world.sql(`UPDATE pulpitum_v4_audit SET db_user = 'someone' WHERE action_id = '${id}'`);
+      const broken = await cli("audit", "--verify");
+      expect(broken.code).toBe(4);
+      expect(broken.stderr).toMatch(
+        new RegExp(
+          `^pulpitum: the audit trail was changed out of band \\(altered\\): record #\\d+ \\(action ${id}, outcome, tables pause\\) does not match its hash`,
+        ),
+      );
+      const json = await cli("audit", "--verify", "--json");
+      expect(json.code).toBe(4);
+      expect(JSON.parse(json.stdout)).toMatchObject({
+        intact: false,
+        break: { problem: "altered", action_id: id, stage: "outcome" },
+      });
+      await world.sql(
+        `UPDATE pulpitum_v4_audit SET db_user = '${world.dbUser}' WHERE action_id = '${id}'`,
+      );
+      await ok("audit", "--verify");
     });
   });
 }

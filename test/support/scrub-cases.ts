@@ -213,6 +213,7 @@ export async function scheduledScrub(h: Harness<ObjectStore>): Promise<ScrubFunc
         clock: h.clock,
         archivePrefix: h.settings.archivePrefix,
         context: (log) => ({ ...h.process().ctx, log }),
+        audit: h.audit,
       },
     }),
   );

@@ -1,16 +1,23 @@
 /**
  * The audit trail port (src/ports/audit-trail.ts) on the hot store's
- * database: rows of `pulpitum_v4_audit` (migration 15), each written by one
- * INSERT and never changed (the app role holds only SELECT and INSERT on
- * the table). The time and the database user of a row are the database's:
- * `now()` and `current_user` in the INSERT itself.
+ * database: rows of `pulpitum_v4_audit` (migration 15), each written by the
+ * audit routine (migration 20, audit-routine.ts) and never changed. No role
+ * but the trail's owner may INSERT, UPDATE or DELETE a row: they call the
+ * routine, which stamps the row with the database's `now()` and session
+ * user, checks an outcome against its intent's key and chains the row.
  *
  * {@link SqlAuditTrail.commitWith} runs the change on a hot store bound to
- * the transaction that then inserts the outcome row, so the change and its
- * record commit together; an outcome row repeated under the same action id
- * is dropped by the primary key (`ON CONFLICT DO NOTHING`), which needs no
- * privilege beyond INSERT.
+ * the transaction that then calls the routine, so the change and its
+ * record commit together; the routine writes nothing for a stage already
+ * recorded. An intent's key is 32 random bytes kept per action object in
+ * this process only: the database stores its hash.
  */
+import { randomBytes } from "node:crypto";
+import {
+  AuditChainVerifier,
+  type AuditChainHead,
+  type AuditChainVerdict,
+} from "../../domain/audit-chain.js";
 import {
   AUDIT_TEXT_LIMIT,
   AuditTrailMissingError,
@@ -21,11 +28,14 @@ import {
   type AuditRecord,
   type AuditTrail,
 } from "../../ports/audit-trail.js";
+import { AmbiguousCommitError } from "../../errors.js";
 import type { HotStore } from "../../ports/hot-store.js";
 import type { QueryResult, SqlDatabase, SqlExecutor } from "./database.js";
 import { SqlParams } from "./hot-store/params.js";
 import { sqlDate } from "./hot-store/rows.js";
-import { AUDIT_TABLE } from "./migrations.js";
+import { AUDIT_APPEND_PARAMETERS } from "./audit-routine.js";
+import { CHAINED_COLUMNS, chainedRow, type StoredAuditRow } from "./audit-chain-migration.js";
+import { AUDIT_APPEND_FUNCTION, AUDIT_CHAIN_TABLE, AUDIT_TABLE } from "./schema-names.js";
 import { SqlHotStore } from "./sql-hot-store.js";
 
 /** JSON beyond this length is kept as an excerpt. */
@@ -33,15 +43,18 @@ const MAX_JSON_LENGTH = 16_000;
 
 type Stage = "started" | "outcome";
 
-/** PostgreSQL's (and CockroachDB's) SQLSTATE for a relation that does not exist. */
-const UNDEFINED_TABLE = "42P01";
+/** SQLSTATEs of a relation, and of a routine, that does not exist: the schema predates them. */
+const UNDEFINED = new Set(["42P01", "42883"]);
 
 /** A write to a trail the schema does not have yet says how to get one. */
 function missingTrail(error: unknown): never {
-  if ((error as { code?: unknown }).code === UNDEFINED_TABLE)
+  if (UNDEFINED.has(String((error as { code?: unknown }).code)))
     throw new AuditTrailMissingError({ cause: error });
   throw error;
 }
+
+/** Rows the verifier reads per statement. */
+const VERIFY_PAGE = 1000;
 
 interface AuditRow {
   action_id: string;
@@ -96,57 +109,51 @@ function clip(text: string): string {
   return text.length <= AUDIT_TEXT_LIMIT ? text : `${text.slice(0, AUDIT_TEXT_LIMIT - 1)}…`;
 }
 
-/** caller_kind, os_user, host, function_name, request_id. */
-function callerParams(p: SqlParams, caller: AuditCaller): string[] {
+/** caller_kind, os_user, host, function_name, request_id, requested_by. */
+function callerValues(caller: AuditCaller): (string | null)[] {
   switch (caller.kind) {
     case "cli":
-      return [
-        p.text("cli"),
-        p.text(caller.osUser),
-        p.text(caller.host),
-        p.text(null),
-        p.text(null),
-      ];
+      return ["cli", caller.osUser, caller.host, null, null, null];
     case "sql":
-      return [p.text("sql"), p.text(null), p.text(caller.host), p.text(null), p.text(null)];
+      return ["sql", null, caller.host, null, null, null];
     case "lambda":
-      return [
-        p.text("lambda"),
-        p.text(null),
-        p.text(null),
-        p.text(caller.functionName),
-        p.text(caller.requestId),
-      ];
+      return ["lambda", null, null, caller.functionName, caller.requestId, caller.requestedBy];
   }
 }
 
-/** The one INSERT of a row; `DO NOTHING` keeps the first row of a stage. */
-function insertRow(
+/**
+ * The one call of the routine; `key` is the intent's (or, for an outcome,
+ * its intent's) key, null for an action of one row.
+ */
+function appendRow(
   action: AuditAction,
   stage: Stage,
+  key: string | null,
   conclusion: AuditConclusion | null,
 ): { text: string; values: unknown[] } {
   const p = new SqlParams();
-  const caller = action.caller;
-  const values = [
-    p.text(action.id),
-    p.text(stage),
-    "now()",
-    p.text(clip(action.action)),
-    p.text(clip(action.target)),
-    p.text(action.tableId),
-    p.text(conclusion?.outcome ?? "started"),
-    p.text(conclusion?.reason == null ? null : clip(conclusion.reason)),
-    p.int(conclusion?.count ?? null),
-    p.text(auditJson(action.arguments)),
-    p.text(conclusion?.result === undefined ? null : auditJson(conclusion.result)),
-    ...callerParams(p, caller),
-    p.text(caller.kind === "lambda" ? caller.requestedBy : null),
-    "current_user",
-  ];
+  const [kind, osUser, host, functionName, requestId, requestedBy] = callerValues(action.caller);
+  const byName: Record<(typeof AUDIT_APPEND_PARAMETERS)[number][0], string> = {
+    action_id: p.text(action.id),
+    stage: p.text(stage),
+    key: p.text(key),
+    action: p.text(clip(action.action)),
+    target: p.text(clip(action.target)),
+    table_id: p.text(action.tableId),
+    outcome: p.text(conclusion?.outcome ?? "started"),
+    reason: p.text(conclusion?.reason == null ? null : clip(conclusion.reason)),
+    item_count: p.int(conclusion?.count ?? null),
+    arguments: p.text(auditJson(action.arguments)),
+    result: p.text(conclusion?.result === undefined ? null : auditJson(conclusion.result)),
+    caller_kind: p.text(kind!),
+    os_user: p.text(osUser!),
+    host: p.text(host!),
+    function_name: p.text(functionName!),
+    request_id: p.text(requestId!),
+    requested_by: p.text(requestedBy!),
+  };
   return {
-    text: `INSERT INTO ${AUDIT_TABLE} (${COLUMNS.join(", ")}) VALUES (${values.join(", ")})
-           ON CONFLICT (action_id, stage) DO NOTHING`,
+    text: `SELECT ${AUDIT_APPEND_FUNCTION}(${AUDIT_APPEND_PARAMETERS.map(([name]) => byName[name]).join(", ")}) AS row_hash`,
     values: p.values,
   };
 }
@@ -213,17 +220,34 @@ function toRecord(first: AuditRow, outcome: AuditRow | undefined): AuditRecord {
 }
 
 export class SqlAuditTrail implements AuditTrail {
+  /** Each intent's key, by the action object it was written for. */
+  readonly #keys = new WeakMap<AuditAction, string>();
+
   constructor(private readonly db: SqlDatabase) {}
 
   async begin(action: AuditAction): Promise<void> {
-    const { text, values } = insertRow(action, "started", null);
-    await this.db.write(text, values, "audit begin").catch(missingTrail);
+    let key = this.#keys.get(action);
+    if (key === undefined) {
+      key = randomBytes(32).toString("hex");
+      this.#keys.set(action, key);
+    }
+    const { text, values } = appendRow(action, "started", key, null);
+    try {
+      await this.db.write(text, values, "audit begin");
+    } catch (error) {
+      // Refused, nothing was written: the action may still be recorded whole, without its key.
+      if (!(error instanceof AmbiguousCommitError)) this.#keys.delete(action);
+      missingTrail(error);
+    }
   }
 
   async conclude(action: AuditAction, conclusion: AuditConclusion): Promise<boolean> {
-    const { text, values } = insertRow(action, "outcome", conclusion);
-    const { rowCount } = await this.db.write(text, values, "audit conclude").catch(missingTrail);
-    return rowCount > 0;
+    const key = this.#keys.get(action) ?? null;
+    const { text, values } = appendRow(action, "outcome", key, conclusion);
+    const { rows } = await this.db
+      .write<{ row_hash: string | null }>(text, values, "audit conclude")
+      .catch(missingTrail);
+    return rows[0]?.row_hash != null;
   }
 
   async commitWith<T>(
@@ -233,7 +257,7 @@ export class SqlAuditTrail implements AuditTrail {
   ): Promise<T> {
     return await this.db.transaction(async (tx) => {
       const result = await change(new SqlHotStore(boundTo(tx), { ownsDatabase: false }));
-      const { text, values } = insertRow(action, "outcome", conclusion(result));
+      const { text, values } = appendRow(action, "outcome", null, conclusion(result));
       await tx.query(text, values).catch(missingTrail);
       return result;
     }, `audited ${action.action}`);
@@ -267,6 +291,31 @@ export class SqlAuditTrail implements AuditTrail {
       for (const row of rows) outcomes.set(row.action_id, row);
     }
     return heads.map((h) => toRecord(h, outcomes.get(h.action_id)));
+  }
+
+  async verify(): Promise<AuditChainVerdict> {
+    const verifier = new AuditChainVerifier();
+    let after = "0";
+    for (;;) {
+      const { rows } = await this.db.query<StoredAuditRow>(
+        `SELECT ${CHAINED_COLUMNS} FROM ${AUDIT_TABLE}
+          WHERE seq > $1::INT8 ORDER BY seq LIMIT ${VERIFY_PAGE}`,
+        [after],
+      );
+      for (const row of rows) if (!verifier.next(chainedRow(row))) break;
+      if (verifier.broken !== undefined || rows.length < VERIFY_PAGE) break;
+      after = String(rows[rows.length - 1]!.seq);
+    }
+    const { rows: heads } = await this.db.query<{ seq: string | number; hash: string }>(
+      `SELECT seq, hash FROM ${AUDIT_CHAIN_TABLE} WHERE slot = 'head'`,
+    );
+    const head: AuditChainHead | null =
+      heads[0] === undefined ? null : { seq: BigInt(heads[0].seq), hash: heads[0].hash };
+    const { rows: unchained } = await this.db.query<StoredAuditRow>(
+      `SELECT ${CHAINED_COLUMNS} FROM ${AUDIT_TABLE} WHERE seq IS NULL
+        ORDER BY recorded_at, action_id LIMIT 1`,
+    );
+    return verifier.finish(head, unchained[0] === undefined ? null : chainedRow(unchained[0]));
   }
 }
 

@@ -2,12 +2,14 @@
  * Numbered, idempotent schema migrations for the hot store.
  *
  * Only the SQL subset that PostgreSQL and CockroachDB share: BYTEA, TIMESTAMPTZ,
- * INT8, TEXT, BOOL, `CREATE … IF NOT EXISTS`; no advisory locks, no PL/pgSQL,
- * no SERIAL. Every statement is safe to run again, so two processes migrating
+ * INT8, TEXT, BOOL, `CREATE … IF NOT EXISTS`; no advisory locks, no SERIAL.
+ * The one PL/pgSQL routine (migration 20, audit-routine.ts) is written for
+ * both: CockroachDB runs PL/pgSQL routines from v23.2. Every statement is safe to run again, so two processes migrating
  * at once both finish with the same schema; the ledger records each version
  * once. Only tables named `pulpitum_v4_*` are ever touched.
  */
 import { revokeAllButAppend } from "./append-only.js";
+import { AUDIT_CHAIN_STATEMENTS, chainAuditTrail } from "./audit-chain-migration.js";
 import type { SqlDatabase, SqlExecutor } from "./database.js";
 import { addConstraintOnce, ddl } from "./ddl.js";
 import {
@@ -426,6 +428,15 @@ export const MIGRATIONS: readonly Migration[] = [
       `ALTER TABLE ${ERASURE_JOBS_TABLE} ADD COLUMN IF NOT EXISTS proved_at TIMESTAMPTZ NULL`,
       `ALTER TABLE ${ERASURE_JOBS_TABLE} ADD COLUMN IF NOT EXISTS proof_problems INT8 NULL`,
     ],
+  },
+  {
+    version: 20,
+    name: "audit chain and routine",
+    // The trail is written only through the migrator's routine, which stamps
+    // and chains each row; the ledger and the erasure proofs stop being
+    // editable by the roles that act (audit-chain-migration.ts).
+    statements: AUDIT_CHAIN_STATEMENTS,
+    after: chainAuditTrail,
   },
 ];
 

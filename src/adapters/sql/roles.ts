@@ -1,71 +1,52 @@
 /**
- * Least privilege in the database: the SQL that creates Pulpitum's three
- * roles and grants each exactly what it needs (`pulpitum roles print`).
+ * Least privilege in the database: the SQL that creates Pulpitum's roles
+ * and grants each exactly what its job needs (`pulpitum roles print`;
+ * job-grants.ts lists the grants).
  *
- * - the migrator owns the `pulpitum_v4_*` tables and alone may create,
- *   alter or drop them; `pulpitum migrate` (or the stack's migrate function)
- *   runs as it, once per deploy;
- * - the app role (discovery, workers, GC, restore, the scrub, the standalone
- *   archiver, imports) reads and writes rows of Pulpitum's tables and
- *   nothing else: no DDL, no other table;
- * - the reader role (`pulpitum read`, `export`, `query`, `status`, a reader
- *   library user) may only SELECT from Pulpitum's tables.
+ * - the migrator owns the `pulpitum_v4_*` tables and the audit routine and
+ *   alone may create, alter or drop them; `pulpitum migrate` runs as it,
+ *   once per deploy;
+ * - one role per job, each with only its own grants: the worker (discovery
+ *   and the archival worker), the eraser, the maintainer (GC and the
+ *   scrub), the replayer (DLQ replay) and the restorer; the app role (the
+ *   operator's `pulpitum` command, the standalone archiver, imports), which
+ *   may take any job by hand; the reader role, which only reads;
+ * - every role but the reader writes audit records, and only through the
+ *   routine (EXECUTE on it); none writes the migrations ledger or deletes
+ *   an erasure job or receipt.
  *
- * Tables created by later migrations get the same grants through default
- * privileges on the migrator's objects, except the audit trail, which is
- * append-only: the app role may only SELECT and INSERT there (the migration
- * that creates it cuts the default grants back; here they are set the same
- * way for a schema migrated before the roles). Every statement is safe to
- * run again. PostgreSQL and CockroachDB differ only in how a role is
- * created if it does not exist yet, and in that PostgreSQL runs the whole
- * script as one transaction that ends by recording its own run in the
- * audit trail (when the trail exists): the grants and their record commit
- * together or not at all.
+ * Tables the migrator creates later give the app role SELECT, INSERT,
+ * UPDATE and DELETE and the reader SELECT through default privileges (the
+ * migrations cut back the trail, the ledger and the erasure proofs); the
+ * job roles get nothing by default, so the script is run again after every
+ * `pulpitum migrate` to grant each job the tables that exist then. On a
+ * database not migrated yet it only creates the roles. Every statement is
+ * safe to run again, and each run first revokes what it does not grant, so
+ * a role widened by hand is cut back. PostgreSQL runs the whole script as
+ * one transaction that ends by recording its own run in the audit trail
+ * (through the routine, when the trail has one); CockroachDB, which has no
+ * conditional statements, gets the grants on existing tables and the
+ * record as comments to run once the schema exists.
  */
-import {
-  AUDIT_TABLE,
-  GC_PROGRESS_TABLE,
-  METADATA_TABLE,
-  MIGRATIONS_TABLE,
-  PARTS_TABLE,
-  RECORDS_TABLE,
-  SCRUB_PROGRESS_TABLE,
-  TABLES_TABLE,
-  ARCHIVE_BINDING_TABLE,
-  POLICY_HISTORY_TABLE,
-  ERASURE_JOBS_TABLE,
-  ERASURE_RECEIPTS_TABLE,
-} from "./migrations.js";
+import { AUDIT_APPEND_SIGNATURE } from "./audit-routine.js";
+import { ALL_TABLES, JOB_GRANTS, JOB_ROLES, TRAIL_WRITERS, type JobRole } from "./job-grants.js";
+import { AUDIT_APPEND_FUNCTION, AUDIT_TABLE } from "./schema-names.js";
 
 export const SQL_DIALECTS = ["postgresql", "cockroachdb"] as const;
 export type SqlDialect = (typeof SQL_DIALECTS)[number];
 
-export interface RoleNames {
-  readonly migrator: string;
-  readonly app: string;
-  readonly reader: string;
-}
+export type RoleNames = { readonly migrator: string } & { readonly [R in JobRole]: string };
 
 export const DEFAULT_ROLE_NAMES: RoleNames = Object.freeze({
   migrator: "pulpitum_migrator",
   app: "pulpitum_app",
   reader: "pulpitum_reader",
+  worker: "pulpitum_worker",
+  eraser: "pulpitum_eraser",
+  maintainer: "pulpitum_maintainer",
+  replayer: "pulpitum_replayer",
+  restorer: "pulpitum_restorer",
 });
-
-/** Every table the migrations create (the grants name them for a schema migrated before the roles existed). */
-export const PULPITUM_TABLES: readonly string[] = [
-  MIGRATIONS_TABLE,
-  TABLES_TABLE,
-  METADATA_TABLE,
-  RECORDS_TABLE,
-  PARTS_TABLE,
-  GC_PROGRESS_TABLE,
-  SCRUB_PROGRESS_TABLE,
-  ARCHIVE_BINDING_TABLE,
-  POLICY_HISTORY_TABLE,
-  ERASURE_JOBS_TABLE,
-  ERASURE_RECEIPTS_TABLE,
-];
 
 const ROLE_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 
@@ -80,66 +61,100 @@ function createRole(dialect: SqlDialect, role: string): string {
     : `DO $$ BEGIN CREATE ROLE ${role} LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;`;
 }
 
-/** The app role's grants on the audit trail: append only. */
-function auditGrants(names: RoleNames): string {
-  const { app, reader } = names;
-  return (
-    `REVOKE ALL ON ${AUDIT_TABLE} FROM ${app}, ${reader}; ` +
-    `GRANT SELECT, INSERT ON ${AUDIT_TABLE} TO ${app}; GRANT SELECT ON ${AUDIT_TABLE} TO ${reader};`
+/** The statements granting `role` its job's privileges on one table, after revoking the rest. */
+function tableGrants(dialect: SqlDialect, names: RoleNames, job: JobRole): Map<string, string[]> {
+  const role = names[job];
+  const byTable = new Map<string, string[]>(
+    ALL_TABLES.map((t) => [t, [`REVOKE ALL ON ${t} FROM ${role};`]]),
   );
+  for (const grant of JOB_GRANTS[job]) {
+    const statements = byTable.get(grant.table)!;
+    statements.push(`GRANT ${grant.privileges.join(", ")} ON ${grant.table} TO ${role};`);
+    if (grant.updateColumns !== undefined)
+      statements.push(
+        dialect === "cockroachdb"
+          ? `GRANT UPDATE ON ${grant.table} TO ${role}; -- CockroachDB has no column privileges`
+          : `GRANT UPDATE (${grant.updateColumns.join(", ")}) ON ${grant.table} TO ${role};`,
+      );
+  }
+  return byTable;
 }
 
-function existingTableGrants(dialect: SqlDialect, names: RoleNames): string[] {
-  const { app, reader } = names;
-  if (dialect === "cockroachdb") {
-    return [
-      "-- CockroachDB has no conditional GRANT: on a schema migrated before the roles, also run",
-      ...PULPITUM_TABLES.map(
-        (t) =>
-          `--   GRANT SELECT, INSERT, UPDATE, DELETE ON ${t} TO ${app}; GRANT SELECT ON ${t} TO ${reader};`,
-      ),
-      `--   ${auditGrants(names)}`,
-    ];
-  }
-  const list = PULPITUM_TABLES.map((t) => `'${t}'`).join(", ");
+/** EXECUTE on the routine for the trail's writers, and for no one else. */
+function routineGrants(names: RoleNames): string[] {
   return [
-    "DO $$ DECLARE t text; BEGIN",
-    `  FOREACH t IN ARRAY ARRAY[${list}] LOOP`,
-    "    IF to_regclass(t) IS NOT NULL THEN",
-    `      EXECUTE format('GRANT SELECT, INSERT, UPDATE, DELETE ON %I TO ${app}', t);`,
-    `      EXECUTE format('GRANT SELECT ON %I TO ${reader}', t);`,
-    "    END IF;",
-    "  END LOOP;",
-    `  IF to_regclass('${AUDIT_TABLE}') IS NOT NULL THEN`,
-    `    ${auditGrants(names)}`,
-    "  END IF;",
-    "END $$;",
+    `REVOKE ALL ON FUNCTION ${AUDIT_APPEND_SIGNATURE} FROM PUBLIC, ${names.reader};`,
+    `GRANT EXECUTE ON FUNCTION ${AUDIT_APPEND_SIGNATURE} TO ${TRAIL_WRITERS.map((r) => names[r]).join(", ")};`,
   ];
 }
 
+/** The grants on the tables and the routine that exist already. */
+function existingGrants(dialect: SqlDialect, names: RoleNames): string[] {
+  const perTable = new Map<string, string[]>(ALL_TABLES.map((t) => [t, []]));
+  for (const job of JOB_ROLES)
+    for (const [table, statements] of tableGrants(dialect, names, job))
+      perTable.get(table)!.push(...statements);
+  if (dialect === "cockroachdb") {
+    return [
+      "-- CockroachDB has no conditional GRANT: once `pulpitum migrate` has created the tables, run",
+      ...[...perTable.values()].flat().map((s) => `--   ${s}`),
+      ...routineGrants(names).map((s) => `--   ${s}`),
+    ];
+  }
+  const lines = ["DO $$ BEGIN"];
+  for (const [table, statements] of perTable) {
+    lines.push(`  IF to_regclass('${table}') IS NOT NULL THEN`);
+    for (const statement of statements) {
+      // A proof column exists from migration 19 on: grant it once it does.
+      const column = /^GRANT UPDATE \((\w+)/.exec(statement)?.[1];
+      lines.push(
+        column === undefined
+          ? `    ${statement}`
+          : `    IF EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = '${table}' AND column_name = '${column}') THEN ${statement} END IF;`,
+      );
+    }
+    lines.push("  END IF;");
+  }
+  lines.push(
+    `  IF to_regprocedure('${AUDIT_APPEND_SIGNATURE}') IS NOT NULL THEN`,
+    "    -- The routine runs with its owner's rights: the owner is the migrator, never a superuser.",
+    `    ALTER FUNCTION ${AUDIT_APPEND_SIGNATURE} OWNER TO ${names.migrator};`,
+    ...routineGrants(names).map((s) => `    ${s}`),
+    `  ELSIF to_regclass('${AUDIT_TABLE}') IS NOT NULL THEN`,
+    "    -- A trail older than its routine: the app role appends until `pulpitum migrate` moves it to the routine.",
+    `    GRANT INSERT ON ${AUDIT_TABLE} TO ${names.app};`,
+    "  END IF;",
+    "END $$;",
+  );
+  return lines;
+}
+
 /**
- * The statement that records this script's run in the audit trail: the
- * database user and client address from the session, the time from its
- * clock. PostgreSQL skips it while the trail does not exist (roles are
- * usually made before the first migration); CockroachDB, which has no
- * conditional statements, gets it as a comment to run once the trail exists.
+ * The statement that records this script's run in the audit trail, through
+ * the routine: the database user and time from the session, the client's
+ * address as the caller. PostgreSQL skips it while the trail does not exist
+ * (roles are usually made before the first migration), and inserts the row
+ * itself into a trail older than the routine; CockroachDB gets it as a
+ * comment to run once the trail exists.
  */
 function recordRun(dialect: SqlDialect, database: string, names: RoleNames): string[] {
   const args = JSON.stringify({ dialect, database, ...names }).replace(/'/g, "''");
-  const columns =
-    "action_id, stage, recorded_at, action, target, outcome, arguments, caller_kind, host, db_user";
-  const values =
-    `gen_random_uuid()::TEXT, 'outcome', now(), 'roles', 'database ${database}', 'done', '${args}', ` +
-    "'sql', COALESCE(host(inet_client_addr()), 'local socket'), current_user";
-  const insert = `INSERT INTO ${AUDIT_TABLE} (${columns}) VALUES (${values});`;
+  const host = "COALESCE(host(inet_client_addr()), 'local socket')";
+  const call =
+    `PERFORM ${AUDIT_APPEND_FUNCTION}(gen_random_uuid()::TEXT, 'outcome', NULL, 'roles', 'database ${database}', NULL, 'done', ` +
+    `NULL, NULL, '${args}', NULL, 'sql', NULL, ${host}, NULL, NULL, NULL);`;
   if (dialect === "cockroachdb")
     return [
       "-- Once `pulpitum migrate` has created the audit trail, record this run:",
-      `--   ${insert}`,
+      `--   ${call.replace(/^PERFORM/, "SELECT")}`,
     ];
+  const insert =
+    `INSERT INTO ${AUDIT_TABLE} (action_id, stage, recorded_at, action, target, outcome, arguments, caller_kind, host, db_user) ` +
+    `VALUES (gen_random_uuid()::TEXT, 'outcome', now(), 'roles', 'database ${database}', 'done', '${args}', 'sql', ${host}, current_user);`;
   return [
     "-- This run, in the audit trail (once a migration has created it).",
-    `DO $$ BEGIN IF to_regclass('${AUDIT_TABLE}') IS NOT NULL THEN ${insert} END IF; END $$;`,
+    `DO $$ BEGIN IF to_regprocedure('${AUDIT_APPEND_SIGNATURE}') IS NOT NULL THEN ${call} ` +
+      `ELSIF to_regclass('${AUDIT_TABLE}') IS NOT NULL THEN ${insert} END IF; END $$;`,
   ];
 }
 
@@ -150,27 +165,26 @@ function recordRun(dialect: SqlDialect, database: string, names: RoleNames): str
 export function rolesSql(dialect: SqlDialect, database: string, names: RoleNames): string {
   const { migrator, app, reader } = names;
   const postgres = dialect === "postgresql";
+  const everyone = [migrator, ...JOB_ROLES.map((r) => names[r])];
   return [
-    `-- Pulpitum's database roles (${dialect}); run as a superuser or the owner of database ${database}.`,
+    `-- Pulpitum's database roles (${dialect}); run as a superuser or the owner of database ${database},`,
+    "-- once before `pulpitum migrate` (to create the roles) and again after every `pulpitum migrate`",
+    "-- (to grant each job the tables that exist then).",
     "-- Set each role's password afterwards (ALTER ROLE … WITH PASSWORD …) or use your IAM authentication.",
     ...(postgres ? ["BEGIN;"] : []),
-    createRole(dialect, migrator),
-    createRole(dialect, app),
-    createRole(dialect, reader),
-    `GRANT CONNECT ON DATABASE ${database} TO ${migrator}, ${app}, ${reader};`,
+    ...everyone.map((role) => createRole(dialect, role)),
+    `GRANT CONNECT ON DATABASE ${database} TO ${everyone.join(", ")};`,
     "-- Only the migrator creates objects in the schema.",
     "REVOKE CREATE ON SCHEMA public FROM PUBLIC;",
     `GRANT USAGE, CREATE ON SCHEMA public TO ${migrator};`,
-    `GRANT USAGE ON SCHEMA public TO ${app}, ${reader};`,
-    "-- Tables the migrator creates from now on.",
+    `GRANT USAGE ON SCHEMA public TO ${JOB_ROLES.map((r) => names[r]).join(", ")};`,
+    "-- Tables the migrator creates from now on (the job roles get theirs when this script runs again).",
     `ALTER DEFAULT PRIVILEGES FOR ROLE ${migrator} IN SCHEMA public GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO ${app};`,
     `ALTER DEFAULT PRIVILEGES FOR ROLE ${migrator} IN SCHEMA public GRANT SELECT ON TABLES TO ${reader};`,
     "-- Tables that exist already (a schema migrated before these roles): the migrator takes them",
-    "-- over and the grants are made; on a fresh database there are none and nothing happens.",
-    ...[...PULPITUM_TABLES, AUDIT_TABLE].map(
-      (t) => `ALTER TABLE IF EXISTS ${t} OWNER TO ${migrator};`,
-    ),
-    ...existingTableGrants(dialect, names),
+    "-- over and each role gets its grants; on a fresh database there are none and nothing happens.",
+    ...ALL_TABLES.map((t) => `ALTER TABLE IF EXISTS ${t} OWNER TO ${migrator};`),
+    ...existingGrants(dialect, names),
     ...recordRun(dialect, database, names),
     ...(postgres ? ["COMMIT;"] : []),
     "",

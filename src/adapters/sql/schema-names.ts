@@ -17,6 +17,10 @@ export const ARCHIVE_BINDING_TABLE = "pulpitum_v4_archive_binding";
 export const SCRUB_INDEX = "pulpitum_v4_bucket_metadata_scrub_idx";
 /** The audit trail: rows only ever appended (migration 15; adapters/sql/audit-trail.ts). */
 export const AUDIT_TABLE = "pulpitum_v4_audit";
+/** The audit trail's chain head: one row, the last position and its hash (migration 20). */
+export const AUDIT_CHAIN_TABLE = "pulpitum_v4_audit_chain";
+/** The one way to write the trail: the migrator's routine (migration 20; adapters/sql/audit-routine.ts). */
+export const AUDIT_APPEND_FUNCTION = "pulpitum_v4_audit_append";
 /** Every version of every table's policy (migration 16; adapters/sql/hot-store/table-policies.ts). */
 export const POLICY_HISTORY_TABLE = "pulpitum_v4_table_policies";
 /** Erasure jobs, one row per `pulpitum erase` request (migration 18; adapters/sql/erasure-store.ts). */

@@ -2,7 +2,10 @@
  * `pulpitum audit`: the audit trail (ports/audit-trail.ts), newest action
  * first. Reads only, so the reader role may run it; see docs/audit.md.
  */
+import type { AuditChainVerdict } from "../../domain/audit-chain.js";
+import { escapeText } from "../../domain/display.js";
 import type { TableId } from "../../domain/table.js";
+import { AuditTrailBrokenError } from "../../errors.js";
 import type { AuditRecord } from "../../ports/audit-trail.js";
 import { count, printJson, renderTable } from "../format.js";
 import { warn, withRuntime } from "../session.js";
@@ -90,5 +93,46 @@ export async function auditCommand(opts: {
       ),
     );
     console.log(count(records.length, "action"));
+  });
+}
+
+/** The verdict as `--verify --json` prints it. */
+export function auditVerdictJson(verdict: AuditChainVerdict): Record<string, unknown> {
+  return verdict.intact
+    ? { intact: true, records: verdict.records, head: verdict.head }
+    : {
+        intact: false,
+        records: verdict.records,
+        break: {
+          problem: verdict.break.problem,
+          seq: verdict.break.seq,
+          action_id: verdict.break.actionId,
+          stage: verdict.break.stage,
+          detail: verdict.break.detail,
+        },
+      };
+}
+
+/** The error a broken chain ends the command with (exit 4), naming the first record out of band. */
+export function auditBrokenError(
+  verdict: AuditChainVerdict & { intact: false },
+): AuditTrailBrokenError {
+  const b = verdict.break;
+  return new AuditTrailBrokenError(
+    `the audit trail was changed out of band (${b.problem}): ${escapeText(b.detail)}; ` +
+      `the ${verdict.records} records before it are intact (docs/audit.md, "Verifying the trail")`,
+  );
+}
+
+/** `pulpitum audit --verify`: exit 0 when the chain holds, else 4 naming the first record out of band. */
+export async function verifyAuditCommand(opts: { json?: boolean }): Promise<void> {
+  await withRuntime(async (rt) => {
+    const verdict = await rt.audit.verify();
+    if (opts.json) printJson(auditVerdictJson(verdict));
+    if (!verdict.intact) throw auditBrokenError(verdict);
+    if (!opts.json)
+      console.log(
+        `audit trail intact: ${count(Number(verdict.records), "record")}; chain head #${verdict.head.seq} ${verdict.head.hash}`,
+      );
   });
 }

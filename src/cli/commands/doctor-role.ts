@@ -8,7 +8,8 @@
  * reader only reads.
  */
 import type { SqlExecutor } from "../../adapters/sql/database.js";
-import { DEFAULT_ROLE_NAMES, PULPITUM_TABLES } from "../../adapters/sql/roles.js";
+import { JOB_GRANTS, type TableGrant } from "../../adapters/sql/job-grants.js";
+import { DEFAULT_ROLE_NAMES } from "../../adapters/sql/roles.js";
 import type { CheckResult } from "./doctor.js";
 
 export interface RoleFacts {
@@ -16,14 +17,17 @@ export interface RoleFacts {
   readonly superuser: boolean;
   /** May create tables in schema public (the migrator, an owner, a superuser). */
   readonly canCreate: boolean;
-  /** Pulpitum's tables that exist, each with the row privileges the role lacks on it. */
-  readonly tables: ReadonlyArray<{ table: string; lacks: readonly string[] }>;
+  /** Pulpitum's tables that exist, each with the row privileges the app role has there and this role lacks. */
+  readonly tables: ReadonlyArray<{ table: string; writes: boolean; lacks: readonly string[] }>;
 }
 
 const ROW_PRIVILEGES = ["SELECT", "INSERT", "UPDATE", "DELETE"] as const;
 
 /** The role's privileges on the schema and on each of Pulpitum's tables that exists. */
-export async function roleFacts(db: SqlExecutor): Promise<RoleFacts> {
+export async function roleFacts(
+  db: SqlExecutor,
+  expected: readonly TableGrant[] = JOB_GRANTS.app,
+): Promise<RoleFacts> {
   const { rows: who } = await db.query<{
     role: string;
     superuser: boolean | null;
@@ -33,8 +37,8 @@ export async function roleFacts(db: SqlExecutor): Promise<RoleFacts> {
             (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) AS superuser,
             has_schema_privilege(current_user, 'public', 'CREATE') AS can_create`,
   );
-  const tables: { table: string; lacks: string[] }[] = [];
-  for (const table of PULPITUM_TABLES) {
+  const tables: { table: string; writes: boolean; lacks: string[] }[] = [];
+  for (const { table, privileges } of expected) {
     const { rows } = await db.query<Record<string, boolean | null>>(
       `SELECT to_regclass($1) IS NOT NULL AS present${ROW_PRIVILEGES.map(
         (p) =>
@@ -44,7 +48,11 @@ export async function roleFacts(db: SqlExecutor): Promise<RoleFacts> {
     );
     const row = rows[0]!;
     if (row.present !== true) continue;
-    tables.push({ table, lacks: ROW_PRIVILEGES.filter((p) => row[p.toLowerCase()] !== true) });
+    tables.push({
+      table,
+      writes: privileges.some((p) => p !== "SELECT"),
+      lacks: ROW_PRIVILEGES.filter((p) => privileges.includes(p) && row[p.toLowerCase()] !== true),
+    });
   }
   return {
     role: who[0]!.role,
@@ -101,7 +109,7 @@ export function roleCheck(facts: RoleFacts, deployed: boolean): CheckResult {
       check: "role",
       status: "fail",
       detail:
-        `${who} lacks ${lacking} on ${readOnly.length === facts.tables.length ? "Pulpitum's tables" : readOnly.map((t) => t.table).join(", ")}: ` +
+        `${who} lacks ${lacking} on ${readOnly.length === facts.tables.filter((t) => t.writes).length ? "Pulpitum's tables" : readOnly.map((t) => t.table).join(", ")}: ` +
         `it may only read (as ${DEFAULT_ROLE_NAMES.reader}), while archiving, imports, restores and the functions write`,
       fix: appRoleFix,
     };

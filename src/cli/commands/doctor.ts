@@ -35,6 +35,7 @@ import { clockSkewBoundMs, describeSkew, measureClockSkew } from "../../usecases
 import { EXIT } from "../exit-codes.js";
 import { printJson } from "../format.js";
 import { archiveLocation, probeFailureFix, queueFailureFix } from "./doctor-fixes.js";
+import { JOB_GRANTS } from "../../adapters/sql/job-grants.js";
 import { migrateFix, roleCheck, roleFacts, type RoleFacts } from "./doctor-role.js";
 
 export type CheckStatus = "ok" | "warn" | "fail" | "skip";
@@ -155,7 +156,10 @@ async function runChecks(opts: { stackOutputs?: string; stack?: string }): Promi
   }
   try {
     if (db !== null) results.push(await guarded("database", () => databaseCheck(config, db!)));
-    const facts = db !== null && config.database.kind === "postgres" ? await factsOf(db) : null;
+    const facts =
+      db !== null && config.database.kind === "postgres"
+        ? await factsOf(db, opts.stackOutputs !== undefined)
+        : null;
     const schema =
       db === null ? skipped("schema") : await guarded("schema", () => schemaCheck(db!, facts));
     results.push(schema);
@@ -222,9 +226,10 @@ async function checksWithoutDatabase(env: NodeJS.ProcessEnv, rule: string): Prom
 }
 
 /** The role's privileges, or null when the server cannot say (they are then not checked). */
-async function factsOf(db: SqlExecutor): Promise<RoleFacts | null> {
+async function factsOf(db: SqlExecutor, deployed: boolean): Promise<RoleFacts | null> {
   try {
-    return await roleFacts(db);
+    // The stack's DatabaseSecretArn is discovery's and the worker's: it needs their grants, no more.
+    return await roleFacts(db, deployed ? JOB_GRANTS.worker : JOB_GRANTS.app);
   } catch {
     return null;
   }

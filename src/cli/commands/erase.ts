@@ -1,7 +1,7 @@
 /** `pulpitum erase`: the durable erasure job (usecases/erase.ts, docs/erasure.md), audited. */
 import { erasureStoreOf } from "../../adapters/sql/erasure-store.js";
 import { microsToDate } from "../../domain/time.js";
-import { showBucket } from "../../domain/display.js";
+import { escapeText, showBucket } from "../../domain/display.js";
 import type { TableId } from "../../domain/table.js";
 import { ConfigError } from "../../errors.js";
 import type { AuditCaller } from "../../ports/audit-trail.js";
@@ -92,7 +92,7 @@ export function renderErasure(report: ErasureReport): string {
         : "";
     lines.push(
       `  ${b.bucket_key} (${b.tier}): ${b.status}, ${count(b.records_removed, "record")}${versions}` +
-        (b.reason === null ? "" : ` — ${b.reason}`),
+        (b.reason === null ? "" : ` — ${escapeText(b.reason)}`),
     );
   }
   if (report.status === "pending")
@@ -123,5 +123,7 @@ function renderProof(proof: ErasureProof): string {
   const head = proof.proven
     ? `erasure job ${proof.job_id} (${proof.job_status}) proven: none of ${count(proof.buckets_checked, "bucket")} of the partition holds a record in the range in its hot rows, published archive or query catalog`
     : `erasure job ${proof.job_id} (${proof.job_status}) NOT proven: ${count(proof.problems.length, "problem")}`;
-  return [head, ...proof.problems.map((p) => `  ${p.bucket_key}: ${p.problem}`)].join("\n");
+  return [head, ...proof.problems.map((p) => `  ${p.bucket_key}: ${escapeText(p.problem)}`)].join(
+    "\n",
+  );
 }

@@ -3,6 +3,7 @@ import type { Command } from "commander";
 import { parseTableId } from "../../domain/table.js";
 import { microsToDate, parseRfc3339Micros } from "../../domain/time.js";
 import { InvalidInputError } from "../../errors.js";
+import { UsageError } from "../exit-codes.js";
 import { integerOption } from "../options.js";
 
 const DURATION = /^(\d{1,6})([dhm])$/;
@@ -39,13 +40,31 @@ export function registerAudit(program: Command): void {
     )
     .option("--limit <n>", "at most this many actions (1 to 10000)", "100")
     .option("--json", "print the records as a JSON array")
-    .action(async (opts: { table?: string; since?: string; limit: string; json?: boolean }) => {
-      const { auditCommand } = await import("../commands/audit.js");
-      await auditCommand({
-        tableId: opts.table === undefined ? undefined : parseTableId(opts.table, "--table"),
-        since: opts.since === undefined ? undefined : sinceOption(opts.since, new Date()),
-        limit: integerOption(opts.limit, "--limit", 1, 10_000),
-        json: opts.json,
-      });
-    });
+    .option(
+      "--verify",
+      "check the trail's hash chain: exit 0 when every record is as the audit routine wrote it, 4 naming the first record inserted, altered or removed out of band",
+    )
+    .action(
+      async (opts: {
+        table?: string;
+        since?: string;
+        limit: string;
+        json?: boolean;
+        verify?: boolean;
+      }) => {
+        const { auditCommand, verifyAuditCommand } = await import("../commands/audit.js");
+        if (opts.verify) {
+          if (opts.table !== undefined || opts.since !== undefined)
+            throw new UsageError("--verify checks the whole trail: leave out --table and --since");
+          await verifyAuditCommand({ json: opts.json });
+          return;
+        }
+        await auditCommand({
+          tableId: opts.table === undefined ? undefined : parseTableId(opts.table, "--table"),
+          since: opts.since === undefined ? undefined : sinceOption(opts.since, new Date()),
+          limit: integerOption(opts.limit, "--limit", 1, 10_000),
+          json: opts.json,
+        });
+      },
+    );
 }

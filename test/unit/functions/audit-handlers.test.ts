@@ -265,10 +265,23 @@ describe("functions invoked by hand", () => {
     ]);
   });
 
+  const unsafe = /holds a control, bidirectional, zero-width or line-separator character/;
   it.each([
-    ["", /requested_by "": is not a name/],
-    ["a\nb", /requested_by "a\\nb": is not a name/],
-    [42, /requested_by 42: is not a name/],
+    ["", /requested_by "": is empty/],
+    ["a\nb", unsafe],
+    ["alice\u001b[2K\rmallory", unsafe],
+    // A right-to-left override shows "alice@example.com" for "alice@elpmaxe.com"'s reverse.
+    ["alice\u202emoc.elpmaxe@", unsafe],
+    ["alice\u2066x\u2069", unsafe],
+    ["ali\u200bce", unsafe],
+    ["ali\u200dce", unsafe],
+    ["alice\u2028root", unsafe],
+    ["alice\u2029root", unsafe],
+    ["\ufeffalice", unsafe],
+    ["alice\u0085", unsafe],
+    [" alice", /starts or ends with white space/],
+    ["x".repeat(201), /longer than 200 characters/],
+    [42, /requested_by 42: is not a string/],
   ])("refuses requested_by %j before opening anything", async (requestedBy, message) => {
     const restore = createRestoreHandler(async () => {
       throw new Error("must not open the runtime for an invalid event");

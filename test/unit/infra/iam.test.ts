@@ -63,8 +63,9 @@ function grantsByFunction(stack: ArchiverStack, template: Template): Record<stri
     [id(stack.deadLetterQueue), "dead-letter-queue"],
     [id(stack.node.findChild("ScheduledFailuresQueue") as never), "scheduled-failures-queue"],
   ]);
-  const secret = stack.databaseSecret.node.defaultChild;
-  if (secret) names.set(id(stack.databaseSecret as never), "database-secret");
+  // Which job's secret a function reads is checked in stack.test.ts; here each is "database-secret".
+  for (const secret of Object.values(stack.databaseSecrets))
+    if (secret.node.defaultChild) names.set(id(secret as never), "database-secret");
   const key = stack.node.tryFindChild("ArchiveKey");
   if (key?.node.defaultChild) names.set(id(key as never), "archive-key");
   const functions = {

@@ -213,7 +213,7 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
       Description: Match.stringLikeRegexp("worker"),
       Environment: {
         Variables: Match.objectLike({
-          DATABASE_SECRET_ARN: { Ref: Match.stringLikeRegexp("^DatabaseSecret") },
+          DATABASE_SECRET_ARN: { Ref: Match.stringLikeRegexp("^WorkerDatabaseSecret") },
           PULPITUM_ARCHIVE_URL: {
             "Fn::Join": [
               "",
@@ -440,6 +440,15 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
       Threshold: 1,
       AlarmDescription: Match.stringLikeRegexp("pulpitum retry"),
     });
+    // The scrub found the audit trail's chain broken: evidence was edited out of band.
+    template.hasResourceProperties("AWS::CloudWatch::Alarm", {
+      MetricName: METRIC.AuditTrailBroken,
+      Namespace: METRICS_NAMESPACE,
+      Statistic: "Maximum",
+      Threshold: 1,
+      ComparisonOperator: "GreaterThanOrEqualToThreshold",
+      AlarmDescription: Match.stringLikeRegexp("pulpitum audit --verify"),
+    });
     // Expiry blocked (Object Lock) for more than a day: the oldest hold's age, measured by discovery.
     template.hasResourceProperties("AWS::CloudWatch::Alarm", {
       MetricName: METRIC.ExpiryBlockedSeconds,
@@ -485,21 +494,21 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
       Threshold: 1,
       AlarmDescription: Match.stringLikeRegexp("docs/integrity.md"),
     });
-    template.resourceCountIs("AWS::CloudWatch::Alarm", 14);
+    template.resourceCountIs("AWS::CloudWatch::Alarm", 15);
     template.resourceCountIs("AWS::CloudWatch::Dashboard", 1);
     // The dashboard graphs every metric the functions emit, GC and restore included.
     const body = JSON.stringify(template.findResources("AWS::CloudWatch::Dashboard"));
     for (const name of Object.values(METRIC)) expect(body).toContain(`\\"${name}\\"`);
   });
 
-  it("passes the cdk-nag AwsSolutions checks, and CDK warns only that the secret it creates must be filled", () => {
+  it("passes the cdk-nag AwsSolutions checks, and CDK warns only that the secrets it creates must be filled", () => {
     const report = synth.nag.validateScope(synth.stack);
     expect(report.violations.map((v) => `${v.ruleName}: ${v.description}`)).toEqual([]);
     expect(report.success).toBe(true);
     const annotations = Annotations.fromStack(synth.stack);
     expect(annotations.findWarning("*", Match.anyValue()).map((w) => w.entry.data)).toEqual([
       expect.stringMatching(
-        /^No databaseSecret given .*empty host, and every function fails to connect until it is filled.*aws secretsmanager put-secret-value --secret-id <the DatabaseSecretArn output>.*pulpitum doctor --stack-outputs/,
+        /^No database secret given for worker, maintenance, erase, replay, restore .*empty host, and those functions fail to connect until it is filled.*aws secretsmanager put-secret-value --secret-id <the <Job>DatabaseSecretArn output>.*pulpitum doctor --stack-outputs/,
       ),
     ]);
     expect(annotations.findError("*", Match.anyValue())).toEqual([]);
@@ -676,11 +685,57 @@ describe("the archiver stack with deployment props", () => {
     expect(new cdkNag.AwsSolutionsChecks(app).validateScope(stack).violations).toEqual([]);
   });
 
-  it("uses a given secret ARN instead of creating a secret, and grants reading exactly it", () => {
+  it("gives each job's functions their own secret, and each function may read only its job's", () => {
+    const arn = (job: string) =>
+      `arn:aws:secretsmanager:eu-west-1:123456789012:secret:pulpitum/${job}-AbCdEf`;
+    const { template, stack } = synthesize({
+      jobDatabaseSecrets: {
+        worker: arn("worker"),
+        maintenance: arn("maintenance"),
+        erase: arn("erase"),
+        replay: arn("replay"),
+        restore: arn("restore"),
+      },
+    });
+    template.resourceCountIs("AWS::SecretsManager::Secret", 0);
+    expect(Annotations.fromStack(stack).findWarning("*", Match.anyValue())).toEqual([]);
+    const jobs: Array<[typeof stack.workerFunction, string]> = [
+      [stack.discoverFunction, "worker"],
+      [stack.workerFunction, "worker"],
+      [stack.gcFunction, "maintenance"],
+      [stack.scrubFunction, "maintenance"],
+      [stack.eraseFunction, "erase"],
+      [stack.replayFunction, "replay"],
+      [stack.restoreFunction, "restore"],
+    ];
+    const functions = template.findResources("AWS::Lambda::Function");
+    for (const [fn, job] of jobs) {
+      const resource = functions[stack.getLogicalId(fn.node.defaultChild as never)]!;
+      expect(resource.Properties.Environment.Variables.DATABASE_SECRET_ARN).toBe(arn(job));
+      const secretStatements = statementsOf(template, stack, fn.role!).filter((s) =>
+        [s.Action].flat().some((a) => String(a).startsWith("secretsmanager:")),
+      );
+      expect(secretStatements, job).toEqual([
+        {
+          Effect: "Allow",
+          Action: ["secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue"],
+          Resource: arn(job),
+        },
+      ]);
+    }
+  });
+
+  it("uses one given secret for every function (a single-role deployment), and warns that they share one role", () => {
     const arn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:pulpitum/db-AbCdEf";
     const { template, stack } = synthesize({ databaseSecret: arn });
     template.resourceCountIs("AWS::SecretsManager::Secret", 0);
-    expect(Annotations.fromStack(stack).findWarning("*", Match.anyValue())).toEqual([]);
+    expect(
+      Annotations.fromStack(stack)
+        .findWarning("*", Match.anyValue())
+        .map((w) => w.entry.data),
+    ).toEqual([
+      expect.stringMatching(/^Every function uses databaseSecret, one database role for all/),
+    ]);
     template.hasResourceProperties("AWS::Lambda::Function", {
       Environment: { Variables: Match.objectLike({ DATABASE_SECRET_ARN: arn }) },
     });

@@ -15,11 +15,7 @@ import type { SqlHotStore } from "../../../src/adapters/sql/sql-hot-store.js";
 import { InProcessWorkQueue } from "../../../src/adapters/queue/in-process.js";
 import { bucketForTime, type BucketId } from "../../../src/domain/bucket.js";
 import { DEFAULT_CUTOFF_POLICY } from "../../../src/domain/cutoff.js";
-import {
-  formatDuration,
-  parseDuration,
-  subtractDuration,
-} from "../../../src/domain/duration.js";
+import { formatDuration, parseDuration, subtractDuration } from "../../../src/domain/duration.js";
 import type { TableRecord } from "../../../src/domain/record.js";
 import { parseTableId, type TableId } from "../../../src/domain/table.js";
 import { dateToMicros } from "../../../src/domain/time.js";
