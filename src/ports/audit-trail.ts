@@ -45,8 +45,12 @@ export class AuditTrailMissingError extends PulpitumError {
 /** Targets and reasons longer than this many characters are cut to it. */
 export const AUDIT_TEXT_LIMIT = 2000;
 
-/** How an action ended. */
-export type AuditOutcome = "done" | "refused" | "failed";
+/**
+ * How an action ended. `pending`: it ran and did its part, but what it was
+ * asked to do is not finished (an erasure job with buckets in flight); the
+ * same request again finishes it.
+ */
+export type AuditOutcome = "done" | "pending" | "refused" | "failed";
 
 /**
  * Who asked. The database user is not part of it: the store records the

@@ -352,7 +352,7 @@ function report(
 /** The audit record of a run: the job, its status and its whole receipt. */
 export function erasureConclusion(report: ErasureReport): AuditConclusion {
   return {
-    outcome: "done" as const,
+    outcome: report.status === "pending" ? "pending" : "done",
     reason:
       report.status === "pending"
         ? `${`${report.buckets_pending} bucket${report.buckets_pending === 1 ? "" : "s"}`} in flight: run the same erase again`

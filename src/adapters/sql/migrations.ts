@@ -8,6 +8,7 @@
  * at once both finish with the same schema; the ledger records each version
  * once. Only tables named `pulpitum_v4_*` are ever touched.
  */
+import { allowPendingOutcome } from "./audit-outcome-migration.js";
 import { revokeAllButAppend } from "./append-only.js";
 import { AUDIT_CHAIN_STATEMENTS, chainAuditTrail } from "./audit-chain-migration.js";
 import type { SqlDatabase, SqlExecutor } from "./database.js";
@@ -438,6 +439,8 @@ export const MIGRATIONS: readonly Migration[] = [
     statements: AUDIT_CHAIN_STATEMENTS,
     after: chainAuditTrail,
   },
+  // An action may end `pending` (audit-outcome-migration.ts).
+  { version: 21, name: "audit outcome pending", statements: [], after: allowPendingOutcome },
 ];
 
 /** The newest schema version this code knows. */

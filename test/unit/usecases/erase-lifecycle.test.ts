@@ -15,6 +15,9 @@ import { parseDuration } from "../../../src/domain/duration.js";
 import { checkCatalogEntries, slotOf } from "../../../src/usecases/catalog.js";
 import { discover } from "../../../src/usecases/discover.js";
 import { proveErasure } from "../../../src/usecases/erase-proof.js";
+import { auditAction, runAudited } from "../../../src/usecases/audit.js";
+import { erasureConclusion } from "../../../src/usecases/erase.js";
+import { silentLog } from "../../../src/usecases/context.js";
 import { runNextPhase } from "../../../src/usecases/run-next-phase.js";
 import { freshPgliteHotStore } from "../../support/pglite-template.js";
 import { scheduledScrub } from "../../support/scrub-cases.js";
@@ -106,8 +109,18 @@ describe("erasure beside expiry and the catalog", () => {
     const marked = await h.inner.getBucket(january());
     expect(marked?.expiryStartedAt).not.toBeNull();
 
-    const first = await erase(h.process().ctx, storeOf(h));
+    const action = auditAction("erase", "chat_erase", { kind: "cli", osUser: "t", host: "h" });
+    const first = await runAudited(
+      { audit: h.audit, log: silentLog },
+      action,
+      () => erase(h.process().ctx, storeOf(h)),
+      erasureConclusion,
+    );
     expect(first).toMatchObject({ status: "pending", buckets_pending: 1 });
+    // The run's audit record says what the job says.
+    const [record] = await h.audit.list({ limit: 1 });
+    expect(record).toMatchObject({ id: action.id, outcome: "pending" });
+    expect(record!.reason).toMatch(/1 bucket in flight: run the same erase again/);
     expect(first.buckets.find((b) => b.bucket_key === "month:2025-01")).toMatchObject({
       status: "pending",
       reason: expect.stringMatching(/being expired/),
