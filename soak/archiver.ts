@@ -7,6 +7,9 @@
  *   --clock-skew-ms N       this process's clock runs N ms ahead (negative:
  *                           behind) of the host's; every lease, retry time and
  *                           cutoff it computes uses it
+ *   --cutoffs-ahead-ms N    every cutoff it hands the hot store is computed
+ *                           as if its clock ran N ms ahead, while its leases
+ *                           keep the host's clock (faults/cutoffs-ahead.ts)
  *   --sabotage adopt-orphans  payload keys lose their attempt part (see
  *                           faults/adopt-orphans.ts)
  *
@@ -23,6 +26,7 @@ import type { Clock } from "../src/ports/clock.js";
 import { runStandalone } from "../src/runner/standalone.js";
 import { loadConfig, openAdapters, s3Timeouts } from "../src/open-adapters.js";
 import { ContentOnlyPayloadStore, recordingContentOnlyKeys } from "./faults/adopt-orphans.js";
+import { cutoffsAhead } from "./faults/cutoffs-ahead.js";
 
 /** A clock `skewMs` ahead of the host's (behind when negative). */
 function skewedClock(skewMs: number): Clock {
@@ -34,12 +38,15 @@ async function main(argv: string[]): Promise<number> {
     args: argv,
     options: {
       "clock-skew-ms": { type: "string", default: "0" },
+      "cutoffs-ahead-ms": { type: "string", default: "0" },
       sabotage: { type: "string", default: "none" },
     },
     strict: true,
   });
   const skewMs = Number(values["clock-skew-ms"]);
   if (!Number.isInteger(skewMs)) throw new Error("--clock-skew-ms: expected an integer");
+  const cutoffsAheadMs = Number(values["cutoffs-ahead-ms"]);
+  if (!Number.isInteger(cutoffsAheadMs)) throw new Error("--cutoffs-ahead-ms: expected an integer");
   const sabotage = values.sabotage;
   if (sabotage !== "none" && sabotage !== "adopt-orphans")
     throw new Error(`--sabotage ${sabotage}: expected none or adopt-orphans`);
@@ -58,17 +65,23 @@ async function main(argv: string[]): Promise<number> {
     );
   }
   const runtime = await openAdapters(config, { clock: skewedClock(skewMs), objectStore });
-  log.warn("soak archiver started", { clock_skew_ms: skewMs, sabotage });
+  log.warn("soak archiver started", {
+    clock_skew_ms: skewMs,
+    cutoffs_ahead_ms: cutoffsAheadMs,
+    sabotage,
+  });
   const controller = new AbortController();
   const onSignal = () => controller.abort();
   process.on("SIGINT", onSignal);
   process.on("SIGTERM", onSignal);
   try {
     const base = runtime.context(log);
+    const hotStore =
+      cutoffsAheadMs === 0 ? base.hotStore : cutoffsAhead(base.hotStore, cutoffsAheadMs);
     const ctx =
       sabotage === "adopt-orphans"
-        ? { ...base, hotStore: recordingContentOnlyKeys(base.hotStore) }
-        : base;
+        ? { ...base, hotStore: recordingContentOnlyKeys(hotStore) }
+        : { ...base, hotStore };
     const summary = await runStandalone(ctx, {
       workers: config.workers,
       intervalMs: config.intervalSeconds * 1000,

@@ -7,6 +7,12 @@
  * it is done; those left when the chaos ends are finished on the clean
  * runtime.
  *
+ * Erasure beside expiry (issue 49): some jobs take a partition of the
+ * expiring table over a range from its first bucket into one that never
+ * expires, so a run meets buckets expired, marked for expiry (pending until
+ * the expiry finishes) and live, in any order the chaos makes; every job
+ * must still end done and proven.
+ *
  * The ledger (soak/ledger.ts `erase`) stops owing the erased records once a
  * partition is chosen, and the partition's appenders leave it alone from
  * then on (an append racing the erasure is the integration suite's), so:
@@ -47,6 +53,8 @@ export interface ErasureFigures {
   proofProblems: number;
   /** Done jobs the scheduled scrub's path proved at the end (each once). */
   scrubProved: number;
+  /** Jobs whose range holds buckets that may expire during the run. */
+  besideExpiry: number;
   examples: string[];
 }
 
@@ -68,6 +76,7 @@ export class ErasureChaos {
     proven: 0,
     proofProblems: 0,
     scrubProved: 0,
+    besideExpiry: 0,
     examples: [],
   };
   /** Partitions chosen: appenders leave them alone. */
@@ -80,8 +89,10 @@ export class ErasureChaos {
     private readonly options: {
       readonly catalog: Catalog;
       readonly ledger: Ledger;
-      /** Partitions another feature needs whole (the poisoned bucket's, the expiring table). */
+      /** Partitions another feature needs whole (the poisoned bucket's). */
       readonly exclude: (b: SoakBucket) => boolean;
+      /** Buckets that may expire during the run: ordinary jobs leave their partitions alone. */
+      readonly mayExpire: (b: SoakBucket) => boolean;
       readonly log: (line: string) => void;
     },
   ) {}
@@ -144,7 +155,8 @@ export class ErasureChaos {
     this.options.log(
       `erasure: ${this.figures.jobs} partitions erased in ${this.figures.runs} runs ` +
         `(${this.figures.runErrors} failed, ${this.figures.pendingRuns} left buckets pending), ` +
-        `${this.figures.ledgerErased} records erased, ${this.figures.proven} proven (${this.figures.scrubProved} by the scrub's path), ${this.figures.proofProblems} proof problems`,
+        `${this.figures.ledgerErased} records erased, ${this.figures.proven} proven (${this.figures.scrubProved} by the scrub's path), ${this.figures.proofProblems} proof problems; ` +
+        `${this.figures.besideExpiry} beside expiry`,
     );
   }
 
@@ -159,17 +171,36 @@ export class ErasureChaos {
       if (list === undefined) partitions.set(ref, (list = []));
       list.push(b);
     }
-    for (const [ref, list] of partitions)
-      if (list.some(this.options.exclude)) partitions.delete(ref);
-    const candidates = [...partitions.entries()].filter(([, list]) => list.length >= 3);
-    if (candidates.length === 0) return;
-    const [ref, list] = random.pick(candidates);
-    list.sort((a, b) => a.descriptor.start.getTime() - b.descriptor.start.getTime());
-    const i = random.int(0, list.length - 3);
+    const { exclude, mayExpire } = this.options;
+    for (const [ref, list] of partitions) {
+      list.sort((a, b) => a.descriptor.start.getTime() - b.descriptor.start.getTime());
+      if (list.some(exclude)) partitions.delete(ref);
+    }
     const mid = (b: SoakBucket) =>
       new Date((b.descriptor.start.getTime() + b.descriptor.end.getTime()) / 2);
-    const from = mid(list[i]!);
-    const to = mid(list[i + 2]!);
+    // Beside expiry: from the first bucket into the first one that never expires.
+    const besideExpiry = [...partitions.entries()].filter(
+      ([, list]) => list.some(mayExpire) && list.some((b) => !mayExpire(b)),
+    );
+    const ordinary = [...partitions.entries()].filter(
+      ([, list]) => list.length >= 3 && !list.some(mayExpire),
+    );
+    const pickBeside =
+      besideExpiry.length > 0 &&
+      (ordinary.length === 0 || (this.figures.besideExpiry < 2 && random.chance(0.5)));
+    if (!pickBeside && ordinary.length === 0) return;
+    const [ref, list] = random.pick(pickBeside ? besideExpiry : ordinary);
+    let from: Date;
+    let to: Date;
+    if (pickBeside) {
+      from = list[0]!.descriptor.start;
+      to = mid(list.find((b) => !mayExpire(b))!);
+      this.figures.besideExpiry++;
+    } else {
+      const i = random.int(0, list.length - 3);
+      from = mid(list[i]!);
+      to = mid(list[i + 2]!);
+    }
     const first = list[0]!;
     this.#chosen.add(ref);
     await ledger.settle(first.tableId, first.partitionKey);

@@ -29,6 +29,8 @@ export interface FleetFigures {
   readonly starts: number;
   /** Exits nobody asked for: an archiver that crashed on its own. */
   readonly unexpectedExits: number;
+  /** Archivers that refused to run because their clock was off (usecases/clock-skew.ts). */
+  readonly clockRefusals: number;
   readonly unexpectedExitDetails: string[];
 }
 
@@ -42,6 +44,7 @@ export class ArchiverFleet {
   #kills = 0;
   #starts = 0;
   #unexpected: string[] = [];
+  #clockRefusals = 0;
   readonly #logFiles: string[] = [];
 
   constructor(options: {
@@ -72,6 +75,7 @@ export class ArchiverFleet {
       kills: this.#kills,
       starts: this.#starts,
       unexpectedExits: this.#unexpected.length,
+      clockRefusals: this.#clockRefusals,
       unexpectedExitDetails: [...this.#unexpected],
     };
   }
@@ -170,13 +174,23 @@ export class ArchiverFleet {
         if (!this.#stopping) restart(slot.restartAfterMs);
         return;
       }
-      const detail = `archiver ${slot.index} exited on its own (code ${code}, signal ${signal}); log ${logFile}: ${tail(logFile)}`;
+      const last = tail(logFile);
+      if (code === 1 && CLOCK_REFUSAL.test(last)) {
+        this.#clockRefusals++;
+        if (!this.#stopping) restart(200);
+        return;
+      }
+      const detail = `archiver ${slot.index} exited on its own (code ${code}, signal ${signal}); log ${logFile}: ${last}`;
       this.#unexpected.push(detail);
       this.#log(detail);
       if (!this.#stopping) restart(500);
     });
   }
 }
+
+/** The line of an archiver that refused to run with its clock off (ClockSkewError). */
+const CLOCK_REFUSAL =
+  /this process's clock is [\d.]+ s (ahead of|behind) the database's .* so it refuses to run/;
 
 function logSize(file: string): number {
   try {

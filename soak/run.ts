@@ -29,6 +29,7 @@
  * nothing was lost, duplicated or read from the wrong tier, every bucket
  * converged and the profile's goals were met.
  */
+import { clockSkewBoundMs } from "../src/usecases/clock-skew.js";
 import type { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
@@ -69,6 +70,7 @@ import { ExpiryChaos } from "./expiry.js";
 import { ErasureChaos } from "./erasure.js";
 
 const LEASE_SECONDS = 3;
+const LEASE_RENEWAL_SECONDS = 1;
 /** ARCHIVER_MAX_ATTEMPTS of every archiver (see workerEnv). */
 const SOAK_MAX_ATTEMPTS = 12;
 /** Clean `archive --once` runs allowed after the chaos before the soak gives up on convergence. */
@@ -199,6 +201,10 @@ async function main(argv: string[]): Promise<number> {
         env,
         random: new Random(options.seed + 4000),
         leaseMs: LEASE_SECONDS * 1000,
+        clockBoundMs: clockSkewBoundMs({
+          leaseSeconds: LEASE_SECONDS,
+          leaseRenewalSeconds: LEASE_RENEWAL_SECONDS,
+        }),
         plan: profile.faults,
         sabotage: options.sabotage,
         log,
@@ -227,7 +233,7 @@ async function main(argv: string[]): Promise<number> {
       ...(throughProxies ? (faultMode?.harness.clientEnv() ?? delayEnv) : {}),
       ARCHIVER_ELIGIBLE_BEFORE: cutoff.toISOString(),
       ARCHIVER_LEASE_SECONDS: String(LEASE_SECONDS),
-      ARCHIVER_LEASE_RENEWAL_SECONDS: "1",
+      ARCHIVER_LEASE_RENEWAL_SECONDS: String(LEASE_RENEWAL_SECONDS),
       ARCHIVER_RETRY_SECONDS: "1",
       // Outages never count toward quarantine; a takeover of a killed worker's
       // lease does (the next worker cannot tell a kill from the bucket's own
@@ -291,7 +297,8 @@ async function main(argv: string[]): Promise<number> {
     const erasure = new ErasureChaos({
       catalog,
       ledger,
-      exclude: (b) => b.ref === poisoned.ref || expiry.mayExpire(b),
+      exclude: (b) => b.ref === poisoned.ref,
+      mayExpire: (b) => expiry.mayExpire(b),
       log,
     });
 
@@ -433,6 +440,9 @@ async function main(argv: string[]): Promise<number> {
         h.s3Faults >= plan.minS3Faults &&
         (h.restarts >= plan.minDbRestarts || !h.restartsPossible) &&
         h.skewedProcesses >= plan.minSkewedProcesses &&
+        // Clocks days off refused to run, and cutoffs far ahead took part in the chaos.
+        (fleet?.figures.clockRefusals ?? 0) >= 1 &&
+        h.cutoffsAheadProcesses >= 1 &&
         (h.copyTerminations >= plan.minCopyTerminations || !h.restartsPossible)
       );
     };
@@ -631,6 +641,7 @@ async function main(argv: string[]): Promise<number> {
       ...(erasure.figures.jobs >= profile.mix.minErasures
         ? []
         : [`erasures ${erasure.figures.jobs} < ${profile.mix.minErasures}`]),
+      ...(erasure.figures.besideExpiry >= 1 ? [] : ["erasures_beside_expiry is 0"]),
     ];
     for (const m of missedGoals) log(`goal missed: ${m}`);
     passed =
@@ -665,6 +676,9 @@ async function main(argv: string[]): Promise<number> {
       s3_faults: faultFigures?.s3Faults ?? 0,
       db_restarts: faultFigures?.dbRestarts ?? 0,
       skewed_processes: faultFigures?.skewedProcesses ?? 0,
+      cutoffs_ahead_processes: faultFigures?.cutoffsAheadProcesses ?? 0,
+      clock_off_starts: faultFigures?.clockOffStarts ?? 0,
+      clock_refusals: fleet.figures.clockRefusals,
       gc_runs: maintenance.gcRuns,
       gc_deleted: maintenance.gcDeleted,
       restores: maintenance.restores,
@@ -686,6 +700,7 @@ async function main(argv: string[]): Promise<number> {
       expiry_problems: check.expiryProblems,
       expired_bucket_reads: readFigures.expiredBucketReads,
       erasures: erasure.figures.jobs,
+      erasures_beside_expiry: erasure.figures.besideExpiry,
       erasure_runs: erasure.figures.runs,
       erasure_run_errors: erasure.figures.runErrors,
       erasure_pending_runs: erasure.figures.pendingRuns,

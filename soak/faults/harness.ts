@@ -37,10 +37,20 @@ const CLIENT_TIMEOUTS = {
   PULPITUM_S3_CONNECT_TIMEOUT_SECONDS: "2",
 };
 
+const DAY_MS = 86_400_000;
+/** Clocks a process must refuse to run with: two days either way, a year ahead. */
+const CLOCK_OFF_MS = [2 * DAY_MS, -2 * DAY_MS, 366 * DAY_MS] as const;
+/** Cutoffs ahead by days, by weeks, and by more than every window of the soak's tables. */
+const CUTOFFS_AHEAD_MS = [3 * DAY_MS, 45 * DAY_MS, 7 * 366 * DAY_MS] as const;
+
 export interface FaultFigures {
   readonly s3Faults: number;
   readonly dbRestarts: number;
   readonly skewedProcesses: number;
+  /** Archiver starts whose cutoffs ran days or years ahead (faults/cutoffs-ahead.ts). */
+  readonly cutoffsAheadProcesses: number;
+  /** Archiver starts with a clock days off, which must refuse to run. */
+  readonly clockOffStarts: number;
   readonly copyTerminations: number;
   readonly report: Record<string, unknown>;
 }
@@ -50,6 +60,7 @@ export class FaultHarness {
   readonly #env: SoakEnvironment;
   readonly #random: Random;
   readonly #leaseMs: number;
+  readonly #clockBoundMs: number;
   readonly #plan: FaultPlan;
   readonly #sabotage: Sabotage;
   readonly #log: (line: string) => void;
@@ -66,12 +77,16 @@ export class FaultHarness {
   #restartFailures = 0;
   #copyTerminations = 0;
   readonly #skews: number[] = [];
+  #cutoffsAhead = 0;
+  #clockOffStarts = 0;
   #chaos: Promise<unknown> | undefined;
 
   constructor(options: {
     env: SoakEnvironment;
     random: Random;
     leaseMs: number;
+    /** How far a process's clock may be off before it refuses to run (usecases/clock-skew.ts). */
+    clockBoundMs: number;
     plan: FaultPlan;
     sabotage: Sabotage;
     log: (line: string) => void;
@@ -79,6 +94,7 @@ export class FaultHarness {
     this.#env = options.env;
     this.#random = options.random;
     this.#leaseMs = options.leaseMs;
+    this.#clockBoundMs = options.clockBoundMs;
     this.#plan = options.plan;
     this.#sabotage = options.sabotage;
     this.#log = options.log;
@@ -104,6 +120,14 @@ export class FaultHarness {
 
   get skewedProcesses(): number {
     return this.#skews.filter((s) => s !== 0).length;
+  }
+
+  get cutoffsAheadProcesses(): number {
+    return this.#cutoffsAhead;
+  }
+
+  get clockOffStarts(): number {
+    return this.#clockOffStarts;
   }
 
   /** The URL of the soak's database through the fault proxy. */
@@ -176,19 +200,35 @@ export class FaultHarness {
     };
   }
 
-  /** Node arguments of one archiver process: the soak's entry script with a fresh random clock skew. */
+  /**
+   * Node arguments of one archiver process: the soak's entry script with a
+   * fresh random clock skew within the bound; now and then a clock days or
+   * a year off (the process must refuse to run), or cutoffs days, weeks or
+   * years ahead of a working process's clock (nothing may be archived or
+   * expired early).
+   */
   archiverArgs(): string[] {
-    const skew = this.randomSkewMs();
-    this.#skews.push(skew);
-    const args = ["--import", "tsx", ARCHIVER, `--clock-skew-ms=${skew}`];
+    const args = ["--import", "tsx", ARCHIVER];
+    if (this.#random.chance(0.1)) {
+      this.#clockOffStarts++;
+      args.push(`--clock-skew-ms=${this.#random.pick(CLOCK_OFF_MS)}`);
+    } else {
+      const skew = this.randomSkewMs();
+      this.#skews.push(skew);
+      args.push(`--clock-skew-ms=${skew}`);
+      if (this.#random.chance(0.2)) {
+        this.#cutoffsAhead++;
+        args.push(`--cutoffs-ahead-ms=${this.#random.pick(CUTOFFS_AHEAD_MS)}`);
+      }
+    }
     if (this.#sabotage === "adopt-orphans") args.push("--sabotage", "adopt-orphans");
     return args;
   }
 
-  /** Up to half a lease, in either direction, never exactly zero. */
+  /** Up to four fifths of the clock bound, in either direction, never exactly zero. */
   randomSkewMs(): number {
-    const half = this.#leaseMs / 2;
-    return Math.round(this.#random.between(-half, half)) || 1;
+    const most = this.#clockBoundMs * 0.8;
+    return Math.round(this.#random.between(-most, most)) || 1;
   }
 
   /** A clock skewed like an archiver's, for the soak's GC and restores. */
@@ -237,6 +277,8 @@ export class FaultHarness {
       s3Faults: this.s3Faults,
       dbRestarts: this.#restarts,
       skewedProcesses: this.skewedProcesses,
+      cutoffsAheadProcesses: this.#cutoffsAhead,
+      clockOffStarts: this.#clockOffStarts,
       copyTerminations: this.#copyTerminations,
       report: {
         s3_requests: this.#s3Figures.requests + this.#gcS3Figures.requests,
