@@ -23,8 +23,19 @@ export type BucketState = "hot" | "archiving" | "archived" | "expired";
  * The next phase a bucket needs. `expire` is never recorded: it is derived
  * from an archived bucket's expiry mark or from its table's policy.
  */
-export type PhaseName = "claim" | "export" | "seal" | "publish" | "cleanup" | "expire";
-export type RecordedPhase = Exclude<PhaseName, "expire"> | "done";
+/**
+ * The phases a worker runs. `expire` and `restore` (finishing a restore cut
+ * off after its mark) are decided from marks, never recorded as the phase.
+ */
+export type PhaseName =
+  | "claim"
+  | "export"
+  | "seal"
+  | "publish"
+  | "cleanup"
+  | "expire"
+  | "restore";
+export type RecordedPhase = Exclude<PhaseName, "expire" | "restore"> | "done";
 
 export interface PayloadFacts {
   readonly key: string;
@@ -102,6 +113,13 @@ export interface BucketMetadata {
    * are refused, cleanup never runs. Null otherwise.
    */
   readonly restoreStartedAt: Date | null;
+  /**
+   * How long the restore asked to keep the bucket hot after its flip, kept
+   * with the mark so that a worker finishing a cut-off restore honours it
+   * (usecases/phases/finish-restore.ts); null when no restore is marked, or
+   * for a mark set before it was recorded (the default hold then applies).
+   */
+  readonly restoreHoldMs: number | null;
   /**
    * When the bucket last stopped referencing archive objects (a deferral
    * that cleared a recorded payload or manifest, or a restore's flip to
@@ -244,6 +262,26 @@ export type FinishRestore =
   | LeaseLost;
 
 /**
+ * Restores cut off after their mark: archived buckets marked as being
+ * restored that nobody holds the lease of. Their reads still go to the
+ * archive, and their catalog entry may already be emptied (the restore
+ * empties it just before its flip), so a catalog reader such as Athena may
+ * be missing them until a worker finishes the restore.
+ */
+export interface CutOffRestores {
+  /** How many there are in all. */
+  readonly total: number;
+  /** When the oldest was marked; null when there is none. */
+  readonly oldestMarkedAt: Date | null;
+  /** The first of them, oldest mark first (at most the limit asked for). */
+  readonly buckets: readonly {
+    readonly id: BucketId;
+    readonly markedAt: Date;
+    readonly quarantined: boolean;
+  }[];
+}
+
+/**
  * What the archive garbage collector must keep for one bucket: the objects
  * its metadata references, and whether anything may be writing under its
  * prefix right now (`inFlight`: archiving, being restored, or leased).
@@ -262,8 +300,11 @@ export interface ArchiveReference {
   readonly inFlight: boolean;
 }
 
-/** Why discovery offers a bucket. */
-export type CandidateKind = "eligible" | "stalled" | "cleanup" | "expire";
+/**
+ * Why discovery offers a bucket: `restore` is a restore cut off after its
+ * mark, for a worker to finish (usecases/phases/finish-restore.ts).
+ */
+export type CandidateKind = "eligible" | "stalled" | "cleanup" | "expire" | "restore";
 
 export interface Candidate {
   readonly id: BucketId;

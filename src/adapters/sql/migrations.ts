@@ -427,6 +427,21 @@ export const MIGRATIONS: readonly Migration[] = [
       `ALTER TABLE ${ERASURE_JOBS_TABLE} ADD COLUMN IF NOT EXISTS proof_problems INT8 NULL`,
     ],
   },
+  {
+    version: 20,
+    name: "restores finished by the archiver",
+    // A restore cut off after its mark is finished by a worker (discovery
+    // offers it, usecases/phases/finish-restore.ts): the hold the operator
+    // asked for is kept with the mark so the finish honours it, and
+    // discovery's scan for cut-off restores (and the alarm's count) reads
+    // only the marked rows, as the expiry index of version 17 does.
+    statements: [
+      `ALTER TABLE ${METADATA_TABLE} ADD COLUMN IF NOT EXISTS restore_hold_ms INT8 NULL`,
+      `CREATE INDEX IF NOT EXISTS pulpitum_v4_bucket_metadata_restoring_idx
+         ON ${METADATA_TABLE} (bucket_end, table_id, partition_key, bucket_key)
+         WHERE restore_started_at IS NOT NULL`,
+    ],
+  },
 ];
 
 /** The newest schema version this code knows. */
