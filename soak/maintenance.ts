@@ -18,7 +18,7 @@ import type { ArchiverContext } from "../src/usecases/context.js";
 import { ForwardingObjectStore } from "../src/adapters/object-store/forwarding.js";
 import type { ListOptions, ListPage, ObjectStore } from "../src/ports/object-store.js";
 import { BucketNotRestorableError, restoreBucket } from "../src/usecases/restore.js";
-import { scrub, type ScrubContext } from "../src/usecases/scrub.js";
+import { scrub, type ScrubRunContext } from "../src/usecases/scrub.js";
 import type { MetadataMonitor } from "./monitor.js";
 import type { Random } from "./random.js";
 import { sleep } from "./random.js";
@@ -231,7 +231,7 @@ export class PausingListStore extends ForwardingObjectStore {
  * bucket found corrupt is a false mark (the end check counts the marks).
  */
 export async function runScrubLoop(options: {
-  ctx: ScrubContext;
+  ctx: ScrubRunContext;
   sample: number;
   gapMs: readonly [number, number];
   random: Random;

@@ -20,7 +20,7 @@ import {
   ObjectNotFoundError,
   PulpitumError,
 } from "../errors.js";
-import { systemClock } from "../ports/clock.js";
+import { systemClock, type Clock } from "../ports/clock.js";
 import type { BucketMetadata, HotReads } from "../ports/hot-store.js";
 import type { ObjectStore } from "../ports/object-store.js";
 import { catalogEntryKeyOf, expectedCatalogEntry, slotOf } from "../usecases/catalog.js";
@@ -42,6 +42,7 @@ export interface CatalogReadInput {
   readonly objectStore: ObjectStore;
   readonly archivePrefix: string;
   readonly tableId: TableId;
+  readonly clock?: Clock;
 }
 
 /**
@@ -168,8 +169,9 @@ export async function checkCatalogCovers(
     const entry = await expectedCatalogEntry(input.hotStore, current);
     if (entry === null || current === null) continue;
     const key = catalogEntryKeyOf(input.archivePrefix, slotOf(id), entry);
-    // The process clock only words the message (running or cut off); nothing is decided by it.
-    throw new ArchiveIntegrityError(key, missingEntryProblem(current, systemClock.now()));
+    // The clock only words the message (running or cut off); the failure does not depend on it.
+    const now = (input.clock ?? systemClock).now();
+    throw new ArchiveIntegrityError(key, missingEntryProblem(current, now));
   }
 }
 

@@ -22,6 +22,7 @@ import { restoreBucket } from "../../../src/usecases/restore.js";
 import { runNextPhase } from "../../../src/usecases/run-next-phase.js";
 import { catalogEntries, hostileRecords, liveEntryOf } from "../../support/catalog.js";
 import { SimulatedCrash } from "../../support/faults.js";
+import { verifyOne } from "../../support/scrub-cases.js";
 import { freshPgliteHotStore } from "../../support/pglite-template.js";
 import {
   chatRecords,
@@ -125,7 +126,7 @@ describe("a query never silently answers short", () => {
     expect(await queriedRows()).toEqual(asRows(records));
   });
 
-  it("an archived bucket whose cleanup was cut off part-way and whose entry was then lost fails the query naming it", async () => {
+  it("an archived bucket whose cleanup was cut off part-way and whose entry was then lost fails the query naming it; verify reports the lost entry and puts it right, and the query is whole", async () => {
     // Archive up to publish, then let cleanup delete one batch of 100 rows and die.
     const { ctx } = h.process({ hot: { operation: "cleanupBatch", when: "after", kind: "crash" } });
     await expect(
@@ -140,6 +141,11 @@ describe("a query never silently answers short", () => {
       await h.objects.delete(key);
 
     await refusedNaming(id, /catalog entry .* is missing or empty/);
+
+    const verified = await verifyOne(h, id);
+    expect(verified).toMatchObject({ verified: 1, catalog_problems: 1 });
+    expect(verified.problems[0]!.problem).toMatch(/catalog entry .* is missing \(put right\)/);
+    expect(await queriedRows()).toEqual(asRows(expected.values().next().value!.records));
   });
 
   it("a bucket published whose catalog write never happened, hot rows still there, fails the query naming it rather than leave it out", async () => {
