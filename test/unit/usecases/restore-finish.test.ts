@@ -270,14 +270,14 @@ describe("finishing a restore cut off after its mark", () => {
     let restore: Promise<string> | undefined;
     const store = h.objects;
     const racing: ObjectStore = {
-      createIfAbsent: (key, body, options) => store.createIfAbsent(key, body, options),
-      get: (key, range) => store.get(key, range),
-      getStream: (key) => store.getStream(key),
-      head: (key) => store.head(key),
-      list: (prefix, options) => store.list(prefix, options),
-      delete: (key) => store.delete(key),
-      uri: (key) => store.uri(key),
-      replace: async (key, body) => {
+      createIfAbsent: store.createIfAbsent.bind(store),
+      get: store.get.bind(store),
+      getStream: store.getStream.bind(store),
+      head: store.head.bind(store),
+      list: store.list.bind(store),
+      delete: store.delete.bind(store),
+      uri: store.uri.bind(store),
+      replace: async (key: string, body: Uint8Array) => {
         if (key === entryKey && body.byteLength > 0 && restore === undefined) {
           // Before upkeep's overwrite lands, a restore marks the bucket, empties the entry and waits at its flip.
           const { ctx } = h.process({
