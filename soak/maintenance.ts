@@ -75,6 +75,8 @@ export interface MaintenanceFigures {
   /** Buckets a scrub found corrupt: nothing in the soak damages an archive, so any is a false mark. */
   scrubCorrupt: number;
   scrubCatalogProblems: number;
+  /** Restores cut off after their mark that scrub runs reported (each run counts what it saw). */
+  scrubRestoresCutOff: number;
   restoresBusy: number;
   restoresCutOff: number;
   restoreErrors: number;
@@ -105,6 +107,7 @@ export function newMaintenanceFigures(): MaintenanceFigures {
     scrubSkipped: 0,
     scrubCorrupt: 0,
     scrubCatalogProblems: 0,
+    scrubRestoresCutOff: 0,
     restoresBusy: 0,
     restoresCutOff: 0,
     restoreErrors: 0,
@@ -249,6 +252,7 @@ export async function runScrubLoop(options: {
       figures.scrubSkipped += report.skipped;
       figures.scrubCorrupt += report.corrupt;
       figures.scrubCatalogProblems += report.catalog_problems;
+      figures.scrubRestoresCutOff += report.restores_cut_off;
       for (const p of report.problems) note(figures, `scrub: ${p.bucket} ${p.kind}: ${p.problem}`);
     } catch (error) {
       figures.scrubFailedRuns++;
