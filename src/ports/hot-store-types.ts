@@ -27,14 +27,7 @@ export type BucketState = "hot" | "archiving" | "archived" | "expired";
  * The phases a worker runs. `expire` and `restore` (finishing a restore cut
  * off after its mark) are decided from marks, never recorded as the phase.
  */
-export type PhaseName =
-  | "claim"
-  | "export"
-  | "seal"
-  | "publish"
-  | "cleanup"
-  | "expire"
-  | "restore";
+export type PhaseName = "claim" | "export" | "seal" | "publish" | "cleanup" | "expire" | "restore";
 export type RecordedPhase = Exclude<PhaseName, "expire" | "restore"> | "done";
 
 export interface PayloadFacts {
@@ -260,26 +253,6 @@ export type FinishRestore =
   /** The hot store does not hold exactly the recorded row count: the route stays on the archive. */
   | { readonly kind: "rows-mismatch"; readonly hotRows: number; readonly expected: number }
   | LeaseLost;
-
-/**
- * Restores cut off after their mark: archived buckets marked as being
- * restored that nobody holds the lease of. Their reads still go to the
- * archive, and their catalog entry may already be emptied (the restore
- * empties it just before its flip), so a catalog reader such as Athena may
- * be missing them until a worker finishes the restore.
- */
-export interface CutOffRestores {
-  /** How many there are in all. */
-  readonly total: number;
-  /** When the oldest was marked; null when there is none. */
-  readonly oldestMarkedAt: Date | null;
-  /** The first of them, oldest mark first (at most the limit asked for). */
-  readonly buckets: readonly {
-    readonly id: BucketId;
-    readonly markedAt: Date;
-    readonly quarantined: boolean;
-  }[];
-}
 
 /**
  * What the archive garbage collector must keep for one bucket: the objects

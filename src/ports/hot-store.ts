@@ -29,6 +29,7 @@ import type { TableRecord } from "../domain/record.js";
 import type { TableDefinition, TableId } from "../domain/table.js";
 import type {
   ArchivedBucket,
+  CutOffRestores,
   DropBatch,
   HeldBucket,
   TableDropFinish,
@@ -58,7 +59,6 @@ import type {
   ArchiveReference,
   BucketRow,
   RestoreBatch,
-  CutOffRestores,
   FinishRestore,
   StatusReport,
 } from "./hot-store-types.js";

@@ -44,18 +44,14 @@
  * so every archived object is re-read within the period; a run cut short by
  * its deadline leaves the rest first in line for the next run.
  */
+import type { CutOffRestores } from "../ports/hot-store-operations.js";
 import type { BucketId } from "../domain/bucket.js";
 import { bucketJson, showBucket } from "../domain/display.js";
 import type { TableId } from "../domain/table.js";
 import { ArchiveIntegrityError, ObjectNotFoundError, UnknownTableError } from "../errors.js";
 import { verifyArchive } from "../archive/segments.js";
 import type { Clock } from "../ports/clock.js";
-import type {
-  BucketMetadata,
-  BucketRestore,
-  CutOffRestores,
-  HotReads,
-} from "../ports/hot-store.js";
+import type { BucketMetadata, BucketRestore, HotReads } from "../ports/hot-store.js";
 import type { ObjectStore } from "../ports/object-store.js";
 import type { ScrubCursor, ScrubStore, VerifiedVersion } from "../ports/scrub-store.js";
 import { checkCatalogEntries, refreshCatalogEntry, type CatalogPorts } from "./catalog.js";
@@ -388,7 +384,9 @@ async function cutOffRestoresIn(
   const id = options.bucket;
   const m = await ctx.hotStore.getBucket(id);
   const leased =
-    m?.ownerToken != null && m.leaseExpiresAt !== null && m.leaseExpiresAt.getTime() > now.getTime();
+    m?.ownerToken != null &&
+    m.leaseExpiresAt !== null &&
+    m.leaseExpiresAt.getTime() > now.getTime();
   if (m === null || m.state !== "archived" || m.restoreStartedAt === null || leased)
     return { total: 0, oldestMarkedAt: null, buckets: [] };
   const restore = { id, markedAt: m.restoreStartedAt, quarantined: m.quarantinedAt !== null };

@@ -31,6 +31,7 @@
  * Every placeholder carries a cast (`$1::TEXT`): CockroachDB cannot infer
  * the type of a placeholder inside VALUES or a bare SELECT list.
  */
+import type { CutOffRestores } from "../../ports/hot-store-operations.js";
 import type { BucketId } from "../../domain/bucket.js";
 import type { TableRecord } from "../../domain/record.js";
 import type { TableDefinition, TableId } from "../../domain/table.js";
@@ -51,7 +52,6 @@ import type {
   FencedWrite,
   FinishCleanup,
   FinishRestore,
-  CutOffRestores,
   HotStore,
   Lease,
   LeaseAcquisition,

@@ -113,7 +113,9 @@ describe("a query never silently answers short", () => {
 
   it("catalog rebuild keeps the live entry of a bucket whose restore died before emptying it, and the query returns every record", async () => {
     await converge(h, expected);
-    const { ctx } = h.process({ hot: { operation: "restoreRecords", when: "after", kind: "crash" } });
+    const { ctx } = h.process({
+      hot: { operation: "restoreRecords", when: "after", kind: "crash" },
+    });
     await expect(restoreBucket(ctx, id, { holdMs: 0, batchRows: 50 })).rejects.toBeInstanceOf(
       SimulatedCrash,
     );
@@ -137,8 +139,7 @@ describe("a query never silently answers short", () => {
     const cut = await h.inner.getBucket(id);
     expect(cut).toMatchObject({ state: "archived", hotDeleted: false });
     expect(await h.inner.countHotRows(id)).toBe(50);
-    for (const key of (await catalogEntries(h.objects, PREFIX)).keys())
-      await h.objects.delete(key);
+    for (const key of (await catalogEntries(h.objects, PREFIX)).keys()) await h.objects.delete(key);
 
     await refusedNaming(id, /catalog entry .* is missing or empty/);
 
@@ -168,7 +169,9 @@ describe("a query never silently answers short", () => {
     await converge(h, expected);
     const [, second] = [...expected.values()];
     expect((await restoreBucket(h.process().ctx, id, { holdMs: HOUR })).result).toBe("restored");
-    const { ctx } = h.process({ hot: { operation: "restoreRecords", when: "after", kind: "crash" } });
+    const { ctx } = h.process({
+      hot: { operation: "restoreRecords", when: "after", kind: "crash" },
+    });
     await expect(restoreBucket(ctx, second!.id, { holdMs: HOUR })).rejects.toBeInstanceOf(
       SimulatedCrash,
     );

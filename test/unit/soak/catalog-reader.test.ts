@@ -9,7 +9,6 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import type pg from "pg";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { MemoryObjectStore } from "../../../src/adapters/object-store/memory.js";
 import type { SqlHotStore } from "../../../src/adapters/sql/index.js";
@@ -23,12 +22,7 @@ import { runNextPhase } from "../../../src/usecases/run-next-phase.js";
 import { checkCatalogOnce, newCatalogFigures } from "../../../soak/catalog-reader.js";
 import { Ledger } from "../../../soak/ledger.js";
 import { freshPgliteHotStore } from "../../support/pglite-template.js";
-import {
-  chatRecords,
-  converge,
-  harnessOn,
-  type Harness,
-} from "../../support/workflow-harness.js";
+import { chatRecords, converge, harnessOn, type Harness } from "../../support/workflow-harness.js";
 
 const TABLE = parseTableId("chat");
 const PREFIX = "archive";
@@ -95,7 +89,12 @@ describe("the soak's catalog reader", () => {
     );
     ledger = new Ledger(new Map([[TABLE, "CalendarMonthUtc"]]), path.join(dir, "ledger.jsonl"));
     const records = chatRecords([3, 4], 20, ["solo"]);
-    await ledger.track(TABLE, records, () => h.inner.append(TABLE, records, h.clock.now()), () => false);
+    await ledger.track(
+      TABLE,
+      records,
+      () => h.inner.append(TABLE, records, h.clock.now()),
+      () => false,
+    );
     const solo = new TextEncoder().encode("solo");
     march = { tableId: TABLE, partitionKey: solo, bucketKey: "month:2025-03" };
     april = { tableId: TABLE, partitionKey: solo, bucketKey: "month:2025-04" };

@@ -152,12 +152,14 @@ describe("finishing a restore cut off after its mark", () => {
         hook: async () => {
           during = [
             (await verifyOne(h, id)).restores_cut_off,
-            (await h.inner.peekCandidates({
-              now: h.clock.now(),
-              cutoff: h.clock.now(),
-              limit: 10,
-              enqueuedBefore: h.clock.now(),
-            })).map((c) => c.kind),
+            (
+              await h.inner.peekCandidates({
+                now: h.clock.now(),
+                cutoff: h.clock.now(),
+                limit: 10,
+                enqueuedBefore: h.clock.now(),
+              })
+            ).map((c) => c.kind),
             await query().catch((error: unknown) => String(error)),
           ];
         },
@@ -219,7 +221,8 @@ describe("finishing a restore cut off after its mark", () => {
     };
     const results: string[] = [];
     for (let run = 0; run < 8; run++) {
-      for (const o of await workerRun(failing)) results.push(`${o.result}${o.quarantined ? "!" : ""}`);
+      for (const o of await workerRun(failing))
+        results.push(`${o.result}${o.quarantined ? "!" : ""}`);
       h.clock.advance(h.settings.retryMs + 1);
     }
     expect(results).toEqual(["deferred", "deferred", "deferred", "deferred", "deferred", "done!"]);
@@ -281,7 +284,12 @@ describe("finishing a restore cut off after its mark", () => {
         if (key === entryKey && body.byteLength > 0 && restore === undefined) {
           // Before upkeep's overwrite lands, a restore marks the bucket, empties the entry and waits at its flip.
           const { ctx } = h.process({
-            hot: { operation: "finishRestore", when: "before", kind: "hook", hook: () => atFlip.pass() },
+            hot: {
+              operation: "finishRestore",
+              when: "before",
+              kind: "hook",
+              hook: () => atFlip.pass(),
+            },
           });
           restore = restoreBucket(ctx, id, { holdMs: HOUR }).then((r) => r.result);
           await atFlip.whenReached();
@@ -318,11 +326,16 @@ describe("finishing a restore cut off after its mark", () => {
   });
 
   it("a restore that died before its mark leaves nothing to finish", async () => {
-    const { ctx } = h.process({ hot: { operation: "beginRestore", when: "before", kind: "crash" } });
+    const { ctx } = h.process({
+      hot: { operation: "beginRestore", when: "before", kind: "crash" },
+    });
     await expect(restoreBucket(ctx, id, { holdMs: 0 })).rejects.toBeInstanceOf(SimulatedCrash);
     h.clock.advance(h.settings.leaseMs + 1);
     expect(await workerRun()).toEqual([]);
-    expect(await h.inner.getBucket(id)).toMatchObject({ state: "archived", restoreStartedAt: null });
+    expect(await h.inner.getBucket(id)).toMatchObject({
+      state: "archived",
+      restoreStartedAt: null,
+    });
     expect(await liveEntryOf(h.objects, PREFIX, id, "json")).toBeDefined();
   });
 });

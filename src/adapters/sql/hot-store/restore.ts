@@ -3,11 +3,11 @@
  * {@link RESTORE_FENCE}, then the bucket returned to `hot` only once the hot
  * rows match the payload's row count.
  */
+import type { CutOffRestores } from "../../../ports/hot-store-operations.js";
 import { parseBucketKey } from "../../../domain/bucket.js";
 import type { TableId } from "../../../domain/table.js";
 import type {
   BucketRow,
-  CutOffRestores,
   FencedWrite,
   FinishRestore,
   Lease,
@@ -157,7 +157,9 @@ export async function cutOffRestores(
     c.values,
   );
   const p = new SqlParams();
-  const { rows } = await db.query<BucketKeyRow & { restore_started_at: string; quarantined: boolean }>(
+  const { rows } = await db.query<
+    BucketKeyRow & { restore_started_at: string; quarantined: boolean }
+  >(
     `SELECT table_id, partition_key, bucket_key, restore_started_at,
             (quarantined_at IS NOT NULL) AS quarantined
        FROM ${METADATA_TABLE} WHERE ${where(p)}
