@@ -10,7 +10,9 @@
  * bucket whose hot rows are deleted has it, until a restore (under its
  * lease, right before its flip) or an expiry (before its finish) empties
  * it. Upkeep never empties the entry of a bucket whose reads still go to
- * the archive, also while it is marked as being restored; and an entry
+ * the archive, also while a restore is marked (save its own overwrite that
+ * may have landed on the restore's tombstone, point 3), unless an expiry is
+ * marked (its records are leaving by its table's policy); and an entry
  * emptied stays empty, so once the bucket's reads have moved nothing
  * brings it back. Whatever the delays: a writer that read the metadata
  * long ago, a request stalled in flight, a paused process.

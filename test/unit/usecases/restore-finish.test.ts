@@ -26,6 +26,7 @@ import { scrub } from "../../../src/usecases/scrub.js";
 import { expectCatalogMatchesPublished, liveEntryOf } from "../../support/catalog.js";
 import { SimulatedCrash, type FaultPoint, type HotOperation } from "../../support/faults.js";
 import { Gate } from "../../support/gates.js";
+import { onlyPart } from "../../support/one-part.js";
 import { freshPgliteHotStore } from "../../support/pglite-template.js";
 import { scrubContext, verifyOne } from "../../support/scrub-cases.js";
 import {
@@ -309,6 +310,24 @@ describe("finishing a restore cut off after its mark", () => {
     expect(await h.inner.getBucket(id)).toMatchObject({ state: "hot" });
     expect(await liveEntryOf(h.objects, PREFIX, id, "json")).toBeUndefined();
     await matches();
+  });
+
+  it("a cut-off restore whose archive the scrub then finds damaged is no longer offered, the finish refuses it naming the damage, and both are reported", async () => {
+    await cutOffAfterTombstone(HOUR);
+    const payload = (await onlyPart(h.inner, id)).key;
+    const bytes = await h.objects.get(payload);
+    await h.objects.replace(payload, new Uint8Array([...bytes.slice(0, -1), bytes.at(-1)! ^ 0xff]));
+    expect((await verifyOne(h, id)).corrupt).toBe(1);
+
+    expect(await workerRun()).toEqual([]);
+    expect(await runNextPhase(h.process().ctx, id)).toMatchObject({
+      phase: "restore",
+      result: "deferred",
+      reason: expect.stringMatching(/corrupt/),
+    });
+    expect(await h.inner.getBucket(id)).toMatchObject({ state: "archived", ownerToken: null });
+    expect(await h.inner.countHotRows(id)).toBe(records.length);
+    expect((await h.inner.cutOffRestores(h.clock.now(), { limit: 10 })).total).toBe(1);
   });
 
   it("a mark set before holds were recorded is finished with the default hold", async () => {
