@@ -86,7 +86,7 @@ describe("a query never silently answers short", () => {
     temp = mkdtempSync(path.join(os.tmpdir(), "pulpitum-query-short-temp-"));
     h = harnessOn(await freshPgliteHotStore(), new FileObjectStore(dir));
     // Hostile partition keys beside plain ones: the checks must not refuse healthy data.
-    records = [...chatRecords([3, 4], 150), ...hostileRecords([3], 3)];
+    records = [...chatRecords([3, 4], 150, ["solo"]), ...hostileRecords([3], 3)];
     expected = await seedTable(h, TABLE, "CalendarMonthUtc", "json", records);
     id = [...expected.values()][0]!.id;
   });
