@@ -105,22 +105,15 @@ describe("the soak's catalog reader", () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it("finds nothing wrong with a whole answer, and holds both archived buckets to equality", async () => {
-    const both = new Map([
-      ["m", { id: march, records: chatRecords([3], 20, ["solo"]) }],
-      ["a", { id: april, records: chatRecords([4], 20, ["solo"]) }],
-    ]);
-    await converge(h, both);
-
-    expect(await check()).toMatchObject({ mismatches: 0, shortBuckets: 0, steadyBuckets: 2 });
-  });
-
-  it("counts a short answer for a bucket archived with its hot rows not yet deleted", async () => {
+  it("finds nothing wrong with a whole answer, and counts a short one for a bucket archived with its hot rows not yet deleted", async () => {
     const { ctx } = h.process();
+    for (let step = 0; step < 5; step++) await runNextPhase(ctx, april);
     for (let step = 0; step < 4; step++) await runNextPhase(ctx, march);
+    expect(await h.inner.getBucket(april)).toMatchObject({ state: "archived", hotDeleted: true });
     expect(await h.inner.getBucket(march)).toMatchObject({ state: "archived", hotDeleted: false });
 
-    expect(await check(march)).toMatchObject({ mismatches: 1, shortBuckets: 1, steadyBuckets: 1 });
+    expect(await check()).toMatchObject({ mismatches: 0, shortBuckets: 0, steadyBuckets: 2 });
+    expect(await check(march)).toMatchObject({ mismatches: 1, shortBuckets: 1, steadyBuckets: 2 });
   });
 
   it("counts a short answer for a bucket whose restore was cut off before its flip, marked throughout", async () => {
