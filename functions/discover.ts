@@ -13,7 +13,13 @@ import type { WorkQueue } from "../src/ports/work-queue.js";
 import type { Adapters } from "../src/open-adapters.js";
 import { discoverBacklog, type DiscoveryStop } from "../src/usecases/discover-backlog.js";
 import { DrainMeter } from "../src/usecases/drain-meter.js";
-import { logger, recordDiscovery, recordExpiryBlocked, workflowLog } from "./observability.js";
+import {
+  logger,
+  recordDiscovery,
+  recordExpiryBlocked,
+  recordRestoresCutOff,
+  workflowLog,
+} from "./observability.js";
 import { observedHandler } from "./observed-handler.js";
 import { lambdaAdaptersPerContainer, openLambdaAdapters } from "./open-adapters.js";
 
@@ -41,6 +47,11 @@ export interface DiscoveryReport {
   /** Due buckets Object Lock keeps from expiring, and since when the oldest has been kept. */
   readonly expiry_held: number;
   readonly expiry_blocked_since: string | null;
+  /**
+   * Restores cut off after their mark, not yet finished (this run offered
+   * them to the workers; alarm RestoresCutOff when they stay).
+   */
+  readonly restores_cut_off: number;
 }
 
 export const DISCOVERY_EVENT_FORM =
@@ -89,6 +100,8 @@ export function createDiscoveryHandler(open: () => Promise<DiscoveryDependencies
       recordDiscovery(run, clock.now());
       const blocked = await ctx.hotStore.expiryBlocked();
       recordExpiryBlocked(blocked.oldestSince, clock.now());
+      const cutOff = await ctx.hotStore.cutOffRestores(clock.now(), { limit: 0 });
+      recordRestoresCutOff(cutOff.total);
       const report: DiscoveryReport = {
         candidates: run.enqueued,
         by_kind: byKind,
@@ -100,6 +113,7 @@ export function createDiscoveryHandler(open: () => Promise<DiscoveryDependencies
         requeue_window_seconds: run.requeueWindowMs / 1000,
         expiry_held: blocked.held,
         expiry_blocked_since: blocked.oldestSince?.toISOString() ?? null,
+        restores_cut_off: cutOff.total,
       };
       if (run.stop === "cap") {
         logger.warn(

@@ -78,10 +78,12 @@ export const METRIC = {
   GcObjectsDeleted: "GcObjectsDeleted",
   /** Bytes of archive objects GC deleted. Dashboard "Maintenance". */
   GcBytesDeleted: "GcBytesDeleted",
-  /** Buckets a restore brought back to hot. Dashboard "Maintenance". */
+  /** Buckets a restore brought back to hot (the restore function's, or a worker finishing a cut-off restore). Dashboard "Maintenance". */
   BucketsRestored: "BucketsRestored",
   /** Records a restore inserted back into the hot store. Dashboard "Maintenance". */
   RowsRestored: "RowsRestored",
+  /** Archived buckets whose restore was cut off after its mark and not yet finished (nobody holds their lease), measured by every discovery run. Their catalog entry may be emptied: Athena misses their records until a worker finishes the restore. Alarm "RestoresCutOff" and dashboard "Maintenance". */
+  RestoresCutOff: "RestoresCutOff",
   /** Archived buckets one scrub run verified. Dashboard "Maintenance". */
   ScrubBucketsVerified: "ScrubBucketsVerified",
   /** Archived buckets one scrub run found damaged and marked corrupt. Alarm "CorruptBucketsFound" and dashboard "Maintenance". */
@@ -268,6 +270,10 @@ export function countPhaseOutcome(outcome: PhaseOutcome): void {
   if (outcome.result === "advanced" && outcome.phase === "cleanup" && outcome.rows !== undefined) {
     metrics.addMetric(METRIC.HotRowsDeleted, MetricUnit.Count, outcome.rows);
   }
+  if (outcome.result === "advanced" && outcome.phase === "restore") {
+    metrics.addMetric(METRIC.BucketsRestored, MetricUnit.Count, 1);
+    metrics.addMetric(METRIC.RowsRestored, MetricUnit.Count, outcome.rows ?? 0);
+  }
 }
 
 /**
@@ -316,6 +322,11 @@ export function recordExpiryBlocked(oldestSince: Date | null, now: Date): void {
   const seconds =
     oldestSince === null ? 0 : Math.max(0, (now.getTime() - oldestSince.getTime()) / 1000);
   metrics.addMetric(METRIC.ExpiryBlockedSeconds, MetricUnit.Seconds, seconds);
+}
+
+/** How many restores are cut off after their mark at a discovery run (0 when none). */
+export function recordRestoresCutOff(total: number): void {
+  metrics.addMetric(METRIC.RestoresCutOff, MetricUnit.Count, total);
 }
 
 /** What one GC run found and deleted. */

@@ -24,6 +24,7 @@ export interface ArchiverAlarms {
   readonly corruptBuckets: cloudwatch.Alarm;
   readonly erasuresNotProven: cloudwatch.Alarm;
   readonly auditTrailTampered: cloudwatch.Alarm;
+  readonly restoresCutOff: cloudwatch.Alarm;
 }
 
 export interface MonitoredParts {
@@ -67,6 +68,29 @@ export function notifyAlarms(
     for (const alarm of Object.values(alarms))
       alarm.addAlarmAction(new cloudwatchActions.SnsAction(topic));
   }
+}
+
+/**
+ * An alarm on a count the functions measure: in alarm once it is at least 1
+ * in each of `periods` consecutive periods (every one of them), quiet when
+ * nothing was measured.
+ */
+function whenSeen(
+  stack: Stack,
+  id: string,
+  counted: cloudwatch.IMetric,
+  periods: number,
+  alarmDescription: string,
+): cloudwatch.Alarm {
+  return new cloudwatch.Alarm(stack, id, {
+    alarmDescription,
+    metric: counted,
+    threshold: 1,
+    comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+    evaluationPeriods: periods,
+    datapointsToAlarm: periods,
+    treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+  });
 }
 
 export function addAlarms(stack: Stack, parts: MonitoredParts): ArchiverAlarms {
@@ -139,33 +163,37 @@ export function addAlarms(stack: Stack, parts: MonitoredParts): ArchiverAlarms {
     datapointsToAlarm: settings.drainAlarmPeriods,
     treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
   });
-  const corruptBuckets = new cloudwatch.Alarm(stack, "CorruptBucketsFound", {
-    alarmDescription:
-      "The scrub found archived buckets damaged (a payload or manifest missing or changed): reads and restores of them fail until they are recovered. `pulpitum verify` lists them; docs/integrity.md says how to recover each kind of damage.",
-    metric: metric(METRIC.CorruptBucketsTotal, "Maximum", Duration.days(1)),
-    threshold: 1,
-    comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-    evaluationPeriods: 1,
-    treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-  });
-  const erasuresNotProven = new cloudwatch.Alarm(stack, "ErasuresNotProven", {
-    alarmDescription:
-      "The scrub's proof of a done erasure job found records of the erased key in its range still readable (hot rows, a published payload or a catalog entry): records written after the job (late data) or records that came back. `pulpitum verify --erasure JOB` names the buckets; run the same `pulpitum erase` again to remove them. docs/erasure.md.",
-    metric: metric(METRIC.ErasureProofProblems, "Maximum", Duration.days(1)),
-    threshold: 1,
-    comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-    evaluationPeriods: 1,
-    treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-  });
-  const auditTrailTampered = new cloudwatch.Alarm(stack, "AuditTrailTampered", {
-    alarmDescription:
-      "The scrub found the audit trail's hash chain broken: a record was inserted, altered or removed by something other than the audit routine (a database superuser or the migrator editing rows). Treat it as an incident: `pulpitum audit --verify` names the first record; the functions' log groups hold a copy of every record and the chain heads each scrub logged. docs/audit.md.",
-    metric: metric(METRIC.AuditTrailBroken, "Maximum", Duration.days(1)),
-    threshold: 1,
-    comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-    evaluationPeriods: 1,
-    treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
-  });
+  const corruptBuckets = whenSeen(
+    stack,
+    "CorruptBucketsFound",
+    metric(METRIC.CorruptBucketsTotal, "Maximum", Duration.days(1)),
+    1,
+    "The scrub found archived buckets damaged (a payload or manifest missing or changed): reads and restores of them fail until they are recovered. `pulpitum verify` lists them; docs/integrity.md says how to recover each kind of damage.",
+  );
+  const erasuresNotProven = whenSeen(
+    stack,
+    "ErasuresNotProven",
+    metric(METRIC.ErasureProofProblems, "Maximum", Duration.days(1)),
+    1,
+    "The scrub's proof of a done erasure job found records of the erased key in its range still readable (hot rows, a published payload or a catalog entry): records written after the job (late data) or records that came back. `pulpitum verify --erasure JOB` names the buckets; run the same `pulpitum erase` again to remove them. docs/erasure.md.",
+  );
+  const auditTrailTampered = whenSeen(
+    stack,
+    "AuditTrailTampered",
+    metric(METRIC.AuditTrailBroken, "Maximum", Duration.days(1)),
+    1,
+    "The scrub found the audit trail's hash chain broken: a record was inserted, altered or removed by something other than the audit routine (a database superuser or the migrator editing rows). Treat it as an incident: `pulpitum audit --verify` names the first record; the functions' log groups hold a copy of every record and the chain heads each scrub logged. docs/audit.md.",
+  );
+  // Discovery offers a cut-off restore within a minute and a worker finishes it within
+  // minutes (its lease hides it from the count meanwhile), so one seen in each of three
+  // 5-minute periods is not being finished: quarantined, paused, corrupt or failing.
+  const restoresCutOff = whenSeen(
+    stack,
+    "RestoresCutOff",
+    metric(METRIC.RestoresCutOff, "Maximum", Duration.minutes(5)),
+    3,
+    "A restore was cut off after its mark (its process died, lost its lease or failed) and no worker has finished it for 15 minutes: the bucket's reads still go to the archive, but its query catalog entry may be emptied, so Athena and other catalog readers miss its records and `pulpitum query` refuses the table. The finish is held back when the bucket is quarantined, its table paused, its archive corrupt, or the finish keeps failing (the worker log says why). `pulpitum verify` lists each one (kind restore); `pulpitum restore TABLE PARTITION BUCKET` finishes it (docs/operations.md, Restore).",
+  );
   return {
     deadLetters,
     oldestMessage,
@@ -175,6 +203,7 @@ export function addAlarms(stack: Stack, parts: MonitoredParts): ArchiverAlarms {
     corruptBuckets,
     erasuresNotProven,
     auditTrailTampered,
+    restoresCutOff,
   };
 }
 
@@ -352,7 +381,7 @@ function queueAndWorkerRow(inputs: DashboardInputs): cloudwatch.IWidget[] {
 
 /** GC, restore, scrub and expiry. */
 function maintenanceRow(inputs: DashboardInputs): cloudwatch.IWidget[] {
-  const { parts, period, sum } = inputs;
+  const { parts, period, sum, metric } = inputs;
   const { functions } = parts;
   return [
     new cloudwatch.GraphWidget({
@@ -378,6 +407,7 @@ function maintenanceRow(inputs: DashboardInputs): cloudwatch.IWidget[] {
         sum(METRIC.GcBytesDeleted),
         sum(METRIC.ExpiryBytesFreed),
         sum(METRIC.ExpiryBlockedSeconds),
+        metric(METRIC.RestoresCutOff, "Maximum", period),
         functions.gcFunction.metricErrors({ period, label: "GC errors" }),
         functions.restoreFunction.metricErrors({ period, label: "restore errors" }),
         functions.scrubFunction.metricErrors({ period, label: "scrub errors" }),

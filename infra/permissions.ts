@@ -118,11 +118,13 @@ function grantArchiveObjects(inputs: GrantInputs): void {
   ]) {
     fn.addToRolePolicy(listPrefix());
   }
-  // Publish and cleanup write entries and GC corrects them; restore only removes them (src/usecases/catalog.ts).
+  // Publish and cleanup write entries and GC corrects them; restore only empties them
+  // (a tombstone is an overwrite with nothing, a PUT: src/usecases/catalog.ts). The worker
+  // empties them too when it finishes a restore cut off after its mark.
   const catalogAccess: [typeof worker, string[]][] = [
     [worker, ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]],
     [functions.gcFunction, ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"]],
-    [functions.restoreFunction, ["s3:DeleteObject"]],
+    [functions.restoreFunction, ["s3:PutObject"]],
     // The scrub puts a wrong entry right through the same upkeep (create-if-absent and tombstones).
     [functions.scrubFunction, ["s3:PutObject"]],
     // The erasure rewrites the entry of each bucket it publishes anew, as publish does.

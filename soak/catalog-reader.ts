@@ -6,12 +6,18 @@
  *
  * What no catalog result may ever hold, whatever the delays: a record twice,
  * a record no append committed, or a value other than the committed one.
- * For a bucket that was archived with its hot rows deleted before and after
- * the query, with the same generation and no restore in between, the result
- * must hold exactly its committed records: fewer is a stale or missing
- * entry. At the end, with everything quiet, every table's catalog must hold
- * exactly the committed records of its archived buckets and nothing of the
- * others.
+ * A query never answers short (issue 49 §3): for a bucket whose reads went
+ * to the archive both before and after the query (archived, hot rows
+ * deleted or not), with the same lease generation (nobody took its lease in
+ * between: no cleanup, restore, finish or re-archive acted on it), the same
+ * restore mark (marked throughout, as a restore cut off before its flip
+ * leaves it, or not) and no expiry mark, the result must hold exactly its
+ * committed records, or the query must fail: fewer is a short answer
+ * (`shortBuckets`, counted among the mismatches). The steadiness is read
+ * from the database, not from the soak's own restore tracker, so a restore
+ * cut off earlier and left marked is held to it too. At the end, with
+ * everything quiet, every table's catalog must hold exactly the committed
+ * records of its archived buckets and nothing of the others.
  */
 import type pg from "pg";
 import { METADATA_TABLE } from "../src/adapters/sql/migrations.js";
@@ -21,7 +27,6 @@ import type { HotStore } from "../src/ports/hot-store.js";
 import type { ObjectStore } from "../src/ports/object-store.js";
 import { queryArchive } from "../src/read/query-archive.js";
 import { bucketRef, compareWithLedger, type Ledger } from "./ledger.js";
-import type { RestoreTracker } from "./maintenance.js";
 import type { Random } from "./random.js";
 import { sleep } from "./random.js";
 import type { Catalog } from "./workload.js";
@@ -33,6 +38,10 @@ export interface CatalogFigures {
   mismatches: number;
   /** Of the checks during the run, buckets that were steady throughout and so held to equality. */
   steadyBuckets: number;
+  /** Of those, buckets a query answered short: fewer records than committed, with no error. */
+  shortBuckets: number;
+  /** Of those, buckets marked as being restored throughout (a restore cut off before its flip). */
+  steadyRestoring: number;
   /** Queries that failed (a fault, or a payload gone under a bucket that moved meanwhile). */
   queryErrors: number;
   /** Records read through the catalog. */
@@ -41,7 +50,16 @@ export interface CatalogFigures {
 }
 
 export function newCatalogFigures(): CatalogFigures {
-  return { checks: 0, mismatches: 0, steadyBuckets: 0, queryErrors: 0, records: 0, examples: [] };
+  return {
+    checks: 0,
+    mismatches: 0,
+    steadyBuckets: 0,
+    shortBuckets: 0,
+    steadyRestoring: 0,
+    queryErrors: 0,
+    records: 0,
+    examples: [],
+  };
 }
 
 export interface CatalogPortsForQuery {
@@ -56,6 +74,8 @@ interface BucketState {
   readonly generation: string;
   /** Marked for expiry (soak/expiry.ts): its catalog entry may be tombstoned any moment. */
   readonly expiring: boolean;
+  /** Marked as being restored: its reads still go to the archive until the restore's flip. */
+  readonly restoring: boolean;
 }
 
 interface FoundRecord {
@@ -72,16 +92,23 @@ async function tableStates(admin: pg.Pool, tableId: TableId): Promise<Map<string
     hot_deleted: boolean;
     generation: string;
     expiring: boolean;
+    restoring: boolean;
   }>(
     `SELECT encode(partition_key, 'hex') AS pk, bucket_key, state, hot_deleted, generation::text AS generation,
-            expiry_started_at IS NOT NULL AS expiring
+            expiry_started_at IS NOT NULL AS expiring, restore_started_at IS NOT NULL AS restoring
        FROM ${METADATA_TABLE} WHERE table_id = $1`,
     [tableId],
   );
   return new Map(
     rows.map((r) => [
       `${tableId}|${r.pk}|${r.bucket_key}`,
-      { state: r.state, hotDeleted: r.hot_deleted, generation: r.generation, expiring: r.expiring },
+      {
+        state: r.state,
+        hotDeleted: r.hot_deleted,
+        generation: r.generation,
+        expiring: r.expiring,
+        restoring: r.restoring,
+      },
     ]),
   );
 }
@@ -128,32 +155,20 @@ export async function checkCatalogOnce(options: {
   admin: pg.Pool;
   ledger: Ledger;
   tableId: TableId;
-  restores: RestoreTracker;
   figures: CatalogFigures;
   log: (line: string) => void;
 }): Promise<void> {
   const { admin, ledger, tableId, figures } = options;
-  const startedAt = Date.now();
   const before = await tableStates(admin, tableId);
   const found = await readThroughCatalog(options.ports, ledger, tableId);
   const after = await tableStates(admin, tableId);
   figures.checks++;
   const refs = new Set([...found.keys()]);
-  for (const [ref, b0] of before) if (b0.state === "archived" && b0.hotDeleted) refs.add(ref);
+  for (const [ref, b0] of before) if (b0.state === "archived") refs.add(ref);
   for (const ref of refs) {
     const b0 = before.get(ref);
     const b1 = after.get(ref);
-    const steady =
-      b0 !== undefined &&
-      b1 !== undefined &&
-      b0.state === "archived" &&
-      b0.hotDeleted &&
-      b1.state === "archived" &&
-      b1.hotDeleted &&
-      b0.generation === b1.generation &&
-      !b0.expiring &&
-      !b1.expiring &&
-      !options.restores.touchedSince(ref, startedAt);
+    const steady = b0 !== undefined && b1 !== undefined && steadyThroughout(b0, b1);
     const records = found.get(ref) ?? [];
     figures.records += records.length;
     const entry = ledger.get(ref);
@@ -163,7 +178,11 @@ export async function checkCatalogOnce(options: {
       entry?.uncertain,
       steady ? undefined : new Set(),
     );
-    if (steady) figures.steadyBuckets++;
+    if (steady) {
+      figures.steadyBuckets++;
+      if (b0.restoring) figures.steadyRestoring++;
+      if (cmp.lost > 0) figures.shortBuckets++;
+    }
     // A bucket that moved during the query (a restore, a re-archive in the other format) may
     // show the entry of either side of the move, or none, and the two format folders are
     // listed one after the other: only what no moment could show is held against it.
@@ -181,13 +200,29 @@ export async function checkCatalogOnce(options: {
   }
 }
 
+/**
+ * Whether a bucket's reads went to the same archived version throughout the
+ * query: archived before and after (hot rows deleted or not), nobody took
+ * its lease in between (every phase, restore and finish takes a new
+ * generation), its restore mark the same and no expiry marked.
+ */
+function steadyThroughout(b0: BucketState, b1: BucketState): boolean {
+  return (
+    b0.state === "archived" &&
+    b1.state === "archived" &&
+    b0.generation === b1.generation &&
+    b0.restoring === b1.restoring &&
+    !b0.expiring &&
+    !b1.expiring
+  );
+}
+
 /** Query random tables through the catalog until `signal` aborts. */
 export async function runCatalogReader(options: {
   ports: CatalogPortsForQuery;
   admin: pg.Pool;
   catalog: Catalog;
   ledger: Ledger;
-  restores: RestoreTracker;
   random: Random;
   figures: CatalogFigures;
   gapMs: readonly [number, number];

@@ -18,7 +18,7 @@ import type { ArchiverContext } from "../src/usecases/context.js";
 import { ForwardingObjectStore } from "../src/adapters/object-store/forwarding.js";
 import type { ListOptions, ListPage, ObjectStore } from "../src/ports/object-store.js";
 import { BucketNotRestorableError, restoreBucket } from "../src/usecases/restore.js";
-import { scrub, type ScrubContext } from "../src/usecases/scrub.js";
+import { scrub, type ScrubRunContext } from "../src/usecases/scrub.js";
 import type { MetadataMonitor } from "./monitor.js";
 import type { Random } from "./random.js";
 import { sleep } from "./random.js";
@@ -75,6 +75,8 @@ export interface MaintenanceFigures {
   /** Buckets a scrub found corrupt: nothing in the soak damages an archive, so any is a false mark. */
   scrubCorrupt: number;
   scrubCatalogProblems: number;
+  /** Restores cut off after their mark that scrub runs reported (each run counts what it saw). */
+  scrubRestoresCutOff: number;
   restoresBusy: number;
   restoresCutOff: number;
   restoreErrors: number;
@@ -105,6 +107,7 @@ export function newMaintenanceFigures(): MaintenanceFigures {
     scrubSkipped: 0,
     scrubCorrupt: 0,
     scrubCatalogProblems: 0,
+    scrubRestoresCutOff: 0,
     restoresBusy: 0,
     restoresCutOff: 0,
     restoreErrors: 0,
@@ -231,7 +234,7 @@ export class PausingListStore extends ForwardingObjectStore {
  * bucket found corrupt is a false mark (the end check counts the marks).
  */
 export async function runScrubLoop(options: {
-  ctx: ScrubContext;
+  ctx: ScrubRunContext;
   sample: number;
   gapMs: readonly [number, number];
   random: Random;
@@ -249,6 +252,7 @@ export async function runScrubLoop(options: {
       figures.scrubSkipped += report.skipped;
       figures.scrubCorrupt += report.corrupt;
       figures.scrubCatalogProblems += report.catalog_problems;
+      figures.scrubRestoresCutOff += report.restores_cut_off;
       for (const p of report.problems) note(figures, `scrub: ${p.bucket} ${p.kind}: ${p.problem}`);
     } catch (error) {
       figures.scrubFailedRuns++;

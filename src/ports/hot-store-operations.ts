@@ -1,8 +1,9 @@
 /**
  * Operator views and table removal on the hot store: what `pulpitum tables
- * buckets`, `plan` and `tables drop` need beyond the archival workflow. The
- * methods that use these types are on the roles HotReads, BucketDiscovery
- * and TableDrop of the hot store port.
+ * buckets`, `plan`, `tables drop` and the reports of cut-off restores need
+ * beyond the archival workflow. The methods that use these types are on the
+ * roles HotReads, BucketDiscovery, BucketRestore and TableDrop of the hot
+ * store port.
  */
 import type { BucketId, BucketStrategy } from "../domain/bucket.js";
 import type {
@@ -94,3 +95,23 @@ export type DropBatch =
       readonly last?: ClusteringPosition;
     }
   | LeaseLost;
+
+/**
+ * Restores cut off after their mark: archived buckets marked as being
+ * restored that nobody holds the lease of. Their reads still go to the
+ * archive, and their catalog entry may already be emptied (the restore
+ * empties it just before its flip), so a catalog reader such as Athena may
+ * be missing them until a worker finishes the restore.
+ */
+export interface CutOffRestores {
+  /** How many there are in all. */
+  readonly total: number;
+  /** When the oldest was marked; null when there is none. */
+  readonly oldestMarkedAt: Date | null;
+  /** The first of them, oldest mark first (at most the limit asked for). */
+  readonly buckets: readonly {
+    readonly id: BucketId;
+    readonly markedAt: Date;
+    readonly quarantined: boolean;
+  }[];
+}

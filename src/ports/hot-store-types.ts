@@ -24,8 +24,12 @@ export type BucketState = "hot" | "archiving" | "archived" | "expired";
  * The next phase a bucket needs. `expire` is never recorded: it is derived
  * from an archived bucket's expiry mark or from its table's policy.
  */
-export type PhaseName = "claim" | "export" | "seal" | "publish" | "cleanup" | "expire";
-export type RecordedPhase = Exclude<PhaseName, "expire"> | "done";
+/**
+ * The phases a worker runs. `expire` and `restore` (finishing a restore cut
+ * off after its mark) are decided from marks, never recorded as the phase.
+ */
+export type PhaseName = "claim" | "export" | "seal" | "publish" | "cleanup" | "expire" | "restore";
+export type RecordedPhase = Exclude<PhaseName, "expire" | "restore"> | "done";
 
 export interface PayloadFacts {
   readonly key: string;
@@ -103,6 +107,13 @@ export interface BucketMetadata {
    * are refused, cleanup never runs. Null otherwise.
    */
   readonly restoreStartedAt: Date | null;
+  /**
+   * How long the restore asked to keep the bucket hot after its flip, kept
+   * with the mark so that a worker finishing a cut-off restore honours it
+   * (usecases/phases/finish-restore.ts); null when no restore is marked, or
+   * for a mark set before it was recorded (the default hold then applies).
+   */
+  readonly restoreHoldMs: number | null;
   /**
    * When the bucket last stopped referencing archive objects (a deferral
    * that cleared a recorded payload or manifest, or a restore's flip to
@@ -263,8 +274,11 @@ export interface ArchiveReference {
   readonly inFlight: boolean;
 }
 
-/** Why discovery offers a bucket. */
-export type CandidateKind = "eligible" | "stalled" | "cleanup" | "expire";
+/**
+ * Why discovery offers a bucket: `restore` is a restore cut off after its
+ * mark, for a worker to finish (usecases/phases/finish-restore.ts).
+ */
+export type CandidateKind = "eligible" | "stalled" | "cleanup" | "expire" | "restore";
 
 export interface Candidate {
   readonly id: BucketId;

@@ -30,6 +30,7 @@ import type { TableRecord } from "../domain/record.js";
 import type { TableDefinition, TableId } from "../domain/table.js";
 import type {
   ArchivedBucket,
+  CutOffRestores,
   DropBatch,
   HeldBucket,
   TableDropFinish,
@@ -348,8 +349,11 @@ export interface BucketRestore {
    * kept if already set) under a live lease, keeping the lease. Reads stay on
    * the archive and appends stay refused. Refused (lease-lost) unless the
    * bucket is archived with a manifest. Idempotent under the same lease.
+   * `holdMs`, the hold the restore asks for after its flip, is recorded
+   * with the mark (see {@link BucketMetadata.restoreHoldMs}); omitted, the
+   * recorded one is kept.
    */
-  beginRestore(lease: Lease, now: Date): Promise<FencedWrite>;
+  beginRestore(lease: Lease, now: Date, holdMs?: number): Promise<FencedWrite>;
 
   /**
    * Insert archived records back into the hot rows of a bucket being
@@ -370,6 +374,14 @@ export interface BucketRestore {
    * operator is done). Releases the lease.
    */
   finishRestore(lease: Lease, now: Date, retryAt: Date): Promise<FinishRestore>;
+
+  /**
+   * Archived buckets marked as being restored with no live lease at `now`
+   * (cut off: the restorer died, lost its lease or failed), oldest mark
+   * first, at most `limit` listed (all counted); only `tableId`'s when
+   * given. Read-only; one scan of the marked rows.
+   */
+  cutOffRestores(now: Date, options: { tableId?: TableId; limit: number }): Promise<CutOffRestores>;
 }
 
 /** Writing a lost or damaged manifest of an archived bucket again: `pulpitum repair`. */

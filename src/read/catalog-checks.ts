@@ -1,9 +1,9 @@
 /**
  * What `pulpitum query` checks of the catalog against the hot store's
  * metadata before DuckDB sees a payload (see query-archive.ts): every bucket
- * whose records live only in the archive is listed, each entry names only
- * its own bucket's payloads, exactly those its metadata records, and a
- * payload that fails is blamed on the entry when the entry is what is wrong.
+ * whose reads go to the archive is listed, each entry names only its own
+ * bucket's payloads, exactly those its metadata records, and a payload that
+ * fails is blamed on the entry when the entry is what is wrong.
  */
 import type { BucketId } from "../domain/bucket.js";
 import { showBucket } from "../domain/display.js";
@@ -20,8 +20,8 @@ import {
   ObjectNotFoundError,
   PulpitumError,
 } from "../errors.js";
-import { systemClock } from "../ports/clock.js";
-import type { HotReads } from "../ports/hot-store.js";
+import { systemClock, type Clock } from "../ports/clock.js";
+import type { BucketMetadata, HotReads } from "../ports/hot-store.js";
 import type { ObjectStore } from "../ports/object-store.js";
 import { catalogEntryKeyOf, expectedCatalogEntry, slotOf } from "../usecases/catalog.js";
 import { readCatalogEntry } from "../usecases/catalog-entry.js";
@@ -42,12 +42,15 @@ export interface CatalogReadInput {
   readonly objectStore: ObjectStore;
   readonly archivePrefix: string;
   readonly tableId: TableId;
+  readonly clock?: Clock;
 }
 
 /**
- * The table's buckets that must have a catalog entry: archived, hot rows
- * deleted, not being restored. A bucket a scrub marked corrupt fails the
- * query here, named, before any payload is read.
+ * The table's buckets that must have a catalog entry: every archived one,
+ * its reads on the archive whether its hot rows are deleted or not and
+ * whether a restore is marked or not (one being expired is told apart when
+ * it is found missing, see checkCatalogCovers). A bucket a scrub marked
+ * corrupt fails the query here, named, before any payload is read.
  */
 export async function catalogedBuckets(input: CatalogReadInput): Promise<Map<string, BucketId>> {
   const buckets = new Map<string, BucketId>();
@@ -62,11 +65,10 @@ export async function catalogedBuckets(input: CatalogReadInput): Promise<Map<str
           bucket.corruption.at,
           bucket.corruption.problem,
         );
-      if (bucket.hotDeleted && bucket.restoreStartedAt === null)
-        buckets.set(
-          catalogSlotName(bucket.id.bucketKey, partitionKeySegment(bucket.id.partitionKey)),
-          bucket.id,
-        );
+      buckets.set(
+        catalogSlotName(bucket.id.bucketKey, partitionKeySegment(bucket.id.partitionKey)),
+        bucket.id,
+      );
     }
     const last = page[page.length - 1];
     if (last === undefined || page.length < 1000) return buckets;
@@ -138,13 +140,23 @@ export async function checkEntriesNameRecordedPayloads(
 }
 
 /**
- * Every bucket whose records live only in the archive must be in the
- * catalog, or the query would quietly miss them. Ordering argument: such a
- * bucket's entry was written before its first hot row was deleted, so before
- * the metadata read that saw the deletion, so before the listing; only a
- * restore empties it, and a restore marks the bucket first. A bucket missing
- * from the listing is read again: still archived, deleted and unmarked, its
- * entry was lost (deleted, or damaged past reading).
+ * Every bucket whose reads go to the archive must be in the catalog, or the
+ * query would quietly miss its records: a bucket the metadata read (before
+ * the listing) showed archived that the listing did not find is read again,
+ * and if its reads still go to the archive (hot rows deleted or not, a
+ * restore marked or not) the query fails naming it. Only a bucket that left
+ * the archive meanwhile is passed over: flipped to hot by a restore (its
+ * records are the hot store's now), expired or being expired (its table's
+ * policy removes them), or gone with its table.
+ *
+ * Why a missing entry cannot be a race with a healthy writer: publish
+ * writes the entry right after its commit and cleanup makes sure of it
+ * before its first delete, so an archived bucket lacks one only in the
+ * moment after publish, when its entry's write was lost (publish died,
+ * the entry was deleted or damaged), or when a restore emptied it and has
+ * not flipped yet, which for a restore cut off lasts until a worker
+ * finishes it (usecases/phases/finish-restore.ts). Each of those is
+ * failed loudly rather than answered short; the message says which.
  */
 export async function checkCatalogCovers(
   input: CatalogReadInput,
@@ -153,16 +165,36 @@ export async function checkCatalogCovers(
 ): Promise<void> {
   for (const [slot, id] of expected) {
     if (listed.has(slot)) continue;
-    const now = await input.hotStore.getBucket(id);
-    const entry = await expectedCatalogEntry(input.hotStore, now);
-    if (entry === null || !now!.hotDeleted) continue;
+    const current = await input.hotStore.getBucket(id);
+    const entry = await expectedCatalogEntry(input.hotStore, current);
+    if (entry === null || current === null) continue;
     const key = catalogEntryKeyOf(input.archivePrefix, slotOf(id), entry);
-    throw new ArchiveIntegrityError(
-      key,
-      `the catalog entry of archived bucket ${showBucket(id)} is missing or empty, so its ` +
-        "records would be left out; `pulpitum verify --bucket` on it puts the entry right",
-    );
+    // The clock only words the message (running or cut off); the failure does not depend on it.
+    const now = (input.clock ?? systemClock).now();
+    throw new ArchiveIntegrityError(key, missingEntryProblem(current, now));
   }
+}
+
+/** Why an archived bucket has no live entry, and what puts it right. */
+function missingEntryProblem(bucket: BucketMetadata, now: Date): string {
+  const shown = showBucket(bucket.id);
+  const left = "so its records would be left out";
+  if (bucket.restoreStartedAt === null)
+    return (
+      `the catalog entry of archived bucket ${shown} is missing or empty, ${left}; ` +
+      "`pulpitum verify --bucket` on it puts the entry right"
+    );
+  const running =
+    bucket.ownerToken !== null &&
+    bucket.leaseExpiresAt !== null &&
+    bucket.leaseExpiresAt.getTime() > now.getTime();
+  const since = bucket.restoreStartedAt.toISOString();
+  return running
+    ? `archived bucket ${shown} is being restored (marked ${since}): its catalog entry is already ` +
+        `emptied and its route flips to the hot store next, ${left}; run the query again`
+    : `the catalog entry of archived bucket ${shown} was emptied by a restore that was cut off ` +
+        `before its flip (marked ${since}): a restore of it was cut off, ${left}; a worker ` +
+        "finishes the restore (discovery offers it), or `pulpitum restore` on the bucket does";
 }
 
 /**

@@ -37,6 +37,7 @@ import {
   UnknownTableError,
 } from "../errors.js";
 import { runConfined } from "./query-engine.js";
+import type { Clock } from "../ports/clock.js";
 import type { HotReads } from "../ports/hot-store.js";
 import { listAll, type ObjectStore } from "../ports/object-store.js";
 import { readCatalogEntry } from "../usecases/catalog-entry.js";
@@ -59,6 +60,8 @@ export interface QueryArchiveInput {
   readonly sql: string;
   /** Where downloaded payloads are staged (default the OS temporary directory). */
   readonly tempDir?: string;
+  /** Tells a restore running from one cut off, in the error that names its bucket (default the system clock). */
+  readonly clock?: Clock;
 }
 
 export interface QueryResult {

@@ -7,9 +7,15 @@
  *
  * Invariant: at every instant a bucket has at most one non-empty entry, it
  * names only the payloads of the version its metadata publishes, and every
- * bucket whose hot rows are deleted has it (except while it is being
- * restored back to the hot store). Whatever the delays: a writer that read
- * the metadata long ago, a request stalled in flight, a paused process.
+ * bucket whose hot rows are deleted has it, until a restore (under its
+ * lease, right before its flip) or an expiry (before its finish) empties
+ * it. Upkeep never empties the entry of a bucket whose reads still go to
+ * the archive, also while a restore is marked (save its own overwrite that
+ * may have landed on the restore's tombstone, point 3), unless an expiry is
+ * marked (its records are leaving by its table's policy); and an entry
+ * emptied stays empty, so once the bucket's reads have moved nothing
+ * brings it back. Whatever the delays: a writer that read the metadata
+ * long ago, a request stalled in flight, a paused process.
  *
  * Ordering argument:
  *
@@ -25,7 +31,14 @@
  * 3. Restore empties the published version's entry (creating the tombstone
  *    if the entry was never written) before its flip drops the archive
  *    reference. The next version can only be published after that flip, so
- *    two versions are never non-empty at once.
+ *    two versions are never non-empty at once. Until then the bucket still
+ *    publishes its version: upkeep keeps (or creates, if absent) its entry,
+ *    but never overwrites it, since an overwrite could land on the
+ *    restore's tombstone and outlive its flip (see upkeepSlot). A restore
+ *    cut off between its tombstone and its flip leaves an archived bucket
+ *    with an empty entry; a worker finishes it (phases/finish-restore.ts),
+ *    and until then the query refuses to answer without it, and `verify`,
+ *    the scrub and an alarm report it.
  * 4. Every other upkeep (GC before its first delete, the rebuild, and
  *    publish or cleanup when the entry they expect is not there as
  *    expected) lists the bucket's entries first and reads its metadata
@@ -119,23 +132,38 @@ async function recordedEntry(
 }
 
 /**
- * What a bucket's metadata vouches for: its entry, or null when it must have
- * none (being restored, or being expired: the expiry tombstones it before
- * its finish, and nothing may write it back once it is marked).
+ * What a bucket's metadata vouches for: the entry of the version its reads
+ * go to (archived with a manifest, being restored or not), or null when it
+ * must have none (not archived, or being expired: the expiry tombstones it
+ * before its finish, and nothing may write it back once it is marked; its
+ * records are leaving by its table's policy).
  */
 export async function expectedCatalogEntry(
   hotStore: HotReads,
   metadata: BucketMetadata | null,
 ): Promise<CatalogEntry | null> {
+  return (await vouchedEntry(hotStore, metadata)).keep;
+}
+
+/**
+ * {@link expectedCatalogEntry}, and whether upkeep may overwrite that entry
+ * when it finds other bytes there: not while a restore is marked (point 3).
+ */
+async function vouchedEntry(
+  hotStore: HotReads,
+  metadata: BucketMetadata | null,
+): Promise<{ keep: CatalogEntry | null; mayOverwrite: boolean }> {
   if (
     metadata === null ||
     metadata.state !== "archived" ||
     metadata.manifestKey === null ||
-    metadata.restoreStartedAt !== null ||
     metadata.expiryStartedAt !== null
   )
-    return null;
-  return await recordedEntry(hotStore, metadata);
+    return { keep: null, mayOverwrite: false };
+  return {
+    keep: await recordedEntry(hotStore, metadata),
+    mayOverwrite: metadata.restoreStartedAt === null,
+  };
 }
 
 /** The key of one version's entry. */
@@ -182,6 +210,7 @@ async function ensureEntry(
   ports: CatalogPorts,
   slot: CatalogSlot,
   entry: CatalogEntry,
+  mayOverwrite: boolean,
 ): Promise<"created" | "replaced" | "unchanged" | "stale"> {
   const store = ports.objectStore;
   const key = catalogEntryKeyOf(ports.archivePrefix, slot, entry);
@@ -193,7 +222,8 @@ async function ensureEntry(
     throw error;
   });
   if (existing === null || existing.byteLength === 0) return "stale";
-  if (Buffer.from(existing).equals(bytes)) return "unchanged";
+  // Left as found while a restore is marked (point 3): the scrub reports it.
+  if (Buffer.from(existing).equals(bytes) || !mayOverwrite) return "unchanged";
   // The same version rendered under other URIs (an endpoint setting changed),
   // or damaged bytes: still current, so written again. The caller re-reads
   // the metadata after this overwrite (see upkeepSlot).
@@ -205,16 +235,21 @@ async function ensureEntry(
  * The one upkeep step (points 2 and 4): list the bucket's entries, then learn
  * what its metadata publishes (`read`, called after the listing), then
  * tombstone every listed non-empty entry that is not that version and make
- * that version's entry exist. `alsoTombstone` names versions to empty even if
- * unlisted (restore's published version, point 3).
+ * that version's entry exist (overwriting other bytes there only when
+ * `mayOverwrite`). `alsoTombstone` names versions to empty even if unlisted
+ * (restore's published version, point 3).
  */
 async function upkeepSlot(
   ports: CatalogPorts,
   slot: CatalogSlot,
-  read: () => Promise<{ keep: CatalogEntry | null; alsoTombstone?: CatalogEntry | null }>,
+  read: () => Promise<{
+    keep: CatalogEntry | null;
+    mayOverwrite?: boolean;
+    alsoTombstone?: CatalogEntry | null;
+  }>,
 ): Promise<CatalogChange> {
   const listed = await listSlot(ports, slot);
-  const { keep, alsoTombstone } = await read();
+  const { keep, alsoTombstone, mayOverwrite = false } = await read();
   const keepKey = keep === null ? null : catalogEntryKeyOf(ports.archivePrefix, slot, keep);
   let removed = false;
   if (alsoTombstone != null) {
@@ -227,15 +262,20 @@ async function upkeepSlot(
     removed = true;
   }
   if (keep === null) return removed ? "removed" : "unchanged";
-  const made = await ensureEntry(ports, slot, keep);
+  const made = await ensureEntry(ports, slot, keep, mayOverwrite);
   if (made === "stale") return "stale";
   if (made === "replaced") {
     // An overwrite, unlike a create-if-absent, could land on a tombstone a
     // restore laid after the existing bytes were read. A restore empties the
     // entry only after its mark is committed, so a metadata read now sees
-    // the mark (or what followed) if that happened: empty the entry again.
-    const { keep: now } = await read();
-    if (now === null || catalogEntryKeyOf(ports.archivePrefix, slot, now) !== keepKey) {
+    // the mark (or what followed) if that happened: empty the entry again,
+    // since the restore may flip at any moment. (If it had not emptied the
+    // entry yet, it would have before its flip; a restore cut off meanwhile
+    // is finished by a worker and reported until then, see point 3.)
+    const now = await read();
+    const same =
+      now.keep !== null && catalogEntryKeyOf(ports.archivePrefix, slot, now.keep) === keepKey;
+    if (!same || now.mayOverwrite !== true) {
       await layTombstone(ports, keepKey!);
       return "stale";
     }
@@ -299,24 +339,23 @@ export async function refreshCatalogEntry(
   ports: CatalogPorts,
   id: BucketId,
 ): Promise<CatalogChange> {
-  return await upkeepSlot(ports, slotOf(id), async () => ({
-    keep: await expectedCatalogEntry(ports.hotStore, await ports.hotStore.getBucket(id)),
-  }));
+  return await upkeepSlot(ports, slotOf(id), async () =>
+    vouchedEntry(ports.hotStore, await ports.hotStore.getBucket(id)),
+  );
 }
 
 /**
  * What is wrong with an archived bucket's entries, as the scrub sees it
- * (usecases/scrub.ts): once its hot rows are deleted (and it is not being
- * restored) the bucket must have exactly one non-empty entry, of the version
- * its metadata publishes, valid as `pulpitum query` reads it
- * (readCatalogEntry) and naming exactly that version's payloads. Empty when
- * all is right, or when the bucket need not have an entry yet.
+ * (usecases/scrub.ts): every bucket whose reads go to the archive (hot rows
+ * deleted or not, being restored or not) must have exactly one non-empty
+ * entry, of the version its metadata publishes, valid as `pulpitum query`
+ * reads it (readCatalogEntry) and naming exactly that version's payloads.
+ * Empty when all is right, or when the bucket is being expired.
  */
 export async function checkCatalogEntries(
   ports: CatalogPorts,
   metadata: BucketMetadata,
 ): Promise<string[]> {
-  if (!metadata.hotDeleted) return [];
   const expected = await expectedCatalogEntry(ports.hotStore, metadata);
   if (expected === null) return [];
   const slot = slotOf(metadata.id);
@@ -324,7 +363,13 @@ export async function checkCatalogEntries(
   const key = catalogEntryKeyOf(ports.archivePrefix, slot, expected);
   const problems: string[] = [];
   const own = listed.find((object) => object.key === key);
-  if (own === undefined) problems.push(`catalog entry ${key} is missing`);
+  if (metadata.restoreStartedAt !== null && own?.size === 0)
+    problems.push(
+      `catalog entry ${key} was emptied by a restore of the bucket that was cut off before its flip ` +
+        `(marked ${metadata.restoreStartedAt.toISOString()}): its reads still go to the archive; ` +
+        "a worker finishes the restore, or `pulpitum restore` on the bucket does",
+    );
+  else if (own === undefined) problems.push(`catalog entry ${key} is missing`);
   else if (own.size === 0)
     problems.push(`catalog entry ${key} is empty though the bucket publishes its version`);
   else {

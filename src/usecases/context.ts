@@ -8,6 +8,7 @@ import type {
   BucketDiscovery,
   BucketExpiry,
   BucketLeases,
+  BucketRestore,
   HotReads,
   HotStore,
   PhaseName,
@@ -92,9 +93,12 @@ export interface ArchiverContext<Store = HotStore> {
   readonly renewalTimer?: RenewalTimer;
 }
 
-/** The roles of the hot store the archival phases, and run-next-phase driving them, touch. */
+/**
+ * The roles of the hot store the archival phases, and run-next-phase driving
+ * them, touch (the restore's, to finish a restore cut off after its mark).
+ */
 export type PhaseContext = ArchiverContext<
-  HotReads & BucketLeases & ArchivalPhases & FailureRecords & BucketExpiry
+  HotReads & BucketLeases & ArchivalPhases & FailureRecords & BucketExpiry & BucketRestore
 >;
 
 export interface DiscoveryContext {
@@ -120,7 +124,7 @@ export interface PhaseOutcome {
   readonly retryAt?: Date;
   /** The lease generation a committed phase ran under. */
   readonly generation?: number;
-  /** Rows exported, or hot rows deleted by cleanup. */
+  /** Rows exported, hot rows deleted by cleanup, or rows a finished restore inserted. */
   readonly rows?: number;
   /** Payload bytes written by export. */
   readonly bytes?: number;

@@ -84,7 +84,13 @@ export async function discoverBacklog(
 ): Promise<BacklogRun> {
   const { settings, clock } = ctx;
   const endMs = Math.min(deadline.getTime(), clock.now().getTime() + settings.runMs);
-  const byKind: Record<CandidateKind, number> = { eligible: 0, stalled: 0, cleanup: 0, expire: 0 };
+  const byKind: Record<CandidateKind, number> = {
+    eligible: 0,
+    stalled: 0,
+    cleanup: 0,
+    expire: 0,
+    restore: 0,
+  };
   const after: Partial<Record<CandidateKind, CandidatePosition>> = {};
   let enqueued = 0;
   let pages = 0;

@@ -8,8 +8,10 @@ import type { BucketMetadata, PhaseName } from "../ports/hot-store.js";
  *
  * A bucket being restored (archived with a restore mark) has no archival
  * phase: its hot rows are being written back, not waiting for deletion, so
- * cleanup must never be picked for it. Only the restore use case advances
- * it (the SQL fences refuse cleanup for it as well).
+ * cleanup must never be picked for it (the SQL fences refuse cleanup for it
+ * as well). It needs `restore`: the restore's own steps, which a worker
+ * runs to finish a restore cut off after its mark (phases/finish-restore.ts);
+ * a restore running now holds the lease, so the worker finds it busy.
  *
  * An archived bucket marked for expiry needs the expiry's finish; one that
  * is only due to expire needs its table's policy to tell (usecases/phases/
@@ -19,7 +21,7 @@ import type { BucketMetadata, PhaseName } from "../ports/hot-store.js";
 export function nextPhaseOf(metadata: BucketMetadata): PhaseName | null {
   switch (metadata.state) {
     case "archived":
-      if (metadata.restoreStartedAt !== null) return null;
+      if (metadata.restoreStartedAt !== null) return "restore";
       if (!metadata.hotDeleted) return "cleanup";
       return metadata.expiryStartedAt !== null ? "expire" : null;
     case "archiving":

@@ -28,6 +28,14 @@
  *    payloads it names are no longer referenced and garbage collection may
  *    delete them (see usecases/catalog.ts).
  *
+ * A restore cut off after its mark (its process died, it lost its lease,
+ * or a step failed) leaves the bucket archived and marked, its reads on the
+ * archive and its catalog entry possibly emptied already; it is never left
+ * that way: discovery offers it and a worker finishes it with the same
+ * steps (usecases/phases/finish-restore.ts), honouring the hold recorded
+ * with the mark. Until then `verify` and the scrub report it and the
+ * RestoresCutOff alarm watches it.
+ *
  * The flip clears payload, manifest and hot_deleted, resets the phase to
  * claim and sets a retry time, so discovery leaves the bucket hot for the
  * hold period. It also clears a quarantine and resets the attempts: a
@@ -42,61 +50,38 @@ import { toBase64 } from "../domain/record.js";
 import {
   CorruptBucketError,
   InvalidInputError,
-  InvariantViolationError,
   LeaseLostError,
   UnknownBucketError,
 } from "../errors.js";
-import { readRecordBatches } from "../archive/payload-reader.js";
-import { verifiedObjectSource } from "../archive/verified-object.js";
-import { verifyArchive, type VerifiedArchiveParts } from "../archive/segments.js";
-import {
-  archiveExpectationsOf,
-  requireSealedArchive,
-  type RecordedArchive,
-} from "./phases/recorded-archive.js";
-import type {
-  BucketLeases,
-  BucketMetadata,
-  BucketRestore,
-  BucketRow,
-  HotReads,
-} from "../ports/hot-store.js";
+import { requireSealedArchive, type RecordedArchive } from "./phases/recorded-archive.js";
+import type { BucketLeases, BucketMetadata, BucketRestore, HotReads } from "../ports/hot-store.js";
 import type { WorkItem } from "../ports/work-queue.js";
 import type { ArchiverContext } from "./context.js";
 import { takeBucketLease } from "./bucket-lease.js";
-import { underLease, type UnderLease } from "./under-lease.js";
+import { underLease } from "./under-lease.js";
 import type { LeaseHeartbeat } from "./heartbeat.js";
-import { commitFenced } from "./phases/step.js";
-import { catalogPortsOf, removeCatalogEntry } from "./catalog.js";
+import {
+  DEFAULT_RESTORE_HOLD_SECONDS,
+  restoreUnderLease,
+  type RestoreOptions,
+} from "./restore-steps.js";
 import {
   readWorkItemWithOption,
   workItemOptionForm,
   type WorkItemOption,
 } from "./work-item-request.js";
 
+export {
+  DEFAULT_RESTORE_BATCH_BYTES,
+  DEFAULT_RESTORE_BATCH_ROWS,
+  DEFAULT_RESTORE_HOLD_SECONDS,
+  type RestoreOptions,
+} from "./restore-steps.js";
+
 /** The hot store roles a restore touches. */
 type RestoreContext = ArchiverContext<HotReads & BucketLeases & BucketRestore>;
-/** Its ports once it holds the lease: bound to the heartbeat's signal (usecases/under-lease.ts). */
-type LeasedRestoreContext = ArchiverContext<UnderLease<HotReads & BucketLeases & BucketRestore>>;
 
-/** Rows per restore transaction by default. */
-export const DEFAULT_RESTORE_BATCH_ROWS = 1000;
-/**
- * Keys and values per restore transaction by default: whatever the value
- * sizes, one transaction stays small enough to commit quickly and to redo
- * on a serialization retry (its statements are cut smaller by the adapter).
- */
-export const DEFAULT_RESTORE_BATCH_BYTES = 16 * 1024 * 1024;
-/** How long a restored bucket stays hot before discovery may archive it again, by default: 7 days. */
-export const DEFAULT_RESTORE_HOLD_SECONDS = 7 * 86_400;
 export const MAX_RESTORE_HOLD_SECONDS = 366 * 86_400;
-
-export interface RestoreOptions {
-  /** Keep the restored bucket out of archival this long. */
-  readonly holdMs: number;
-  readonly batchRows?: number;
-  readonly batchBytes?: number;
-}
 
 export type RestoreResult =
   /** The route is hot again and every archived row is in the hot store. */
@@ -105,7 +90,7 @@ export type RestoreResult =
   | "already-hot"
   /** Another worker holds the lease; try again after it expires. */
   | "busy"
-  /** The lease was lost mid-restore; the bucket stays archived and marked; run again. */
+  /** The lease was lost mid-restore; the bucket stays archived and marked, and a worker finishes it. */
   | "lease-lost";
 
 export interface RestoreReport {
@@ -140,26 +125,14 @@ export async function restoreBucket(
   const ctx = underLease(unleased, heartbeat.signal);
   heartbeat.start();
   try {
-    // Point 1: the whole archive is verified before anything changes.
-    const archive = await verifyArchive(ctx.objectStore, manifestKey, {
-      prefix: ctx.settings.archivePrefix,
-      ...archiveExpectationsOf(metadata, recorded),
-      verifyPayloadBytes: true,
-      tempDir: ctx.settings.tempDir,
-    });
-    const lease = heartbeat.lease;
-    await commitFenced(
+    const copied = await restoreUnderLease(
       ctx,
-      lease,
-      "begin restore",
-      () => ctx.hotStore.beginRestore(heartbeat.lease, ctx.clock.now()),
-      (m) => m.restoreStartedAt !== null && m.generation === lease.generation,
+      heartbeat,
+      metadata,
+      { recorded, manifestKey },
+      options,
     );
-
-    const copied = await insertArchivedRows(ctx, heartbeat, archive, recorded.format, options);
-    await removeCatalogEntry(catalogPortsOf(ctx), metadata);
-    const retryAt = new Date(ctx.clock.now().getTime() + options.holdMs);
-    await flipToHot(ctx, heartbeat, retryAt);
+    const retryAt = copied.retryAt;
     ctx.log.info("bucket restored to the hot store", {
       bucket: describeBucket(id),
       rows_inserted: copied.inserted,
@@ -178,7 +151,8 @@ export async function restoreBucket(
       const reason = error instanceof Error ? error.message : String(error);
       return restoreReport(id, "lease-lost", { resumed, manifest_key: manifestKey, reason });
     }
-    // Free the bucket at once; the restore mark (if set) keeps reads on the archive until a rerun.
+    // Free the bucket at once: the restore mark (if set) keeps reads on the archive, and
+    // discovery offers the bucket to a worker that finishes the restore.
     await unleased.hotStore.releaseLease(heartbeat.lease).catch(() => undefined);
     throw error;
   } finally {
@@ -275,86 +249,6 @@ async function leaseForRestore(
     await ctx.hotStore.releaseLease(heartbeat.lease);
     throw error;
   }
-}
-
-/**
- * Point 3: every archived row into the hot store, in transactions of at most
- * `batchRows` rows and `batchBytes` keys and values, each fenced by the live
- * lease. Each part is read from a copy checked again (the verification read
- * another copy).
- */
-async function insertArchivedRows(
-  ctx: LeasedRestoreContext,
-  heartbeat: LeaseHeartbeat,
-  archive: VerifiedArchiveParts,
-  format: RecordedArchive["format"],
-  options: RestoreOptions,
-): Promise<{ inserted: number; verified: number }> {
-  const batchRows = options.batchRows ?? DEFAULT_RESTORE_BATCH_ROWS;
-  const batchBytes = options.batchBytes ?? DEFAULT_RESTORE_BATCH_BYTES;
-  const counts = { inserted: 0, verified: 0 };
-  let pending: BucketRow[] = [];
-  let pendingBytes = 0;
-  const flush = async (): Promise<void> => {
-    if (pending.length === 0) return;
-    const batch = await ctx.hotStore.restoreRecords(heartbeat.lease, ctx.clock.now(), pending);
-    pending = [];
-    pendingBytes = 0;
-    counts.inserted += batch.inserted;
-    counts.verified += batch.verified;
-  };
-  for (const part of archive.parts) {
-    const source = await verifiedObjectSource(
-      ctx.objectStore,
-      part,
-      `in manifest ${archive.manifestKey}`,
-      { tempDir: ctx.settings.tempDir },
-    );
-    try {
-      for await (const records of readRecordBatches(source, format)) {
-        for (const r of records) {
-          pending.push({ eventTime: r.eventTime, sortKey: r.sortKey, value: r.value });
-          pendingBytes += r.sortKey.byteLength + r.value.byteLength;
-          const full = pending.length >= batchRows || pendingBytes >= batchBytes;
-          if (full) await flush();
-        }
-      }
-    } finally {
-      await source.close();
-    }
-  }
-  await flush();
-  return counts;
-}
-
-/**
- * Point 4: the route flips to hot in one fenced statement that also checks
- * the hot row count against the archive's.
- */
-async function flipToHot(
-  ctx: LeasedRestoreContext,
-  heartbeat: LeaseHeartbeat,
-  retryAt: Date,
-): Promise<void> {
-  const lease = heartbeat.lease;
-  const id = lease.bucket;
-  await commitFenced(
-    ctx,
-    lease,
-    "finish restore",
-    async () => {
-      const result = await ctx.hotStore.finishRestore(heartbeat.lease, ctx.clock.now(), retryAt);
-      if (result.kind === "rows-mismatch") {
-        throw new InvariantViolationError(
-          `restoring ${describeBucket(id)}: the hot store holds ${result.hotRows} rows after every ` +
-            `archived row was inserted or verified, but the archive has ${result.expected}; ` +
-            "the route stays on the archive",
-        );
-      }
-      return result;
-    },
-    (m) => m.state === "hot" && m.generation === lease.generation && m.ownerToken === null,
-  );
 }
 
 function notRestorable(id: BucketId): BucketNotRestorableError {

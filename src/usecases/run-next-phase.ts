@@ -19,6 +19,7 @@ import { exportBucket } from "./phases/export.js";
 import { publishBucket } from "./phases/publish.js";
 import { sealBucket } from "./phases/seal.js";
 import { expireBucket, expiryDueOf } from "./phases/expire.js";
+import { finishRestorePhase } from "./phases/finish-restore.js";
 import type { PhaseInput, StepResult } from "./phases/step.js";
 import { nextPhaseOf } from "./next-phase.js";
 import { recoverFromFailure } from "./record-failure.js";
@@ -36,6 +37,7 @@ const PHASES: Record<PhaseName, (input: PhaseInput) => Promise<StepResult>> = {
   publish: publishBucket,
   cleanup: cleanupBucket,
   expire: expireBucket,
+  restore: finishRestorePhase,
 };
 
 /**
@@ -146,16 +148,19 @@ async function reasonToWait(
     }
   }
   if (
-    (planned === "export" || planned === "cleanup" || planned === "expire") &&
+    (planned === "export" ||
+      planned === "cleanup" ||
+      planned === "expire" ||
+      planned === "restore") &&
     before.ownerToken === null &&
     retryPending(before, now)
   ) {
-    const waiting =
-      planned === "export"
-        ? "export suspended"
-        : planned === "cleanup"
-          ? "cleanup deferred"
-          : "expiry waits";
+    const waiting = {
+      export: "export suspended",
+      cleanup: "cleanup deferred",
+      expire: "expiry waits",
+      restore: "the restore's finish waits",
+    }[planned];
     return {
       phase: null,
       result: "deferred",
@@ -327,9 +332,7 @@ function nothingToDo(metadata: BucketMetadata): string {
   if (metadata.state === "expired") {
     return `expired at ${metadata.expiry?.at.toISOString() ?? "?"}: its records are gone for good`;
   }
-  return metadata.restoreStartedAt !== null
-    ? `being restored to the hot store since ${metadata.restoreStartedAt.toISOString()}; \`pulpitum restore\` finishes it`
-    : "already archived and hot rows deleted";
+  return "already archived and hot rows deleted";
 }
 
 async function reasonNotToClaim(

@@ -6,8 +6,11 @@
  * For each bucket: the manifest exists and is valid for the bucket's
  * metadata, every payload part exists with the recorded size, its bytes hash
  * to the recorded SHA-256 and decode to the recorded rows inside the
- * bucket's bounds (usecases' verifyArchive), and, once the hot rows are gone,
- * the query catalog lists exactly the published version.
+ * bucket's bounds (usecases' verifyArchive), and the query catalog lists
+ * exactly the published version (hot rows deleted or not, a restore marked
+ * or not). Every run also reports each restore cut off after its mark (its
+ * reads on the archive, its catalog entry perhaps emptied) until a worker
+ * finishes it (usecases/phases/finish-restore.ts).
  *
  * Invariants:
  *
@@ -41,13 +44,14 @@
  * so every archived object is re-read within the period; a run cut short by
  * its deadline leaves the rest first in line for the next run.
  */
+import type { CutOffRestores } from "../ports/hot-store-operations.js";
 import type { BucketId } from "../domain/bucket.js";
 import { bucketJson, showBucket } from "../domain/display.js";
 import type { TableId } from "../domain/table.js";
 import { ArchiveIntegrityError, ObjectNotFoundError, UnknownTableError } from "../errors.js";
 import { verifyArchive } from "../archive/segments.js";
 import type { Clock } from "../ports/clock.js";
-import type { BucketMetadata, HotReads } from "../ports/hot-store.js";
+import type { BucketMetadata, BucketRestore, HotReads } from "../ports/hot-store.js";
 import type { ObjectStore } from "../ports/object-store.js";
 import type { ScrubCursor, ScrubStore, VerifiedVersion } from "../ports/scrub-store.js";
 import { checkCatalogEntries, refreshCatalogEntry, type CatalogPorts } from "./catalog.js";
@@ -64,6 +68,11 @@ export interface ScrubContext {
   readonly archivePrefix: string;
   readonly tempDir?: string;
 }
+
+/** A whole run's context: it also lists the cut-off restores in its scope. */
+export type ScrubRunContext = ScrubContext & {
+  readonly hotStore: HotReads & Pick<BucketRestore, "cutOffRestores">;
+};
 
 export interface ScrubOptions {
   /** Only this table's buckets. */
@@ -111,13 +120,25 @@ export interface ScrubReport {
   readonly completed: boolean;
   /** Buckets marked corrupt in the whole archive after this run. */
   readonly corrupt_buckets_total: number;
+  /**
+   * Restores cut off after their mark in the run's scope (its table or
+   * bucket, or the whole archive), whatever the run verified; each is also
+   * a problem of kind `restore` (the first {@link CUT_OFF_LISTED}).
+   */
+  readonly restores_cut_off: number;
 }
 
-/** One bucket found corrupt, or whose catalog entries were wrong (and were put right). */
+/** At most this many cut-off restores are listed as problems (all are counted). */
+export const CUT_OFF_LISTED = 100;
+
+/**
+ * One bucket found corrupt, whose catalog entries were wrong (and were put
+ * right), or whose restore was cut off after its mark.
+ */
 export type ScrubProblem = ReturnType<typeof bucketJson> & {
   /** `table/partition/bucket_key`, as the CLI shows buckets. */
   readonly bucket: string;
-  readonly kind: "corrupt" | "catalog";
+  readonly kind: "corrupt" | "catalog" | "restore";
   readonly problem: string;
 };
 
@@ -282,7 +303,10 @@ async function plannedCount(ctx: ScrubContext, options: ScrubOptions, now: Date)
 }
 
 /** Run the scrub (see the module header); `root` names the archive in the run record. */
-export async function scrub(ctx: ScrubContext, options: ScrubOptions = {}): Promise<ScrubReport> {
+export async function scrub(
+  ctx: ScrubRunContext,
+  options: ScrubOptions = {},
+): Promise<ScrubReport> {
   if (options.tableId !== undefined && (await ctx.hotStore.getTable(options.tableId)) === null)
     throw new UnknownTableError(options.tableId);
   const runStart = ctx.clock.now();
@@ -322,6 +346,9 @@ export async function scrub(ctx: ScrubContext, options: ScrubOptions = {}): Prom
       skipped++;
     }
   }
+  const cutOff = await cutOffRestoresIn(ctx, options);
+  for (const restore of cutOff.buckets)
+    problems.push(problemOf(restore.id, "restore", cutOffProblem(restore)));
   const corruptTotal = (await ctx.scrubStore.corruptBuckets(0)).total;
   if (options.bucket === undefined && options.tableId === undefined && options.sample === undefined)
     await ctx.scrubStore.recordRun(ctx.archivePrefix, {
@@ -339,5 +366,40 @@ export async function scrub(ctx: ScrubContext, options: ScrubOptions = {}): Prom
     planned,
     completed,
     corrupt_buckets_total: corruptTotal,
+    restores_cut_off: cutOff.total,
   };
+}
+
+/** The cut-off restores in the run's scope: one bucket's, one table's, or the archive's. */
+async function cutOffRestoresIn(
+  ctx: ScrubRunContext,
+  options: ScrubOptions,
+): Promise<CutOffRestores> {
+  const now = ctx.clock.now();
+  if (options.bucket === undefined)
+    return await ctx.hotStore.cutOffRestores(now, {
+      tableId: options.tableId,
+      limit: CUT_OFF_LISTED,
+    });
+  const id = options.bucket;
+  const m = await ctx.hotStore.getBucket(id);
+  const leased =
+    m?.ownerToken != null &&
+    m.leaseExpiresAt !== null &&
+    m.leaseExpiresAt.getTime() > now.getTime();
+  if (m === null || m.state !== "archived" || m.restoreStartedAt === null || leased)
+    return { total: 0, oldestMarkedAt: null, buckets: [] };
+  const restore = { id, markedAt: m.restoreStartedAt, quarantined: m.quarantinedAt !== null };
+  return { total: 1, oldestMarkedAt: restore.markedAt, buckets: [restore] };
+}
+
+function cutOffProblem(restore: CutOffRestores["buckets"][number]): string {
+  const finish = restore.quarantined
+    ? "it is quarantined, so no worker finishes it: `pulpitum restore` on the bucket does (or `pulpitum retry` lets a worker)"
+    : "a worker finishes it (discovery offers it), or `pulpitum restore` on the bucket does";
+  return (
+    `a restore marked ${restore.markedAt.toISOString()} was cut off before its flip: the bucket's ` +
+    "reads still go to the archive but its catalog entry may be emptied, so catalog readers " +
+    `(Athena) may miss its records; ${finish}`
+  );
 }

@@ -17,7 +17,7 @@ import { queryArchive } from "../../src/read/query-archive.js";
 import { catalogEntryKeyOf, expectedCatalogEntry, slotOf } from "../../src/usecases/catalog.js";
 import { silentLog } from "../../src/usecases/context.js";
 import { restoreBucket } from "../../src/usecases/restore.js";
-import { scrub, type ScrubContext, type ScrubReport } from "../../src/usecases/scrub.js";
+import { scrub, type ScrubReport, type ScrubRunContext } from "../../src/usecases/scrub.js";
 import { createScrubHandler, type ScrubFunctionReport } from "../../functions/scrub.js";
 import {
   archiveOneBucket,
@@ -186,7 +186,9 @@ export async function expectReadDetects(
   }
 }
 
-export function scrubContext(h: Harness<ObjectStore>): ScrubContext & { scrubStore: ScrubStore } {
+export function scrubContext(
+  h: Harness<ObjectStore>,
+): ScrubRunContext & { scrubStore: ScrubStore } {
   return {
     hotStore: h.inner,
     objectStore: h.objects,

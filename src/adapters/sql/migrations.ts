@@ -8,9 +8,8 @@
  * at once both finish with the same schema; the ledger records each version
  * once. Only tables named `pulpitum_v4_*` are ever touched.
  */
-import { allowPendingOutcome } from "./audit-outcome-migration.js";
 import { revokeAllButAppend } from "./append-only.js";
-import { AUDIT_CHAIN_STATEMENTS, chainAuditTrail } from "./audit-chain-migration.js";
+import { LATER_MIGRATIONS } from "./later-migrations.js";
 import type { SqlDatabase, SqlExecutor } from "./database.js";
 import { addConstraintOnce, ddl } from "./ddl.js";
 import {
@@ -430,17 +429,7 @@ export const MIGRATIONS: readonly Migration[] = [
       `ALTER TABLE ${ERASURE_JOBS_TABLE} ADD COLUMN IF NOT EXISTS proof_problems INT8 NULL`,
     ],
   },
-  {
-    version: 20,
-    name: "audit chain and routine",
-    // The trail is written only through the migrator's routine, which stamps
-    // and chains each row; the ledger and the erasure proofs stop being
-    // editable by the roles that act (audit-chain-migration.ts).
-    statements: AUDIT_CHAIN_STATEMENTS,
-    after: chainAuditTrail,
-  },
-  // An action may end `pending` (audit-outcome-migration.ts).
-  { version: 21, name: "audit outcome pending", statements: [], after: allowPendingOutcome },
+  ...LATER_MIGRATIONS,
 ];
 
 /** The newest schema version this code knows. */

@@ -31,6 +31,7 @@
  * Every placeholder carries a cast (`$1::TEXT`): CockroachDB cannot infer
  * the type of a placeholder inside VALUES or a bare SELECT list.
  */
+import type { CutOffRestores } from "../../ports/hot-store-operations.js";
 import type { BucketId } from "../../domain/bucket.js";
 import type { TableRecord } from "../../domain/record.js";
 import type { TableDefinition, TableId } from "../../domain/table.js";
@@ -86,7 +87,12 @@ import { finishExport, listParts, recordPart } from "./hot-store/parts.js";
 import { quarantine, releaseQuarantine, releaseQuarantines } from "./hot-store/quarantine.js";
 import { countHotRows, listPartitionBuckets, readBucketRange } from "./hot-store/reads.js";
 import { getTable, listTables, registerTable, setPaused } from "./hot-store/registry.js";
-import { beginRestore, finishRestore, restoreRecords } from "./hot-store/restore.js";
+import {
+  beginRestore,
+  cutOffRestores,
+  finishRestore,
+  restoreRecords,
+} from "./hot-store/restore.js";
 import { beginExpiry, finishExpiry, holdExpiry } from "./hot-store/expiry.js";
 import type { ExpiryBlocked, ExpiryDue } from "../../ports/bucket-expiry.js";
 import { expiryBlocked } from "./hot-store/expiry-status.js";
@@ -334,8 +340,8 @@ export class SqlHotStore implements HotStore {
     return await listArchiveReferences(this.db, tableId, after, limit, now);
   }
 
-  async beginRestore(lease: Lease, now: Date): Promise<FencedWrite> {
-    return await beginRestore(this.db, lease, now);
+  async beginRestore(lease: Lease, now: Date, holdMs?: number): Promise<FencedWrite> {
+    return await beginRestore(this.db, lease, now, holdMs);
   }
 
   async restoreRecords(lease: Lease, now: Date, rows: readonly BucketRow[]): Promise<RestoreBatch> {
@@ -344,6 +350,13 @@ export class SqlHotStore implements HotStore {
 
   async finishRestore(lease: Lease, now: Date, retryAt: Date): Promise<FinishRestore> {
     return await finishRestore(this.db, lease, now, retryAt);
+  }
+
+  async cutOffRestores(
+    now: Date,
+    options: { tableId?: TableId; limit: number },
+  ): Promise<CutOffRestores> {
+    return await cutOffRestores(this.db, now, options);
   }
 
   async beginExpiry(lease: Lease, now: Date, due: ExpiryDue): Promise<FencedWrite> {

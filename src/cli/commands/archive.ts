@@ -70,6 +70,8 @@ export class ArchiveReporter {
     this.#ends.set(key, endOf(o));
     if (o.phase === "expire") {
       this.#expiry(o);
+    } else if (o.phase === "restore" && o.result === "advanced") {
+      this.#restoreFinished(o);
     } else if (o.result === "deferred" && o.phase !== null) {
       this.totals.deferred++;
       this.#emit(async () => this.#deferred(o));
@@ -129,6 +131,17 @@ export class ArchiveReporter {
     }
   }
 
+  /** A restore cut off after its mark, finished: the bucket is hot again (not archived by this run). */
+  #restoreFinished(o: PhaseOutcome): void {
+    const bucket = showBucket(o.bucket);
+    const rows = o.rows ?? 0;
+    this.out(
+      this.json
+        ? JSON.stringify({ type: "restore-finished", bucket, ...bucketJson(o.bucket), rows })
+        : `finished the cut-off restore of ${bucket}: ${rows} rows inserted, its reads go to the hot store`,
+    );
+  }
+
   /** An expiry's finish, or its hold under Object Lock: reported, never a failure of the run. */
   #expiry(o: PhaseOutcome): void {
     const bucket = showBucket(o.bucket);
@@ -185,6 +198,7 @@ function endOf(o: PhaseOutcome): BucketEnd {
   if (o.quarantined === true) return "failed";
   // An expiry held by Object Lock waits on purpose; a finished one archived nothing.
   if (o.phase === "expire" && o.result !== "lease-lost") return "other";
+  if (o.phase === "restore" && o.result === "advanced") return "other";
   if (o.result === "deferred" && o.phase !== null) return "failed";
   if (o.result === "advanced" && o.next === null) return "archived";
   return "other";

@@ -100,6 +100,8 @@ function explainCandidate(c: Candidate, cutoff: Date, table?: TableEligibility):
       return c.state === "archived" && table !== undefined
         ? `archived; due to expire (its table's expire_after has passed bucket_end ${c.end.toISOString()})`
         : "archived; due to expire";
+    case "restore":
+      return "archived; a restore was cut off after its mark: a worker finishes it (the route flips to hot)";
   }
 }
 

@@ -20,6 +20,7 @@ export async function queryCommand(
       archivePrefix: rt.archivePrefix,
       tableId,
       sql,
+      clock: rt.clock,
     });
     if (opts.json) {
       const lines = result.rows.map((row) =>

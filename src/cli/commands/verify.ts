@@ -60,7 +60,8 @@ export async function verifyCommand(opts: {
           );
     if (opts.json) printJson(report);
     else console.log(renderVerifyReport(report));
-    if (report.corrupt > 0 || report.catalog_problems > 0) process.exitCode = EXIT.integrity;
+    if (report.corrupt > 0 || report.catalog_problems > 0 || report.restores_cut_off > 0)
+      process.exitCode = EXIT.integrity;
   });
 }
 
@@ -75,6 +76,11 @@ function renderVerifyReport(report: ScrubReport): string {
         ["bucket", "kind", "problem"],
         report.problems.map((p) => [p.bucket, p.kind, p.problem]),
       ),
+    );
+  }
+  if (report.restores_cut_off > 0) {
+    lines.push(
+      `${report.restores_cut_off} restores were cut off before their flip (kind restore above): their buckets' reads go to the archive but catalog readers may miss them until the restore is finished`,
     );
   }
   if (report.corrupt_buckets_total > 0) {

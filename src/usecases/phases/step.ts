@@ -6,6 +6,7 @@ import type {
   BucketExpiry,
   BucketExpiryFacts,
   BucketMetadata,
+  BucketRestore,
   FencedWrite,
   HotReads,
   Lease,
@@ -34,7 +35,9 @@ export type StepResult =
 
 /** The ports a phase runs with: bound to its lease's signal. */
 export type LeasedPhaseContext = ArchiverContext<
-  UnderLease<HotReads & BucketLeases & ArchivalPhases & FailureRecords & BucketExpiry>
+  UnderLease<
+    HotReads & BucketLeases & ArchivalPhases & FailureRecords & BucketExpiry & BucketRestore
+  >
 >;
 
 export interface PhaseInput {

@@ -136,6 +136,39 @@ export function discoveryConformance(name: string, open: () => Promise<OpenedHot
       ]);
     });
 
+    it("offers a restore cut off after its mark once nobody holds its lease (never as a cleanup), not one running, nor a paused table's, and counts it as cut off", async () => {
+      const tableId = await newTable(store, "restoring");
+      const [marked, archived] = await seed(tableId, [2019, 2020]);
+      await advanceTo(store, marked!, "cleanup");
+      await advanceTo(store, archived!, "cleanup");
+      const markedAt = later(now, -1_000);
+      committed(await store.beginRestore(await acquire(store, marked!, markedAt), markedAt, 0));
+
+      // The restorer's lease is live: it is running, neither offered nor cut off.
+      expect(summary(await store.peekCandidates(query()))).toEqual(["cleanup:1:year:2020"]);
+      expect((await store.cutOffRestores(now, { limit: 10 })).total).toBe(0);
+
+      const expired = later(markedAt, LEASE_MS);
+      expect(summary(await store.peekCandidates(query({ now: expired })))).toEqual([
+        "restore:1:year:2019",
+        "cleanup:1:year:2020",
+      ]);
+      expect(await store.cutOffRestores(expired, { limit: 10 })).toEqual({
+        total: 1,
+        oldestMarkedAt: markedAt,
+        buckets: [{ id: marked, markedAt, quarantined: false }],
+      });
+      expect(await store.cutOffRestores(expired, { limit: 0 })).toMatchObject({
+        total: 1,
+        buckets: [],
+      });
+
+      await store.setPaused(tableId, true, now);
+      expect(summary(await store.peekCandidates(query({ now: expired })))).toEqual([]);
+      expect((await store.cutOffRestores(expired, { limit: 10 })).total).toBe(1);
+      await store.setPaused(tableId, false, now);
+    });
+
     it("returns at most the limit, keeping the oldest", async () => {
       const tableId = await newTable(store, "limit");
       for (let p = 1; p <= 3; p++) await seed(tableId, [2016, 2017, 2018, 2019, 2020], p);

@@ -45,14 +45,28 @@ export function restoreConformance(opened: () => HotStore): void {
       const { tableId, id, rows } = await archivedAndCleaned("restore");
       const lease = await acquire(store, id);
 
-      const marked = committed(await store.beginRestore(lease, NOW));
+      const marked = committed(await store.beginRestore(lease, NOW, 3_600_000));
       expect(marked.metadata).toMatchObject({
         state: "archived",
         restoreStartedAt: NOW,
+        restoreHoldMs: 3_600_000,
         ownerToken: lease.token,
       });
       committed(await store.beginRestore(lease, later(NOW, 1_000)));
-      expect((await store.getBucket(id))!.restoreStartedAt).toEqual(NOW);
+      expect((await store.getBucket(id))!).toMatchObject({
+        restoreStartedAt: NOW,
+        restoreHoldMs: 3_600_000,
+      });
+      committed(await store.beginRestore(lease, later(NOW, 2_000), 0));
+      expect((await store.getBucket(id))!).toMatchObject({
+        restoreStartedAt: NOW,
+        restoreHoldMs: 0,
+      });
+      // Its lease is live: a restore running, not cut off.
+      expect((await store.cutOffRestores(NOW, { tableId, limit: 10 })).total).toBe(0);
+      expect(
+        (await store.cutOffRestores(later(NOW, LEASE_MS), { tableId, limit: 10 })).buckets,
+      ).toEqual([{ id, markedAt: NOW, quarantined: false }]);
       expect((await store.readBucket(id, { limit: 100 })).route).toBe("archive");
       await expect(
         store.append(tableId, [rec("2023-05-05T00:00:00Z", "new", "1")], NOW),
@@ -90,6 +104,7 @@ export function restoreConformance(opened: () => HotStore): void {
           manifestKey: null,
           hotDeleted: false,
           restoreStartedAt: null,
+          restoreHoldMs: null,
           ownerToken: null,
           attempts: 0,
           retryAt,

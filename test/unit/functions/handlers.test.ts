@@ -693,6 +693,57 @@ describe("the restore and GC handlers", () => {
     output.restore();
   });
 
+  it("a restore invocation cut off after its mark is counted by discovery (RestoresCutOff) and offered to the worker function, which finishes it (BucketsRestored)", async () => {
+    const h = await makeHarness();
+    onTestFinished(() => h.close());
+    const expected = recordsIn(TENANT, "2024-02-10T00:00:00Z", 25);
+    await converge(h, await seed(h, "events", "CalendarMonthUtc", "parquet", expected));
+    const id: BucketId = {
+      tableId: parseTableId("events"),
+      partitionKey: TENANT,
+      bucketKey: "month:2024-02",
+    };
+    // The reply to the catalog tombstone is lost: the invocation fails after the bucket's entry is emptied.
+    const lostReply = h.process({
+      object: { operation: "replace", when: "after", kind: "error", keyIncludes: "/catalog/" },
+    });
+    const restore = createRestoreHandler(async () => ({
+      adapters: { context: (log) => ({ ...lostReply.ctx, log }), audit: h.audit },
+    }));
+    await expect(restore(eventFile("restore-bucket.json"), lambdaContext())).rejects.toThrow(
+      /injected failure/,
+    );
+    const queue = new RecordingQueue();
+    const adapters = {
+      context: (log: never) => ({ ...h.process().ctx, log }),
+      clock: h.clock,
+      audit: h.audit,
+    };
+    const discover = createDiscoveryHandler(async () => ({ adapters, queue }));
+    const worker = createWorkerHandler(async () => ({ adapters, queue }));
+
+    expect(await discover({}, lambdaContext())).toMatchObject({
+      by_kind: { restore: 1 },
+      restores_cut_off: 1,
+    });
+    expect(sumMetric(output.metrics(), "RestoresCutOff")).toBe(1);
+    const offered = queue.take();
+    expect(offered).toEqual([id]);
+    const finished = (await worker(
+      sqsEvent(offered.map((item) => ({ body: encodeWorkMessage(item) }))),
+      lambdaContext(),
+    )) as SQSBatchResponse;
+
+    expect(finished.batchItemFailures).toEqual([]);
+    expect(await h.inner.getBucket(id)).toMatchObject({ state: "hot", restoreStartedAt: null });
+    expectSameRecords(await readBucketAsReader(h, id), expected);
+    expect(sumMetric(output.metrics(), "BucketsRestored")).toBe(1);
+    // The cut-off invocation had inserted every row; the finish found them all present.
+    expect(sumMetric(output.metrics(), "RowsRestored")).toBe(0);
+    expect(await discover({}, lambdaContext())).toMatchObject({ restores_cut_off: 0 });
+    expect(sumMetric(output.metrics(), "RestoresCutOff")).toBe(1);
+  });
+
   it("events/restore-bucket.json brings the bucket back to hot; events/gc-dry-run.json then lists its old archive, and the scheduled run deletes it", async () => {
     // A separate database: the sample event names table "events".
     const h = await makeHarness();

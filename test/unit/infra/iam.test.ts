@@ -175,9 +175,10 @@ const DEFAULT_GRANTS: Record<string, string[]> = {
   ],
   restore: [
     LOGS,
-    "s3:DeleteObject archive/pulpitum/catalog/*",
     "s3:GetObject archive/pulpitum/*",
     LIST_PREFIX,
+    // The tombstone of the bucket's catalog entry, before its flip: an overwrite with nothing.
+    "s3:PutObject archive/pulpitum/catalog/*",
     ...SECRET,
     ...XRAY,
   ],

@@ -387,8 +387,8 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
       [
         "s3:GetObject",
         "s3:ListBucket",
-        // QueryCatalogEntries: restore removes the bucket's entry before its flip.
-        "s3:DeleteObject",
+        // QueryCatalogEntries: restore empties the bucket's entry (a tombstone PUT) before its flip.
+        "s3:PutObject",
         "secretsmanager:DescribeSecret",
         "secretsmanager:GetSecretValue",
       ].sort(),
@@ -449,6 +449,19 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
       ComparisonOperator: "GreaterThanOrEqualToThreshold",
       AlarmDescription: Match.stringLikeRegexp("pulpitum audit --verify"),
     });
+    // A restore cut off after its mark and not finished for 15 minutes: the count discovery measures.
+    template.hasResourceProperties("AWS::CloudWatch::Alarm", {
+      MetricName: METRIC.RestoresCutOff,
+      Namespace: METRICS_NAMESPACE,
+      Statistic: "Maximum",
+      Period: 300,
+      Threshold: 1,
+      EvaluationPeriods: 3,
+      DatapointsToAlarm: 3,
+      ComparisonOperator: "GreaterThanOrEqualToThreshold",
+      TreatMissingData: "notBreaching",
+      AlarmDescription: Match.stringLikeRegexp("Athena .* miss its records"),
+    });
     // Expiry blocked (Object Lock) for more than a day: the oldest hold's age, measured by discovery.
     template.hasResourceProperties("AWS::CloudWatch::Alarm", {
       MetricName: METRIC.ExpiryBlockedSeconds,
@@ -494,7 +507,7 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
       Threshold: 1,
       AlarmDescription: Match.stringLikeRegexp("docs/integrity.md"),
     });
-    template.resourceCountIs("AWS::CloudWatch::Alarm", 15);
+    template.resourceCountIs("AWS::CloudWatch::Alarm", 16);
     template.resourceCountIs("AWS::CloudWatch::Dashboard", 1);
     // The dashboard graphs every metric the functions emit, GC and restore included.
     const body = JSON.stringify(template.findResources("AWS::CloudWatch::Dashboard"));

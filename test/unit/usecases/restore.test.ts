@@ -177,7 +177,7 @@ describe("restoring an archived bucket", () => {
     ]);
   });
 
-  it("a crash mid-restore leaves reads on the archive and cleanup fenced off, and a takeover after the lease expires restores every row once", async () => {
+  it("a crash mid-restore leaves reads on the archive and cleanup fenced off, and once the lease expires discovery offers it and a worker finishes it, every row once, with the hold the operator asked for", async () => {
     const { ctx: doomed } = h.process({
       hot: { operation: "restoreRecords", when: "after", kind: "crash", nth: 2 },
     });
@@ -201,23 +201,26 @@ describe("restoring an archived bucket", () => {
     expect(busy.result).toBe("busy");
 
     h.clock.advance(h.settings.leaseMs + 1);
-    // Neither discovery nor a worker touches a bucket being restored.
+    // The cut-off restore is offered to a worker, which finishes it (never cleans it up).
     const queue = new InProcessWorkQueue();
     const { ctx } = h.process();
     expect(
       await discover({ hotStore: ctx.hotStore, queue, settings: h.settings }, h.clock.now()),
-    ).toEqual([]);
-    expect(await runNextPhase(ctx, id)).toMatchObject({ result: "done", next: null });
-    expect(await h.inner.countHotRows(id)).toBe(100);
-
-    const resumed = await restoreBucket(h.process().ctx, id, { holdMs: HOLD_MS, batchRows: 50 });
-    expect(resumed).toMatchObject({
-      result: "restored",
-      resumed: true,
-      rows_inserted: records.length - 100,
-      rows_verified: 100,
+    ).toMatchObject([{ kind: "restore", id }]);
+    const finishedAt = h.clock.now();
+    expect(await runNextPhase(ctx, id)).toMatchObject({
+      phase: "restore",
+      result: "advanced",
+      next: null,
+      rows: records.length - 100,
     });
     expectSameRecords(await hotRecords(h, id), records);
+    const hot = await h.inner.getBucket(id);
+    expect(hot).toMatchObject({ state: "hot", restoreStartedAt: null, restoreHoldMs: null });
+    expect(hot!.retryAt).toEqual(new Date(finishedAt.getTime() + HOLD_MS));
+    expect((await restoreBucket(h.process().ctx, id, { holdMs: HOLD_MS })).result).toBe(
+      "already-hot",
+    );
   });
 
   it("cleanup cannot delete the rows of a bucket whose restore began before its hot rows were cleaned", async () => {
@@ -248,7 +251,6 @@ describe("restoring an archived bucket", () => {
       );
       fresh.clock.advance(fresh.settings.leaseMs + 1);
 
-      expect(await runNextPhase(ctx, bucket)).toMatchObject({ phase: null, result: "done" });
       const lease = await fresh.inner.acquireLease(bucket, fresh.clock.now(), 60_000);
       expect(lease.kind).toBe("acquired");
       if (lease.kind !== "acquired") return;
@@ -261,11 +263,11 @@ describe("restoring an archived bucket", () => {
       await fresh.inner.releaseLease(lease.lease);
       expect(await fresh.inner.countHotRows(bucket)).toBe(rows.length);
 
-      const report = await restoreBucket(ctx, bucket, { holdMs: HOLD_MS });
-      expect(report).toMatchObject({
-        result: "restored",
-        rows_inserted: 0,
-        rows_verified: rows.length,
+      // The worker's phase for it is the restore's finish, never cleanup.
+      expect(await runNextPhase(ctx, bucket)).toMatchObject({
+        phase: "restore",
+        result: "advanced",
+        rows: 0,
       });
       const read = await fresh.inner.readBucket(bucket, { limit: 10_000 });
       expect(read.route).toBe("hot");

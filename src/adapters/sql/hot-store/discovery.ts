@@ -11,6 +11,7 @@ import {
   NO_PENDING_RETRY,
   NOT_RECENTLY_ENQUEUED,
   NOT_RESTORING,
+  RESTORING,
 } from "./fences.js";
 import { SqlParams } from "./params.js";
 import { afterInTable, tableCutoffs } from "./windows.js";
@@ -52,6 +53,9 @@ export async function explainDiscovery(db: SqlExecutor, query: DiscoveryQuery): 
  * - expire: per table as eligible, archived buckets whose hot rows are gone
  *   up to the table's expiry cutoff (null: none); and, on the keyset index,
  *   archived buckets whose expiry began and stopped between its two steps.
+ * - restore: archived buckets marked as being restored that nobody holds
+ *   (a restore cut off after its mark), on the index of marked rows, for a
+ *   worker to finish; not a corrupt one (the finish would refuse it).
  *
  * Then the kinds take turns (`ROW_NUMBER` per kind) until the limit, so a
  * backlog of one kind cannot starve the others. With `stamp`, the same
@@ -118,6 +122,13 @@ function discoverySql(query: DiscoveryQuery, stamp: boolean): { sql: string; par
               WHERE m.state = 'archived' AND m.hot_deleted = true AND m.expiry_started_at IS NOT NULL
                 AND ${NO_LIVE_LEASE(now, "m")} AND ${NO_PENDING_RETRY(now, "m")}
                 AND ${NOT_RECENTLY_ENQUEUED(enqueuedBefore, "m")} AND ${AUTOMATIC_WORK("m")}${after("expire")}
+              ORDER BY ${keyOrder} LIMIT ${limit})
+            UNION ALL
+            (SELECT ${columns("restore")}
+               FROM ${METADATA_TABLE} m
+              WHERE ${RESTORING("m")} AND m.state = 'archived' AND m.corrupt_at IS NULL
+                AND ${NO_LIVE_LEASE(now, "m")} AND ${NO_PENDING_RETRY(now, "m")}
+                AND ${NOT_RECENTLY_ENQUEUED(enqueuedBefore, "m")} AND ${AUTOMATIC_WORK("m")}${after("restore")}
               ORDER BY ${keyOrder} LIMIT ${limit})
           ) u
       ) c

@@ -92,10 +92,15 @@ export function NOT_RESTORING(alias?: string): string {
   return `${prefix(alias)}restore_started_at IS NULL`;
 }
 
+/** RESTORING: a restore was marked and has not flipped the bucket to hot yet. */
+export function RESTORING(alias?: string): string {
+  return `${prefix(alias)}restore_started_at IS NOT NULL`;
+}
+
 /** RESTORE_FENCE: an archived bucket marked as being restored, under the caller's lease. */
 export function RESTORE_FENCE(p: SqlParams, lease: Lease, now: Date, alias?: string): string {
   const a = prefix(alias);
-  return `${a}state = 'archived' AND ${a}restore_started_at IS NOT NULL AND ${LIVE_LEASE(p, lease, now, alias)}`;
+  return `${a}state = 'archived' AND ${RESTORING(alias)} AND ${LIVE_LEASE(p, lease, now, alias)}`;
 }
 
 /**

@@ -3,7 +3,9 @@
  * {@link RESTORE_FENCE}, then the bucket returned to `hot` only once the hot
  * rows match the payload's row count.
  */
+import type { CutOffRestores } from "../../../ports/hot-store-operations.js";
 import { parseBucketKey } from "../../../domain/bucket.js";
+import type { TableId } from "../../../domain/table.js";
 import type {
   BucketRow,
   FencedWrite,
@@ -11,7 +13,7 @@ import type {
   Lease,
   RestoreBatch,
 } from "../../../ports/hot-store.js";
-import type { SqlDatabase } from "../database.js";
+import type { SqlDatabase, SqlExecutor } from "../database.js";
 import { METADATA_TABLE, RECORDS_TABLE } from "../migrations.js";
 import {
   fencedTransaction,
@@ -20,10 +22,17 @@ import {
   leaseLost,
   lockUnderFence,
 } from "./fenced-update.js";
-import { BUCKET, LIVE_LEASE, RELEASE_LEASE, RESTORE_FENCE } from "./fences.js";
+import { BUCKET, LIVE_LEASE, NO_LIVE_LEASE, RELEASE_LEASE, RESTORE_FENCE } from "./fences.js";
 import { SqlParams } from "./params.js";
 import { deleteParts } from "./parts.js";
-import { METADATA_COLUMNS, type MetadataRow } from "./rows.js";
+import {
+  bucketIdOf,
+  METADATA_COLUMNS,
+  sqlDate,
+  sqlDateOrNull,
+  type BucketKeyRow,
+  type MetadataRow,
+} from "./rows.js";
 import { countHotRows } from "./reads.js";
 import {
   compareExisting,
@@ -34,13 +43,20 @@ import {
   type PendingRecord,
 } from "./record-writes.js";
 
-export async function beginRestore(db: SqlDatabase, lease: Lease, now: Date): Promise<FencedWrite> {
+export async function beginRestore(
+  db: SqlDatabase,
+  lease: Lease,
+  now: Date,
+  holdMs?: number,
+): Promise<FencedWrite> {
   return await fencedUpdate(
     db,
     "beginRestore",
     lease,
     now,
-    (p) => `restore_started_at = COALESCE(restore_started_at, ${p.time(now)})`,
+    (p) =>
+      `restore_started_at = COALESCE(restore_started_at, ${p.time(now)}), ` +
+      `restore_hold_ms = ${holdMs === undefined ? "restore_hold_ms" : p.int(holdMs)}`,
     () =>
       `state = 'archived' AND manifest_key IS NOT NULL AND payload_rows IS NOT NULL AND expiry_started_at IS NULL`,
   );
@@ -94,6 +110,7 @@ export async function finishRestore(
           SET state = 'hot', phase = 'claim', payload_key = NULL, payload_sha256 = NULL,
               payload_rows = NULL, payload_bytes = NULL, payload_parts = NULL,
               manifest_key = NULL, hot_deleted = false, restore_started_at = NULL,
+              restore_hold_ms = NULL,
               dereferenced_at = ${p.time(now)}, attempts = 0, outage_deferrals = 0,
               quarantined_at = NULL, retry_at = ${p.time(retryAt)}, last_error = NULL,
               verified_at = NULL, corrupt_at = NULL, corrupt_problem = NULL,
@@ -123,4 +140,40 @@ export async function finishRestore(
     };
   }
   return result;
+}
+
+/** See BucketRestore.cutOffRestores: the marked rows alone (the restoring index). */
+export async function cutOffRestores(
+  db: SqlExecutor,
+  now: Date,
+  options: { tableId?: TableId; limit: number },
+): Promise<CutOffRestores> {
+  const where = (p: SqlParams) =>
+    `restore_started_at IS NOT NULL AND state = 'archived' AND ${NO_LIVE_LEASE(p.time(now))}` +
+    (options.tableId === undefined ? "" : ` AND table_id = ${p.text(options.tableId)}`);
+  const c = new SqlParams();
+  const { rows: counted } = await db.query<{ n: string | number; oldest: string | null }>(
+    `SELECT count(*) AS n, min(restore_started_at) AS oldest FROM ${METADATA_TABLE} WHERE ${where(c)}`,
+    c.values,
+  );
+  const p = new SqlParams();
+  const { rows } = await db.query<
+    BucketKeyRow & { restore_started_at: string; quarantined: boolean }
+  >(
+    `SELECT table_id, partition_key, bucket_key, restore_started_at,
+            (quarantined_at IS NOT NULL) AS quarantined
+       FROM ${METADATA_TABLE} WHERE ${where(p)}
+      ORDER BY restore_started_at, table_id, partition_key, bucket_key
+      LIMIT ${p.int(options.limit)}`,
+    p.values,
+  );
+  return {
+    total: Number(counted[0]?.n ?? 0),
+    oldestMarkedAt: sqlDateOrNull(counted[0]?.oldest ?? null),
+    buckets: rows.map((r) => ({
+      id: bucketIdOf(r),
+      markedAt: sqlDate(r.restore_started_at),
+      quarantined: r.quarantined,
+    })),
+  };
 }

@@ -75,6 +75,7 @@ export const METADATA_COLUMNS = [
   "manifest_key",
   "hot_deleted",
   "restore_started_at",
+  "restore_hold_ms",
   "dereferenced_at",
   "quarantined_at",
   "verified_at",
@@ -114,6 +115,7 @@ export interface MetadataRow extends BucketKeyRow {
   manifest_key: string | null;
   hot_deleted: boolean;
   restore_started_at: string | null;
+  restore_hold_ms: string | number | null;
   dereferenced_at: string | null;
   quarantined_at: string | null;
   verified_at: string | null;
@@ -195,6 +197,7 @@ export function toMetadata(row: MetadataRow): BucketMetadata {
     manifestKey: row.manifest_key,
     hotDeleted: row.hot_deleted,
     restoreStartedAt: sqlDateOrNull(row.restore_started_at),
+    restoreHoldMs: row.restore_hold_ms === null ? null : Number(row.restore_hold_ms),
     dereferencedAt: sqlDateOrNull(row.dereferenced_at),
     quarantinedAt: sqlDateOrNull(row.quarantined_at),
     verifiedAt: sqlDateOrNull(row.verified_at),
