@@ -113,9 +113,13 @@ function checkFunction(node: Node, listed: ReadonlySet<string>, kind: string): v
     );
   }
   if (!listed.has(name)) {
+    const tables =
+      listed === QUERY_TABLE_FUNCTIONS
+        ? `; the table functions it allows: ${[...listed].join(", ")}`
+        : "";
     refuse(
       name,
-      `calls ${kind} ${name}, which is not on pulpitum query's allowlist (docs/reading.md lists what a query may call)`,
+      `calls ${kind} ${name}, which is not on pulpitum query's allowlist (docs/reading.md lists what a query may call${tables})`,
     );
   }
 }
