@@ -100,16 +100,23 @@ const refuse = (name: string, reason: string): never => {
   throw new Refused({ name, reason });
 };
 
-/** A function named in a call must be a listed one, unqualified or in DuckDB's `main`. */
+/**
+ * A function named in a call must be a listed one. A scalar call may be
+ * qualified by one name: DuckDB reads `value.octet_length()` as a method
+ * call on the column `value` (or, for a schema's name, as that schema's
+ * function, and no schema holds another function of a listed name). A
+ * catalog, or a schema on a table function, is refused.
+ */
 function checkFunction(node: Node, listed: ReadonlySet<string>, kind: string): void {
   const name = lower(node.function_name);
   const schema = lower(node.schema);
   const catalog = lower(node.catalog);
   const shown = [catalog, schema, name].filter((part) => part !== "").join(".");
-  if ((schema !== "" && schema !== "main") || catalog !== "") {
+  const table = listed === QUERY_TABLE_FUNCTIONS;
+  if (catalog !== "" || (table && schema !== "" && schema !== "main")) {
     refuse(
       shown,
-      `calls ${kind} ${shown}, qualified by a schema or catalog, which pulpitum query refuses`,
+      `calls ${kind} ${shown}, qualified by a ${table ? "schema or " : ""}catalog, which pulpitum query refuses`,
     );
   }
   if (!listed.has(name)) {
@@ -189,6 +196,8 @@ function checkKind(node: Node, view: string, scope: Scope | null): void {
     return;
   }
   if (typeof node.type !== "string") return;
+  // A type's description (a cast's target): names and constants, no expression.
+  if (/^[A-Z_]+_TYPE_INFO$/.test(node.type)) return;
   if (!NODE_TYPES.has(node.type)) {
     refuse(node.type, `holds ${node.type}, a construct pulpitum query does not know and refuses`);
   }

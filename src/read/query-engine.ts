@@ -111,12 +111,14 @@ async function openInstance(
     allow_persistent_secrets: "false",
     temp_directory: `${stagingDir}/duckdb-temp`,
     memory_limit: `${limits.memoryBytes}B`,
-    max_temp_directory_size: `${limits.tempDiskBytes}B`,
     threads: String(limits.threads),
   });
   const connection = await instance.connect();
   // Timestamps convert to and from UTC whatever the machine's zone.
   await connection.run("SET TimeZone = 'UTC'");
+  // Given when the instance is made, DuckDB 1.5 reports this limit but
+  // spills past it; set on the running instance, it holds.
+  await connection.run(`SET max_temp_directory_size = '${limits.tempDiskBytes}B'`);
   return { instance, connection };
 }
 
