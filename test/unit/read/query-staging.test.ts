@@ -118,13 +118,14 @@ describe("query staging folders", () => {
 
     /** Start a query that runs until stopped; resolves once its staging folder exists. */
     const startEndlessQuery = async () => {
-      const run = spawnCli(
-        ["query", "chat", "SELECT count(*) FROM range(10000000000000)", "--timeout", "120"],
-        env,
-      );
+      const run = spawnCli(["query", "chat", "SELECT count(*) FROM range(10000000000000)"], env);
+      let exited = false;
+      void run.exited.then(() => (exited = true));
       const deadline = Date.now() + 60_000;
       while (stagingFolders(temp).length === 0) {
-        if (Date.now() > deadline) throw new Error(`no staging folder; stderr: ${run.stderr()}`);
+        if (exited || Date.now() > deadline) {
+          throw new Error(`no staging folder; stderr: ${run.stderr()}`);
+        }
         await new Promise((resolve) => setTimeout(resolve, 50));
       }
       return run;
