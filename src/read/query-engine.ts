@@ -263,13 +263,20 @@ function duckDbMessage(error: unknown): string {
 
 /**
  * Whether a failed statement's error could come from reading a payload:
- * not a parse, bind or catalog error of the SQL, nor a refusal.
+ * not a parse, bind or catalog error of the SQL, nor a refusal, nor a bound
+ * reached (memory, spill, an interrupt).
  */
 function couldComeFromData(error: unknown): boolean {
-  return !/^(Parser|Binder|Catalog|Permission|Not implemented|Dependency) Error/.test(
-    duckDbMessage(error),
+  return (
+    !/^(Parser|Binder|Catalog|Permission|Not implemented|Dependency) Error/.test(
+      duckDbMessage(error),
+    ) && !reachedBound(error)
   );
 }
+
+/** DuckDB ran out of memory or spill space, or was interrupted: the engine's bound, not the data. */
+const reachedBound = (error: unknown) =>
+  /^(Out of Memory|INTERRUPT) Error/i.test(duckDbMessage(error));
 
 /**
  * The first payload DuckDB cannot decode on its own, every column of every
@@ -294,6 +301,9 @@ async function undecodablePayload(
               `FROM (${envelopeRelation(format, [file])})`,
           );
         } catch (error) {
+          // Decoding under the same limits can reach them on a healthy
+          // payload: that blames none, and the query's own error stands.
+          if (reachedBound(error)) return undefined;
           const message = (error instanceof Error ? error.message : String(error))
             .split(file)
             .join("the payload");
