@@ -40,6 +40,7 @@ import { runConfined } from "./query-engine.js";
 import {
   collectingOutput,
   DEFAULT_QUERY_LIMITS,
+  QueryLimitError,
   type QueryColumn,
   type QueryLimits,
   type QueryOutput,
@@ -95,10 +96,24 @@ interface PayloadFiles {
   readonly keyOf: Map<string, string>;
 }
 
-/** Run the SQL and keep each statement's rows (at most the row cap); the last statement's are returned. */
+/**
+ * Run the SQL and keep each statement's rows; the last statement's are
+ * returned. A statement with more rows than the row cap fails the query
+ * (QueryLimitError) rather than answer short: a caller that wants the first
+ * rows of a longer answer uses queryArchiveTo, which says what was cut.
+ */
 export async function queryArchive(input: QueryArchiveInput): Promise<QueryResult> {
   const output = collectingOutput();
   const summary = await queryArchiveTo(input, output);
+  const cut = summary.statements.findIndex((s) => s.cut);
+  if (cut >= 0) {
+    const cap = summary.statements[cut]!.rows;
+    throw new QueryLimitError(
+      "rows",
+      `statement ${cut + 1} of the query has more rows than its row cap of ${cap}; ` +
+        "narrow the query or raise the cap (`pulpitum query --limit`)",
+    );
+  }
   const last = output.statements[output.statements.length - 1];
   return { ...summary, columns: last?.columns ?? [], rows: last?.values ?? [] };
 }

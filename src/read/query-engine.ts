@@ -179,17 +179,18 @@ export async function runConfined(
     };
     const summaries: StatementSummary[] = [];
     const summarized: QueryOutput = {
-      begin: (columns) => output.begin(columns),
-      row: (values) => output.row(values),
+      begin: (columns) => fromOutput(() => output.begin(columns)),
+      row: (values) => fromOutput(() => output.row(values)),
       end: (summary) => {
         summaries.push(summary);
-        return output.end(summary);
+        return fromOutput(() => output.end(summary));
       },
     };
     try {
       const statements = await checkedStatements(connection, sql, tableId);
       await runStatements(connection, sql, statements, limits.rows, summarized, checkTime);
     } catch (error) {
+      if (error instanceof OutputFailure) throw error.cause;
       if (timedOut) throw timeoutError(limits, error);
       if (error instanceof PulpitumError && !(error instanceof QuerySqlError)) throw error;
       if (error instanceof QuerySqlError || !couldComeFromData(error)) {
@@ -241,6 +242,19 @@ export async function openConfined(
   } catch (error) {
     close();
     throw error;
+  }
+}
+
+/** The output failed (a closed pipe, a reader that refused a row): its own error, never the SQL's or a payload's. */
+class OutputFailure {
+  constructor(readonly cause: unknown) {}
+}
+
+async function fromOutput(call: () => void | Promise<void>): Promise<void> {
+  try {
+    await call();
+  } catch (error) {
+    throw new OutputFailure(error);
   }
 }
 

@@ -193,9 +193,11 @@ const STAR =
 
 /** The parse of `SELECT * FROM (statement) LIMIT rows`, around a statement's parse. */
 function limitedParse(statement: string, rows: number): string {
+  // The type DuckDB's parser gives the literal, so that the SQL parses back to this tree.
+  const type = rows <= 2 ** 31 - 1 ? "INTEGER" : "BIGINT";
   const limit =
     '{"type":"LIMIT_MODIFIER","limit":{"class":"CONSTANT","type":"VALUE_CONSTANT","alias":"",' +
-    `"query_location":0,"value":{"type":{"id":"INTEGER","type_info":null},"is_null":false,"value":${rows}}},` +
+    `"query_location":0,"value":{"type":{"id":"${type}","type_info":null},"is_null":false,"value":${rows}}},` +
     '"offset":null}';
   return (
     `{"node":{"type":"SELECT_NODE","modifiers":[${limit}],"cte_map":{"map":[]},"select_list":[${STAR}],` +

@@ -21,6 +21,7 @@ import {
   QuerySqlError,
   type QueryArchiveInput,
 } from "../../../src/read/query-archive.js";
+import { collectingOutput } from "../../../src/read/query-output.js";
 import { jsonValue } from "../../../src/read/query-values.js";
 import { freshPgliteHotStore } from "../../support/pglite-template.js";
 import {
@@ -57,6 +58,13 @@ describe("a query that cannot hurt the process: allowlist and bounds", () => {
   });
   const query = (sql: string, limits: QueryArchiveInput["limits"] = {}, tableId = CHAT) =>
     queryArchive(input(sql, limits, tableId));
+  /** The first rows of each statement, at most the cap, and how each ended. */
+  const capped = async (sql: string, limits: QueryArchiveInput["limits"] = {}) => {
+    const output = collectingOutput();
+    await queryArchiveTo(input(sql, limits), output);
+    const last = output.statements.at(-1)!;
+    return { statements: output.statements, rows: last.values };
+  };
   const lit = (text: string) => `'${text.replace(/'/g, "''")}'`;
   const countOf = async (tableId: TableId) =>
     (await query(`SELECT count(*) FROM ${tableId}`, {}, tableId)).rows.map((r) => jsonValue(r[0]!));
@@ -163,10 +171,10 @@ describe("a query that cannot hurt the process: allowlist and bounds", () => {
 
     it("SELECT * FROM range(30000000) gives the row cap's 10,000 rows and says the cap cut it, quickly and without the rows in memory", async () => {
       const started = performance.now();
-      const result = await query("SELECT * FROM range(30000000)");
+      const result = await capped("SELECT * FROM range(30000000)");
       expect(result.rows).toHaveLength(10_000);
       expect(result.rows.at(-1)!.map((v) => jsonValue(v))).toEqual([9_999]);
-      expect(result.statements).toEqual([
+      expect(result.statements).toMatchObject([
         { columns: [{ name: "range", type: "BIGINT" }], rows: 10_000, cut: true },
       ]);
       expect(performance.now() - started).toBeLessThan(10_000);
@@ -375,7 +383,7 @@ describe("a query that cannot hurt the process: allowlist and bounds", () => {
 
     it("a billion rows of 100 bytes give the row cap's rows at once: the cap is pushed into DuckDB", async () => {
       const started = performance.now();
-      const result = await query("SELECT repeat('x', 100) AS s FROM range(1000000000)", {
+      const result = await capped("SELECT repeat('x', 100) AS s FROM range(1000000000)", {
         rows: 500,
       });
       expect(result.rows).toHaveLength(500);
@@ -384,7 +392,7 @@ describe("a query that cannot hurt the process: allowlist and bounds", () => {
     });
 
     it("the cap keeps the statement's order and cuts each statement on its own", async () => {
-      const result = await query(
+      const result = await capped(
         "SELECT range FROM range(100000) ORDER BY range DESC; SELECT * FROM range(2)",
         { rows: 3 },
       );
@@ -392,14 +400,14 @@ describe("a query that cannot hurt the process: allowlist and bounds", () => {
         [3, true],
         [2, false],
       ]);
-      const first = await query("SELECT range FROM range(100000) ORDER BY range DESC", {
+      const first = await capped("SELECT range FROM range(100000) ORDER BY range DESC", {
         rows: 3,
       });
       expect(first.rows.map((r) => jsonValue(r[0]!))).toEqual([99_999, 99_998, 99_997]);
     });
 
     it("a VALUES list, which runs as written, is cut at the cap too", async () => {
-      const result = await query("VALUES (1), (2), (3)", { rows: 2 });
+      const result = await capped("VALUES (1), (2), (3)", { rows: 2 });
       expect(result.rows.map((r) => jsonValue(r[0]!))).toEqual([1, 2]);
       expect(result.statements[0]!.cut).toBe(true);
     });
@@ -411,8 +419,37 @@ describe("a query that cannot hurt the process: allowlist and bounds", () => {
       );
     });
 
+    it("queryArchive, which returns rows, fails rather than return a cut answer; its own output's failure stays its own", async () => {
+      const error = await expectLimit(
+        "SELECT * FROM range(5)",
+        { rows: 4 },
+        /more rows than its row cap of 4/,
+      );
+      expect((error as Error & { setting: string }).setting).toBe("rows");
+      const refusedRow = new Error("the reader went away");
+      const failed = await expectFailure(
+        queryArchiveTo(input("SELECT * FROM range(5)"), {
+          begin: () => undefined,
+          row: () => {
+            throw refusedRow;
+          },
+          end: () => undefined,
+        }),
+        Error,
+        /the reader went away/,
+      );
+      expect(failed).toBe(refusedRow);
+    });
+
+    it("a cap past 2^31 rows is still pushed into DuckDB: the statement runs wrapped, whose subquery renames a repeated column", async () => {
+      for (const rows of [10, 2 ** 40]) {
+        const result = await capped("SELECT 1 AS a, 2 AS a", { rows });
+        expect(result.statements[0]!.columns.map((c) => c.name)).toEqual(["a", "a_1"]);
+      }
+    });
+
     it("an exact cap is not a cut: a result of exactly the cap's rows says nothing was cut", async () => {
-      const result = await query("SELECT * FROM range(4)", { rows: 4 });
+      const result = await capped("SELECT * FROM range(4)", { rows: 4 });
       expect(result.statements[0]).toMatchObject({ rows: 4, cut: false });
     });
   });
