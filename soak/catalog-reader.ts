@@ -25,7 +25,8 @@ import type { TableId } from "../src/domain/table.js";
 import { errorMessage } from "../src/errors.js";
 import type { HotStore } from "../src/ports/hot-store.js";
 import type { ObjectStore } from "../src/ports/object-store.js";
-import { queryArchive } from "../src/read/query-archive.js";
+import { queryArchiveTo } from "../src/read/query-archive.js";
+import type { QueryOutput } from "../src/read/query-output.js";
 import { bucketRef, compareWithLedger, type Ledger } from "./ledger.js";
 import type { Random } from "./random.js";
 import { sleep } from "./random.js";
@@ -119,27 +120,39 @@ async function readThroughCatalog(
   ledger: Ledger,
   tableId: TableId,
 ): Promise<Map<string, FoundRecord[]>> {
-  const result = await queryArchive({
-    ...ports,
-    tableId,
-    sql: `SELECT hex(partition_key) AS p, epoch_us(event_time) AS t, hex(sort_key) AS s, hex(value) AS v FROM "${tableId}"`,
-  });
   const byBucket = new Map<string, FoundRecord[]>();
-  for (const [p, t, s, v] of result.rows) {
-    const eventTime = BigInt(t as bigint);
-    const ref = bucketRef(
+  // Every record of the table, taken one row at a time as DuckDB gives them.
+  const output: QueryOutput = {
+    begin: () => undefined,
+    row: ([p, t, s, v]) => {
+      const eventTime = BigInt(t as bigint);
+      const ref = bucketRef(
+        tableId,
+        Buffer.from(String(p), "hex"),
+        ledger.bucketOf(tableId, eventTime),
+      );
+      let list = byBucket.get(ref);
+      if (list === undefined) byBucket.set(ref, (list = []));
+      list.push({
+        eventTime,
+        sortKey: new Uint8Array(Buffer.from(String(s), "hex")),
+        value: new Uint8Array(Buffer.from(String(v), "hex")),
+      });
+    },
+    end: ({ cut }) => {
+      if (cut) throw new Error(`the catalog query of ${tableId} was cut at its row cap`);
+    },
+  };
+  await queryArchiveTo(
+    {
+      ...ports,
       tableId,
-      Buffer.from(String(p), "hex"),
-      ledger.bucketOf(tableId, eventTime),
-    );
-    let list = byBucket.get(ref);
-    if (list === undefined) byBucket.set(ref, (list = []));
-    list.push({
-      eventTime,
-      sortKey: new Uint8Array(Buffer.from(String(s), "hex")),
-      value: new Uint8Array(Buffer.from(String(v), "hex")),
-    });
-  }
+      sql: `SELECT hex(partition_key) AS p, epoch_us(event_time) AS t, hex(sort_key) AS s, hex(value) AS v FROM "${tableId}"`,
+      // The whole table, however long the run made it: the soak holds it to the ledger.
+      limits: { rows: Number.MAX_SAFE_INTEGER - 1, timeoutMs: 3_600_000, memoryBytes: 2 ** 31 },
+    },
+    output,
+  );
   return byBucket;
 }
 

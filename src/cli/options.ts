@@ -54,3 +54,50 @@ export function timeRangeFrom(from: string | undefined, to: string | undefined):
   }
   return range;
 }
+
+const SIZE_UNITS: Readonly<Record<string, number>> = {
+  b: 1,
+  kb: 1e3,
+  mb: 1e6,
+  gb: 1e9,
+  tb: 1e12,
+  kib: 2 ** 10,
+  mib: 2 ** 20,
+  gib: 2 ** 30,
+  tib: 2 ** 40,
+};
+
+const sizeText = (bytes: number) =>
+  bytes >= 2 ** 40 && bytes % 2 ** 40 === 0
+    ? `${bytes / 2 ** 40} TiB`
+    : bytes >= 2 ** 20 && bytes % 2 ** 20 === 0
+      ? `${bytes / 2 ** 20} MiB`
+      : `${bytes} B`;
+
+/** A size such as `512MiB`, `2GiB` or `1000000` (bytes), as whole bytes within `min` and `max`. */
+export function byteSizeOption(text: string, option: string, min: number, max: number): number {
+  const match = /^(\d+(?:\.\d+)?)\s*([a-z]*)$/i.exec(text.trim());
+  const unit = SIZE_UNITS[(match?.[2] ?? "").toLowerCase() || "b"];
+  const bytes = match === null || unit === undefined ? NaN : Math.floor(Number(match[1]) * unit);
+  if (!Number.isSafeInteger(bytes) || bytes < min || bytes > max) {
+    throw new InvalidInputError(
+      `${option} ${JSON.stringify(text)}`,
+      "is not a size in range",
+      `a size from ${sizeText(min)} to ${sizeText(max)}: a number with B, KiB, MiB, GiB or TiB (or KB, MB, GB, TB), e.g. 512MiB`,
+    );
+  }
+  return bytes;
+}
+
+/** Seconds, to the millisecond (`0.5`, `300`), within `min` and `max`; as milliseconds. */
+export function secondsOption(text: string, option: string, min: number, max: number): number {
+  const seconds = /^\d+(\.\d{1,3})?$/.test(text) ? Number(text) : NaN;
+  if (!(seconds >= min && seconds <= max)) {
+    throw new InvalidInputError(
+      `${option} ${JSON.stringify(text)}`,
+      "is not a number of seconds in range",
+      `seconds from ${min} to ${max}, to the millisecond at most (e.g. 300 or 0.5)`,
+    );
+  }
+  return Math.round(seconds * 1000);
+}

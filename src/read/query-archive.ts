@@ -18,13 +18,13 @@
  * then handing DuckDB the paths would check one read and serve another. The
  * copy costs one local write of every payload the view names, and their
  * total size in temporary disk space. The directory is removed when the
- * query ends, also on error.
+ * query ends, also on error, and after a crash by the next query
+ * (read/query-staging.ts).
  *
  * The SQL runs in a confined DuckDB (read/query-engine.ts): it reads only
  * the staged copies, and a query error is the SQL's, unless a payload that
  * matched its address still cannot be decoded, which is then named.
  */
-import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import type { DuckDBValue } from "@duckdb/node-api";
@@ -38,6 +38,16 @@ import {
 } from "../errors.js";
 import { runConfined } from "./query-engine.js";
 import type { Clock } from "../ports/clock.js";
+import {
+  collectingOutput,
+  DEFAULT_QUERY_LIMITS,
+  QueryLimitError,
+  type QueryColumn,
+  type QueryLimits,
+  type QueryOutput,
+  type StatementSummary,
+} from "./query-output.js";
+import { acquireQueryStaging, type QueryStaging } from "./query-staging.js";
 import type { HotReads } from "../ports/hot-store.js";
 import { listAll, type ObjectStore } from "../ports/object-store.js";
 import { readCatalogEntry } from "../usecases/catalog-entry.js";
@@ -62,14 +72,22 @@ export interface QueryArchiveInput {
   readonly tempDir?: string;
   /** Tells a restore running from one cut off, in the error that names its bucket (default the system clock). */
   readonly clock?: Clock;
+  /** The query's bounds (default DEFAULT_QUERY_LIMITS). */
+  readonly limits?: Partial<QueryLimits>;
 }
 
-export interface QueryResult {
-  readonly columns: readonly { readonly name: string; readonly type: string }[];
-  readonly rows: readonly (readonly DuckDBValue[])[];
+export interface QuerySummary {
+  /** How each statement's result ended, in order. */
+  readonly statements: readonly StatementSummary[];
   /** Payload objects the view read, and how many of them were downloaded first. */
   readonly payloads: number;
   readonly downloaded: number;
+}
+
+export interface QueryResult extends QuerySummary {
+  /** The last statement's columns and rows (at most the row cap). */
+  readonly columns: readonly QueryColumn[];
+  readonly rows: readonly (readonly DuckDBValue[])[];
 }
 
 export { QuerySqlError } from "./query-engine.js";
@@ -81,7 +99,33 @@ interface PayloadFiles {
   readonly keyOf: Map<string, string>;
 }
 
+/**
+ * Run the SQL and keep each statement's rows; the last statement's are
+ * returned. A statement with more rows than the row cap fails the query
+ * (QueryLimitError) rather than answer short: a caller that wants the first
+ * rows of a longer answer uses queryArchiveTo, which says what was cut.
+ */
 export async function queryArchive(input: QueryArchiveInput): Promise<QueryResult> {
+  const output = collectingOutput();
+  const summary = await queryArchiveTo(input, output);
+  const cut = summary.statements.findIndex((s) => s.cut);
+  if (cut >= 0) {
+    const cap = summary.statements[cut]!.rows;
+    throw new QueryLimitError(
+      "rows",
+      `statement ${cut + 1} of the query has more rows than its row cap of ${cap}; ` +
+        "narrow the query or raise the cap (`pulpitum query --limit`)",
+    );
+  }
+  const last = output.statements[output.statements.length - 1];
+  return { ...summary, columns: last?.columns ?? [], rows: last?.values ?? [] };
+}
+
+/** Run the SQL, handing each statement's rows to `output` as they are read. */
+export async function queryArchiveTo(
+  input: QueryArchiveInput,
+  output: QueryOutput,
+): Promise<QuerySummary> {
   const table = await input.hotStore.getTable(input.tableId);
   if (table === null) throw new UnknownTableError(input.tableId);
   if (table.dropping === true)
@@ -90,9 +134,9 @@ export async function queryArchive(input: QueryArchiveInput): Promise<QueryResul
       "is being dropped (`pulpitum tables drop`), its catalog already emptied",
       "a registered table that is not being dropped",
     );
-  let staging: string | undefined;
+  let staging: QueryStaging | undefined;
   const stagingDir = async () =>
-    (staging ??= await mkdtemp(path.join(input.tempDir ?? os.tmpdir(), "pulpitum-query-")));
+    (staging ??= acquireQueryStaging(input.tempDir ?? os.tmpdir())).dir;
   try {
     const files: PayloadFiles = { parquet: [], json: [], keyOf: new Map() };
     let downloaded = 0;
@@ -122,10 +166,18 @@ export async function queryArchive(input: QueryArchiveInput): Promise<QueryResul
       }
     }
     await checkEntriesNameRecordedPayloads(input, recorded, entries);
-    const result = await runConfined(input.tableId, files, input.sql, await stagingDir());
-    return { ...result, payloads: files.parquet.length + files.json.length, downloaded };
+    const limits = { ...DEFAULT_QUERY_LIMITS, ...input.limits };
+    const statements = await runConfined(
+      input.tableId,
+      files,
+      input.sql,
+      await stagingDir(),
+      output,
+      limits,
+    );
+    return { statements, payloads: files.parquet.length + files.json.length, downloaded };
   } finally {
-    if (staging !== undefined) await rm(staging, { recursive: true, force: true });
+    staging?.release();
   }
 }
 

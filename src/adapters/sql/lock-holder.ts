@@ -20,8 +20,10 @@
  * hand. Where /proc is absent (macOS) both identifiers are null and the
  * judgement is the pid on the same host name, which is all there is.
  */
-import { readFileSync, readlinkSync } from "node:fs";
 import os from "node:os";
+import { ownBootId, ownPidNamespace, processStartTicks } from "../../process-identity.js";
+
+export { ownBootId, ownPidNamespace, processStartTicks } from "../../process-identity.js";
 
 /** What a lock record (and a takeover claim) holds. */
 export interface LockHolder {
@@ -94,35 +96,6 @@ function pidRunning(holder: LockHolder): boolean {
     if (start !== null && start !== holder.pidStart) return false;
   }
   return true;
-}
-
-/** Field 22 of /proc/PID/stat (start time in clock ticks since boot), or null where /proc is absent. */
-export function processStartTicks(pid: number): string | null {
-  let stat: string;
-  try {
-    stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  } catch {
-    return null;
-  }
-  // The command name (field 2) is in parentheses and may contain spaces.
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return fields[19] ?? null;
-}
-
-export function ownPidNamespace(): string | null {
-  try {
-    return readlinkSync("/proc/self/ns/pid");
-  } catch {
-    return null;
-  }
-}
-
-export function ownBootId(): string | null {
-  try {
-    return readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim() || null;
-  } catch {
-    return null;
-  }
 }
 
 /** A holder from a lock file's JSON, or null when it is not one. */

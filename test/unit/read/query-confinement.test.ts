@@ -5,6 +5,9 @@
  * staged copies. One test per escape, on the real SQL hot store (PGlite) and
  * the file store, with archived data in the table; plus SQL over the view
  * that must keep working, and a user's SQL error that must stay the user's.
+ * A reader of files is refused twice over: by the allowlist, and by the
+ * engine alone (openConfined, without the allowlist) with DuckDB's
+ * Permission Error.
  */
 import { copyFileSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
@@ -18,7 +21,8 @@ import type { BucketId } from "../../../src/domain/bucket.js";
 import { parseTableId } from "../../../src/domain/table.js";
 import { ArchiveIntegrityError } from "../../../src/errors.js";
 import { queryArchive, QuerySqlError } from "../../../src/read/query-archive.js";
-import { runConfined, type StagedPayloads } from "../../../src/read/query-engine.js";
+import { openConfined, runConfined, type StagedPayloads } from "../../../src/read/query-engine.js";
+import { collectingOutput, DEFAULT_QUERY_LIMITS } from "../../../src/read/query-output.js";
 import { jsonValue } from "../../../src/read/query-values.js";
 import { freshPgliteHotStore } from "../../support/pglite-template.js";
 import { onlyPart } from "../../support/one-part.js";
@@ -72,6 +76,36 @@ describe("the confined query engine", () => {
   const jsonReplacer = (_: string, v: unknown) => (typeof v === "bigint" ? String(v) : v);
   /** Whatever DuckDB would have installed or cached under the home folder. */
   const expectHomeUntouched = () => expect(readdirSync(home)).toEqual([]);
+  /** A staging folder holding a copy of one archived payload, as a query stages it. */
+  const stageOne = async (parent: string) => {
+    const stage = mkdtempSync(path.join(parent, "stage-"));
+    const payload = (await onlyPart(h.inner, [...(await archivedIds())][0]!)).key;
+    copyFileSync(path.join(archive, payload), path.join(stage, "0.parquet"));
+    const files: StagedPayloads = {
+      parquet: [path.join(stage, "0.parquet")],
+      json: [],
+      keyOf: new Map([[path.join(stage, "0.parquet"), payload]]),
+    };
+    return { stage, files };
+  };
+  /** The engine alone (no allowlist in front) refuses `sql` with DuckDB's error matching `names`. */
+  const expectEngineRefuses = async (sql: string, names: RegExp) => {
+    const { stage, files } = await stageOne(temp);
+    const engine = await openConfined(TABLE, files, stage, DEFAULT_QUERY_LIMITS);
+    try {
+      const error = await engine.connection.runAndReadAll(sql).then(
+        () => expect.fail(`the engine alone ran ${sql}`),
+        (e: unknown) => e,
+      );
+      expect(String(error)).toMatch(names);
+      expect(String(error)).not.toContain(SECRET);
+    } finally {
+      engine.close();
+      rmSync(stage, { recursive: true, force: true });
+    }
+  };
+  const notListed = (name: string) =>
+    new RegExp(`calls table function ${name}, which is not on pulpitum query's allowlist`);
 
   beforeAll(async () => {
     archive = mkdtempSync(path.join(os.tmpdir(), "pulpitum-confine-"));
@@ -112,28 +146,30 @@ describe("the confined query engine", () => {
   });
 
   it("read_text of a file outside the staged copies is refused and its content never returned", async () => {
-    await expectRefused(
-      `SELECT content FROM read_text(${lit(at("secret.txt"))})`,
+    const sql = `SELECT content FROM read_text(${lit(at("secret.txt"))})`;
+    await expectRefused(sql, notListed("read_text"));
+    await expectEngineRefuses(
+      sql,
       /Permission Error: Cannot access file ".*secret\.txt" - file system operations are disabled/,
     );
   });
 
   it("read_csv of a file outside the staged copies is refused", async () => {
-    await expectRefused(
-      `SELECT * FROM read_csv(${lit(at("secret.csv"))})`,
-      /Permission Error: Cannot access file ".*secret\.csv"/,
-    );
+    const sql = `SELECT * FROM read_csv(${lit(at("secret.csv"))})`;
+    await expectRefused(sql, notListed("read_csv"));
+    await expectEngineRefuses(sql, /Permission Error: Cannot access file ".*secret\.csv"/);
   });
 
   it("read_parquet of a Parquet file outside the staged copies is refused", async () => {
-    await expectRefused(
-      `SELECT count(*) FROM read_parquet(${lit(at("other.parquet"))})`,
-      /Permission Error: Cannot access file ".*other\.parquet"/,
-    );
+    const sql = `SELECT count(*) FROM read_parquet(${lit(at("other.parquet"))})`;
+    await expectRefused(sql, notListed("read_parquet"));
+    await expectEngineRefuses(sql, /Permission Error: Cannot access file ".*other\.parquet"/);
   });
 
   it("glob of a folder outside the staged copies lists nothing", async () => {
-    await expectRefused(`SELECT * FROM glob(${lit(at("*"))})`, /Permission Error: Cannot access/);
+    const sql = `SELECT * FROM glob(${lit(at("*"))})`;
+    await expectRefused(sql, notListed("glob"));
+    await expectEngineRefuses(sql, /Permission Error: Cannot access/);
   });
 
   it("COPY … TO is refused and writes no file", async () => {
@@ -233,8 +269,10 @@ describe("the confined query engine", () => {
         `https://127.0.0.1:${port}/secret.txt`,
         "s3://some-bucket/secret.parquet",
       ]) {
-        await expectRefused(
-          `SELECT * FROM read_text(${lit(url)})`,
+        const sql = `SELECT * FROM read_text(${lit(url)})`;
+        await expectRefused(sql, notListed("read_text"));
+        await expectEngineRefuses(
+          sql,
           new RegExp(`Permission Error: Cannot access file "${url.replace(/[.?/]/g, "\\$&")}"`),
         );
       }
@@ -246,10 +284,9 @@ describe("the confined query engine", () => {
   });
 
   it("a query run through DuckDB's query() table function reaches no file either", async () => {
-    await expectRefused(
-      `SELECT * FROM query(${lit(`SELECT content FROM read_text(${lit(at("secret.txt"))})`)})`,
-      /Permission Error: Cannot access file ".*secret\.txt"/,
-    );
+    const sql = `SELECT * FROM query(${lit(`SELECT content FROM read_text(${lit(at("secret.txt"))})`)})`;
+    await expectRefused(sql, notListed("query"));
+    await expectEngineRefuses(sql, /Permission Error: Cannot access file ".*secret\.txt"/);
   });
 
   it("CREATE is refused, so no view or table over a file can be made for a later statement", async () => {
@@ -270,18 +307,18 @@ describe("the confined query engine", () => {
     let stage: string;
     let files: StagedPayloads;
     beforeEach(async () => {
-      stage = mkdtempSync(path.join(temp, "stage-"));
-      const payload = (await onlyPart(h.inner, [...(await archivedIds())][0]!)).key;
-      copyFileSync(path.join(archive, payload), path.join(stage, "0.parquet"));
-      files = {
-        parquet: [path.join(stage, "0.parquet")],
-        json: [],
-        keyOf: new Map([[path.join(stage, "0.parquet"), payload]]),
-      };
+      ({ stage, files } = await stageOne(temp));
     });
     afterEach(() => rmSync(stage, { recursive: true, force: true }));
     const refusedInStage = async (sql: string, names: RegExp) => {
-      const error = await runConfined(TABLE, files, sql, stage).then(
+      const error = await runConfined(
+        TABLE,
+        files,
+        sql,
+        stage,
+        collectingOutput(),
+        DEFAULT_QUERY_LIMITS,
+      ).then(
         () => expect.fail(`${sql} ran`),
         (e: unknown) => e,
       );
