@@ -98,7 +98,13 @@ export async function requireCurrentSchema(
  */
 export async function openLambdaAdapters(
   env: Env = process.env,
-  options: { clients?: AwsClients; migrate?: boolean; clock?: Clock } = {},
+  options: {
+    clients?: AwsClients;
+    migrate?: boolean;
+    clock?: Clock;
+    /** See openAdapters: a test whose manual clock plays a process's time opts out (default true). */
+    clockCheck?: boolean;
+  } = {},
 ): Promise<LambdaAdapters> {
   const region = env.AWS_REGION ?? env.AWS_DEFAULT_REGION;
   const owned: Array<{ destroy(): void }> = [];
@@ -146,6 +152,7 @@ export async function openLambdaAdapters(
     // Tests and benches migrate their throwaway databases; a deployed function never does.
     migrate: options.migrate === true,
     clock: options.clock,
+    clockCheck: options.clockCheck,
     // One connection for a phase's statements, one for its lease heartbeat: the worker runs one phase at a time.
     poolMax: parseFunctionSettings(env).poolMax,
     objectStore: new S3ObjectStore({ bucket: archive.bucket, client: s3 }),

@@ -28,6 +28,8 @@ import {
   emulatorClientConfig,
   invocationContext,
 } from "../support/lambda-invocation.js";
+import pg from "pg";
+import { setDatabaseClock } from "../support/database-clock.js";
 
 vi.hoisted(() => {
   process.env.POWERTOOLS_LOG_LEVEL = "WARN";
@@ -67,12 +69,16 @@ describe("a warm Lambda container crossing New Year", () => {
   let discovery: ReturnType<typeof createDiscoveryHandler>;
   let worker: ReturnType<typeof createWorkerHandler>;
   let inspector: LambdaAdapters;
+  let clockDb: pg.Pool | undefined;
 
   beforeAll(async () => {
     vi.spyOn(process.stdout, "write").mockImplementation(() => true);
     vi.spyOn(process.stderr, "write").mockImplementation(() => true);
     const database = await freshDatabase(serverUrl);
     drop = database.drop;
+    // The database's clock is the functions' (every cutoff is taken from it): it crosses New Year with them.
+    clockDb = new pg.Pool({ connectionString: database.url, max: 1 });
+    await setDatabaseClock(clockDb!, clock.now());
     const bucket = await freshBucket(endpoint);
     queueUrl = (
       await sqs.send(
@@ -114,6 +120,7 @@ describe("a warm Lambda container crossing New Year", () => {
 
   afterAll(async () => {
     for (const runtime of runtimes) await runtime.close();
+    await clockDb?.end();
     await drop?.();
     sqs.destroy();
     s3.destroy();
@@ -135,6 +142,7 @@ describe("a warm Lambda container crossing New Year", () => {
 
     // Act: the first minute of 2027, same containers
     clock.set("2027-01-01T00:00:30Z");
+    await setDatabaseClock(clockDb!, clock.now());
     const after = (await discovery({}, lambdaContext())) as DiscoveryReport;
     let delivered = 0;
     for (let round = 0; round < 10; round++) {

@@ -45,6 +45,7 @@ import {
   victimCount,
   VICTIM,
 } from "../support/erasure.js";
+import { setDatabaseClock } from "../support/database-clock.js";
 
 const endpoint = () => inject("awsEndpointUrl");
 
@@ -259,6 +260,7 @@ describe("erasure on PostgreSQL and S3", () => {
         key,
       ).toHaveLength(1);
     h.clock.advance(2 * DAY);
+    await setDatabaseClock(h.inner, h.clock.now());
     await gc();
     // GC's delete leaves a delete marker; the bytes remain as a noncurrent version until the
     // bucket's lifecycle rule expires them (docs/erasure.md, "Where the bytes may still live").
@@ -279,6 +281,7 @@ describe("erasure on PostgreSQL and S3", () => {
     const hot = victimBucket("2026-03");
     const archived = victimBucket("2025-01");
     h.clock.set(new Date("2027-06-01T00:00:00Z"));
+    await setDatabaseClock(h.inner, h.clock.now());
     const wide = {
       ...h.process().ctx,
       settings: { ...h.settings, cutoff: fixedCutoff(new Date("2027-01-01T00:00:00Z")) },

@@ -38,6 +38,7 @@ import {
   type Harness,
 } from "../support/workflow-harness.js";
 import { fixedCutoffs } from "../support/cutoffs.js";
+import { setDatabaseClock } from "../support/database-clock.js";
 
 const DAY = 86_400_000;
 const enc = (s: string) => new TextEncoder().encode(s);
@@ -135,6 +136,7 @@ describe("expiry on PostgreSQL and S3", () => {
 
     // S3 dates objects by its own clock: move the harness clock past it and the safety age.
     h.clock.set(new Date(Date.now() + 2 * DAY));
+    await setDatabaseClock(h.inner, h.clock.now());
     const report = await collectOn(h, DAY);
     expect(report.deleted_objects).toBe(2);
     const left = (await h.objects.list("exp/due/v4/")).objects.map((o) => o.key);
@@ -240,6 +242,7 @@ describe("expiry on PostgreSQL and S3", () => {
         if (!collect) return;
         // S3 dates objects by its own clock: past it and the safety age.
         h.clock.set(new Date(Date.now() + 2 * DAY));
+        await setDatabaseClock(h.inner, h.clock.now());
         const report = await collectOn(h, DAY);
         expect(report.deleted_objects).toBe(2);
       };

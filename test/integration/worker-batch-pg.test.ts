@@ -121,7 +121,8 @@ describe("the worker handler on PostgreSQL and SQS", () => {
     };
     inspector = await openLambdaAdapters(
       { ...baseEnv, PULPITUM_WORK_QUEUE_URL: "http://unused" },
-      { clients: { sqs, s3 }, migrate: true, clock },
+      // The manual clock plays the functions' time, months behind the database's.
+      { clients: { sqs, s3 }, migrate: true, clock, clockCheck: false },
     );
     runtimes.push(inspector);
   }, 120_000);
@@ -182,6 +183,7 @@ describe("the worker handler on PostgreSQL and SQS", () => {
           clients: { sqs, s3 },
           migrate: false,
           clock,
+          clockCheck: false,
         });
         runtimes.push(runtime);
         return runtime;

@@ -15,7 +15,8 @@
 import type { SqlDatabase, SqlExecutor } from "../../src/adapters/sql/database.js";
 
 const SCHEMA = "pulpitum_test_clock";
-const PATH = `${SCHEMA}, pg_catalog, public`;
+// public first: tables a migration creates go there, and it holds no now() to shadow ours.
+const PATH = `public, ${SCHEMA}, pg_catalog`;
 
 /** Make the database's clock read `at` now (and run on from there with the real clock). */
 export async function setDatabaseClock(
