@@ -10,6 +10,7 @@ import type { ArchiveFormat, TableId } from "../domain/table.js";
 import type { CalendarDuration } from "../domain/duration.js";
 import type { StorageClass } from "../domain/table-policy.js";
 import type { EpochMicros } from "../domain/time.js";
+import type { FailureAccounting, SuspectRun } from "./failure-runs.js";
 import type { LeaseTerms } from "./lease-terms.js";
 
 /**
@@ -111,10 +112,21 @@ export interface BucketMetadata {
    */
   readonly dereferencedAt: Date | null;
   /**
-   * Set when the bucket used up its attempts (ARCHIVER_MAX_ATTEMPTS): no
-   * automatic work touches it until {@link HotStore.releaseQuarantine}.
+   * Set when the bucket was quarantined (domain/quarantine-rule.ts): no
+   * automatic work touches it until {@link HotStore.releaseQuarantine}, or
+   * until its cool-down ends ({@link BucketMetadata.quarantineRetryAt}).
    */
   readonly quarantinedAt: Date | null;
+  /**
+   * While a quarantine retries itself (its failures were load-shaped): when,
+   * by the database's clock, discovery lifts it for one more try; null for a
+   * quarantine held until an operator releases it.
+   */
+  readonly quarantineRetryAt: Date | null;
+  /** Quarantines lifted by their cool-down in this run of failures (each doubles the next). */
+  readonly quarantineRetries: number;
+  /** The current run of suspect failures (null when there is none). */
+  readonly suspect: SuspectRun | null;
   /**
    * When the archived bytes were last proven right: by the publish that
    * verified them, or by a scrub that passed (usecases/scrub.ts). Null for a
@@ -175,14 +187,7 @@ export interface BucketCorruption {
   readonly problem: string;
 }
 
-/**
- * How {@link HotStore.defer} and {@link HotStore.suspendExport} account for
- * the failure they record: `attempt`, the bucket's own failure, adds one to
- * `attempts` (toward quarantine); `outage`, a failure of a dependency (see
- * `countsAsAttempt` in errors.ts), adds one to `outageDeferrals` and leaves
- * `attempts` as it is.
- */
-export type FailureAccounting = "attempt" | "outage";
+export type { FailureAccounting } from "./failure-runs.js";
 
 /** Proof of ownership of a bucket for one phase. Opaque to everything but the adapter. */
 export interface Lease extends LeaseTerms {
@@ -431,6 +436,8 @@ export interface StatusReport {
     readonly state: BucketState;
     readonly attempts: number;
     readonly quarantinedAt: Date;
+    /** When it retries itself (database clock); null: held until `pulpitum retry`. */
+    readonly retryAt: Date | null;
     readonly lastError: string | null;
   }>;
   /** Buckets with a live lease: work in flight (at most 100). */

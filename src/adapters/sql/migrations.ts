@@ -10,6 +10,7 @@
 import { revokeAllButAppend } from "./append-only.js";
 import type { SqlDatabase, SqlExecutor } from "./database.js";
 import { addConstraintOnce, ddl } from "./ddl.js";
+import { SUSPECT_RUNS_MIGRATION } from "./migration-suspect-runs.js";
 import {
   MIGRATIONS_TABLE,
   TABLES_TABLE,
@@ -427,6 +428,7 @@ export const MIGRATIONS: readonly Migration[] = [
       `ALTER TABLE ${ERASURE_JOBS_TABLE} ADD COLUMN IF NOT EXISTS proof_problems INT8 NULL`,
     ],
   },
+  SUSPECT_RUNS_MIGRATION,
 ];
 
 /** The newest schema version this code knows. */
