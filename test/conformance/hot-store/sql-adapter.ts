@@ -57,7 +57,9 @@ export function sqlHotStoreConformance(
     it("applies every migration once: a second run applies nothing", async () => {
       const versions = MIGRATIONS.map((m) => m.version);
       // Numbered from 1, each once, ascending.
-      expect(versions).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19]);
+      expect(versions).toEqual([
+        1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20,
+      ]);
       expect(firstRun).toEqual(versions);
       expect(secondRun).toEqual([]);
       const { rows } = await store.db.query<{ version: string }>(

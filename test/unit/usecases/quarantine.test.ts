@@ -13,6 +13,7 @@ import { parseTableId } from "../../../src/domain/table.js";
 import { discover } from "../../../src/usecases/discover.js";
 import { runNextPhase } from "../../../src/usecases/run-next-phase.js";
 import { SimulatedCrash } from "../../support/faults.js";
+import { PgliteClock } from "../../support/pglite-clock.js";
 import {
   chatRecords,
   converge,
@@ -28,6 +29,7 @@ import {
 const TABLE = parseTableId("chat");
 
 describe("attempts, quarantine and pause", () => {
+  const dbClock = new PgliteClock();
   let h: Harness;
   let id: BucketId;
   let records: TableRecord[];
@@ -53,6 +55,7 @@ describe("attempts, quarantine and pause", () => {
     ({ id, records } = [...seeded.values()][0]!);
   });
   afterEach(async () => {
+    dbClock.restore();
     await h.close();
   });
 
@@ -147,7 +150,8 @@ describe("attempts, quarantine and pause", () => {
     await expectFullyArchived(h, expected());
   });
 
-  it("every takeover of a killed worker's lease counts as an attempt, so a bucket whose export keeps dying mid-phase is quarantined", async () => {
+  it("every takeover of a killed worker's lease counts as an attempt, so a bucket whose export keeps dying before its first part is quarantined once the kills lasted the span, and retries itself after a cool-down (a kill may be the host's load)", async () => {
+    dbClock.install();
     expect(await runNextPhase(h.process().ctx, id)).toMatchObject({ phase: "claim" });
     for (let kill = 1; kill <= 3; kill++) {
       const { ctx } = h.process({
@@ -155,13 +159,20 @@ describe("attempts, quarantine and pause", () => {
       });
       await expect(runNextPhase(ctx, id)).rejects.toBeInstanceOf(SimulatedCrash);
       h.clock.advance(h.settings.leaseMs + 1);
+      dbClock.advance(3 * 3_600_000);
       // The kill is counted when the next worker takes the unreleased lease over.
       expect((await h.inner.getBucket(id))!.attempts).toBe(kill - 1);
       if (kill === 3) break;
     }
     const outcome = await runNextPhase(h.process().ctx, id);
-    expect(outcome.reason).toMatch(/quarantined after 3 failed attempts/);
-    expect(await h.inner.getBucket(id)).toMatchObject({ state: "archiving", attempts: 3 });
+    expect(outcome).toMatchObject({ quarantined: true });
+    expect(outcome.reason).toMatch(
+      /quarantined after 3 failed attempts over 6\.0 h .*retries itself in 1\.0 h.*none recorded \(the worker was killed/,
+    );
+    const held = (await h.inner.getBucket(id))!;
+    expect(held).toMatchObject({ state: "archiving", attempts: 3 });
+    expect(held.suspect).toMatchObject({ kind: "takeover", failures: 3 });
+    expect(held.quarantineRetryAt).not.toBeNull();
     expect(await offered()).toEqual([]);
 
     await h.inner.releaseQuarantine(id, h.clock.now());
@@ -188,7 +199,8 @@ describe("attempts, quarantine and pause", () => {
     h.clock.advance(h.settings.leaseMs + 1);
     const resumed = await runNextPhase(h.process().ctx, id);
     expect(resumed.reason ?? "").not.toMatch(/quarantined/);
-    expect((await h.inner.getBucket(id))!.attempts).toBe(1);
+    // The takeover counted one; the resumed cleanup's first batch is progress and ends the run.
+    expect(await h.inner.getBucket(id)).toMatchObject({ attempts: 0, suspect: null });
     await converge(h, expected());
     await expectFullyArchived(h, expected());
   });
