@@ -17,7 +17,12 @@ import type { TableRecord } from "../../../src/domain/record.js";
 import { parseTableId } from "../../../src/domain/table.js";
 import type { HotStore } from "../../../src/ports/hot-store.js";
 import type { ArchiverContext, PhaseOutcome } from "../../../src/usecases/context.js";
+import { MemoryWorkQueue } from "../../../src/adapters/queue/memory.js";
+import { decodeWorkMessage } from "../../../src/ports/work-queue.js";
 import { runStandalone } from "../../../src/runner/standalone.js";
+import { discoverBacklog } from "../../../src/usecases/discover-backlog.js";
+import { DrainMeter } from "../../../src/usecases/drain-meter.js";
+import { runNextPhase } from "../../../src/usecases/run-next-phase.js";
 import { freshPgliteHotStore } from "../../support/pglite-template.js";
 import { PgliteClock } from "../../support/pglite-clock.js";
 import {
@@ -96,9 +101,9 @@ describe("quarantine tells a load spike from poison", () => {
     });
   }
 
-  /** Six small buckets (20 rows, under a page) and one big one (250 rows, three pages). */
+  /** Two small buckets (20 rows, under a page) and one big one (250 rows, three pages). */
   async function bigAmongSmall() {
-    const small = await seedTable(h, TABLE, "CalendarMonthUtc", "json", chatRecords([1, 2, 3], 20));
+    const small = await seedTable(h, TABLE, "CalendarMonthUtc", "json", chatRecords([1], 20));
     const bigRecords: TableRecord[] = chatRecords([4], 250, ["big\u0000\xff channel"]);
     const bigOnly = await seedTable(h, TABLE, "CalendarMonthUtc", "json", bigRecords);
     const big = [...bigOnly.values()][0]!;
@@ -206,14 +211,17 @@ describe("quarantine tells a load spike from poison", () => {
     const always = { on: true };
     const store = failingPages(h.inner, always, (_, full) => full, statementTimeout);
 
-    for (let run = 1; run <= 16; run++) await hourlyRun(store);
+    for (let run = 1; run <= 11; run++) await hourlyRun(store);
 
-    // Quarantined at hour 3 (1 h), 5 (2 h), 8 (4 h), 13 (8 h): each retry is one failure.
-    expect(quarantines(big.id)).toHaveLength(4);
+    // Quarantined at hour 4 (for 1 h), 6 (2 h) and 9 (4 h): each retry is one failure.
+    expect(quarantines(big.id)).toHaveLength(3);
+    expect(
+      quarantines(big.id).map((o) => /retries itself in (\d)\.0 h/.exec(o.reason!)?.[1]),
+    ).toEqual(["1", "2", "4"]);
     const held = (await h.inner.getBucket(big.id))!;
-    expect(held).toMatchObject({ state: "hot", quarantineRetries: 3 });
+    expect(held).toMatchObject({ state: "hot", quarantineRetries: 2 });
     expect(held.quarantinedAt).not.toBeNull();
-    expect(held.quarantineRetryAt!.getTime() - Date.now()).toBeGreaterThan(4 * HOUR);
+    expect(held.quarantineRetryAt!.getTime() - Date.now()).toBeGreaterThan(HOUR);
     expectSameRecords(await readBucketAsReader(h, big.id), big.records);
     await expectFullyArchived(h, small);
 
@@ -262,6 +270,89 @@ describe("quarantine tells a load spike from poison", () => {
       expectSameRecords(await readBucketAsReader(h, solo.id), solo.records);
     });
   }
+
+  /** The long spike of the test above up to the retry after the first cool-down: on probation, one failure in. */
+  async function onProbation(store: HotStore, big: BucketId): Promise<void> {
+    for (let run = 1; run <= 6; run++) await hourlyRun(store);
+    expect(await h.inner.getBucket(big)).toMatchObject({
+      quarantinedAt: null,
+      quarantineRetries: 1,
+      attempts: 1,
+    });
+  }
+
+  it("an operator's `pulpitum retry` landing between the worker's evidence and its quarantine statement wins: the worker runs the phase, and the bucket starts afresh", async () => {
+    await world({ spanHours: 3, cooldownHours: 1 });
+    const { big } = await bigAmongSmall();
+    const spike = { on: true };
+    const store = failingPages(h.inner, spike, (_, full) => full, statementTimeout);
+    await onProbation(store, big.id);
+
+    spike.on = false;
+    const racing = new Proxy(store, {
+      get(target, property, receiver) {
+        const value: unknown = Reflect.get(target, property, receiver);
+        if (property !== "quarantine" || typeof value !== "function") return value;
+        return async (...args: unknown[]) => {
+          await h.inner.releaseQuarantine(big.id, h.clock.now());
+          return await (value as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+        };
+      },
+    });
+    const ctx: ArchiverContext = { ...h.process().ctx, hotStore: racing };
+    const outcome = await runNextPhase(ctx, big.id);
+    expect(outcome).toMatchObject({ phase: "claim", result: "advanced" });
+    expect(outcome.quarantined).toBeUndefined();
+    expect(await h.inner.getBucket(big.id)).toMatchObject({
+      state: "archiving",
+      quarantinedAt: null,
+      quarantineRetries: 0,
+      attempts: 0,
+      suspect: null,
+    });
+  });
+
+  it("the Lambda's discovery run lifts a quarantine whose cool-down ended and enqueues it, and not before", async () => {
+    await world({ spanHours: 3, cooldownHours: 1 });
+    const { big } = await bigAmongSmall();
+    const store = failingPages(h.inner, { on: true }, (_, full) => full, statementTimeout);
+    for (let run = 1; run <= 5; run++) await hourlyRun(store);
+    expect((await h.inner.getBucket(big.id))!.quarantinedAt).not.toBeNull();
+
+    const queue = new MemoryWorkQueue({ clock: h.clock, visibilityTimeoutSeconds: 30 });
+    const run = async () =>
+      await discoverBacklog(
+        {
+          hotStore: h.inner,
+          queue,
+          clock: h.clock,
+          settings: {
+            ...h.settings,
+            targetDepth: 10,
+            maxEnqueuePerRun: 100,
+            runMs: 1_000,
+            pollMs: 1_000,
+          },
+          drain: new DrainMeter(),
+          sleep: async (ms) => {
+            h.clock.advance(ms);
+          },
+        },
+        new Date(h.clock.now().getTime() + 1_000),
+      );
+    // The hour since the quarantine has not quite passed on the database's clock.
+    dbClock.advance(-60_000);
+    expect((await run()).enqueued).toBe(0);
+    dbClock.advance(60_000);
+    const lifted = await run();
+    expect(lifted.enqueued).toBe(1);
+    const [message] = queue.receive(10);
+    expect(decodeWorkMessage(message!.body)).toMatchObject({ bucketKey: big.id.bucketKey });
+    expect(await h.inner.getBucket(big.id)).toMatchObject({
+      quarantinedAt: null,
+      quarantineRetries: 1,
+    });
+  });
 
   it("a worker whose clock runs a day ahead at every run cannot make a spike look long: the span is the database's, so the big bucket is not quarantined", async () => {
     await world();

@@ -180,6 +180,26 @@ describe("attempts, quarantine and pause", () => {
     await expectFullyArchived(h, expected());
   });
 
+  it("a big export killed after each part it records is never quarantined, however often: every recorded part is progress", async () => {
+    const inParts = (ctx: ReturnType<Harness["process"]>["ctx"]) => ({
+      ...ctx,
+      settings: { ...ctx.settings, segmentRows: 30 },
+    });
+    expect(await runNextPhase(inParts(h.process().ctx), id)).toMatchObject({ phase: "claim" });
+    for (let kill = 1; kill <= 4; kill++) {
+      const { ctx } = h.process({ hot: { operation: "recordPart", when: "after", kind: "crash" } });
+      await expect(runNextPhase(inParts(ctx), id)).rejects.toBeInstanceOf(SimulatedCrash);
+      expect(await h.inner.listParts(id)).toHaveLength(kill);
+      h.clock.advance(h.settings.leaseMs + 1);
+    }
+    // The fifth take counts the fourth kill only: each part recorded since ended the run.
+    const finished = await runNextPhase(inParts(h.process().ctx), id);
+    expect(finished).toMatchObject({ phase: "export", result: "advanced" });
+    expect(finished.quarantined).toBeUndefined();
+    await converge(h, expected());
+    await expectFullyArchived(h, expected());
+  });
+
   it("attempts count the failures since the bucket last reached the archive: a bucket that needed two tries to publish is not quarantined by one killed cleanup", async () => {
     for (let attempt = 1; attempt <= 2; attempt++) {
       const { ctx } = h.process({
