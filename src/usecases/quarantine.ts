@@ -106,19 +106,24 @@ function quarantineReason(
   metadata: BucketMetadata,
 ): string {
   const lasted = formatSpan(evidence.runForMs);
-  const failures = evidence.run?.failures ?? evidence.attempts;
+  const attempts = plural(evidence.attempts, "failed attempt");
+  const failures = plural(evidence.run?.failures ?? evidence.attempts, "failure");
   const why =
     ground === "own"
-      ? `quarantined after ${evidence.attempts} failed attempts (its own failures, takeovers of a killed worker's lease)`
+      ? `quarantined after ${attempts} (its own failures, takeovers of a killed worker's lease)`
       : ground === "persistent"
-        ? `quarantined after ${evidence.attempts} failed attempts over ${lasted} while other buckets archived`
-        : `quarantined after failing alone for ${lasted} (${failures} failures while no other bucket archived or failed alike)`;
+        ? `quarantined after ${attempts} over ${lasted} while other buckets archived`
+        : `quarantined after failing alone for ${lasted} (${failures} while no other bucket archived or failed alike)`;
   const next =
     cooldownMs === null
       ? "held until `pulpitum retry`"
       : `the failures look like load: it retries itself in ${formatSpan(cooldownMs)} (database clock)`;
   const last = metadata.lastError ?? "none recorded (the worker was killed or timed out)";
   return `${why}; ${next}; last error: ${last}`;
+}
+
+function plural(n: number, noun: string): string {
+  return `${n} ${noun}${n === 1 ? "" : "s"}`;
 }
 
 /** A duration as hours, minutes or seconds, whichever reads best. */
