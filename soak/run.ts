@@ -67,6 +67,16 @@ import { checkQuarantines, poisonOneBucket } from "./poison.js";
 import { PolicyChaos } from "./policy.js";
 import { ExpiryChaos } from "./expiry.js";
 import { ErasureChaos } from "./erasure.js";
+import {
+  awaitCooledQuarantines,
+  planTimeoutSpikes,
+  SOAK_QUARANTINE_COOLDOWN_SECONDS,
+  SOAK_QUARANTINE_SPAN_SECONDS,
+  spikesEnv,
+  tallySelfRetryingQuarantines,
+  tallySpikedPages,
+  type SpikeWindow,
+} from "./faults/timeout-spikes.js";
 
 const LEASE_SECONDS = 3;
 /** ARCHIVER_MAX_ATTEMPTS of every archiver (see workerEnv). */
@@ -236,6 +246,11 @@ async function main(argv: string[]): Promise<number> {
       // row, while the poisoned bucket (soak/poison.ts), failing by its own
       // data every time, must end quarantined.
       ARCHIVER_MAX_ATTEMPTS: String(SOAK_MAX_ATTEMPTS),
+      // Failures that are not plainly a bucket's own (timeouts, takeovers) quarantine only once
+      // they lasted the span, on the database's clock; such a quarantine retries itself after
+      // the cool-down. Seconds here, hours in production (faults/timeout-spikes.ts).
+      ARCHIVER_QUARANTINE_SPAN_SECONDS: String(SOAK_QUARANTINE_SPAN_SECONDS),
+      ARCHIVER_QUARANTINE_COOLDOWN_SECONDS: String(SOAK_QUARANTINE_COOLDOWN_SECONDS),
       ARCHIVER_INTERVAL_SECONDS: "1",
       ARCHIVER_WORKERS: String(profile.phasesPerProcess),
       // Small pages and batches: more fenced statements for a kill to land between.
@@ -317,6 +332,11 @@ async function main(argv: string[]): Promise<number> {
     const tracker = mix.tracker;
 
     const chaosStarted = Date.now();
+    // Load spikes on healthy big buckets (faults/timeout-spikes.ts): handed to every archiver.
+    const spikes: SpikeWindow[] =
+      faultMode === undefined
+        ? []
+        : planTimeoutSpikes(new Random(options.seed + 9000), chaosStarted, profile.chaosMinSeconds);
     const chaosElapsed = () => (Date.now() - chaosStarted) / 1000;
     // The cutoff moves forward during the first part of the chaos: restarted archivers see later ones.
     const currentCutoff = () => {
@@ -329,6 +349,7 @@ async function main(argv: string[]): Promise<number> {
       // Every archiver exports in parts of segmentRows: a bucket seeded larger ends multi-part (manifest v5).
       envFor: () => ({
         ...workerEnv(currentCutoff(), true),
+        ...(spikes.length === 0 ? {} : spikesEnv({ windows: spikes, spare: [poisoned.ref] })),
         ARCHIVER_SEGMENT_ROWS: String(profile.mix.segmentRows),
       }),
       argsFor: faultMode && (() => faultMode!.harness.archiverArgs()),
@@ -515,6 +536,9 @@ async function main(argv: string[]): Promise<number> {
       )
         break;
       finalRuns++;
+      // A quarantine retrying itself is lifted by the run's discovery once its cool-down passed.
+      const waited = await awaitCooledQuarantines(env.admin, 90_000, stop.signal);
+      if (waited > 0) log(`waited ${waited} ms for quarantines to reach their retry time`);
       const logFile = path.join(workDir, `final-${finalRuns}.log`);
       finalLogs.push(logFile);
       const code = await runOnce(
@@ -595,6 +619,7 @@ async function main(argv: string[]): Promise<number> {
     for (const e of fleet.figures.unexpectedExitDetails.slice(0, 5)) log(`archiver: ${e}`);
 
     const outcomes = tallyOutcomes([...fleet.logFiles, ...finalLogs]);
+    const spikedPages = tallySpikedPages(fleet.logFiles);
     const converged =
       check.unconverged === 0 &&
       check.badManifests === 0 &&
@@ -621,6 +646,9 @@ async function main(argv: string[]): Promise<number> {
         : []),
       ...(mix.goalsMet() ? [] : ["the mix's goals (see mix_details) were not met"]),
       ...(faultGoalsMet() ? [] : ["the fault goals were not met"]),
+      ...(spikes.length === 0 || spikedPages > 0
+        ? []
+        : ["timeout_spiked_pages is 0: no spike met a big bucket's export"]),
       ...(policy.figures.changes >= profile.mix.minPolicyChanges
         ? []
         : [`policy_changes ${policy.figures.changes} < ${profile.mix.minPolicyChanges}`]),
@@ -700,6 +728,9 @@ async function main(argv: string[]): Promise<number> {
       poison_quarantined: quarantines.poisonQuarantined,
       healthy_quarantined: quarantines.healthyQuarantined,
       copy_terminations: faultFigures?.copyTerminations ?? 0,
+      timeout_spikes: spikes.length,
+      timeout_spiked_pages: spikedPages,
+      self_retrying_quarantines: tallySelfRetryingQuarantines([...fleet.logFiles, ...finalLogs]),
       missed_goals: missedGoals.length === 0 ? undefined : missedGoals,
       profile: profile.name,
       faults: options.faults,
