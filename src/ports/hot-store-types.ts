@@ -10,7 +10,7 @@ import type { ArchiveFormat, TableId } from "../domain/table.js";
 import type { CalendarDuration } from "../domain/duration.js";
 import type { StorageClass } from "../domain/table-policy.js";
 import type { EpochMicros } from "../domain/time.js";
-import type { FailureAccounting, SuspectRun } from "./failure-runs.js";
+import type { SuspectRun } from "./failure-runs.js";
 import type { LeaseTerms } from "./lease-terms.js";
 
 /**
@@ -75,16 +75,16 @@ export interface BucketMetadata {
   readonly ownerToken: string | null;
   readonly leaseExpiresAt: Date | null;
   /**
-   * Failures that were the bucket's own ({@link FailureAccounting}) plus
-   * takeovers of a lease its owner never released, since the bucket last
-   * reached the archive (or was released or restored). At
-   * ARCHIVER_MAX_ATTEMPTS the bucket is quarantined.
+   * Failures counted as the bucket's own (FailureAccounting) plus takeovers
+   * of a lease its owner never released, in a row since the bucket last
+   * made progress (or was released or restored). With the suspect run they
+   * decide a quarantine (domain/quarantine-rule.ts).
    */
   readonly attempts: number;
   /**
-   * Consecutive deferrals caused by an outage since the bucket last reached
-   * the archive (or was released or restored): the exponent of their
-   * backoff. Never leads to quarantine.
+   * Consecutive deferrals not counted as attempts (outages, and ambiguous
+   * failures while nothing else archives) since the bucket last reached the
+   * archive (or was released or restored): the exponent of their backoff.
    */
   readonly outageDeferrals: number;
   readonly retryAt: Date | null;
@@ -146,11 +146,11 @@ export interface BucketMetadata {
    */
   readonly corruptMarks: number;
   /**
-   * When the bucket's current run of failures began: its first failure
-   * recorded (a deferral, a suspended export, a deferred cleanup) since it
-   * last reached the archive; null when it has not failed since. Other
-   * buckets archived from then on tell an ambiguous failure to be the
-   * bucket's own (usecases/record-failure.ts).
+   * When the bucket's current run of failures began (the caller's clock):
+   * its first failure recorded (a deferral, a suspended export, a deferred
+   * cleanup) since it last made progress; null when it has not failed
+   * since. Other buckets archived from then on tell an ambiguous failure to
+   * be the bucket's own (usecases/record-failure.ts).
    */
   readonly failedAt: Date | null;
   /**

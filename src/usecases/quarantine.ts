@@ -74,13 +74,15 @@ export async function quarantineIfDue(
   });
   if (set.kind === "lease-lost") {
     const current = set.metadata;
-    const stillOurs =
+    // Still ours and live: an operator released the bucket between the evidence and the statement.
+    if (
       current !== null &&
+      current.quarantinedAt === null &&
       current.ownerToken === heartbeat.lease.token &&
       current.generation === heartbeat.lease.generation &&
-      current.quarantinedAt === null;
-    // Still ours: an operator released the bucket between the evidence and the statement.
-    if (stillOurs) return { kind: "run", metadata: current };
+      (current.leaseExpiresAt?.getTime() ?? 0) > ctx.clock.now().getTime()
+    )
+      return { kind: "run", metadata: current };
     return {
       kind: "stop",
       outcome: { phase, result: "lease-lost", next: phase, reason: "lease lost" },
