@@ -122,6 +122,19 @@ export function failureRunConformance(name: string, open: () => Promise<OpenedHo
       });
     });
 
+    it("an own failure stays the run's kind: a takeover or a timeout after it does not make the run load-shaped", async () => {
+      const id = await exporting("suspect-own-sticks", bytes(9));
+      await fail(id, OWN_FAILURE);
+      await fail(id, LOAD_COUNTED);
+      await acquire(store, id);
+      const taker = await acquire(store, id, later(NOW, LEASE_MS + 1));
+      expect(await store.getBucket(id)).toMatchObject({
+        attempts: 3,
+        suspect: { kind: "own", failures: 3 },
+      });
+      await store.releaseLease(taker);
+    });
+
     it("progress ends the run: a recorded part resets attempts, the suspect run and the quarantine's retries; a publish too", async () => {
       const id = await exporting("suspect-progress");
       await fail(id, LOAD_COUNTED);
