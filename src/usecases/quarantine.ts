@@ -29,6 +29,9 @@ import type { LeaseHeartbeat } from "./heartbeat.js";
 
 type OutcomeFields = Omit<PhaseOutcome, "bucket" | "durationMs">;
 
+/** Where a quarantine's reason names the error behind it. */
+const LAST_ERROR = "; last error: ";
+
 /** The rule as configured. */
 export function quarantineRuleOf(settings: ArchiverSettings): QuarantineRule {
   return {
@@ -120,8 +123,21 @@ function quarantineReason(
     cooldownMs === null
       ? "held until `pulpitum retry`"
       : `the failures look like load: it retries itself in ${formatSpan(cooldownMs)} (database clock)`;
-  const last = metadata.lastError ?? "none recorded (the worker was killed or timed out)";
-  return `${why}; ${next}; last error: ${last}`;
+  const last = lastFailureOf(metadata.lastError);
+  return `${why}; ${next}${LAST_ERROR}${last}`;
+}
+
+/**
+ * The error to name: the bucket's last one, or, when its last record is an
+ * earlier quarantine's reason (a takeover after a lift records no error),
+ * the error that reason named.
+ */
+function lastFailureOf(lastError: string | null): string {
+  const none = "none recorded (the worker was killed or timed out)";
+  if (lastError === null) return none;
+  if (!lastError.startsWith("quarantined ")) return lastError;
+  const at = lastError.lastIndexOf(LAST_ERROR);
+  return at < 0 ? lastError : lastError.slice(at + LAST_ERROR.length);
 }
 
 function plural(n: number, noun: string): string {

@@ -175,6 +175,20 @@ describe("attempts, quarantine and pause", () => {
     expect(held.quarantineRetryAt).not.toBeNull();
     expect(await offered()).toEqual([]);
 
+    // After its cool-down it is tried once more; killed again, it is quarantined again for twice as long.
+    dbClock.advance(3_600_000);
+    expect(await offered()).toEqual([id.bucketKey]);
+    const { ctx: killed } = h.process({
+      hot: { operation: "recordPart", when: "before", kind: "crash" },
+    });
+    await expect(runNextPhase(killed, id)).rejects.toBeInstanceOf(SimulatedCrash);
+    h.clock.advance(h.settings.leaseMs + 1);
+    const again = await runNextPhase(h.process().ctx, id);
+    expect(again.reason).toMatch(/retries itself in 2\.0 h/);
+    // It names the failure behind it once, not the earlier quarantine's reason.
+    expect(again.reason!.split("last error:")).toHaveLength(2);
+    expect(again.reason).toMatch(/last error: none recorded \(the worker was killed/);
+
     await h.inner.releaseQuarantine(id, h.clock.now());
     await converge(h, expected());
     await expectFullyArchived(h, expected());
