@@ -532,7 +532,8 @@ async function main(argv: string[]): Promise<number> {
       if (
         finalRuns > 0 &&
         monitor.pending(CUTOFF_FINAL) === 0 &&
-        (await expiry.outstanding()) === 0
+        (await expiry.outstanding()) === 0 &&
+        monitor.states.get(poisoned.ref)?.quarantined === true
       )
         break;
       finalRuns++;
@@ -553,7 +554,14 @@ async function main(argv: string[]): Promise<number> {
       log(`final archive --once #${finalRuns} exited with ${code} (log ${logFile})`);
       if (code !== 0) finalFailures++;
       await monitor.refresh();
-      if (monitor.pending(CUTOFF_FINAL) === 0 && (await expiry.outstanding()) === 0) break;
+      // The poisoned bucket must end quarantined: one lifted to retry itself is settled by a further run.
+      const poisonSettled = monitor.states.get(poisoned.ref)?.quarantined === true;
+      if (
+        monitor.pending(CUTOFF_FINAL) === 0 &&
+        (await expiry.outstanding()) === 0 &&
+        poisonSettled
+      )
+        break;
       await mix.operator.removeLeftoverProbes();
       await sleep((LEASE_SECONDS + 1) * 1000, stop.signal);
     }

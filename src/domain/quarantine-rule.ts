@@ -14,8 +14,8 @@
  *
  * A bucket is quarantined when
  *
- * 1. `own`: its attempts reached ARCHIVER_MAX_ATTEMPTS and a failure of the
- *    run was plainly its own (verification, an invariant, a record the
+ * 1. `own`: its attempts reached ARCHIVER_MAX_ATTEMPTS and the latest
+ *    failure was plainly its own (verification, an invariant, a record the
  *    format refuses): that repeats on any healthy fleet, so no span is
  *    waited for;
  * 2. `persistent`: its attempts reached ARCHIVER_MAX_ATTEMPTS and its run
@@ -59,9 +59,11 @@ export interface SuspectRun {
   /** Suspect failures in the run, counted as attempts or not. */
   readonly failures: number;
   /**
-   * The latest one's kind; but once an own failure is in the run it stays
-   * `own` (the data failed; a kill or a timeout landing later says nothing
-   * against that).
+   * The latest one's kind. A run that mixes kinds is judged by its latest:
+   * a poisoned bucket whose last failure was a kill gets a quarantine that
+   * retries itself, and its retry, failing by its data again, holds it; a
+   * healthy bucket that met one odd failure among a loaded host's kills is
+   * not held for it.
    */
   readonly kind: SuspectKind;
 }

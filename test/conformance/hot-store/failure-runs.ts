@@ -122,15 +122,16 @@ export function failureRunConformance(name: string, open: () => Promise<OpenedHo
       });
     });
 
-    it("an own failure stays the run's kind: a takeover or a timeout after it does not make the run load-shaped", async () => {
-      const id = await exporting("suspect-own-sticks", bytes(9));
+    it("the run's kind is its latest failure's: a takeover after own failures makes it a takeover run, its count and start kept", async () => {
+      const id = await exporting("suspect-latest-kind", bytes(9));
       await fail(id, OWN_FAILURE);
+      const since = (await store.getBucket(id))!.suspect!.since;
       await fail(id, LOAD_COUNTED);
       await acquire(store, id);
       const taker = await acquire(store, id, later(NOW, LEASE_MS + 1));
       expect(await store.getBucket(id)).toMatchObject({
         attempts: 3,
-        suspect: { kind: "own", failures: 3 },
+        suspect: { kind: "takeover", failures: 3, since },
       });
       await store.releaseLease(taker);
     });

@@ -194,6 +194,42 @@ describe("attempts, quarantine and pause", () => {
     await expectFullyArchived(h, expected());
   });
 
+  it("a bucket failing by its own data whose last failure was a kill is quarantined to retry itself after the span, and its retry, failing by its data again, holds it", async () => {
+    dbClock.install();
+    const integrity = () =>
+      h.process({ object: { operation: "createIfAbsent", when: "before", kind: "integrity" } }).ctx;
+    for (let attempt = 1; attempt <= 2; attempt++) {
+      await runNextPhase(integrity(), id); // claim
+      expect(await runNextPhase(integrity(), id)).toMatchObject({ result: "deferred" });
+      h.clock.advance(h.settings.retryMs + 1);
+      dbClock.advance(3 * 3_600_000);
+    }
+    await runNextPhase(h.process().ctx, id); // claim
+    const { ctx: killed } = h.process({
+      hot: { operation: "recordPart", when: "before", kind: "crash" },
+    });
+    await expect(runNextPhase(killed, id)).rejects.toBeInstanceOf(SimulatedCrash);
+    h.clock.advance(h.settings.leaseMs + 1);
+
+    const first = await runNextPhase(integrity(), id);
+    expect(first).toMatchObject({ quarantined: true });
+    expect(first.reason).toMatch(/over 6\.0 h .*retries itself in 1\.0 h/);
+
+    dbClock.advance(3_600_000);
+    expect(await offered()).toEqual([id.bucketKey]);
+    expect(await runNextPhase(integrity(), id)).toMatchObject({ result: "deferred" });
+    h.clock.advance(h.settings.retryMs + 1);
+    const held = await runNextPhase(integrity(), id);
+    expect(held).toMatchObject({ quarantined: true });
+    expect(held.reason).toMatch(
+      /quarantined after 1 failed attempt \(its own failures.*held until `pulpitum retry`/,
+    );
+    expect((await h.inner.getBucket(id))!.quarantineRetryAt).toBeNull();
+    dbClock.advance(100 * 3_600_000);
+    expect(await offered()).toEqual([]);
+    expectSameRecords(await readBucketAsReader(h, id), records);
+  });
+
   it("a big export killed after each part it records is never quarantined, however often: every recorded part is progress", async () => {
     const inParts = (ctx: ReturnType<Harness["process"]>["ctx"]) => ({
       ...ctx,

@@ -24,25 +24,12 @@ export function millisecondsInterval(p: SqlParams, ms: number): string {
   return `(${p.int(Math.round(ms))} * INTERVAL '1 millisecond')`;
 }
 
-/**
- * SUSPECT_FAILURE: assignments that add a suspect failure of `kind` to the
- * bucket's run. An own failure stays the run's kind (OWN_STICKS).
- */
+/** SUSPECT_FAILURE: assignments that add a suspect failure of `kind` to the bucket's run. */
 export function SUSPECT_FAILURE(p: SqlParams, kind: Exclude<FailureKind, "outage">): string {
   return (
     `suspect_failures = suspect_failures + 1, suspect_since = COALESCE(suspect_since, ${DATABASE_NOW}), ` +
-    `suspect_at = ${DATABASE_NOW}, suspect_kind = ${OWN_STICKS(p.text(kind))}`
+    `suspect_at = ${DATABASE_NOW}, suspect_kind = ${p.text(kind)}`
   );
-}
-
-/**
- * OWN_STICKS: the run's kind after a failure of kind `kind`: its latest,
- * except that once the bucket's own data failed in this run the run stays
- * `own` (a kill or a timeout landing last says nothing against it), so its
- * quarantine is held rather than retried.
- */
-function OWN_STICKS(kind: string): string {
-  return `CASE WHEN suspect_kind = 'own' THEN 'own' ELSE ${kind} END`;
 }
 
 /**
@@ -54,7 +41,7 @@ export const TAKEOVER_COUNTED = `attempts = attempts + CASE WHEN owner_token IS 
   suspect_failures = suspect_failures + CASE WHEN owner_token IS NULL THEN 0 ELSE 1 END,
   suspect_since = CASE WHEN owner_token IS NULL THEN suspect_since ELSE COALESCE(suspect_since, ${DATABASE_NOW}) END,
   suspect_at = CASE WHEN owner_token IS NULL THEN suspect_at ELSE ${DATABASE_NOW} END,
-  suspect_kind = CASE WHEN owner_token IS NULL THEN suspect_kind ELSE ${OWN_STICKS("'takeover'")} END`;
+  suspect_kind = CASE WHEN owner_token IS NULL THEN suspect_kind ELSE 'takeover' END`;
 
 /**
  * Families of suspect failures that strike a fleet alike: load-shaped ones
