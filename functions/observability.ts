@@ -54,7 +54,7 @@ export const METRIC = {
   PhasesLeaseLost: "PhasesLeaseLost",
   /** Nothing to do (already archived, not eligible, paused): duplicate and stale messages. Dashboard "Phases by outcome". */
   PhasesDone: "PhasesDone",
-  /** A worker quarantined a bucket that used up ARCHIVER_MAX_ATTEMPTS; no automatic work touches it until `pulpitum retry`. Alarm "BucketsQuarantined" and dashboard "Phases by outcome". */
+  /** A worker quarantined a bucket (domain/quarantine-rule.ts): no automatic work touches it until `pulpitum retry`, or its cool-down after load-shaped failures. Alarm "BucketsQuarantined" and dashboard "Phases by outcome". */
   BucketsQuarantined: "BucketsQuarantined",
   /** Records written to verified payloads by export. Dashboard "Archived rows and bytes". */
   RowsArchived: "RowsArchived",

@@ -2,8 +2,8 @@
  * Alarms about keeping up with the backlog: discovery that stops on its cap
  * (discovery, not the workers, is the limit), a backlog whose oldest bucket
  * keeps getting older, throttled workers, workers close to their timeout,
- * scheduled invocations that failed for good, and buckets quarantined after
- * failing ARCHIVER_MAX_ATTEMPTS times.
+ * scheduled invocations that failed for good, and buckets quarantined
+ * (domain/quarantine-rule.ts).
  */
 import { Duration, type Stack, aws_cloudwatch as cloudwatch } from "aws-cdk-lib";
 import { METRIC } from "../functions/observability.js";
@@ -84,7 +84,7 @@ export function addScaleAlarms(stack: Stack, parts: MonitoredParts): ScaleAlarms
   });
   const bucketsQuarantined = new cloudwatch.Alarm(stack, "BucketsQuarantined", {
     alarmDescription:
-      "A worker quarantined a bucket that failed ARCHIVER_MAX_ATTEMPTS times: no automatic work touches it any more. `pulpitum status` lists it with its last error; fix the cause, then `pulpitum retry TABLE PARTITION BUCKET` (or archive it by hand with `pulpitum archive --bucket`).",
+      "A worker quarantined a bucket: ARCHIVER_MAX_ATTEMPTS failures of its own, or timeouts, full disks, killed workers or unclassified errors that persisted for ARCHIVER_QUARANTINE_SPAN_SECONDS (also a bucket failing alone in a quiet table). No automatic work touches it; after load-shaped failures it retries itself after ARCHIVER_QUARANTINE_COOLDOWN_SECONDS (doubling) and fires this alarm again if it fails again. `pulpitum status` lists it with its last error and when it retries itself; fix the cause, then `pulpitum retry TABLE PARTITION BUCKET` (or archive it by hand with `pulpitum archive --bucket`).",
     metric: archiverMetric(settings.serviceName, METRIC.BucketsQuarantined, "Sum", fiveMinutes),
     threshold: 1,
     comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,

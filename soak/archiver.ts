@@ -13,6 +13,10 @@
  *   --sabotage adopt-orphans  payload keys lose their attempt part (see
  *                           faults/adopt-orphans.ts)
  *
+ * and, when SOAK_TIMEOUT_SPIKES is set, the big buckets' snapshot pages
+ * fail with the server's statement timeout while a spike is on
+ * (faults/timeout-spikes.ts).
+ *
  * It logs outcomes exactly as `pulpitum archive` does with PULPITUM_LOG=debug,
  * so the soak tallies both alike. The fault proxies are not started here: the
  * soak points DATABASE_URL and AWS_ENDPOINT_URL at them.
@@ -25,8 +29,10 @@ import { errorMessage } from "../src/errors.js";
 import type { Clock } from "../src/ports/clock.js";
 import { runStandalone } from "../src/runner/standalone.js";
 import { loadConfig, openAdapters, s3Timeouts } from "../src/open-adapters.js";
+import { SqlHotStore } from "../src/adapters/sql/index.js";
 import { ContentOnlyPayloadStore, recordingContentOnlyKeys } from "./faults/adopt-orphans.js";
 import { cutoffsAhead } from "./faults/cutoffs-ahead.js";
+import { spikesFromEnv, spikingHotStore } from "./faults/timeout-spikes.js";
 
 /** A clock `skewMs` ahead of the host's (behind when negative). */
 function skewedClock(skewMs: number): Clock {
@@ -76,8 +82,14 @@ async function main(argv: string[]): Promise<number> {
   process.on("SIGTERM", onSignal);
   try {
     const base = runtime.context(log);
-    const hotStore =
-      cutoffsAheadMs === 0 ? base.hotStore : cutoffsAhead(base.hotStore, cutoffsAheadMs);
+    const spikes = spikesFromEnv(process.env);
+    const spiked =
+      spikes === undefined || !(base.hotStore instanceof SqlHotStore)
+        ? base.hotStore
+        : spikingHotStore(base.hotStore, base.hotStore.db, spikes, (line, fields) =>
+            log.warn(line, fields),
+          );
+    const hotStore = cutoffsAheadMs === 0 ? spiked : cutoffsAhead(spiked, cutoffsAheadMs);
     const ctx =
       sabotage === "adopt-orphans"
         ? { ...base, hotStore: recordingContentOnlyKeys(hotStore) }

@@ -68,6 +68,16 @@ import { checkQuarantines, poisonOneBucket } from "./poison.js";
 import { PolicyChaos } from "./policy.js";
 import { ExpiryChaos } from "./expiry.js";
 import { ErasureChaos } from "./erasure.js";
+import {
+  awaitCooledQuarantines,
+  planTimeoutSpikes,
+  SOAK_QUARANTINE_COOLDOWN_SECONDS,
+  SOAK_QUARANTINE_SPAN_SECONDS,
+  spikesEnv,
+  tallySelfRetryingQuarantines,
+  tallySpikedPages,
+  type SpikeWindow,
+} from "./faults/timeout-spikes.js";
 
 const LEASE_SECONDS = 3;
 const LEASE_RENEWAL_SECONDS = 1;
@@ -242,6 +252,11 @@ async function main(argv: string[]): Promise<number> {
       // row, while the poisoned bucket (soak/poison.ts), failing by its own
       // data every time, must end quarantined.
       ARCHIVER_MAX_ATTEMPTS: String(SOAK_MAX_ATTEMPTS),
+      // Failures that are not plainly a bucket's own (timeouts, takeovers) quarantine only once
+      // they lasted the span, on the database's clock; such a quarantine retries itself after
+      // the cool-down. Seconds here, hours in production (faults/timeout-spikes.ts).
+      ARCHIVER_QUARANTINE_SPAN_SECONDS: String(SOAK_QUARANTINE_SPAN_SECONDS),
+      ARCHIVER_QUARANTINE_COOLDOWN_SECONDS: String(SOAK_QUARANTINE_COOLDOWN_SECONDS),
       ARCHIVER_INTERVAL_SECONDS: "1",
       ARCHIVER_WORKERS: String(profile.phasesPerProcess),
       // Small pages and batches: more fenced statements for a kill to land between.
@@ -324,6 +339,11 @@ async function main(argv: string[]): Promise<number> {
     const tracker = mix.tracker;
 
     const chaosStarted = Date.now();
+    // Load spikes on healthy big buckets (faults/timeout-spikes.ts): handed to every archiver.
+    const spikes: SpikeWindow[] =
+      faultMode === undefined
+        ? []
+        : planTimeoutSpikes(new Random(options.seed + 9000), chaosStarted, profile.chaosMinSeconds);
     const chaosElapsed = () => (Date.now() - chaosStarted) / 1000;
     // The cutoff moves forward during the first part of the chaos: restarted archivers see later ones.
     const currentCutoff = () => {
@@ -336,6 +356,7 @@ async function main(argv: string[]): Promise<number> {
       // Every archiver exports in parts of segmentRows: a bucket seeded larger ends multi-part (manifest v5).
       envFor: () => ({
         ...workerEnv(currentCutoff(), true),
+        ...(spikes.length === 0 ? {} : spikesEnv({ windows: spikes, spare: [poisoned.ref] })),
         ARCHIVER_SEGMENT_ROWS: String(profile.mix.segmentRows),
       }),
       argsFor: faultMode && (() => faultMode!.harness.archiverArgs()),
@@ -521,10 +542,14 @@ async function main(argv: string[]): Promise<number> {
       if (
         finalRuns > 0 &&
         monitor.pending(CUTOFF_FINAL) === 0 &&
-        (await expiry.outstanding()) === 0
+        (await expiry.outstanding()) === 0 &&
+        monitor.states.get(poisoned.ref)?.quarantined === true
       )
         break;
       finalRuns++;
+      // A quarantine retrying itself is lifted by the run's discovery once its cool-down passed.
+      const waited = await awaitCooledQuarantines(env.admin, 90_000, stop.signal);
+      if (waited > 0) log(`waited ${waited} ms for quarantines to reach their retry time`);
       const logFile = path.join(workDir, `final-${finalRuns}.log`);
       finalLogs.push(logFile);
       const code = await runOnce(
@@ -539,7 +564,14 @@ async function main(argv: string[]): Promise<number> {
       log(`final archive --once #${finalRuns} exited with ${code} (log ${logFile})`);
       if (code !== 0) finalFailures++;
       await monitor.refresh();
-      if (monitor.pending(CUTOFF_FINAL) === 0 && (await expiry.outstanding()) === 0) break;
+      // The poisoned bucket must end quarantined: one lifted to retry itself is settled by a further run.
+      const poisonSettled = monitor.states.get(poisoned.ref)?.quarantined === true;
+      if (
+        monitor.pending(CUTOFF_FINAL) === 0 &&
+        (await expiry.outstanding()) === 0 &&
+        poisonSettled
+      )
+        break;
       await mix.operator.removeLeftoverProbes();
       await sleep((LEASE_SECONDS + 1) * 1000, stop.signal);
     }
@@ -605,6 +637,7 @@ async function main(argv: string[]): Promise<number> {
     for (const e of fleet.figures.unexpectedExitDetails.slice(0, 5)) log(`archiver: ${e}`);
 
     const outcomes = tallyOutcomes([...fleet.logFiles, ...finalLogs]);
+    const spikedPages = tallySpikedPages(fleet.logFiles);
     const converged =
       check.unconverged === 0 &&
       check.badManifests === 0 &&
@@ -631,6 +664,9 @@ async function main(argv: string[]): Promise<number> {
         : []),
       ...(mix.goalsMet() ? [] : ["the mix's goals (see mix_details) were not met"]),
       ...(faultGoalsMet() ? [] : ["the fault goals were not met"]),
+      ...(spikes.length === 0 || spikedPages > 0
+        ? []
+        : ["timeout_spiked_pages is 0: no spike met a big bucket's export"]),
       ...(policy.figures.changes >= profile.mix.minPolicyChanges
         ? []
         : [`policy_changes ${policy.figures.changes} < ${profile.mix.minPolicyChanges}`]),
@@ -715,6 +751,9 @@ async function main(argv: string[]): Promise<number> {
       poison_quarantined: quarantines.poisonQuarantined,
       healthy_quarantined: quarantines.healthyQuarantined,
       copy_terminations: faultFigures?.copyTerminations ?? 0,
+      timeout_spikes: spikes.length,
+      timeout_spiked_pages: spikedPages,
+      self_retrying_quarantines: tallySelfRetryingQuarantines([...fleet.logFiles, ...finalLogs]),
       missed_goals: missedGoals.length === 0 ? undefined : missedGoals,
       profile: profile.name,
       faults: options.faults,

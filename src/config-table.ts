@@ -21,6 +21,10 @@ export const GC_DEFAULT_MIN_AGE_SECONDS = 86_400;
  */
 export const DEFAULT_SEGMENT_ROWS = 1_000_000;
 export const DEFAULT_MAX_ATTEMPTS = 5;
+/** The span a run of ambiguous failures must last before it quarantines (docs/archival.md). */
+export const DEFAULT_QUARANTINE_SPAN_SECONDS = 6 * 3600;
+/** The first cool-down of a quarantine after load-shaped failures. */
+export const DEFAULT_QUARANTINE_COOLDOWN_SECONDS = 3600;
 export const DEFAULT_SEGMENT_BYTES = 256 * 1024 * 1024;
 
 const secondsAbove0 = { kind: "seconds", allowZero: false } as const;
@@ -80,7 +84,21 @@ export const CONFIG = {
     name: "ARCHIVER_MAX_ATTEMPTS",
     default: DEFAULT_MAX_ATTEMPTS,
     read: integer(1, 1000),
-    rule: "1..1000; the bucket's own failures (integrity, invariant, a record the format refuses) and takeovers of a killed or timed-out worker's lease, in a row with no phase committed between them, before a bucket is quarantined; outages back off without counting",
+    rule: "1..1000; failures in a row without progress before a bucket is quarantined: its own at once; timeouts, full disks, unclassified errors and takeovers of a killed worker's lease only once they lasted ARCHIVER_QUARANTINE_SPAN_SECONDS (see Whose failure is it in docs/archival.md); outages back off without counting",
+  },
+  quarantineSpanSeconds: {
+    name: "ARCHIVER_QUARANTINE_SPAN_SECONDS",
+    default: DEFAULT_QUARANTINE_SPAN_SECONDS,
+    defaultNote: "6 hours",
+    read: secondsFrom0,
+    rule: ">= 0; by the database's clock, how long a bucket's failures that are not plainly its own (load-shaped, unclassified, takeovers) must persist before they quarantine it, also a bucket failing alone",
+  },
+  quarantineCooldownSeconds: {
+    name: "ARCHIVER_QUARANTINE_COOLDOWN_SECONDS",
+    default: DEFAULT_QUARANTINE_COOLDOWN_SECONDS,
+    defaultNote: "1 hour",
+    read: secondsAbove0,
+    rule: "> 0; a quarantine after load-shaped failures (timeouts, full disks, takeovers) retries itself after this long by the database's clock, doubling with each retry that fails, up to 16 times this",
   },
   segmentRows: {
     name: "ARCHIVER_SEGMENT_ROWS",

@@ -21,6 +21,8 @@ import {
 export {
   CONFIG_VARIABLES,
   DEFAULT_MAX_ATTEMPTS,
+  DEFAULT_QUARANTINE_COOLDOWN_SECONDS,
+  DEFAULT_QUARANTINE_SPAN_SECONDS,
   DEFAULT_SEGMENT_BYTES,
   DEFAULT_SEGMENT_ROWS,
   GC_DEFAULT_MIN_AGE_SECONDS,
@@ -65,10 +67,15 @@ export interface PulpitumConfig {
   /** Rows fetched per fenced snapshot page. */
   readonly snapshotPageSize: number;
   /**
-   * A bucket is quarantined once this many attempts failed: its own failures
-   * and takeovers of a killed worker's lease, never an outage's deferrals.
+   * A bucket is quarantined once this many attempts failed: its own failures,
+   * ambiguous ones while others archive, and takeovers of a killed worker's
+   * lease; never an outage's deferrals (domain/quarantine-rule.ts).
    */
   readonly maxAttempts: number;
+  /** How long failures that are not plainly a bucket's own must persist before they quarantine it. */
+  readonly quarantineSpanSeconds: number;
+  /** The first cool-down of a quarantine after load-shaped failures. */
+  readonly quarantineCooldownSeconds: number;
   /** Most rows in one part of a segmented export. */
   readonly segmentRows: number;
   /** Most bytes of sort keys and values in one part of a segmented export. */
@@ -229,6 +236,8 @@ function numberSettings(read: ConfigReader) {
     workers: read.number(CONFIG.workers),
     snapshotPageSize: read.number(CONFIG.snapshotPageSize),
     maxAttempts: read.number(CONFIG.maxAttempts),
+    quarantineSpanSeconds: read.number(CONFIG.quarantineSpanSeconds),
+    quarantineCooldownSeconds: read.number(CONFIG.quarantineCooldownSeconds),
     segmentRows: read.number(CONFIG.segmentRows),
     segmentBytes: read.number(CONFIG.segmentBytes),
     cleanupBatchSize: read.number(CONFIG.cleanupBatchSize),

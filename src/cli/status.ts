@@ -88,6 +88,7 @@ export function statusToJson(
       state: q.state,
       attempts: q.attempts,
       quarantined_at: q.quarantinedAt.toISOString(),
+      retries_itself_at: q.retryAt?.toISOString() ?? null,
       last_error: q.lastError,
     })),
     leased: report.leased.map((l) => ({
@@ -193,7 +194,8 @@ export function renderStatus(
     );
     for (const q of report.quarantined) {
       lines.push(
-        `  ${showBucket(q.id)} ${q.state}, attempts ${q.attempts}, since ${q.quarantinedAt.toISOString()}: ${escapeText(q.lastError ?? "")}`,
+        `  ${showBucket(q.id)} ${q.state}, attempts ${q.attempts}, since ${q.quarantinedAt.toISOString()}` +
+          `${q.retryAt === null ? "" : `, retries itself after ${q.retryAt.toISOString()}`}: ${escapeText(q.lastError ?? "")}`,
       );
     }
   }

@@ -15,16 +15,22 @@
  *   refused, reset or timed-out connection, a server shutting down or out of
  *   connections, throttling or a 5xx, refused credentials, every retryable
  *   Pulpitum error. Never counts; backs off (domain/retry-delay.ts).
- * - `ambiguous`: either, depending on the rest of the fleet: a statement
- *   cancelled by its timeout (57014), the database out of disk or memory
- *   (53100, 53200, 53400), the worker's temporary disk full (ENOSPC,
- *   EDQUOT), or an error nobody classified. The bucket's own when other
- *   buckets reached the archive since this bucket last failed (a big bucket
- *   whose snapshot page always outruns statement_timeout while its
- *   neighbours archive); an outage otherwise (a database too loaded for
- *   anyone). usecases/failure-accounting.ts asks the hot store.
+ * - `load`: load-shaped: a limit the same work may meet again or not,
+ *   depending on how loaded the fleet is: a statement cancelled by its
+ *   timeout (57014), the database out of disk or memory (53100, 53200,
+ *   53400), the worker's temporary disk full (ENOSPC, EDQUOT). A big bucket
+ *   whose snapshot page always outruns statement_timeout fails this way; so
+ *   does a healthy one during a load spike.
+ * - `unknown`: an error nobody classified.
  *
- * An ambiguous marker anywhere in the cause chain wins over an outage one
+ * `load` and `unknown` are ambiguous: whose they are is decided by the rest
+ * of the fleet and by time (domain/quarantine-rule.ts,
+ * usecases/record-failure.ts): counted while other buckets reach the
+ * archive, quarantined only once they persisted over a span of the
+ * database's clock, and a quarantine after load-shaped failures retries
+ * itself after a cool-down.
+ *
+ * A load marker anywhere in the cause chain wins over an outage one
  * (a statement timeout reported through a transport wrapper is still a
  * statement timeout); an outage marker wins over an own one (a stream reset
  * inside an integrity error says nothing about the bytes).
@@ -39,7 +45,7 @@ import {
   ServiceAccessError,
 } from "../errors.js";
 
-export type FailureClass = "own" | "outage" | "ambiguous";
+export type FailureClass = "own" | "outage" | "load" | "unknown";
 
 /** Node's codes for a network or socket that failed, never for bad data. */
 const NETWORK_FAILURE_CODES = new Set([
@@ -77,7 +83,7 @@ const DISK_FULL_CODES = new Set(["ENOSPC", "EDQUOT"]);
  * the same work may meet again: statement timeout or cancel, disk full, out
  * of memory, configuration limit exceeded.
  */
-const AMBIGUOUS_SQLSTATES = new Set(["57014", "53100", "53200", "53400"]);
+const LOAD_SQLSTATES = new Set(["57014", "53100", "53200", "53400"]);
 
 /**
  * SQLSTATE classes of a server that is unreachable, overloaded or shutting
@@ -104,9 +110,9 @@ function codeOf(error: unknown): string | undefined {
   return typeof code === "string" ? code : undefined;
 }
 
-function showsAmbiguous(error: unknown): boolean {
+function showsLoad(error: unknown): boolean {
   const state = sqlStateOf(error);
-  if (state !== undefined) return AMBIGUOUS_SQLSTATES.has(state);
+  if (state !== undefined) return LOAD_SQLSTATES.has(state);
   const code = codeOf(error);
   return code !== undefined && DISK_FULL_CODES.has(code);
 }
@@ -145,9 +151,9 @@ function showsOwn(error: unknown): boolean {
 /** Classify a failed phase's error (see the module header). */
 export function classifyFailure(error: unknown): FailureClass {
   const chain = causeChain(error);
-  if (chain.some(showsAmbiguous)) return "ambiguous";
+  if (chain.some(showsLoad)) return "load";
   if (chain.some(showsOutage)) return "outage";
-  return showsOwn(error) ? "own" : "ambiguous";
+  return showsOwn(error) ? "own" : "unknown";
 }
 
 /** Whether `error` shows an unavailable dependency and nothing of the bucket (see {@link classifyFailure}). */

@@ -1,11 +1,13 @@
 import type { BucketId } from "../domain/bucket.js";
-import type { FailureAccounting, FencedWrite, Lease } from "./hot-store-types.js";
+import type { FailureAccounting, QuarantineDecision, QuarantineEvidence } from "./failure-runs.js";
+import type { FencedWrite, Lease } from "./hot-store-types.js";
 
 /**
  * How a failed attempt is recorded: deferred (before publication), export
  * suspended with its parts kept, cleanup deferred, or the bucket
  * quarantined; and the evidence that tells an ambiguous failure to be the
- * bucket's own (domain/failures.ts).
+ * bucket's own (domain/failures.ts) and decides a quarantine
+ * (domain/quarantine-rule.ts).
  *
  * A failure is recorded under the caller's lease as it was taken (its token
  * and generation), whether or not the lease has expired since: nobody else
@@ -21,9 +23,10 @@ export interface FailureRecords {
    * manifest and recorded parts cleared in one transaction (stamping
    * `dereferencedAt` if there were any), retry at `retryAt`, error recorded,
    * `failedAt` set to `now` unless a run of failures already began, and the
-   * failure counted as `accounting` says (default
-   * `attempt`: attempts + 1; `outage`: outageDeferrals + 1, attempts
-   * unchanged). Refused (lease-lost) for an archived bucket and for a lease
+   * failure counted as `accounting` says (default: the bucket's own;
+   * `counted` adds one to attempts, otherwise one to outageDeferrals; every
+   * kind but `outage` also extends the bucket's suspect run, stamped with
+   * the database's clock). Refused (lease-lost) for an archived bucket and for a lease
    * that is no longer the bucket's (token or generation changed). Releases
    * the lease.
    */
@@ -69,9 +72,26 @@ export interface FailureRecords {
   /**
    * Quarantine the bucket under the caller's live lease: `quarantined_at =
    * now`, the reason recorded as its last error, the lease released. Its
-   * state and recorded artifacts stay as they are.
+   * state and recorded artifacts stay as they are. With `decision`, only
+   * while its attempts and suspect failures are still those it was decided
+   * on (refused otherwise: an operator released the bucket meanwhile, and the
+   * caller, still holding the lease, finds it so), and with a cool-down the
+   * quarantine retries itself at the database's `now()` plus `cooldownMs`.
    */
-  quarantine(lease: Lease, now: Date, reason: string): Promise<FencedWrite>;
+  quarantine(
+    lease: Lease,
+    now: Date,
+    reason: string,
+    decision?: QuarantineDecision,
+  ): Promise<FencedWrite>;
+
+  /**
+   * What a quarantine of `id` is decided on, read in one statement so the
+   * run's length is the database's clock: its attempts, suspect run,
+   * automatic retries, and whether another bucket failed alike since the
+   * run began. Null for an unknown bucket. Read-only.
+   */
+  quarantineEvidence(id: BucketId): Promise<QuarantineEvidence | null>;
 
   /**
    * Whether any bucket other than `except` reached the archive (was

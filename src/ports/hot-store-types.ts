@@ -7,10 +7,11 @@
 import type { RowPage } from "./row-page.js";
 import type { BucketId, BucketStrategy } from "../domain/bucket.js";
 import type { ArchiveFormat, TableId } from "../domain/table.js";
-import type { CutoffPolicy } from "../domain/cutoff.js";
+import type { Cutoffs } from "./cutoffs.js";
 import type { CalendarDuration } from "../domain/duration.js";
 import type { StorageClass } from "../domain/table-policy.js";
 import type { EpochMicros } from "../domain/time.js";
+import type { SuspectRun } from "./failure-runs.js";
 import type { LeaseTerms } from "./lease-terms.js";
 
 /**
@@ -79,16 +80,16 @@ export interface BucketMetadata {
   readonly ownerToken: string | null;
   readonly leaseExpiresAt: Date | null;
   /**
-   * Failures that were the bucket's own ({@link FailureAccounting}) plus
-   * takeovers of a lease its owner never released, since the bucket last
-   * reached the archive (or was released or restored). At
-   * ARCHIVER_MAX_ATTEMPTS the bucket is quarantined.
+   * Failures counted as the bucket's own (FailureAccounting) plus takeovers
+   * of a lease its owner never released, in a row since the bucket last
+   * made progress (or was released or restored). With the suspect run they
+   * decide a quarantine (domain/quarantine-rule.ts).
    */
   readonly attempts: number;
   /**
-   * Consecutive deferrals caused by an outage since the bucket last reached
-   * the archive (or was released or restored): the exponent of their
-   * backoff. Never leads to quarantine.
+   * Consecutive deferrals not counted as attempts (outages, and ambiguous
+   * failures while nothing else archives) since the bucket last reached the
+   * archive (or was released or restored): the exponent of their backoff.
    */
   readonly outageDeferrals: number;
   readonly retryAt: Date | null;
@@ -123,10 +124,21 @@ export interface BucketMetadata {
    */
   readonly dereferencedAt: Date | null;
   /**
-   * Set when the bucket used up its attempts (ARCHIVER_MAX_ATTEMPTS): no
-   * automatic work touches it until {@link HotStore.releaseQuarantine}.
+   * Set when the bucket was quarantined (domain/quarantine-rule.ts): no
+   * automatic work touches it until {@link HotStore.releaseQuarantine}, or
+   * until its cool-down ends ({@link BucketMetadata.quarantineRetryAt}).
    */
   readonly quarantinedAt: Date | null;
+  /**
+   * While a quarantine retries itself (its failures were load-shaped): when,
+   * by the database's clock, discovery lifts it for one more try; null for a
+   * quarantine held until an operator releases it.
+   */
+  readonly quarantineRetryAt: Date | null;
+  /** Quarantines lifted by their cool-down in this run of failures (each doubles the next). */
+  readonly quarantineRetries: number;
+  /** The current run of suspect failures (null when there is none). */
+  readonly suspect: SuspectRun | null;
   /**
    * When the archived bytes were last proven right: by the publish that
    * verified them, or by a scrub that passed (usecases/scrub.ts). Null for a
@@ -146,11 +158,11 @@ export interface BucketMetadata {
    */
   readonly corruptMarks: number;
   /**
-   * When the bucket's current run of failures began: its first failure
-   * recorded (a deferral, a suspended export, a deferred cleanup) since it
-   * last reached the archive; null when it has not failed since. Other
-   * buckets archived from then on tell an ambiguous failure to be the
-   * bucket's own (usecases/record-failure.ts).
+   * When the bucket's current run of failures began (the caller's clock):
+   * its first failure recorded (a deferral, a suspended export, a deferred
+   * cleanup) since it last made progress; null when it has not failed
+   * since. Other buckets archived from then on tell an ambiguous failure to
+   * be the bucket's own (usecases/record-failure.ts).
    */
   readonly failedAt: Date | null;
   /**
@@ -187,14 +199,7 @@ export interface BucketCorruption {
   readonly problem: string;
 }
 
-/**
- * How {@link HotStore.defer} and {@link HotStore.suspendExport} account for
- * the failure they record: `attempt`, the bucket's own failure, adds one to
- * `attempts` (toward quarantine); `outage`, a failure of a dependency (see
- * `countsAsAttempt` in errors.ts), adds one to `outageDeferrals` and leaves
- * `attempts` as it is.
- */
-export type FailureAccounting = "attempt" | "outage";
+export type { FailureAccounting } from "./failure-runs.js";
 
 /** Proof of ownership of a bucket for one phase. Opaque to everything but the adapter. */
 export interface Lease extends LeaseTerms {
@@ -295,47 +300,7 @@ export interface CandidatePosition {
   readonly id: BucketId;
 }
 
-/**
- * One table's cutoffs at a scan, computed from its policy at `now`
- * (usecases/eligibility.ts).
- */
-export interface TableWindow {
-  readonly tableId: TableId;
-  /** The policy version they were computed from: a table whose policy changed since is skipped. */
-  readonly policyVersion: number;
-  /** A hot bucket is eligible when `bucket_end <= archiveCutoff`. */
-  readonly archiveCutoff: Date;
-  /** An archived bucket is due to expire when `bucket_end <= expireCutoff`; null or absent: never. */
-  readonly expireCutoff?: Date | null;
-}
-
-/**
- * The cutoffs a process computed at its `now`, and the rule they came from.
- * Every statement that uses them also recomputes each table's cutoffs at the
- * database's clock (its policy row and `rule`) and takes the earlier, so a
- * process clock that runs ahead never makes a bucket eligible or due early.
- */
-export interface Cutoffs {
-  /**
-   * A hot bucket is eligible when `bucket_end <= cutoff`: the cutoff of
-   * every table when `windows` is absent. With `windows`, each table listed
-   * at its current policy version uses its own, a table with an
-   * `archive_after` or `expire_after` not listed so is skipped, and the
-   * other tables use this one.
-   */
-  readonly cutoff: Date;
-  /** The global rule `cutoff` came from (ARCHIVER_ELIGIBLE_BEFORE or its default). */
-  readonly rule: CutoffPolicy;
-  readonly windows?: readonly TableWindow[];
-}
-
-/** What a claim checks: as {@link Cutoffs}, for the bucket's table, from its policy `policyVersion`. */
-export interface ClaimCutoff {
-  readonly cutoff: Date;
-  readonly rule: CutoffPolicy;
-  /** The table's policy version the cutoff was computed from; absent: any (a table the caller did not read). */
-  readonly policyVersion?: number;
-}
+export type { ClaimCutoff, Cutoffs, TableWindow } from "./cutoffs.js";
 
 export interface DiscoveryQuery extends Cutoffs {
   readonly now: Date;
@@ -465,6 +430,8 @@ export interface StatusReport {
     readonly state: BucketState;
     readonly attempts: number;
     readonly quarantinedAt: Date;
+    /** When it retries itself (database clock); null: held until `pulpitum retry`. */
+    readonly retryAt: Date | null;
     readonly lastError: string | null;
   }>;
   /** Buckets with a live lease: work in flight (at most 100). */

@@ -326,6 +326,17 @@ export interface BucketDiscovery {
   peekCandidates(query: DiscoveryQuery): Promise<Candidate[]>;
 
   /**
+   * Lift quarantines whose cool-down ended by the database's clock (at most
+   * `limit`, the longest-waiting first), each in one statement that requires
+   * it still quarantined: quarantine cleared, attempts and suspect failures
+   * back to 0 (the run's start kept, so the next suspect failure quarantines
+   * it again with a doubled cool-down), `quarantineRetries` + 1, no retry
+   * pending and not enqueued, so {@link discover} offers it at once; `now`
+   * only stamps `updatedAt`. Returns the buckets lifted. Safe to retry.
+   */
+  liftCooledQuarantines(now: Date, limit: number): Promise<BucketMetadata[]>;
+
+  /**
    * Hot buckets with `bucket_end <= cutoff` that discovery does not offer
    * (paused table, pending retry or restore hold, live lease) and buckets in
    * flight, oldest `bucket_end` first, at most `limit`. Read-only.
@@ -368,9 +379,9 @@ export interface BucketRestore {
    * archived (restoring) -> hot in one conditional statement, if the lease is
    * live and the hot rows number exactly the recorded payload rows: the route
    * flips to hot; payload, manifest, hot_deleted and the restore mark are
-   * cleared and `dereferencedAt` set to `now`; phase claim, attempts and
-   * outageDeferrals 0, quarantine cleared (a restore is the operator's fresh
-   * start), retry at `retryAt` (so the bucket is not re-archived before the
+   * cleared and `dereferencedAt` set to `now`; phase claim, attempts,
+   * outageDeferrals and the suspect run reset, quarantine cleared (a restore
+   * is the operator's fresh start), retry at `retryAt` (so the bucket is not re-archived before the
    * operator is done). Releases the lease.
    */
   finishRestore(lease: Lease, now: Date, retryAt: Date): Promise<FinishRestore>;
@@ -432,10 +443,11 @@ export interface TableDrop {
 /** The operator's way out of quarantine: `pulpitum release`. */
 export interface QuarantineRelease {
   /**
-   * Release a quarantined bucket: quarantine cleared, attempts and
-   * outageDeferrals 0, no retry pending. Returns the metadata afterwards
-   * (unchanged when the bucket was not quarantined), null for an unknown
-   * bucket. Safe to retry.
+   * Release a quarantined bucket, or one its cool-down lifted whose run of
+   * failures has not ended (`quarantineRetries` > 0): quarantine cleared,
+   * attempts, outageDeferrals, the suspect run and its retries reset, no
+   * retry pending. Returns the metadata afterwards (unchanged when the bucket
+   * was neither), null for an unknown bucket. Safe to retry.
    */
   releaseQuarantine(id: BucketId, now: Date): Promise<BucketMetadata | null>;
 

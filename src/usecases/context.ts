@@ -32,6 +32,10 @@ export interface ArchiverSettings {
   readonly snapshotPageSize: number;
   /** Failed attempts before quarantine (undefined: DEFAULT_MAX_ATTEMPTS). */
   readonly maxAttempts?: number;
+  /** ARCHIVER_QUARANTINE_SPAN_SECONDS in ms (undefined: its default). */
+  readonly quarantineSpanMs?: number;
+  /** ARCHIVER_QUARANTINE_COOLDOWN_SECONDS in ms (undefined: its default). */
+  readonly quarantineCooldownMs?: number;
   /** Most rows per export part (undefined: DEFAULT_SEGMENT_ROWS). */
   readonly segmentRows?: number;
   /** Most sort-key and value bytes per export part (undefined: DEFAULT_SEGMENT_BYTES). */
@@ -58,6 +62,8 @@ export function settingsFromConfig(
     scanLimit: config.scanLimit,
     snapshotPageSize: config.snapshotPageSize,
     maxAttempts: config.maxAttempts,
+    quarantineSpanMs: config.quarantineSpanSeconds * 1000,
+    quarantineCooldownMs: config.quarantineCooldownSeconds * 1000,
     segmentRows: config.segmentRows,
     segmentBytes: config.segmentBytes,
     cleanupBatchSize: config.cleanupBatchSize,
@@ -119,7 +125,7 @@ export interface PhaseOutcome {
   readonly next: PhaseName | null;
   /** Why nothing ran (`done`), or the error that deferred the bucket. */
   readonly reason?: string;
-  /** This run quarantined the bucket: it used up ARCHIVER_MAX_ATTEMPTS (metric and alarm). */
+  /** This run quarantined the bucket (domain/quarantine-rule.ts; metric and alarm). */
   readonly quarantined?: true;
   readonly retryAt?: Date;
   /** The lease generation a committed phase ran under. */

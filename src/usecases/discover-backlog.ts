@@ -97,6 +97,8 @@ export async function discoverBacklog(
   let oldestEnd: Date | null = null;
   let windowMs = settings.requeueMs;
 
+  // Quarantines whose cool-down ended are lifted first, so this run offers them (domain/quarantine-rule.ts).
+  await ctx.hotStore.liftCooledQuarantines(clock.now(), settings.scanLimit);
   let depth = await ctx.queue.depth();
   ctx.drain.observe(clock.now(), depth.waiting);
   const waitingAtStart = depth.waiting;

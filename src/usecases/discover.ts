@@ -11,6 +11,8 @@ import type { DiscoveryContext } from "./context.js";
  * table with an `archive_after` uses its own window (usecases/eligibility.ts).
  */
 export async function discover(ctx: DiscoveryContext, now: Date): Promise<Candidate[]> {
+  // Quarantines whose cool-down ended are lifted first, so this scan offers them (domain/quarantine-rule.ts).
+  await ctx.hotStore.liftCooledQuarantines(now, ctx.settings.scanLimit);
   const candidates = await ctx.hotStore.discover({
     now,
     ...cutoffsAt(await ctx.hotStore.listTables(), ctx.settings.cutoff, now),

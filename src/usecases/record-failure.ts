@@ -15,8 +15,14 @@
  * on the bucket while they match), for as long as the invocation may run;
  * and an ambiguous failure counts when other buckets reached the archive
  * since this bucket's run of failures began (domain/failures.ts): the fleet
- * works, this bucket does not.
+ * works, this bucket does not. Counted or not, every failure but an outage
+ * extends the bucket's suspect run, which decides a quarantine
+ * (domain/quarantine-rule.ts, usecases/quarantine.ts). Past
+ * ARCHIVER_MAX_ATTEMPTS a counted failure that does not quarantine at once
+ * waits for the rule's span: its retries back off as an outage's do, so a
+ * bucket judged over hours is not retried every ARCHIVER_RETRY_SECONDS.
  */
+import { DEFAULT_MAX_ATTEMPTS } from "../config.js";
 import { describeBucket } from "../domain/bucket.js";
 import { classifyFailure, settingToRaise } from "../domain/failures.js";
 import { outageRetryDelayMs } from "../domain/retry-delay.js";
@@ -28,6 +34,7 @@ import {
   LeaseLostError,
 } from "../errors.js";
 import { sleep as timerSleep } from "../ports/clock.js";
+import { OUTAGE_FAILURE, OWN_FAILURE } from "../ports/failure-runs.js";
 import type {
   BucketMetadata,
   BucketPart,
@@ -49,26 +56,39 @@ const RECORD_RETRY_MAX_MS = 5_000;
 const RECORD_TRIES = 12;
 
 /**
- * How the failure counts, with the evidence for it: `own` counts;
- * `outage` does not; `ambiguous` counts when other buckets reached the
- * archive since this bucket's run of failures began (so the first failure
- * of a run never counts, and a bucket alone in a loaded database never
- * does). A bucket marked corrupt is
- * held by its mark (the alarm is on; discovery offers its cleanup no more),
- * not by attempts.
+ * How the failure counts, with the evidence for it: `own` counts; `outage`
+ * does not (nor is it suspect); `load` and `unknown` count when other
+ * buckets reached the archive since this bucket's run of failures began (so
+ * the first failure of a run never counts, and a bucket alone in a loaded
+ * database never does: the quarantine rule's span and its `alone` ground
+ * judge those). A bucket marked corrupt is held by its mark (the alarm is
+ * on; discovery offers its cleanup no more), not by attempts.
  */
 export async function accountFailure(
   ctx: PhaseContext,
   current: BucketMetadata,
   error: unknown,
 ): Promise<FailureAccounting> {
-  if (error instanceof CorruptBucketError) return "outage";
+  if (error instanceof CorruptBucketError) return OUTAGE_FAILURE;
   const kind = classifyFailure(error);
-  if (kind === "own") return "attempt";
-  if (kind === "outage" || current.failedAt === null) return "outage";
-  return (await ctx.hotStore.othersArchivedSince(current.id, current.failedAt))
-    ? "attempt"
-    : "outage";
+  if (kind === "own") return OWN_FAILURE;
+  if (kind === "outage") return OUTAGE_FAILURE;
+  const counted =
+    current.failedAt !== null &&
+    (await ctx.hotStore.othersArchivedSince(current.id, current.failedAt));
+  return { counted, kind };
+}
+
+/**
+ * The wait before the retry of a counted failure: ARCHIVER_RETRY_SECONDS up
+ * to ARCHIVER_MAX_ATTEMPTS, then the outage backoff (a bucket past its
+ * attempts waits for the quarantine rule's span, domain/quarantine-rule.ts).
+ */
+function countedRetryDelayMs(ctx: PhaseContext, attempts: number): number {
+  const maxAttempts = ctx.settings.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
+  return attempts <= maxAttempts
+    ? ctx.settings.retryMs
+    : outageRetryDelayMs(ctx.settings.retryMs, attempts - maxAttempts);
 }
 
 /**
@@ -147,10 +167,9 @@ async function recordFailure(
     return { phase, result: landed ? "advanced" : "lease-lost", next, reason };
   }
   const accounting = await accountFailure(ctx, current, error);
-  const delayMs =
-    accounting === "attempt"
-      ? ctx.settings.retryMs
-      : outageRetryDelayMs(ctx.settings.retryMs, current.outageDeferrals + 1);
+  const delayMs = accounting.counted
+    ? countedRetryDelayMs(ctx, current.attempts + 1)
+    : outageRetryDelayMs(ctx.settings.retryMs, current.outageDeferrals + 1);
   const retryAt = new Date(ctx.clock.now().getTime() + delayMs);
   const record = async (
     operation: string,

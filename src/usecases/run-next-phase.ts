@@ -1,4 +1,3 @@
-import { DEFAULT_MAX_ATTEMPTS } from "../config.js";
 import { describeBucket, type BucketId } from "../domain/bucket.js";
 import { formatCutoffAt } from "../domain/cutoff.js";
 import { claimCutoff, explainEligibility } from "./eligibility.js";
@@ -22,6 +21,7 @@ import { expireBucket, expiryDueOf } from "./phases/expire.js";
 import { finishRestorePhase } from "./phases/finish-restore.js";
 import type { PhaseInput, StepResult } from "./phases/step.js";
 import { nextPhaseOf } from "./next-phase.js";
+import { quarantineIfDue } from "./quarantine.js";
 import { recoverFromFailure } from "./record-failure.js";
 import { underLease } from "./under-lease.js";
 
@@ -114,11 +114,13 @@ export async function runNextPhase(
     await ctx.hotStore.releaseLease(heartbeat.lease);
     return outcome({ phase: null, result: "done", next: null, reason: nothingToDo(metadata) });
   }
-  const maxAttempts = ctx.settings.maxAttempts ?? DEFAULT_MAX_ATTEMPTS;
-  if (metadata.attempts >= maxAttempts && options.manual !== true) {
-    return outcome(await quarantine(ctx, heartbeat, metadata, phase));
+  let leased = metadata;
+  if (options.manual !== true) {
+    const check = await quarantineIfDue(ctx, heartbeat, metadata, phase);
+    if (check.kind === "stop") return outcome(check.outcome);
+    leased = check.metadata;
   }
-  return await runPhaseUnderLease(ctx, heartbeat, metadata, phase, {
+  return await runPhaseUnderLease(ctx, heartbeat, leased, phase, {
     takeover: before.ownerToken !== null,
     deadline: options.deadline,
     outcome,
@@ -170,24 +172,6 @@ async function reasonToWait(
     };
   }
   return null;
-}
-
-/** Out of attempts: quarantine the bucket under its lease (the statement releases it). */
-async function quarantine(
-  ctx: PhaseContext,
-  heartbeat: LeaseHeartbeat,
-  metadata: BucketMetadata,
-  phase: PhaseName,
-): Promise<OutcomeFields> {
-  const reason =
-    `quarantined after ${metadata.attempts} failed attempts (its own failures, takeovers of a killed worker's lease); ` +
-    `last error: ${metadata.lastError ?? "none recorded (the worker was killed or timed out)"}`;
-  const set = await ctx.hotStore.quarantine(heartbeat.lease, ctx.clock.now(), reason);
-  if (set.kind === "lease-lost") {
-    return { phase, result: "lease-lost", next: phase, reason: "lease lost" };
-  }
-  ctx.log.error("bucket quarantined", { bucket: describeBucket(metadata.id), reason });
-  return { phase: null, result: "done", next: null, reason, quarantined: true };
 }
 
 /**
@@ -318,8 +302,12 @@ async function reasonForNoAutomaticWork(
   options: RunPhaseOptions,
 ): Promise<string | undefined> {
   if (metadata.quarantinedAt !== null && options.manual !== true) {
+    const itself =
+      metadata.quarantineRetryAt === null
+        ? ""
+        : `; it retries itself after ${metadata.quarantineRetryAt.toISOString()} (database clock)`;
     return (
-      `quarantined since ${metadata.quarantinedAt.toISOString()}: ${metadata.lastError ?? "?"}; ` +
+      `quarantined since ${metadata.quarantinedAt.toISOString()}: ${metadata.lastError ?? "?"}${itself}; ` +
       "`pulpitum retry TABLE PARTITION BUCKET` releases it"
     );
   }

@@ -13,6 +13,7 @@ import type { HotStore } from "../../src/ports/hot-store.js";
 import { appendConformance } from "./hot-store/append.js";
 import { discoveryConformance } from "./hot-store/discovery.js";
 import { expiryConformance } from "./hot-store/expiry.js";
+import { failureRunConformance } from "./hot-store/failure-runs.js";
 import { leaseConformance } from "./hot-store/leases.js";
 import { partConformance } from "./hot-store/parts.js";
 import { phaseConformance } from "./hot-store/phases.js";
@@ -51,4 +52,5 @@ export function hotStoreConformance(name: string, open: () => Promise<OpenedHotS
   });
 
   discoveryConformance(name, open);
+  failureRunConformance(name, open);
 }

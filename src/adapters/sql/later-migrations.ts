@@ -4,6 +4,7 @@
 import { allowPendingOutcome } from "./audit-outcome-migration.js";
 import { AUDIT_CHAIN_STATEMENTS, chainAuditTrail } from "./audit-chain-migration.js";
 import type { Migration } from "./migrations.js";
+import { SUSPECT_RUNS_MIGRATION } from "./migration-suspect-runs.js";
 import { METADATA_TABLE } from "./schema-names.js";
 
 export const LATER_MIGRATIONS: readonly Migration[] = [
@@ -33,4 +34,5 @@ export const LATER_MIGRATIONS: readonly Migration[] = [
          WHERE restore_started_at IS NOT NULL`,
     ],
   },
+  SUSPECT_RUNS_MIGRATION,
 ];

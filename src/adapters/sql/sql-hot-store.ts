@@ -72,6 +72,11 @@ import type {
   TableDropFinish,
   TableDropStart,
 } from "../../ports/hot-store-operations.js";
+import {
+  OWN_FAILURE,
+  type QuarantineDecision,
+  type QuarantineEvidence,
+} from "../../ports/failure-runs.js";
 import type { SqlDatabase } from "./database.js";
 import { runMigrations } from "./migrations.js";
 import { append } from "./hot-store/appends.js";
@@ -85,6 +90,7 @@ import { claim, publish, recordManifest, replaceManifest } from "./hot-store/pha
 import { defer, deferCleanup, othersArchivedSince, suspendExport } from "./hot-store/failures.js";
 import { finishExport, listParts, recordPart } from "./hot-store/parts.js";
 import { quarantine, releaseQuarantine, releaseQuarantines } from "./hot-store/quarantine.js";
+import { liftCooledQuarantines, quarantineEvidence } from "./hot-store/suspect-runs.js";
 import { countHotRows, listPartitionBuckets, readBucketRange } from "./hot-store/reads.js";
 import { getTable, listTables, registerTable, setPaused } from "./hot-store/registry.js";
 import {
@@ -187,8 +193,21 @@ export class SqlHotStore implements HotStore {
     return await this.#snapshots.page(lease, now, after, limit);
   }
 
-  async quarantine(lease: Lease, now: Date, reason: string): Promise<FencedWrite> {
-    return await quarantine(this.db, lease, now, reason);
+  async quarantine(
+    lease: Lease,
+    now: Date,
+    reason: string,
+    decision?: QuarantineDecision,
+  ): Promise<FencedWrite> {
+    return await quarantine(this.db, lease, now, reason, decision);
+  }
+
+  async quarantineEvidence(id: BucketId): Promise<QuarantineEvidence | null> {
+    return await quarantineEvidence(this.db, id);
+  }
+
+  async liftCooledQuarantines(now: Date, limit: number): Promise<BucketMetadata[]> {
+    return await liftCooledQuarantines(this.db, now, limit);
   }
 
   async releaseQuarantine(id: BucketId, now: Date): Promise<BucketMetadata | null> {
@@ -250,7 +269,7 @@ export class SqlHotStore implements HotStore {
     now: Date,
     retryAt: Date,
     error: string,
-    accounting: FailureAccounting = "attempt",
+    accounting: FailureAccounting = OWN_FAILURE,
   ): Promise<FencedWrite> {
     return await defer(this.db, lease, now, retryAt, error, accounting);
   }
@@ -260,7 +279,7 @@ export class SqlHotStore implements HotStore {
     now: Date,
     retryAt: Date,
     error: string,
-    accounting: FailureAccounting = "attempt",
+    accounting: FailureAccounting = OWN_FAILURE,
   ): Promise<FencedWrite> {
     return await suspendExport(this.db, lease, now, retryAt, error, accounting);
   }

@@ -33,7 +33,7 @@ import {
   replayConclusion,
   restoreConclusion,
 } from "../../usecases/audit-conclusions.js";
-import type { HotStore } from "../../ports/hot-store.js";
+import type { BucketMetadata, HotStore } from "../../ports/hot-store.js";
 import { cliAudit, cliCaller } from "../audit-caller.js";
 import { bucketJson, showBucket } from "../display.js";
 import { count, printJson, renderTable } from "../format.js";
@@ -221,6 +221,15 @@ function describeGcStop(report: GcReport): string {
   }
 }
 
+/**
+ * Whether `pulpitum retry` has something to release: a quarantine, or one
+ * its cool-down lifted whose run of failures goes on (its next suspect
+ * failure would quarantine it again: the operator's retry is a fresh start).
+ */
+function held(m: BucketMetadata): boolean {
+  return m.quarantinedAt !== null || m.quarantineRetries > 0;
+}
+
 /** `pulpitum retry`: release a quarantined bucket for automatic work again. */
 export async function retryCommand(id: BucketId, opts: { json?: boolean }): Promise<void> {
   await withRuntime(async (rt) => {
@@ -238,7 +247,7 @@ export async function retryCommand(id: BucketId, opts: { json?: boolean }): Prom
         return { before: found, after: await store.releaseQuarantine(id, rt.clock.now()) };
       },
       (r) => {
-        const done = r.before.quarantinedAt !== null && r.after?.quarantinedAt === null;
+        const done = held(r.before) && r.after !== null && !held(r.after);
         return {
           outcome: "done",
           reason: done ? null : "not quarantined: nothing to release",
@@ -247,7 +256,7 @@ export async function retryCommand(id: BucketId, opts: { json?: boolean }): Prom
         };
       },
     );
-    const released = before.quarantinedAt !== null && after?.quarantinedAt === null;
+    const released = held(before) && after !== null && !held(after);
     if (opts.json) {
       printJson({
         bucket: showBucket(id),

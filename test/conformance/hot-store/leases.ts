@@ -3,6 +3,7 @@
  */
 import { beforeAll, describe, expect, it } from "vitest";
 import type { HotStore, Lease, PhaseName } from "../../../src/ports/hot-store.js";
+import { OUTAGE_FAILURE } from "../../../src/ports/failure-runs.js";
 import {
   acquire,
   advanceTo,
@@ -144,19 +145,19 @@ export function leaseConformance(opened: () => HotStore): void {
       {
         op: "defer",
         phase: "export",
-        run: (s, l, n) => s.defer(l, n, later(n, 5_000), "boom", "outage"),
+        run: (s, l, n) => s.defer(l, n, later(n, 5_000), "boom", OUTAGE_FAILURE),
         after: { state: "hot", phase: "claim" },
       },
       {
         op: "suspendExport",
         phase: "export",
-        run: (s, l, n) => s.suspendExport(l, n, later(n, 5_000), "boom", "outage"),
+        run: (s, l, n) => s.suspendExport(l, n, later(n, 5_000), "boom", OUTAGE_FAILURE),
         after: { state: "archiving", phase: "export" },
       },
       {
         op: "deferCleanup",
         phase: "cleanup",
-        run: (s, l, n) => s.deferCleanup(l, n, later(n, 5_000), "boom", "outage"),
+        run: (s, l, n) => s.deferCleanup(l, n, later(n, 5_000), "boom", OUTAGE_FAILURE),
         after: { state: "archived", phase: "cleanup" },
       },
     ];

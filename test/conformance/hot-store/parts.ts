@@ -6,6 +6,7 @@
 import { describe, expect, it } from "vitest";
 import { InvariantViolationError } from "../../../src/errors.js";
 import type { BucketPart, HotStore } from "../../../src/ports/hot-store.js";
+import { OUTAGE_FAILURE } from "../../../src/ports/failure-runs.js";
 import {
   acquire,
   advanceTo,
@@ -191,7 +192,7 @@ export function partConformance(getStore: () => HotStore): void {
 
       const retryAt = later(NOW, 5000);
       const suspended = committed(
-        await store.suspendExport(lease, NOW, retryAt, "S3 refused", "outage"),
+        await store.suspendExport(lease, NOW, retryAt, "S3 refused", OUTAGE_FAILURE),
       );
       expect(suspended.metadata).toMatchObject({
         state: "archiving",

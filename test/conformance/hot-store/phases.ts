@@ -5,6 +5,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { compareClustering } from "../../../src/domain/record.js";
 import { parseRfc3339Micros } from "../../../src/domain/time.js";
 import type { BucketRow, HotStore } from "../../../src/ports/hot-store.js";
+import { OUTAGE_FAILURE, OWN_FAILURE } from "../../../src/ports/failure-runs.js";
 import {
   acquire,
   advanceTo,
@@ -273,11 +274,11 @@ export function phaseConformance(opened: () => HotStore): void {
       const tableId = await newTable(store, "defer-outage");
       const id = await hotBucket(store, tableId);
       await advanceTo(store, id, "export");
-      committed(await store.defer(await acquire(store, id), NOW, NOW, "corrupt", "attempt"));
+      committed(await store.defer(await acquire(store, id), NOW, NOW, "corrupt", OWN_FAILURE));
       for (let n = 1; n <= 3; n++) {
         await advanceTo(store, id, "export");
         const deferred = committed(
-          await store.defer(await acquire(store, id), NOW, NOW, "S3 refused", "outage"),
+          await store.defer(await acquire(store, id), NOW, NOW, "S3 refused", OUTAGE_FAILURE),
         );
         expect(deferred.metadata).toMatchObject({
           state: "hot",
@@ -296,7 +297,7 @@ export function phaseConformance(opened: () => HotStore): void {
       const id = await hotBucket(store, tableId);
       // A failed export goes back through claim: the claim is not progress, the count stands.
       await advanceTo(store, id, "export");
-      committed(await store.defer(await acquire(store, id), NOW, NOW, "own", "attempt"));
+      committed(await store.defer(await acquire(store, id), NOW, NOW, "own", OWN_FAILURE));
       await advanceTo(store, id, "export");
       expect((await store.getBucket(id))!).toMatchObject({ phase: "export", attempts: 1 });
       // A takeover of a dead holder's lease counts; the export it then finishes resets the run.

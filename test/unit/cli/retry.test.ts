@@ -80,6 +80,54 @@ describe("pulpitum retry and archive --bucket", () => {
     expect(buckets).toEqual([expect.objectContaining({ bucket_key: "month:2025-03", rows: 5 })]);
   }, 120_000);
 
+  it("status shows when a quarantine after load-shaped failures retries itself, and retry gives a bucket its cool-down already lifted a fresh start", async () => {
+    const db = await PgliteDatabase.open(path.join(home, "db"));
+    const sql = async (text: string) => {
+      await db.query(text);
+    };
+    try {
+      await sql(
+        `UPDATE pulpitum_v4_bucket_metadata
+            SET quarantine_retry_at = TIMESTAMPTZ '2030-01-01T00:00:00Z', suspect_kind = 'load',
+                suspect_since = now(), suspect_at = now(), suspect_failures = 6`,
+      );
+    } finally {
+      await db.close();
+    }
+    const status = JSON.parse((await runCli(["status", "--json"], env)).stdout);
+    expect(status.quarantined).toEqual([
+      expect.objectContaining({ retries_itself_at: "2030-01-01T00:00:00.000Z" }),
+    ]);
+    expect((await runCli(["status"], env)).stdout).toMatch(
+      /hot, attempts 5, since .*, retries itself after 2030-01-01T00:00:00\.000Z: quarantined after/,
+    );
+
+    // The cool-down lifted it: no longer quarantined, its run of failures going on.
+    const lifted = await PgliteDatabase.open(path.join(home, "db"));
+    try {
+      await lifted.query(
+        `UPDATE pulpitum_v4_bucket_metadata
+            SET quarantined_at = NULL, quarantine_retry_at = NULL, quarantine_retries = 1,
+                attempts = 0, suspect_failures = 0`,
+      );
+    } finally {
+      await lifted.close();
+    }
+    const retried = await runCli(["retry", "chat", "room", "month:2025-03", "--json"], env);
+    expect(retried.code, retried.stderr).toBe(0);
+    expect(JSON.parse(retried.stdout)).toMatchObject({ result: "released", attempts: 0 });
+    const after = await PgliteDatabase.open(path.join(home, "db"));
+    try {
+      const { rows } = await after.query<{ retries: string | number; kind: string | null }>(
+        "SELECT quarantine_retries AS retries, suspect_kind AS kind FROM pulpitum_v4_bucket_metadata",
+      );
+      expect(rows).toEqual([{ retries: expect.anything(), kind: null }]);
+      expect(Number(rows[0]!.retries)).toBe(0);
+    } finally {
+      await after.close();
+    }
+  }, 120_000);
+
   it("archive --bucket runs one named bucket's phases to the end, a quarantined one included", async () => {
     const run = await runCli(["archive", "--bucket", "chat", "room", "month:2025-03"], env);
     expect(run).toMatchObject({ code: 0 });

@@ -203,6 +203,22 @@ describe("serverless checks, tracing and the fleet's alarms", () => {
   });
 });
 
+describe("the quarantine alarm", () => {
+  it("fires at every quarantine, and tells the operator a held one from one that retries itself after its cool-down, naming both settings", () => {
+    const { template } = synthesize();
+    template.hasResourceProperties("AWS::CloudWatch::Alarm", {
+      MetricName: "BucketsQuarantined",
+      Statistic: "Sum",
+      Threshold: 1,
+      EvaluationPeriods: 1,
+      ComparisonOperator: "GreaterThanOrEqualToThreshold",
+      AlarmDescription: Match.stringLikeRegexp(
+        "ARCHIVER_QUARANTINE_SPAN_SECONDS.*alone.*retries itself after ARCHIVER_QUARANTINE_COOLDOWN_SECONDS.*fires this alarm again.*pulpitum retry",
+      ),
+    });
+  });
+});
+
 describe("the archive's network path", () => {
   const network = {
     vpcId: "vpc-0abc",

@@ -89,7 +89,7 @@ describe("outages and own failures", () => {
     opened = [];
   });
 
-  it("tells the bucket's own failures from the fleet's: S3's outage answers as the S3 adapter maps them, an unreachable or overloaded database, a dead connection and a stream reset inside an integrity error are outages; a statement timeout, a full disk and anything unclassified are ambiguous", () => {
+  it("tells the bucket's own failures from the fleet's: S3's outage answers as the S3 adapter maps them, an unreachable or overloaded database, a dead connection and a stream reset inside an integrity error are outages; a statement timeout and a full disk are load-shaped, anything unclassified unknown", () => {
     for (const answer of OUTAGE_ANSWERS)
       expect(classifyFailure(s3Error(answer(), "PutObject", "k", "k"))).toBe("outage");
     const denied = Object.assign(new Error("Access Denied"), {
@@ -108,13 +108,13 @@ describe("outages and own failures", () => {
       "outage",
     );
 
-    expect(classifyFailure(pgError("57014"))).toBe("ambiguous"); // statement timeout
-    expect(classifyFailure(pgError("53100"))).toBe("ambiguous"); // disk full
+    expect(classifyFailure(pgError("57014"))).toBe("load"); // statement timeout
+    expect(classifyFailure(pgError("53100"))).toBe("load"); // disk full
     const noSpace = Object.assign(new Error("ENOSPC: no space left on device, write"), {
       code: "ENOSPC",
     });
-    expect(classifyFailure(noSpace)).toBe("ambiguous");
-    expect(classifyFailure(new Error("something nobody classified"))).toBe("ambiguous");
+    expect(classifyFailure(noSpace)).toBe("load");
+    expect(classifyFailure(new Error("something nobody classified"))).toBe("unknown");
 
     expect(classifyFailure(new ArchiveIntegrityError("k", "sha256 differs"))).toBe("own");
     expect(classifyFailure(new InvariantViolationError("rows in the wrong tier"))).toBe("own");

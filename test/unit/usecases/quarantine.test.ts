@@ -13,6 +13,7 @@ import { parseTableId } from "../../../src/domain/table.js";
 import { discover } from "../../../src/usecases/discover.js";
 import { runNextPhase } from "../../../src/usecases/run-next-phase.js";
 import { SimulatedCrash } from "../../support/faults.js";
+import { PgliteClock } from "../../support/pglite-clock.js";
 import {
   chatRecords,
   converge,
@@ -29,6 +30,7 @@ import { fixedCutoffs } from "../../support/cutoffs.js";
 const TABLE = parseTableId("chat");
 
 describe("attempts, quarantine and pause", () => {
+  const dbClock = new PgliteClock();
   let h: Harness;
   let id: BucketId;
   let records: TableRecord[];
@@ -54,6 +56,7 @@ describe("attempts, quarantine and pause", () => {
     ({ id, records } = [...seeded.values()][0]!);
   });
   afterEach(async () => {
+    dbClock.restore();
     await h.close();
   });
 
@@ -148,7 +151,8 @@ describe("attempts, quarantine and pause", () => {
     await expectFullyArchived(h, expected());
   });
 
-  it("every takeover of a killed worker's lease counts as an attempt, so a bucket whose export keeps dying mid-phase is quarantined", async () => {
+  it("every takeover of a killed worker's lease counts as an attempt, so a bucket whose export keeps dying before its first part is quarantined once the kills lasted the span, and retries itself after a cool-down (a kill may be the host's load)", async () => {
+    dbClock.install();
     expect(await runNextPhase(h.process().ctx, id)).toMatchObject({ phase: "claim" });
     for (let kill = 1; kill <= 3; kill++) {
       const { ctx } = h.process({
@@ -156,16 +160,93 @@ describe("attempts, quarantine and pause", () => {
       });
       await expect(runNextPhase(ctx, id)).rejects.toBeInstanceOf(SimulatedCrash);
       h.clock.advance(h.settings.leaseMs + 1);
+      dbClock.advance(3 * 3_600_000);
       // The kill is counted when the next worker takes the unreleased lease over.
       expect((await h.inner.getBucket(id))!.attempts).toBe(kill - 1);
       if (kill === 3) break;
     }
     const outcome = await runNextPhase(h.process().ctx, id);
-    expect(outcome.reason).toMatch(/quarantined after 3 failed attempts/);
-    expect(await h.inner.getBucket(id)).toMatchObject({ state: "archiving", attempts: 3 });
+    expect(outcome).toMatchObject({ quarantined: true });
+    expect(outcome.reason).toMatch(
+      /quarantined after 3 failed attempts over 6\.0 h .*retries itself in 1\.0 h.*none recorded \(the worker was killed/,
+    );
+    const held = (await h.inner.getBucket(id))!;
+    expect(held).toMatchObject({ state: "archiving", attempts: 3 });
+    expect(held.suspect).toMatchObject({ kind: "takeover", failures: 3 });
+    expect(held.quarantineRetryAt).not.toBeNull();
     expect(await offered()).toEqual([]);
 
+    // After its cool-down it is tried once more; killed again, it is quarantined again for twice as long.
+    dbClock.advance(3_600_000);
+    expect(await offered()).toEqual([id.bucketKey]);
+    const { ctx: killed } = h.process({
+      hot: { operation: "recordPart", when: "before", kind: "crash" },
+    });
+    await expect(runNextPhase(killed, id)).rejects.toBeInstanceOf(SimulatedCrash);
+    h.clock.advance(h.settings.leaseMs + 1);
+    const again = await runNextPhase(h.process().ctx, id);
+    expect(again.reason).toMatch(/retries itself in 2\.0 h/);
+    // It names the failure behind it once, not the earlier quarantine's reason.
+    expect(again.reason!.split("last error:")).toHaveLength(2);
+    expect(again.reason).toMatch(/last error: none recorded \(the worker was killed/);
+
     await h.inner.releaseQuarantine(id, h.clock.now());
+    await converge(h, expected());
+    await expectFullyArchived(h, expected());
+  });
+
+  it("a bucket failing by its own data whose last failure was a kill is quarantined to retry itself after the span, and its retry, failing by its data again, holds it", async () => {
+    dbClock.install();
+    const integrity = () =>
+      h.process({ object: { operation: "createIfAbsent", when: "before", kind: "integrity" } }).ctx;
+    for (let attempt = 1; attempt <= 2; attempt++) {
+      await runNextPhase(integrity(), id); // claim
+      expect(await runNextPhase(integrity(), id)).toMatchObject({ result: "deferred" });
+      h.clock.advance(h.settings.retryMs + 1);
+      dbClock.advance(3 * 3_600_000);
+    }
+    await runNextPhase(h.process().ctx, id); // claim
+    const { ctx: killed } = h.process({
+      hot: { operation: "recordPart", when: "before", kind: "crash" },
+    });
+    await expect(runNextPhase(killed, id)).rejects.toBeInstanceOf(SimulatedCrash);
+    h.clock.advance(h.settings.leaseMs + 1);
+
+    const first = await runNextPhase(integrity(), id);
+    expect(first).toMatchObject({ quarantined: true });
+    expect(first.reason).toMatch(/over 6\.0 h .*retries itself in 1\.0 h/);
+
+    dbClock.advance(3_600_000);
+    expect(await offered()).toEqual([id.bucketKey]);
+    expect(await runNextPhase(integrity(), id)).toMatchObject({ result: "deferred" });
+    h.clock.advance(h.settings.retryMs + 1);
+    const held = await runNextPhase(integrity(), id);
+    expect(held).toMatchObject({ quarantined: true });
+    expect(held.reason).toMatch(
+      /quarantined after 1 failed attempt \(its own failures.*held until `pulpitum retry`/,
+    );
+    expect((await h.inner.getBucket(id))!.quarantineRetryAt).toBeNull();
+    dbClock.advance(100 * 3_600_000);
+    expect(await offered()).toEqual([]);
+    expectSameRecords(await readBucketAsReader(h, id), records);
+  });
+
+  it("a big export killed after each part it records is never quarantined, however often: every recorded part is progress", async () => {
+    const inParts = (ctx: ReturnType<Harness["process"]>["ctx"]) => ({
+      ...ctx,
+      settings: { ...ctx.settings, segmentRows: 30 },
+    });
+    expect(await runNextPhase(inParts(h.process().ctx), id)).toMatchObject({ phase: "claim" });
+    for (let kill = 1; kill <= 4; kill++) {
+      const { ctx } = h.process({ hot: { operation: "recordPart", when: "after", kind: "crash" } });
+      await expect(runNextPhase(inParts(ctx), id)).rejects.toBeInstanceOf(SimulatedCrash);
+      expect(await h.inner.listParts(id)).toHaveLength(kill);
+      h.clock.advance(h.settings.leaseMs + 1);
+    }
+    // The fifth take counts the fourth kill only: each part recorded since ended the run.
+    const finished = await runNextPhase(inParts(h.process().ctx), id);
+    expect(finished).toMatchObject({ phase: "export", result: "advanced" });
+    expect(finished.quarantined).toBeUndefined();
     await converge(h, expected());
     await expectFullyArchived(h, expected());
   });
@@ -189,7 +270,8 @@ describe("attempts, quarantine and pause", () => {
     h.clock.advance(h.settings.leaseMs + 1);
     const resumed = await runNextPhase(h.process().ctx, id);
     expect(resumed.reason ?? "").not.toMatch(/quarantined/);
-    expect((await h.inner.getBucket(id))!.attempts).toBe(1);
+    // The takeover counted one; the resumed cleanup's first batch is progress and ends the run.
+    expect(await h.inner.getBucket(id)).toMatchObject({ attempts: 0, suspect: null });
     await converge(h, expected());
     await expectFullyArchived(h, expected());
   });

@@ -1,6 +1,7 @@
 /**
  * Cleanup: deleting an archived bucket's hot rows in bounded batches under
- * {@link CLEANUP_FENCE}, then marking it `hot_deleted` once none remain.
+ * {@link CLEANUP_FENCE}, then marking it `hot_deleted` once none remain. A
+ * batch that deleted rows is progress (fences.ts, PROGRESS).
  */
 import type {
   BucketMetadata,
@@ -14,6 +15,7 @@ import { RECORDS_TABLE } from "../migrations.js";
 import { fencedUpdate, holdsLiveLease, leaseLost, lockUnderFence } from "./fenced-update.js";
 import { BUCKET, CLEANUP_FENCE, NOT_RESTORING, RELEASE_LEASE } from "./fences.js";
 import { deleteNextKeyRange } from "./key-range-delete.js";
+import { endFailureRun } from "./parts.js";
 
 export async function cleanupBatch(
   db: SqlDatabase,
@@ -29,7 +31,9 @@ export async function cleanupBatch(
     // are deleted only while the bucket is archived, not being restored,
     // and leased by us.
     if (!(await lockUnderFence(tx, id, (f) => CLEANUP_FENCE(f, lease, now)))) return null;
-    return await deleteNextKeyRange(tx, id, limit, after);
+    const batch = await deleteNextKeyRange(tx, id, limit, after);
+    if (batch.count > 0) await endFailureRun(tx, id);
+    return batch;
   }, "cleanupBatch");
   if (deleted === null) return await leaseLost(db, id);
   return deleted.last === undefined

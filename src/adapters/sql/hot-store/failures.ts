@@ -4,7 +4,8 @@
  * token and generation, not its expiry: a worker that lost its lease to a
  * database outage records the outage once the database answers, and nobody
  * acted on the bucket meanwhile while both still match. Plus the evidence
- * that tells an ambiguous failure to be the bucket's own.
+ * that tells an ambiguous failure to be the bucket's own (the evidence that
+ * decides a quarantine is in suspect-runs.ts).
  */
 import type { BucketId } from "../../../domain/bucket.js";
 import type { FailureAccounting, FencedWrite, Lease } from "../../../ports/hot-store.js";
@@ -13,6 +14,7 @@ import { METADATA_TABLE } from "../migrations.js";
 import { fencedTransaction, fencedUpdate, lockUnderFence } from "./fenced-update.js";
 import { BUCKET, OWN_LEASE, RELEASE_LEASE } from "./fences.js";
 import { SqlParams } from "./params.js";
+import { SUSPECT_FAILURE } from "./suspect-runs.js";
 import { MAX_ERROR_LENGTH } from "./phases.js";
 import { deleteParts } from "./parts.js";
 import { METADATA_COLUMNS, type MetadataRow } from "./rows.js";
@@ -20,7 +22,8 @@ import { METADATA_COLUMNS, type MetadataRow } from "./rows.js";
 /**
  * What every failure record sets: its counter, retry time and error; the
  * start of the bucket's run of failures (kept when one is already running);
- * the lease released.
+ * for every failure but an outage, the suspect run on the database's clock
+ * ({@link SUSPECT_FAILURE}); the lease released.
  */
 function failureAssignments(
   p: SqlParams,
@@ -29,12 +32,12 @@ function failureAssignments(
   error: string,
   accounting: FailureAccounting,
 ): string {
-  const counter =
-    accounting === "attempt"
-      ? "attempts = attempts + 1"
-      : "outage_deferrals = outage_deferrals + 1";
+  const counter = accounting.counted
+    ? "attempts = attempts + 1"
+    : "outage_deferrals = outage_deferrals + 1";
+  const suspect = accounting.kind === "outage" ? "" : `, ${SUSPECT_FAILURE(p, accounting.kind)}`;
   return (
-    `${counter}, retry_at = ${p.time(retryAt)}, failed_at = COALESCE(failed_at, ${p.time(now)}), ` +
+    `${counter}${suspect}, retry_at = ${p.time(retryAt)}, failed_at = COALESCE(failed_at, ${p.time(now)}), ` +
     `last_error = ${p.text(error.slice(0, MAX_ERROR_LENGTH))}, ${RELEASE_LEASE}`
   );
 }

@@ -139,14 +139,24 @@ export function THROUGH_POSITION(p: SqlParams, last: ClusteringPosition): string
 export const RELEASE_LEASE = "owner_token = NULL, lease_expires_at = NULL";
 
 /**
- * PROGRESS: a committed export or seal is progress, so the bucket's failure
- * run starts over: `attempts` counts failures (its own, and takeovers of a
- * lease whose holder died) in a row without a phase committed between them.
- * A kill that lands on a bucket now and then never adds up to a quarantine;
- * a bucket that fails in the same phase every time (its data, its size) does.
- * Claim is not progress: a bucket whose export failed goes back through it.
+ * PROGRESS: committed work is progress, so the bucket's failure run starts
+ * over: `attempts` counts failures (its own, and takeovers of a lease whose
+ * holder died) in a row without progress between them, and the suspect run
+ * (domain/quarantine-rule.ts) and its automatic retries end. Progress is a
+ * recorded export part, a finished export, a recorded manifest, a publish
+ * and a cleanup batch that deleted rows: a kill that lands on a bucket now
+ * and then, or a load spike that kills a long export after each part,
+ * never adds up to a quarantine; a bucket that fails at the same point
+ * every time (its data, its size) does. Claim is not progress: a bucket
+ * whose export failed goes back through it.
  */
-export const PROGRESS = "attempts = 0, failed_at = NULL";
+export const PROGRESS =
+  "attempts = 0, failed_at = NULL, suspect_since = NULL, suspect_at = NULL, " +
+  "suspect_failures = 0, suspect_kind = NULL, quarantine_retries = 0";
+
+/** IN_FAILURE_RUN: the bucket has a failure run for {@link PROGRESS} to end (so a write of nothing is skipped). */
+export const IN_FAILURE_RUN =
+  "(attempts > 0 OR failed_at IS NOT NULL OR suspect_kind IS NOT NULL OR quarantine_retries > 0)";
 
 /**
  * HAND_ON: release the lease and stamp `enqueued_at`, because the committer

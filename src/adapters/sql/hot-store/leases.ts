@@ -1,6 +1,7 @@
 /**
  * Bucket leases: taken only when no live lease exists (a new owner token
- * and generation + 1), renewed and released under {@link LIVE_LEASE}.
+ * and generation + 1), renewed and released under {@link LIVE_LEASE}. Taking
+ * over a lease its holder never released counts (suspect-runs.ts).
  *
  * A lease's expiry is the holder's clock plus the lease, so a holder whose
  * clock ran far ahead of the database's would write an expiry nobody else
@@ -18,6 +19,7 @@ import { METADATA_TABLE } from "../migrations.js";
 import { fencedUpdate, readBucket } from "./fenced-update.js";
 import { BUCKET, NO_LIVE_LEASE, RELEASE_LEASE } from "./fences.js";
 import { SqlParams } from "./params.js";
+import { TAKEOVER_COUNTED } from "./suspect-runs.js";
 import { METADATA_COLUMNS, toMetadata, type MetadataRow } from "./rows.js";
 
 export async function acquireLease(
@@ -30,7 +32,7 @@ export async function acquireLease(
   const token = randomUUID();
   const nowParam = p.time(now);
   const sql = `UPDATE ${METADATA_TABLE}
-                  SET attempts = attempts + CASE WHEN owner_token IS NULL THEN 0 ELSE 1 END,
+                  SET ${TAKEOVER_COUNTED},
                       owner_token = ${p.text(token)}, generation = generation + 1,
                       lease_expires_at = ${p.time(new Date(now.getTime() + leaseMs))},
                       updated_at = ${nowParam}

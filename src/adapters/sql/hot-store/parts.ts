@@ -18,7 +18,7 @@ import type {
 import type { SqlExecutor, SqlDatabase } from "../database.js";
 import { METADATA_TABLE, PARTS_TABLE } from "../migrations.js";
 import { fencedTransaction, leaseLost, lockUnderFence } from "./fenced-update.js";
-import { BUCKET, HAND_ON, LIVE_LEASE, PROGRESS } from "./fences.js";
+import { BUCKET, HAND_ON, IN_FAILURE_RUN, LIVE_LEASE, PROGRESS } from "./fences.js";
 import { SqlParams } from "./params.js";
 import { METADATA_COLUMNS, toBytes, type MetadataRow } from "./rows.js";
 
@@ -53,9 +53,22 @@ export async function recordPart(
     const recorded = await countParts(tx, lease.bucket);
     if (recorded !== part.index) return { kind: "out-of-order" as const, recorded };
     await insertPart(tx, lease.bucket, part, now);
+    await endFailureRun(tx, lease.bucket);
     return { kind: "recorded" as const };
   }, "recordPart");
   return outcome ?? (await leaseLost(db, lease.bucket));
+}
+
+/**
+ * A recorded part is progress ({@link PROGRESS}): inside the caller's
+ * transaction, which holds the metadata row's lock under its fence.
+ */
+export async function endFailureRun(tx: SqlExecutor, id: BucketId): Promise<void> {
+  const p = new SqlParams();
+  await tx.query(
+    `UPDATE ${METADATA_TABLE} SET ${PROGRESS} WHERE ${BUCKET(p, id)} AND ${IN_FAILURE_RUN}`,
+    p.values,
+  );
 }
 
 interface PartRow {

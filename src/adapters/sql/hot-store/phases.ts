@@ -72,8 +72,8 @@ export async function publish(db: SqlDatabase, lease: Lease, now: Date): Promise
     lease,
     now,
     (p) =>
-      `state = 'archived', hot_deleted = false, phase = 'cleanup', attempts = 0,
-       outage_deferrals = 0, failed_at = NULL, verified_at = ${p.time(now)}, corrupt_at = NULL,
+      `state = 'archived', hot_deleted = false, phase = 'cleanup', ${PROGRESS},
+       outage_deferrals = 0, verified_at = ${p.time(now)}, corrupt_at = NULL,
        corrupt_problem = NULL, ${HAND_ON(p, now)}`,
     () => `state = 'archiving' AND phase = 'publish' AND manifest_key IS NOT NULL`,
   );

@@ -1,24 +1,28 @@
 /**
- * Quarantine: a bucket that used up its attempts is set aside (no automatic
- * work) under the lease of the worker that found it so, and released only
- * by an operator.
+ * Quarantine: a bucket whose failures the quarantine rule judges its own
+ * (domain/quarantine-rule.ts) is set aside (no automatic work) under the
+ * lease of the worker that found it so; released by an operator, or, after
+ * load-shaped failures, lifted by its cool-down (suspect-runs.ts).
  */
 import type { BucketId } from "../../../domain/bucket.js";
 import type { TableId } from "../../../domain/table.js";
+import type { QuarantineDecision } from "../../../ports/failure-runs.js";
 import type { BucketMetadata, FencedWrite, Lease } from "../../../ports/hot-store.js";
 import type { SqlDatabase } from "../database.js";
 import { METADATA_TABLE } from "../migrations.js";
 import { fencedUpdate, readBucket } from "./fenced-update.js";
-import { BUCKET, RELEASE_LEASE } from "./fences.js";
+import { BUCKET, PROGRESS, RELEASE_LEASE } from "./fences.js";
 import { SqlParams } from "./params.js";
 import { MAX_ERROR_LENGTH } from "./phases.js";
 import { METADATA_COLUMNS, toMetadata, type MetadataRow } from "./rows.js";
+import { DATABASE_NOW, millisecondsInterval } from "./suspect-runs.js";
 
 export async function quarantine(
   db: SqlDatabase,
   lease: Lease,
   now: Date,
   reason: string,
+  decision?: QuarantineDecision,
 ): Promise<FencedWrite> {
   return await fencedUpdate(
     db,
@@ -27,10 +31,30 @@ export async function quarantine(
     now,
     (p) =>
       `quarantined_at = ${p.time(now)}, last_error = ${p.text(reason.slice(0, MAX_ERROR_LENGTH))},
-       ${RELEASE_LEASE}`,
-    () => "quarantined_at IS NULL",
+       quarantine_retry_at = ${
+         decision?.cooldownMs == null
+           ? "NULL"
+           : `${DATABASE_NOW} + ${millisecondsInterval(p, decision.cooldownMs)}`
+       }, ${RELEASE_LEASE}`,
+    (p) =>
+      "quarantined_at IS NULL" +
+      (decision === undefined
+        ? ""
+        : ` AND attempts = ${p.int(decision.attempts)} AND suspect_failures = ${p.int(decision.suspectFailures)}`),
   );
 }
+
+/**
+ * RELEASABLE: quarantined, or lifted by its cool-down with its run of
+ * failures not yet ended (one more suspect failure would quarantine it
+ * again): an operator's release is a fresh start either way, whichever of
+ * the two statements lands first.
+ */
+const RELEASABLE = "(quarantined_at IS NOT NULL OR quarantine_retries > 0)";
+
+/** What a release sets: a fresh start (the failure run, its retries and its backoff reset). */
+const RELEASED = `quarantined_at = NULL, quarantine_retry_at = NULL, ${PROGRESS},
+            outage_deferrals = 0, retry_at = NULL, enqueued_at = NULL`;
 
 export async function releaseQuarantine(
   db: SqlDatabase,
@@ -40,10 +64,8 @@ export async function releaseQuarantine(
   const p = new SqlParams();
   const { rows } = await db.write<MetadataRow>(
     `UPDATE ${METADATA_TABLE}
-        SET quarantined_at = NULL, attempts = 0, outage_deferrals = 0, retry_at = NULL, failed_at = NULL,
-            enqueued_at = NULL,
-            updated_at = ${p.time(now)}
-      WHERE ${BUCKET(p, id)} AND quarantined_at IS NOT NULL
+        SET ${RELEASED}, updated_at = ${p.time(now)}
+      WHERE ${BUCKET(p, id)} AND ${RELEASABLE}
   RETURNING ${METADATA_COLUMNS}`,
     p.values,
     "releaseQuarantine",
@@ -59,8 +81,7 @@ export async function releaseQuarantines(
 ): Promise<BucketMetadata[]> {
   const p = new SqlParams();
   const where =
-    "quarantined_at IS NOT NULL" +
-    (scope.tableId === undefined ? "" : ` AND table_id = ${p.text(scope.tableId)}`);
+    RELEASABLE + (scope.tableId === undefined ? "" : ` AND table_id = ${p.text(scope.tableId)}`);
   const { rows } = options.dryRun
     ? await db.query<MetadataRow>(
         `SELECT ${METADATA_COLUMNS} FROM ${METADATA_TABLE} WHERE ${where}`,
@@ -68,9 +89,7 @@ export async function releaseQuarantines(
       )
     : await db.write<MetadataRow>(
         `UPDATE ${METADATA_TABLE}
-            SET quarantined_at = NULL, attempts = 0, outage_deferrals = 0, retry_at = NULL, failed_at = NULL,
-                enqueued_at = NULL,
-                updated_at = ${p.time(now)}
+            SET ${RELEASED}, updated_at = ${p.time(now)}
           WHERE ${where}
       RETURNING ${METADATA_COLUMNS}`,
         p.values,

@@ -22,7 +22,14 @@ import {
   leaseLost,
   lockUnderFence,
 } from "./fenced-update.js";
-import { BUCKET, LIVE_LEASE, NO_LIVE_LEASE, RELEASE_LEASE, RESTORE_FENCE } from "./fences.js";
+import {
+  BUCKET,
+  LIVE_LEASE,
+  NO_LIVE_LEASE,
+  PROGRESS,
+  RELEASE_LEASE,
+  RESTORE_FENCE,
+} from "./fences.js";
 import { SqlParams } from "./params.js";
 import { deleteParts } from "./parts.js";
 import {
@@ -111,8 +118,8 @@ export async function finishRestore(
               payload_rows = NULL, payload_bytes = NULL, payload_parts = NULL,
               manifest_key = NULL, hot_deleted = false, restore_started_at = NULL,
               restore_hold_ms = NULL,
-              dereferenced_at = ${p.time(now)}, attempts = 0, outage_deferrals = 0,
-              quarantined_at = NULL, retry_at = ${p.time(retryAt)}, last_error = NULL,
+              dereferenced_at = ${p.time(now)}, ${PROGRESS}, outage_deferrals = 0,
+              quarantined_at = NULL, quarantine_retry_at = NULL, retry_at = ${p.time(retryAt)}, last_error = NULL,
               verified_at = NULL, corrupt_at = NULL, corrupt_problem = NULL,
               enqueued_at = NULL, ${RELEASE_LEASE}, updated_at = ${p.time(now)}
         WHERE ${BUCKET(p, id)} AND ${LIVE_LEASE(p, lease, now)}

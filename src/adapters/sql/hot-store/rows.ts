@@ -17,6 +17,7 @@ import type {
   ExportTotals,
   RecordedPhase,
 } from "../../../ports/hot-store.js";
+import type { SuspectKind, SuspectRun } from "../../../ports/failure-runs.js";
 
 /** Copy driver bytes (a pooled Buffer from pg, a Uint8Array from PGlite) into a plain Uint8Array. */
 export function toBytes(value: Uint8Array): Uint8Array {
@@ -83,6 +84,12 @@ export const METADATA_COLUMNS = [
   "corrupt_problem",
   "corrupt_marks",
   "failed_at",
+  "suspect_since",
+  "suspect_at",
+  "suspect_failures",
+  "suspect_kind",
+  "quarantine_retry_at",
+  "quarantine_retries",
   "expiry_started_at",
   "expiry_blocked_since",
   "expired_at",
@@ -123,6 +130,12 @@ export interface MetadataRow extends BucketKeyRow {
   corrupt_problem: string | null;
   corrupt_marks: string | number;
   failed_at: string | null;
+  suspect_since: string | null;
+  suspect_at: string | null;
+  suspect_failures: string | number;
+  suspect_kind: string | null;
+  quarantine_retry_at: string | null;
+  quarantine_retries: string | number;
   expiry_started_at: string | null;
   expiry_blocked_since: string | null;
   expired_at: string | null;
@@ -170,6 +183,18 @@ function exportTotalsOf(row: MetadataRow): ExportTotals | null {
   };
 }
 
+/** The bucket's run of suspect failures, or null when none is running (no failure recorded since progress). */
+function suspectRunOf(row: MetadataRow): SuspectRun | null {
+  if (row.suspect_since === null || row.suspect_at === null || row.suspect_kind === null)
+    return null;
+  return {
+    since: sqlDate(row.suspect_since),
+    lastAt: sqlDate(row.suspect_at),
+    failures: Number(row.suspect_failures),
+    kind: row.suspect_kind as SuspectKind,
+  };
+}
+
 export interface CandidateRow extends BucketKeyRow {
   kind: string;
   state: string;
@@ -200,6 +225,9 @@ export function toMetadata(row: MetadataRow): BucketMetadata {
     restoreHoldMs: row.restore_hold_ms === null ? null : Number(row.restore_hold_ms),
     dereferencedAt: sqlDateOrNull(row.dereferenced_at),
     quarantinedAt: sqlDateOrNull(row.quarantined_at),
+    quarantineRetryAt: sqlDateOrNull(row.quarantine_retry_at),
+    quarantineRetries: Number(row.quarantine_retries),
+    suspect: suspectRunOf(row),
     verifiedAt: sqlDateOrNull(row.verified_at),
     corruption:
       row.corrupt_at === null

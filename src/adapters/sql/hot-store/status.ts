@@ -113,6 +113,7 @@ export async function statusReport(
       state: m.state,
       attempts: m.attempts,
       quarantinedAt: m.quarantinedAt!,
+      retryAt: m.quarantineRetryAt,
       lastError: m.lastError,
     })),
     leased: leased
