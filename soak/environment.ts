@@ -100,6 +100,9 @@ export async function prepareEnvironment(
     AWS_ACCESS_KEY_ID: credentials.accessKeyId,
     AWS_SECRET_ACCESS_KEY: credentials.secretAccessKey,
     PULPITUM_S3_FORCE_PATH_STYLE: "true",
+    // One emulator, reached directly and through the fault and catalog-delay proxies at other
+    // URLs: named once, so every process's archive identity names the same service.
+    PULPITUM_S3_SERVICE: "soak-emulator",
     PULPITUM_LOG: "debug",
   });
 

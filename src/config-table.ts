@@ -216,6 +216,11 @@ export const CONFIG = {
     default: "true when `AWS_ENDPOINT_URL` is set",
     rule: "`true` or `false`",
   },
+  s3Service: {
+    name: "PULPITUM_S3_SERVICE",
+    default: "the S3 endpoint; with none, AWS (the partition of `AWS_REGION`)",
+    rule: "1-63 lowercase letters, digits, `.` or `-`, with an `s3://` archive only; names the service in the archive's identity instead of the endpoint: set the same in every process reaching one service by different URLs (a proxy, two host names); `aws`, `aws-cn`, `aws-us-gov` name AWS",
+  },
   workQueueUrl: {
     name: "PULPITUM_WORK_QUEUE_URL",
     default: "none (in-process queue)",

@@ -9,6 +9,7 @@ import {
   type CutoffPolicy,
 } from "./domain/cutoff.js";
 import { MAX_PREFIX_BYTES } from "./domain/object-keys.js";
+import { S3_SERVICE_NAME } from "./domain/archive-identity.js";
 import { parseRfc3339Micros } from "./domain/time.js";
 import type { ArchiveFormat } from "./domain/table.js";
 import {
@@ -44,6 +45,10 @@ export type ArchiveLocation =
       readonly prefix: string;
       readonly forcePathStyle: boolean;
       readonly endpoint: string | undefined;
+      /** AWS_REGION or AWS_DEFAULT_REGION: the S3 client's region (us-east-1 when undefined). */
+      readonly region?: string;
+      /** PULPITUM_S3_SERVICE: names the service in the archive's identity (domain/archive-identity.ts). */
+      readonly service?: string;
     }
   | { readonly kind: "file"; readonly root: string; readonly prefix: string };
 
@@ -280,7 +285,11 @@ function storesOf(
   cwd: string,
 ): { database: DatabaseLocation; archive: ArchiveLocation } {
   const { bad, raw } = read;
-  const endpoint = raw("AWS_ENDPOINT_URL_S3") ?? raw("AWS_ENDPOINT_URL");
+  const endpointVariable =
+    raw("AWS_ENDPOINT_URL_S3") !== undefined ? "AWS_ENDPOINT_URL_S3" : "AWS_ENDPOINT_URL";
+  const endpoint = raw(endpointVariable);
+  const region = raw("AWS_REGION") ?? raw("AWS_DEFAULT_REGION");
+  const service = raw(CONFIG.s3Service.name);
   let forcePathStyle = endpoint !== undefined;
   const pathStyleText = raw("PULPITUM_S3_FORCE_PATH_STYLE");
   if (pathStyleText !== undefined) {
@@ -309,9 +318,21 @@ function storesOf(
     }
   }
   if (archiveText !== undefined) {
-    const parsed = parseArchiveUrl(archiveText, { forcePathStyle, endpoint });
+    const parsed = parseArchiveUrl(archiveText, { forcePathStyle, endpoint, region, service });
     if (typeof parsed === "string") bad("PULPITUM_ARCHIVE_URL", archiveText, parsed);
     else archive = parsed;
+  }
+  if (archive.kind === "s3" && endpoint !== undefined && !isHttpUrl(endpoint))
+    bad(endpointVariable, endpoint, "an http:// or https:// URL, such as http://127.0.0.1:4566");
+  if (service !== undefined) {
+    if (archive.kind !== "s3")
+      bad(CONFIG.s3Service.name, service, "set only with an s3:// PULPITUM_ARCHIVE_URL");
+    else if (!S3_SERVICE_NAME.test(service))
+      bad(
+        CONFIG.s3Service.name,
+        service,
+        "a name of 1-63 lowercase letters, digits, '.' or '-', starting and ending with a letter or digit, such as minio-prod",
+      );
   }
   if ((databaseText === undefined) !== (archiveText === undefined)) {
     const missing = databaseText === undefined ? "DATABASE_URL" : "PULPITUM_ARCHIVE_URL";
@@ -343,7 +364,12 @@ function databaseTlsOf(read: ConfigReader, cwd: string): DatabaseTlsOptions {
 /** Parse `s3://bucket/prefix` or `file:///absolute/path`; a string is the accepted form on failure. */
 export function parseArchiveUrl(
   text: string,
-  s3: { forcePathStyle: boolean; endpoint: string | undefined },
+  s3: {
+    forcePathStyle: boolean;
+    endpoint: string | undefined;
+    region?: string | undefined;
+    service?: string | undefined;
+  },
 ): ArchiveLocation | string {
   const accepted = "s3://bucket[/prefix] or file:///absolute/path";
   if (text.startsWith("s3://")) {
@@ -366,6 +392,8 @@ export function parseArchiveUrl(
       prefix,
       forcePathStyle: s3.forcePathStyle,
       endpoint: s3.endpoint,
+      region: s3.region,
+      service: s3.service,
     };
   }
   if (text.startsWith("file://")) {
@@ -393,7 +421,7 @@ function isUrl(text: string): boolean {
   }
 }
 
-/** SQS queue URLs are http(s); an ARN or a bare queue name parses as a URL but is not one. */
+/** Endpoint and SQS queue URLs are http(s); an ARN or a bare queue name parses as a URL but is not one. */
 function isHttpUrl(text: string): boolean {
   try {
     const url = new URL(text);

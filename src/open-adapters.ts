@@ -30,6 +30,7 @@ import { requireArchiveBinding, type ArchiveInUse } from "./usecases/archive-bin
 import {
   EMBEDDED_ARCHIVE,
   fileArchiveIdentity,
+  legacyS3ArchiveIdentity,
   s3ArchiveIdentity,
 } from "./domain/archive-identity.js";
 import { DatabaseUnreachableError } from "./adapters/sql/connection-error.js";
@@ -271,13 +272,22 @@ export function archiveInUse(config: PulpitumConfig): ArchiveInUse {
   const prefix = archive.prefix;
   if (archive.kind === "s3")
     return {
-      identity: s3ArchiveIdentity(archive.bucket, prefix),
-      source: "PULPITUM_ARCHIVE_URL",
+      identity: s3ArchiveIdentity(archive.bucket, prefix, archive),
+      legacyIdentity: legacyS3ArchiveIdentity(archive.bucket, prefix),
+      source: `PULPITUM_ARCHIVE_URL ${s3ServiceSource(archive)}`,
       prefix,
     };
   if (config.database.kind === "pglite" && archive.root === path.join(config.home, "archive"))
     return { identity: EMBEDDED_ARCHIVE, source: "PULPITUM_HOME", prefix };
   return { identity: fileArchiveIdentity(archive.root), source: "PULPITUM_ARCHIVE_URL", prefix };
+}
+
+/** Which settings named the S3 service of an archive's identity, for refusals. */
+function s3ServiceSource(archive: Extract<PulpitumConfig["archive"], { kind: "s3" }>): string {
+  if (archive.service !== undefined) return "(on the S3 service PULPITUM_S3_SERVICE names)";
+  if (archive.endpoint !== undefined)
+    return "(on the S3 service of AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL)";
+  return "(on AWS, in the partition of AWS_REGION)";
 }
 
 /**
@@ -324,7 +334,7 @@ export function openArchiveStore(config: PulpitumConfig): ObjectStore {
     const { S3ObjectStore } = await import("./adapters/object-store/s3.js");
     return new S3ObjectStore({
       bucket: archive.bucket,
-      region: process.env.AWS_REGION ?? process.env.AWS_DEFAULT_REGION,
+      region: archive.region,
       endpoint: archive.endpoint,
       forcePathStyle: archive.forcePathStyle,
       timeouts: s3Timeouts(config),

@@ -48,4 +48,3 @@ export interface ClaimCutoff {
   /** The table's policy version the cutoff was computed from; absent: any (a table the caller did not read). */
   readonly policyVersion?: number;
 }
-

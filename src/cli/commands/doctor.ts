@@ -360,7 +360,10 @@ async function bindingCheck(
       detail:
         bound === null
           ? `no archive recorded yet; the first command that archives records ${archive.identity}`
-          : `the database belongs to ${bound.archive} (recorded ${bound.boundAt.toISOString()})`,
+          : bound.archive === archive.identity
+            ? `the database belongs to ${bound.archive} (recorded ${bound.boundAt.toISOString()})`
+            : `the database belongs to ${bound.archive} (recorded ${bound.boundAt.toISOString()} without its S3 service; ` +
+              `this archive holds its manifests, and the next command that may write the binding records it as ${archive.identity})`,
     };
   } catch (error) {
     return {

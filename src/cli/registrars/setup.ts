@@ -40,11 +40,11 @@ export function registerRebindArchive(program: Command): void {
   program
     .command("rebind-archive")
     .description(
-      "record that this database's archive is now the one PULPITUM_ARCHIVE_URL names (after copying or moving it whole); refused unless the database belongs to --from and the new archive holds its manifests",
+      "record that this database's archive is now the one PULPITUM_ARCHIVE_URL names (after copying or moving it whole, or naming its S3 service with PULPITUM_S3_SERVICE); refused (exit 3) unless the database belongs to --from, even when it belongs to the new archive already, and unless the new archive holds its manifests; with --from naming the new archive itself, changes nothing",
     )
     .requiredOption(
       "--from <archive>",
-      "the archive the database belongs to now, as refusals name it (s3://bucket/prefix, file:///path or embedded)",
+      "the archive the database belongs to now, exactly as refusals and `pulpitum doctor` name it (arn:aws:s3:::bucket/prefix, http://endpoint/bucket/prefix, name:s3://bucket/prefix, s3://bucket/prefix for a binding recorded without its service, file:///path or embedded)",
     )
     .option("--yes", "confirm: every command then uses the new archive")
     .option("--json", "print the result as JSON")
