@@ -1,43 +1,27 @@
 /**
- * The fleet bench's economics (issue 42 §3): what a bucket costs in
- * requests, invocations and worker time, what a million buckets cost at list
- * prices, how long a 36-million-bucket backfill takes on the default and the
- * tuned stack, and how much worker time discovery leaves idle.
+ * The fleet bench's economics (issues 42 and 52): what a million small
+ * buckets cost (the variable cost), what a stack costs each month whatever
+ * it archives (the fixed cost), and how long a 36-million-bucket backfill
+ * takes, on the default and the tuned stack.
  *
- * Every figure is computed from what the fleet run measured (requests
- * counted as the SDK sends them, test/support/aws-requests.ts; phase wall
- * time on a warm worker) and from the two stacks' synthesized templates
- * (the worker's memory and its event source's maximum concurrency), never
- * written by hand.
+ * Every input is counted or modelled by the fleet run (bench/fleet-model.ts)
+ * or read from the two stacks' synthesized templates (the worker's memory,
+ * architecture, concurrency and batch, discovery's memory and schedule, the
+ * alarms, dashboards, secrets, keys and interface endpoints), never written
+ * by hand; the prices are bench/fleet-prices.ts's.
+ *
+ * The stacks are synthesized in a VPC of two Availability Zones with the
+ * default route to AWS services (interface endpoints): the deployment the
+ * stack asks for unless the database is acknowledged public.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { CreateQueueCommand, SendMessageBatchCommand, type SQSClient } from "@aws-sdk/client-sqs";
-import type { Context, SQSEvent } from "aws-lambda";
-import type { BucketId } from "../src/domain/bucket.js";
-import type { HotStore } from "../src/ports/hot-store.js";
-import { encodeWorkMessage } from "../src/ports/work-queue.js";
-import { deliverToWorker } from "../test/support/lambda-invocation.js";
+import type { SQSClient } from "@aws-sdk/client-sqs";
 import { OTHER_CONTAINERS } from "../infra/settings.js";
+import { PRICES, lambdaPerGbSecond, xrayTracesPerSecond } from "./fleet-prices.js";
 
-/**
- * us-east-1 list prices, as read on 2026-12-05 (the prices issue 42 states):
- * S3 Standard requests, Lambda (x86 duration; arm64 is 20% less), SQS
- * standard queue requests (each 64 KB chunk of a request), CloudWatch Logs
- * standard ingestion.
- */
-export const PRICES = {
-  date: "2026-12-05",
-  s3PutClassPer1000: 0.005,
-  s3GetClassPer1000: 0.0004,
-  lambdaPerGbSecond: 0.0000166667,
-  lambdaPerMillionRequests: 0.2,
-  sqsPerMillionRequests: 0.4,
-  logsPerGbIngested: 0.5,
-} as const;
-
-/** The two stacks whose capacity the backfill figures use (docs/serverless.md's settings). */
+/** The two stacks whose figures the bench reports (docs/serverless.md's settings). */
 export const STACKS = {
   default: {},
   tuned: {
@@ -48,13 +32,45 @@ export const STACKS = {
   },
 } as const;
 
+/** A VPC of two zones (placeholder ids): the functions in two subnets, interface endpoints in each. */
+const NETWORK_CONTEXT = {
+  "pulpitum:vpcId": "vpc-0fee1e7000000000a",
+  "pulpitum:subnetIds": "subnet-0fee1e7000000000a,subnet-0fee1e7000000000b",
+  "pulpitum:securityGroupId": "sg-0fee1e7000000000a",
+  "pulpitum:availabilityZones": "us-east-1a,us-east-1b",
+  "pulpitum:routeTableIds": "rtb-0fee1e7000000000a,rtb-0fee1e7000000000b",
+};
+
 export interface StackCapacity {
   /** The worker event source mapping's ScalingConfig.MaximumConcurrency. */
   readonly workerConcurrency: number;
   readonly workerMemoryMb: number;
+  readonly workerArchitecture: string;
   readonly workerBatchSize: number;
+  readonly workerBatchingWindowSeconds: number;
   /** (workerMaxConcurrency + OTHER_CONTAINERS) × databasePoolMax, the ceiling synth checks against the budget. */
   readonly databaseConnections: number;
+  readonly databasePoolMax: number;
+  readonly discoveryMemoryMb: number;
+  readonly discoveryTargetDepth: number;
+  readonly scheduleSeconds: number;
+}
+
+/** What the template holds that is billed by the month. */
+export interface StackInventory {
+  /** Metrics the alarms evaluate (one for a plain alarm, each MetricStat of a metric-math one). */
+  readonly alarmMetrics: number;
+  readonly dashboards: number;
+  readonly secrets: number;
+  readonly kmsKeys: number;
+  /** Interface endpoints × their subnets (one per zone). */
+  readonly interfaceEndpointZones: number;
+  readonly zones: number;
+}
+
+export interface SynthesizedStack {
+  readonly capacity: StackCapacity;
+  readonly inventory: StackInventory;
 }
 
 interface CfnResource {
@@ -62,10 +78,24 @@ interface CfnResource {
   readonly Properties?: Record<string, unknown>;
 }
 
-/** Synthesize the stack with `context` (bundling skipped) and read the worker's capacity from its template. */
-export async function synthesizedCapacity(
+const described = (resources: CfnResource[], prefix: string) =>
+  resources.find(
+    (r) =>
+      r.Type === "AWS::Lambda::Function" &&
+      String(r.Properties?.Description ?? "").startsWith(prefix),
+  );
+
+const rateSeconds = (expression: string): number => {
+  const m = /^rate\((\d+) (minute|minutes|hour|hours|day|days)\)$/.exec(expression);
+  if (m === null) throw new Error(`unexpected schedule expression ${expression}`);
+  const unit = m[2]!.startsWith("minute") ? 60 : m[2]!.startsWith("hour") ? 3600 : 86_400;
+  return Number(m[1]) * unit;
+};
+
+/** Synthesize the stack with `context` (bundling skipped, in the two-zone VPC) and read its capacity and inventory. */
+export async function synthesizedStack(
   context: Readonly<Record<string, unknown>>,
-): Promise<StackCapacity> {
+): Promise<SynthesizedStack> {
   const { App } = await import("aws-cdk-lib");
   const { stackPropsFrom } = await import("../infra/app-props.js");
   const { ArchiverStack } = await import("../infra/archiver-stack.js");
@@ -73,11 +103,7 @@ export async function synthesizedCapacity(
   try {
     const app = new App({
       outdir,
-      context: {
-        "aws:cdk:bundling-stacks": [],
-        "pulpitum:databasePublic": "acknowledged",
-        ...context,
-      },
+      context: { "aws:cdk:bundling-stacks": [], ...NETWORK_CONTEXT, ...context },
     });
     const { stackName, props } = stackPropsFrom((key) => app.node.tryGetContext(key), {});
     const stack = new ArchiverStack(app, stackName, props);
@@ -85,29 +111,58 @@ export async function synthesizedCapacity(
       Resources: Record<string, CfnResource>;
     };
     const resources = Object.values(template.Resources);
-    const worker = resources.find(
-      (r) =>
-        r.Type === "AWS::Lambda::Function" &&
-        String(r.Properties?.Description ?? "").startsWith("Pulpitum worker"),
-    );
+    const worker = described(resources, "Pulpitum worker");
+    const discovery = described(resources, "Pulpitum discovery");
     const mapping = resources.find((r) => r.Type === "AWS::Lambda::EventSourceMapping");
+    const schedule = resources.find(
+      (r) =>
+        r.Type === "AWS::Events::Rule" &&
+        /minute/.test(String(r.Properties?.ScheduleExpression ?? "")),
+    );
     const concurrency = (mapping?.Properties?.ScalingConfig as { MaximumConcurrency?: number })
       ?.MaximumConcurrency;
-    const memory = worker?.Properties?.MemorySize as number | undefined;
-    const batch = mapping?.Properties?.BatchSize as number | undefined;
-    if (concurrency === undefined || memory === undefined || batch === undefined)
-      throw new Error("the synthesized template has no worker function with a scaled SQS source");
-    const poolMax = Number(
-      (worker!.Properties?.Environment as { Variables?: Record<string, string> } | undefined)
-        ?.Variables?.PULPITUM_DB_POOL_MAX,
-    );
-    if (!Number.isInteger(poolMax)) throw new Error("the worker has no PULPITUM_DB_POOL_MAX");
-    return {
+    const variables = (fn: CfnResource | undefined) =>
+      (fn?.Properties?.Environment as { Variables?: Record<string, string> } | undefined)
+        ?.Variables ?? {};
+    const poolMax = Number(variables(worker).PULPITUM_DB_POOL_MAX);
+    if (
+      worker === undefined ||
+      discovery === undefined ||
+      concurrency === undefined ||
+      schedule === undefined ||
+      !Number.isInteger(poolMax)
+    )
+      throw new Error(
+        "the synthesized template lacks the worker (with PULPITUM_DB_POOL_MAX and a scaled SQS source), discovery or its schedule",
+      );
+    const capacity: StackCapacity = {
       workerConcurrency: concurrency,
-      workerMemoryMb: memory,
-      workerBatchSize: batch,
+      workerMemoryMb: worker.Properties!.MemorySize as number,
+      workerArchitecture: ((worker.Properties!.Architectures as string[]) ?? ["x86_64"])[0]!,
+      workerBatchSize: mapping!.Properties!.BatchSize as number,
+      workerBatchingWindowSeconds:
+        (mapping!.Properties!.MaximumBatchingWindowInSeconds as number | undefined) ?? 0,
       databaseConnections: (concurrency + OTHER_CONTAINERS) * poolMax,
+      databasePoolMax: poolMax,
+      discoveryMemoryMb: discovery.Properties!.MemorySize as number,
+      discoveryTargetDepth: Number(variables(discovery).ARCHIVER_DISCOVERY_TARGET_DEPTH),
+      scheduleSeconds: rateSeconds(String(schedule.Properties!.ScheduleExpression)),
     };
+    const of = (type: string) => resources.filter((r) => r.Type === type);
+    const inventory: StackInventory = {
+      alarmMetrics: of("AWS::CloudWatch::Alarm").reduce((n, alarm) => {
+        const metrics = alarm.Properties?.Metrics as Array<{ MetricStat?: unknown }> | undefined;
+        return n + (metrics === undefined ? 1 : metrics.filter((m) => m.MetricStat).length);
+      }, 0),
+      dashboards: of("AWS::CloudWatch::Dashboard").length,
+      secrets: of("AWS::SecretsManager::Secret").length,
+      kmsKeys: of("AWS::KMS::Key").length,
+      interfaceEndpointZones: of("AWS::EC2::VPCEndpoint")
+        .filter((e) => e.Properties?.VpcEndpointType === "Interface")
+        .reduce((n, e) => n + ((e.Properties?.SubnetIds as unknown[]) ?? []).length, 0),
+      zones: NETWORK_CONTEXT["pulpitum:availabilityZones"].split(",").length,
+    };
+    return { capacity, inventory };
   } finally {
     rmSync(outdir, { recursive: true, force: true });
   }
@@ -144,157 +199,182 @@ export class IdleMeter {
   }
 }
 
-export interface MeasuredBucketCosts {
+/** What the fleet run counted and modelled, per small bucket unless named otherwise. */
+export interface FleetMeasures {
   readonly s3PutClass: number;
   readonly s3GetClass: number;
-  readonly sqsRequests: number;
-  readonly invocations: number;
+  /** The worker containers' and the event source's SQS requests. */
+  readonly sqsWorker: number;
+  /** Discovery's sends. */
+  readonly sqsDiscoverySends: number;
+  /** Discovery's depth reads per second it runs (it runs for the whole backlog). */
+  readonly discoveryDepthReadsPerSecond: number;
+  /** Secrets Manager calls per second a worker container is warm. */
+  readonly secretsCallsPerContainerSecond: number;
+  readonly workerInvocations: number;
+  /** Modelled worker seconds, cold starts and reruns included. */
   readonly workerSeconds: number;
-  readonly logBytes: number;
+  /** Bytes the worker containers wrote to CloudWatch Logs. */
+  readonly workerLogBytes: number;
+  /** Bytes discovery writes per second it runs. */
+  readonly discoveryLogBytesPerSecond: number;
+  /** Bytes stored in the archive (every PUT's body). */
+  readonly storedBytes: number;
   readonly idleFraction: number;
-}
-
-export interface Economics {
-  readonly cost_usd_per_million_buckets: number;
-  readonly cost_breakdown_usd_per_million: Record<"s3" | "lambda" | "sqs" | "logs", number>;
-  readonly backfill_days_36m_default: number;
-  readonly backfill_days_36m_tuned: number;
+  /** Discovery's modelled admission, buckets per second. */
+  readonly admissionPerS: number;
+  /** Distinct CloudWatch metrics the functions' EMF documents define. */
+  readonly customMetrics: number;
+  /** A discovery run with nothing to admit: modelled seconds, SQS requests, log bytes. */
+  readonly idleDiscoveryRun: {
+    readonly seconds: number;
+    readonly sqs: number;
+    readonly logBytes: number;
+  };
 }
 
 const round = (x: number, digits: number) => Number(x.toFixed(digits));
 
-/** Days to archive `buckets` with `concurrency` workers busy (1 - idle) of the time. */
-export function backfillDays(
-  buckets: number,
-  perBucket: MeasuredBucketCosts,
-  capacity: StackCapacity,
-): number {
-  const busy = Math.max(0.01, 1 - perBucket.idleFraction);
-  return (buckets * perBucket.workerSeconds) / (capacity.workerConcurrency * busy) / 86_400;
+/** A stack's drain under the model: buckets per second, and what bounds it. */
+export function drainOf(
+  m: FleetMeasures,
+  c: StackCapacity,
+): { perSecond: number; bound: "workers" | "discovery" } {
+  const workers = (c.workerConcurrency * Math.max(0.01, 1 - m.idleFraction)) / m.workerSeconds;
+  return workers <= m.admissionPerS
+    ? { perSecond: workers, bound: "workers" }
+    : { perSecond: m.admissionPerS, bound: "discovery" };
 }
 
-export function economicsOf(
-  perBucket: MeasuredBucketCosts,
-  stacks: { default: StackCapacity; tuned: StackCapacity },
-): Economics {
-  const million = 1_000_000;
-  const s3 =
-    (million *
-      (perBucket.s3PutClass * PRICES.s3PutClassPer1000 +
-        perBucket.s3GetClass * PRICES.s3GetClassPer1000)) /
-    1000;
-  const lambda =
-    million *
-      perBucket.workerSeconds *
-      (stacks.default.workerMemoryMb / 1024) *
-      PRICES.lambdaPerGbSecond +
-    perBucket.invocations * PRICES.lambdaPerMillionRequests;
-  const sqs = perBucket.sqsRequests * PRICES.sqsPerMillionRequests;
-  const logs = ((million * perBucket.logBytes) / 1e9) * PRICES.logsPerGbIngested;
+/** SQS requests per bucket on stack `c`: discovery's depth reads over the backlog's modelled length. */
+export function sqsRequestsPerBucket(m: FleetMeasures, c: StackCapacity): number {
+  return (
+    m.sqsWorker + m.sqsDiscoverySends + m.discoveryDepthReadsPerSecond / drainOf(m, c).perSecond
+  );
+}
+
+export type VariableCost = Record<
+  "s3" | "lambda_worker" | "lambda_discovery" | "sqs" | "logs" | "xray" | "secrets",
+  number
+>;
+
+/** USD per million small buckets archived on stack `c` during a backlog, by service. */
+export function variableCost(m: FleetMeasures, c: StackCapacity): VariableCost {
+  const million = 1e6;
+  const drain = drainOf(m, c).perSecond;
+  const backlogSeconds = 1 / drain;
+  const perGbS = lambdaPerGbSecond(c.workerArchitecture);
+  const discoveryInvocations = backlogSeconds / c.scheduleSeconds;
+  const lambdaRequest = PRICES.lambdaPerMillionRequests / million;
+  const traces = xrayTracesPerSecond(m.workerInvocations * drain) / drain + discoveryInvocations;
+  const logBytes =
+    m.workerLogBytes +
+    m.discoveryLogBytesPerSecond * backlogSeconds +
+    PRICES.lambdaPlatformLogBytesPerInvocation * (m.workerInvocations + discoveryInvocations);
   return {
-    cost_usd_per_million_buckets: round(s3 + lambda + sqs + logs, 2),
-    cost_breakdown_usd_per_million: {
-      s3: round(s3, 2),
-      lambda: round(lambda, 2),
-      sqs: round(sqs, 2),
-      logs: round(logs, 2),
-    },
-    backfill_days_36m_default: round(backfillDays(36e6, perBucket, stacks.default), 2),
-    backfill_days_36m_tuned: round(backfillDays(36e6, perBucket, stacks.tuned), 2),
+    s3:
+      (million *
+        (m.s3PutClass * PRICES.s3PutClassPer1000 + m.s3GetClass * PRICES.s3GetClassPer1000)) /
+      1000,
+    lambda_worker:
+      million *
+      (m.workerSeconds * (c.workerMemoryMb / 1024) * perGbS + m.workerInvocations * lambdaRequest),
+    lambda_discovery:
+      million *
+      (backlogSeconds * (c.discoveryMemoryMb / 1024) * perGbS +
+        discoveryInvocations * lambdaRequest),
+    sqs: sqsRequestsPerBucket(m, c) * PRICES.sqsPerMillionRequests,
+    logs: ((million * logBytes) / 1e9) * PRICES.logsPerGbIngested,
+    xray: traces * PRICES.xrayPerMillionTraces,
+    secrets:
+      (million *
+        m.secretsCallsPerContainerSecond *
+        c.workerConcurrency *
+        backlogSeconds *
+        PRICES.secretsPer10000Calls) /
+      10_000,
   };
 }
 
-const PHASES = ["claim", "export", "seal", "publish", "cleanup"] as const;
+export type FixedCost = Record<
+  | "alarms"
+  | "dashboard"
+  | "metrics"
+  | "secrets"
+  | "kms_keys"
+  | "interface_endpoints"
+  | "discovery_schedule"
+  | "idle_queue_polling",
+  number
+>;
 
-export interface WarmSample {
-  /** Summed handler wall time of each sampled batch's phases over its buckets, seconds per bucket. */
-  readonly bucketSeconds: number[];
-  /** The buckets of the sampled batches. */
-  readonly buckets: number;
-  /** Each phase's handler wall time per bucket, milliseconds, by phase. */
-  readonly phaseMs: Record<string, number[]>;
+/** USD per month the stack costs whatever it archives (beyond its free tiers). */
+export function fixedMonthlyCost(
+  m: FleetMeasures,
+  c: StackCapacity,
+  inv: StackInventory,
+): FixedCost {
+  const hours = PRICES.hoursPerMonth;
+  const runs = (hours * 3600) / c.scheduleSeconds;
+  const idle = m.idleDiscoveryRun;
+  return {
+    alarms: inv.alarmMetrics * PRICES.alarmMetricPerMonth,
+    dashboard: inv.dashboards * PRICES.dashboardPerMonth,
+    metrics: m.customMetrics * PRICES.metricPerMonth,
+    secrets: inv.secrets * PRICES.secretPerMonth,
+    kms_keys: inv.kmsKeys * PRICES.kmsKeyPerMonth,
+    interface_endpoints: inv.interfaceEndpointZones * PRICES.interfaceEndpointPerAzHour * hours,
+    discovery_schedule:
+      runs *
+      (idle.seconds * (c.discoveryMemoryMb / 1024) * lambdaPerGbSecond(c.workerArchitecture) +
+        PRICES.lambdaPerMillionRequests / 1e6 +
+        (idle.sqs * PRICES.sqsPerMillionRequests) / 1e6 +
+        ((idle.logBytes + PRICES.lambdaPlatformLogBytesPerInvocation) / 1e9) *
+          PRICES.logsPerGbIngested),
+    idle_queue_polling:
+      (PRICES.idleQueueReceivesPerMinute * hours * 60 * PRICES.sqsPerMillionRequests) / 1e6,
+  };
 }
 
-export interface WarmSampleInput {
-  readonly sqs: SQSClient;
-  readonly hotStore: HotStore;
-  /** A worker handler whose hand-on queue is `queueName`'s (created here). */
-  readonly worker: (queueUrl: string) => (event: SQSEvent, context: Context) => Promise<unknown>;
-  /** The buckets, archived `batchSize` at a time; the first batch warms the container and is left out. */
-  readonly ids: readonly BucketId[];
-  /** Messages per invocation: the stack's `workerBatchSize`, as its event source fills batches from a backlog. */
-  readonly batchSize: number;
-  readonly lambdaContext: () => Context;
-  /** Called once the first batch warmed the container (to reset request counters). */
-  readonly afterWarmUp?: () => void;
+export interface StackEconomics {
+  readonly drain_per_s: number;
+  readonly drain_bound: "workers" | "discovery";
+  readonly backfill_days_36m: number;
+  readonly variable_usd_per_million: VariableCost;
+  readonly cost_usd_per_million_buckets: number;
+  readonly fixed_usd_per_month: FixedCost;
+  readonly monthly_fixed_usd: number;
+  /** The alternative to the interface endpoints: a NAT gateway in each zone. */
+  readonly nat_instead_of_endpoints_usd_per_month: number;
+  readonly storage_usd_per_million_buckets_per_month: number;
 }
 
-/**
- * Worker time per bucket on a warm worker with the machine to itself: one
- * container (its first batch, which warms it, left out) archives the
- * buckets `batchSize` at a time, each invocation of the real handler given
- * one phase of each bucket of the batch, as the event source mapping fills
- * batches while a backlog waits, and as a Lambda container runs with nothing
- * else on its CPU. Each invocation's wall time is what Lambda bills for it,
- * shared by the buckets of its batch.
- */
-export async function sampleWarmWorker(input: WarmSampleInput): Promise<WarmSample> {
-  const queueUrl = (
-    await input.sqs.send(
-      new CreateQueueCommand({
-        QueueName: `pulpitum-fleet-sample-${Math.random().toString(36).slice(2, 10)}`,
-      }),
-    )
-  ).QueueUrl!;
-  const worker = input.worker(queueUrl);
-  const bucketSeconds: number[] = [];
-  let buckets = 0;
-  const phaseMs: Record<string, number[]> = Object.fromEntries(PHASES.map((p) => [p, []]));
-  for (let start = 0; start < input.ids.length; start += input.batchSize) {
-    const batch = input.ids.slice(start, start + input.batchSize);
-    await input.sqs.send(
-      new SendMessageBatchCommand({
-        QueueUrl: queueUrl,
-        Entries: batch.map((id, i) => ({ Id: String(i), MessageBody: encodeWorkMessage(id) })),
-      }),
-    );
-    const times: number[] = [];
-    const finished = async () => {
-      for (const id of batch) {
-        const metadata = await input.hotStore.getBucket(id);
-        if (!(metadata?.state === "archived" && metadata.hotDeleted)) return false;
-      }
-      return true;
-    };
-    for (let round = 0; round < 50 && !(await finished()); round++) {
-      const delivery = await deliverToWorker(
-        input.sqs,
-        queueUrl,
-        async (event, context) => {
-          const started = performance.now();
-          try {
-            return await worker(event, context);
-          } finally {
-            times.push(performance.now() - started);
-          }
-        },
-        input.lambdaContext,
-        input.batchSize,
-      );
-      // A short receive splits a phase over two invocations: the batch is not sampled.
-      if (delivery.delivered !== 0 && delivery.delivered !== batch.length) times.push(Number.NaN);
-    }
-    if (start === 0) {
-      input.afterWarmUp?.();
-      continue;
-    }
-    if (times.some(Number.isNaN)) continue;
-    bucketSeconds.push(times.reduce((a, b) => a + b, 0) / 1000 / batch.length);
-    buckets += batch.length;
-    if (times.length === PHASES.length)
-      times.forEach((ms, k) => phaseMs[PHASES[k]!]!.push(ms / batch.length));
-  }
-  return { bucketSeconds, buckets, phaseMs };
+const total = (costs: Record<string, number>) => Object.values(costs).reduce((a, b) => a + b, 0);
+const rounded = <T extends Record<string, number>>(costs: T): T =>
+  Object.fromEntries(Object.entries(costs).map(([k, v]) => [k, round(v, 2)])) as T;
+
+export function stackEconomics(m: FleetMeasures, stack: SynthesizedStack): StackEconomics {
+  const { capacity: c, inventory: inv } = stack;
+  const drain = drainOf(m, c);
+  const variable = variableCost(m, c);
+  const fixed = fixedMonthlyCost(m, c, inv);
+  return {
+    drain_per_s: round(drain.perSecond, 1),
+    drain_bound: drain.bound,
+    backfill_days_36m: round(36e6 / drain.perSecond / 86_400, 2),
+    variable_usd_per_million: rounded(variable),
+    cost_usd_per_million_buckets: round(total(variable), 2),
+    fixed_usd_per_month: rounded(fixed),
+    monthly_fixed_usd: round(total(fixed), 2),
+    nat_instead_of_endpoints_usd_per_month: round(
+      inv.zones * PRICES.natGatewayPerHour * PRICES.hoursPerMonth - fixed.interface_endpoints,
+      2,
+    ),
+    storage_usd_per_million_buckets_per_month: round(
+      ((1e6 * m.storedBytes) / 1e9) * PRICES.s3StoragePerGbMonth,
+      3,
+    ),
+  };
 }
 
 export function median(values: readonly number[]): number {

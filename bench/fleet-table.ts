@@ -1,33 +1,39 @@
 /**
- * The capacity and cost table of bench/README.md, generated from
- * bench/fleet.json (issue 42 §4): `npm run fleet` rewrites it after each
- * run, and test/unit/bench/fleet-table.test.ts requires the README to hold
- * exactly the rendering of the committed fleet.json.
+ * The capacity and cost tables of bench/README.md, generated from
+ * bench/fleet.json (issues 42 and 52): `npm run fleet` rewrites them after
+ * each run, and test/unit/bench/fleet-table.test.ts requires the README to
+ * hold exactly the rendering of the committed fleet.json.
  */
 import { readFile, writeFile } from "node:fs/promises";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import prettier from "prettier";
-import type { StackCapacity } from "./fleet-economics.js";
+import type { StackCapacity, StackEconomics, StackInventory } from "./fleet-economics.js";
+import type { FleetWorkerTime } from "./fleet-figures.js";
+import type { ModelParameters } from "./fleet-model.js";
+import { PRICE_NOTES } from "./fleet-prices.js";
+
+type StackJson = { capacity: StackCapacity; inventory: StackInventory } & StackEconomics;
 
 /** What {@link renderCapacityTable} reads of bench/fleet.json. */
 export interface FleetEconomicsJson {
   readonly quick: boolean;
+  readonly buckets: number;
   readonly s3_put_class_per_bucket: number;
   readonly s3_get_class_per_bucket: number;
   readonly sqs_requests_per_bucket: number;
   readonly invocations_per_bucket: number;
   readonly worker_seconds_per_bucket: number;
+  readonly cold_start_seconds_per_bucket: number;
   readonly worker_idle_fraction: number;
-  readonly cost_usd_per_million_buckets: number;
-  readonly backfill_days_36m_default: number;
-  readonly backfill_days_36m_tuned: number;
+  readonly load_average: string;
+  readonly model: ModelParameters & { readonly cpu_share: number };
   readonly economics: {
-    readonly prices: { readonly date: string };
-    readonly cost_breakdown_usd_per_million: Record<"s3" | "lambda" | "sqs" | "logs", number>;
+    readonly prices: Record<string, number | string>;
+    readonly stacks: { readonly default: StackJson; readonly tuned: StackJson };
+    readonly worker_time: FleetWorkerTime;
     readonly log_bytes_per_bucket: number;
-    /** Absent in runs before 2026-12-06, which sampled one bucket per invocation. */
-    readonly warm_sample?: { readonly batch_size?: number };
-    readonly stacks: { readonly default: StackCapacity; readonly tuned: StackCapacity };
+    /** The buckets of the fleet run (the sample's are not). */
+    readonly fleet_buckets: number;
   };
 }
 
@@ -36,77 +42,120 @@ export const TABLE_START =
 export const TABLE_END = "<!-- fleet-capacity-table end -->";
 
 const thousands = (n: number) => Math.round(n).toLocaleString("en-US");
+const usd = (n: number) => `$${n.toFixed(2)}`;
+const parts = (costs: Record<string, number>) =>
+  Object.entries(costs)
+    .filter(([, v]) => v !== 0)
+    .map(([k, v]) => `${k.replaceAll("_", " ")} ${usd(v)}`)
+    .join(", ");
+
+/** The model's parameters, as the README states them beside the figures. */
+function modelLine(run: FleetEconomicsJson): string {
+  const m = run.model;
+  return (
+    `S3 ${m.s3LatencyMs} ms to the first byte + ${m.s3BandwidthMBps} MB/s, SQS ${m.sqsLatencyMs} ms, ` +
+    `Secrets Manager ${m.secretsLatencyMs} ms, a new AWS connection ${m.awsConnectMs} ms; database round trip ` +
+    `${m.dbRoundTripMs} ms, connection ${m.dbConnectMs} ms, commit ${m.dbCommitMs} ms; CPU share ` +
+    `${m.cpu_share} (memory ÷ ${m.lambdaMbPerVcpu} MB), Lambda vCPU speed ${m.lambdaCpuSpeed}× this machine's core`
+  );
+}
 
 /**
- * The capacity and cost table of bench/README.md, rendered from
- * bench/fleet.json: the fleet bench writes it after each run, and a test
- * requires the README to hold exactly this rendering of the committed
- * fleet.json, so no figure in it is written by hand.
+ * The tables of bench/README.md, rendered from bench/fleet.json: the fleet
+ * bench writes them after each run, and a test requires the README to hold
+ * exactly this rendering of the committed fleet.json, so no figure in them
+ * is written by hand.
  */
 export function renderCapacityTable(run: FleetEconomicsJson): string {
-  const { stacks, cost_breakdown_usd_per_million: cost } = run.economics;
-  const perHour = (c: StackCapacity) =>
-    (c.workerConcurrency * 3600 * (1 - run.worker_idle_fraction)) / run.worker_seconds_per_bucket;
+  const { default: d, tuned: t } = run.economics.stacks;
+  const w = run.economics.worker_time;
+  const per = (s: number) => `${((1000 * s) / run.economics.fleet_buckets).toFixed(0)} ms`;
   const rows: Array<[string, string, string, string]> = [
+    ["the model", modelLine(run), "the same", "`model` in fleet.json; set on the command line"],
     [
       "worker time per small bucket",
       `${run.worker_seconds_per_bucket} s`,
       "the same",
-      `measured: the five phases' handler wall time, summed, on one warm worker${run.economics.warm_sample?.batch_size === undefined ? "" : `, ${run.economics.warm_sample.batch_size} buckets per invocation`} (\`worker_seconds_per_bucket\`)`,
+      `modelled from the fleet run's ${thousands(w.invocations)} invocations: CPU ${per(w.cpuS)}, AWS requests ${per(w.awsS)}, ` +
+        `database round trips and connections ${per(w.dbS)}, the backends' CPU ${per(w.serverCpuS)}, commits ${per(w.commitS)}, ` +
+        `containers' init ${per(w.initS)} (\`worker_seconds_per_bucket\`; reruns and cold starts included)`,
     ],
     [
-      "workers (`workerMaxConcurrency`), memory",
-      `${stacks.default.workerConcurrency}, ${stacks.default.workerMemoryMb} MB`,
-      `${stacks.tuned.workerConcurrency}, ${stacks.tuned.workerMemoryMb} MB`,
-      "read from the synthesized templates (the worker's event source `MaximumConcurrency`, its `MemorySize`)",
+      "of which cold starts",
+      `${run.cold_start_seconds_per_bucket} s`,
+      "the same",
+      `each container's init and its first invocation's excess, ${d.capacity.workerConcurrency} containers for the run's buckets (\`cold_start_seconds_per_bucket\`)`,
+    ],
+    [
+      "workers (`workerMaxConcurrency`), memory, architecture",
+      `${d.capacity.workerConcurrency}, ${d.capacity.workerMemoryMb} MB, ${d.capacity.workerArchitecture}`,
+      `${t.capacity.workerConcurrency}, ${t.capacity.workerMemoryMb} MB, ${t.capacity.workerArchitecture}`,
+      "read from the synthesized templates",
     ],
     [
       "buckets per hour",
-      thousands(perHour(stacks.default)),
-      thousands(perHour(stacks.tuned)),
-      `computed: workers × 3,600 s × (1 − idle ${run.worker_idle_fraction}) ÷ worker time`,
-    ],
-    [
-      "largest backlog drained per day",
-      thousands(perHour(stacks.default) * 24),
-      thousands(perHour(stacks.tuned) * 24),
-      "computed: buckets per hour × 24",
+      `${thousands(d.drain_per_s * 3600)} (${d.drain_bound})`,
+      `${thousands(t.drain_per_s * 3600)} (${t.drain_bound})`,
+      `computed: workers × (1 − idle ${run.worker_idle_fraction}) ÷ worker time, or discovery's modelled admission where lower`,
     ],
     [
       "a 36M-bucket backfill",
-      `${run.backfill_days_36m_default} days`,
-      `${run.backfill_days_36m_tuned} days`,
+      `${d.backfill_days_36m} days`,
+      `${t.backfill_days_36m} days`,
       "computed (`backfill_days_36m_default`, `_tuned`)",
     ],
     [
       "database connections at peak",
-      String(stacks.default.databaseConnections),
-      String(stacks.tuned.databaseConnections),
-      "the ceiling synth checks, (workers + 7) × `PULPITUM_DB_POOL_MAX`, read from the templates: direct PostgreSQL connections, no pooler",
+      String(d.capacity.databaseConnections),
+      String(t.capacity.databaseConnections),
+      "the ceiling synth checks against the budget, (workers + 7) × `PULPITUM_DB_POOL_MAX`: direct connections, no pooler",
     ],
     [
       "S3 requests per bucket",
       `${run.s3_put_class_per_bucket} PUT-class, ${run.s3_get_class_per_bucket} GET-class`,
       "the same",
-      "measured: counted as the SDK sent them in the fleet run",
+      "counted by the proxy in the fleet run",
     ],
     [
       "SQS requests, invocations per bucket",
       `${run.sqs_requests_per_bucket}, ${run.invocations_per_bucket}`,
-      "the same",
-      "measured in the fleet run (batch 5, discovery every 10 s)",
+      "about the same",
+      "counted; discovery's depth reads priced over the backlog's modelled length",
     ],
     [
-      "cost per million buckets",
-      `$${run.cost_usd_per_million_buckets}`,
+      "variable cost per million small buckets",
+      usd(d.cost_usd_per_million_buckets),
+      usd(t.cost_usd_per_million_buckets),
+      `at the list prices of ${String(run.economics.prices.date)}: default ${parts(d.variable_usd_per_million)}; tuned ${parts(t.variable_usd_per_million)} (\`cost_usd_per_million_buckets\`, ${thousands(run.economics.log_bytes_per_bucket)} log bytes per bucket)`,
+    ],
+    [
+      "fixed cost per month",
+      usd(d.monthly_fixed_usd),
+      usd(t.monthly_fixed_usd),
+      `in a two-zone VPC with the stack's interface endpoints: default ${parts(d.fixed_usd_per_month)}; tuned ${parts(t.fixed_usd_per_month)} (\`monthly_fixed_usd\`, \`_tuned\`); a NAT gateway per zone instead of the endpoints adds ${usd(d.nat_instead_of_endpoints_usd_per_month)}`,
+    ],
+    [
+      "storage per million archived buckets",
+      `${usd(d.storage_usd_per_million_buckets_per_month)} a month`,
       "the same",
-      `computed at the list prices of ${run.economics.prices.date}: S3 $${cost.s3}, Lambda $${cost.lambda}, SQS $${cost.sqs}, logs $${cost.logs} (${thousands(run.economics.log_bytes_per_bucket)} bytes per bucket); storage and Lambda's own START/END/REPORT lines come on top`,
+      "the bytes the run stored (payload, manifest, catalog entry) at S3 Standard's price, every month they are kept",
     ],
   ];
+  const prices = Object.entries(PRICE_NOTES).map(
+    ([key, note]) => `| ${note} | ${String(run.economics.prices[key])} |`,
+  );
   const lines = [
+    `Run: ${run.buckets.toLocaleString("en-US")} buckets${run.quick ? " (`--quick`)" : ""}, load average at its end ${run.load_average}.`,
+    "",
     "|  | default | tuned | how known |",
     "| --- | --- | --- | --- |",
     ...rows.map((r) => `| ${r.join(" | ")} |`),
+    "",
+    `The prices (USD, ${String(run.economics.prices.region)}, list prices as of ${String(run.economics.prices.date)}; \`bench/fleet-prices.ts\`):`,
+    "",
+    "| price | USD |",
+    "| --- | --- |",
+    ...prices,
   ];
   return `${TABLE_START}\n\n${lines.join("\n")}\n\n${TABLE_END}`;
 }

@@ -1,70 +1,71 @@
 /**
- * The fleet bench: the real discovery handler on a schedule and at least 8
- * concurrent real worker handlers (each its own "container": its own
- * runtime and database pool) through an SQS event-source poller, on
- * PostgreSQL and moto (those of DATABASE_URL and AWS_ENDPOINT_URL when set,
- * else throwaway ones it starts). It seeds N buckets, runs until every one
- * is archived with its hot rows deleted, and prints and writes
- * bench/fleet.json.
+ * The fleet bench: the real discovery handler on a schedule and the real
+ * worker, as many containers as the default stack's concurrency (each a
+ * Node process of its own running the worker's esbuild bundle, its
+ * database secret read from Secrets Manager), fed by an SQS event-source
+ * poller, on PostgreSQL and moto (those of DATABASE_URL and
+ * AWS_ENDPOINT_URL when set, else throwaway ones it starts). Every AWS
+ * request and database connection passes a proxy that applies and records
+ * the modelled latency (bench/fleet-proxy.ts). It seeds N buckets, runs
+ * until every one is archived with its hot rows deleted, and prints and
+ * writes bench/fleet.json and the README's table.
  *
  *   npm run fleet              # 20,000 buckets
  *   npm run fleet -- --quick   # 2,000 buckets
+ *   npm run fleet -- --quick --s3-latency-ms 30   # the model's parameters: bench/fleet-options.ts
  *
- * Goals: discovery admits at least 20× what the workers archive per second
- * (the workers, not discovery, are the limit; discovery's rate comes from
- * the admission probe of bench/fleet-admission.ts), duplicate messages at most
- * 1% of the buckets, every bucket archived and cleaned, the DLQ empty; and
- * the economics of issue 42 (bench/fleet-economics.ts): at most 4 PUT-class
- * and 6 GET-class S3 requests per bucket, at most $25 per million buckets,
- * workers idle at most 5% of the time while buckets remain undiscovered, a
- * 36M-bucket backfill in at most 3 days on the tuned stack. The exit code is
- * 1 when a goal is missed.
+ * The figures are those of a real account under the model of
+ * bench/fleet-model.ts (counted requests, measured CPU time, modelled
+ * latency), not the wall time of this machine. The goals (issue 52 part 4)
+ * and issue 28's (discovery outpaces the workers, no duplicates, every
+ * bucket archived, the DLQ empty) are checked at the end; the exit code is
+ * 1 when one is missed.
  */
 import { randomUUID } from "node:crypto";
 import { writeFile } from "node:fs/promises";
 import os from "node:os";
 import { fileURLToPath } from "node:url";
 import { CreateBucketCommand, S3Client } from "@aws-sdk/client-s3";
+import { CreateSecretCommand, SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
 import { CreateQueueCommand, GetQueueAttributesCommand, SQSClient } from "@aws-sdk/client-sqs";
 import type { Context } from "aws-lambda";
 import pg from "pg";
 import { parseTableId } from "../src/domain/table.js";
 import { parseRfc3339Micros } from "../src/domain/time.js";
 import type { TableRecord } from "../src/domain/record.js";
-import type { HotStore } from "../src/ports/hot-store.js";
-import type { WorkItem, WorkQueue } from "../src/ports/work-queue.js";
-import { SqsEventSourcePoller } from "../test/support/sqs-poller.js";
-import { RequestCounter } from "../test/support/aws-requests.js";
-import { S3_CHECKSUM_SETTINGS } from "../src/adapters/object-store/s3.js";
 import type { BucketId } from "../src/domain/bucket.js";
+import { SqsEventSourcePoller } from "../test/support/sqs-poller.js";
+import { S3_CHECKSUM_SETTINGS } from "../src/adapters/object-store/s3.js";
+import { startMoto, startPostgres, type RunningService } from "../test/support/services.js";
 import {
   IdleMeter,
-  PRICES,
   STACKS,
-  economicsOf,
-  mean,
-  median,
-  sampleWarmWorker,
-  synthesizedCapacity,
+  sqsRequestsPerBucket,
+  stackEconomics,
+  synthesizedStack,
 } from "./fleet-economics.js";
 import { probeAdmission } from "./fleet-admission.js";
 import { writeCapacityTable } from "./fleet-table.js";
-import { startMoto, startPostgres, type RunningService } from "../test/support/services.js";
+import { parseFleetOptions } from "./fleet-options.js";
+import { FleetProxy, WorkerContainer, bundleWorker } from "./fleet-containers.js";
+import { sampleWarmWorker } from "./fleet-sample.js";
+import { phaseProfiles } from "./fleet-figures.js";
+import { fleetFigures, idleDiscoveryRun, silenceStream, type LogCounter } from "./fleet-run.js";
+import { PRICES } from "./fleet-prices.js";
 
-const QUICK = process.argv.includes("--quick");
+const OPTIONS = parseFleetOptions(process.argv.slice(2));
+const QUICK = OPTIONS.quick;
 const BUCKETS = QUICK ? 2_000 : 20_000;
 const PARTITIONS = BUCKETS / 100;
 const DAYS = 100;
 const RECORDS_PER_BUCKET = 2;
-const LANES = 8;
-const BATCH_SIZE = 5;
 const SCHEDULE_SECONDS = 10;
 const VISIBILITY_SECONDS = 60;
 const FUNCTION_TIMEOUT_MS = 30_000;
 /** Each bucket needs five phases: one message from discovery, four handed on by the workers. */
 const PHASES_PER_BUCKET = 5;
 const TABLE = parseTableId("fleet");
-/** Buckets archived a batch at a time on a warm worker before the fleet run (the first batch warms it). */
+/** Buckets archived a batch at a time by the sample container before the fleet run (the first batch warms it). */
 const SAMPLE = 45;
 /** ARCHIVER_SCAN_LIMIT (its default): a full discovery page. */
 const SCAN_LIMIT = 64;
@@ -74,25 +75,6 @@ const started = performance.now();
 const elapsed = () => (performance.now() - started) / 1000;
 const writeErr = process.stderr.write.bind(process.stderr);
 const log = (message: string) => writeErr(`[${elapsed().toFixed(0).padStart(4)} s] ${message}\n`);
-
-/**
- * Powertools writes a JSON line per log and metric flush; the bench keeps its
- * output to figures, counting the bytes (what CloudWatch Logs would ingest)
- * while `bytes.counting` is on.
- */
-function silenceHandlers(
-  stream: NodeJS.WriteStream = process.stdout,
-  bytes?: { n: number; counting: boolean },
-): () => void {
-  const out = stream.write.bind(stream);
-  stream.write = ((chunk: string | Uint8Array) => {
-    if (bytes?.counting) bytes.n += Buffer.byteLength(chunk);
-    return true;
-  }) as typeof stream.write;
-  return () => {
-    stream.write = out;
-  };
-}
 
 function lambdaContext(name: string, timeoutMs: number): Context {
   const deadline = Date.now() + timeoutMs;
@@ -110,66 +92,6 @@ function lambdaContext(name: string, timeoutMs: number): Context {
     fail: () => {},
     succeed: () => {},
   };
-}
-
-/**
- * A queue that counts what it sends (every message beyond five per bucket is
- * a duplicate) and, given `timing`, how long its batch sends take.
- */
-function countingQueue<Q extends WorkQueue>(
-  queue: Q,
-  counter: { sent: number },
-  timing?: { ms: number },
-): Q {
-  return new Proxy(queue, {
-    get(target, prop, receiver) {
-      if (prop === "send")
-        return async (item: WorkItem) => {
-          await target.send(item);
-          counter.sent++;
-        };
-      if (prop === "sendBatch")
-        return async (items: readonly WorkItem[]) => {
-          const t0 = performance.now();
-          await target.sendBatch(items);
-          if (timing) timing.ms += performance.now() - t0;
-          counter.sent += items.length;
-        };
-      const value = Reflect.get(target, prop, receiver) as unknown;
-      return typeof value === "function" ? (value as () => unknown).bind(target) : value;
-    },
-  });
-}
-
-/**
- * A hot store whose calls are timed and counted: `only`, the methods to time
- * (every method when absent). Discovery's statements, with the sends, are the
- * time discovery spends topping the queue up during the run (its waits on a
- * full queue left out), reported as `topup_admitted_per_s`; the warm
- * sample's, its time in SQL.
- */
-function timedHotStore(
-  store: HotStore,
-  timing: { ms: number; calls?: number },
-  only?: ReadonlySet<string>,
-): HotStore {
-  return new Proxy(store, {
-    get(target, prop, receiver) {
-      const value = Reflect.get(target, prop, receiver) as unknown;
-      if (typeof value !== "function") return value;
-      const method = (value as (...args: unknown[]) => unknown).bind(target);
-      if (typeof prop !== "string" || (only !== undefined && !only.has(prop))) return method;
-      return async (...args: unknown[]) => {
-        const t0 = performance.now();
-        try {
-          return await method(...args);
-        } finally {
-          timing.ms += performance.now() - t0;
-          timing.calls = (timing.calls ?? 0) + 1;
-        }
-      };
-    },
-  });
 }
 
 function seedRecords(): TableRecord[] {
@@ -193,7 +115,16 @@ function seedRecords(): TableRecord[] {
   return records;
 }
 
+/** The server's next transaction id: write transactions between two readings each consumed one. */
+async function nextXid(client: pg.Client): Promise<number> {
+  const r = await client.query<{ x: string }>(
+    "SELECT txid_snapshot_xmax(txid_current_snapshot())::text AS x",
+  );
+  return Number(r.rows[0]!.x);
+}
+
 async function main(): Promise<void> {
+  const model = OPTIONS.model;
   const services: RunningService[] = [];
   let serverUrl = process.env.DATABASE_URL;
   let endpoint = process.env.AWS_ENDPOINT_URL;
@@ -224,22 +155,20 @@ async function main(): Promise<void> {
   const aws = { endpoint, region: REGION };
   const sqs = new SQSClient(aws);
   const s3 = new S3Client({ ...aws, forcePathStyle: true });
-  // The fleet run's requests, counted as the SDK sends them (the probe's and the sample's are not).
-  const s3Counter = new RequestCounter();
-  const sqsCounter = new RequestCounter();
-  const countedS3 = s3Counter.attach(
-    new S3Client({ ...aws, forcePathStyle: true, ...S3_CHECKSUM_SETTINGS }),
-  );
-  const countedSqs = sqsCounter.attach(new SQSClient(aws));
-  const idle = new IdleMeter();
-  const logBytes = { n: 0, counting: false };
+  const secrets = new SecretsManagerClient(aws);
   const stacks = {
-    default: await synthesizedCapacity(STACKS.default),
-    tuned: await synthesizedCapacity(STACKS.tuned),
+    default: await synthesizedStack(STACKS.default),
+    tuned: await synthesizedStack(STACKS.tuned),
   };
+  const capacity = stacks.default.capacity;
   log(`synthesized stacks: ${JSON.stringify(stacks)}`);
-  const restoreStdout = silenceHandlers(process.stdout, logBytes);
+  const proxy = await FleetProxy.start(model);
+  log(`model: ${JSON.stringify(model)}`);
+  // Discovery's Powertools lines (what CloudWatch Logs would ingest) are counted, not printed.
+  const discoveryLog: LogCounter = { n: 0, counting: false, metrics: new Set() };
+  const restoreStdout = silenceStream(process.stdout, discoveryLog);
   const closers: Array<() => Promise<void>> = [];
+  const containers: WorkerContainer[] = [];
   try {
     const bucket = `pulpitum-fleet-${randomUUID().slice(0, 8)}`;
     await s3.send(new CreateBucketCommand({ Bucket: bucket }));
@@ -268,47 +197,80 @@ async function main(): Promise<void> {
 
     const env: Record<string, string> = {
       AWS_REGION: REGION,
-      DATABASE_URL: databaseUrl,
+      AWS_ACCESS_KEY_ID: process.env.AWS_ACCESS_KEY_ID,
+      AWS_SECRET_ACCESS_KEY: process.env.AWS_SECRET_ACCESS_KEY,
       PULPITUM_ARCHIVE_URL: `s3://${bucket}/fleet`,
-      AWS_ENDPOINT_URL: endpoint,
       PULPITUM_WORK_QUEUE_URL: work.QueueUrl!,
       PULPITUM_DLQ_URL: dlq.QueueUrl!,
+      PULPITUM_DB_POOL_MAX: String(capacity.databasePoolMax),
       ARCHIVER_ELIGIBLE_BEFORE: "2025-01-01T00:00:00Z",
       ARCHIVER_LEASE_SECONDS: "15",
       ARCHIVER_RETRY_SECONDS: "2",
       ARCHIVER_SCAN_LIMIT: String(SCAN_LIMIT),
-      ARCHIVER_DISCOVERY_TARGET_DEPTH: String(LANES * BATCH_SIZE * 2),
+      ARCHIVER_DISCOVERY_TARGET_DEPTH: String(capacity.discoveryTargetDepth),
       // As the stack does: a run lasts its whole interval, so workers never wait for the next one.
       ARCHIVER_DISCOVERY_RUN_SECONDS: String(SCHEDULE_SECONDS),
-      ARCHIVER_DISCOVERY_POLL_SECONDS: "0.5",
       PULPITUM_HOME: "/tmp/pulpitum-fleet",
+      // Every client reaches moto through a listener of its own: the archive is moto's, whichever.
+      PULPITUM_S3_SERVICE: "moto-fleet",
     };
-    // The handlers' modules read the environment as they load (Powertools' service name).
-    const { createDiscoveryHandler } = await import("../functions/discover.js");
-    const { createWorkerHandler } = await import("../functions/worker.js");
-    const { cachedPerContainer, openLambdaAdapters } =
-      await import("../functions/open-adapters.js");
-    const { parseDiscoverySettings } = await import("../src/discovery-settings.js");
-    const clients = { sqs, s3 };
-    const fleetClients = { sqs: countedSqs, s3: countedS3 };
+    /** A client's environment: its own AWS and database listeners, its own database secret. */
+    const clientEnv = async (name: string, queueUrl = work.QueueUrl!) => {
+      const secret = await secrets.send(
+        new CreateSecretCommand({
+          Name: `pulpitum-fleet-${name}-${randomUUID().slice(0, 8)}`,
+          SecretString: JSON.stringify({ url: await proxy.pg(name, databaseUrl) }),
+        }),
+      );
+      const listener = await proxy.aws(name, endpoint);
+      // The SDK sends SQS requests to the queue URL's host: the queues are named through the listener.
+      const via = (url: string) => new URL(new URL(url).pathname, listener).toString();
+      return {
+        ...env,
+        PULPITUM_WORK_QUEUE_URL: via(queueUrl),
+        PULPITUM_DLQ_URL: via(dlq.QueueUrl!),
+        AWS_ENDPOINT_URL: listener,
+        DATABASE_SECRET_ARN: secret.ARN!,
+        NODE_OPTIONS: "--enable-source-maps",
+      };
+    };
+    const bundle = await bundleWorker();
+    log(`bundled the worker at ${bundle}`);
+    const container = async (name: string, queueUrl?: string, execArgv: string[] = []) => {
+      const c = new WorkerContainer(
+        name,
+        bundle,
+        await clientEnv(name, queueUrl),
+        capacity.workerMemoryMb,
+        execArgv,
+      );
+      containers.push(c);
+      closers.push(() => c.stop());
+      return c;
+    };
 
-    const sends = { sent: 0 };
-    const discoveryTime = { ms: 0 };
-    const discovery = await openLambdaAdapters(env, { clients: fleetClients, migrate: true });
+    // Discovery runs in this process, through listeners of its own.
+    const discoveryEnv = {
+      ...env,
+      DATABASE_URL: await proxy.pg("discovery", databaseUrl),
+      AWS_ENDPOINT_URL: await proxy.aws("discovery", endpoint),
+    };
+    const { createDiscoveryHandler } = await import("../functions/discover.js");
+    const { openLambdaAdapters } = await import("../functions/open-adapters.js");
+    const { parseDiscoverySettings } = await import("../src/discovery-settings.js");
+    const discoveryAws = { endpoint: discoveryEnv.AWS_ENDPOINT_URL, region: REGION };
+    const discovery = await openLambdaAdapters(discoveryEnv, {
+      clients: {
+        sqs: new SQSClient(discoveryAws),
+        s3: new S3Client({ ...discoveryAws, forcePathStyle: true, ...S3_CHECKSUM_SETTINGS }),
+      },
+      migrate: true,
+    });
     closers.push(() => discovery.close());
     const discoverHandler = createDiscoveryHandler(async () => ({
-      adapters: {
-        clock: discovery.adapters.clock,
-        context: (log) => {
-          const ctx = discovery.adapters.context(log);
-          return {
-            ...ctx,
-            hotStore: timedHotStore(ctx.hotStore, discoveryTime, new Set(["discover"])),
-          };
-        },
-      },
-      queue: countingQueue(discovery.queue, sends, discoveryTime),
-      discovery: parseDiscoverySettings(env),
+      adapters: discovery.adapters,
+      queue: discovery.queue,
+      discovery: parseDiscoverySettings(discoveryEnv),
     }));
 
     const store = discovery.adapters.hotStore;
@@ -322,13 +284,43 @@ async function main(): Promise<void> {
     }
     log(`seeded ${BUCKETS} buckets (${records.length} records)`);
 
+    const sampleIds: BucketId[] = Array.from({ length: SAMPLE }, (_, d) => ({
+      tableId: TABLE,
+      partitionKey: new TextEncoder().encode("tenant-00000"),
+      bucketKey: `day:${new Date(Date.UTC(2024, 0, 1 + d)).toISOString().slice(0, 10)}`,
+    }));
+    const sample = await sampleWarmWorker({
+      sqs,
+      hotStore: store,
+      container: (queueUrl) =>
+        container(
+          "sample",
+          queueUrl,
+          OPTIONS.cpuProfileDir === undefined
+            ? []
+            : ["--cpu-prof", `--cpu-prof-dir=${OPTIONS.cpuProfileDir}`],
+        ),
+      ids: sampleIds,
+      batchSize: capacity.workerBatchSize,
+      lambdaContext: () => lambdaContext("Pulpitum-WorkerFunction", FUNCTION_TIMEOUT_MS),
+    });
+    log(`warm sample: ${sample.batches.length} batches of ${capacity.workerBatchSize}`);
+    if (OPTIONS.sampleOnly) {
+      // Stopped first: its CPU profile is written as it exits.
+      await sample.container.stop();
+      const records = await proxy.records();
+      const profile = phaseProfiles(model, sample.container, records, sample.batches);
+      restoreStdout();
+      console.log(JSON.stringify({ model, phase_profile_ms_per_bucket: profile }, null, 2));
+      return;
+    }
     // Every probe run stops on its cap, and discovery warns of that on stderr each time.
-    const restoreStderr = silenceHandlers(process.stderr);
+    const restoreStderr = silenceStream(process.stderr);
     const probe = await probeAdmission({
       serverUrl,
-      env,
+      env: { ...env, AWS_ENDPOINT_URL: endpoint },
       scanLimit: SCAN_LIMIT,
-      clients,
+      clients: { sqs, s3 },
       table: TABLE,
       records,
       buckets: BUCKETS,
@@ -336,109 +328,29 @@ async function main(): Promise<void> {
     }).finally(restoreStderr);
     log(
       `admission probe: ${probe.buckets} buckets admitted in ${probe.seconds.toFixed(2)} s ` +
-        `(${probe.runs} runs of up to ${probe.perRun} into an empty queue, ${probe.pages} pages, ` +
-        `${probe.messages} messages) = ${probe.admittedPerS.toFixed(0)}/s; ` +
+        `(${probe.runs} runs of up to ${probe.perRun}, ${probe.pages} pages) = ${probe.admittedPerS.toFixed(0)}/s; ` +
         `statements ${probe.statementSeconds.toFixed(2)} s, SendMessageBatch ${probe.sendSeconds.toFixed(2)} s, ` +
         `depth reads ${probe.depthSeconds.toFixed(2)} s`,
     );
 
-    const sampleIds: BucketId[] = Array.from({ length: SAMPLE }, (_, d) => ({
-      tableId: TABLE,
-      partitionKey: new TextEncoder().encode("tenant-00000"),
-      bucketKey: `day:${new Date(Date.UTC(2024, 0, 1 + d)).toISOString().slice(0, 10)}`,
-    }));
-    // The sample's handler requests, timed: where a warm bucket's worker time goes.
-    const sampleS3 = new RequestCounter();
-    const sampleSqs = new RequestCounter();
-    const sampleSql = { ms: 0, calls: 0 };
-    const sampleClients = {
-      s3: sampleS3.attach(new S3Client({ ...aws, forcePathStyle: true, ...S3_CHECKSUM_SETTINGS })),
-      sqs: sampleSqs.attach(new SQSClient(aws)),
-    };
-    const sample = await sampleWarmWorker({
-      sqs,
-      afterWarmUp: () => {
-        sampleS3.reset();
-        sampleSqs.reset();
-        sampleSql.ms = 0;
-        sampleSql.calls = 0;
-      },
-      hotStore: store,
-      ids: sampleIds,
-      batchSize: stacks.default.workerBatchSize,
-      lambdaContext: () => lambdaContext("Pulpitum-WorkerFunction", FUNCTION_TIMEOUT_MS),
-      worker: (queueUrl) =>
-        createWorkerHandler(
-          cachedPerContainer(async () => {
-            const runtime = await openLambdaAdapters(
-              { ...env, PULPITUM_WORK_QUEUE_URL: queueUrl },
-              { clients: sampleClients },
-            );
-            closers.push(() => runtime.close());
-            const { adapters } = runtime;
-            return {
-              queue: runtime.queue,
-              adapters: {
-                ...adapters,
-                context: (log: Parameters<typeof adapters.context>[0]) => {
-                  const ctx = adapters.context(log);
-                  return { ...ctx, hotStore: timedHotStore(ctx.hotStore, sampleSql) };
-                },
-              },
-            };
-          }),
-        ),
-    });
-    const phaseMedians = Object.fromEntries(
-      Object.entries(sample.phaseMs).map(([phase, ms]) => [phase, Math.round(median(ms))]),
-    );
-    log(
-      `warm sample: ${sample.buckets} buckets in ${sample.bucketSeconds.length} batches of ` +
-        `${stacks.default.workerBatchSize}, ${mean(sample.bucketSeconds).toFixed(3)} s per bucket ` +
-        `(median batch ${median(sample.bucketSeconds).toFixed(3)} s), phase medians per bucket ${JSON.stringify(phaseMedians)} ms`,
-    );
-    const sampled = sample.buckets;
-    const profile = {
-      s3_ms_per_bucket: Math.round(sampleS3.ms / sampled),
-      s3_requests_per_bucket: Number((sampleS3.total / sampled).toFixed(2)),
-      sqs_ms_per_bucket: Math.round(sampleSqs.ms / sampled),
-      sqs_requests_per_bucket: Number((sampleSqs.total / sampled).toFixed(2)),
-      sql_ms_per_bucket: Math.round(sampleSql.ms / sampled),
-      hot_store_calls_per_bucket: Number((sampleSql.calls / sampled).toFixed(2)),
-      rest_ms_per_bucket: Math.round(
-        1000 * mean(sample.bucketSeconds) - (sampleS3.ms + sampleSqs.ms + sampleSql.ms) / sampled,
-      ),
-    };
-    log(
-      `warm sample profile: ${JSON.stringify(profile)} (sql: the hot store's calls, each one or ` +
-        "more statements in one transaction; rest: CPU, encoding, hashing and verification)",
-    );
     const fleetBuckets = BUCKETS - SAMPLE;
 
-    const handlerTime = { ms: 0 };
-    const handlers = Array.from({ length: LANES }, () => {
-      const handler = createWorkerHandler(
-        cachedPerContainer(async () => {
-          const runtime = await openLambdaAdapters(env, { clients: fleetClients });
-          closers.push(() => runtime.close());
-          return { ...runtime, queue: countingQueue(runtime.queue, sends) };
-        }),
-      );
-      return async (...args: Parameters<typeof handler>) => {
-        const t0 = performance.now();
-        try {
-          return await handler(...args);
-        } finally {
-          handlerTime.ms += performance.now() - t0;
-        }
-      };
-    });
+    const fleet = await Promise.all(
+      Array.from({ length: capacity.workerConcurrency }, (_, i) => container(`worker-${i}`)),
+    );
+    await Promise.all(fleet.map((c) => c.ready()));
+    log(`${fleet.length} worker containers ready`);
+    const idle = new IdleMeter();
+    const esmSqs = new SQSClient({ endpoint: await proxy.aws("esm", endpoint), region: REGION });
     const poller = new SqsEventSourcePoller({
-      sqs: idle.watch(countedSqs),
+      sqs: idle.watch(esmSqs),
       queueUrl: work.QueueUrl!,
       queueArn: workArn,
-      handlers,
-      batchSize: BATCH_SIZE,
+      handlers: fleet.map(
+        (c) => (event, context) => c.invoke(event, context.getRemainingTimeInMillis()),
+      ),
+      batchSize: capacity.workerBatchSize,
+      batchingWindowMs: capacity.workerBatchingWindowSeconds * 1000,
       waitTimeSeconds: 1,
       functionTimeoutMs: FUNCTION_TIMEOUT_MS,
       region: REGION,
@@ -465,14 +377,16 @@ async function main(): Promise<void> {
         ).rows[0]!.n,
       );
 
+    const xidBefore = await nextXid(watcher);
     const runStarted = performance.now();
+    const fleetStartEpoch = performance.timeOrigin + runStarted;
     let idleWindowMs = 0;
     idle.counting = true;
-    logBytes.counting = true;
+    discoveryLog.counting = true;
     poller.start();
     let discoveryRuns = 0;
-    let admitted = 0;
     let capped = 0;
+    let discoveryMs = 0;
     const discoveryLoop = (async () => {
       for (;;) {
         const tick = performance.now();
@@ -480,8 +394,8 @@ async function main(): Promise<void> {
           { source: "aws.events", "detail-type": "Scheduled Event" },
           lambdaContext("Pulpitum-DiscoverFunction", SCHEDULE_SECONDS * 1000 + 10_000),
         );
+        discoveryMs += performance.now() - tick;
         discoveryRuns++;
-        admitted += report.candidates;
         if (report.stop === "cap") capped++;
         if (report.stop === "exhausted" && idle.counting) {
           // Every bucket is admitted: from here an empty queue is the end of the backlog.
@@ -490,8 +404,7 @@ async function main(): Promise<void> {
         }
         log(
           `discovery run ${discoveryRuns}: ${report.candidates} enqueued, stop ${report.stop}, ` +
-            `waiting ${report.waiting_at_end}, drain ${report.drain_per_second?.toFixed(1) ?? "?"}/s, ` +
-            `window ${report.requeue_window_seconds.toFixed(0)} s`,
+            `waiting ${report.waiting_at_end}, drain ${report.drain_per_second?.toFixed(1) ?? "?"}/s`,
         );
         if ((await finished()) >= BUCKETS) return;
         const rest = SCHEDULE_SECONDS * 1000 - (performance.now() - tick);
@@ -501,27 +414,28 @@ async function main(): Promise<void> {
     let done = 0;
     while ((done = await finished()) < BUCKETS) {
       await new Promise((r) => setTimeout(r, 2000));
-      log(`${done} / ${BUCKETS} archived and cleaned, ${sends.sent} messages sent`);
-      if (elapsed() > (QUICK ? 1800 : 7200)) throw new Error("the fleet did not finish in time");
+      log(`${done} / ${BUCKETS} archived and cleaned`);
+      if (elapsed() > (QUICK ? 2400 : 9000)) throw new Error("the fleet did not finish in time");
     }
     const wallS = (performance.now() - runStarted) / 1000;
-    logBytes.counting = false;
+    discoveryLog.counting = false;
+    const discoveryBytesInRun = discoveryLog.n;
     if (idle.counting) idleWindowMs = performance.now() - runStarted;
     idle.counting = false;
     await discoveryLoop;
     await poller.stop();
-    const s3Classes = s3Counter.s3Classes();
-    const perBucket = {
-      s3PutClass: s3Classes.put / fleetBuckets,
-      s3GetClass: s3Classes.get / fleetBuckets,
-      sqsRequests: sqsCounter.total / fleetBuckets,
-      invocations: (poller.stats.invocations + discoveryRuns) / fleetBuckets,
-      workerSeconds: mean(sample.bucketSeconds),
-      logBytes: logBytes.n / fleetBuckets,
-      idleFraction: idleWindowMs > 0 ? idle.idleMs / (LANES * idleWindowMs) : 0,
-    };
-    const economics = economicsOf(perBucket, stacks);
+    const writeTransactions = (await nextXid(watcher)) - xidBefore;
+    const fleetEndEpoch = performance.timeOrigin + performance.now();
     clearInterval(sampling);
+    const idleRun = await idleDiscoveryRun({
+      model,
+      proxy,
+      memoryMb: capacity.discoveryMemoryMb,
+      run: (context) =>
+        discoverHandler({ source: "aws.events", "detail-type": "Scheduled Event" }, context),
+      context: () => lambdaContext("Pulpitum-DiscoverFunction", SCHEDULE_SECONDS * 1000 + 10_000),
+      log: discoveryLog,
+    });
     const dlqDepth = Number(
       (
         await sqs.send(
@@ -534,45 +448,67 @@ async function main(): Promise<void> {
     );
     await watcher.end();
 
+    const figures = fleetFigures({
+      model,
+      proxyRecords: await proxy.records(),
+      fleet,
+      sample: sample.container,
+      sampleBatches: sample.batches,
+      fleetBuckets,
+      window: { start: fleetStartEpoch, end: fleetEndEpoch },
+      writeTransactions,
+      discoveryRunningS: discoveryMs / 1000,
+      discoveryLogBytes: discoveryBytesInRun,
+      discoveryMetricKeys: discoveryLog.metrics,
+      idleFraction: idleWindowMs > 0 ? idle.idleMs / (fleet.length * idleWindowMs) : 0,
+      probe,
+      idleRun,
+    });
+    const economics = {
+      default: stackEconomics(figures.measures, stacks.default),
+      tuned: stackEconomics(figures.measures, stacks.tuned),
+    };
     const result = {
       buckets: BUCKETS,
+      quick: QUICK,
+      s3_latency_ms: model.s3LatencyMs,
+      sqs_latency_ms: model.sqsLatencyMs,
+      cold_start_seconds_per_bucket: figures.coldStartSecondsPerBucket,
+      worker_seconds_per_bucket: figures.workerSecondsPerBucket,
+      worker_idle_fraction: Number(figures.measures.idleFraction.toFixed(3)),
+      s3_put_class_per_bucket: Number(figures.measures.s3PutClass.toFixed(2)),
+      s3_get_class_per_bucket: Number(figures.measures.s3GetClass.toFixed(2)),
+      sqs_requests_per_bucket: Number(sqsRequestsPerBucket(figures.measures, capacity).toFixed(2)),
+      invocations_per_bucket: Number(figures.measures.workerInvocations.toFixed(3)),
+      cost_usd_per_million_buckets: economics.default.cost_usd_per_million_buckets,
+      monthly_fixed_usd: economics.default.monthly_fixed_usd,
+      monthly_fixed_usd_tuned: economics.tuned.monthly_fixed_usd,
+      backfill_days_36m_default: economics.default.backfill_days_36m,
+      backfill_days_36m_tuned: economics.tuned.backfill_days_36m,
       admitted_per_s: Math.round(probe.admittedPerS),
       archived_per_s: Number((BUCKETS / wallS).toFixed(1)),
       discovery_runs: discoveryRuns,
-      duplicate_messages: Math.max(0, sends.sent - PHASES_PER_BUCKET * fleetBuckets),
+      duplicate_messages: Math.max(0, figures.messagesSent - PHASES_PER_BUCKET * fleetBuckets),
       max_db_connections: maxConnections,
       wall_s: Number(wallS.toFixed(1)),
-      s3_put_class_per_bucket: Number(perBucket.s3PutClass.toFixed(2)),
-      s3_get_class_per_bucket: Number(perBucket.s3GetClass.toFixed(2)),
-      sqs_requests_per_bucket: Number(perBucket.sqsRequests.toFixed(2)),
-      invocations_per_bucket: Number(perBucket.invocations.toFixed(3)),
-      worker_seconds_per_bucket: Number(perBucket.workerSeconds.toFixed(3)),
-      worker_idle_fraction: Number(perBucket.idleFraction.toFixed(3)),
-      cost_usd_per_million_buckets: economics.cost_usd_per_million_buckets,
-      backfill_days_36m_default: economics.backfill_days_36m_default,
-      backfill_days_36m_tuned: economics.backfill_days_36m_tuned,
     };
-    const context = {
+    const written = {
+      ...result,
+      model: { ...model, cpu_share: figures.cpuShare },
       economics: {
         prices: PRICES,
-        cost_breakdown_usd_per_million: economics.cost_breakdown_usd_per_million,
-        log_bytes_per_bucket: Math.round(perBucket.logBytes),
-        s3_requests: s3Counter.snapshot(),
-        sqs_requests: sqsCounter.snapshot(),
-        warm_sample: {
-          buckets: sample.buckets,
-          batch_size: stacks.default.workerBatchSize,
-          median_s: Number(median(sample.bucketSeconds).toFixed(3)),
-          phase_median_ms: phaseMedians,
-          profile,
+        fleet_buckets: fleetBuckets,
+        stacks: {
+          default: { ...stacks.default, ...economics.default },
+          tuned: { ...stacks.tuned, ...economics.tuned },
         },
-        worker_seconds_per_bucket_under_load: Number(
-          (handlerTime.ms / 1000 / fleetBuckets).toFixed(3),
-        ),
-        idle_window_s: Number((idleWindowMs / 1000).toFixed(1)),
-        stacks,
+        measures: figures.measures,
+        worker_time: figures.workerTime,
+        phase_profile_ms_per_bucket: figures.phaseProfile,
+        requests: figures.requests,
+        log_bytes_per_bucket: Math.round(figures.measures.workerLogBytes),
+        custom_metrics: figures.metricKeys,
       },
-      topup_admitted_per_s: Math.round(admitted / (discoveryTime.ms / 1000)),
       admission_probe: {
         buckets: probe.buckets,
         runs: probe.runs,
@@ -582,6 +518,7 @@ async function main(): Promise<void> {
         statement_s: Number(probe.statementSeconds.toFixed(2)),
         send_batch_s: Number(probe.sendSeconds.toFixed(2)),
         depth_read_s: Number(probe.depthSeconds.toFixed(2)),
+        admitted_per_s_modelled: Math.round(figures.measures.admissionPerS),
       },
       load_average: os
         .loadavg()
@@ -591,7 +528,7 @@ async function main(): Promise<void> {
     restoreStdout();
     const ratio = result.admitted_per_s / result.archived_per_s;
     const goals = [
-      [`discovery admits >= 20x the archive rate (${ratio.toFixed(0)}x)`, ratio >= 20],
+      [`discovery admits >= 20x the archive rate here (${ratio.toFixed(0)}x)`, ratio >= 20],
       [
         `duplicate messages <= 1% of buckets (${result.duplicate_messages})`,
         result.duplicate_messages <= BUCKETS / 100,
@@ -599,33 +536,46 @@ async function main(): Promise<void> {
       [`every bucket archived and cleaned (${done})`, done === BUCKETS],
       [`DLQ empty (${dlqDepth})`, dlqDepth === 0],
       [
-        `<= 4 PUT-class S3 requests per bucket (${result.s3_put_class_per_bucket})`,
-        result.s3_put_class_per_bucket <= 4,
+        `database backends' CPU read for every connection (${figures.workerTime.unreadBackends} unread)`,
+        figures.workerTime.unreadBackends === 0,
+      ],
+      [
+        `<= 3 PUT-class S3 requests per bucket (${result.s3_put_class_per_bucket})`,
+        result.s3_put_class_per_bucket <= 3,
       ],
       [
         `<= 6 GET-class S3 requests per bucket (${result.s3_get_class_per_bucket})`,
         result.s3_get_class_per_bucket <= 6,
       ],
       [
+        `<= 4 SQS requests per bucket (${result.sqs_requests_per_bucket})`,
+        result.sqs_requests_per_bucket <= 4,
+      ],
+      [
+        `<= 0.25 s of worker time per bucket (${result.worker_seconds_per_bucket})`,
+        result.worker_seconds_per_bucket <= 0.25,
+      ],
+      [
         `<= $25 per million buckets ($${result.cost_usd_per_million_buckets})`,
         result.cost_usd_per_million_buckets <= 25,
       ],
       [
-        `workers idle <= 5% while buckets remain undiscovered (${(100 * result.worker_idle_fraction).toFixed(1)}%)`,
-        result.worker_idle_fraction <= 0.05,
+        `default 36M backfill <= 7 days (${result.backfill_days_36m_default}) within ${capacity.databaseConnections} connections`,
+        result.backfill_days_36m_default <= 7,
       ],
       [
-        `tuned 36M backfill <= 3 days (${result.backfill_days_36m_tuned}) within ${stacks.tuned.databaseConnections} connections`,
-        result.backfill_days_36m_tuned <= 3,
+        `tuned 36M backfill <= 2 days (${result.backfill_days_36m_tuned}) within ${stacks.tuned.capacity.databaseConnections} connections`,
+        result.backfill_days_36m_tuned <= 2,
       ],
     ] as const;
     log(
-      `${LANES} worker lanes, batch ${BATCH_SIZE}, discovery every ${SCHEDULE_SECONDS} s, ` +
+      `${fleet.length} worker containers, batch ${capacity.workerBatchSize}, discovery every ${SCHEDULE_SECONDS} s, ` +
         `${poller.stats.records} messages received, ${poller.stats.failed} reported failed, ` +
-        `${capped} runs stopped on the cap`,
+        `${poller.stats.handlerErrors} invocations failed, ${capped} runs stopped on the cap`,
     );
+    log(`worker time: ${JSON.stringify(figures.workerTime)}`);
+    log(`phases: ${JSON.stringify(figures.phaseProfile)}`);
     for (const [goal, met] of goals) log(`${met ? "met" : "MISSED"}: ${goal}`);
-    const written = { ...result, quick: QUICK, ...context };
     await writeFile(
       new URL("./fleet.json", import.meta.url),
       `${JSON.stringify(written, null, 2)}\n`,
@@ -636,10 +586,12 @@ async function main(): Promise<void> {
   } finally {
     restoreStdout();
     for (const close of closers.reverse()) await close().catch(() => undefined);
+    proxy.stop();
     await server.query(`DROP DATABASE IF EXISTS ${databaseName} WITH (FORCE)`).catch(() => {});
     await server.end();
     sqs.destroy();
     s3.destroy();
+    secrets.destroy();
     for (const service of services.reverse()) await service.stop();
   }
 }
