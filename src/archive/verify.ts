@@ -145,29 +145,49 @@ export async function verifyArchive(
   manifestKey: string,
   expected: ArchivedBucketExpectations,
 ): Promise<VerifiedArchiveParts> {
-  const bytes = await store.get(manifestKey);
-  const manifest = validateArchiveManifest(
-    bytes,
-    {
-      prefix: expected.prefix,
-      bucket: {
-        ...expected.bucket,
-        strategy: expected.strategy,
-        start: expected.start,
-        end: expected.end,
-      },
-      parts: expected.parts,
-      format: expected.format,
-      manifestKey,
-    },
-    manifestKey,
-  );
-  const parts = manifestParts(manifest);
   const recordedBy = `in manifest ${manifestKey}`;
+  const checkPart = (part: PayloadFacts) =>
+    expected.storedSha256 === true
+      ? checkStoredPart(store, part, recordedBy)
+      : checkPayloadSize(store, part.key, part.byteLength, recordedBy);
+  // The recorded parts are what a valid manifest must name (key, SHA-256 and
+  // size alike), so their checks need nothing from it: they are sent with the
+  // manifest's read, and count only once the manifest is validated. A
+  // missing or invalid manifest is still the failure reported, and no request
+  // outlives this call.
+  const early =
+    expected.verifyPayloadBytes === false && expected.parts !== undefined
+      ? settleAll(expected.parts, checkPart)
+      : undefined;
+  let manifest: ArchiveManifest;
+  try {
+    manifest = validateArchiveManifest(
+      await store.get(manifestKey),
+      {
+        prefix: expected.prefix,
+        bucket: {
+          ...expected.bucket,
+          strategy: expected.strategy,
+          start: expected.start,
+          end: expected.end,
+        },
+        parts: expected.parts,
+        format: expected.format,
+        manifestKey,
+      },
+      manifestKey,
+    );
+  } catch (error) {
+    await early;
+    throw error;
+  }
+  const parts = manifestParts(manifest);
   if (expected.verifyPayloadBytes === false) {
-    for (const part of parts) {
-      if (expected.storedSha256 === true) await checkStoredPart(store, part, recordedBy);
-      else await checkPayloadSize(store, part.key, part.byteLength, recordedBy);
+    if (early !== undefined) {
+      const failure = (await early).find((outcome) => outcome !== undefined);
+      if (failure !== undefined) throw failure.error;
+    } else {
+      for (const part of parts) await checkPart(part);
     }
     return { manifestKey, manifest, parts };
   }
@@ -196,7 +216,7 @@ export async function verifyArchive(
  */
 export async function checkStoredPart(
   store: ObjectStore,
-  part: PayloadPart,
+  part: Pick<PayloadFacts, "key" | "sha256" | "byteLength">,
   recordedBy: string,
 ): Promise<void> {
   const expected = { key: part.key, sha256: part.sha256, byteLength: part.byteLength };
@@ -207,6 +227,33 @@ export async function checkStoredPart(
     return;
   }
   checkStoredFacts(expected, { sha256: info.sha256, byteLength: info.size }, recordedBy, "stored");
+}
+
+/**
+ * Parts checked at once: a part whose store keeps no SHA-256 is streamed
+ * through a hash, and a bucket of many large parts must not stream them all
+ * together.
+ */
+const PARTS_AT_ONCE = 4;
+
+/** `check` of every part, {@link PARTS_AT_ONCE} at a time; each outcome is its failure, or undefined. */
+async function settleAll<T>(
+  items: readonly T[],
+  check: (item: T) => Promise<void>,
+): Promise<Array<{ readonly error: unknown } | undefined>> {
+  const outcomes: Array<{ readonly error: unknown } | undefined> = [];
+  let next = 0;
+  const lane = async () => {
+    while (next < items.length) {
+      const i = next++;
+      outcomes[i] = await check(items[i]!).then(
+        () => undefined,
+        (error: unknown) => ({ error }),
+      );
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(PARTS_AT_ONCE, items.length) }, lane));
+  return outcomes;
 }
 
 /**

@@ -322,16 +322,46 @@ export async function requirePublishedEntry(
   ports: CatalogPorts,
   id: BucketId,
   entry: CatalogEntry,
+  read: Promise<StoredEntry> = readPublishedEntry(ports, id, entry),
 ): Promise<CatalogChange> {
-  const key = catalogEntryKeyOf(ports.archivePrefix, slotOf(id), entry);
-  // The read first: under a lost lease it is the call that stops the phase (usecases/under-lease.ts).
-  const stored = await ports.objectStore.get(key).catch((error: unknown) => {
-    if (error instanceof ObjectNotFoundError) return null;
-    throw error;
-  });
-  const bytes = await renderCatalogEntry(ports.objectStore, entry.payloadKeys);
-  if (stored !== null && Buffer.from(stored).equals(bytes)) return "unchanged";
+  const outcome = await read;
+  if ("error" in outcome) throw outcome.error;
+  if (outcome.stored !== null && Buffer.from(outcome.stored).equals(outcome.expected))
+    return "unchanged";
   return await refreshCatalogEntry(ports, id);
+}
+
+/**
+ * What a read of the published version's entry found (`stored`, null when
+ * there is none) beside the bytes it must hold, or the read's failure.
+ */
+export type StoredEntry =
+  | { readonly stored: Uint8Array | null; readonly expected: Uint8Array }
+  | { readonly error: unknown };
+
+/**
+ * Read the published version's entry for {@link requirePublishedEntry}: a
+ * promise that never rejects, so cleanup can send it beside the archive's
+ * checks and decide on it only once they passed, with no further store call
+ * when the entry is right (the read is the last call before the decision:
+ * under a lost lease it is the call that stops the phase, usecases/under-lease.ts).
+ */
+export async function readPublishedEntry(
+  ports: CatalogPorts,
+  id: BucketId,
+  entry: CatalogEntry,
+): Promise<StoredEntry> {
+  try {
+    const key = catalogEntryKeyOf(ports.archivePrefix, slotOf(id), entry);
+    const expected = await renderCatalogEntry(ports.objectStore, entry.payloadKeys);
+    const stored = await ports.objectStore.get(key).catch((error: unknown) => {
+      if (error instanceof ObjectNotFoundError) return null;
+      throw error;
+    });
+    return { stored, expected };
+  } catch (error) {
+    return { error };
+  }
 }
 
 /** Re-read a bucket and make its entries match (GC, rebuild, and publish or cleanup finding their entry not as expected). */

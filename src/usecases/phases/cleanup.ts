@@ -18,7 +18,10 @@
  * are not deleted too. Then the query
  * catalog's entry is checked (one read of its known key) and made right if
  * it is not exactly there (publish may have died before writing it), so no
- * record is ever in the archive alone without the catalog naming it.
+ * record is ever in the archive alone without the catalog naming it. The
+ * three reads are independent and sent together; what the entry's read
+ * found is acted on (a write, if any) only after the archive's checks
+ * passed, as when they ran one after another.
  * A bucket a scrub marked corrupt keeps its hot rows: the phase refuses it,
  * and every delete batch's fence refuses it too, so a mark that lands while
  * cleanup runs stops it at the next batch.
@@ -31,7 +34,12 @@ import type { ClusteringPosition } from "../../ports/hot-store.js";
 import { sleep as timerSleep } from "../../ports/clock.js";
 import type { PhaseInput, StepResult } from "./step.js";
 import { commitFenced } from "./step.js";
-import { catalogEntryOf, catalogPortsOf, requirePublishedEntry } from "../catalog.js";
+import {
+  catalogEntryOf,
+  catalogPortsOf,
+  readPublishedEntry,
+  requirePublishedEntry,
+} from "../catalog.js";
 
 /**
  * Throttling: with a cap of R rows per second, the next batch starts no
@@ -62,12 +70,20 @@ export async function cleanupBucket({
     metadata,
     "archived bucket in phase cleanup lacks a manifest or payload",
   );
-  await checkPublishedArchive(ctx.objectStore, manifestKey, {
-    bucket: metadata.id,
-    parts: recorded.parts,
-  });
   const entry = catalogEntryOf(recorded);
-  if ((await requirePublishedEntry(catalogPortsOf(ctx), metadata.id, entry)) === "stale") {
+  const catalog = catalogPortsOf(ctx);
+  // The entry's read goes out with the archive's checks; what it found is acted on only once they passed.
+  const stored = readPublishedEntry(catalog, metadata.id, entry);
+  try {
+    await checkPublishedArchive(ctx.objectStore, manifestKey, {
+      bucket: metadata.id,
+      parts: recorded.parts,
+    });
+  } catch (error) {
+    await stored;
+    throw error;
+  }
+  if ((await requirePublishedEntry(catalog, metadata.id, entry, stored)) === "stale") {
     throw new LeaseLostError("cleanup", { reason: "the bucket's published version was replaced" });
   }
   const sleep = ctx.sleep ?? timerSleep;

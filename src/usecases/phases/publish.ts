@@ -18,7 +18,9 @@
  * Requests: the manifest is read (one GET) and each part HEADed here even
  * though seal wrote them, because this read, not seal's, is the one that
  * must vouch for what the cutover routes reads to; the parts' bytes were
- * verified by export and are re-read in full only after a takeover.
+ * verified by export and are re-read in full only after a takeover. The
+ * HEADs go out with the manifest's GET (verifyArchive): the recorded parts
+ * are what the manifest must name, so they count once it is validated.
  */
 import { verifyArchive } from "../../archive/segments.js";
 import { commitFenced, type PhaseInput, type StepResult } from "./step.js";
