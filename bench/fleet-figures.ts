@@ -57,8 +57,6 @@ export interface FleetWorkerTime {
   readonly dbS: number;
   /** The containers' inits (Node's start and the bundle's import), scaled as CPU time. */
   readonly initS: number;
-  /** Each container's first invocation beyond what its records cost warm, summed. */
-  readonly firstInvocationExtraS: number;
   /** The database backends' CPU time, measured. */
   readonly serverCpuS: number;
   /** Write transactions × the commit wait. */
@@ -78,7 +76,6 @@ export function fleetWorkerTime(
   writeTransactions: number,
 ): FleetWorkerTime {
   let initS = 0;
-  let firstExtraS = 0;
   const all: ModelledInvocation[] = [];
   for (const container of containers) {
     const traffic = trafficOf(records, container.name);
@@ -87,17 +84,6 @@ export function fleetWorkerTime(
     );
     all.push(...modelled);
     initS += lambdaCpuSeconds(p, container.initCpuUs, container.memoryMb);
-    const first = container.invocations.findIndex((inv) => inv.first);
-    const others = container.invocations.filter((inv) => !inv.first);
-    const otherRecords = sum(others.map((inv) => inv.records));
-    if (first >= 0 && otherRecords > 0) {
-      const perRecord =
-        sum(modelled.filter((_, i) => i !== first).map((m) => m.totalS)) / otherRecords;
-      firstExtraS += Math.max(
-        0,
-        modelled[first]!.totalS - container.invocations[first]!.records * perRecord,
-      );
-    }
   }
   const serverCpuS = sum(containers.map((c) => records.pg[c.name]?.backendCpuNs ?? 0)) / 1e9;
   const commitS = (writeTransactions * p.dbCommitMs) / 1000;
@@ -109,7 +95,6 @@ export function fleetWorkerTime(
     awsS: sum(all.map((m) => m.awsS)),
     dbS: sum(all.map((m) => m.dbS)),
     initS,
-    firstInvocationExtraS: firstExtraS,
     serverCpuS,
     commitS,
     totalS: invocationsS + initS + serverCpuS + commitS,
@@ -158,4 +143,37 @@ export function phaseProfiles(
     };
   });
   return out;
+}
+
+/** A container's cold start, seconds: its init, and its first invocation beyond what the same work costs warm. */
+export interface ColdStart {
+  readonly init_s: number;
+  readonly first_invocation_extra_s: number;
+  readonly per_container_s: number;
+}
+
+/**
+ * The sample container's cold start: its first invocation is a batch of
+ * claims (the sample's first batch), so its excess is that invocation less
+ * its records at the warm claim's modelled time; it holds the secret's read,
+ * the pool's connections, the schema check and the first calls' compilation.
+ */
+export function coldStartOf(
+  p: ModelParameters,
+  container: WorkerContainer,
+  records: ProxyRecords,
+  warmClaimMsPerBucket: number,
+): ColdStart {
+  const first = container.invocations.find((inv) => inv.first);
+  const init = lambdaCpuSeconds(p, container.initCpuUs, container.memoryMb);
+  const extra =
+    first === undefined
+      ? 0
+      : Math.max(
+          0,
+          modelInvocation(p, first, trafficOf(records, container.name), container.memoryMb).totalS -
+            (first.records * warmClaimMsPerBucket) / 1000,
+        );
+  const r = (x: number) => Number(x.toFixed(3));
+  return { init_s: r(init), first_invocation_extra_s: r(extra), per_container_s: r(init + extra) };
 }

@@ -83,7 +83,7 @@ export interface AwsRequestRecord {
   readonly modelledMs: number;
   /** The request opened its connection. */
   readonly opened: boolean;
-  /** Messages a SendMessage or SendMessageBatch carried (0 for any other request). */
+  /** Messages a send carried or a receive returned (0 for any other request). */
   readonly messages: number;
 }
 

@@ -24,7 +24,7 @@ import { readFileSync } from "node:fs";
 import http from "node:http";
 import net from "node:net";
 import { awsLatencyMs, type AwsRequestRecord, type LatencyParameters } from "./fleet-model.js";
-import { messagesSent, serviceAndOperation } from "./fleet-requests.js";
+import { messagesMoved, serviceAndOperation } from "./fleet-requests.js";
 
 /** What the parent asks. */
 export type ProxyRequest =
@@ -119,7 +119,7 @@ function listenAws(name: string, upstream: string): Promise<number> {
                 answered: epochMs(),
                 modelledMs,
                 opened,
-                messages: messagesSent(operation, body),
+                messages: messagesMoved(operation, body, response),
               });
             };
             const wait = arrived + modelledMs - epochMs();

@@ -62,13 +62,27 @@ export function serviceAndOperation(
   return { service, operation: `${op}Command` };
 }
 
-/** Messages an SQS send carries (JSON protocol), 0 for any other request. */
-export function messagesSent(operation: string, body: Buffer): number {
-  if (operation === "SendMessageCommand") return 1;
-  if (operation !== "SendMessageBatchCommand") return 0;
-  try {
-    return ((JSON.parse(body.toString("utf8")) as { Entries?: unknown[] }).Entries ?? []).length;
-  } catch {
-    return 0;
+/**
+ * Messages an SQS request moved (JSON protocol): those a send carries, or
+ * those a receive returned; 0 for any other request.
+ */
+export function messagesMoved(operation: string, body: Buffer, response: Buffer): number {
+  const count = (text: Buffer, field: string) => {
+    try {
+      const list = (JSON.parse(text.toString("utf8")) as Record<string, unknown>)[field];
+      return Array.isArray(list) ? list.length : 0;
+    } catch {
+      return 0;
+    }
+  };
+  switch (operation) {
+    case "SendMessageCommand":
+      return 1;
+    case "SendMessageBatchCommand":
+      return count(body, "Entries");
+    case "ReceiveMessageCommand":
+      return count(response, "Messages");
+    default:
+      return 0;
   }
 }

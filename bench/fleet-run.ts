@@ -7,12 +7,15 @@
  * prices them by the backlog's modelled length, not this machine's).
  */
 import type { Context } from "aws-lambda";
+import { HAND_ON_HOLD_MS } from "../functions/worker.js";
 import type { AdmissionProbe } from "./fleet-admission.js";
 import { emfMetricKeys, type FleetProxy, type WorkerContainer } from "./fleet-containers.js";
 import type { FleetMeasures } from "./fleet-economics.js";
 import {
   byOperation,
+  coldStartOf,
   fleetWorkerTime,
+  type ColdStart,
   phaseProfiles,
   s3Classes,
   trafficOf,
@@ -39,8 +42,12 @@ export interface FleetRunInput {
   readonly sample: WorkerContainer;
   readonly sampleBatches: readonly SampledBatch[];
   readonly fleetBuckets: number;
-  /** The fleet run's start and end, epoch ms. */
-  readonly window: { readonly start: number; readonly end: number };
+  /**
+   * The fleet run's start and end, and the end of its backlog (discovery
+   * found no more candidates; after it the event source polls an emptying
+   * queue, the idle polling the fixed cost prices), epoch ms.
+   */
+  readonly window: { readonly start: number; readonly end: number; readonly backlogEnd: number };
   /** Transaction ids the server consumed during the run. */
   readonly writeTransactions: number;
   /** Seconds discovery ran during the run (its runs' handler time). */
@@ -57,6 +64,7 @@ export interface FleetFigures {
   readonly workerTime: FleetWorkerTime;
   readonly workerSecondsPerBucket: number;
   readonly coldStartSecondsPerBucket: number;
+  readonly coldStart: ColdStart;
   readonly cpuShare: number;
   readonly messagesSent: number;
   readonly phaseProfile: Record<string, PhaseProfile>;
@@ -72,12 +80,28 @@ export function fleetFigures(input: FleetRunInput): FleetFigures {
   const workerTime = fleetWorkerTime(model, fleet, records, input.writeTransactions);
   const containerRecords = fleet.flatMap((c) => records.aws[c.name] ?? []);
   const esm = records.aws.esm ?? [];
+  // Receives that found the queue empty once the backlog was over are the idle polling the fixed cost prices.
+  const esmInBacklog = esm.filter(
+    (r) =>
+      r.operation !== "ReceiveMessageCommand" ||
+      r.messages > 0 ||
+      r.arrived <= input.window.backlogEnd,
+  );
   const discovery = inWindow(records.aws.discovery ?? [], input.window);
   const s3 = s3Classes(containerRecords);
   const sqsOf = (rs: readonly AwsRequestRecord[]) => rs.filter((r) => r.service === "sqs");
   const discoverySends = discovery.filter((r) => r.operation === "SendMessageBatchCommand");
   const depthReads = discovery.filter((r) => r.operation === "GetQueueAttributesCommand");
-  const containerSeconds = (fleet.length * (input.window.end - input.window.start)) / 1000;
+  // A warm container re-reads its secret as its invocations come: its active span, first call to last return.
+  const containerSeconds = sum(
+    fleet.map((c) =>
+      c.invocations.length === 0
+        ? 0
+        : (Math.max(...c.invocations.map((i) => i.end)) -
+            Math.min(...c.invocations.map((i) => i.start))) /
+          1000,
+    ),
+  );
   const sends = input.probe.pages * Math.ceil(input.probe.buckets / input.probe.pages / SQS_BATCH);
   const admissionS =
     input.probe.statementSeconds + ((sends + input.probe.runs) * model.sqsLatencyMs) / 1000;
@@ -86,7 +110,7 @@ export function fleetFigures(input: FleetRunInput): FleetFigures {
   const measures: FleetMeasures = {
     s3PutClass: s3.put / n,
     s3GetClass: s3.get / n,
-    sqsWorker: (sqsOf(containerRecords).length + sqsOf(esm).length) / n,
+    sqsWorker: (handOnsModelled(model, fleet, records) + sqsOf(esmInBacklog).length) / n,
     sqsDiscoverySends: discoverySends.length / n,
     discoveryDepthReadsPerSecond: depthReads.length / input.discoveryRunningS,
     secretsCallsPerContainerSecond:
@@ -106,16 +130,22 @@ export function fleetFigures(input: FleetRunInput): FleetFigures {
     customMetrics: metricKeys.size,
     idleDiscoveryRun: input.idleRun,
   };
+  const phaseProfile = phaseProfiles(model, input.sample, records, input.sampleBatches);
+  const coldStart = coldStartOf(model, input.sample, records, phaseProfile.claim!.total_ms);
   return {
     measures,
     workerTime,
     workerSecondsPerBucket: Number(measures.workerSeconds.toFixed(3)),
-    coldStartSecondsPerBucket: Number(
-      ((workerTime.initS + workerTime.firstInvocationExtraS) / n).toFixed(4),
-    ),
+    // Each of the run's containers started cold once.
+    coldStartSecondsPerBucket: Number(((fleet.length * coldStart.per_container_s) / n).toFixed(4)),
+    coldStart,
     cpuShare: Number(cpuShare(model, fleet[0]?.memoryMb ?? 1024).toFixed(3)),
-    messagesSent: sum([...containerRecords, ...discovery].map((r) => r.messages)),
-    phaseProfile: phaseProfiles(model, input.sample, records, input.sampleBatches),
+    messagesSent: sum(
+      [...containerRecords, ...discovery]
+        .filter((r) => r.operation.startsWith("SendMessage"))
+        .map((r) => r.messages),
+    ),
+    phaseProfile,
     requests: {
       workers: byOperation(containerRecords),
       event_source: byOperation(esm),
@@ -123,6 +153,37 @@ export function fleetFigures(input: FleetRunInput): FleetFigures {
     },
     metricKeys: [...metricKeys].sort(),
   };
+}
+
+/**
+ * The worker containers' SQS requests, their hand-ons as the model's
+ * invocations would send them: the worker holds a batch's next-phase
+ * messages until the batch has run or for {@link HAND_ON_HOLD_MS}, so an
+ * invocation that this loaded machine stretched past the hold sent its
+ * messages in two requests where its modelled duration, under the hold,
+ * sends one per ten.
+ */
+function handOnsModelled(
+  p: ModelParameters,
+  fleet: readonly WorkerContainer[],
+  records: ProxyRecords,
+): number {
+  let requests = 0;
+  for (const container of fleet) {
+    const traffic = trafficOf(records, container.name);
+    const sqs = traffic.aws.filter((r) => r.service === "sqs");
+    const handOns = sqs.filter((r) => r.operation === "SendMessageBatchCommand");
+    requests += sqs.length - handOns.length;
+    for (const inv of container.invocations) {
+      const sent = handOns.filter((r) => r.arrived >= inv.start && r.arrived <= inv.end);
+      const modelled = modelInvocation(p, inv, traffic, container.memoryMb).totalS;
+      requests +=
+        modelled * 1000 < HAND_ON_HOLD_MS
+          ? Math.ceil(sum(sent.map((r) => r.messages)) / SQS_BATCH)
+          : sent.length;
+    }
+  }
+  return requests;
 }
 
 /** Bytes written to a stream while `counting`, and the EMF metrics among them. */

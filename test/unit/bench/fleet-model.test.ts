@@ -14,7 +14,7 @@ import {
   type AwsRequestRecord,
 } from "../../../bench/fleet-model.js";
 import { parseFleetOptions } from "../../../bench/fleet-options.js";
-import { messagesSent, serviceAndOperation } from "../../../bench/fleet-requests.js";
+import { messagesMoved, serviceAndOperation } from "../../../bench/fleet-requests.js";
 import { emfMetricKeys } from "../../../bench/fleet-containers.js";
 import {
   drainOf,
@@ -133,7 +133,16 @@ describe("an invocation's modelled duration", () => {
 
 describe("the fleet bench's options", () => {
   it("default to the model's parameters and take each by its flag", () => {
-    expect(parseFleetOptions([])).toEqual({ quick: false, model: DEFAULT_MODEL });
+    expect(parseFleetOptions([])).toEqual({
+      quick: false,
+      sampleOnly: false,
+      cpuProfileDir: undefined,
+      model: DEFAULT_MODEL,
+    });
+    expect(parseFleetOptions(["--sample-only", "--cpu-prof", "/tmp/p"])).toMatchObject({
+      sampleOnly: true,
+      cpuProfileDir: "/tmp/p",
+    });
     const o = parseFleetOptions(["--quick", "--s3-latency-ms", "30", "--sqs-latency-ms", "0"]);
     expect(o.quick).toBe(true);
     expect(o.model).toEqual({ ...DEFAULT_MODEL, s3LatencyMs: 30, sqsLatencyMs: 0 });
@@ -178,7 +187,7 @@ describe("what the proxy makes of a request", () => {
     expect(op("DELETE", "/bucket/k")).toBe("DeleteObjectCommand");
   });
 
-  it("names SQS and Secrets Manager operations from their target, and counts the messages a send carries", () => {
+  it("names SQS and Secrets Manager operations from their target, and counts the messages a send carries or a receive returned", () => {
     expect(
       serviceAndOperation(
         "POST",
@@ -194,10 +203,14 @@ describe("what the proxy makes of a request", () => {
       ),
     ).toEqual({ service: "secretsmanager", operation: "GetSecretValueCommand" });
     const batch = Buffer.from(JSON.stringify({ Entries: [{ Id: "0" }, { Id: "1" }, { Id: "2" }] }));
-    expect(messagesSent("SendMessageBatchCommand", batch)).toBe(3);
-    expect(messagesSent("SendMessageCommand", Buffer.from("{}"))).toBe(1);
-    expect(messagesSent("ReceiveMessageCommand", batch)).toBe(0);
-    expect(messagesSent("SendMessageBatchCommand", Buffer.from("not json"))).toBe(0);
+    const none = Buffer.from("{}");
+    expect(messagesMoved("SendMessageBatchCommand", batch, none)).toBe(3);
+    expect(messagesMoved("SendMessageCommand", none, none)).toBe(1);
+    const received = Buffer.from(JSON.stringify({ Messages: [{}, {}] }));
+    expect(messagesMoved("ReceiveMessageCommand", none, received)).toBe(2);
+    expect(messagesMoved("ReceiveMessageCommand", none, none)).toBe(0);
+    expect(messagesMoved("DeleteMessageBatchCommand", batch, received)).toBe(0);
+    expect(messagesMoved("SendMessageBatchCommand", Buffer.from("not json"), none)).toBe(0);
   });
 
   it("reads the metrics an EMF document defines, each with its dimension values", () => {
