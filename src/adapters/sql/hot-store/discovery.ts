@@ -135,9 +135,12 @@ function discoverySql(query: DiscoveryQuery, stamp: boolean): { sql: string; par
      ORDER BY c.turn, c.bucket_end, c.table_id, c.partition_key, c.bucket_key
      LIMIT ${limit}`;
   if (!stamp) return { sql: candidates, params: p.values };
+  // Never a stamp later than the database's clock: a process whose clock ran ahead
+  // would otherwise hide what it offered from every other scan until its own time.
   const sql = `
     WITH c AS (${candidates})
-    UPDATE ${METADATA_TABLE} AS m SET enqueued_at = ${now}
+    UPDATE ${METADATA_TABLE} AS m
+       SET enqueued_at = CASE WHEN ${now} <= now() THEN ${now} ELSE now() END
       FROM c
      WHERE m.table_id = c.table_id AND m.partition_key = c.partition_key
        AND m.bucket_key = c.bucket_key
