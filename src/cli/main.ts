@@ -36,6 +36,7 @@ import {
   registerInvoke,
   registerStart,
   registerErase,
+  registerErasures,
 } from "./registrars/operations.js";
 import { explainSetupError } from "./setup-errors.js";
 import { beginInvocation } from "./session.js";
@@ -110,6 +111,7 @@ function buildProgram(): Command {
     registerRestore,
     registerRepair,
     registerErase,
+    registerErasures,
     registerRetry,
     registerDlq,
     registerInvoke,

@@ -23,8 +23,9 @@ import { manualRunConclusion } from "../../usecases/audit-conclusions.js";
 import { cliAudit, cliCaller } from "../audit-caller.js";
 import { recordedArchive } from "../../usecases/phases/recorded-archive.js";
 import { manifestPayloadKey } from "../../archive/manifest-v5.js";
-import type { PhaseOutcome } from "../../usecases/context.js";
+import type { PhaseOutcome, WorkflowLog } from "../../usecases/context.js";
 import { EXIT } from "../exit-codes.js";
+import { ArchiveProgress } from "./archive-progress.js";
 import { bucketJson, showBucket } from "../display.js";
 import { count, formatBytes } from "../format.js";
 import { cliLog, withArchiveRuntime } from "../session.js";
@@ -41,6 +42,11 @@ export interface ArchiveTotals {
   rows: number;
   bytes: number;
   deferred: number;
+  /** Buckets whose expiry this run finished, and the records they held. */
+  expired: number;
+  expiredRows: number;
+  /** Expiries Object Lock held back in this run. */
+  expiryHeld: number;
 }
 
 /** What a bucket's last outcome in this run says about it. */
@@ -52,7 +58,15 @@ type BucketEnd = "archived" | "failed" | "other";
  * process), in order, without holding up the workers.
  */
 export class ArchiveReporter {
-  readonly totals: ArchiveTotals = { buckets: 0, rows: 0, bytes: 0, deferred: 0 };
+  readonly totals: ArchiveTotals = {
+    buckets: 0,
+    rows: 0,
+    bytes: 0,
+    deferred: 0,
+    expired: 0,
+    expiredRows: 0,
+    expiryHeld: 0,
+  };
   #pending: Promise<void> = Promise.resolve();
   readonly #started = new Map<string, number>();
   readonly #ends = new Map<string, BucketEnd>();
@@ -134,6 +148,8 @@ export class ArchiveReporter {
     const bucket = showBucket(o.bucket);
     if (o.expired !== undefined) {
       const { rows, releasedObjects, releasedBytes } = o.expired;
+      this.totals.expired++;
+      this.totals.expiredRows += rows;
       this.out(
         this.json
           ? JSON.stringify({
@@ -147,6 +163,7 @@ export class ArchiveReporter {
           : `expired ${bucket}: ${rows} rows gone for good (its table's expire_after); ${releasedObjects} objects, ${formatBytes(releasedBytes)} released to GC`,
       );
     } else if (o.result === "deferred") {
+      this.totals.expiryHeld++;
       const retryAt = o.retryAt?.toISOString() ?? null;
       this.out(
         this.json
@@ -216,12 +233,20 @@ export async function archiveCommand(opts: { once?: boolean; json?: boolean }): 
     };
     process.on("SIGINT", onSignal);
     process.on("SIGTERM", onSignal);
-    const log = cliLog();
-    const reporter = new ArchiveReporter(
+    const progress = opts.once ? await ArchiveProgress.start(rt) : null;
+    const log = progress === null ? cliLog() : clearingFirst(cliLog(), progress);
+    const reporter: ArchiveReporter = new ArchiveReporter(
       rt.hotStore,
       opts.json === true,
-      (line) => console.log(line),
-      (line) => process.stderr.write(`pulpitum: ${line}\n`),
+      (line) => {
+        progress?.clear();
+        console.log(line);
+        progress?.update(reporter.totals, reporter.failedBuckets);
+      },
+      (line) => {
+        progress?.clear();
+        process.stderr.write(`pulpitum: ${line}\n`);
+      },
     );
     const started = Date.now();
     process.stderr.write(
@@ -245,9 +270,11 @@ export async function archiveCommand(opts: { once?: boolean; json?: boolean }): 
             ms: o.durationMs,
           });
           reporter.onOutcome(o);
+          progress?.update(reporter.totals, reporter.failedBuckets);
         },
       });
       await reporter.flush();
+      progress?.clear();
       // A phase run that threw names no bucket: count each as one failed bucket.
       const failed = reporter.failedBuckets + summary.failures;
       const left = opts.once ? await leftoversOf(rt) : null;
@@ -258,6 +285,25 @@ export async function archiveCommand(opts: { once?: boolean; json?: boolean }): 
       process.off("SIGTERM", onSignal);
     }
   });
+}
+
+/** `log` with the progress line erased before each line it writes (info only with PULPITUM_LOG=debug). */
+function clearingFirst(log: WorkflowLog, progress: ArchiveProgress): WorkflowLog {
+  const verbose = process.env.PULPITUM_LOG?.trim() === "debug";
+  return {
+    info: (m, f) => {
+      if (verbose) progress.clear();
+      log.info(m, f);
+    },
+    warn: (m, f) => {
+      progress.clear();
+      log.warn(m, f);
+    },
+    error: (m, f) => {
+      progress.clear();
+      log.error(m, f);
+    },
+  };
 }
 
 function printSummary(
@@ -279,6 +325,9 @@ function printSummary(
         rows: t.rows,
         bytes: t.bytes,
         deferred: t.deferred,
+        buckets_expired: t.expired,
+        expired_rows: t.expiredRows,
+        expiry_held: t.expiryHeld,
         waiting_for_retry: left?.waiting.length ?? 0,
         quarantined: left?.quarantined.length ?? 0,
         leased_elsewhere: left?.leased.length ?? 0,
@@ -301,9 +350,14 @@ function printSummary(
     left === null || left.waiting.length === 0
       ? ""
       : `, ${left.waiting.length} waiting for a retry`;
+  const expiry =
+    t.expired === 0 && t.expiryHeld === 0
+      ? ""
+      : `, ${t.expired} expired (${count(t.expiredRows, "row")})` +
+        (t.expiryHeld === 0 ? "" : `, ${t.expiryHeld} held by Object Lock`);
   console.log(
     `${ended}: ${count(t.buckets, "bucket")} archived ` +
-      `(${count(t.rows, "row")}, ${formatBytes(t.bytes)}), ${failed} failed, ${t.deferred} deferred${waiting}, ` +
+      `(${count(t.rows, "row")}, ${formatBytes(t.bytes)})${expiry}, ${failed} failed, ${t.deferred} deferred${waiting}, ` +
       `${count(summary.failures, "failed phase run")}; ${count(summary.advanced, "phase")} in ` +
       `${count(summary.rounds, "discovery round")}` +
       (summary.scanFailures > 0 ? ` (${summary.scanFailures} failed)` : "") +

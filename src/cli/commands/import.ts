@@ -9,7 +9,7 @@ import {
   type ImportStop,
 } from "../../usecases/import-records.js";
 import { EXIT } from "../exit-codes.js";
-import { count, printJson } from "../format.js";
+import { count, formatBytes, printJson } from "../format.js";
 import { readLines } from "../lines.js";
 import { restoreCommand } from "../display.js";
 import { ProgressBar } from "../progress.js";
@@ -27,14 +27,25 @@ export async function importCommand(
     async (rt) => {
       const input = handle === null ? process.stdin : handle.createReadStream();
       const lines = readLines(input);
-      const progress = new ProgressBar(`importing into ${tableId}`, undefined);
+      // A file's size makes the line a share with the time left; stdin has only counts.
+      const size = handle === null ? undefined : (await handle.stat()).size;
+      const progress = new ProgressBar(
+        `${opts.dryRun === true ? "checking" : "importing into"} ${tableId}`,
+        size,
+        process.stderr,
+        size === undefined ? {} : { format: formatBytes },
+      );
+      const bytesRead = () => ("bytesRead" in input ? input.bytesRead : 0);
       try {
         const report = await importRecords(rt.hotStore, lines, {
           tableId,
           source,
           dryRun: opts.dryRun === true,
           now: () => rt.clock.now(),
-          onProgress: (stored) => progress.update(stored, "records"),
+          onProgress: (stored) =>
+            size === undefined
+              ? progress.update(stored, "records")
+              : progress.update(bytesRead(), count(stored, "record")),
         });
         progress.finish();
         if (opts.json) printJson(report);
