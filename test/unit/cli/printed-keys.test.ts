@@ -99,9 +99,11 @@ describe("partition keys as the CLI prints them", () => {
       const typed = asTyped(shown.get(name)!);
       const read = await cli("read", "chat", typed, "--json");
       expect(read.code, `${name}: ${read.stderr}`).toBe(0);
-      const records = (JSON.parse(read.stdout) as { records: { partition_key: string }[] })
-        .records;
-      expect(records.map((r) => r.partition_key), name).toEqual(Array(5).fill(b64(key)));
+      const records = (JSON.parse(read.stdout) as { records: { partition_key: string }[] }).records;
+      expect(
+        records.map((r) => r.partition_key),
+        name,
+      ).toEqual(Array(5).fill(b64(key)));
       if (!["binary", "slashed", "markedText"].includes(name)) continue;
 
       const exported = await cli("export", "chat", typed);
