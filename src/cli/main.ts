@@ -6,6 +6,7 @@
  */
 import { Command, CommanderError } from "commander";
 import { configHelpLines } from "../config-docs.js";
+import { settingToRaise } from "../domain/failures.js";
 import { ConfigError, errorMessage, PulpitumError } from "../errors.js";
 import { stopQuietlyWhenOutputCloses } from "./closed-stdout.js";
 import { EXIT, exitCodeFor, UsageError } from "./exit-codes.js";
@@ -61,12 +62,21 @@ export async function main(argv: string[]): Promise<number> {
       process.stderr.write(`pulpitum: ${error.message}\n(run with --help for the usage)\n`);
     } else if (error instanceof PulpitumError) {
       process.stderr.write(`pulpitum: ${error.message}\n`);
+      writeRemedy(error);
     } else {
       process.stderr.write(`pulpitum: unexpected failure: ${errorMessage(error)}\n`);
+      writeRemedy(error);
       if (process.env.PULPITUM_DEBUG) console.error(error);
     }
     return exitCodeFor(error);
   }
+}
+
+/** What to change for a failure that names its fix (a full disk, a limit), unless the message says it. */
+function writeRemedy(error: unknown): void {
+  const remedy = settingToRaise(error);
+  if (remedy !== undefined && !errorMessage(error).includes(remedy))
+    process.stderr.write(`pulpitum: to fix: ${remedy}\n`);
 }
 
 /** The command as typed, without its arguments: `status`, `tables create`. */
