@@ -9,9 +9,11 @@
  * some were archived and others failed or wait in quarantine. A quarantined
  * bucket counts because it is work an operator must release: a run that
  * skips it has not done what it was asked. So does a bucket that failed
- * before this run and still waits for its retry time, and one leased by
- * another process (./archive-leftovers.ts). A run stopped by SIGINT or
- * SIGTERM exits 130 or 143, as the shell reports a killed command.
+ * before this run and still waits for its retry time, and one leased by a
+ * process that is gone (./archive-leftovers.ts); one leased by another live
+ * archiver is waited for, and the run goes on with what it leaves
+ * (./archive-others.ts), so two overlapping runs both exit 0. A run stopped
+ * by SIGINT or SIGTERM exits 130 or 143, as the shell reports a killed command.
  */
 import { describeCutoffPolicy } from "../../domain/cutoff.js";
 import type { BucketId } from "../../domain/bucket.js";
@@ -26,6 +28,7 @@ import { manifestPayloadKey } from "../../archive/manifest-v5.js";
 import type { PhaseOutcome, WorkflowLog } from "../../usecases/context.js";
 import { EXIT } from "../exit-codes.js";
 import { ArchiveProgress } from "./archive-progress.js";
+import { waitForOtherArchivers } from "./archive-others.js";
 import { bucketJson, showBucket } from "../display.js";
 import { count, formatBytes } from "../format.js";
 import { cliLog, withArchiveRuntime } from "../session.js";
@@ -256,23 +259,40 @@ export async function archiveCommand(opts: { once?: boolean; json?: boolean }): 
     const notice = leasedNotice((await leftoversOf(rt)).leased);
     if (notice !== null) process.stderr.write(`pulpitum: ${notice}\n`);
     try {
-      const summary = await runStandalone(rt.context(log), {
-        workers: rt.config.workers,
-        intervalMs: rt.config.intervalSeconds * 1000,
-        once: opts.once === true,
-        signal: controller.signal,
-        clockCheck: rt.clockCheck,
-        onOutcome: (o) => {
-          log.info(`${o.phase ?? "-"} ${o.result}`, {
-            bucket: showBucket(o.bucket),
-            next: o.next,
-            reason: o.reason,
-            ms: o.durationMs,
-          });
-          reporter.onOutcome(o);
-          progress?.update(reporter.totals, reporter.failedBuckets);
-        },
-      });
+      const run = () =>
+        runStandalone(rt.context(log), {
+          workers: rt.config.workers,
+          intervalMs: rt.config.intervalSeconds * 1000,
+          once: opts.once === true,
+          signal: controller.signal,
+          clockCheck: rt.clockCheck,
+          onOutcome: (o) => {
+            log.info(`${o.phase ?? "-"} ${o.result}`, {
+              bucket: showBucket(o.bucket),
+              next: o.next,
+              reason: o.reason,
+              ms: o.durationMs,
+            });
+            reporter.onOutcome(o);
+            progress?.update(reporter.totals, reporter.failedBuckets);
+          },
+        });
+      let summary = await run();
+      // Beside another live archiver, wait for what it holds, then take what it left (./archive-others.ts).
+      while (opts.once && stoppedBy === null) {
+        const { leased } = await leftoversOf(rt);
+        if (leased.length === 0) break;
+        await reporter.flush();
+        const waited = await waitForOtherArchivers(rt, leased, {
+          signal: controller.signal,
+          say: (line) => {
+            progress?.clear();
+            process.stderr.write(`pulpitum: ${line}\n`);
+          },
+        });
+        if (waited !== "released") break;
+        summary = addSummaries(summary, await run());
+      }
       await reporter.flush();
       progress?.clear();
       // A phase run that threw names no bucket: count each as one failed bucket.
@@ -303,6 +323,16 @@ function clearingFirst(log: WorkflowLog, progress: ArchiveProgress): WorkflowLog
       progress.clear();
       log.error(m, f);
     },
+  };
+}
+
+function addSummaries(a: StandaloneSummary, b: StandaloneSummary): StandaloneSummary {
+  return {
+    rounds: a.rounds + b.rounds,
+    outcomes: a.outcomes + b.outcomes,
+    advanced: a.advanced + b.advanced,
+    failures: a.failures + b.failures,
+    scanFailures: a.scanFailures + b.scanFailures,
   };
 }
 
