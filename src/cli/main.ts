@@ -87,7 +87,7 @@ function commandName(argv: readonly string[]): string {
     : (words[0] ?? "");
 }
 
-const EXIT_CODES_HELP = `Exit codes: ${EXIT.ok} done (archive --once: also nothing to archive); ${EXIT.failure} the command failed (database or archive unreachable or failing, embedded store in use, bucket busy; archive --once archived nothing while a bucket failed, waits for a retry, is quarantined or leased elsewhere); ${EXIT.usage} usage error (unknown command or option, missing argument); ${EXIT.invalidInput} invalid input (a configuration variable, an argument's value, an import record, an unknown table); ${EXIT.integrity} archived data failed its integrity check; ${EXIT.partial} archive --once archived some buckets while others failed, wait for a retry, are quarantined or leased elsewhere; 130/143 archive --once stopped by SIGINT/SIGTERM.`;
+const EXIT_CODES_HELP = `Exit codes: ${EXIT.ok} done (archive --once: also nothing to archive); ${EXIT.failure} the command failed (database or archive unreachable or failing, embedded store in use, bucket busy; archive --once archived nothing while a bucket failed, waits for a retry, is quarantined or leased by a process that is gone); ${EXIT.usage} usage error (unknown command or option, missing argument); ${EXIT.invalidInput} invalid input (a configuration variable, an argument's value, an import record, an unknown table); ${EXIT.integrity} archived data failed its integrity check; ${EXIT.partial} archive --once archived some buckets while others failed, wait for a retry, are quarantined or leased by a process that is gone; 130/143 archive --once stopped by SIGINT/SIGTERM.`;
 
 function buildProgram(): Command {
   const program = new Command("pulpitum")
