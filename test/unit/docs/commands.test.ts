@@ -130,6 +130,11 @@ export async function problems(command: DocCommand): Promise<string[]> {
   } else if (words[0] === "npx" && words[1] === "tsx") {
     if (words[2] === undefined || !existsSync(path.join(ROOT, words[2])))
       found.push(`no file ${words[2] ?? "(none)"} for tsx`);
+  } else if (words[0] === "npx" && words[1] === "vitest") {
+    // The test file it names was checked above; the project must be one vitest.config.ts defines.
+    const project = words[words.indexOf("--project") + 1];
+    if (!["unit", "integration"].includes(project ?? ""))
+      found.push(`no vitest project ${project}`);
   } else if (words[0] === "npx" && words[1] === "cdk") {
     if (!existsSync(path.join(ROOT, "node_modules", ".bin", "cdk"))) found.push("no cdk binary");
     if (!existsSync(path.join(ROOT, "cdk.json"))) found.push("no cdk.json");
