@@ -42,6 +42,8 @@ export const DEFAULT_SERVICE_NAME = "pulpitum";
 
 /** Metric names; each comment names the alarm or dashboard panel it feeds. */
 export const METRIC = {
+  /** Records whose next phase's message SQS refused (all of a SendMessageBatch, or their entries of it); each is handed back to come again at once. Alarm "HandOnsRefused" and dashboard "Stalls". */
+  HandOnsRefused: "HandOnsRefused",
   /** A phase committed (result `advanced`). Dashboard "Phases by outcome"; its sum is the archival throughput. */
   PhasesAdvanced: "PhasesAdvanced",
   /** Another worker held the lease (`busy`); the message is retried. Dashboard "Phases by outcome" (sustained: duplicate messages or a stuck lease). */
@@ -50,7 +52,7 @@ export const METRIC = {
   PhasesDeferred: "PhasesDeferred",
   /** A message could not be processed at all (malformed body, unknown bucket, unreachable database). Alarm "WorkerErrors" and dashboard "Phases by outcome". */
   PhasesFailed: "PhasesFailed",
-  /** The lease was lost mid-phase; nothing destructive ran. Dashboard "Phases by outcome" (sustained: lease too short for the phase). */
+  /** The lease was lost mid-phase; nothing destructive ran, and the message comes back. Alarm "LeaseLosses" and dashboards "Phases by outcome" and "Stalls" (sustained: lease too short for the phase, or the database too slow to renew it). */
   PhasesLeaseLost: "PhasesLeaseLost",
   /** Nothing to do (already archived, not eligible, paused): duplicate and stale messages. Dashboard "Phases by outcome". */
   PhasesDone: "PhasesDone",
@@ -298,6 +300,11 @@ export function phaseDurationFields(outcome: PhaseOutcome): Record<string, unkno
 /** Count a message that could not be processed. */
 export function recordPhaseFailure(): void {
   metrics.addMetric(METRIC.PhasesFailed, MetricUnit.Count, 1);
+}
+
+/** Records whose next phase's message SQS refused (handed back to come again at once). */
+export function recordHandOnsRefused(records: number): void {
+  metrics.addMetric(METRIC.HandOnsRefused, MetricUnit.Count, records);
 }
 
 /** What one discovery run enqueued, why it stopped and what it left waiting. */

@@ -9,6 +9,7 @@
  * once. Only tables named `pulpitum_v4_*` are ever touched.
  */
 import { allowPendingOutcome } from "./audit-outcome-migration.js";
+import { HAND_ON_UNSENT_MIGRATION } from "./hand-on-migration.js";
 import { revokeAllButAppend } from "./append-only.js";
 import { AUDIT_CHAIN_STATEMENTS, chainAuditTrail } from "./audit-chain-migration.js";
 import type { SqlDatabase, SqlExecutor } from "./database.js";
@@ -439,8 +440,8 @@ export const MIGRATIONS: readonly Migration[] = [
     statements: AUDIT_CHAIN_STATEMENTS,
     after: chainAuditTrail,
   },
-  // An action may end `pending` (audit-outcome-migration.ts).
-  { version: 21, name: "audit outcome pending", statements: [], after: allowPendingOutcome },
+  { version: 21, name: "audit outcome pending", statements: [], after: allowPendingOutcome }, // audit-outcome-migration.ts
+  HAND_ON_UNSENT_MIGRATION, // hand-on-migration.ts
 ];
 
 /** The newest schema version this code knows. */
