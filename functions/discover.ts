@@ -9,11 +9,19 @@ import { jsonObject, readInput, type JsonObject } from "../src/input.js";
 import type { Context } from "aws-lambda";
 import { parseDiscoverySettings, type DiscoverySettings } from "../src/discovery-settings.js";
 import { sleep } from "../src/ports/clock.js";
+import type { StalledBucket } from "../src/ports/hand-on-tracking.js";
 import type { WorkQueue } from "../src/ports/work-queue.js";
 import type { Adapters } from "../src/open-adapters.js";
 import { discoverBacklog, type DiscoveryStop } from "../src/usecases/discover-backlog.js";
 import { DrainMeter } from "../src/usecases/drain-meter.js";
-import { logger, recordDiscovery, recordExpiryBlocked, workflowLog } from "./observability.js";
+import {
+  bucketFields,
+  logger,
+  recordDiscovery,
+  recordExpiryBlocked,
+  recordOldestStalled,
+  workflowLog,
+} from "./observability.js";
 import { observedHandler } from "./observed-handler.js";
 import { lambdaAdaptersPerContainer, openLambdaAdapters } from "./open-adapters.js";
 
@@ -41,6 +49,28 @@ export interface DiscoveryReport {
   /** Due buckets Object Lock keeps from expiring, and since when the oldest has been kept. */
   readonly expiry_held: number;
   readonly expiry_blocked_since: string | null;
+  /**
+   * When the run started: the bucket that had waited longest between two
+   * phases with nobody on it (alarm "BucketStalledBetweenPhases"), or null.
+   */
+  readonly oldest_stalled: StalledReport | null;
+}
+
+/** A stalled bucket as the report names it: its identity as in the work message, phase and wait. */
+export type StalledReport = Record<string, string | number> & {
+  readonly phase: string;
+  readonly since: string;
+  readonly seconds: number;
+};
+
+function stalledReport(stalled: StalledBucket | null, at: Date): StalledReport | null {
+  if (stalled === null) return null;
+  return {
+    ...bucketFields(stalled.id),
+    phase: stalled.phase,
+    since: stalled.since.toISOString(),
+    seconds: Math.max(0, (at.getTime() - stalled.since.getTime()) / 1000),
+  };
 }
 
 export const DISCOVERY_EVENT_FORM =
@@ -74,6 +104,10 @@ export function createDiscoveryHandler(open: () => Promise<DiscoveryDependencies
       const deadline = new Date(
         clock.now().getTime() + context.getRemainingTimeInMillis() - DEADLINE_MARGIN_MS,
       );
+      // Before this run offers anything: how long the longest wait between phases had grown.
+      const startedAt = clock.now();
+      const stalled = await ctx.hotStore.oldestStalled(startedAt);
+      recordOldestStalled(stalled?.since ?? null, startedAt);
       const run = await discoverBacklog(
         {
           hotStore: ctx.hotStore,
@@ -100,6 +134,7 @@ export function createDiscoveryHandler(open: () => Promise<DiscoveryDependencies
         requeue_window_seconds: run.requeueWindowMs / 1000,
         expiry_held: blocked.held,
         expiry_blocked_since: blocked.oldestSince?.toISOString() ?? null,
+        oldest_stalled: stalledReport(stalled, startedAt),
       };
       if (run.stop === "cap") {
         logger.warn(

@@ -106,6 +106,8 @@ export const METRIC = {
   ExpiryBytesFreed: "ExpiryBytesFreed",
   /** A due bucket's expiry was held by an Object Lock retention or legal hold. Dashboard "Maintenance". */
   ExpiryHeld: "ExpiryHeld",
+  /** Seconds the bucket that has waited longest between two phases with nobody on it has waited (no live lease, no retry pending, not set aside; 0 when none), measured when each discovery run starts. Alarm "BucketStalledBetweenPhases" and dashboard "Stalls". */
+  OldestStalledBucketAge: "OldestStalledBucketAge",
   /** Seconds the oldest held expiry has been blocked (0 when none), measured by every discovery run. Alarm "ExpiryBlocked" and dashboard "Maintenance". */
   ExpiryBlockedSeconds: "ExpiryBlockedSeconds",
 } as const;
@@ -316,6 +318,12 @@ export function recordDiscovery(run: BacklogRun, startedAt: Date = new Date()): 
     const ageSeconds = Math.max(0, (startedAt.getTime() - run.oldestEnd.getTime()) / 1000);
     metrics.addMetric(METRIC.OldestCandidateAge, MetricUnit.Seconds, ageSeconds);
   }
+}
+
+/** How long the bucket that has waited longest between two phases with nobody on it has waited at `now` (0 when none). */
+export function recordOldestStalled(since: Date | null, now: Date): void {
+  const seconds = since === null ? 0 : Math.max(0, (now.getTime() - since.getTime()) / 1000);
+  metrics.addMetric(METRIC.OldestStalledBucketAge, MetricUnit.Seconds, seconds);
 }
 
 /** How long the oldest held expiry has been blocked at `now` (0 when none). */

@@ -9,6 +9,7 @@
  */
 import type { SQSBatchResponse } from "aws-lambda";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+import { createDiscoveryHandler } from "../../../functions/discover.js";
 import { createWorkerHandler } from "../../../functions/worker.js";
 import { MemoryWorkQueue } from "../../../src/adapters/queue/memory.js";
 import type { BucketId } from "../../../src/domain/bucket.js";
@@ -21,6 +22,7 @@ import {
 } from "../../../src/ports/work-queue.js";
 import type { HotOperation, FaultPoint } from "../../support/faults.js";
 import { invocationContext, sqsRecord } from "../../support/lambda-invocation.js";
+import { runNextPhase } from "../../../src/usecases/run-next-phase.js";
 import {
   chatRecords,
   expectFullyArchived,
@@ -229,11 +231,57 @@ describe("hand-ons SQS refuses", () => {
 
     expect(first.failed).toHaveLength(2);
     expect(metricTotal("HandOnsRefused")).toBe(2);
+    // The sent hand-ons are reported to the hot store; the refused ones stay marked unsent for discovery.
+    const unsent = await Promise.all(
+      four.map(async (b) => (await h.inner.getBucket(b.id))?.handOnUnsentSince ?? null),
+    );
+    expect(unsent.map((at) => at !== null)).toEqual([false, true, false, true]);
     // Visible now: the two refused records (claim messages) and the two export messages that were sent.
     const visible = queue.receive(10).map((m) => m.body);
     expect(visible.sort()).toEqual(four.map((b) => encodeWorkMessage(b.id)).sort());
     h.clock.advance(VISIBILITY_SECONDS * 1000);
     await drainNow(queue, workerOn(queue));
     await expectFullyArchived(h, new Map(four.map((b, i) => [String(i), b])));
+  });
+});
+
+describe("the discovery function's stall measure", () => {
+  it("names the bucket that waited longest between two phases with nobody on it, and publishes its wait as OldestStalledBucketAge", async () => {
+    // Discovery sees every table: a database of its own.
+    const own = await makeHarness();
+    try {
+      const seeded = await seedTable(
+        own,
+        parseTableId("stall-measure"),
+        "CalendarMonthUtc",
+        "json",
+        chatRecords([4], 3, ["tenant/\u00ff"]),
+      );
+      const [bucket] = [...seeded.values()];
+      // A worker claims the bucket and dies before its export message goes out.
+      expect((await runNextPhase(own.process().ctx, bucket!.id)).result).toBe("advanced");
+      own.clock.advance(600_000);
+      const queue = new RefusingQueue({ clock: own.clock, visibilityTimeoutSeconds: 1800 });
+      const discover = createDiscoveryHandler(async () => ({
+        adapters: { context: (log) => ({ ...own.process().ctx, log }), clock: own.clock },
+        queue,
+      }));
+
+      const report = await discover({}, invocationContext("discover"));
+
+      expect(report.oldest_stalled).toEqual({
+        table_id: "stall-measure",
+        partition_key_b64: Buffer.from("tenant/\u00ff").toString("base64"),
+        bucket_key: "month:2025-04",
+        phase: "export",
+        since: "2026-06-01T00:00:00.000Z",
+        seconds: 600,
+      });
+      expect(metricTotal("OldestStalledBucketAge")).toBe(600);
+      // Its unsent hand-on is past the grace: this run offered it again.
+      expect(report.by_kind).toMatchObject({ stalled: 1 });
+    } finally {
+      await own.close();
+    }
   });
 });
