@@ -10,6 +10,7 @@ import type { ArchiverStackProps } from "./archiver-stack.js";
 import {
   StackSettingsError,
   type AwsServiceRoute,
+  type S3Route,
   type ObjectLockMode,
   type PayloadStorageClass,
 } from "./settings.js";
@@ -77,6 +78,11 @@ export const APP_SETTINGS = {
     context: "pulpitum:routeTableIds",
     env: "PULPITUM_ROUTE_TABLE_IDS",
     form: "comma-separated rtb-… ids",
+  },
+  s3Route: {
+    context: "pulpitum:s3Route",
+    env: "PULPITUM_S3_ROUTE",
+    form: "nat or existing-endpoint (without routeTableIds)",
   },
   awsServices: {
     context: "pulpitum:awsServices",
@@ -287,6 +293,8 @@ export function stackPropsFrom(
             securityGroupId: securityGroupId!,
             availabilityZones: list("availabilityZones"),
             routeTableIds: list("routeTableIds"),
+            // Validated against the accepted routes by stackSettings.
+            s3Route: text("s3Route") as S3Route | undefined,
             // Validated against the accepted routes by stackSettings.
             awsServices: text("awsServices") as AwsServiceRoute | undefined,
           }

@@ -270,6 +270,7 @@ describe("interface endpoints in the functions' subnets", () => {
     vpcId: "vpc-0123456789abcdef0",
     subnetIds: ["subnet-0a", "subnet-0b", "subnet-0c"],
     securityGroupId: "sg-0123456789abcdef0",
+    routeTableIds: ["rtb-0a"],
   };
 
   it("are refused at synth without the subnets' zones, naming the command that lists them", () => {

@@ -660,6 +660,7 @@ describe("the archiver stack with deployment props", () => {
         subnetIds: ["subnet-0a1b2c3d", "subnet-0e4f5a6b"],
         availabilityZones: ["us-east-1a", "us-east-1b"],
         securityGroupId: "sg-0123456789abcdef0",
+        s3Route: "nat",
       },
     });
     for (const fn of [stack.discoverFunction, stack.workerFunction]) {
