@@ -99,6 +99,11 @@ export const APP_SETTINGS = {
     env: "PULPITUM_DATABASE_POOL_MAX",
     form: "an integer 1..2",
   },
+  reserveConcurrency: {
+    context: "pulpitum:reserveConcurrency",
+    env: "PULPITUM_RESERVE_CONCURRENCY",
+    form: "true or false",
+  },
   databaseConnectionBudget: {
     context: "pulpitum:databaseConnectionBudget",
     env: "PULPITUM_DATABASE_CONNECTION_BUDGET",
@@ -293,9 +298,8 @@ export function stackPropsFrom(
             securityGroupId: securityGroupId!,
             availabilityZones: list("availabilityZones"),
             routeTableIds: list("routeTableIds"),
-            // Validated against the accepted routes by stackSettings.
+            // Both validated against the accepted routes by stackSettings.
             s3Route: text("s3Route") as S3Route | undefined,
-            // Validated against the accepted routes by stackSettings.
             awsServices: text("awsServices") as AwsServiceRoute | undefined,
           }
         : undefined,
@@ -307,6 +311,7 @@ export function stackPropsFrom(
     workerBatchingWindowSeconds: int("workerBatchingWindowSeconds"),
     workerMaxConcurrency: int("workerMaxConcurrency"),
     databasePoolMax: int("databasePoolMax"),
+    reserveConcurrency: bool("reserveConcurrency"),
     databaseConnectionBudget: int("databaseConnectionBudget"),
     alarmTopicArn: text("alarmTopicArn"),
     queryCatalog: bool("queryCatalog"),

@@ -109,6 +109,15 @@ export interface ArchiverStackProps extends StackProps {
   /** Database connections one function container may hold, 1..2 (PULPITUM_DB_POOL_MAX). Default 2. */
   readonly databasePoolMax?: number;
   /**
+   * Reserve each function's concurrency (RESERVED_CONCURRENCY; the worker's
+   * workerMaxConcurrency + 1), so no invocation can pass the connection
+   * ceiling. `false` only for an account whose concurrency limit cannot
+   * spare them (a reservation that would leave under 100 unreserved fails
+   * to deploy): the ceiling then holds only while nobody invokes more by
+   * hand than it counts. Default true.
+   */
+  readonly reserveConcurrency?: boolean;
+  /**
    * Connections the database grants Pulpitum (its `max_connections` less what
    * the applications and superusers need). The stack refuses settings whose
    * connection ceiling exceeds it. Default 100.
@@ -176,6 +185,7 @@ export interface StackSettings {
   readonly workerBatchingWindowSeconds: number;
   readonly workerMaxConcurrency: number;
   readonly databasePoolMax: number;
+  readonly reserveConcurrency: boolean;
   readonly databaseConnectionBudget: number;
   /** The most database connections the functions can hold at once (see {@link connectionCeiling}). */
   readonly databaseConnectionCeiling: number;
@@ -202,14 +212,33 @@ export interface StackSettings {
 }
 
 /**
- * Containers besides the queue-driven workers that may hold connections at
- * once: two discovery runs (a scheduled run overlapping a manual one), one
- * GC run, one scrub, one restore, one erasure and one manual worker
- * invocation. Their concurrency is not reserved (a reservation fails to
- * deploy in accounts with a low concurrency limit): more invocations by
- * hand than these can pass the ceiling.
+ * The concurrency reserved for each function besides the queue-driven
+ * workers: two discovery runs (a scheduled run overlapping the next one, or
+ * a manual one), one GC run, one scrub, one restore, one erasure and one DLQ
+ * replay. An invocation beyond its function's reservation is throttled: an
+ * asynchronous one waits in Lambda's queue (up to its maximum event age,
+ * then the scheduled-failures queue), a synchronous one is refused, so no
+ * invocation by hand can pass the connection ceiling.
  */
-export const OTHER_CONTAINERS = 7;
+export const RESERVED_CONCURRENCY = {
+  DiscoverFunction: 2,
+  GcFunction: 1,
+  ScrubFunction: 1,
+  RestoreFunction: 1,
+  EraseFunction: 1,
+  ReplayDlqFunction: 1,
+} as const;
+
+/** Worker invocations by hand (events/manual-bucket.json) beside the event source's workerMaxConcurrency. */
+export const MANUAL_WORKER_RUNS = 1;
+
+/**
+ * Containers besides the queue-driven workers that may hold connections at
+ * once: the reserved concurrency of every other function, and the manual
+ * worker runs (the worker's reservation is workerMaxConcurrency plus those).
+ */
+export const OTHER_CONTAINERS =
+  Object.values(RESERVED_CONCURRENCY).reduce((a, b) => a + b, 0) + MANUAL_WORKER_RUNS;
 
 /** The connection ceiling: every container that may run at once, times its pool. */
 export function connectionCeiling(workerMaxConcurrency: number, poolMax: number): number {
@@ -349,6 +378,7 @@ function functionSettings(read: PropReader) {
     workerBatchingWindowSeconds,
     workerMaxConcurrency,
     databasePoolMax,
+    reserveConcurrency: read.props.reserveConcurrency ?? true,
     databaseConnectionBudget,
     databaseConnectionCeiling,
   };
