@@ -494,7 +494,7 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
       Threshold: 1,
       AlarmDescription: Match.stringLikeRegexp("docs/integrity.md"),
     });
-    template.resourceCountIs("AWS::CloudWatch::Alarm", 15);
+    template.resourceCountIs("AWS::CloudWatch::Alarm", 18);
     template.resourceCountIs("AWS::CloudWatch::Dashboard", 1);
     // The dashboard graphs every metric the functions emit, GC and restore included.
     const body = JSON.stringify(template.findResources("AWS::CloudWatch::Dashboard"));
@@ -772,7 +772,7 @@ describe("the archiver stack with deployment props", () => {
       workerTimeoutSeconds: 120,
       workerBatchSize: 10,
       workerMaxConcurrency: 50,
-      databaseConnectionBudget: 114,
+      databaseConnectionBudget: 116,
       archivePrefix: "/archive/v/",
       alarmTopicArn: "arn:aws:sns:eu-west-1:123456789012:ops",
     });
