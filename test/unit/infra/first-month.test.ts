@@ -63,7 +63,7 @@ describe("the connection ceiling holds whoever invokes what", () => {
       scrub: 1,
       erase: 1,
     });
-    const total = Object.values(reserved).reduce((a, b) => a + (b as number), 0);
+    const total = Object.values(reserved).reduce((a: number, b) => a + (b as number), 0);
     expect(total).toBe(12 + OTHER_CONTAINERS);
     expect(stack.settings.databaseConnectionCeiling).toBe(total * stack.settings.databasePoolMax);
   });
