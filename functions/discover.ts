@@ -24,6 +24,7 @@ import {
 } from "./observability.js";
 import { observedHandler } from "./observed-handler.js";
 import { lambdaAdaptersPerContainer, openLambdaAdapters } from "./open-adapters.js";
+import { withProbe } from "./probe.js";
 
 export interface DiscoveryDependencies {
   readonly adapters: Pick<Adapters, "context" | "clock">;
@@ -148,9 +149,12 @@ export function createDiscoveryHandler(open: () => Promise<DiscoveryDependencies
   );
 }
 
-export const handler = createDiscoveryHandler(
-  lambdaAdaptersPerContainer(process.env, async () => {
-    const lambda = await openLambdaAdapters(process.env);
-    return { ...lambda, discovery: parseDiscoverySettings(process.env) };
-  }),
+export const handler = withProbe(
+  "discover",
+  createDiscoveryHandler(
+    lambdaAdaptersPerContainer(process.env, async () => {
+      const lambda = await openLambdaAdapters(process.env);
+      return { ...lambda, discovery: parseDiscoverySettings(process.env) };
+    }),
+  ),
 );

@@ -34,6 +34,7 @@ import {
 } from "./observability.js";
 import { observedHandler } from "./observed-handler.js";
 import { lambdaAdaptersPerContainer, openLambdaAdapters } from "./open-adapters.js";
+import { withProbe } from "./probe.js";
 
 export interface ScrubDependencies {
   readonly config: Pick<PulpitumConfig, "scrubPeriodDays">;
@@ -119,6 +120,7 @@ export function createScrubHandler(open: () => Promise<ScrubDependencies>) {
   });
 }
 
-export const handler = createScrubHandler(
-  lambdaAdaptersPerContainer(process.env, () => openLambdaAdapters()),
+export const handler = withProbe(
+  "scrub",
+  createScrubHandler(lambdaAdaptersPerContainer(process.env, () => openLambdaAdapters())),
 );

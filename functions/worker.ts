@@ -60,6 +60,7 @@ import {
 import { HandOns } from "./hand-ons.js";
 import { observedHandler } from "./observed-handler.js";
 import { lambdaAdaptersPerContainer, openLambdaAdapters } from "./open-adapters.js";
+import { withProbe } from "./probe.js";
 
 export interface WorkerDependencies {
   readonly adapters: Pick<Adapters, "context" | "clock" | "audit">;
@@ -335,6 +336,7 @@ export function createWorkerHandler(open: () => Promise<WorkerDependencies>) {
   );
 }
 
-export const handler = createWorkerHandler(
-  lambdaAdaptersPerContainer(process.env, () => openLambdaAdapters()),
+export const handler = withProbe(
+  "worker",
+  createWorkerHandler(lambdaAdaptersPerContainer(process.env, () => openLambdaAdapters())),
 );

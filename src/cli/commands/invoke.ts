@@ -37,7 +37,7 @@ export type InvocableFunction = keyof typeof INVOCABLE_FUNCTIONS;
 type Handler = (event: unknown, context: Context) => Promise<unknown>;
 
 /** A handler built as the deployed one is, and what to close after its invocation. */
-interface LocalFunction {
+export interface LocalFunction {
   readonly handler: Handler;
   close(): Promise<void>;
 }
@@ -165,7 +165,24 @@ async function deployedEnvironment(file: string, stack?: string): Promise<NodeJS
   return env;
 }
 
-async function buildFunction(
+/**
+ * The handler of function `name` as its module builds it for Lambda, on the
+ * environment `env`, answering the preflight's probe event as the deployed
+ * one does (functions/probe.ts). Also what test/support/lambda-emulator.ts
+ * serves.
+ */
+export async function buildFunction(
+  name: InvocableFunction,
+  env: NodeJS.ProcessEnv,
+): Promise<LocalFunction> {
+  const [{ withProbe }, built] = await Promise.all([
+    import("../../../functions/probe.js"),
+    buildHandler(name, env),
+  ]);
+  return { handler: withProbe(name, built.handler, env), close: built.close };
+}
+
+async function buildHandler(
   name: InvocableFunction,
   env: NodeJS.ProcessEnv,
 ): Promise<LocalFunction> {
