@@ -14,6 +14,7 @@ import type { WorkQueue } from "../src/ports/work-queue.js";
 import type { Adapters } from "../src/open-adapters.js";
 import { discoverBacklog, type DiscoveryStop } from "../src/usecases/discover-backlog.js";
 import { DrainMeter } from "../src/usecases/drain-meter.js";
+import { auditAction, runAudited } from "../src/usecases/audit.js";
 import {
   bucketFields,
   logger,
@@ -22,12 +23,13 @@ import {
   recordOldestStalled,
   workflowLog,
 } from "./observability.js";
+import { isScheduledEvent, lambdaAudit, lambdaCaller, takeRequestedBy } from "./audit.js";
 import { observedHandler } from "./observed-handler.js";
 import { lambdaAdaptersPerContainer, openLambdaAdapters } from "./open-adapters.js";
 import { withProbe } from "./probe.js";
 
 export interface DiscoveryDependencies {
-  readonly adapters: Pick<Adapters, "context" | "clock">;
+  readonly adapters: Pick<Adapters, "context" | "clock" | "audit">;
   readonly queue: WorkQueue;
   /** From the ARCHIVER_DISCOVERY_* variables; their defaults when absent. */
   readonly discovery?: DiscoverySettings;
@@ -75,7 +77,7 @@ function stalledReport(stalled: StalledBucket | null, at: Date): StalledReport |
 }
 
 export const DISCOVERY_EVENT_FORM =
-  'an EventBridge scheduled event ({"source":"aws.events","detail-type":"Scheduled Event",…}) or {} for a manual run';
+  'an EventBridge scheduled event ({"source":"aws.events","detail-type":"Scheduled Event",…}) or {} for a manual run (optionally with "requested_by")';
 
 /** Accept the schedule's event, or an empty object from `aws lambda invoke`. */
 export function validateDiscoveryEvent(event: unknown): void {
@@ -93,60 +95,85 @@ const DISCOVERY_EVENT = v.pipe(
   ),
 );
 
+/**
+ * The schedule's runs are the archiver's own; a run by hand (`{}`, with
+ * `requested_by` if the operator says who) is recorded in the audit trail
+ * with its request id, which `pulpitum invoke --stack-outputs` follows.
+ */
 export function createDiscoveryHandler(open: () => Promise<DiscoveryDependencies>) {
   // One per container: a warm container's runs start from the drain the previous ones measured.
   const drain = new DrainMeter();
   return observedHandler(
     async (event: unknown, context: Context): Promise<DiscoveryReport> => {
-      validateDiscoveryEvent(event);
+      const { event: fields, requestedBy } = takeRequestedBy(event);
+      validateDiscoveryEvent(fields);
       const deps = await open();
-      const ctx = deps.adapters.context(workflowLog(logger));
-      const clock = deps.adapters.clock;
-      const deadline = new Date(
-        clock.now().getTime() + context.getRemainingTimeInMillis() - DEADLINE_MARGIN_MS,
+      const run = () => discoveryRun(deps, drain, context);
+      if (isScheduledEvent(fields)) return await run();
+      return await runAudited(
+        lambdaAudit(deps.adapters.audit, logger),
+        auditAction("discover", "work queue", lambdaCaller(context, requestedBy)),
+        run,
+        (report) => ({
+          outcome: "done",
+          count: report.candidates,
+          result: { candidates: report.candidates, stop: report.stop, pages: report.pages },
+        }),
       );
-      // Before this run offers anything: how long the longest wait between phases had grown.
-      const startedAt = clock.now();
-      const stalled = await ctx.hotStore.oldestStalled(startedAt);
-      recordOldestStalled(stalled?.since ?? null, startedAt);
-      const run = await discoverBacklog(
-        {
-          hotStore: ctx.hotStore,
-          queue: deps.queue,
-          clock,
-          settings: { ...ctx.settings, ...(deps.discovery ?? parseDiscoverySettings({})) },
-          drain,
-          sleep: (ms) => sleep(ms),
-        },
-        deadline,
-      );
-      const byKind = Object.fromEntries(Object.entries(run.byKind).filter(([, n]) => n > 0));
-      recordDiscovery(run, clock.now());
-      const blocked = await ctx.hotStore.expiryBlocked();
-      recordExpiryBlocked(blocked.oldestSince, clock.now());
-      const report: DiscoveryReport = {
-        candidates: run.enqueued,
-        by_kind: byKind,
-        stop: run.stop,
-        pages: run.pages,
-        waiting_at_start: run.waitingAtStart,
-        waiting_at_end: run.waitingAtEnd,
-        drain_per_second: run.drainPerSecond,
-        requeue_window_seconds: run.requeueWindowMs / 1000,
-        expiry_held: blocked.held,
-        expiry_blocked_since: blocked.oldestSince?.toISOString() ?? null,
-        oldest_stalled: stalledReport(stalled, startedAt),
-      };
-      if (run.stop === "cap") {
-        logger.warn(
-          "discovery stopped on its cap with candidates left: raise ARCHIVER_DISCOVERY_MAX_ENQUEUE if the workers keep up",
-          { ...report },
-        );
-      } else logger.info("discovery enqueued candidates", { ...report });
-      return report;
     },
     { captureColdStartMetric: true },
   );
+}
+
+async function discoveryRun(
+  deps: DiscoveryDependencies,
+  drain: DrainMeter,
+  context: Context,
+): Promise<DiscoveryReport> {
+  const ctx = deps.adapters.context(workflowLog(logger));
+  const clock = deps.adapters.clock;
+  const deadline = new Date(
+    clock.now().getTime() + context.getRemainingTimeInMillis() - DEADLINE_MARGIN_MS,
+  );
+  // Before this run offers anything: how long the longest wait between phases had grown.
+  const startedAt = clock.now();
+  const stalled = await ctx.hotStore.oldestStalled(startedAt);
+  recordOldestStalled(stalled?.since ?? null, startedAt);
+  const run = await discoverBacklog(
+    {
+      hotStore: ctx.hotStore,
+      queue: deps.queue,
+      clock,
+      settings: { ...ctx.settings, ...(deps.discovery ?? parseDiscoverySettings({})) },
+      drain,
+      sleep: (ms) => sleep(ms),
+    },
+    deadline,
+  );
+  const byKind = Object.fromEntries(Object.entries(run.byKind).filter(([, n]) => n > 0));
+  recordDiscovery(run, clock.now());
+  const blocked = await ctx.hotStore.expiryBlocked();
+  recordExpiryBlocked(blocked.oldestSince, clock.now());
+  const report: DiscoveryReport = {
+    candidates: run.enqueued,
+    by_kind: byKind,
+    stop: run.stop,
+    pages: run.pages,
+    waiting_at_start: run.waitingAtStart,
+    waiting_at_end: run.waitingAtEnd,
+    drain_per_second: run.drainPerSecond,
+    requeue_window_seconds: run.requeueWindowMs / 1000,
+    expiry_held: blocked.held,
+    expiry_blocked_since: blocked.oldestSince?.toISOString() ?? null,
+    oldest_stalled: stalledReport(stalled, startedAt),
+  };
+  if (run.stop === "cap") {
+    logger.warn(
+      "discovery stopped on its cap with candidates left: raise ARCHIVER_DISCOVERY_MAX_ENQUEUE if the workers keep up",
+      { ...report },
+    );
+  } else logger.info("discovery enqueued candidates", { ...report });
+  return report;
 }
 
 export const handler = withProbe(

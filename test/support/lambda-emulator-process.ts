@@ -16,6 +16,8 @@ export interface LambdaEmulator {
   /** For AWS_ENDPOINT_URL_LAMBDA. */
   readonly endpoint: string;
   stderr(): string;
+  /** The invocations of `functionName` so far, with their type and request id. */
+  invocations(functionName: string): Array<{ type: string; requestId: string }>;
   stop(): Promise<void>;
 }
 
@@ -52,6 +54,10 @@ export async function startLambdaEmulator(options: {
   return {
     endpoint: `http://127.0.0.1:${port}`,
     stderr: () => stderr,
+    invocations: (functionName) =>
+      [...stderr.matchAll(/^invoked (\S+) (\S+) (\S+)$/gm)]
+        .filter((m) => m[1] === functionName)
+        .map((m) => ({ type: m[2]!, requestId: m[3]! })),
     async stop() {
       const exited = new Promise((resolve) => child.once("exit", resolve));
       child.kill("SIGTERM");

@@ -70,13 +70,16 @@ async function invoke(request: IncomingMessage, response: ServerResponse): Promi
     return;
   }
   const event = JSON.parse((await body(request)) || "{}") as unknown;
+  const type = request.headers["x-amz-invocation-type"] === "Event" ? "Event" : "RequestResponse";
+  // One line per invocation: tests count how often a function was started.
+  process.stderr.write(`invoked ${name} ${type} ${requestId}\n`);
   let container = containers.get(name);
   if (container === undefined) {
     container = buildFunction(key, process.env);
     containers.set(name, container);
   }
   const run = async () => (await container).handler(event, contextOf(name, key, requestId));
-  if (request.headers["x-amz-invocation-type"] === "Event") {
+  if (type === "Event") {
     response.writeHead(202, { "x-amzn-requestid": requestId });
     response.end();
     await run().catch((error: unknown) => {

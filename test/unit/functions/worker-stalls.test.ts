@@ -263,7 +263,11 @@ describe("the discovery function's stall measure", () => {
       own.clock.advance(600_000);
       const queue = new RefusingQueue({ clock: own.clock, visibilityTimeoutSeconds: 1800 });
       const discover = createDiscoveryHandler(async () => ({
-        adapters: { context: (log) => ({ ...own.process().ctx, log }), clock: own.clock },
+        adapters: {
+          context: (log) => ({ ...own.process().ctx, log }),
+          clock: own.clock,
+          audit: own.audit,
+        },
         queue,
       }));
 

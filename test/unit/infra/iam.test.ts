@@ -156,6 +156,8 @@ const DEFAULT_GRANTS: Record<string, string[]> = {
     "sqs:DeleteMessage dead-letter-queue",
     "sqs:GetQueueAttributes dead-letter-queue",
     "sqs:ReceiveMessage dead-letter-queue",
+    // Its probe reads the work queue's attributes (functions/probe.ts).
+    "sqs:GetQueueAttributes work-queue",
     "sqs:SendMessage work-queue",
     // The audit record of a replay goes to the database.
     ...SECRET,
