@@ -80,7 +80,11 @@ async function invoke(request: IncomingMessage, response: ServerResponse): Promi
   }
   const run = async () => (await container).handler(event, contextOf(name, key, requestId));
   if (type === "Event") {
-    response.writeHead(202, { "x-amzn-requestid": requestId });
+    response.writeHead(202, {
+      "content-type": "application/json",
+      "content-length": "0",
+      "x-amzn-requestid": requestId,
+    });
     response.end();
     await run().catch((error: unknown) => {
       process.stderr.write(`${name} ${requestId} failed: ${String(error)}\n`);

@@ -47,7 +47,8 @@ export async function invokeFunction(
         Payload: new TextEncoder().encode(JSON.stringify(event)),
       }),
     );
-    const text = response.Payload === undefined ? "" : new TextDecoder().decode(response.Payload);
+    // An asynchronous invocation's reply has no payload at all (the SDK gives null).
+    const text = response.Payload == null ? "" : new TextDecoder().decode(response.Payload);
     let payload: unknown = text;
     try {
       payload = text === "" ? null : JSON.parse(text);
