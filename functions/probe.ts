@@ -37,7 +37,8 @@ import {
 } from "../src/ports/function-probe.js";
 import { probePrefix } from "../src/usecases/gc-probes.js";
 import type { Env } from "../src/variables.js";
-import { containerSecretsClient, resolveDatabaseEnv } from "./database-secret.js";
+import { SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
+import { resolveDatabaseEnv } from "./database-secret.js";
 import { logger } from "./observability.js";
 
 export type QueueHop = "work queue" | "dead-letter queue";
@@ -172,9 +173,13 @@ const UNREAD_DATABASE = "postgresql://unread-secret@localhost:5432/unread";
 async function secretHop(env: Env, hop: Hop): Promise<Env | undefined> {
   let resolved: Env | undefined;
   await hop("database secret", async () => {
-    resolved = await resolveDatabaseEnv(env, () =>
-      containerSecretsClient(env.AWS_REGION ?? env.AWS_DEFAULT_REGION),
-    );
+    // A client of its own: the container's caches the value, and the probe must see the secret as it is now.
+    const client = new SecretsManagerClient({ region: env.AWS_REGION ?? env.AWS_DEFAULT_REGION });
+    try {
+      resolved = await resolveDatabaseEnv(env, () => client);
+    } finally {
+      client.destroy();
+    }
     return env.DATABASE_SECRET_ARN
       ? `${env.DATABASE_SECRET_ARN}: read, and holds a connection`
       : "no DATABASE_SECRET_ARN: DATABASE_URL is set";
