@@ -936,12 +936,12 @@ describe("the stack's outputs", () => {
     const { stack } = synth;
     const archiveOne = outputText("ArchiveOneBucketCommand");
     expect(archiveOne.value).toBe(
-      `aws lambda invoke --function-name {Ref:${logicalId(stack.workerFunction)}} --cli-binary-format raw-in-base64-out --payload file://events/manual-bucket.json /dev/stdout`,
+      `aws lambda invoke --function-name {Ref:${logicalId(stack.workerFunction)}} --invocation-type Event --cli-read-timeout 0 --cli-binary-format raw-in-base64-out --payload file://events/manual-bucket.json /dev/null`,
     );
     expect(archiveOne.description).toMatch(/one bucket/);
     const replay = outputText("ReplayDlqCommand");
     expect(replay.value).toBe(
-      `aws lambda invoke --function-name {Ref:${logicalId(stack.replayFunction)}} --cli-binary-format raw-in-base64-out --payload file://events/replay-dlq.json /dev/stdout`,
+      `aws lambda invoke --function-name {Ref:${logicalId(stack.replayFunction)}} --invocation-type Event --cli-read-timeout 0 --cli-binary-format raw-in-base64-out --payload file://events/replay-dlq.json /dev/null`,
     );
     for (const file of ["manual-bucket.json", "replay-dlq.json"])
       expect(existsSync(path.join(import.meta.dirname, "..", "..", "..", "events", file))).toBe(
