@@ -51,9 +51,9 @@ describe("the documented `aws lambda invoke` commands", () => {
   );
 
   it("the stack's Outputs give the same form", () => {
-    const [{ words }] = splitShell(
+    const [command] = splitShell(
       lambdaInvokeCommand("Pulpitum-WorkerFunction", "manual-bucket.json"),
     );
-    expect(runsOnce(words!)).toEqual({ asynchronous: true, noReadTimeout: true });
+    expect(runsOnce(command!.words)).toEqual({ asynchronous: true, noReadTimeout: true });
   });
 });
