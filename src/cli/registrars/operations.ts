@@ -182,7 +182,7 @@ export function registerInvoke(program: Command): void {
       ]),
     )
     .description(
-      "run one Lambda handler on this machine against the configured endpoints (DATABASE_URL, PULPITUM_ARCHIVE_URL, AWS_ENDPOINT_URL, the queue URLs), as `sam local invoke` does; the function's logs go to stderr, its result to stdout as JSON (exit 1 when it throws or reports a batch item failed)",
+      "with --stack-outputs, invoke the deployed function once: asynchronously when it records its run in the audit trail (a manual worker run, restore, erasure, GC, DLQ replay, discovery or scrub by hand), then follow the trail until it ends (exit 1 when refused or failed); a dry run or an SQS batch synchronously, with one request. Without it (or with --local), run the handler on this machine against the configured endpoints (DATABASE_URL, PULPITUM_ARCHIVE_URL, AWS_ENDPOINT_URL, the queue URLs), as `sam local invoke` does; the function's logs go to stderr, its result to stdout as JSON (exit 1 when it throws or reports a batch item failed)",
     )
     .option(
       "--event <file>",
@@ -194,13 +194,25 @@ export function registerInvoke(program: Command): void {
     )
     .option(
       "--stack-outputs <file>",
-      "run against a deployed stack's secret, archive and queues, from its Outputs (`cdk deploy --outputs-file FILE` or `aws cloudformation describe-stacks`)",
+      "invoke the deployed stack's function, from its Outputs (`cdk deploy --outputs-file FILE` or `aws cloudformation describe-stacks`); following its outcome reads the audit trail as DATABASE_URL, or the stack's maintenance secret",
     )
     .option("--stack <name>", "the stack whose Outputs to read, when the file holds several")
+    .option(
+      "--local",
+      "with --stack-outputs: run the handler on this machine against the stack's secret, archive and queues",
+    )
+    .option("--no-wait", "with --stack-outputs: print the request id, do not follow the outcome")
     .action(
       async (
         name: string,
-        opts: { event?: string; timeout?: string; stackOutputs?: string; stack?: string },
+        opts: {
+          event?: string;
+          timeout?: string;
+          stackOutputs?: string;
+          stack?: string;
+          local?: boolean;
+          wait?: boolean;
+        },
       ) => {
         const { invokeCommand } = await import("../commands/invoke.js");
         const timeoutSeconds =
@@ -210,6 +222,8 @@ export function registerInvoke(program: Command): void {
           timeoutSeconds,
           stackOutputs: opts.stackOutputs,
           stack: opts.stack,
+          local: opts.local,
+          wait: opts.wait,
         });
       },
     );
