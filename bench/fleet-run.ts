@@ -7,7 +7,7 @@
  * prices them by the backlog's modelled length, not this machine's).
  */
 import type { Context } from "aws-lambda";
-import { HAND_ON_HOLD_MS } from "../functions/worker.js";
+import { HAND_ON_HOLD_MS } from "../functions/hand-ons.js";
 import type { AdmissionProbe } from "./fleet-admission.js";
 import { emfMetricKeys, type FleetProxy, type WorkerContainer } from "./fleet-containers.js";
 import type { FleetMeasures } from "./fleet-economics.js";
