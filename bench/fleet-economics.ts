@@ -18,7 +18,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import type { SQSClient } from "@aws-sdk/client-sqs";
-import { OTHER_CONTAINERS } from "../infra/settings.js";
+import { OTHER_CONTAINERS, connectionCeiling } from "../infra/settings.js";
+import { MAX_FUNCTION_POOL } from "../src/function-settings.js";
 import { PRICES, lambdaPerGbSecond, xrayTracesPerSecond } from "./fleet-prices.js";
 
 /** The two stacks whose figures the bench reports (docs/serverless.md's settings). */
@@ -28,7 +29,8 @@ export const STACKS = {
     "pulpitum:workerMaxConcurrency": 100,
     "pulpitum:workerBatchSize": 10,
     "pulpitum:scheduleMinutes": 1,
-    "pulpitum:databaseConnectionBudget": 214,
+    // Exactly the ceiling synth checks at the default pool (every container that may run at once).
+    "pulpitum:databaseConnectionBudget": connectionCeiling(100, MAX_FUNCTION_POOL),
   },
 } as const;
 
