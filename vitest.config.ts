@@ -27,6 +27,17 @@ export default defineConfig({
         },
       },
       {
+        // The long scenarios on the embedded store (whole workflows with
+        // failures injected, every documented command, the bundled stack):
+        // `npm run test:extended`, which .ci/run also runs.
+        test: {
+          name: "extended",
+          include: ["test/extended/**/*.test.ts"],
+          testTimeout: 60_000,
+          hookTimeout: 60_000,
+        },
+      },
+      {
         test: {
           name: "integration",
           include: ["test/integration/**/*.test.ts"],
