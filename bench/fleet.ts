@@ -288,7 +288,7 @@ async function main(): Promise<void> {
     const { createWorkerHandler } = await import("../functions/worker.js");
     const { cachedPerContainer, openLambdaAdapters } =
       await import("../functions/open-adapters.js");
-    const { parseDiscoverySettings } = await import("../src/discovery-settings.js");
+    const { parseDiscoverySettings } = await import("../src/config/discovery-settings.js");
     const clients = { sqs, s3 };
     const fleetClients = { sqs: countedSqs, s3: countedS3 };
 

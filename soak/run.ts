@@ -36,7 +36,7 @@ import os from "node:os";
 import path from "node:path";
 import { S3ObjectStore } from "../src/adapters/object-store/s3.js";
 import { METADATA_TABLE } from "../src/adapters/sql/migrations.js";
-import { parseConfig } from "../src/config.js";
+import { parseConfig } from "../src/config/config.js";
 import { systemClock } from "../src/ports/clock.js";
 import { silentLog } from "../src/usecases/context.js";
 import { DurableTable } from "../src/read/durable-table.js";
