@@ -7,6 +7,7 @@ import { AmbiguousCommitError } from "../../errors.js";
 import {
   DEFAULT_RETRY_POLICY,
   withSerializationRetry,
+  type BinaryRowReader,
   type QueryResult,
   type RetryPolicy,
   type SqlDatabase,
@@ -15,6 +16,7 @@ import {
   type TransactionStats,
 } from "./database.js";
 import { EMBEDDED_POSTGRESQL_CONF } from "./pglite-template.js";
+import { extendedQueryMessages, readCompleteReply, type BinaryRows } from "./wire-rows.js";
 
 export interface PgliteDatabaseOptions {
   readonly retry?: RetryPolicy;
@@ -32,7 +34,7 @@ const PGLITE_PARSERS = Object.fromEntries(
  * serialises transactions itself, so serialization failures do not occur in
  * practice; the retry loop is kept so both drivers behave the same.
  */
-export class PgliteDatabase implements SqlDatabase {
+export class PgliteDatabase implements SqlDatabase, BinaryRowReader {
   readonly #db: PGlite;
   readonly #retry: RetryPolicy;
   faults: TransactionFaults | undefined;
@@ -118,6 +120,24 @@ export class PgliteDatabase implements SqlDatabase {
         throw new AmbiguousCommitError(operation, { cause: error });
       }
       return result;
+    });
+  }
+
+  /**
+   * The statement's binary rows through PGlite's raw protocol entry, which
+   * takes none of PGlite's locks: so it runs as the one statement of a
+   * transaction PGlite holds its locks for, between no other statements.
+   * The reply comes whole (PGlite answers in memory); `expectedBytes` has
+   * nothing to size.
+   */
+  async readBinaryRows(text: string, params: readonly unknown[]): Promise<BinaryRows> {
+    const messages = extendedQueryMessages(text, params);
+    return await withSerializationRetry("query", this.#retry, this.stats, async () => {
+      this.faults?.beforeQuery?.(text);
+      const reply = await this.#db.transaction(() =>
+        this.#db.runExclusive(() => this.#db.execProtocolRaw(messages, { syncToFs: false })),
+      );
+      return readCompleteReply(Buffer.from(reply.buffer, reply.byteOffset, reply.byteLength));
     });
   }
 
