@@ -1,16 +1,17 @@
 /**
  * A statement's binary rows (wire-rows.ts) on a checked-out `pg` client: a
  * `pg` Submittable that writes the extended-query messages itself and reads
- * the DataRow messages off the connection's socket while they stream. At
- * the first message of another kind (the command's completion, an error, a
- * notice) the socket goes back to pg's parser with that message, so pg sees
- * everything but the rows, in order, and its client stays in step.
+ * the DataRow messages off the connection's socket while they stream. A
+ * notice in between goes to pg's parser whole; at the first message of
+ * another kind (the command's completion, an error) the socket goes back to
+ * pg's parser with that message, so pg sees everything but the rows, in
+ * order, and its client stays in step.
  *
  * pg's parser decodes every field of a DataRow as UTF-8 text, which binary
  * fields do not survive; a row that reaches it (the socket was not as
- * expected, or rows came after a notice) fails the statement instead of
- * being read wrong. The rows read must be the number the server's
- * CommandComplete reports, or the statement fails: a page is never short.
+ * expected) fails the statement instead of being read wrong. The rows read
+ * must be the number the server's CommandComplete reports, or the statement
+ * fails: a page is never short.
  *
  * It settles the callback pg wraps around a query to clear its client-side
  * `query_timeout` timer: left armed, that timer keeps a finished command
@@ -46,7 +47,8 @@ interface Connection {
 class BinaryRowsOut implements pg.Submittable {
   /** Set by the driver when a `query_timeout` applies; called once, when the statement settles. */
   callback?: (error: Error | null) => void;
-  readonly #reader: DataRowReader;
+  /** Set once the socket is ours; no row is read without it. */
+  #reader: DataRowReader | undefined;
   #error: Error | undefined;
   #completed: number | undefined;
   #settled = false;
@@ -56,15 +58,16 @@ class BinaryRowsOut implements pg.Submittable {
     private readonly into: GrowingBuffer,
     private readonly resolve: (rows: BinaryRows) => void,
     private readonly reject: (error: Error) => void,
-  ) {
-    this.#reader = new DataRowReader(into);
-  }
+  ) {}
 
   submit(connection: Connection): void {
     const stream = connection.stream;
     const listeners = stream.listeners("data");
-    if (listeners.length === 1)
-      takeRows(stream, listeners[0] as (chunk: Buffer) => void, this.#reader);
+    if (listeners.length === 1) {
+      const parser = listeners[0] as (chunk: Buffer) => void;
+      this.#reader = new DataRowReader(this.into, parser);
+      takeRows(stream, parser, this.#reader);
+    }
     stream.write(this.messages);
   }
 
@@ -85,9 +88,10 @@ class BinaryRowsOut implements pg.Submittable {
   }
 
   handleReadyForQuery(): void {
-    if (this.#error === undefined && this.#completed !== this.#reader.rows)
+    const rows = this.#reader?.rows ?? 0;
+    if (this.#error === undefined && this.#completed !== rows)
       this.#error = new Error(
-        `the server reported ${String(this.#completed)} rows for the statement but sent ${this.#reader.rows}`,
+        `the server reported ${String(this.#completed)} rows for the statement but sent ${rows}`,
       );
     this.#settle();
   }
@@ -96,7 +100,7 @@ class BinaryRowsOut implements pg.Submittable {
     if (this.#settled) return;
     this.#settled = true;
     if (this.#error === undefined)
-      this.resolve({ bytes: this.into.bytes(), rows: this.#reader.rows });
+      this.resolve({ bytes: this.into.bytes(), rows: this.#reader?.rows ?? 0 });
     else this.reject(this.#error);
     this.callback?.(this.#error ?? null);
   }

@@ -123,24 +123,32 @@ function encodeParameter(value: unknown, n: number): { format: number; bytes: Bu
 const DATA_ROW = 0x44; // D
 const PARSE_COMPLETE = 0x31; // 1
 const BIND_COMPLETE = 0x32; // 2
+/** Messages the server may send at any time: NoticeResponse, ParameterStatus, NotificationResponse. */
+const ASYNCHRONOUS = new Set([0x4e /* N */, 0x53 /* S */, 0x41 /* A */]);
 
 /**
  * A reader of the server's reply to {@link extendedQueryMessages}, fed the
  * bytes as they arrive, split anywhere. DataRow contents go to `into`;
- * ParseComplete and BindComplete are passed over; at the first message of
- * any other kind (the end of the rows, an error, a notice) it stops.
+ * ParseComplete and BindComplete are passed over; a message the server may
+ * send at any time (a notice) goes whole to `aside`, the rows read on after
+ * it; at the first message of any other kind (the end of the rows, an
+ * error) it stops.
  */
 export class DataRowReader {
   readonly #into: GrowingBuffer;
+  readonly #aside: (message: Buffer) => void;
   /** The start of a message whose 5-byte header was split. */
   #carried: Buffer | undefined;
-  /** Bytes of the current message still to come: kept (DataRow) or skipped. */
+  /** Bytes of the current message still to come: kept (DataRow), set aside, or skipped. */
   #left = 0;
-  #keep = false;
+  #mode: "row" | "aside" | "skip" = "skip";
+  /** The parts of a message set aside so far. */
+  #asideParts: Buffer[] = [];
   #rows = 0;
 
-  constructor(into: GrowingBuffer) {
+  constructor(into: GrowingBuffer, aside: (message: Buffer) => void) {
     this.#into = into;
+    this.#aside = aside;
   }
 
   /** DataRow messages read so far. */
@@ -149,37 +157,60 @@ export class DataRowReader {
   }
 
   /**
-   * Read `incoming`: undefined when all of it was rows or their preamble,
-   * else the rest from the first message of another kind on.
+   * Read `incoming`: undefined when all of it was rows, their preamble or
+   * messages set aside, else the rest from the first message of another
+   * kind on.
    */
   read(incoming: Buffer): Buffer | undefined {
     const chunk = this.#carried === undefined ? incoming : Buffer.concat([this.#carried, incoming]);
     this.#carried = undefined;
     const size = chunk.byteLength;
     let at = Math.min(this.#left, size);
-    if (this.#keep && at > 0) this.#into.appendRange(chunk, 0, at);
-    this.#left -= at;
+    this.#take(chunk, 0, at);
     while (at < size) {
       if (at + 5 > size) {
         this.#carried = Buffer.from(chunk.subarray(at));
         return undefined;
       }
       const code = chunk[at]!;
-      if (code !== DATA_ROW && code !== PARSE_COMPLETE && code !== BIND_COMPLETE) {
+      const bodyLength = chunk.readUInt32BE(at + 1) - 4;
+      if (code === DATA_ROW) {
+        this.#mode = "row";
+        this.#rows++;
+        this.#left = bodyLength;
+        at += 5;
+      } else if (code === PARSE_COMPLETE || code === BIND_COMPLETE) {
+        this.#mode = "skip";
+        this.#left = bodyLength;
+        at += 5;
+      } else if (ASYNCHRONOUS.has(code)) {
+        // Set aside whole, header and all, for a parser that reads messages.
+        this.#mode = "aside";
+        this.#left = 5 + bodyLength;
+      } else {
         return chunk.subarray(at);
       }
-      const length = chunk.readUInt32BE(at + 1) - 4;
-      const start = at + 5;
-      const end = Math.min(size, start + length);
-      this.#keep = code === DATA_ROW;
-      if (this.#keep) {
-        this.#rows++;
-        this.#into.appendRange(chunk, start, end);
-      }
-      this.#left = start + length - end;
+      const end = Math.min(size, at + this.#left);
+      this.#take(chunk, at, end);
       at = end;
     }
     return undefined;
+  }
+
+  /** `chunk[start, end)` of the current message: the next `end - start` of its `#left` bytes. */
+  #take(chunk: Buffer, start: number, end: number): void {
+    if (end === start) return;
+    this.#left -= end - start;
+    if (this.#mode === "row") {
+      this.#into.appendRange(chunk, start, end);
+    } else if (this.#mode === "aside") {
+      this.#asideParts.push(Buffer.from(chunk.subarray(start, end)));
+      if (this.#left === 0) {
+        const message = Buffer.concat(this.#asideParts);
+        this.#asideParts = [];
+        this.#aside(message);
+      }
+    }
   }
 }
 
@@ -215,7 +246,7 @@ export class ServerError extends Error {
  */
 export function readCompleteReply(reply: Buffer): BinaryRows {
   const into = new GrowingBuffer(reply.byteLength);
-  const reader = new DataRowReader(into);
+  const reader = new DataRowReader(into, () => {});
   const rest = reader.read(reply) ?? Buffer.alloc(0);
   let completed: number | undefined;
   let error: ServerError | undefined;

@@ -51,7 +51,7 @@ function feed(chunks: readonly Buffer[]) {
   const parser = (chunk: Buffer) => parsed.push(Buffer.from(chunk));
   socket.on("data", parser);
   const into = new GrowingBuffer(0);
-  const reader = new DataRowReader(into);
+  const reader = new DataRowReader(into, parser);
   takeRows(socket, parser, reader);
   for (const chunk of chunks) socket.emit("data", chunk);
   return {
@@ -153,29 +153,50 @@ describe("the rows read off the socket", () => {
     );
   });
 
-  it("give pg a message they do not expect in the middle of the rows, and everything after it", () => {
+  it("hand pg each notice whole as it comes and read the rows after it, wherever the chunks are cut", () => {
+    const status = message("S", Buffer.from("TimeZone\0UTC\0", "latin1"));
     fc.assert(
       fc.property(
-        fc.array(fc.nat(), { maxLength: 8 }),
-        fc.constantFrom(notice, error),
-        (cuts, other) => {
-          const after = Buffer.concat([message("D", Buffer.from("late")), selected(2)]);
+        fc.array(fc.nat(), { maxLength: 10 }),
+        fc.array(row, { minLength: 1, maxLength: 4 }),
+        (cuts, rows) => {
           const stream = Buffer.concat([
             parseComplete,
+            notice,
             bindComplete,
-            message("D", Buffer.from("early")),
-            other,
-            after,
+            ...rows.flatMap((r, i) =>
+              i === 0 ? [message("D", r), status, notice] : [message("D", r)],
+            ),
+            selected(rows.length),
           ]);
-          const { rows, count, parsed, listeners, parser } = feed(chunksOf(stream, cuts));
+          const { rows: kept, count, parsed, listeners, parser } = feed(chunksOf(stream, cuts));
 
-          // pg's parser then hands "late" to handleDataRow, which fails the statement.
-          expect(rows).toEqual(Buffer.from("early"));
-          expect(count).toBe(1);
-          expect(parsed).toEqual(Buffer.concat([other, after]));
+          expect(kept).toEqual(Buffer.concat(rows));
+          expect(count).toBe(rows.length);
+          expect(parsed).toEqual(Buffer.concat([notice, status, notice, selected(rows.length)]));
           expect(listeners).toEqual([parser]);
         },
       ),
+    );
+  });
+
+  it("give pg an error in the middle of the rows, and everything after it", () => {
+    fc.assert(
+      fc.property(fc.array(fc.nat(), { maxLength: 8 }), (cuts) => {
+        const after = Buffer.concat([error, readyForQuery]);
+        const stream = Buffer.concat([
+          parseComplete,
+          bindComplete,
+          message("D", Buffer.from("early")),
+          after,
+        ]);
+        const { rows, count, parsed, listeners, parser } = feed(chunksOf(stream, cuts));
+
+        expect(rows).toEqual(Buffer.from("early"));
+        expect(count).toBe(1);
+        expect(parsed).toEqual(after);
+        expect(listeners).toEqual([parser]);
+      }),
     );
   });
 
@@ -196,9 +217,10 @@ describe("a whole reply, as PGlite returns it", () => {
       parseComplete,
       bindComplete,
       message("D", Buffer.from("a")),
-      message("D", Buffer.alloc(0)),
       notice,
+      message("D", Buffer.alloc(0)),
       selected(2),
+      notice,
       readyForQuery,
     ]);
     expect(readCompleteReply(reply)).toEqual({ bytes: Buffer.from("a"), rows: 2 });
@@ -227,9 +249,8 @@ describe("a whole reply, as PGlite returns it", () => {
     expect(() => readCompleteReply(short)).toThrow(/reported 2 rows .* but sent 1/);
     const late = Buffer.concat([
       message("D", Buffer.from("a")),
-      notice,
+      selected(1),
       message("D", Buffer.from("b")),
-      selected(2),
     ]);
     expect(() => readCompleteReply(late)).toThrow(/rows after another message/);
     const cut = Buffer.concat([message("D", Buffer.from("a")), selected(1)]).subarray(0, -2);
