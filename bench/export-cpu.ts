@@ -109,6 +109,7 @@ await withBenchSession(
         for (const [v, variant] of list.entries()) {
           const before = load();
           const args = {
+            threads: process.argv.includes("--threads"),
             databaseUrl,
             bucketIndex: FIRST_BUCKET + i * list.length + v,
             storeRoot,
@@ -128,7 +129,13 @@ await withBenchSession(
         console.log(
           `${variant.name} export ${i + 1}: ${result.rows} rows, ${result.bytes} bytes, ${result.seconds.toFixed(2)} s wall, ` +
             `CPU ${result.cpuSeconds.toFixed(2)} s = ${perMillion.toFixed(2)} core-s per 1M rows, ` +
-            `maxRSS ${result.maxRssMb.toFixed(0)} MB; load ${before} -> ${load()}`,
+            `maxRSS ${result.maxRssMb.toFixed(0)} MB; load ${before} -> ${load()}` +
+            (result.cpuByThread === undefined
+              ? ""
+              : `; by thread: ${Object.entries(result.cpuByThread)
+                  .sort((a, b) => b[1] - a[1])
+                  .map(([name, s]) => `${name} ${s.toFixed(2)}`)
+                  .join(", ")}`),
         );
       },
     );
