@@ -46,8 +46,8 @@ export interface SqlExecutor {
  */
 export interface BinaryRowReader {
   /**
-   * The rows `text` returned with `params`: its DataRow messages' contents,
-   * back to back, as many as the server's CommandComplete reported (else it
+   * The rows `text` returned with `params`: its DataRow messages, back to
+   * back, as many as the server's CommandComplete reported (else it
    * rejects). One statement on its own, retried on serialization failures as
    * {@link SqlExecutor.query} is; a failed statement rejects like a failed
    * query. `expectedBytes` sizes the result buffer up front (the previous

@@ -1,7 +1,7 @@
 /**
  * One statement through the extended query protocol with every result
- * column in binary format, its rows kept as the server sent them: the
- * contents of its DataRow messages, back to back. Both drivers run it (`pg`
+ * column in binary format, its rows kept as the server sent them: its
+ * DataRow messages, back to back. Both drivers run it (`pg`
  * over its socket, rows-out.ts; PGlite through its raw protocol entry), so
  * the snapshot has one statement path and one decoder on every store.
  *
@@ -9,8 +9,8 @@
  * send a bytea as hex (twice its bytes) and a timestamp as a string, and
  * both drivers then make an object per row and a string or Buffer per
  * field; pg's parser also decodes every field as UTF-8, so it cannot return
- * binary results at all. A DataRow's contents (a field count, then each
- * field's length and bytes) are one tuple, in the layout of binary COPY's.
+ * binary results at all. A DataRow is its type byte and length, then a
+ * field count and each field's length and bytes.
  *
  * Only the parameter kinds {@link SqlParams} produces are sent: strings and
  * safe integers as text (typed by the statement's casts, as every statement
@@ -45,7 +45,7 @@ export class GrowingBuffer {
   }
 }
 
-/** A statement's rows: DataRow contents back to back, and how many messages they were. */
+/** A statement's rows: its DataRow messages back to back, and how many they were. */
 export interface BinaryRows {
   readonly bytes: Buffer;
   readonly rows: number;
@@ -128,11 +128,11 @@ const ASYNCHRONOUS = new Set([0x4e /* N */, 0x53 /* S */, 0x41 /* A */]);
 
 /**
  * A reader of the server's reply to {@link extendedQueryMessages}, fed the
- * bytes as they arrive, split anywhere. DataRow contents go to `into`;
- * ParseComplete and BindComplete are passed over; a message the server may
- * send at any time (a notice) goes whole to `aside`, the rows read on after
- * it; at the first message of any other kind (the end of the rows, an
- * error) it stops.
+ * bytes as they arrive, split anywhere. DataRow messages go to `into` whole
+ * (a run of them in one copy, not one per row); ParseComplete and
+ * BindComplete are passed over; a message the server may send at any time
+ * (a notice) goes whole to `aside`, the rows read on after it; at the first
+ * message of any other kind (the end of the rows, an error) it stops.
  */
 export class DataRowReader {
   readonly #into: GrowingBuffer;
@@ -165,52 +165,48 @@ export class DataRowReader {
     const chunk = this.#carried === undefined ? incoming : Buffer.concat([this.#carried, incoming]);
     this.#carried = undefined;
     const size = chunk.byteLength;
-    let at = Math.min(this.#left, size);
-    this.#take(chunk, 0, at);
+    /** Where this chunk's run of DataRow bytes began, or -1. */
+    let run = this.#mode === "row" && this.#left > 0 ? 0 : -1;
+    let at = this.#continue(chunk, 0, size);
     while (at < size) {
       if (at + 5 > size) {
+        if (run >= 0) this.#into.appendRange(chunk, run, at);
         this.#carried = Buffer.from(chunk.subarray(at));
         return undefined;
       }
       const code = chunk[at]!;
-      const bodyLength = chunk.readUInt32BE(at + 1) - 4;
+      this.#left = 1 + chunk.readUInt32BE(at + 1);
       if (code === DATA_ROW) {
         this.#mode = "row";
         this.#rows++;
-        this.#left = bodyLength;
-        at += 5;
-      } else if (code === PARSE_COMPLETE || code === BIND_COMPLETE) {
-        this.#mode = "skip";
-        this.#left = bodyLength;
-        at += 5;
-      } else if (ASYNCHRONOUS.has(code)) {
-        // Set aside whole, header and all, for a parser that reads messages.
-        this.#mode = "aside";
-        this.#left = 5 + bodyLength;
+        if (run < 0) run = at;
       } else {
-        return chunk.subarray(at);
+        if (run >= 0) this.#into.appendRange(chunk, run, at);
+        run = -1;
+        if (code === PARSE_COMPLETE || code === BIND_COMPLETE) this.#mode = "skip";
+        // Set aside whole, header and all, for a parser that reads messages.
+        else if (ASYNCHRONOUS.has(code)) this.#mode = "aside";
+        else return chunk.subarray(at);
       }
-      const end = Math.min(size, at + this.#left);
-      this.#take(chunk, at, end);
-      at = end;
+      at = this.#continue(chunk, at, size);
     }
+    if (run >= 0) this.#into.appendRange(chunk, run, at);
     return undefined;
   }
 
-  /** `chunk[start, end)` of the current message: the next `end - start` of its `#left` bytes. */
-  #take(chunk: Buffer, start: number, end: number): void {
-    if (end === start) return;
-    this.#left -= end - start;
-    if (this.#mode === "row") {
-      this.#into.appendRange(chunk, start, end);
-    } else if (this.#mode === "aside") {
-      this.#asideParts.push(Buffer.from(chunk.subarray(start, end)));
+  /** Pass over what `chunk` holds of the current message from `at`; returns where it ends. */
+  #continue(chunk: Buffer, at: number, size: number): number {
+    const end = Math.min(size, at + this.#left);
+    this.#left -= end - at;
+    if (this.#mode === "aside" && end > at) {
+      this.#asideParts.push(Buffer.from(chunk.subarray(at, end)));
       if (this.#left === 0) {
         const message = Buffer.concat(this.#asideParts);
         this.#asideParts = [];
         this.#aside(message);
       }
     }
+    return end;
   }
 }
 

@@ -13,14 +13,15 @@ const TWO_32 = 2 ** 32;
 const EXACT_MICROS = Number.MAX_SAFE_INTEGER - PG_EPOCH_MICROS;
 const INT64_MAX = 2n ** 63n - 1n;
 const INT64_MIN = -(2n ** 63n);
+const DATA_ROW = 0x44; // D
 
 /**
  * Rows of a snapshot page, in columns: keys and values stay where they lie
  * in `rows.bytes`, which lives as long as the page; no field is copied and
- * no object is made per row. Each DataRow's contents are a field count, then
- * each field's length and bytes (a timestamp is 8 bytes of microseconds
- * since 2000); the page must hold exactly `rows.rows` of them, and at most
- * `limit` (its statement's LIMIT).
+ * no object is made per row. Each DataRow is its type byte and length, a
+ * field count, then each field's length and bytes (a timestamp is 8 bytes of
+ * microseconds since 2000); the page must hold exactly `rows.rows` of them,
+ * and at most `limit` (its statement's LIMIT).
  */
 export function decodeSnapshotRows({ bytes, rows }: BinaryRows, limit: number): RowPage {
   const fail = (what: string): never => {
@@ -39,15 +40,18 @@ export function decodeSnapshotRows({ bytes, rows }: BinaryRows, limit: number): 
   const valueLengths = new Int32Array(rows);
   let at = 0;
   for (let count = 0; count < rows; count++) {
-    // The field count, the three length words and the timestamp: 2 + 4 + 8 + 4 bytes before the key.
-    if (at + 18 > size) fail("are truncated");
-    const fields = view.getInt16(at);
+    // The message's type and length, the field count, the timestamp's length
+    // and bytes, the key's length: 1 + 4 + 2 + 4 + 8 + 4 bytes before the key.
+    if (at + 23 > size) fail("are truncated");
+    if (bytes[at] !== DATA_ROW) fail(`have a message of type ${bytes[at]} among them`);
+    const messageEnd = at + 1 + view.getUint32(at + 1);
+    const fields = view.getInt16(at + 5);
     if (fields !== 3) fail(`have ${fields} columns, not 3`);
-    if (view.getInt32(at + 2) !== 8) fail("have a timestamp that is not 8 bytes");
-    const high = view.getInt32(at + 6);
-    const low = view.getUint32(at + 10);
-    const sortLength = view.getInt32(at + 14);
-    at += 18;
+    if (view.getInt32(at + 7) !== 8) fail("have a timestamp that is not 8 bytes");
+    const high = view.getInt32(at + 11);
+    const low = view.getUint32(at + 15);
+    const sortLength = view.getInt32(at + 19);
+    at += 23;
     if (sortLength < 0) fail("have a null column");
     if (at + sortLength + 4 > size) fail("are truncated");
     sortStarts[count] = at;
@@ -60,6 +64,7 @@ export function decodeSnapshotRows({ bytes, rows }: BinaryRows, limit: number): 
     valueStarts[count] = at;
     valueLengths[count] = valueLength;
     at += valueLength;
+    if (at !== messageEnd) fail("have a row whose fields do not fill its message");
     const pgMicros = high * TWO_32 + low;
     if (pgMicros > -EXACT_MICROS && pgMicros < EXACT_MICROS) {
       const unix = pgMicros + PG_EPOCH_MICROS;

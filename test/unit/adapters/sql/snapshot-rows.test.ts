@@ -15,15 +15,17 @@ const decode = (rows: BinaryRows) => rowsOf(decodeSnapshotRows(rows, 1_000_000))
 
 const PG_EPOCH_MICROS = 946_684_800_000_000n;
 
-/** The DataRow contents `SELECT event_time, sort_key, value …` returns in binary for `rows`. */
+/** The DataRow messages `SELECT event_time, sort_key, value …` returns in binary for `rows`. */
 function binaryRows(rows: readonly BucketRow[]): BinaryRows {
   const parts: Buffer[] = [];
   for (const row of rows) {
-    const head = Buffer.alloc(2 + 4 + 8 + 4);
-    head.writeInt16BE(3, 0);
-    head.writeInt32BE(8, 2);
-    head.writeBigInt64BE(row.eventTime - PG_EPOCH_MICROS, 6);
-    head.writeInt32BE(row.sortKey.byteLength, 14);
+    const head = Buffer.alloc(1 + 4 + 2 + 4 + 8 + 4);
+    head.write("D", 0, "latin1");
+    head.writeUInt32BE(4 + 2 + 4 + 8 + 4 + row.sortKey.byteLength + 4 + row.value.byteLength, 1);
+    head.writeInt16BE(3, 5);
+    head.writeInt32BE(8, 7);
+    head.writeBigInt64BE(row.eventTime - PG_EPOCH_MICROS, 11);
+    head.writeInt32BE(row.sortKey.byteLength, 19);
     const valueLength = Buffer.alloc(4);
     valueLength.writeInt32BE(row.value.byteLength);
     parts.push(head, Buffer.from(row.sortKey), valueLength, Buffer.from(row.value));
@@ -88,7 +90,7 @@ describe("the snapshot page decoder", () => {
     );
   });
 
-  it("refuse a page that is truncated, longer than its rows, has a null or missing column or an infinite event time", () => {
+  it("refuse a page that is truncated, longer than its rows, not DataRows, has a row that does not fill its message, a null or missing column or an infinite event time", () => {
     const good = binaryRows(ROWS.slice(0, 3));
     const damaged = (change: (bytes: Buffer) => void): BinaryRows => {
       const bytes = Buffer.from(good.bytes);
@@ -99,16 +101,18 @@ describe("the snapshot page decoder", () => {
     const bad: BinaryRows[] = [
       { bytes: good.bytes.subarray(0, size - 1), rows: 3 },
       { bytes: good.bytes.subarray(0, 10), rows: 3 },
-      { bytes: good.bytes.subarray(0, 18 + 2), rows: 3 },
+      { bytes: good.bytes.subarray(0, 23 + 2), rows: 3 },
       // Rows the server counted and did not send, and bytes past the rows it counted.
       { bytes: good.bytes, rows: 4 },
       { bytes: good.bytes, rows: 2 },
       damaged((b) => b.writeInt32BE(-1, size - 1 - 4)),
-      damaged((b) => b.writeInt16BE(2, 0)),
-      damaged((b) => b.writeInt32BE(4, 2)),
-      damaged((b) => b.writeBigInt64BE(2n ** 63n - 1n, 6)),
-      damaged((b) => b.writeBigInt64BE(2n ** 63n - PG_EPOCH_MICROS, 6)),
-      damaged((b) => b.writeBigInt64BE(-(2n ** 63n), 6)),
+      damaged((b) => b.write("C", 0, "latin1")),
+      damaged((b) => b.writeUInt32BE(b.readUInt32BE(1) + 1, 1)),
+      damaged((b) => b.writeInt16BE(2, 5)),
+      damaged((b) => b.writeInt32BE(4, 7)),
+      damaged((b) => b.writeBigInt64BE(2n ** 63n - 1n, 11)),
+      damaged((b) => b.writeBigInt64BE(2n ** 63n - PG_EPOCH_MICROS, 11)),
+      damaged((b) => b.writeBigInt64BE(-(2n ** 63n), 11)),
     ];
     for (const page of bad) expect(() => decode(page)).toThrow(InvariantViolationError);
     expect(decode(good)).toHaveLength(3);
