@@ -43,9 +43,10 @@ export interface ExportResult {
   /** Where this process checks payloads: the check thread, or the main thread when its module is missing. */
   readonly checkedOn: CheckPlace;
   /**
-   * With `threads`: CPU seconds over the export by thread name (the main
-   * thread, the check thread, libuv's pool, V8's helpers), as last sampled;
-   * a thread that ended between samples loses up to 50 ms.
+   * With `threads`: CPU seconds over the export by thread, keyed by its name
+   * and id ("main", "node" for the check thread and V8's helpers alike,
+   * "libuv-worker" for the pool), as last sampled; a thread that ended
+   * between samples loses up to 50 ms.
    */
   readonly cpuByThread?: Record<string, number>;
 }
@@ -110,7 +111,7 @@ export async function exportChild(args: ExportArgs): Promise<ExportResult> {
       cpuByThread = {};
       for (const [tid, t] of lastSeen) {
         const spent = t.seconds - (before.get(tid)?.seconds ?? 0);
-        if (spent > 0) cpuByThread[t.name + tid] = (cpuByThread[t.name + tid] ?? 0) + spent;
+        if (spent > 0) cpuByThread[`${t.name} ${tid}`] = spent;
       }
     }
     for (const outcome of outcomes) {

@@ -1,18 +1,18 @@
 /**
- * The export's snapshot paths side by side, in one run, on one bucket:
+ * The export against raw COPY and the Arrow peer, in one run, on one bucket:
  *
  *   npx tsx bench/export-paths.ts [--rows N] [--runs K] [--peer] [--baseline DIR]
  *
  * Seeds one bucket of N rows (default 1,000,000), then K times (default 3)
- * in turn: a raw `COPY … TO STDOUT` of the bucket (text, as the bench's
- * COPY baseline), the export from the worker's esbuild bundle in a child
- * process with its snapshot by binary COPY (PostgreSQL's path), the same
- * export by statement (the path CockroachDB takes: the adapter finds no
- * binary COPY), with `--baseline DIR` the statement-path export of another
- * checkout's bundle (`git archive main` unpacked in DIR), and with `--peer`
- * the Arrow peer (bench/arrow_peer.py). Before each export the bucket is put
- * back to hot, its export forgotten, so every export
- * reads the same rows from the same pages of PostgreSQL's cache.
+ * in turn: a raw `COPY … TO STDOUT` of the bucket (text, as the bench's COPY
+ * baseline), the export from the worker's esbuild bundle in a child process
+ * (its snapshot by statement, binary rows), with `--baseline DIR` the same
+ * from another checkout's bundle (`git archive main` unpacked in DIR; one
+ * from before issue 53 runs twice: its binary COPY path, then its statement
+ * path of text rows), and with `--peer` the Arrow peer (bench/arrow_peer.py).
+ * Before each export the bucket is put back to hot, its export forgotten,
+ * so every export reads the same rows from the same pages of PostgreSQL's
+ * cache.
  *
  * Prints each export's wall and CPU seconds and its ratio to the COPY of the
  * same round, with the load average; then the medians. Ratios taken within
