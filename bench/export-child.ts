@@ -25,6 +25,8 @@ export interface ExportArgs {
   readonly concurrentBucketIndexes?: readonly number[];
   readonly storeRoot: string;
   readonly tempDir: string;
+  /** Rows per snapshot page, when not the default ({@link SNAPSHOT_PAGE_SIZE}). */
+  readonly snapshotPageSize?: number;
   /** Sample each thread's CPU every 50 ms (Linux), for {@link ExportResult.cpuByThread}. */
   readonly threads?: boolean;
 }
@@ -75,7 +77,12 @@ function threadTimes(): Map<string, { name: string; seconds: number }> {
  * its peak RSS; with `concurrentBucketIndexes`, every bucket's export at once.
  */
 export async function exportChild(args: ExportArgs): Promise<ExportResult> {
-  const ctx = benchContext(args.databaseUrl, args.storeRoot, SNAPSHOT_PAGE_SIZE, args.tempDir);
+  const ctx = benchContext(
+    args.databaseUrl,
+    args.storeRoot,
+    args.snapshotPageSize ?? SNAPSHOT_PAGE_SIZE,
+    args.tempDir,
+  );
   try {
     const ids = [args.bucketIndex, ...(args.concurrentBucketIndexes ?? [])].map(exportBucketId);
     for (const id of ids) {

@@ -1,7 +1,7 @@
 /**
  * The export against raw COPY and the Arrow peer, in one run, on one bucket:
  *
- *   npx tsx bench/export-paths.ts [--rows N] [--runs K] [--peer] [--baseline DIR]
+ *   npx tsx bench/export-paths.ts [--rows N] [--runs K] [--peer] [--baseline DIR] [--page-size P]
  *
  * Seeds one bucket of N rows (default 1,000,000), then K times (default 3)
  * in turn: a raw `COPY … TO STDOUT` of the bucket (text, as the bench's COPY
@@ -9,7 +9,9 @@
  * (its snapshot by statement, binary rows), with `--baseline DIR` the same
  * from another checkout's bundle (`git archive main` unpacked in DIR; one
  * from before issue 53 runs twice: its binary COPY path, then its statement
- * path of text rows), and with `--peer` the Arrow peer (bench/arrow_peer.py).
+ * path of text rows), with `--page-size P` this export again with snapshot
+ * pages of P rows (the default is 5,000), and with `--peer` the Arrow peer
+ * (bench/arrow_peer.py).
  * Before each export the bucket is put back to hot, its export forgotten,
  * so every export reads the same rows from the same pages of PostgreSQL's
  * cache.
@@ -74,6 +76,13 @@ await withBenchSession(
       variants.push({ name: "baseline statement", bundle: baseline, args: { queryPath: true } });
     }
     variants.push({ name: "this", bundle, args: {} });
+    const pageSize = option("--page-size");
+    if (pageSize !== undefined)
+      variants.push({
+        name: `this, ${pageSize}-row pages`,
+        bundle,
+        args: { snapshotPageSize: Number(pageSize) },
+      });
     const ratios = new Map<string, { copy: number[]; cpu: number[] }>(
       [...variants.map((v) => v.name), "peer"].map((n) => [n, { copy: [], cpu: [] }]),
     );

@@ -134,10 +134,14 @@ export class PgliteDatabase implements SqlDatabase, BinaryRowReader {
     const messages = extendedQueryMessages(text, params);
     return await withSerializationRetry("query", this.#retry, this.stats, async () => {
       this.faults?.beforeQuery?.(text);
-      const reply = await this.#db.transaction(() =>
-        this.#db.runExclusive(() => this.#db.execProtocolRaw(messages, { syncToFs: false })),
-      );
-      return readCompleteReply(Buffer.from(reply.buffer, reply.byteOffset, reply.byteLength));
+      // The reply is read inside the transaction, so a server error is the
+      // one thrown (it rolls the transaction back), not PGlite's own at COMMIT.
+      return await this.#db.transaction(async () => {
+        const reply = await this.#db.runExclusive(() =>
+          this.#db.execProtocolRaw(messages, { syncToFs: false }),
+        );
+        return readCompleteReply(Buffer.from(reply.buffer, reply.byteOffset, reply.byteLength));
+      });
     });
   }
 
