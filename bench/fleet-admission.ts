@@ -129,6 +129,7 @@ export async function probeAdmission(input: AdmissionProbeInput): Promise<Admiss
     const handler = createDiscoveryHandler(async () => ({
       adapters: {
         clock: lambda.adapters.clock,
+        audit: lambda.adapters.audit,
         context: (log) => {
           const ctx = lambda.adapters.context(log);
           return { ...ctx, hotStore: timed(ctx.hotStore, storeTiming) };

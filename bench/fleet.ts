@@ -299,6 +299,7 @@ async function main(): Promise<void> {
     const discoverHandler = createDiscoveryHandler(async () => ({
       adapters: {
         clock: discovery.adapters.clock,
+        audit: discovery.adapters.audit,
         context: (log) => {
           const ctx = discovery.adapters.context(log);
           return {

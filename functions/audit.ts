@@ -61,6 +61,17 @@ export function parseRequestedBy(value: unknown): string {
   return value as string;
 }
 
+/** Whether `event` is an EventBridge schedule's (the archiver's own run, not one by hand). */
+export function isScheduledEvent(event: unknown): boolean {
+  const o = event as Record<string, unknown> | null;
+  return (
+    typeof o === "object" &&
+    o !== null &&
+    o.source === "aws.events" &&
+    o["detail-type"] === "Scheduled Event"
+  );
+}
+
 /** The caller of an invocation by hand. */
 export function lambdaCaller(context: Context, requestedBy: string | null): AuditCaller {
   return {

@@ -9,22 +9,28 @@ import { jsonObject, readInput, type JsonObject } from "../src/input.js";
 import type { Context } from "aws-lambda";
 import { parseDiscoverySettings, type DiscoverySettings } from "../src/discovery-settings.js";
 import { sleep } from "../src/ports/clock.js";
+import type { StalledBucket } from "../src/ports/hand-on-tracking.js";
 import type { WorkQueue } from "../src/ports/work-queue.js";
 import type { Adapters } from "../src/open-adapters.js";
 import { discoverBacklog, type DiscoveryStop } from "../src/usecases/discover-backlog.js";
 import { DrainMeter } from "../src/usecases/drain-meter.js";
+import { auditAction, runAudited } from "../src/usecases/audit.js";
 import {
+  bucketFields,
   logger,
   recordDiscovery,
   recordExpiryBlocked,
+  recordOldestStalled,
   recordRestoresCutOff,
   workflowLog,
 } from "./observability.js";
+import { isScheduledEvent, lambdaAudit, lambdaCaller, takeRequestedBy } from "./audit.js";
 import { observedHandler } from "./observed-handler.js";
 import { lambdaAdaptersPerContainer, openLambdaAdapters } from "./open-adapters.js";
+import { withProbe } from "./probe.js";
 
 export interface DiscoveryDependencies {
-  readonly adapters: Pick<Adapters, "context" | "clock">;
+  readonly adapters: Pick<Adapters, "context" | "clock" | "audit">;
   readonly queue: WorkQueue;
   /** From the ARCHIVER_DISCOVERY_* variables; their defaults when absent. */
   readonly discovery?: DiscoverySettings;
@@ -52,10 +58,32 @@ export interface DiscoveryReport {
    * them to the workers; alarm RestoresCutOff when they stay).
    */
   readonly restores_cut_off: number;
+  /**
+   * When the run started: the bucket that had waited longest between two
+   * phases with nobody on it (alarm "BucketStalledBetweenPhases"), or null.
+   */
+  readonly oldest_stalled: StalledReport | null;
+}
+
+/** A stalled bucket as the report names it: its identity as in the work message, phase and wait. */
+export type StalledReport = Record<string, string | number> & {
+  readonly phase: string;
+  readonly since: string;
+  readonly seconds: number;
+};
+
+function stalledReport(stalled: StalledBucket | null, at: Date): StalledReport | null {
+  if (stalled === null) return null;
+  return {
+    ...bucketFields(stalled.id),
+    phase: stalled.phase,
+    since: stalled.since.toISOString(),
+    seconds: Math.max(0, (at.getTime() - stalled.since.getTime()) / 1000),
+  };
 }
 
 export const DISCOVERY_EVENT_FORM =
-  'an EventBridge scheduled event ({"source":"aws.events","detail-type":"Scheduled Event",…}) or {} for a manual run';
+  'an EventBridge scheduled event ({"source":"aws.events","detail-type":"Scheduled Event",…}) or {} for a manual run (optionally with "requested_by")';
 
 /** Accept the schedule's event, or an empty object from `aws lambda invoke`. */
 export function validateDiscoveryEvent(event: unknown): void {
@@ -73,63 +101,96 @@ const DISCOVERY_EVENT = v.pipe(
   ),
 );
 
+/**
+ * The schedule's runs are the archiver's own; a run by hand (`{}`, with
+ * `requested_by` if the operator says who) is recorded in the audit trail
+ * with its request id, which `pulpitum invoke --stack-outputs` follows.
+ */
 export function createDiscoveryHandler(open: () => Promise<DiscoveryDependencies>) {
   // One per container: a warm container's runs start from the drain the previous ones measured.
   const drain = new DrainMeter();
   return observedHandler(
     async (event: unknown, context: Context): Promise<DiscoveryReport> => {
-      validateDiscoveryEvent(event);
+      const { event: fields, requestedBy } = takeRequestedBy(event);
+      validateDiscoveryEvent(fields);
       const deps = await open();
-      const ctx = deps.adapters.context(workflowLog(logger));
-      const clock = deps.adapters.clock;
-      const deadline = new Date(
-        clock.now().getTime() + context.getRemainingTimeInMillis() - DEADLINE_MARGIN_MS,
+      const run = () => discoveryRun(deps, drain, context);
+      if (isScheduledEvent(fields)) return await run();
+      return await runAudited(
+        lambdaAudit(deps.adapters.audit, logger),
+        auditAction("discover", "work queue", lambdaCaller(context, requestedBy)),
+        run,
+        (report) => ({
+          outcome: "done",
+          count: report.candidates,
+          result: { candidates: report.candidates, stop: report.stop, pages: report.pages },
+        }),
       );
-      const run = await discoverBacklog(
-        {
-          hotStore: ctx.hotStore,
-          queue: deps.queue,
-          clock,
-          settings: { ...ctx.settings, ...(deps.discovery ?? parseDiscoverySettings({})) },
-          drain,
-          sleep: (ms) => sleep(ms),
-        },
-        deadline,
-      );
-      const byKind = Object.fromEntries(Object.entries(run.byKind).filter(([, n]) => n > 0));
-      recordDiscovery(run, clock.now());
-      const blocked = await ctx.hotStore.expiryBlocked();
-      recordExpiryBlocked(blocked.oldestSince, clock.now());
-      const cutOff = await ctx.hotStore.cutOffRestores(clock.now(), { limit: 0 });
-      recordRestoresCutOff(cutOff.total);
-      const report: DiscoveryReport = {
-        candidates: run.enqueued,
-        by_kind: byKind,
-        stop: run.stop,
-        pages: run.pages,
-        waiting_at_start: run.waitingAtStart,
-        waiting_at_end: run.waitingAtEnd,
-        drain_per_second: run.drainPerSecond,
-        requeue_window_seconds: run.requeueWindowMs / 1000,
-        expiry_held: blocked.held,
-        expiry_blocked_since: blocked.oldestSince?.toISOString() ?? null,
-        restores_cut_off: cutOff.total,
-      };
-      if (run.stop === "cap") {
-        logger.warn(
-          "discovery stopped on its cap with candidates left: raise ARCHIVER_DISCOVERY_MAX_ENQUEUE if the workers keep up",
-          { ...report },
-        );
-      } else logger.info("discovery enqueued candidates", { ...report });
-      return report;
     },
     { captureColdStartMetric: true },
   );
 }
 
-export const handler = createDiscoveryHandler(
-  lambdaAdaptersPerContainer(process.env, async () => {
-    const lambda = await openLambdaAdapters(process.env);
-    return { ...lambda, discovery: parseDiscoverySettings(process.env) };
-  }),
+async function discoveryRun(
+  deps: DiscoveryDependencies,
+  drain: DrainMeter,
+  context: Context,
+): Promise<DiscoveryReport> {
+  const ctx = deps.adapters.context(workflowLog(logger));
+  const clock = deps.adapters.clock;
+  const deadline = new Date(
+    clock.now().getTime() + context.getRemainingTimeInMillis() - DEADLINE_MARGIN_MS,
+  );
+  // Before this run offers anything: how long the longest wait between phases had grown.
+  const startedAt = clock.now();
+  const stalled = await ctx.hotStore.oldestStalled(startedAt);
+  recordOldestStalled(stalled?.since ?? null, startedAt);
+  const run = await discoverBacklog(
+    {
+      hotStore: ctx.hotStore,
+      queue: deps.queue,
+      clock,
+      settings: { ...ctx.settings, ...(deps.discovery ?? parseDiscoverySettings({})) },
+      drain,
+      sleep: (ms) => sleep(ms),
+    },
+    deadline,
+  );
+  const byKind = Object.fromEntries(Object.entries(run.byKind).filter(([, n]) => n > 0));
+  recordDiscovery(run, clock.now());
+  const blocked = await ctx.hotStore.expiryBlocked();
+  recordExpiryBlocked(blocked.oldestSince, clock.now());
+  const cutOff = await ctx.hotStore.cutOffRestores(clock.now(), { limit: 0 });
+  recordRestoresCutOff(cutOff.total);
+  const report: DiscoveryReport = {
+    candidates: run.enqueued,
+    by_kind: byKind,
+    stop: run.stop,
+    pages: run.pages,
+    waiting_at_start: run.waitingAtStart,
+    waiting_at_end: run.waitingAtEnd,
+    drain_per_second: run.drainPerSecond,
+    requeue_window_seconds: run.requeueWindowMs / 1000,
+    expiry_held: blocked.held,
+    expiry_blocked_since: blocked.oldestSince?.toISOString() ?? null,
+    restores_cut_off: cutOff.total,
+    oldest_stalled: stalledReport(stalled, startedAt),
+  };
+  if (run.stop === "cap") {
+    logger.warn(
+      "discovery stopped on its cap with candidates left: raise ARCHIVER_DISCOVERY_MAX_ENQUEUE if the workers keep up",
+      { ...report },
+    );
+  } else logger.info("discovery enqueued candidates", { ...report });
+  return report;
+}
+
+export const handler = withProbe(
+  "discover",
+  createDiscoveryHandler(
+    lambdaAdaptersPerContainer(process.env, async () => {
+      const lambda = await openLambdaAdapters(process.env);
+      return { ...lambda, discovery: parseDiscoverySettings(process.env) };
+    }),
+  ),
 );

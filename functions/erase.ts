@@ -18,6 +18,7 @@ import { lambdaAudit, lambdaCaller, takeRequestedBy } from "./audit.js";
 import { logger, workflowLog } from "./observability.js";
 import { observedHandler } from "./observed-handler.js";
 import { lambdaAdaptersPerContainer, openLambdaAdapters } from "./open-adapters.js";
+import { withProbe } from "./probe.js";
 
 export interface EraseDependencies {
   readonly adapters: Pick<Adapters, "context" | "audit" | "hotStore" | "clock">;
@@ -71,6 +72,7 @@ export function createEraseHandler(open: () => Promise<EraseDependencies>) {
   });
 }
 
-export const handler = createEraseHandler(
-  lambdaAdaptersPerContainer(process.env, () => openLambdaAdapters()),
+export const handler = withProbe(
+  "erase",
+  createEraseHandler(lambdaAdaptersPerContainer(process.env, () => openLambdaAdapters())),
 );

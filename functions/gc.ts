@@ -19,6 +19,7 @@ import { lambdaAudit, lambdaCaller, takeRequestedBy } from "./audit.js";
 import { logger, recordGc, workflowLog } from "./observability.js";
 import { observedHandler } from "./observed-handler.js";
 import { lambdaAdaptersPerContainer, openLambdaAdapters } from "./open-adapters.js";
+import { withProbe } from "./probe.js";
 
 export interface GcDependencies {
   readonly config: Pick<PulpitumConfig, "gcMinAgeSeconds" | "leaseSeconds" | "archive">;
@@ -100,6 +101,7 @@ export function createGcHandler(open: () => Promise<GcDependencies>) {
   });
 }
 
-export const handler = createGcHandler(
-  lambdaAdaptersPerContainer(process.env, () => openLambdaAdapters()),
+export const handler = withProbe(
+  "gc",
+  createGcHandler(lambdaAdaptersPerContainer(process.env, () => openLambdaAdapters())),
 );

@@ -42,6 +42,8 @@ export const DEFAULT_SERVICE_NAME = "pulpitum";
 
 /** Metric names; each comment names the alarm or dashboard panel it feeds. */
 export const METRIC = {
+  /** Records whose next phase's message SQS refused (all of a SendMessageBatch, or their entries of it); each is handed back to come again at once. Alarm "HandOnsRefused" and dashboard "Stalls". */
+  HandOnsRefused: "HandOnsRefused",
   /** A phase committed (result `advanced`). Dashboard "Phases by outcome"; its sum is the archival throughput. */
   PhasesAdvanced: "PhasesAdvanced",
   /** Another worker held the lease (`busy`); the message is retried. Dashboard "Phases by outcome" (sustained: duplicate messages or a stuck lease). */
@@ -50,7 +52,7 @@ export const METRIC = {
   PhasesDeferred: "PhasesDeferred",
   /** A message could not be processed at all (malformed body, unknown bucket, unreachable database). Alarm "WorkerErrors" and dashboard "Phases by outcome". */
   PhasesFailed: "PhasesFailed",
-  /** The lease was lost mid-phase; nothing destructive ran. Dashboard "Phases by outcome" (sustained: lease too short for the phase). */
+  /** The lease was lost mid-phase; nothing destructive ran, and the message comes back. Alarm "LeaseLosses" and dashboards "Phases by outcome" and "Stalls" (sustained: lease too short for the phase, or the database too slow to renew it). */
   PhasesLeaseLost: "PhasesLeaseLost",
   /** Nothing to do (already archived, not eligible, paused): duplicate and stale messages. Dashboard "Phases by outcome". */
   PhasesDone: "PhasesDone",
@@ -106,6 +108,8 @@ export const METRIC = {
   ExpiryBytesFreed: "ExpiryBytesFreed",
   /** A due bucket's expiry was held by an Object Lock retention or legal hold. Dashboard "Maintenance". */
   ExpiryHeld: "ExpiryHeld",
+  /** Seconds the bucket that has waited longest between two phases with nobody on it has waited (no live lease, no retry pending, not set aside; 0 when none), measured when each discovery run starts. Alarm "BucketStalledBetweenPhases" and dashboard "Stalls". */
+  OldestStalledBucketAge: "OldestStalledBucketAge",
   /** Seconds the oldest held expiry has been blocked (0 when none), measured by every discovery run. Alarm "ExpiryBlocked" and dashboard "Maintenance". */
   ExpiryBlockedSeconds: "ExpiryBlockedSeconds",
 } as const;
@@ -306,6 +310,11 @@ export function recordPhaseFailure(): void {
   metrics.addMetric(METRIC.PhasesFailed, MetricUnit.Count, 1);
 }
 
+/** Records whose next phase's message SQS refused (handed back to come again at once). */
+export function recordHandOnsRefused(records: number): void {
+  metrics.addMetric(METRIC.HandOnsRefused, MetricUnit.Count, records);
+}
+
 /** What one discovery run enqueued, why it stopped and what it left waiting. */
 export function recordDiscovery(run: BacklogRun, startedAt: Date = new Date()): void {
   metrics.addMetric(METRIC.DiscoveryCandidates, MetricUnit.Count, run.enqueued);
@@ -315,6 +324,12 @@ export function recordDiscovery(run: BacklogRun, startedAt: Date = new Date()): 
     const ageSeconds = Math.max(0, (startedAt.getTime() - run.oldestEnd.getTime()) / 1000);
     metrics.addMetric(METRIC.OldestCandidateAge, MetricUnit.Seconds, ageSeconds);
   }
+}
+
+/** How long the bucket that has waited longest between two phases with nobody on it has waited at `now` (0 when none). */
+export function recordOldestStalled(since: Date | null, now: Date): void {
+  const seconds = since === null ? 0 : Math.max(0, (now.getTime() - since.getTime()) / 1000);
+  metrics.addMetric(METRIC.OldestStalledBucketAge, MetricUnit.Seconds, seconds);
 }
 
 /** How long the oldest held expiry has been blocked at `now` (0 when none). */

@@ -22,6 +22,7 @@ import { logger } from "./observability.js";
 import { openAuditTrail } from "./open-audit-trail.js";
 import { lambdaAdaptersPerContainer } from "./open-adapters.js";
 import { openDeadLetters } from "./open-dead-letters.js";
+import { withProbe } from "./probe.js";
 
 /** Start no new receive round with less time than this left. */
 const REPLAY_DEADLINE_MARGIN_MS = 15_000;
@@ -64,7 +65,10 @@ export function createReplayHandler(
 
 let opened: DeadLetterQueue | undefined;
 const auditTrail = lambdaAdaptersPerContainer(process.env, () => openAuditTrail());
-export const handler = createReplayHandler(
-  () => (opened ??= openDeadLetters()),
-  async () => (await auditTrail()).audit,
+export const handler = withProbe(
+  "replay-dlq",
+  createReplayHandler(
+    () => (opened ??= openDeadLetters()),
+    async () => (await auditTrail()).audit,
+  ),
 );

@@ -14,6 +14,7 @@ import { lambdaAudit, lambdaCaller, takeRequestedBy } from "./audit.js";
 import { bucketLogger, recordRestore, workflowLog } from "./observability.js";
 import { observedHandler } from "./observed-handler.js";
 import { lambdaAdaptersPerContainer, openLambdaAdapters } from "./open-adapters.js";
+import { withProbe } from "./probe.js";
 
 export interface RestoreDependencies {
   readonly adapters: Pick<Adapters, "context" | "audit">;
@@ -44,6 +45,7 @@ export function createRestoreHandler(open: () => Promise<RestoreDependencies>) {
   });
 }
 
-export const handler = createRestoreHandler(
-  lambdaAdaptersPerContainer(process.env, () => openLambdaAdapters()),
+export const handler = withProbe(
+  "restore",
+  createRestoreHandler(lambdaAdaptersPerContainer(process.env, () => openLambdaAdapters())),
 );

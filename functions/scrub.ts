@@ -25,6 +25,8 @@ import { erasureStoreOf } from "../src/adapters/sql/erasure-store.js";
 import { proveFinishedErasures, type ErasureProofRun } from "../src/usecases/erase-proof.js";
 import { scrub, type ScrubReport } from "../src/usecases/scrub.js";
 import { checkAuditTrail, type AuditTrailCheck } from "../src/usecases/audit-check.js";
+import { archiveTarget, auditAction, runAudited } from "../src/usecases/audit.js";
+import type { AuditConclusion } from "../src/ports/audit-trail.js";
 import {
   logger,
   recordAuditCheck,
@@ -32,11 +34,13 @@ import {
   recordScrub,
   workflowLog,
 } from "./observability.js";
+import { isScheduledEvent, lambdaAudit, lambdaCaller, takeRequestedBy } from "./audit.js";
 import { observedHandler } from "./observed-handler.js";
 import { lambdaAdaptersPerContainer, openLambdaAdapters } from "./open-adapters.js";
+import { withProbe } from "./probe.js";
 
 export interface ScrubDependencies {
-  readonly config: Pick<PulpitumConfig, "scrubPeriodDays">;
+  readonly config: Pick<PulpitumConfig, "scrubPeriodDays" | "archive">;
   readonly adapters: Pick<
     Adapters,
     "hotStore" | "objectStore" | "clock" | "archivePrefix" | "context" | "audit"
@@ -87,10 +91,55 @@ export type ScrubFunctionReport = ScrubReport & {
   readonly erasures?: ErasureProofRun;
 };
 
+/**
+ * A run by hand is an operator's action: recorded in the audit trail with
+ * its caller (the invocation's request id, which `pulpitum invoke
+ * --stack-outputs` follows). The schedule's daily run is the archiver's own.
+ */
 export function createScrubHandler(open: () => Promise<ScrubDependencies>) {
   return observedHandler(async (event: unknown, context: Context): Promise<ScrubFunctionReport> => {
-    const request = parseScrubRequest(event, "scrub event");
-    const { config, adapters } = await open();
+    const { event: fields, requestedBy } = takeRequestedBy(event);
+    const request = parseScrubRequest(fields, "scrub event");
+    const deps = await open();
+    if (isScheduledEvent(fields)) return await scrubRun(deps, request, context);
+    return await runAudited(
+      lambdaAudit(deps.adapters.audit, logger),
+      auditAction("scrub", archiveTarget(deps.config.archive), lambdaCaller(context, requestedBy), {
+        tableId: request.tableId ?? null,
+        arguments: { sample: request.sample ?? null },
+      }),
+      () => scrubRun(deps, request, context),
+      scrubConclusion,
+    );
+  });
+}
+
+/** Corrupt buckets found, an unproven erasure or a broken audit chain end the action `failed`: each pages. */
+function scrubConclusion(report: ScrubFunctionReport): AuditConclusion {
+  const problems =
+    report.corrupt +
+    (report.erasures?.unproven.length ?? 0) +
+    (report.audit.intact === false ? 1 : 0);
+  return {
+    outcome: problems > 0 ? "failed" : "done",
+    reason: problems > 0 ? `${problems} problems found: read the scrub's report` : null,
+    count: report.verified,
+    result: {
+      verified: report.verified,
+      corrupt: report.corrupt,
+      catalog_problems: report.catalog_problems,
+      audit_intact: report.audit.intact,
+      erasures_unproven: report.erasures?.unproven.length ?? null,
+    },
+  };
+}
+
+async function scrubRun(
+  { config, adapters }: ScrubDependencies,
+  request: ScrubRequest,
+  context: Context,
+): Promise<ScrubFunctionReport> {
+  {
     const scrubStore = scrubStoreOf(adapters.hotStore);
     const erasureStore = erasureStoreOf(adapters.hotStore);
     if (scrubStore === null || erasureStore === null)
@@ -116,9 +165,10 @@ export function createScrubHandler(open: () => Promise<ScrubDependencies>) {
     );
     recordErasureProofs(erasures);
     return { ...report, audit, erasures };
-  });
+  }
 }
 
-export const handler = createScrubHandler(
-  lambdaAdaptersPerContainer(process.env, () => openLambdaAdapters()),
+export const handler = withProbe(
+  "scrub",
+  createScrubHandler(lambdaAdaptersPerContainer(process.env, () => openLambdaAdapters())),
 );

@@ -10,7 +10,7 @@
  *   that ran on into the timeout would be returned whole, committed phases
  *   and all, each message's receive count raised and the cut phase's lease
  *   left to expire into a takeover. The next phases' messages are sent
- *   together when the batch has run ({@link HandOns}), and each phase writes
+ *   together when the batch has run (./hand-ons.ts), and each phase writes
  *   one log line, which is also its duration metric;
  * - a manual invocation naming one bucket (events/manual-bucket.json): its
  *   phases run one after another until it is finished or cannot proceed, and
@@ -25,12 +25,9 @@ import { fields, jsonObject, readInput } from "../src/input.js";
 import {
   WORK_MESSAGE_FORM,
   decodeWorkMessage,
-  encodeWorkMessage,
   type MessageVisibility,
-  type WorkItem,
   type WorkQueue,
 } from "../src/ports/work-queue.js";
-import { SQS_MAX_BATCH } from "../src/adapters/queue/sqs.js";
 import type { Adapters } from "../src/open-adapters.js";
 import { bucketJson, showBucket } from "../src/domain/display.js";
 import { auditAction, runAudited } from "../src/usecases/audit.js";
@@ -54,19 +51,22 @@ import {
   countPhaseOutcome,
   logger,
   phaseDurationFields,
+  recordHandOnsRefused,
   recordPhaseFailure,
   recordPhaseOutcome,
   tracedBucket,
   workflowLog,
 } from "./observability.js";
+import { HandOns } from "./hand-ons.js";
 import { observedHandler } from "./observed-handler.js";
 import { lambdaAdaptersPerContainer, openLambdaAdapters } from "./open-adapters.js";
+import { withProbe } from "./probe.js";
 
 export interface WorkerDependencies {
   readonly adapters: Pick<Adapters, "context" | "clock" | "audit">;
   /** With `returnAfter` (SQS), a `busy` message comes back after a lease, not a visibility timeout. */
   readonly queue: WorkQueue & Partial<MessageVisibility>;
-  /** How long a next-phase message may wait for the rest of its batch ({@link HAND_ON_HOLD_MS}). */
+  /** How long a next-phase message may wait for the rest of its batch (HAND_ON_HOLD_MS in ./hand-ons.ts). */
   readonly handOnHoldMs?: number;
 }
 
@@ -124,78 +124,6 @@ const SQS_EVENT = fields({
     ),
   ),
 });
-
-/** The longest a next-phase message waits for the rest of its batch before it is sent anyway. */
-export const HAND_ON_HOLD_MS = 1_000;
-
-/**
- * The next-phase messages of one SQS batch, sent together: a
- * SendMessageBatch per ten instead of a SendMessage per phase, and one
- * message for two records that hand on the same bucket. Messages are held
- * until the batch has run, or for at most `holdMs` from the first one held,
- * so a long phase later in the batch (a large export) does not keep the
- * buckets before it waiting. The ordering of src/usecases/work-message.ts
- * holds: every message is sent before the handler returns, and so before
- * Lambda deletes any record; a record whose message could not be sent is
- * reported failed, so it comes back and its retry re-reads the bucket and
- * runs the next phase itself.
- */
-export class HandOns {
-  #pending = new Map<string, { item: WorkItem; messageIds: string[] }>();
-  #timer: NodeJS.Timeout | undefined;
-  #sending: Promise<void> = Promise.resolve();
-  readonly #unsent: string[] = [];
-
-  constructor(
-    private readonly queue: Pick<WorkQueue, "sendBatch">,
-    private readonly log: Logger,
-    private readonly holdMs = HAND_ON_HOLD_MS,
-  ) {}
-
-  /** The queue a record's phase hands on to: the message is held (see the class). */
-  queueFor(messageId: string): Pick<WorkQueue, "send"> {
-    return {
-      send: async (item) => {
-        const key = encodeWorkMessage(item);
-        const held = this.#pending.get(key);
-        if (held === undefined) this.#pending.set(key, { item, messageIds: [messageId] });
-        else held.messageIds.push(messageId);
-        this.#timer ??= setTimeout(() => this.#sendHeld(), this.holdMs);
-      },
-    };
-  }
-
-  /** Send every message still held and wait for every send; returns the records whose message was not sent. */
-  async sendAll(): Promise<string[]> {
-    this.#sendHeld();
-    await this.#sending;
-    return this.#unsent.splice(0);
-  }
-
-  #sendHeld(): void {
-    clearTimeout(this.#timer);
-    this.#timer = undefined;
-    const held = [...this.#pending.values()];
-    this.#pending = new Map();
-    if (held.length > 0) this.#sending = this.#sending.then(() => this.#send(held));
-  }
-
-  async #send(held: ReadonlyArray<{ item: WorkItem; messageIds: string[] }>): Promise<void> {
-    for (let start = 0; start < held.length; start += SQS_MAX_BATCH) {
-      const chunk = held.slice(start, start + SQS_MAX_BATCH);
-      try {
-        await this.queue.sendBatch(chunk.map((h) => h.item));
-      } catch (error) {
-        const ids = chunk.flatMap((h) => h.messageIds);
-        this.log.warn(
-          "could not send the next phases; their records come back and run them after their visibility timeout",
-          { message_ids: ids, error: errorMessage(error) },
-        );
-        this.#unsent.push(...ids);
-      }
-    }
-  }
-}
 
 /** One SQS record: one phase of its bucket, or handed back when the deadline has passed. */
 async function processRecord(
@@ -293,6 +221,26 @@ async function handBack(
   }
 }
 
+/**
+ * Records whose next phase SQS refused: each committed its phase, so its
+ * bucket waits, fenced, on nothing but this record. It is handed back to
+ * come again at once (its retry runs the next phase itself) rather than at
+ * the visibility timeout, and counted (alarm "HandOnsRefused").
+ */
+async function handBackUnsent(
+  deps: WorkerDependencies,
+  records: readonly SQSRecord[],
+  unsent: readonly string[],
+): Promise<void> {
+  if (unsent.length === 0) return;
+  recordHandOnsRefused(unsent.length);
+  for (const record of records) {
+    if (!unsent.includes(record.messageId)) continue;
+    const log = logger.createChild({ persistentKeys: { message_id: record.messageId } });
+    await handBack(deps, record, 0, log);
+  }
+}
+
 async function runManually(
   deps: WorkerDependencies,
   request: ManualRunRequest,
@@ -352,7 +300,10 @@ export function createWorkerHandler(open: () => Promise<WorkerDependencies>) {
           context.getRemainingTimeInMillis() -
           WORKER_DEADLINE_MARGIN_MS,
       );
-      const handOns = new HandOns(deps.queue, logger, deps.handOnHoldMs);
+      const hotStore = deps.adapters.context(workflowLog(logger)).hotStore;
+      const handOns = new HandOns(deps.queue, logger, deps.handOnHoldMs, (sent) =>
+        hotStore.reportHandOnsSent(sent),
+      );
       let response: SQSBatchResponse;
       let unsent: string[];
       try {
@@ -372,10 +323,12 @@ export function createWorkerHandler(open: () => Promise<WorkerDependencies>) {
         // Committed phases hand on even when the batch failed as a whole (all of it comes back).
         unsent = await handOns.sendAll();
       }
+      await handBackUnsent(deps, request.event.Records, unsent);
+      const failed = new Set(response.batchItemFailures.map((f) => f.itemIdentifier));
       return {
         batchItemFailures: [
           ...response.batchItemFailures,
-          ...unsent.map((itemIdentifier) => ({ itemIdentifier })),
+          ...unsent.filter((id) => !failed.has(id)).map((itemIdentifier) => ({ itemIdentifier })),
         ],
       };
     },
@@ -383,6 +336,7 @@ export function createWorkerHandler(open: () => Promise<WorkerDependencies>) {
   );
 }
 
-export const handler = createWorkerHandler(
-  lambdaAdaptersPerContainer(process.env, () => openLambdaAdapters()),
+export const handler = withProbe(
+  "worker",
+  createWorkerHandler(lambdaAdaptersPerContainer(process.env, () => openLambdaAdapters())),
 );

@@ -10,6 +10,7 @@ import type { ArchiverStackProps } from "./archiver-stack.js";
 import {
   StackSettingsError,
   type AwsServiceRoute,
+  type S3Route,
   type ObjectLockMode,
   type PayloadStorageClass,
 } from "./settings.js";
@@ -78,6 +79,11 @@ export const APP_SETTINGS = {
     env: "PULPITUM_ROUTE_TABLE_IDS",
     form: "comma-separated rtb-… ids",
   },
+  s3Route: {
+    context: "pulpitum:s3Route",
+    env: "PULPITUM_S3_ROUTE",
+    form: "nat or existing-endpoint (without routeTableIds)",
+  },
   awsServices: {
     context: "pulpitum:awsServices",
     env: "PULPITUM_AWS_SERVICES",
@@ -92,6 +98,11 @@ export const APP_SETTINGS = {
     context: "pulpitum:databasePoolMax",
     env: "PULPITUM_DATABASE_POOL_MAX",
     form: "an integer 1..2",
+  },
+  reserveConcurrency: {
+    context: "pulpitum:reserveConcurrency",
+    env: "PULPITUM_RESERVE_CONCURRENCY",
+    form: "true or false",
   },
   databaseConnectionBudget: {
     context: "pulpitum:databaseConnectionBudget",
@@ -287,7 +298,8 @@ export function stackPropsFrom(
             securityGroupId: securityGroupId!,
             availabilityZones: list("availabilityZones"),
             routeTableIds: list("routeTableIds"),
-            // Validated against the accepted routes by stackSettings.
+            // Both validated against the accepted routes by stackSettings.
+            s3Route: text("s3Route") as S3Route | undefined,
             awsServices: text("awsServices") as AwsServiceRoute | undefined,
           }
         : undefined,
@@ -299,6 +311,7 @@ export function stackPropsFrom(
     workerBatchingWindowSeconds: int("workerBatchingWindowSeconds"),
     workerMaxConcurrency: int("workerMaxConcurrency"),
     databasePoolMax: int("databasePoolMax"),
+    reserveConcurrency: bool("reserveConcurrency"),
     databaseConnectionBudget: int("databaseConnectionBudget"),
     alarmTopicArn: text("alarmTopicArn"),
     queryCatalog: bool("queryCatalog"),

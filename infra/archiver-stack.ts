@@ -37,6 +37,7 @@ import { addQueryCatalog, type QueryCatalog } from "./query-catalog.js";
 import { addOutputs } from "./outputs.js";
 import { addQueues } from "./queues.js";
 import { addScaleAlarms, type ScaleAlarms } from "./scale-alarms.js";
+import { addStallAlarms, stallWidgets, type StallAlarms } from "./stall-alarms.js";
 import { acknowledgeServerlessFindings } from "./serverless-findings.js";
 import {
   stackSettings,
@@ -85,7 +86,7 @@ export class ArchiverStack extends Stack {
   readonly schedule: events.Rule;
   readonly gcSchedule: events.Rule;
   readonly scrubSchedule: events.Rule;
-  readonly alarms: ArchiverAlarms & ScaleAlarms;
+  readonly alarms: ArchiverAlarms & ScaleAlarms & StallAlarms;
   readonly dashboard: cloudwatch.Dashboard;
   /** The Glue tables over the catalog and the Athena workgroup; undefined when queryCatalog is false. */
   readonly queryCatalog: QueryCatalog | undefined;
@@ -138,9 +139,10 @@ export class ArchiverStack extends Stack {
     acknowledgeFunctionFindings(this, parts, network !== undefined);
     acknowledgeServerlessFindings(parts);
 
-    this.alarms = { ...addAlarms(this, parts), ...addScaleAlarms(this, parts) };
+    const stalls = addStallAlarms(this, parts);
+    this.alarms = { ...addAlarms(this, parts), ...addScaleAlarms(this, parts), ...stalls };
     notifyAlarms(this, this.alarms, props.alarmTopicArn);
-    this.dashboard = addDashboard(this, parts, this.alarms);
+    this.dashboard = addDashboard(this, parts, this.alarms, stallWidgets(parts, stalls));
     addOutputs(this, { ...parts, dashboard: this.dashboard, schedule: this.schedule });
   }
 

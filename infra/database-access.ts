@@ -177,9 +177,9 @@ export function functionNetwork(
       vpcEndpointType: "Gateway",
       routeTableIds: [...network.routeTableIds],
     });
-  } else {
+  } else if (network.s3Route === "nat") {
     Annotations.of(stack).addInfo(
-      "No network.routeTableIds given: no S3 gateway endpoint was added, so payload bytes reach S3 through the VPC's NAT (twice) unless the VPC already has one.",
+      "network.s3Route=nat: no S3 gateway endpoint was added; payload bytes reach S3 through the VPC's NAT (twice: the upload and the verifying read), billed per GB. `pulpitum doctor --stack-outputs` proves the route from inside the functions.",
     );
   }
   const subnets = network.subnetIds.map((id, i) =>

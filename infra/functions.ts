@@ -6,6 +6,7 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { aws_secretsmanager as secretsmanager } from "aws-cdk-lib";
 import {
+  Annotations,
   Duration,
   RemovalPolicy,
   Size,
@@ -21,12 +22,31 @@ import type { ArchiveStorage } from "./archive-storage.js";
 import { bundlingOptions } from "./bundling.js";
 import type { FunctionNetwork } from "./database-access.js";
 import type { Queues } from "./queues.js";
-import type { DatabaseJob, StackSettings } from "./settings.js";
+import {
+  MANUAL_WORKER_RUNS,
+  RESERVED_CONCURRENCY,
+  type DatabaseJob,
+  type StackSettings,
+} from "./settings.js";
 
 export const PROJECT_ROOT = fileURLToPath(new URL("..", import.meta.url));
 
 /** Lambda's own retries of a failed asynchronous discovery invocation (its default is 2). */
 export const DISCOVERY_ASYNC_RETRIES = 0;
+
+/**
+ * Lambda's own retries of any other function's failed asynchronous
+ * invocation (the schedule's GC and scrub, and every invocation by hand
+ * with --invocation-type Event): none, so an invocation runs once and a
+ * failure reaches the scheduled-failures queue and its alarm at once, not
+ * after two more runs of up to 15 minutes each. The operator (or the next
+ * scheduled run) decides whether to run it again; each of these functions
+ * is safe to run twice.
+ */
+export const ASYNC_RETRIES = 0;
+
+/** How long an asynchronous invocation of a maintenance or by-hand function may wait (throttled by its reservation) before it goes to the scheduled-failures queue. */
+export const ASYNC_MAX_EVENT_AGE = Duration.hours(1);
 
 export interface ArchiverFunctions {
   readonly discoverFunction: nodejs.NodejsFunction;
@@ -78,6 +98,9 @@ export function addFunctions(stack: Stack, inputs: FunctionInputs): ArchiverFunc
   const fn = (name: string, entry: string, options: Partial<nodejs.NodejsFunctionProps>) => {
     const job = FUNCTION_JOBS[name]!;
     return new nodejs.NodejsFunction(stack, name, {
+      reservedConcurrentExecutions: reservedConcurrency(name, settings),
+      // Asynchronous invocations that fail or expire (runAsyncInvocationsOnce, limitDiscoveryRetries).
+      deadLetterQueue: queues.scheduledFailures,
       entry: path.join(PROJECT_ROOT, entry),
       handler: "handler",
       projectRoot: PROJECT_ROOT,
@@ -105,7 +128,6 @@ export function addFunctions(stack: Stack, inputs: FunctionInputs): ArchiverFunc
       "Pulpitum discovery: keep the work queue topped up from the backlog of buckets that need work",
     timeout: Duration.seconds(discovery.timeoutSeconds),
     memorySize: 512,
-    deadLetterQueue: queues.scheduledFailures,
     environment: {
       ...environment,
       ARCHIVER_DISCOVERY_TARGET_DEPTH: String(discovery.targetDepth),
@@ -131,7 +153,6 @@ export function addFunctions(stack: Stack, inputs: FunctionInputs): ArchiverFunc
       "Pulpitum garbage collection: delete unreferenced archive objects older than the safety age",
     timeout: Duration.seconds(900),
     memorySize: 1024,
-    deadLetterQueue: queues.scheduledFailures,
     environment,
     ...network,
   });
@@ -142,7 +163,6 @@ export function addFunctions(stack: Stack, inputs: FunctionInputs): ArchiverFunc
     timeout: Duration.seconds(900),
     memorySize: settings.workerMemoryMb,
     ephemeralStorageSize: Size.mebibytes(1024), // one payload part staged at a time, as the worker
-    deadLetterQueue: queues.scheduledFailures,
     environment,
     ...network,
   });
@@ -154,6 +174,12 @@ export function addFunctions(stack: Stack, inputs: FunctionInputs): ArchiverFunc
     network,
   );
   addWorkerEventSource(workerFunction, queues, settings);
+  if (!settings.reserveConcurrency)
+    Annotations.of(stack).addWarning(
+      `reserveConcurrency=false: no function's concurrency is reserved, so invocations by hand beyond the ${settings.databaseConnectionCeiling} connections the ceiling counts can exhaust the database's (docs/serverless.md, "Database connections").`,
+    );
+  for (const f of [workerFunction, gcFunction, scrubFunction]) runAsyncInvocationsOnce(f);
+  for (const f of [replayFunction, restoreFunction, eraseFunction]) runAsyncInvocationsOnce(f);
   return {
     discoverFunction,
     workerFunction,
@@ -206,6 +232,28 @@ function addManualFunctions(
     ...network,
   });
   return { replayFunction, restoreFunction, eraseFunction };
+}
+
+/**
+ * The concurrency reserved for the function `name`: the worker's event
+ * source's and its manual runs, or the function's own (RESERVED_CONCURRENCY);
+ * none when the operator turned reservations off (reserveConcurrency=false).
+ */
+function reservedConcurrency(name: string, settings: StackSettings): number | undefined {
+  if (!settings.reserveConcurrency) return undefined;
+  if (name === "WorkerFunction") return settings.workerMaxConcurrency + MANUAL_WORKER_RUNS;
+  return RESERVED_CONCURRENCY[name as keyof typeof RESERVED_CONCURRENCY];
+}
+
+/**
+ * Asynchronous invocations of the function run once: no retry by Lambda,
+ * and an invocation that failed, or waited past its maximum event age, goes
+ * to the scheduled-failures queue (every function's dead-letter queue, as
+ * discovery's: the `fn` factory sets it), where the alarm
+ * "ScheduledInvocationsFailed" sees it.
+ */
+function runAsyncInvocationsOnce(f: nodejs.NodejsFunction): void {
+  f.configureAsyncInvoke({ retryAttempts: ASYNC_RETRIES, maxEventAge: ASYNC_MAX_EVENT_AGE });
 }
 
 /**

@@ -220,6 +220,7 @@ export function addDashboard(
   stack: Stack,
   parts: MonitoredParts,
   alarms: ArchiverAlarms,
+  stalls: cloudwatch.IWidget[] = [],
 ): cloudwatch.Dashboard {
   const metric = archiverMetricOf(parts.settings);
   const period = Duration.minutes(5);
@@ -237,6 +238,7 @@ export function addDashboard(
   for (const row of [
     alarmRow,
     phaseRow,
+    () => stalls,
     phaseDurationAndDiscoveryRow,
     queueAndWorkerRow,
     maintenanceRow,

@@ -36,11 +36,15 @@ export interface OutputInputs {
 
 /**
  * `aws lambda invoke` of `functionName` with a payload file from events/,
- * printing the function's result. `--cli-binary-format raw-in-base64-out`
- * makes AWS CLI v2 read the file as JSON (v1 ignores it, and reads JSON).
+ * asynchronously: one POST, answered at once, so the AWS CLI's read timeout
+ * (60 s) and its retries cannot start the run again, as a synchronous
+ * invoke of a long run did three to five times. The run's outcome is in the
+ * audit trail (`pulpitum invoke --stack-outputs` follows it).
+ * `--cli-binary-format raw-in-base64-out` makes AWS CLI v2 read the file as
+ * JSON (v1 ignores it, and reads JSON).
  */
 export function lambdaInvokeCommand(functionName: string, eventFile: string): string {
-  return `aws lambda invoke --function-name ${functionName} --cli-binary-format raw-in-base64-out --payload file://events/${eventFile} /dev/stdout`;
+  return `aws lambda invoke --function-name ${functionName} --invocation-type Event --cli-read-timeout 0 --cli-binary-format raw-in-base64-out --payload file://events/${eventFile} /dev/null`;
 }
 
 /** The Outputs `pulpitum doctor --stack-outputs` reads (src/cli/commands/doctor-stack.ts). */
@@ -136,11 +140,11 @@ export function addOutputs(stack: Stack, inputs: OutputInputs): void {
   output(
     "ArchiveOneBucketCommand",
     lambdaInvokeCommand(functions.workerFunction.functionName, "manual-bucket.json"),
-    "Archive one bucket by hand: edit events/manual-bucket.json to name it, then run this",
+    "Archive one bucket by hand: edit events/manual-bucket.json to name it, then run this (asynchronous: it runs once; `npx pulpitum invoke worker --event events/manual-bucket.json --stack-outputs outputs.json` does the same and follows the outcome)",
   );
   output(
     "ReplayDlqCommand",
     lambdaInvokeCommand(functions.replayFunction.functionName, "replay-dlq.json"),
-    "Move dead-lettered work messages back to the work queue (set dry_run in events/replay-dlq.json to only list them)",
+    "Move dead-lettered work messages back to the work queue (asynchronous: it runs once; `npx pulpitum invoke replay-dlq --event events/replay-dlq.json --stack-outputs outputs.json` follows the outcome, and with dry_run set lists them)",
   );
 }

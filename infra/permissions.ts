@@ -176,7 +176,8 @@ function grantQueues(inputs: GrantInputs): void {
   functions.replayFunction.addToRolePolicy(
     new iam.PolicyStatement({
       sid: "ReplayToWorkQueue",
-      actions: ["sqs:SendMessage"],
+      // GetQueueAttributes: the preflight's probe reaches the work queue as the replay does (functions/probe.ts).
+      actions: ["sqs:SendMessage", "sqs:GetQueueAttributes"],
       resources: [queues.workQueue.queueArn],
     }),
   );

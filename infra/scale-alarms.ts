@@ -72,7 +72,7 @@ export function addScaleAlarms(stack: Stack, parts: MonitoredParts): ScaleAlarms
   });
   const scheduledInvocationsFailed = new cloudwatch.Alarm(stack, "ScheduledInvocationsFailed", {
     alarmDescription:
-      "A scheduled discovery or GC invocation failed for good: EventBridge could not deliver it, or it failed after Lambda's retries. The event waits in the scheduled-failures queue; read DiscoveryErrors and the function's log, then purge the queue.",
+      "An asynchronous invocation failed for good: a scheduled discovery, GC or scrub EventBridge could not deliver, or any function invoked with --invocation-type Event (by the schedule, `pulpitum invoke --stack-outputs` or `aws lambda invoke`) that failed after its bounded retries or waited past its maximum event age (throttled by its reserved concurrency). The event waits in the scheduled-failures queue with the function's error: read it and the function's log, then purge the queue.",
     metric: parts.queues.scheduledFailures.metricApproximateNumberOfMessagesVisible({
       statistic: "Maximum",
       period: fiveMinutes,

@@ -26,27 +26,17 @@ export function acknowledgeServerlessFindings(parts: {
     });
   }
   Validations.of(functions.workerFunction).acknowledge({
-    id: "Serverless-LambdaDLQ",
-    reason:
-      "The worker is invoked synchronously by its SQS event source (and by hand); a message it keeps failing moves to the work queue's DLQ through the queue's RedrivePolicy, not through a function DLQ.",
-  });
-  for (const fn of [functions.replayFunction, functions.restoreFunction, functions.eraseFunction]) {
-    Validations.of(fn).acknowledge({
-      id: "Serverless-LambdaDLQ",
-      reason:
-        "Invoked synchronously by an operator (`aws lambda invoke`), who receives the error; there is no asynchronous event to keep.",
-    });
-  }
-  Validations.of(functions.workerFunction).acknowledge({
     id: "Serverless-LambdaEventSourceMappingDestination",
     reason:
       "Lambda supports on-failure destinations for stream and Kafka sources only; for this SQS source the work queue's RedrivePolicy moves a failing message to the DLQ (alarm DeadLettersPresent).",
   });
-  Validations.of(functions.discoverFunction).acknowledge({
-    id: "Serverless-LambdaAsyncFailureDestination",
-    reason:
-      "A failed discovery event goes to the function's dead-letter queue (DeadLetterConfig: the scheduled-failures queue, alarm ScheduledInvocationsFailed); an on-failure destination to the same queue would deliver each failure twice. The invoke config exists to set retries and event age.",
-  });
+  for (const fn of Object.values(functions)) {
+    Validations.of(fn).acknowledge({
+      id: "Serverless-LambdaAsyncFailureDestination",
+      reason:
+        "A failed asynchronous event goes to the function's dead-letter queue (DeadLetterConfig: the scheduled-failures queue, alarm ScheduledInvocationsFailed); an on-failure destination to the same queue would deliver each failure twice. The invoke config exists to set retries and event age.",
+    });
+  }
   for (const queue of [queues.deadLetterQueue, queues.scheduledFailures]) {
     Validations.of(queue).acknowledge({
       id: "Serverless-SQSRedrivePolicy",

@@ -12,6 +12,7 @@ import { DEFAULT_SERVICE_NAME } from "../functions/observability.js";
 import { parseConfig } from "../src/config.js";
 import { parseDiscoverySettings } from "../src/discovery-settings.js";
 import { MAX_FUNCTION_POOL } from "../src/function-settings.js";
+import { networkRouteOf, type ArchiverNetwork, type AwsServiceRoute } from "./network-settings.js";
 import {
   adoptedBucketOf,
   storageSettings,
@@ -19,6 +20,13 @@ import {
   type PayloadStorageClass,
 } from "./storage-settings.js";
 
+export {
+  AWS_SERVICE_ROUTES,
+  S3_ROUTES,
+  type ArchiverNetwork,
+  type AwsServiceRoute,
+  type S3Route,
+} from "./network-settings.js";
 export {
   OBJECT_LOCK_MODES,
   PAYLOAD_STORAGE_CLASSES,
@@ -34,37 +42,6 @@ export {
 export class StackSettingsError extends Error {
   override readonly name = "StackSettingsError";
 }
-
-/** The network of an external database: the functions that reach it run in these subnets. */
-export interface ArchiverNetwork {
-  readonly vpcId: string;
-  readonly subnetIds: readonly string[];
-  readonly securityGroupId: string;
-  /**
-   * The subnets' zones, in the same order. Needed with more than one subnet
-   * when the stack adds interface endpoints: an endpoint takes at most one
-   * subnet per zone, so it is placed in the first subnet of each zone.
-   */
-  readonly availabilityZones?: readonly string[];
-  /**
-   * The route tables of the subnets: the stack adds an S3 gateway endpoint to
-   * them, so payload bytes reach S3 without crossing a NAT (twice: the upload
-   * and the verifying read). Leave out when the VPC already has one.
-   */
-  readonly routeTableIds?: readonly string[];
-  /**
-   * How the functions reach SQS and Secrets Manager from the subnets.
-   * `endpoints` (default): the stack adds interface endpoints for both, with
-   * private DNS, in the subnets, open on 443 to the functions' security
-   * group. `nat`: it adds none; the subnets route to them through a NAT
-   * gateway (or endpoints the VPC already has: a second endpoint with private
-   * DNS for the same service fails to deploy).
-   */
-  readonly awsServices?: AwsServiceRoute;
-}
-
-export const AWS_SERVICE_ROUTES = ["endpoints", "nat"] as const;
-export type AwsServiceRoute = (typeof AWS_SERVICE_ROUTES)[number];
 
 /** The context key (and its one accepted value) that acknowledges a database reached without a VPC. */
 export const DATABASE_PUBLIC_CONTEXT = "pulpitum:databasePublic";
@@ -131,6 +108,15 @@ export interface ArchiverStackProps extends StackProps {
   readonly workerMaxConcurrency?: number;
   /** Database connections one function container may hold, 1..2 (PULPITUM_DB_POOL_MAX). Default 2. */
   readonly databasePoolMax?: number;
+  /**
+   * Reserve each function's concurrency (RESERVED_CONCURRENCY; the worker's
+   * workerMaxConcurrency + 1), so no invocation can pass the connection
+   * ceiling. `false` only for an account whose concurrency limit cannot
+   * spare them (a reservation that would leave under 100 unreserved fails
+   * to deploy): the ceiling then holds only while nobody invokes more by
+   * hand than it counts. Default true.
+   */
+  readonly reserveConcurrency?: boolean;
   /**
    * Connections the database grants Pulpitum (its `max_connections` less what
    * the applications and superusers need). The stack refuses settings whose
@@ -199,6 +185,7 @@ export interface StackSettings {
   readonly workerBatchingWindowSeconds: number;
   readonly workerMaxConcurrency: number;
   readonly databasePoolMax: number;
+  readonly reserveConcurrency: boolean;
   readonly databaseConnectionBudget: number;
   /** The most database connections the functions can hold at once (see {@link connectionCeiling}). */
   readonly databaseConnectionCeiling: number;
@@ -225,14 +212,33 @@ export interface StackSettings {
 }
 
 /**
- * Containers besides the queue-driven workers that may hold connections at
- * once: two discovery runs (a scheduled run overlapping a manual one), one
- * GC run, one scrub, one restore, one erasure and one manual worker
- * invocation. Their concurrency is not reserved (a reservation fails to
- * deploy in accounts with a low concurrency limit): more invocations by
- * hand than these can pass the ceiling.
+ * The concurrency reserved for each function besides the queue-driven
+ * workers: two discovery runs (a scheduled run overlapping the next one, or
+ * a manual one), one GC run, one scrub, one restore, one erasure and one DLQ
+ * replay. An invocation beyond its function's reservation is throttled: an
+ * asynchronous one waits in Lambda's queue (up to its maximum event age,
+ * then the scheduled-failures queue), a synchronous one is refused, so no
+ * invocation by hand can pass the connection ceiling.
  */
-export const OTHER_CONTAINERS = 7;
+export const RESERVED_CONCURRENCY = {
+  DiscoverFunction: 2,
+  GcFunction: 1,
+  ScrubFunction: 1,
+  RestoreFunction: 1,
+  EraseFunction: 1,
+  ReplayDlqFunction: 1,
+} as const;
+
+/** Worker invocations by hand (events/manual-bucket.json) beside the event source's workerMaxConcurrency. */
+export const MANUAL_WORKER_RUNS = 1;
+
+/**
+ * Containers besides the queue-driven workers that may hold connections at
+ * once: the reserved concurrency of every other function, and the manual
+ * worker runs (the worker's reservation is workerMaxConcurrency plus those).
+ */
+export const OTHER_CONTAINERS =
+  Object.values(RESERVED_CONCURRENCY).reduce((a, b) => a + b, 0) + MANUAL_WORKER_RUNS;
 
 /** The connection ceiling: every container that may run at once, times its pool. */
 export function connectionCeiling(workerMaxConcurrency: number, poolMax: number): number {
@@ -372,6 +378,7 @@ function functionSettings(read: PropReader) {
     workerBatchingWindowSeconds,
     workerMaxConcurrency,
     databasePoolMax,
+    reserveConcurrency: read.props.reserveConcurrency ?? true,
     databaseConnectionBudget,
     databaseConnectionCeiling,
   };
@@ -388,31 +395,6 @@ function alarmSettings(read: PropReader, visibilityTimeoutSeconds: number) {
     ),
     drainAlarmPeriods: read.integer("drainAlarmPeriods", 8, 1, 96),
   };
-}
-
-/** How the functions reach SQS and Secrets Manager, and whether the subnets allow interface endpoints. */
-function networkRouteOf(read: PropReader): AwsServiceRoute | null {
-  const network = read.props.network;
-  if (network === undefined) return null;
-  const awsServices = network.awsServices ?? "endpoints";
-  if (!AWS_SERVICE_ROUTES.includes(awsServices)) {
-    read.problems.push(
-      `network.awsServices=${JSON.stringify(awsServices)} is invalid: ${AWS_SERVICE_ROUTES.join(" or ")}`,
-    );
-  }
-  const zones = network.availabilityZones ?? [];
-  if (zones.length > 0 && zones.length !== network.subnetIds.length) {
-    read.problems.push(
-      `network.availabilityZones lists ${zones.length} zones for ${network.subnetIds.length} subnets: name each subnet's zone, in the order of network.subnetIds`,
-    );
-  } else if (awsServices === "endpoints" && network.subnetIds.length > 1 && zones.length === 0) {
-    read.problems.push(
-      `network.availabilityZones is missing: the interface endpoints (network.awsServices=endpoints) take at most one subnet per zone, so with ${network.subnetIds.length} subnets the stack needs each one's zone, in order ` +
-        `(-c pulpitum:availabilityZones=…; \`aws ec2 describe-subnets --subnet-ids ${network.subnetIds.join(" ")} --query 'Subnets[].[SubnetId,AvailabilityZone]' --output text\` lists them), ` +
-        "or set network.awsServices=nat when the subnets reach SQS and Secrets Manager through a NAT or existing endpoints",
-    );
-  }
-  return awsServices;
 }
 
 function nameSettings(read: PropReader, stackName: string) {

@@ -209,6 +209,35 @@ export class TransientStoreError extends PulpitumError {
 }
 
 /**
+ * A disk filled up. Which one it is (the archive folder, the temporary
+ * directory, the embedded database) decides what frees it, so the error
+ * names the disk, where it is and the remedy; its cause is the store's own
+ * error (ENOSPC, EDQUOT, SQLSTATE 53100), which classifies the failure
+ * (domain/failures.ts). Retryable: once space is freed the same work succeeds.
+ */
+export class DiskFullError extends TransientStoreError {
+  readonly disk: string;
+  readonly where: string;
+  readonly remedy: string;
+
+  constructor(disk: string, where: string, remedy: string, options: { cause: unknown }) {
+    super(`${disk} is full (${where}): ${errorMessage(options.cause)}`, options);
+    this.disk = disk;
+    this.where = where;
+    this.remedy = remedy;
+  }
+}
+
+/** Node's codes for a disk or quota that has no room left. */
+const NO_SPACE_CODES = new Set(["ENOSPC", "EDQUOT"]);
+
+/** Whether `error` is Node's "no space left" (ENOSPC) or "quota exceeded" (EDQUOT). */
+export function isNoSpace(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === "string" && NO_SPACE_CODES.has(code);
+}
+
+/**
  * A backing service refused the caller itself: credentials missing, expired
  * or denied. Not retryable (access must be fixed first), but never the
  * bucket's fault: the same call succeeds for every bucket once it is.

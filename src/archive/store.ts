@@ -36,6 +36,7 @@
  */
 import { createHash } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
+import { tempDiskFull } from "./temp-disk.js";
 import os from "node:os";
 import path from "node:path";
 import { ArchiveIntegrityError, ObjectNotFoundError } from "../errors.js";
@@ -111,8 +112,17 @@ export interface StoredPayload extends PayloadFacts {
  * always removed.
  */
 export async function storePayload(input: StorePayloadInput): Promise<StoredPayload> {
+  const tempRoot = input.tempDir ?? os.tmpdir();
+  try {
+    return await storePayloadVia(input, tempRoot);
+  } catch (error) {
+    throw tempDiskFull(error, tempRoot);
+  }
+}
+
+async function storePayloadVia(input: StorePayloadInput, tempRoot: string): Promise<StoredPayload> {
   const { store, bucket, format } = input;
-  const dir = await mkdtemp(path.join(input.tempDir ?? os.tmpdir(), "pulpitum-payload-"));
+  const dir = await mkdtemp(path.join(tempRoot, "pulpitum-payload-"));
   const filePath = path.join(dir, `payload.${format}`);
   // The file is checked while it is written, on the check thread (see payload-check.ts).
   const check = startPayloadCheck(

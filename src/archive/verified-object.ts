@@ -18,6 +18,7 @@
 import { createHash } from "node:crypto";
 import { createWriteStream } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
+import { tempDiskFull } from "./temp-disk.js";
 import os from "node:os";
 import path from "node:path";
 import { Readable, Transform, Writable } from "node:stream";
@@ -164,7 +165,10 @@ export async function verifiedObjectSource(
   recordedBy: string,
   options: VerifiedSourceOptions = {},
 ): Promise<ByteSource> {
-  const dir = await mkdtemp(path.join(options.tempDir ?? os.tmpdir(), "pulpitum-read-"));
+  const tempRoot = options.tempDir ?? os.tmpdir();
+  const dir = await mkdtemp(path.join(tempRoot, "pulpitum-read-")).catch((error: unknown) => {
+    throw tempDiskFull(error, tempRoot);
+  });
   const removeCopy = () => rm(dir, { recursive: true, force: true });
   let local: ByteSource;
   let downloaded: number;
@@ -174,7 +178,7 @@ export async function verifiedObjectSource(
     local = await fileByteSource(filePath, expected.key);
   } catch (error) {
     await removeCopy();
-    throw error;
+    throw tempDiskFull(error, tempRoot);
   }
   return {
     name: local.name,

@@ -5,6 +5,7 @@
  * hashing it, and decodes the same bytes from a temporary copy.
  */
 import { mkdtemp, rm } from "node:fs/promises";
+import { tempDiskFull } from "./temp-disk.js";
 import os from "node:os";
 import path from "node:path";
 import { ArchiveIntegrityError, ObjectNotFoundError } from "../errors.js";
@@ -71,10 +72,20 @@ async function verifyPayloadBytes(
   tempDir: string | undefined,
 ): Promise<PayloadFacts> {
   const key = payload.key;
-  const dir = await mkdtemp(path.join(tempDir ?? os.tmpdir(), "pulpitum-verify-"));
+  const tempRoot = tempDir ?? os.tmpdir();
+  const dir = await mkdtemp(path.join(tempRoot, "pulpitum-verify-")).catch((error: unknown) => {
+    throw tempDiskFull(error, tempRoot);
+  });
   try {
     const filePath = path.join(dir, `payload.${format}`);
-    const { sha256, byteLength } = await downloadVerified(store, payload, filePath, recordedBy);
+    const { sha256, byteLength } = await downloadVerified(
+      store,
+      payload,
+      filePath,
+      recordedBy,
+    ).catch((error: unknown) => {
+      throw tempDiskFull(error, tempRoot);
+    });
     const source = await fileByteSource(filePath, key);
     let rowCount: number;
     try {

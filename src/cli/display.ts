@@ -5,8 +5,7 @@
  * beside them (`partition_key_b64`, `bucket_strategy`).
  */
 import type { BucketId, BucketStrategy } from "../domain/bucket.js";
-import { printableText } from "../domain/display.js";
-import { toBase64 } from "../domain/record.js";
+import { showPartitionKey } from "../domain/display.js";
 
 export {
   BASE64_MARK,
@@ -15,6 +14,7 @@ export {
   printableText,
   showBucket,
   showBytes,
+  showPartitionKey,
 } from "../domain/display.js";
 
 const SHORT_STRATEGY: Record<BucketStrategy, string> = {
@@ -29,15 +29,13 @@ export function strategyName(strategy: BucketStrategy): string {
 }
 
 /**
- * The command line that restores a bucket, with the partition as a shell-safe
- * argument: plain text as it is, other printable text single-quoted, and
- * anything else (or text starting with '-') through `--partition-key-b64`.
+ * The command line that restores a bucket, with the partition as the CLI
+ * shows it (a shell-safe word: text, quoted text, or `b64:`), and as
+ * `--partition-key-b64` when it starts with '-' (which would read as an option).
  */
 export function restoreCommand(id: BucketId): string {
-  const text = printableText(id.partitionKey);
-  if (text !== null && !text.startsWith("-")) {
-    const arg = /^[A-Za-z0-9_.:@%+=,/-]+$/.test(text) ? text : `'${text.replace(/'/g, `'\\''`)}'`;
-    return `pulpitum restore ${id.tableId} ${arg} ${id.bucketKey}`;
-  }
-  return `pulpitum restore ${id.tableId} ${id.bucketKey} --partition-key-b64 ${toBase64(id.partitionKey)}`;
+  const key = showPartitionKey(id.partitionKey);
+  return key.startsWith("-")
+    ? `pulpitum restore ${id.tableId} ${id.bucketKey} --partition-key-b64 ${Buffer.from(id.partitionKey).toString("base64")}`
+    : `pulpitum restore ${id.tableId} ${key} ${id.bucketKey}`;
 }

@@ -32,6 +32,16 @@ export function formatBytes(bytes: number): string {
   return unit === 0 ? `${bytes} B` : `${value.toFixed(1)} ${units[unit]}`;
 }
 
+/** A duration as people say it: `45 s`, `1 min 20 s`, `2 h 5 min`. */
+export function formatDuration(ms: number): string {
+  const seconds = Math.max(1, Math.round(ms / 1000));
+  if (seconds < 60) return `${seconds} s`;
+  const minutes = Math.floor(seconds / 60);
+  if (minutes < 60) return `${minutes} min${seconds % 60 === 0 ? "" : ` ${seconds % 60} s`}`;
+  const hours = Math.floor(minutes / 60);
+  return `${hours} h${minutes % 60 === 0 ? "" : ` ${minutes % 60} min`}`;
+}
+
 export function printJson(value: unknown): void {
   process.stdout.write(
     `${JSON.stringify(value, (_key, v) => (typeof v === "bigint" ? v.toString() : v instanceof Uint8Array ? Buffer.from(v).toString("base64") : v), 2)}\n`,

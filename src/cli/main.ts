@@ -6,6 +6,7 @@
  */
 import { Command, CommanderError } from "commander";
 import { configHelpLines } from "../config-docs.js";
+import { settingToRaise } from "../domain/failures.js";
 import { ConfigError, errorMessage, PulpitumError } from "../errors.js";
 import { stopQuietlyWhenOutputCloses } from "./closed-stdout.js";
 import { EXIT, exitCodeFor, UsageError } from "./exit-codes.js";
@@ -36,6 +37,7 @@ import {
   registerInvoke,
   registerStart,
   registerErase,
+  registerErasures,
 } from "./registrars/operations.js";
 import { explainSetupError } from "./setup-errors.js";
 import { beginInvocation } from "./session.js";
@@ -60,12 +62,21 @@ export async function main(argv: string[]): Promise<number> {
       process.stderr.write(`pulpitum: ${error.message}\n(run with --help for the usage)\n`);
     } else if (error instanceof PulpitumError) {
       process.stderr.write(`pulpitum: ${error.message}\n`);
+      writeRemedy(error);
     } else {
       process.stderr.write(`pulpitum: unexpected failure: ${errorMessage(error)}\n`);
+      writeRemedy(error);
       if (process.env.PULPITUM_DEBUG) console.error(error);
     }
     return exitCodeFor(error);
   }
+}
+
+/** What to change for a failure that names its fix (a full disk, a limit), unless the message says it. */
+function writeRemedy(error: unknown): void {
+  const remedy = settingToRaise(error);
+  if (remedy !== undefined && !errorMessage(error).includes(remedy))
+    process.stderr.write(`pulpitum: to fix: ${remedy}\n`);
 }
 
 /** The command as typed, without its arguments: `status`, `tables create`. */
@@ -76,7 +87,7 @@ function commandName(argv: readonly string[]): string {
     : (words[0] ?? "");
 }
 
-const EXIT_CODES_HELP = `Exit codes: ${EXIT.ok} done (archive --once: also nothing to archive); ${EXIT.failure} the command failed (database or archive unreachable or failing, embedded store in use, bucket busy; archive --once archived nothing while a bucket failed, waits for a retry, is quarantined or leased elsewhere); ${EXIT.usage} usage error (unknown command or option, missing argument); ${EXIT.invalidInput} invalid input (a configuration variable, an argument's value, an import record, an unknown table); ${EXIT.integrity} archived data failed its integrity check; ${EXIT.partial} archive --once archived some buckets while others failed, wait for a retry, are quarantined or leased elsewhere; 130/143 archive --once stopped by SIGINT/SIGTERM.`;
+const EXIT_CODES_HELP = `Exit codes: ${EXIT.ok} done (archive --once: also nothing to archive); ${EXIT.failure} the command failed (database or archive unreachable or failing, embedded store in use, bucket busy; archive --once archived nothing while a bucket failed, waits for a retry, is quarantined or leased by a process that is gone); ${EXIT.usage} usage error (unknown command or option, missing argument); ${EXIT.invalidInput} invalid input (a configuration variable, an argument's value, an import record, an unknown table); ${EXIT.integrity} archived data failed its integrity check; ${EXIT.partial} archive --once archived some buckets while others failed, wait for a retry, are quarantined or leased by a process that is gone; 130/143 archive --once stopped by SIGINT/SIGTERM.`;
 
 function buildProgram(): Command {
   const program = new Command("pulpitum")
@@ -110,6 +121,7 @@ function buildProgram(): Command {
     registerRestore,
     registerRepair,
     registerErase,
+    registerErasures,
     registerRetry,
     registerDlq,
     registerInvoke,

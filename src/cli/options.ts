@@ -1,5 +1,6 @@
 /** Parsing of option values shared by several commands; errors name the option and the accepted form. */
-import { parseBase64 } from "../domain/record.js";
+import { BASE64_MARK } from "../domain/display.js";
+import { isBase64, parseBase64 } from "../domain/record.js";
 import { formatMicrosRfc3339, parseRfc3339Micros, type EpochMicros } from "../domain/time.js";
 import { InvalidInputError } from "../errors.js";
 import { UsageError } from "./exit-codes.js";
@@ -16,7 +17,10 @@ export function integerOption(text: string, option: string, min: number, max: nu
   return n;
 }
 
-/** A partition key given exactly once: as UTF-8 text, or as base64 with `--partition-key-b64`. */
+/**
+ * A partition key given exactly once: as typed (see {@link typedPartitionKey}),
+ * or as base64 with `--partition-key-b64`.
+ */
 export function partitionKeyFrom(
   text: string | undefined,
   base64: string | undefined,
@@ -29,7 +33,27 @@ export function partitionKeyFrom(
   }
   return base64 !== undefined
     ? parseBase64(base64, "--partition-key-b64")
-    : new TextEncoder().encode(text);
+    : typedPartitionKey(text!, "PARTITION_KEY");
+}
+
+/**
+ * A partition key typed as an argument, in the forms the CLI prints one
+ * (domain/display.ts): UTF-8 text, or `b64:` and standard base64 for a key
+ * that is not printable text. The CLI never prints a text key starting with
+ * `b64:` as text, so the mark is never a text key's own; such a key is
+ * given with `--partition-key-b64`, as the refusal of a malformed one says.
+ */
+export function typedPartitionKey(text: string, input: string): Uint8Array {
+  if (!text.startsWith(BASE64_MARK)) return new TextEncoder().encode(text);
+  const base64 = text.slice(BASE64_MARK.length);
+  if (!isBase64(base64))
+    throw new InvalidInputError(
+      `${input} ${JSON.stringify(text.length > 80 ? `${text.slice(0, 80)}…` : text)}`,
+      `starts with ${BASE64_MARK}, the mark of a key printed as base64, but ${JSON.stringify(base64.length > 40 ? `${base64.slice(0, 40)}…` : base64)} is not standard base64`,
+      `${BASE64_MARK} followed by standard base64 with padding, as plan, status, buckets and read print a key that is not text; ` +
+        `a text key that itself starts with ${BASE64_MARK} goes as --partition-key-b64 ${Buffer.from(text).toString("base64")}`,
+    );
+  return new Uint8Array(Buffer.from(base64, "base64"));
 }
 
 export interface TimeRange {

@@ -2,7 +2,7 @@ import type { TableRecord } from "../domain/record.js";
 import { recordToJson } from "../domain/record.js";
 import { formatMicrosRfc3339 } from "../domain/time.js";
 import type { ReadPage } from "../read/durable-table.js";
-import { showBytes } from "./display.js";
+import { showBytes, showPartitionKey } from "./display.js";
 import { renderTable } from "./format.js";
 
 export type DisplayPreset = "raw" | "chat";
@@ -14,27 +14,45 @@ function showMessageId(sortKey: Uint8Array): string {
   return showBytes(sortKey);
 }
 
-export function renderRecords(records: readonly TableRecord[], preset: DisplayPreset): string {
-  if (preset === "chat") {
-    return renderTable(
-      ["channel_id", "timestamp", "id", "message"],
-      records.map((r) => [
-        showBytes(r.partitionKey, 24),
-        formatMicrosRfc3339(r.eventTime),
-        showMessageId(r.sortKey),
-        showBytes(r.value),
-      ]),
-    );
-  }
-  return renderTable(
-    ["partition_key", "event_time", "sort_key", "value"],
-    records.map((r) => [
-      showBytes(r.partitionKey, 24),
-      formatMicrosRfc3339(r.eventTime),
-      showBytes(r.sortKey, 24),
-      showBytes(r.value),
-    ]),
-  );
+/**
+ * A value longer than this many characters is cut in the human table (a
+ * 2 MB value would fill the terminal); `--json` and `export` give it whole.
+ */
+export const SHOWN_VALUE_CHARS = 200;
+
+/** The human table of records, and whether a value was cut to {@link SHOWN_VALUE_CHARS}. */
+export function renderRecords(
+  records: readonly TableRecord[],
+  preset: DisplayPreset,
+): { text: string; valuesCut: boolean } {
+  let valuesCut = false;
+  const value = (bytes: Uint8Array) => {
+    const whole = showBytes(bytes);
+    if (whole.length <= SHOWN_VALUE_CHARS) return whole;
+    valuesCut = true;
+    return `${whole.slice(0, SHOWN_VALUE_CHARS)}… (${bytes.byteLength} bytes)`;
+  };
+  const text =
+    preset === "chat"
+      ? renderTable(
+          ["channel_id", "timestamp", "id", "message"],
+          records.map((r) => [
+            showPartitionKey(r.partitionKey, 24),
+            formatMicrosRfc3339(r.eventTime),
+            showMessageId(r.sortKey),
+            value(r.value),
+          ]),
+        )
+      : renderTable(
+          ["partition_key", "event_time", "sort_key", "value"],
+          records.map((r) => [
+            showPartitionKey(r.partitionKey, 24),
+            formatMicrosRfc3339(r.eventTime),
+            showBytes(r.sortKey, 24),
+            value(r.value),
+          ]),
+        );
+  return { text, valuesCut };
 }
 
 /**

@@ -42,6 +42,7 @@ const READ_ONLY = new Set([
   "plan",
   "verify",
   "doctor",
+  "erasures",
 ]);
 
 /**

@@ -143,6 +143,27 @@ function expiryLines(report: StatusReport): string[] {
   return lines;
 }
 
+/**
+ * Archival lag: the oldest bucket discovery would offer now. The buckets
+ * listed after it (in flight, deferred, quarantined) may be past the cutoff
+ * too but wait for something else, so the line says they are not counted.
+ */
+function oldestEligibleLine(report: StatusReport): string {
+  const waiting = report.oldestEligibleHot;
+  const others = [
+    report.leased.length > 0 ? "in flight" : null,
+    report.quarantined.length > 0 ? "quarantined" : null,
+    report.deferred.length > 0 ? "deferred" : null,
+  ].filter((x) => x !== null);
+  const besides =
+    others.length === 0
+      ? ""
+      : ` (besides the ${others.join(", ")} ${others.length === 1 ? "ones" : "buckets"} listed below)`;
+  return waiting === null
+    ? `no eligible bucket is waiting for discovery${besides}`
+    : `oldest eligible bucket waiting for discovery: ${showBucket(waiting.id)} (ended ${waiting.end.toISOString()})${besides}`;
+}
+
 export function renderStatus(
   report: StatusReport,
   cutoff: string,
@@ -178,11 +199,7 @@ export function renderStatus(
   lines.push(
     renderTable(["table", "state", "buckets", "hot rows", "archived rows", "archived bytes"], rows),
   );
-  lines.push(
-    report.oldestEligibleHot
-      ? `oldest eligible hot bucket: ${showBucket(report.oldestEligibleHot.id)} (ended ${report.oldestEligibleHot.end.toISOString()})`
-      : "no eligible bucket is waiting in the hot store",
-  );
+  lines.push(oldestEligibleLine(report));
   if (report.leased.length > 0) {
     lines.push(`in flight (${report.leased.length}):`);
     for (const l of report.leased)

@@ -1,4 +1,4 @@
-import { showBytes } from "./display.js";
+import { showPartitionKey } from "./display.js";
 import { InvalidInputError } from "../errors.js";
 import type { TableId } from "./table.js";
 import { checkEventTime, dateToMicros, daysInMonth, type EpochMicros, floorDiv } from "./time.js";
@@ -191,11 +191,11 @@ export function bucketContains(bucket: BucketDescriptor, eventTime: EpochMicros)
 
 /**
  * A human-readable identity for logs and errors, as the CLI shows buckets:
- * the partition key as text when it is printable, else `b64:` and base64
- * (./display.ts), never truncated.
+ * the partition key as ./display.ts shows it (text, quoted when it holds a
+ * `/` or a blank, or `b64:` and base64), never truncated.
  */
 export function describeBucket(id: BucketId): string {
-  return `${id.tableId}/${showBytes(id.partitionKey)}/${id.bucketKey}`;
+  return `${id.tableId}/${showPartitionKey(id.partitionKey)}/${id.bucketKey}`;
 }
 
 export function sameBucket(a: BucketId, b: BucketId): boolean {

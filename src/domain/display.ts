@@ -1,7 +1,12 @@
 /**
  * Identities as people read them: partition keys as text when they are
  * printable UTF-8, else marked base64 (`b64:` + standard base64), so a
- * binary key can never be mistaken for text.
+ * binary key can never be mistaken for text. A shown key is also a word the
+ * shell gives back as typed: one holding `/`, a blank, a quote or another
+ * character the shell or the `table/key/bucket` form would split on is
+ * single-quoted, so `chat/'team/general'/month:2025-01` names one partition
+ * and `pulpitum read chat 'team/general'` reads it (cli/options.ts takes
+ * the `b64:` form back).
  */
 import type { BucketId } from "./bucket.js";
 import { toBase64 } from "./record.js";
@@ -58,9 +63,29 @@ export function showBytes(bytes: Uint8Array, max = Infinity): string {
   return shown.length > max ? `${shown.slice(0, max)}…` : shown;
 }
 
-/** `table/partition/bucket_key` with the partition shown by {@link showBytes}. */
+/**
+ * Characters a shown key may hold unquoted: none the shell splits, expands
+ * or globs on, and no `/` (the separator of `table/key/bucket`).
+ */
+const BARE_KEY = /^[^\s'"\\`$&|;<>()*?[\]{}!#~/]+$/u;
+
+/**
+ * A partition key as people read and type it: printable text as it is,
+ * anything else as `b64:` + base64, and so is text holding a backslash or
+ * a single quote (which could only be shown escaped, and an escaped form is
+ * not read back); single-quoted when it holds a character outside
+ * {@link BARE_KEY}. Longer than `max` characters, it is cut (and marked `…`).
+ */
+export function showPartitionKey(bytes: Uint8Array, max = Infinity): string {
+  const text = printableText(bytes);
+  const whole = text !== null && !/['\\]/.test(text) ? text : `${BASE64_MARK}${toBase64(bytes)}`;
+  const shown = whole.length > max ? `${whole.slice(0, max)}…` : whole;
+  return BARE_KEY.test(shown) ? shown : `'${shown}'`;
+}
+
+/** `table/partition/bucket_key` with the partition shown by {@link showPartitionKey}. */
 export function showBucket(id: BucketId): string {
-  return `${id.tableId}/${showBytes(id.partitionKey, 64)}/${id.bucketKey}`;
+  return `${id.tableId}/${showPartitionKey(id.partitionKey, 64)}/${id.bucketKey}`;
 }
 
 /** The JSON fields naming a bucket: the exact partition key in base64, its text when printable. */

@@ -37,6 +37,7 @@
  */
 import {
   ArchiveIntegrityError,
+  DiskFullError,
   InvalidInputError,
   InvariantViolationError,
   ObjectNotFoundError,
@@ -168,6 +169,9 @@ export function isOutage(error: unknown): boolean {
  */
 export function settingToRaise(error: unknown): string | undefined {
   for (const link of causeChain(error)) {
+    // The adapter knew which disk filled up (the archive folder, the
+    // temporary directory, the embedded database): its remedy, not a guess.
+    if (link instanceof DiskFullError) return link.remedy;
     const state = sqlStateOf(link);
     if (state === "57014")
       return (
@@ -176,12 +180,14 @@ export function settingToRaise(error: unknown): string | undefined {
       );
     if (state === "53200" || state === "53400")
       return "the database ran out of memory for the statement: lower ARCHIVER_SNAPSHOT_PAGE_SIZE or ARCHIVER_CLEANUP_BATCH_SIZE";
-    if (state === "53100") return "the database's disk is full: free space on the database server";
+    if (state === "53100")
+      return "the database server's disk is full (SQLSTATE 53100): free space on the database server, or grow its volume";
     const code = codeOf(link);
     if (code !== undefined && DISK_FULL_CODES.has(code))
       return (
-        "the worker's temporary disk is full: lower ARCHIVER_SEGMENT_BYTES so each payload part fits, " +
-        "or give the worker more temporary storage (TMPDIR; the worker function's ephemeral storage)"
+        `a disk of this process is full (${code}): free space on it; if it is the temporary directory, ` +
+        "lower ARCHIVER_SEGMENT_BYTES so each payload part fits, or give the worker more temporary storage " +
+        "(TMPDIR; the worker function's ephemeral storage)"
       );
   }
   return undefined;

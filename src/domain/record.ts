@@ -51,7 +51,8 @@ export function recordToJson(record: TableRecord): RecordJson {
 // same language as groups of four, without a backtracking group that
 // overflows the regex stack on a value of a few MiB.
 const BASE64_CHARS = /^[A-Za-z0-9+/]*={0,2}$/;
-const isBase64 = (text: string) => text.length % 4 === 0 && BASE64_CHARS.test(text);
+/** Whether `text` is standard base64 with padding (RFC 4648 §4). */
+export const isBase64 = (text: string): boolean => text.length % 4 === 0 && BASE64_CHARS.test(text);
 
 /** Strict standard base64 with padding; anything else is rejected rather than guessed at. */
 export function parseBase64(text: unknown, input: string): Uint8Array {

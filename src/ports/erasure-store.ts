@@ -37,6 +37,29 @@ export interface ErasureJob {
   readonly finishedAt: Date | null;
 }
 
+/** A job as an operator lists it: the job, its receipt's totals and the scrub's proof. */
+export interface ErasureJobListing extends ErasureJob {
+  /** Receipt lines waiting for a bucket in flight: the job's next run takes them. */
+  readonly pendingBuckets: number;
+  readonly doneBuckets: number;
+  /** Records removed over every run of the job. */
+  readonly recordsRemoved: number;
+  /** When the scrub proved the done job; null until it has. */
+  readonly provedAt: Date | null;
+  /** Problems that proof found (0: proven; more: the ErasuresNotProven alarm); null until proved. */
+  readonly proofProblems: number | null;
+}
+
+/** Which jobs {@link ErasureStore.listJobs} returns. */
+export interface ErasureJobFilter {
+  readonly jobId?: string;
+  readonly tableId?: TableId;
+  readonly status?: ErasureJobStatus;
+  /** Only done jobs whose proof found problems. */
+  readonly unproven?: boolean;
+  readonly limit: number;
+}
+
 /** Which tier the bucket's records were removed from. */
 export type ErasureTier = "hot" | "archive";
 
@@ -92,6 +115,12 @@ export interface ErasureStore {
 
   /** The job, or null for an unknown id. Read-only. */
   getJob(jobId: string): Promise<ErasureJob | null>;
+
+  /**
+   * Jobs with their receipt totals and proof, the newest first, at most
+   * `limit`. Read-only.
+   */
+  listJobs(filter: ErasureJobFilter): Promise<ErasureJobListing[]>;
 
   /** The job's receipt lines in bucket key order. Read-only. */
   receipt(jobId: string): Promise<ErasureReceiptLine[]>;

@@ -177,7 +177,15 @@ export interface BucketMetadata {
   readonly expiryBlockedSince: Date | null;
   /** Set once the bucket expired: when, and what it released to garbage collection. */
   readonly expiry: BucketExpiryFacts | null;
+  /** When a wake-up was last sent or promised: discovery's stamp, or a commit that hands the bucket on. */
   readonly enqueuedAt: Date | null;
+  /**
+   * Since when a committed phase has promised its next phase a message that
+   * no send was reported for and nobody has acted on since (the next lease
+   * clears it): discovery offers the bucket once this is older than its
+   * hand-on grace ({@link DiscoveryQuery.handOnBefore}). Null otherwise.
+   */
+  readonly handOnUnsentSince: Date | null;
   readonly createdAt: Date;
   readonly updatedAt: Date;
 }
@@ -307,6 +315,14 @@ export interface DiscoveryQuery extends Cutoffs {
   readonly limit: number;
   /** Buckets enqueued after this instant are skipped (they are already in the queue). */
   readonly enqueuedBefore: Date;
+  /**
+   * Offer also a bucket enqueued after `enqueuedBefore` whose committed
+   * phase's hand-on was promised at or before this instant and never
+   * reported sent ({@link BucketMetadata.handOnUnsentSince}): its committer
+   * stopped between the commit and the send, so no message of it is in
+   * flight. Absent: only `enqueuedBefore` decides.
+   */
+  readonly handOnBefore?: Date;
   /**
    * Keyset cursors, one per kind: only candidates of that kind after the
    * position are offered, so a run paging through a large backlog never

@@ -25,6 +25,7 @@
 import type { BucketExpiry } from "./bucket-expiry.js";
 import type { DatabaseClock } from "./database-clock.js";
 import type { FailureRecords } from "./failure-records.js";
+import type { HandOnTracking } from "./hand-on-tracking.js";
 import type { BucketId } from "../domain/bucket.js";
 import type { TableRecord } from "../domain/record.js";
 import type { TableDefinition, TableId } from "../domain/table.js";
@@ -481,7 +482,9 @@ export interface HotStore
     ManifestRepair,
     TableDrop,
     QuarantineRelease,
-    BucketExpiry {}
+    BucketExpiry,
+    HandOnTracking {}
 
 export type { FailureRecords } from "./failure-records.js";
 export type { BucketExpiry, ExpiryDue } from "./bucket-expiry.js";
+export type { HandOnSent, HandOnTracking, StalledBucket } from "./hand-on-tracking.js";

@@ -1,5 +1,5 @@
 import * as v from "valibot";
-import { InvalidInputError } from "../errors.js";
+import { InvalidInputError, TransientStoreError } from "../errors.js";
 import {
   fields,
   jsonObject,
@@ -19,7 +19,12 @@ import { parseTableId, type TableId } from "../domain/table.js";
 export interface WorkQueue {
   /** Enqueue one work item. Safe to retry (duplicates are harmless). */
   send(item: WorkItem): Promise<void>;
-  /** Enqueue many; implementations send in batches of at most 10. Throws if any item could not be sent. */
+  /**
+   * Enqueue many; implementations send in batches of at most 10. Throws if
+   * any item could not be sent: {@link UnsentWorkError} when the queue told
+   * which ones (every item it does not list was sent), any other error when
+   * nothing is known of what was sent.
+   */
   sendBatch(items: readonly WorkItem[]): Promise<void>;
   /**
    * How many messages the queue holds now. Approximate on SQS (its counters
@@ -28,6 +33,19 @@ export interface WorkQueue {
    * TransientStoreError when the queue cannot be asked.
    */
   depth(): Promise<QueueDepth>;
+}
+
+/**
+ * A batch send that sent some items and not `unsent` (SQS lists refused
+ * entries beside the accepted ones): a caller that owes each item a message
+ * knows exactly which it still owes.
+ */
+export class UnsentWorkError extends TransientStoreError {
+  readonly unsent: readonly WorkItem[];
+  constructor(message: string, unsent: readonly WorkItem[], options: { cause?: unknown } = {}) {
+    super(message, options);
+    this.unsent = unsent;
+  }
 }
 
 export interface QueueDepth {

@@ -2,7 +2,7 @@ import { InProcessWorkQueue } from "../adapters/queue/in-process.js";
 import { errorMessage } from "../errors.js";
 import { sleep as timerSleep } from "../ports/clock.js";
 import type { Candidate } from "../ports/hot-store.js";
-import type { WorkItem } from "../ports/work-queue.js";
+import type { QueueDepth, WorkItem, WorkQueue } from "../ports/work-queue.js";
 import type { ArchiverContext, PhaseOutcome } from "../usecases/context.js";
 import { ClockSkewError } from "../usecases/clock-skew.js";
 import { discover } from "../usecases/discover.js";
@@ -60,6 +60,14 @@ export interface StandaloneSummary {
  * phases in flight go on, and the next tick scans again, so the process
  * outlives an outage of the hot store without a supervisor. With `once` the
  * error is raised after the phases in flight have finished.
+ *
+ * Beside another archiver (two cron jobs that overlap), a scan can return
+ * buckets the other takes before this one leases them, or finishes first:
+ * their runs end `busy` or with nothing to do. Such a bucket is set aside
+ * for a lease's length (not offered to a worker again, and scans ask for
+ * that many more so it does not crowd out others), and a `once` scan whose
+ * work met one is not final: the run scans again and goes on while
+ * unleased eligible buckets remain, rather than stopping with them unclaimed.
  */
 export async function runStandalone(
   ctx: ArchiverContext,
@@ -93,6 +101,14 @@ class StandaloneRun {
   #lastScanIdle = false;
   #nextTickAt: number;
   #tick: Promise<void> | undefined;
+  /**
+   * Buckets whose run here found them leased by another process, or with
+   * nothing left to do (another finished them), with when (clock ms) they
+   * may be offered to a worker again.
+   */
+  readonly #setAside = new Map<string, number>();
+  /** A bucket's run since the last scan was one of {@link #setAside}'s. */
+  #metOtherWork = false;
 
   constructor(
     private readonly ctx: ArchiverContext,
@@ -117,7 +133,8 @@ class StandaloneRun {
       }
       if (options.once) {
         if (this.#running.size === 0) {
-          if (!this.#lastScanFound || (!this.#progressed && this.#lastScanIdle)) break;
+          const final = !this.#progressed && this.#lastScanIdle && !this.#metOtherWork;
+          if (!this.#lastScanFound || final) break;
           this.#scanDue = true;
           continue;
         }
@@ -184,21 +201,29 @@ class StandaloneRun {
   async #scan(): Promise<void> {
     const { ctx } = this;
     await this.options.clockCheck?.();
-    const limit = Math.min(ctx.settings.scanLimit, this.#idleWorkers());
+    const now = ctx.clock.now();
+    for (const [key, until] of this.#setAside)
+      if (until <= now.getTime()) this.#setAside.delete(key);
+    const idle = this.#idleWorkers();
+    const limit = Math.min(ctx.settings.scanLimit, idle + this.#setAside.size);
     this.#lastScanIdle = this.#running.size === 0;
     this.#summary.rounds++;
+    const found = new CollectingQueue();
     const candidates = await discover(
       {
         hotStore: ctx.hotStore,
-        queue: this.#queue,
+        queue: found,
         settings: { ...ctx.settings, scanLimit: limit, requeueMs: 0 },
       },
-      ctx.clock.now(),
+      now,
     );
+    const offered = found.items.filter((item) => !this.#setAside.has(workKey(item))).slice(0, idle);
+    await this.#queue.sendBatch(offered);
     this.options.onDiscovered?.(candidates);
     this.#lastScanFull = candidates.length === limit;
-    this.#lastScanFound = candidates.length > 0;
+    this.#lastScanFound = offered.length > 0;
     this.#progressed = false;
+    this.#metOtherWork = false;
   }
 
   #startQueued(): void {
@@ -217,7 +242,10 @@ class StandaloneRun {
         const outcome = await runNextPhase(this.ctx, item);
         this.#summary.outcomes++;
         this.options.onOutcome?.(outcome);
-        if (outcome.result !== "advanced") break;
+        if (outcome.result !== "advanced") {
+          if (outcome.result !== "deferred") this.#setAsideForALease(item);
+          break;
+        }
         this.#summary.advanced++;
         this.#progressed = true;
         if (outcome.next === null || this.#stopping()) break;
@@ -228,5 +256,32 @@ class StandaloneRun {
     } finally {
       this.#queue.done(item);
     }
+  }
+
+  /** Another process holds or finished the bucket: see {@link #setAside}. */
+  #setAsideForALease(item: WorkItem): void {
+    this.#setAside.set(workKey(item), this.ctx.clock.now().getTime() + this.ctx.settings.leaseMs);
+    this.#metOtherWork = true;
+  }
+}
+
+function workKey(item: WorkItem): string {
+  return `${item.tableId}\u0000${Buffer.from(item.partitionKey).toString("base64")}\u0000${item.bucketKey}`;
+}
+
+/** What a scan found, kept here to be filtered before the pool's queue gets it. */
+class CollectingQueue implements WorkQueue {
+  readonly items: WorkItem[] = [];
+
+  async send(item: WorkItem): Promise<void> {
+    this.items.push(item);
+  }
+
+  async sendBatch(items: readonly WorkItem[]): Promise<void> {
+    this.items.push(...items);
+  }
+
+  async depth(): Promise<QueueDepth> {
+    return { waiting: this.items.length, inFlight: 0, visibilityTimeoutSeconds: 0 };
   }
 }

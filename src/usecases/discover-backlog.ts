@@ -13,7 +13,11 @@
  * share every page, so stalled and cleanup buckets are never starved by new
  * claims, nor the reverse. The requeue window follows from the queue's
  * visibility timeout and the measured drain, so a bucket whose message may
- * still be waiting or in flight is not enqueued a second time.
+ * still be waiting or in flight is not enqueued a second time. A bucket whose
+ * committed phase promised a message that was never reported sent is offered
+ * once {@link UNSENT_HAND_ON_GRACE_MS} has passed instead (its committer
+ * stopped between the commit and the send: no message of it is in flight),
+ * so it waits at most the grace and one schedule interval.
  *
  * Admission keeps pace with the workers (issue 42 §2): the depth a run
  * keeps is the configured target or, when the measured drain would empty
@@ -46,6 +50,15 @@ export interface BacklogDiscoveryContext {
   /** Wait between depth readings while the queue is full; tests move a manual clock. */
   readonly sleep: (ms: number) => Promise<void>;
 }
+
+/**
+ * How long a committed phase's hand-on may stay unreported before discovery
+ * offers its bucket: the worker sends within HAND_ON_HOLD_MS (1 s) of the
+ * commit once its record's phase returns, then reports it in one statement,
+ * each call bounded by its client's timeouts. A slower report only costs a
+ * duplicate message, which the lease makes harmless.
+ */
+export const UNSENT_HAND_ON_GRACE_MS = 30_000;
 
 /** Why a run ended: no candidates left, out of time, or its cap reached (more work remains). */
 export type DiscoveryStop = "exhausted" | "deadline" | "cap";
@@ -142,6 +155,7 @@ export async function discoverBacklog(
       ...cutoffsAt(await ctx.hotStore.listTables(), settings.cutoff, now),
       limit,
       enqueuedBefore: new Date(now.getTime() - windowMs),
+      handOnBefore: new Date(now.getTime() - UNSENT_HAND_ON_GRACE_MS),
       after,
     });
     pages++;

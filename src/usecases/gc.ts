@@ -68,6 +68,7 @@ import type { GcProgressStore } from "../ports/gc-progress.js";
 import type { BucketLeases, HotReads } from "../ports/hot-store.js";
 import { listAll, type ObjectInfo, type ObjectStore } from "../ports/object-store.js";
 import type { WorkflowLog } from "./context.js";
+import { collectProbeObjects } from "./gc-probes.js";
 import {
   busyGcReport,
   endGcPass,
@@ -89,7 +90,7 @@ export interface GcContext {
   readonly hotStore: HotReads & BucketLeases;
   readonly objectStore: ObjectStore;
   readonly clock: Clock;
-  /** The archive prefix (may be empty); only `{prefix}/v4/` is examined. */
+  /** The archive prefix (may be empty); only `{prefix}/v4/` and the functions' probes (`{prefix}/probe/`, gc-probes.ts) are examined. */
   readonly archivePrefix: string;
   readonly log: WorkflowLog;
   /**
@@ -259,6 +260,7 @@ export async function collectGarbage(ctx: GcContext, options: GcOptions): Promis
     await handleGroup(ctx, options, tally, group, tableRefs);
   }
   const ended = await endGcPass(cursor, stoppedBecause, handledThrough);
+  await collectProbes(ctx, options, tally);
   return gcReport(ctx, options, root, tally, ended.stoppedBecause, ended.pass);
 }
 
@@ -294,6 +296,25 @@ function archiveKeyOf(root: string, key: string): { table: string; bucketPrefix:
   }
   const [table, partition, bucket] = parts as [string, string, string];
   return { table, bucketPrefix: `${root}${table}/${partition}/${bucket}` };
+}
+
+/** The functions' old probe objects (gc-probes.ts), reported as orphans of no bucket. */
+async function collectProbes(ctx: GcContext, options: GcOptions, tally: GcTally): Promise<void> {
+  const probes = await collectProbeObjects(ctx.objectStore, ctx.archivePrefix, {
+    now: ctx.clock.now(),
+    minAgeMs: options.minAgeMs,
+    dryRun: options.dryRun,
+  });
+  tally.kept.young += probes.young;
+  tally.kept.locked += probes.locked.length;
+  for (const object of probes.locked) recordOrphan(tally, object, "kept-locked", null);
+  for (const { object, action } of probes.old) {
+    recordOrphan(tally, object, action, null);
+    if (action === "deleted") {
+      tally.deletedObjects++;
+      tally.deletedBytes += object.size;
+    }
+  }
 }
 
 function keepUnrecognized(tally: GcTally, key: string): void {

@@ -21,21 +21,36 @@
  * the message would only spend its receives until it reached the
  * dead-letter queue, where the alarm would fire for a healthy bucket. A
  * bucket that keeps failing reaches quarantine, or the dead-letter queue
- * after `maxReceiveCount` receives, where an alarm sees it. Everything else
- * finishes the message: `done` and `lease-lost` leave nothing for this
- * message to do (discovery finds stalled buckets again once their lease
- * expires).
+ * after `maxReceiveCount` receives, where an alarm sees it.
+ *
+ * `lease-lost` keeps the message, handed back to come again at once, unless
+ * another worker now holds a live lease on the bucket (that holder hands
+ * the bucket on when it commits, so a second message would only start a
+ * second chain of phases). A lease lost to its own expiry (a renewal that
+ * landed late) leaves the bucket fenced with no holder once the runner
+ * released it: finishing the message there would leave no message for the
+ * bucket until discovery's requeue window passed. `done` finishes the
+ * message: nothing is left for it to do.
  */
 import { describeBucket } from "../domain/bucket.js";
 import { PulpitumError } from "../errors.js";
 import type { PhaseName } from "../ports/hot-store.js";
-import { MAX_VISIBILITY_SECONDS, type WorkItem, type WorkQueue } from "../ports/work-queue.js";
+import { MAX_VISIBILITY_SECONDS, type WorkItem } from "../ports/work-queue.js";
 import type { PhaseContext, PhaseOutcome } from "./context.js";
 import { runNextPhase } from "./run-next-phase.js";
 
 export interface WorkMessageContext extends PhaseContext {
-  /** Where the next phase's message goes. */
-  readonly queue: Pick<WorkQueue, "send">;
+  /** Where the next phase's message goes, with the commit that promised it ({@link HandOn}). */
+  readonly queue: { send(item: WorkItem, handOn?: HandOn): Promise<void> };
+}
+
+/**
+ * The commit a next-phase message was promised by: the generation of the
+ * lease that committed, so the consumer can report that exact promise sent
+ * (ports/hand-on-tracking.ts) and not a later one.
+ */
+export interface HandOn {
+  readonly generation: number;
 }
 
 export type WorkMessageResult =
@@ -72,7 +87,10 @@ export async function processWorkMessage(
   switch (outcome.result) {
     case "advanced":
       if (outcome.next !== null) {
-        await ctx.queue.send(item);
+        await ctx.queue.send(
+          item,
+          outcome.generation === undefined ? undefined : { generation: outcome.generation },
+        );
         return { kind: "finished", outcome, enqueued: outcome.next };
       }
       return { kind: "finished", outcome, enqueued: null };
@@ -87,10 +105,24 @@ export async function processWorkMessage(
       if (wait === "beyond-visibility") return { kind: "finished", outcome, enqueued: null };
       return { kind: "retry-later", outcome, returnAfterSeconds: wait };
     }
-    case "done":
     case "lease-lost":
+      return (await leaseHeldByAnother(ctx, item))
+        ? { kind: "finished", outcome, enqueued: null }
+        : { kind: "retry-later", outcome, returnAfterSeconds: 0 };
+    case "done":
       return { kind: "finished", outcome, enqueued: null };
   }
+}
+
+/** Whether a worker holds a live lease on the bucket now (the runner released this message's own). */
+async function leaseHeldByAnother(ctx: WorkMessageContext, item: WorkItem): Promise<boolean> {
+  const current = await ctx.hotStore.getBucket(item);
+  return (
+    current !== null &&
+    current.ownerToken !== null &&
+    current.leaseExpiresAt !== null &&
+    current.leaseExpiresAt.getTime() > ctx.clock.now().getTime()
+  );
 }
 
 /** The longest a `busy` message is handed back for: 15 minutes. */

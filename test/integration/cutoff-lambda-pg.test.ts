@@ -108,7 +108,7 @@ describe("a warm Lambda container crossing New Year", () => {
       by_kind: {},
       stop: "exhausted",
     });
-    inspector = await openLambdaAdapters(env, { clients: { sqs, s3 } });
+    inspector = await openLambdaAdapters(env, { clients: { sqs, s3 }, clock });
     runtimes.push(inspector);
     const store = inspector.adapters.hotStore;
     await store.registerTable(

@@ -135,6 +135,21 @@ describe("erasure on PostgreSQL and S3", () => {
       proven: true,
       problems: [],
     });
+    // What `pulpitum erasures` lists, on PostgreSQL: the receipt's totals and the scrub's proof.
+    await storeOf(h).recordProof(report.job_id!, 0, h.clock.now());
+    const listed = await storeOf(h).listJobs({ tableId: ERASE_TABLE, limit: 10 });
+    expect(listed).toEqual([
+      expect.objectContaining({
+        jobId: report.job_id,
+        status: "done",
+        pendingBuckets: 0,
+        doneBuckets: report.buckets.length,
+        recordsRemoved: victimCount(expected),
+        proofProblems: 0,
+        provedAt: expect.any(Date),
+      }),
+    ]);
+    expect(await storeOf(h).listJobs({ unproven: true, limit: 10 })).toEqual([]);
   });
 
   it("an append of the key racing the hot delete lands wholly before it or wholly after it", async () => {

@@ -5,9 +5,10 @@
  * app role's secret), with the database, the role names and the secret's
  * name swapped for the test's own, and the two `cdk` lines replaced by what
  * the stack would create (the queues, the archive bucket, the discovery
- * rule) and the Outputs file `cdk deploy --outputs-file` would write. The
- * preflight then passes, and the handlers' first invocations run through
- * `pulpitum invoke --stack-outputs`. A second test breaks each piece in turn
+ * rule) and the Outputs file `cdk deploy --outputs-file` would write, the
+ * functions run by a Lambda stand-in the preflight probes. The preflight
+ * then passes, and the handlers' first invocations run through `pulpitum
+ * invoke --stack-outputs --local`. A second test breaks each piece in turn
  * and sees the preflight fail on it, naming the fix.
  */
 import { spawnSync } from "node:child_process";
@@ -31,8 +32,10 @@ import {
 import { CreateQueueCommand, DeleteQueueCommand, SQSClient } from "@aws-sdk/client-sqs";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import type { InvocableFunction } from "../../src/cli/commands/invoke.js";
 import { runCli } from "../support/cli.js";
 import { freshBucket, freshDatabase, s3Client } from "../support/integration-resources.js";
+import { startLambdaEmulator, type LambdaEmulator } from "../support/lambda-emulator-process.js";
 
 const ROOT = path.resolve(import.meta.dirname, "..", "..");
 const REGION = "us-east-1";
@@ -96,7 +99,8 @@ describe("the README's deploy sequence", () => {
     return url.toString();
   };
 
-  /** What `cdk deploy` would create: the queues, the bucket and the enabled rule; their Outputs file. */
+  const emulators: LambdaEmulator[] = [];
+  /** What `cdk deploy` would create: the queues, the bucket, the enabled rule and the functions; their Outputs file. */
   async function deployStandIn(name: string, secretArn: string, archiveBucket?: string) {
     const queue = async (q: string) =>
       (await sqs.send(new CreateQueueCommand({ QueueName: `${name}-${q}` }))).QueueUrl!;
@@ -105,7 +109,7 @@ describe("the README's deploy sequence", () => {
     await events.send(
       new PutRuleCommand({ Name: rule, ScheduleExpression: "rate(5 minutes)", State: "ENABLED" }),
     );
-    const values = {
+    const values: Record<string, string> = {
       DatabaseSecretArn: secretArn,
       ArchiveBucketName: bucket,
       ArchiveUrl: `s3://${bucket}/pulpitum`,
@@ -113,6 +117,33 @@ describe("the README's deploy sequence", () => {
       DeadLetterQueueUrl: await queue("DeadLetterQueue"),
       DiscoveryScheduleName: rule,
     };
+    // The functions, on the environment the stack gives them; the preflight probes each.
+    const functions: Record<string, InvocableFunction> = {};
+    for (const [output, key] of [
+      ["DiscoverFunctionName", "discover"],
+      ["WorkerFunctionName", "worker"],
+      ["GcFunctionName", "gc"],
+      ["ScrubFunctionName", "scrub"],
+      ["RestoreFunctionName", "restore"],
+      ["EraseFunctionName", "erase"],
+      ["ReplayDlqFunctionName", "replay-dlq"],
+    ] as const) {
+      values[output] = `${name}-${output.replace(/Name$/, "")}`;
+      functions[values[output]] = key;
+    }
+    const lambda = await startLambdaEmulator({
+      env: {
+        ...env,
+        DATABASE_SECRET_ARN: secretArn,
+        PULPITUM_ARCHIVE_URL: values.ArchiveUrl,
+        PULPITUM_WORK_QUEUE_URL: values.WorkQueueUrl,
+        PULPITUM_DLQ_URL: values.DeadLetterQueueUrl,
+        PULPITUM_HOME: path.join(work, `${name}-function-home`),
+      },
+      functions,
+    });
+    emulators.push(lambda);
+    env.AWS_ENDPOINT_URL_LAMBDA = lambda.endpoint;
     const file = path.join(work, `${name}-outputs.json`);
     writeFileSync(file, JSON.stringify({ [name]: values }, null, 2));
     return { file, values };
@@ -131,6 +162,7 @@ describe("the README's deploy sequence", () => {
       ).toBeUndefined();
   });
   afterAll(async () => {
+    for (const lambda of emulators) await lambda.stop();
     await db.drop();
     const admin = new pg.Client({ connectionString: serverUrl });
     await admin.connect();
@@ -203,6 +235,13 @@ describe("the README's deploy sequence", () => {
       "work queue",
       "dead-letter queue",
       "schedule",
+      "function discover",
+      "function worker",
+      "function gc",
+      "function scrub",
+      "function restore",
+      "function erase",
+      "function replay-dlq",
     ])
       expect(preflight.stdout).toMatch(new RegExp(`^ok {4}${check} `, "m"));
     expect(preflight.stdout).toMatch(
@@ -238,13 +277,27 @@ describe("the README's deploy sequence", () => {
     expect((await runCli(["import", "events", records], app)).code).toBe(0);
     const outputs = ["--stack-outputs", path.join(work, "outputs.json")];
     const discover = await runCli(
-      ["invoke", "discover", "--event", path.join(ROOT, "events", "schedule.json"), ...outputs],
+      [
+        "invoke",
+        "discover",
+        "--event",
+        path.join(ROOT, "events", "schedule.json"),
+        "--local",
+        ...outputs,
+      ],
       env,
     );
     expect(discover.code, discover.stderr).toBe(0);
     expect(JSON.parse(discover.stdout)).toMatchObject({ candidates: 1, by_kind: { eligible: 1 } });
     const worker = await runCli(
-      ["invoke", "worker", "--event", path.join(ROOT, "events", "manual-bucket.json"), ...outputs],
+      [
+        "invoke",
+        "worker",
+        "--event",
+        path.join(ROOT, "events", "manual-bucket.json"),
+        "--local",
+        ...outputs,
+      ],
       env,
     );
     expect(worker.code, worker.stderr).toBe(0);
@@ -276,15 +329,21 @@ describe("the README's deploy sequence", () => {
     const stack = await deployStandIn(name, created.ARN!, firstArchiveBucket);
     const doctor = async () => {
       const run = await runCli(["doctor", "--stack-outputs", stack.file], env);
+      const all = [...run.stdout.matchAll(/^FAIL {2}(\S+(?: \S+)?) /gm)].map((m) => m[1]!.trim());
       return {
         ...run,
-        failed: [...run.stdout.matchAll(/^FAIL {2}(\S+(?: \S+)?) /gm)].map((m) => m[1]!.trim()),
+        // This machine's checks; the functions' probes (from their own environment) apart.
+        failed: all.filter((c) => !c.startsWith("function ")),
+        probesFailed: all.filter((c) => c.startsWith("function ")),
       };
     };
 
     const empty = await doctor();
     expect(empty.code).toBe(1);
     expect(empty.failed).toEqual(["database secret"]);
+    // Every function reads the same secret from inside: each probe fails on it, naming the hop.
+    expect(empty.probesFailed).toHaveLength(7);
+    expect(empty.stdout).toMatch(/^FAIL {2}function worker +\S+: database secret failed: /m);
     expect(empty.stdout).toMatch(/"host" is missing or not a non-empty string/);
     expect(empty.stdout).toContain(
       `fix: put the app role's connection in the secret: aws secretsmanager put-secret-value --secret-id ${created.ARN}`,
@@ -345,7 +404,9 @@ describe("the README's deploy sequence", () => {
         SecretString: JSON.stringify({ url: as(ROLES.pulpitum_app) }),
       }),
     );
-    expect((await doctor()).failed).toEqual([]);
+    const appRole = await doctor();
+    expect(appRole.failed).toEqual([]);
+    expect(appRole.probesFailed, appRole.stdout).toEqual([]);
 
     await events.send(new DisableRuleCommand({ Name: stack.values.DiscoveryScheduleName }));
     const disabled = await doctor();
@@ -374,6 +435,9 @@ describe("the README's deploy sequence", () => {
     const gone = await doctor();
     // The database belongs to the first archive, so the binding check names that one too.
     expect(gone.failed).toEqual(["archive", "archive binding", "dead-letter queue", "schedule"]);
+    // The functions' own archive is the stack's; the DLQ they reach is gone for the replay alone.
+    expect(gone.probesFailed).toEqual(["function replay-dlq"]);
+    expect(gone.stdout).toMatch(/^FAIL {2}function replay-dlq +\S+: dead-letter queue failed: /m);
     expect(gone.stdout).toMatch(/fix: create the bucket \(`aws s3 mb s3:\/\/pulpitum-[\w-]+`\)/);
     expect(gone.stdout).toMatch(
       /fix: set PULPITUM_DLQ_URL to an existing queue's URL \(the stack's DeadLetterQueueUrl output\)/,

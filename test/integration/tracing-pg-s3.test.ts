@@ -84,7 +84,7 @@ describe("X-Ray traces of the worker under active tracing", () => {
     });
     const child = spawn(
       process.execPath,
-      [CLI_BIN, "invoke", "worker", "--event", eventFile, "--stack-outputs", outputs],
+      [CLI_BIN, "invoke", "worker", "--event", eventFile, "--local", "--stack-outputs", outputs],
       { env: merged, cwd: ROOT },
     );
     let stdout = "";

@@ -208,7 +208,10 @@ export async function verifyOne(h: Harness<ObjectStore>, id: BucketId): Promise<
 export async function scheduledScrub(h: Harness<ObjectStore>): Promise<ScrubFunctionReport> {
   const handler = createScrubHandler(() =>
     Promise.resolve({
-      config: { scrubPeriodDays: 90 },
+      config: {
+        scrubPeriodDays: 90,
+        archive: { kind: "file", root: "/scrub-cases", prefix: h.settings.archivePrefix },
+      },
       adapters: {
         hotStore: h.inner,
         objectStore: h.objects,

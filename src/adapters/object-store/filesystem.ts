@@ -32,7 +32,9 @@ import {
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import {
+  DiskFullError,
   InvalidInputError,
+  isNoSpace,
   ObjectNotFoundError,
   PulpitumError,
   TransientStoreError,
@@ -96,7 +98,7 @@ export class FileObjectStore implements port.ObjectStore {
       await fsyncDirectory(dir);
       return "created";
     } catch (error) {
-      throw storeError(error, "createIfAbsent", key);
+      throw storeError(error, "createIfAbsent", key, this.root);
     }
   }
 
@@ -113,7 +115,7 @@ export class FileObjectStore implements port.ObjectStore {
       }
       await fsyncDirectory(dir);
     } catch (error) {
-      throw storeError(error, "replace", key);
+      throw storeError(error, "replace", key, this.root);
     }
   }
 
@@ -124,7 +126,7 @@ export class FileObjectStore implements port.ObjectStore {
     try {
       handle = await open(file, "r");
     } catch (error) {
-      throw notFoundOr(error, "get", key);
+      throw notFoundOr(error, "get", key, this.root);
     }
     try {
       const info = await handle.stat();
@@ -135,7 +137,7 @@ export class FileObjectStore implements port.ObjectStore {
       const filled = await readFully(handle, bytes, start);
       return filled === bytes.byteLength ? bytes : bytes.subarray(0, filled);
     } catch (error) {
-      throw storeError(error, "get", key);
+      throw storeError(error, "get", key, this.root);
     } finally {
       await handle.close();
     }
@@ -146,6 +148,7 @@ export class FileObjectStore implements port.ObjectStore {
     // Checked now so a missing object fails here; the file is opened only when
     // iteration starts, so an abandoned iterable holds no descriptor.
     if ((await this.head(key)) === null) throw new ObjectNotFoundError(key);
+    const root = this.root;
     return (async function* () {
       try {
         for await (const chunk of createReadStream(file, { highWaterMark: STREAM_CHUNK_BYTES })) {
@@ -153,7 +156,7 @@ export class FileObjectStore implements port.ObjectStore {
           yield new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength);
         }
       } catch (error) {
-        throw notFoundOr(error, "getStream", key);
+        throw notFoundOr(error, "getStream", key, root);
       }
     })();
   }
@@ -168,7 +171,7 @@ export class FileObjectStore implements port.ObjectStore {
       return options.checksum === true ? { ...found, sha256: await sha256OfFile(file) } : found;
     } catch (error) {
       if (isAbsence(error)) return null;
-      throw storeError(error, "head", key);
+      throw storeError(error, "head", key, this.root);
     }
   }
 
@@ -186,7 +189,7 @@ export class FileObjectStore implements port.ObjectStore {
       const after = options.continuationToken ?? options.startAfter;
       await this.#walk(baseKey, prefix, after, found, maxKeys + 1);
     } catch (error) {
-      throw storeError(error, "list", prefix);
+      throw storeError(error, "list", prefix, this.root);
     }
     const objects = found.slice(0, maxKeys);
     const more = found.length > maxKeys;
@@ -200,7 +203,7 @@ export class FileObjectStore implements port.ObjectStore {
     } catch (error) {
       // A directory at `key` holds other objects, not this one: nothing to delete.
       if (isAbsence(error) || errnoOf(error) === "EISDIR" || errnoOf(error) === "EPERM") return;
-      throw storeError(error, "delete", key);
+      throw storeError(error, "delete", key, this.root);
     }
     await this.#pruneEmptyDirectories(path.dirname(file));
   }
@@ -415,10 +418,10 @@ function isAbsence(error: unknown): boolean {
   return code === "ENOENT" || code === "ENOTDIR";
 }
 
-function notFoundOr(error: unknown, operation: string, key: string): Error {
+function notFoundOr(error: unknown, operation: string, key: string, root: string): Error {
   if (isAbsence(error) || errnoOf(error) === "EISDIR")
     return new ObjectNotFoundError(key, { cause: error });
-  return storeError(error, operation, key);
+  return storeError(error, operation, key, root);
 }
 
 function directoryConflict(key: string): InvalidInputError {
@@ -437,8 +440,17 @@ function parentConflict(key: string): InvalidInputError {
   );
 }
 
-function storeError(error: unknown, operation: string, key: string): Error {
+/** What frees a full archive folder. */
+const ARCHIVE_FOLDER_REMEDY =
+  "free space on that disk (`pulpitum gc` deletes the archive objects no bucket needs), or copy the archive " +
+  "to a larger disk and point PULPITUM_ARCHIVE_URL there (`pulpitum rebind-archive`, docs/operations.md)";
+
+function storeError(error: unknown, operation: string, key: string, root: string): Error {
   if (error instanceof PulpitumError) return error;
+  if (isNoSpace(error))
+    return new DiskFullError("the archive folder's disk", root, ARCHIVE_FOLDER_REMEDY, {
+      cause: error,
+    });
   const code = errnoOf(error);
   if (code === "ENAMETOOLONG") {
     return new InvalidInputError(

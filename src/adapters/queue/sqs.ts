@@ -126,10 +126,12 @@ export class SqsWorkQueue implements queue.WorkQueue, queue.MessageVisibility {
     }
   }
 
+  /** Every chunk is tried, so one refused chunk does not leave the later ones unsent. */
   async sendBatch(items: readonly queue.WorkItem[]): Promise<void> {
+    const failed: Array<FailedSend & { item: queue.WorkItem }> = [];
     for (let start = 0; start < items.length; start += SQS_MAX_BATCH) {
       const chunk = items.slice(start, start + SQS_MAX_BATCH);
-      const failed = await sendEntries(
+      const refused = await sendEntries(
         this.#client,
         this.queueUrl,
         chunk.map((item, i) => ({
@@ -138,13 +140,17 @@ export class SqsWorkQueue implements queue.WorkQueue, queue.MessageVisibility {
         })),
         { attempts: this.#attempts, retryDelayMs: this.#retryDelayMs },
       );
-      if (failed.length > 0) {
-        throw new SqsSendError(
-          this.queueUrl,
-          failed.map((f) => ({ ...f, id: describeBucket(items[Number(f.id)]!) })),
-        );
+      for (const f of refused) {
+        const item = items[Number(f.id)];
+        if (item === undefined) {
+          // SQS named an entry this batch did not have: nothing of the chunk is known to be sent.
+          failed.push(...chunk.map((c) => ({ ...f, id: describeBucket(c), item: c })));
+          break;
+        }
+        failed.push({ ...f, id: describeBucket(item), item });
       }
     }
+    if (failed.length > 0) throw new SqsSendError(this.queueUrl, failed);
   }
 }
 
@@ -203,16 +209,17 @@ export async function sendEntries(
   return failed;
 }
 
-/** Entries of a SendMessageBatch that SQS refused on every attempt; `failed` names them. */
-export class SqsSendError extends TransientStoreError {
+/** Entries of a SendMessageBatch that SQS refused on every attempt; `failed` names them, `unsent` holds their items. */
+export class SqsSendError extends queue.UnsentWorkError {
   readonly failed: readonly FailedSend[];
-  constructor(queueUrl: string, failed: readonly FailedSend[]) {
+  constructor(queueUrl: string, failed: ReadonlyArray<FailedSend & { item: queue.WorkItem }>) {
     super(
       `SQS SendMessageBatch to ${queueUrl} failed for ${failed.length} entr${failed.length === 1 ? "y" : "ies"}: ` +
         failed
           .map((f) => `${f.id} (${f.code}${f.senderFault ? ", sender fault" : ""}: ${f.message})`)
           .join("; "),
+      failed.map((f) => f.item),
     );
-    this.failed = failed;
+    this.failed = failed.map(({ item: _item, ...f }) => f);
   }
 }

@@ -56,26 +56,10 @@ function missingTrail(error: unknown): never {
 /** Rows the verifier reads per statement. */
 const VERIFY_PAGE = 1000;
 
-interface AuditRow {
-  action_id: string;
+/** A stored row as the trail reads it back, without its place in the chain. */
+type AuditRow = Omit<StoredAuditRow, "seq" | "prev_hash" | "row_hash" | "key_hash" | "stage"> & {
   stage: Stage;
-  recorded_at: string;
-  action: string;
-  target: string;
-  table_id: string | null;
-  outcome: string;
-  reason: string | null;
-  item_count: string | number | null;
-  arguments: string;
-  result: string | null;
-  caller_kind: string;
-  os_user: string | null;
-  host: string | null;
-  function_name: string | null;
-  request_id: string | null;
-  requested_by: string | null;
-  db_user: string;
-}
+};
 
 const COLUMNS = [
   "action_id",

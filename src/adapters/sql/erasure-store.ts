@@ -10,6 +10,8 @@ import type { BucketMetadata, FencedWrite, HotStore, Lease } from "../../ports/h
 import type {
   ArchiveVersion,
   ErasureJob,
+  ErasureJobFilter,
+  ErasureJobListing,
   ErasureJobStatus,
   ErasureRange,
   ErasureReceiptLine,
@@ -80,6 +82,14 @@ function toJob(row: JobRow): ErasureJob {
     updatedAt: sqlDate(row.updated_at),
     finishedAt: sqlDateOrNull(row.finished_at),
   };
+}
+
+interface ListingRow extends JobRow {
+  proved_at: string | null;
+  proof_problems: string | number | null;
+  pending_buckets: string | number;
+  done_buckets: string | number;
+  records_removed: string | number;
 }
 
 const numberOrNull = (v: string | number | null): number | null => (v === null ? null : Number(v));
@@ -205,6 +215,41 @@ export class SqlErasureStore implements ErasureStore {
       p.values,
     );
     return rows[0] === undefined ? null : toJob(rows[0]);
+  }
+
+  async listJobs(filter: ErasureJobFilter): Promise<ErasureJobListing[]> {
+    const p = new SqlParams();
+    const where = [
+      filter.jobId === undefined ? null : `j.job_id = ${p.text(filter.jobId)}`,
+      filter.tableId === undefined ? null : `j.table_id = ${p.text(filter.tableId)}`,
+      filter.status === undefined ? null : `j.status = ${p.text(filter.status)}`,
+      filter.unproven === true ? "j.proof_problems > 0" : null,
+    ].filter((c) => c !== null);
+    const { rows } = await this.db.query<ListingRow>(
+      `SELECT ${JOB_COLUMNS.split(", ")
+        .map((c) => `j.${c}`)
+        .join(", ")}, j.proved_at, j.proof_problems,
+              COALESCE(r.pending_buckets, 0) AS pending_buckets,
+              COALESCE(r.done_buckets, 0) AS done_buckets,
+              COALESCE(r.records_removed, 0) AS records_removed
+         FROM ${ERASURE_JOBS_TABLE} j
+         LEFT JOIN (SELECT job_id,
+                           sum(CASE WHEN status = 'pending' THEN 1 ELSE 0 END) AS pending_buckets,
+                           sum(CASE WHEN status = 'done' THEN 1 ELSE 0 END) AS done_buckets,
+                           sum(records_removed) AS records_removed
+                      FROM ${ERASURE_RECEIPTS_TABLE} GROUP BY job_id) r ON r.job_id = j.job_id
+        ${where.length === 0 ? "" : `WHERE ${where.join(" AND ")}`}
+        ORDER BY j.created_at DESC, j.job_id LIMIT ${p.int(filter.limit)}`,
+      p.values,
+    );
+    return rows.map((row) => ({
+      ...toJob(row),
+      pendingBuckets: Number(row.pending_buckets),
+      doneBuckets: Number(row.done_buckets),
+      recordsRemoved: Number(row.records_removed),
+      provedAt: sqlDateOrNull(row.proved_at),
+      proofProblems: numberOrNull(row.proof_problems),
+    }));
   }
 
   async receipt(jobId: string): Promise<ErasureReceiptLine[]> {

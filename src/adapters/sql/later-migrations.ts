@@ -4,6 +4,7 @@
 import { allowPendingOutcome } from "./audit-outcome-migration.js";
 import { AUDIT_CHAIN_STATEMENTS, chainAuditTrail } from "./audit-chain-migration.js";
 import type { Migration } from "./migrations.js";
+import { HAND_ON_UNSENT_MIGRATION } from "./hand-on-migration.js";
 import { SUSPECT_RUNS_MIGRATION } from "./migration-suspect-runs.js";
 import { METADATA_TABLE } from "./schema-names.js";
 
@@ -35,4 +36,5 @@ export const LATER_MIGRATIONS: readonly Migration[] = [
     ],
   },
   SUSPECT_RUNS_MIGRATION,
+  HAND_ON_UNSENT_MIGRATION,
 ];

@@ -3,7 +3,8 @@
  * the store `npm start` and the CLI use when no DATABASE_URL is set.
  */
 import type { PGlite } from "@electric-sql/pglite";
-import { AmbiguousCommitError } from "../../errors.js";
+import { sqlStateOf } from "../../domain/failures.js";
+import { AmbiguousCommitError, DiskFullError, isNoSpace } from "../../errors.js";
 import {
   DEFAULT_RETRY_POLICY,
   withSerializationRetry,
@@ -29,6 +30,25 @@ const PGLITE_PARSERS = Object.fromEntries(
   PGLITE_TEXT_TYPES.map((oid) => [oid, (value: string) => value]),
 );
 
+/** What frees the embedded database's disk when it is full. */
+const EMBEDDED_DISK_REMEDY =
+  "free space on that disk, or move PULPITUM_HOME (the whole folder, with the store closed) to a larger disk; " +
+  "after an archive run, `pulpitum reclaim` gives back the space its cleanup freed";
+
+/**
+ * PGlite's "could not extend file …: No space left on device" (SQLSTATE
+ * 53100) as the disk it is: the embedded database's, not a server's.
+ */
+function diskFullOr(error: unknown, dataDir: string | undefined): unknown {
+  if (sqlStateOf(error) !== "53100" && !isNoSpace(error)) return error;
+  return new DiskFullError(
+    "the embedded database's disk",
+    dataDir ?? "in memory",
+    EMBEDDED_DISK_REMEDY,
+    { cause: error },
+  );
+}
+
 /**
  * Embedded PGlite, on disk or in memory. PGlite has one backend and
  * serialises transactions itself, so serialization failures do not occur in
@@ -36,12 +56,14 @@ const PGLITE_PARSERS = Object.fromEntries(
  */
 export class PgliteDatabase implements SqlDatabase, BinaryRowReader {
   readonly #db: PGlite;
+  readonly #dataDir: string | undefined;
   readonly #retry: RetryPolicy;
   faults: TransactionFaults | undefined;
   readonly stats: TransactionStats = { committed: 0, serializationRetries: 0 };
 
-  private constructor(db: PGlite, options: PgliteDatabaseOptions) {
+  private constructor(db: PGlite, options: PgliteDatabaseOptions, dataDir?: string) {
     this.#db = db;
+    this.#dataDir = dataDir;
     this.#retry = options.retry ?? DEFAULT_RETRY_POLICY;
     this.faults = options.faults;
   }
@@ -58,7 +80,7 @@ export class PgliteDatabase implements SqlDatabase, BinaryRowReader {
       postgresqlconf: EMBEDDED_POSTGRESQL_CONF,
     });
     await db.query("SET TimeZone = 'UTC'");
-    return new PgliteDatabase(db, options);
+    return new PgliteDatabase(db, options, dataDir);
   }
 
   /**
@@ -72,55 +94,61 @@ export class PgliteDatabase implements SqlDatabase, BinaryRowReader {
   }
 
   async query<T>(text: string, params: unknown[] = []): Promise<QueryResult<T>> {
-    return await withSerializationRetry("query", this.#retry, this.stats, async () => {
-      this.faults?.beforeQuery?.(text);
-      const result = await this.#db.query<T>(text, params, { parsers: PGLITE_PARSERS });
-      return {
-        rows: result.rows,
-        rowCount: Math.max(result.affectedRows ?? 0, result.rows.length),
-      };
-    });
+    return await this.#namingDisk(
+      withSerializationRetry("query", this.#retry, this.stats, async () => {
+        this.faults?.beforeQuery?.(text);
+        const result = await this.#db.query<T>(text, params, { parsers: PGLITE_PARSERS });
+        return {
+          rows: result.rows,
+          rowCount: Math.max(result.affectedRows ?? 0, result.rows.length),
+        };
+      }),
+    );
   }
 
   async write<T>(text: string, params: unknown[], operation: string): Promise<QueryResult<T>> {
-    return await withSerializationRetry(operation, this.#retry, this.stats, async () => {
-      this.faults?.beforeQuery?.(text);
-      this.faults?.beforeCommit?.(operation);
-      const result = await this.#db.query<T>(text, params, { parsers: PGLITE_PARSERS });
-      try {
-        this.faults?.afterCommit?.(operation);
-      } catch (error) {
-        throw new AmbiguousCommitError(operation, { cause: error });
-      }
-      return {
-        rows: result.rows,
-        rowCount: Math.max(result.affectedRows ?? 0, result.rows.length),
-      };
-    });
+    return await this.#namingDisk(
+      withSerializationRetry(operation, this.#retry, this.stats, async () => {
+        this.faults?.beforeQuery?.(text);
+        this.faults?.beforeCommit?.(operation);
+        const result = await this.#db.query<T>(text, params, { parsers: PGLITE_PARSERS });
+        try {
+          this.faults?.afterCommit?.(operation);
+        } catch (error) {
+          throw new AmbiguousCommitError(operation, { cause: error });
+        }
+        return {
+          rows: result.rows,
+          rowCount: Math.max(result.affectedRows ?? 0, result.rows.length),
+        };
+      }),
+    );
   }
 
   async transaction<T>(fn: (tx: SqlExecutor) => Promise<T>, operation: string): Promise<T> {
-    return await withSerializationRetry(operation, this.#retry, this.stats, async () => {
-      const result = await this.#db.transaction(async (tx) => {
-        await tx.query("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE");
-        let statements = 0;
-        const value = await fn({
-          query: async <R>(text: string, params: unknown[] = []) => {
-            const r = await tx.query<R>(text, params, { parsers: PGLITE_PARSERS });
-            await this.faults?.afterStatement?.(operation, ++statements, text);
-            return { rows: r.rows, rowCount: Math.max(r.affectedRows ?? 0, r.rows.length) };
-          },
+    return await this.#namingDisk(
+      withSerializationRetry(operation, this.#retry, this.stats, async () => {
+        const result = await this.#db.transaction(async (tx) => {
+          await tx.query("SET TRANSACTION ISOLATION LEVEL SERIALIZABLE");
+          let statements = 0;
+          const value = await fn({
+            query: async <R>(text: string, params: unknown[] = []) => {
+              const r = await tx.query<R>(text, params, { parsers: PGLITE_PARSERS });
+              await this.faults?.afterStatement?.(operation, ++statements, text);
+              return { rows: r.rows, rowCount: Math.max(r.affectedRows ?? 0, r.rows.length) };
+            },
+          });
+          this.faults?.beforeCommit?.(operation);
+          return value;
         });
-        this.faults?.beforeCommit?.(operation);
-        return value;
-      });
-      try {
-        this.faults?.afterCommit?.(operation);
-      } catch (error) {
-        throw new AmbiguousCommitError(operation, { cause: error });
-      }
-      return result;
-    });
+        try {
+          this.faults?.afterCommit?.(operation);
+        } catch (error) {
+          throw new AmbiguousCommitError(operation, { cause: error });
+        }
+        return result;
+      }),
+    );
   }
 
   /**
@@ -150,7 +178,16 @@ export class PgliteDatabase implements SqlDatabase, BinaryRowReader {
    * block (VACUUM, CHECKPOINT), through the simple query protocol.
    */
   async maintenance(statement: string): Promise<void> {
-    await this.#db.exec(statement);
+    await this.#namingDisk(this.#db.exec(statement));
+  }
+
+  /** `work`, with a full disk reported as the embedded database's (see {@link diskFullOr}). */
+  async #namingDisk<T>(work: Promise<T>): Promise<T> {
+    try {
+      return await work;
+    } catch (error) {
+      throw diskFullOr(error, this.#dataDir);
+    }
   }
 
   async close(): Promise<void> {

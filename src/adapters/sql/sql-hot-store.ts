@@ -77,8 +77,10 @@ import {
   type QuarantineDecision,
   type QuarantineEvidence,
 } from "../../ports/failure-runs.js";
+import type { HandOnSent, StalledBucket } from "../../ports/hand-on-tracking.js";
 import type { SqlDatabase } from "./database.js";
 import { runMigrations } from "./migrations.js";
+import { oldestStalled, reportHandOnsSent } from "./hot-store/hand-ons.js";
 import { append } from "./hot-store/appends.js";
 import { cleanupBatch, finishCleanup } from "./hot-store/cleanup.js";
 import { discover, explainDiscovery, peekCandidates } from "./hot-store/discovery.js";
@@ -304,6 +306,14 @@ export class SqlHotStore implements HotStore {
 
   async peekCandidates(query: DiscoveryQuery): Promise<Candidate[]> {
     return await peekCandidates(this.db, query);
+  }
+
+  async reportHandOnsSent(sent: readonly HandOnSent[]): Promise<number> {
+    return await reportHandOnsSent(this.db, sent);
+  }
+
+  async oldestStalled(now: Date): Promise<StalledBucket | null> {
+    return await oldestStalled(this.db, now);
   }
 
   /** The plan PostgreSQL chooses for discovery, for operators and the index test. */

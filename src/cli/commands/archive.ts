@@ -9,9 +9,11 @@
  * some were archived and others failed or wait in quarantine. A quarantined
  * bucket counts because it is work an operator must release: a run that
  * skips it has not done what it was asked. So does a bucket that failed
- * before this run and still waits for its retry time, and one leased by
- * another process (./archive-leftovers.ts). A run stopped by SIGINT or
- * SIGTERM exits 130 or 143, as the shell reports a killed command.
+ * before this run and still waits for its retry time, and one leased by a
+ * process that is gone (./archive-leftovers.ts); one leased by another live
+ * archiver is waited for, and the run goes on with what it leaves
+ * (./archive-others.ts), so two overlapping runs both exit 0. A run stopped
+ * by SIGINT or SIGTERM exits 130 or 143, as the shell reports a killed command.
  */
 import { describeCutoffPolicy } from "../../domain/cutoff.js";
 import type { BucketId } from "../../domain/bucket.js";
@@ -23,8 +25,10 @@ import { manualRunConclusion } from "../../usecases/audit-conclusions.js";
 import { cliAudit, cliCaller } from "../audit-caller.js";
 import { recordedArchive } from "../../usecases/phases/recorded-archive.js";
 import { manifestPayloadKey } from "../../archive/manifest-v5.js";
-import type { PhaseOutcome } from "../../usecases/context.js";
+import type { PhaseOutcome, WorkflowLog } from "../../usecases/context.js";
 import { EXIT } from "../exit-codes.js";
+import { ArchiveProgress } from "./archive-progress.js";
+import { waitForOtherArchivers } from "./archive-others.js";
 import { bucketJson, showBucket } from "../display.js";
 import { count, formatBytes } from "../format.js";
 import { cliLog, withArchiveRuntime } from "../session.js";
@@ -41,6 +45,11 @@ export interface ArchiveTotals {
   rows: number;
   bytes: number;
   deferred: number;
+  /** Buckets whose expiry this run finished, and the records they held. */
+  expired: number;
+  expiredRows: number;
+  /** Expiries Object Lock held back in this run. */
+  expiryHeld: number;
 }
 
 /** What a bucket's last outcome in this run says about it. */
@@ -52,7 +61,15 @@ type BucketEnd = "archived" | "failed" | "other";
  * process), in order, without holding up the workers.
  */
 export class ArchiveReporter {
-  readonly totals: ArchiveTotals = { buckets: 0, rows: 0, bytes: 0, deferred: 0 };
+  readonly totals: ArchiveTotals = {
+    buckets: 0,
+    rows: 0,
+    bytes: 0,
+    deferred: 0,
+    expired: 0,
+    expiredRows: 0,
+    expiryHeld: 0,
+  };
   #pending: Promise<void> = Promise.resolve();
   readonly #started = new Map<string, number>();
   readonly #ends = new Map<string, BucketEnd>();
@@ -147,6 +164,8 @@ export class ArchiveReporter {
     const bucket = showBucket(o.bucket);
     if (o.expired !== undefined) {
       const { rows, releasedObjects, releasedBytes } = o.expired;
+      this.totals.expired++;
+      this.totals.expiredRows += rows;
       this.out(
         this.json
           ? JSON.stringify({
@@ -160,6 +179,7 @@ export class ArchiveReporter {
           : `expired ${bucket}: ${rows} rows gone for good (its table's expire_after); ${releasedObjects} objects, ${formatBytes(releasedBytes)} released to GC`,
       );
     } else if (o.result === "deferred") {
+      this.totals.expiryHeld++;
       const retryAt = o.retryAt?.toISOString() ?? null;
       this.out(
         this.json
@@ -230,12 +250,20 @@ export async function archiveCommand(opts: { once?: boolean; json?: boolean }): 
     };
     process.on("SIGINT", onSignal);
     process.on("SIGTERM", onSignal);
-    const log = cliLog();
-    const reporter = new ArchiveReporter(
+    const progress = opts.once ? await ArchiveProgress.start(rt) : null;
+    const log = progress === null ? cliLog() : clearingFirst(cliLog(), progress);
+    const reporter: ArchiveReporter = new ArchiveReporter(
       rt.hotStore,
       opts.json === true,
-      (line) => console.log(line),
-      (line) => process.stderr.write(`pulpitum: ${line}\n`),
+      (line) => {
+        progress?.clear();
+        console.log(line);
+        progress?.update(reporter.totals, reporter.failedBuckets);
+      },
+      (line) => {
+        progress?.clear();
+        process.stderr.write(`pulpitum: ${line}\n`);
+      },
     );
     const started = Date.now();
     process.stderr.write(
@@ -245,23 +273,42 @@ export async function archiveCommand(opts: { once?: boolean; json?: boolean }): 
     const notice = leasedNotice((await leftoversOf(rt)).leased);
     if (notice !== null) process.stderr.write(`pulpitum: ${notice}\n`);
     try {
-      const summary = await runStandalone(rt.context(log), {
-        workers: rt.config.workers,
-        intervalMs: rt.config.intervalSeconds * 1000,
-        once: opts.once === true,
-        signal: controller.signal,
-        clockCheck: rt.clockCheck,
-        onOutcome: (o) => {
-          log.info(`${o.phase ?? "-"} ${o.result}`, {
-            bucket: showBucket(o.bucket),
-            next: o.next,
-            reason: o.reason,
-            ms: o.durationMs,
-          });
-          reporter.onOutcome(o);
-        },
-      });
+      const run = () =>
+        runStandalone(rt.context(log), {
+          workers: rt.config.workers,
+          intervalMs: rt.config.intervalSeconds * 1000,
+          once: opts.once === true,
+          signal: controller.signal,
+          clockCheck: rt.clockCheck,
+          onOutcome: (o) => {
+            log.info(`${o.phase ?? "-"} ${o.result}`, {
+              bucket: showBucket(o.bucket),
+              next: o.next,
+              reason: o.reason,
+              ms: o.durationMs,
+            });
+            reporter.onOutcome(o);
+            progress?.update(reporter.totals, reporter.failedBuckets);
+          },
+        });
+      let summary = await run();
+      // Beside another live archiver, wait for what it holds, then take what it left (./archive-others.ts).
+      while (opts.once && stoppedBy === null) {
+        const { leased } = await leftoversOf(rt);
+        if (leased.length === 0) break;
+        await reporter.flush();
+        const waited = await waitForOtherArchivers(rt, leased, {
+          signal: controller.signal,
+          say: (line) => {
+            progress?.clear();
+            process.stderr.write(`pulpitum: ${line}\n`);
+          },
+        });
+        if (waited !== "released") break;
+        summary = addSummaries(summary, await run());
+      }
       await reporter.flush();
+      progress?.clear();
       // A phase run that threw names no bucket: count each as one failed bucket.
       const failed = reporter.failedBuckets + summary.failures;
       const left = opts.once ? await leftoversOf(rt) : null;
@@ -272,6 +319,35 @@ export async function archiveCommand(opts: { once?: boolean; json?: boolean }): 
       process.off("SIGTERM", onSignal);
     }
   });
+}
+
+/** `log` with the progress line erased before each line it writes (info only with PULPITUM_LOG=debug). */
+function clearingFirst(log: WorkflowLog, progress: ArchiveProgress): WorkflowLog {
+  const verbose = process.env.PULPITUM_LOG?.trim() === "debug";
+  return {
+    info: (m, f) => {
+      if (verbose) progress.clear();
+      log.info(m, f);
+    },
+    warn: (m, f) => {
+      progress.clear();
+      log.warn(m, f);
+    },
+    error: (m, f) => {
+      progress.clear();
+      log.error(m, f);
+    },
+  };
+}
+
+function addSummaries(a: StandaloneSummary, b: StandaloneSummary): StandaloneSummary {
+  return {
+    rounds: a.rounds + b.rounds,
+    outcomes: a.outcomes + b.outcomes,
+    advanced: a.advanced + b.advanced,
+    failures: a.failures + b.failures,
+    scanFailures: a.scanFailures + b.scanFailures,
+  };
 }
 
 function printSummary(
@@ -293,6 +369,9 @@ function printSummary(
         rows: t.rows,
         bytes: t.bytes,
         deferred: t.deferred,
+        buckets_expired: t.expired,
+        expired_rows: t.expiredRows,
+        expiry_held: t.expiryHeld,
         waiting_for_retry: left?.waiting.length ?? 0,
         quarantined: left?.quarantined.length ?? 0,
         leased_elsewhere: left?.leased.length ?? 0,
@@ -315,9 +394,14 @@ function printSummary(
     left === null || left.waiting.length === 0
       ? ""
       : `, ${left.waiting.length} waiting for a retry`;
+  const expiry =
+    t.expired === 0 && t.expiryHeld === 0
+      ? ""
+      : `, ${t.expired} expired (${count(t.expiredRows, "row")})` +
+        (t.expiryHeld === 0 ? "" : `, ${t.expiryHeld} held by Object Lock`);
   console.log(
     `${ended}: ${count(t.buckets, "bucket")} archived ` +
-      `(${count(t.rows, "row")}, ${formatBytes(t.bytes)}), ${failed} failed, ${t.deferred} deferred${waiting}, ` +
+      `(${count(t.rows, "row")}, ${formatBytes(t.bytes)})${expiry}, ${failed} failed, ${t.deferred} deferred${waiting}, ` +
       `${count(summary.failures, "failed phase run")}; ${count(summary.advanced, "phase")} in ` +
       `${count(summary.rounds, "discovery round")}` +
       (summary.scanFailures > 0 ? ` (${summary.scanFailures} failed)` : "") +

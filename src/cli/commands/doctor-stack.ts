@@ -6,8 +6,8 @@
  * through the secret's credentials (the functions' role, at the latest
  * migration), the archive bucket and prefix, both queues, and the discovery
  * schedule's rule (EventBridge DescribeRule, which emulators such as moto
- * answer too). Only the Lambda functions themselves are not invoked: that
- * needs an AWS account (docs/serverless.md says how to check them).
+ * answer too); then every function is invoked with the probe event and
+ * answers from inside its subnets, with its role (./doctor-probes.ts).
  */
 import { readFile } from "node:fs/promises";
 import { ConfigError, InvalidInputError, errorMessage } from "../../errors.js";
@@ -29,6 +29,8 @@ export const STACK_OUTPUTS_FORM =
 export interface StackOutputs {
   readonly stackName: string;
   readonly values: Readonly<Record<StackOutputKey, string>>;
+  /** Every Output of the stack (the functions' names among them). */
+  readonly all: Readonly<Record<string, unknown>>;
 }
 
 /** The one stack's Outputs in `file`; `stack` picks one when the file holds several. */
@@ -71,7 +73,7 @@ export async function readStackOutputs(file: string, stack?: string): Promise<St
       `has no ${missing.join(", ")} among the Outputs of stack ${chosen}`,
       "the Outputs of a Pulpitum stack of this version (redeploy it, or read them again after `cdk deploy`)",
     );
-  return { stackName: chosen, values: outputs as Record<StackOutputKey, string> };
+  return { stackName: chosen, values: outputs as Record<StackOutputKey, string>, all: outputs };
 }
 
 /** Stack name → output key → value, from either form; null when neither fits. */

@@ -96,6 +96,7 @@ async function runChecks(opts: { stackOutputs?: string; stack?: string }): Promi
   const results: CheckResult[] = [];
   let env = process.env;
   let scheduleRule: string | undefined;
+  let probes: Promise<CheckResult[]> = Promise.resolve([]);
   if (opts.stackOutputs !== undefined) {
     const { readStackOutputs, stackEnvironment } = await import("./doctor-stack.js");
     const outputs = await readStackOutputs(opts.stackOutputs, opts.stack);
@@ -103,8 +104,12 @@ async function runChecks(opts: { stackOutputs?: string; stack?: string }): Promi
     env = stack.env;
     scheduleRule = outputs.values.DiscoveryScheduleName;
     results.push(...stack.checks);
+    // The functions' own path, probed while this machine's checks run.
+    probes = import("./doctor-probes.js").then((p) =>
+      p.functionProbeChecks(outputs.all, stack.env.AWS_REGION),
+    );
     if (env.DATABASE_URL === undefined)
-      return [...results, ...(await checksWithoutDatabase(env, scheduleRule))];
+      return [...results, ...(await checksWithoutDatabase(env, scheduleRule)), ...(await probes)];
   }
   let config: PulpitumConfig;
   try {
@@ -186,7 +191,7 @@ async function runChecks(opts: { stackOutputs?: string; stack?: string }): Promi
   } finally {
     await close();
   }
-  return results;
+  return [...results, ...(await probes)];
 }
 
 /** The stack's secret holds no usable connection: the archive, the queues and the schedule are still checked. */

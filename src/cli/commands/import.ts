@@ -1,5 +1,6 @@
 /** `pulpitum import TABLE [FILE|-] [--dry-run]`. */
 import { open, type FileHandle } from "node:fs/promises";
+import { settingToRaise } from "../../domain/failures.js";
 import type { TableId } from "../../domain/table.js";
 import { errorMessage, InvalidInputError } from "../../errors.js";
 import {
@@ -9,7 +10,7 @@ import {
   type ImportStop,
 } from "../../usecases/import-records.js";
 import { EXIT } from "../exit-codes.js";
-import { count, printJson } from "../format.js";
+import { count, formatBytes, printJson } from "../format.js";
 import { readLines } from "../lines.js";
 import { restoreCommand } from "../display.js";
 import { ProgressBar } from "../progress.js";
@@ -27,14 +28,25 @@ export async function importCommand(
     async (rt) => {
       const input = handle === null ? process.stdin : handle.createReadStream();
       const lines = readLines(input);
-      const progress = new ProgressBar(`importing into ${tableId}`, undefined);
+      // A file's size makes the line a share with the time left; stdin has only counts.
+      const size = handle === null ? undefined : (await handle.stat()).size;
+      const progress = new ProgressBar(
+        `${opts.dryRun === true ? "checking" : "importing into"} ${tableId}`,
+        size,
+        process.stderr,
+        size === undefined ? {} : { format: formatBytes },
+      );
+      const bytesRead = () => ("bytesRead" in input ? input.bytesRead : 0);
       try {
         const report = await importRecords(rt.hotStore, lines, {
           tableId,
           source,
           dryRun: opts.dryRun === true,
           now: () => rt.clock.now(),
-          onProgress: (stored) => progress.update(stored, "records"),
+          onProgress: (stored) =>
+            size === undefined
+              ? progress.update(stored, "records")
+              : progress.update(bytesRead(), count(stored, "record")),
         });
         progress.finish();
         if (opts.json) printJson(report);
@@ -48,7 +60,10 @@ export async function importCommand(
         else console.log(renderImportReport(error.report));
         throw new ImportStoppedError(
           error.report,
-          { ...error.stop, message: stopMessage(tableId, error.report, error.stop) },
+          {
+            ...error.stop,
+            message: stopMessage(tableId, error.report, error.stop, settingToRaise(error.cause)),
+          },
           error.cause,
         );
       }
@@ -109,7 +124,12 @@ export function renderImportReport(report: ImportReport): string {
  * The reason with what was stored and what to do: the parse error or the
  * store's refusal already names the line; this adds the account and the fix.
  */
-function stopMessage(tableId: TableId, report: ImportReport, stop: ImportStop): string {
+function stopMessage(
+  tableId: TableId,
+  report: ImportReport,
+  stop: ImportStop,
+  remedy: string | undefined,
+): string {
   const through = report.stored_through_line;
   const stored =
     through === 0
@@ -146,7 +166,10 @@ function stopMessage(tableId: TableId, report: ImportReport, stop: ImportStop): 
         uncertain === undefined
           ? account
           : `The import stopped at line ${stop.line}: ${stored}; lines ${stop.line}-${uncertain} may or may not be (the reply to their commit was lost); nothing after line ${uncertain} is`;
-      return `${report.source} line ${stop.line}: storing failed: ${stop.message}. ${what}. When the store works again, ${rerun}.`;
+      // A full disk or a limit names its own fix (domain/failures.ts).
+      const then =
+        remedy === undefined ? "When the store works again" : `To go on: ${remedy}; then`;
+      return `${report.source} line ${stop.line}: storing failed: ${stop.message}. ${what}. ${then}, ${rerun}.`;
     }
   }
 }

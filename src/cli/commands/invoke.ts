@@ -5,12 +5,15 @@
  * URLs), so the samples in events/ can be tried on PostgreSQL and an
  * emulator without an AWS account.
  *
+ * With `--stack-outputs FILE` it invokes the deployed function instead,
+ * once, and follows its outcome (./invoke-remote.ts); with `--local` as
+ * well it runs the handler here on the deployed function's environment
+ * from the Outputs: its database secret, archive and queues.
+ *
  * The handler is the deployed one (its create*Handler with the same
  * middleware), opened through the same path the Lambda uses
  * (functions/open-adapters.ts), with a Lambda context whose deadline is the
- * deployed function's timeout. With `--stack-outputs FILE` it gets the
- * deployed function's environment from the stack's Outputs instead: its
- * database secret, archive and queues. What the function logs goes to stderr; its
+ * deployed function's timeout. What the function logs goes to stderr; its
  * result is the one JSON document on stdout. Unlike a container, this
  * process closes what it opened when the invocation ends.
  */
@@ -37,16 +40,35 @@ export type InvocableFunction = keyof typeof INVOCABLE_FUNCTIONS;
 type Handler = (event: unknown, context: Context) => Promise<unknown>;
 
 /** A handler built as the deployed one is, and what to close after its invocation. */
-interface LocalFunction {
+export interface LocalFunction {
   readonly handler: Handler;
   close(): Promise<void>;
 }
 
 export async function invokeCommand(
   name: InvocableFunction,
-  opts: { event?: string; timeoutSeconds?: number; stackOutputs?: string; stack?: string },
+  opts: {
+    event?: string;
+    timeoutSeconds?: number;
+    stackOutputs?: string;
+    stack?: string;
+    /** With stackOutputs: run the handler on this machine instead of invoking the deployed function. */
+    local?: boolean;
+    /** With stackOutputs (not local): print the request id and do not follow the outcome. */
+    wait?: boolean;
+  },
 ): Promise<void> {
   const event = await readEvent(opts.event);
+  if (opts.stackOutputs !== undefined && opts.local !== true) {
+    const { invokeDeployedCommand } = await import("./invoke-remote.js");
+    await invokeDeployedCommand(name, event, {
+      stackOutputs: opts.stackOutputs,
+      stack: opts.stack,
+      timeoutSeconds: opts.timeoutSeconds ?? INVOCABLE_FUNCTIONS[name],
+      wait: opts.wait !== false,
+    });
+    return;
+  }
   const timeoutMs = (opts.timeoutSeconds ?? INVOCABLE_FUNCTIONS[name]) * 1000;
   const env =
     opts.stackOutputs === undefined
@@ -165,7 +187,24 @@ async function deployedEnvironment(file: string, stack?: string): Promise<NodeJS
   return env;
 }
 
-async function buildFunction(
+/**
+ * The handler of function `name` as its module builds it for Lambda, on the
+ * environment `env`, answering the preflight's probe event as the deployed
+ * one does (functions/probe.ts). Also what test/support/lambda-emulator.ts
+ * serves.
+ */
+export async function buildFunction(
+  name: InvocableFunction,
+  env: NodeJS.ProcessEnv,
+): Promise<LocalFunction> {
+  const [{ withProbe }, built] = await Promise.all([
+    import("../../../functions/probe.js"),
+    buildHandler(name, env),
+  ]);
+  return { handler: withProbe(name, built.handler, env), close: built.close };
+}
+
+async function buildHandler(
   name: InvocableFunction,
   env: NodeJS.ProcessEnv,
 ): Promise<LocalFunction> {

@@ -38,7 +38,7 @@ export async function planCommand(opts: { json?: boolean; limit: number }): Prom
       ...bucketJson(c.id),
       kind: c.kind,
       state: c.state,
-      next_phase: c.kind === "eligible" ? "claim" : c.phase,
+      next_phase: nextPhaseOf(c),
       bucket_end: c.end.toISOString(),
       why: explainCandidate(c, cutoff, windowOf.get(c.id.tableId)),
     }));
@@ -84,6 +84,22 @@ export async function planCommand(opts: { json?: boolean; limit: number }): Prom
       if (more.held) console.log(moreLine("held buckets"));
     }
   });
+}
+
+/** The phase discovery's offer leads to: a due expiry or a cleanup, whatever phase the bucket last recorded. */
+function nextPhaseOf(c: Candidate): string {
+  switch (c.kind) {
+    case "eligible":
+      return "claim";
+    case "expire":
+      return "expire";
+    case "cleanup":
+      return "cleanup";
+    case "restore":
+      return "restore";
+    case "stalled":
+      return c.phase;
+  }
 }
 
 function explainCandidate(c: Candidate, cutoff: Date, table?: TableEligibility): string {

@@ -10,11 +10,17 @@ import { InvalidInputError, PulpitumError, UnknownTableError } from "../../error
 import { DurableTable } from "../../read/durable-table.js";
 import { exportRecords, type ExportFormat } from "../../read/export-records.js";
 import type { Adapters } from "../../open-adapters.js";
-import { bucketJson, showBucket, showBytes, strategyName } from "../display.js";
+import { bucketJson, showBucket, showPartitionKey, strategyName } from "../display.js";
 import { UsageError } from "../exit-codes.js";
 import { count as countOf, formatBytes, printJson, renderTable } from "../format.js";
 import type { TimeRange } from "../options.js";
-import { expiredLines, readPageToJson, renderRecords, type DisplayPreset } from "../read.js";
+import {
+  expiredLines,
+  readPageToJson,
+  renderRecords,
+  SHOWN_VALUE_CHARS,
+  type DisplayPreset,
+} from "../read.js";
 import { withRuntime } from "../session.js";
 
 function durableTable(rt: Adapters): DurableTable {
@@ -39,9 +45,15 @@ export async function readCommand(
       cursor: opts.cursor,
     });
     if (opts.json) return printJson(readPageToJson(page));
-    console.log(
-      page.records.length === 0 ? "no records" : renderRecords(page.records, opts.preset),
-    );
+    if (page.records.length === 0) console.log("no records");
+    else {
+      const { text, valuesCut } = renderRecords(page.records, opts.preset);
+      console.log(text);
+      if (valuesCut)
+        console.log(
+          `(values longer than ${SHOWN_VALUE_CHARS} characters are cut; --json or \`pulpitum export\` gives them whole)`,
+        );
+    }
     for (const line of expiredLines(page)) console.log(line);
     if (page.nextCursor !== null) console.log(`\nmore: --cursor ${page.nextCursor}`);
   });
@@ -63,7 +75,7 @@ export async function exportCommand(
     const table = await rt.hotStore.getTable(tableId);
     if (table === null) throw new UnknownTableError(tableId);
     let range = selection.range;
-    let what = showBytes(partitionKey, 64);
+    let what = showPartitionKey(partitionKey, 64);
     if (selection.bucket !== undefined) {
       const bucket = parseBucketKey(selection.bucket, table.strategy, "--bucket");
       range = { from: dateToMicros(bucket.start), to: dateToMicros(bucket.end) };
@@ -240,7 +252,7 @@ export async function bucketsCommand(
           process.stdout.write(`${count === 0 ? "\n" : ",\n"}  ${JSON.stringify(item)}`);
         } else {
           rows.push([
-            showBytes(b.id.partitionKey, 32),
+            showPartitionKey(b.id.partitionKey, 32),
             b.id.bucketKey,
             b.rowCount,
             formatBytes(b.byteLength),

@@ -134,6 +134,25 @@ function lastChange(history: readonly PolicyVersion[], field: PolicyField): Poli
   return null;
 }
 
+/** A version's whole policy, in its stored form. */
+function versionPolicy(v: PolicyVersion) {
+  return {
+    format: v.format,
+    writable_buckets: v.writableBuckets,
+    paused: v.paused,
+    archive_after: durationJson(v.archiveAfter),
+    expire_after: durationJson(v.expireAfter),
+    storage_class: v.storageClass,
+  };
+}
+
+/** A version's policy on one line: every field, `-` for unset. */
+function versionSummary(v: PolicyVersion): string {
+  return Object.entries(versionPolicy(v))
+    .map(([field, value]) => `${field} ${value === null ? "-" : String(value)}`)
+    .join(", ");
+}
+
 export async function showTableCommand(tableId: TableId, opts: { json?: boolean }): Promise<void> {
   await withRuntime(async (rt) => {
     const table = await rt.hotStore.getTable(tableId);
@@ -161,6 +180,7 @@ export async function showTableCommand(tableId: TableId, opts: { json?: boolean 
           version: v.version,
           changed_at: v.changedAt.toISOString(),
           changed: v.changed,
+          policy: versionPolicy(v),
         })),
         note,
       });
@@ -180,7 +200,21 @@ export async function showTableCommand(tableId: TableId, opts: { json?: boolean 
         ]),
       ),
     );
-    console.log(`eligible now: bucket_end <= ${eligibility.cutoff}; ${eligibility.why}`);
+    console.log(
+      `\npolicy history (${history.length === 1 ? "1 version" : `${history.length} versions`}; who made each change: \`pulpitum audit --table ${tableId}\`):`,
+    );
+    console.log(
+      renderTable(
+        ["version", "changed at", "changed", "policy"],
+        history.map((v) => [
+          v.version,
+          v.changedAt.toISOString(),
+          v.changed.join(", "),
+          versionSummary(v),
+        ]),
+      ),
+    );
+    console.log(`\neligible now: bucket_end <= ${eligibility.cutoff}; ${eligibility.why}`);
     if (table.expireAfter !== null) {
       const cutoff = expireCutoffAt(table, now);
       console.log(

@@ -1,6 +1,6 @@
 /** Registrars of the operator's commands: gc, restore, repair, retry, dlq, invoke, and the demo behind `npm start`. */
 import type { Command } from "commander";
-import { Argument } from "commander";
+import { Argument, Option } from "commander";
 import { parseTableId } from "../../domain/table.js";
 import { UsageError } from "../exit-codes.js";
 import { integerOption, partitionKeyFrom } from "../options.js";
@@ -52,7 +52,7 @@ export function registerRestore(program: Command): void {
     .argument("<table>", "table id")
     .argument(
       "<partition>",
-      "partition key as UTF-8 text, or the bucket key when --partition-key-b64 is given",
+      "partition key as UTF-8 text or b64:BASE64 (as printed), or the bucket key when --partition-key-b64 is given",
     )
     .argument("[bucket]", "bucket key: year:YYYY, month:YYYY-MM or day:YYYY-MM-DD")
     .description(
@@ -79,7 +79,7 @@ export function registerRepair(program: Command): void {
     .argument("<table>", "table id")
     .argument(
       "<partition>",
-      "partition key as UTF-8 text, or the bucket key when --partition-key-b64 is given",
+      "partition key as UTF-8 text or b64:BASE64 (as printed), or the bucket key when --partition-key-b64 is given",
     )
     .argument("[bucket]", "bucket key: year:YYYY, month:YYYY-MM or day:YYYY-MM-DD")
     .description(
@@ -102,7 +102,7 @@ export function registerRetry(program: Command): void {
     .argument("[table]", "table id")
     .argument(
       "[partition]",
-      "partition key as UTF-8 text, or the bucket key when --partition-key-b64 is given",
+      "partition key as UTF-8 text or b64:BASE64 (as printed), or the bucket key when --partition-key-b64 is given",
     )
     .argument("[bucket]", "bucket key: year:YYYY, month:YYYY-MM or day:YYYY-MM-DD")
     .description(
@@ -182,7 +182,7 @@ export function registerInvoke(program: Command): void {
       ]),
     )
     .description(
-      "run one Lambda handler on this machine against the configured endpoints (DATABASE_URL, PULPITUM_ARCHIVE_URL, AWS_ENDPOINT_URL, the queue URLs), as `sam local invoke` does; the function's logs go to stderr, its result to stdout as JSON (exit 1 when it throws or reports a batch item failed)",
+      "with --stack-outputs, invoke the deployed function once: asynchronously when it records its run in the audit trail (a manual worker run, restore, erasure, GC, DLQ replay, discovery or scrub by hand), then follow the trail until it ends (exit 1 when refused or failed); a dry run or an SQS batch synchronously, with one request. Without it (or with --local), run the handler on this machine against the configured endpoints (DATABASE_URL, PULPITUM_ARCHIVE_URL, AWS_ENDPOINT_URL, the queue URLs), as `sam local invoke` does; the function's logs go to stderr, its result to stdout as JSON (exit 1 when it throws or reports a batch item failed)",
     )
     .option(
       "--event <file>",
@@ -194,13 +194,25 @@ export function registerInvoke(program: Command): void {
     )
     .option(
       "--stack-outputs <file>",
-      "run against a deployed stack's secret, archive and queues, from its Outputs (`cdk deploy --outputs-file FILE` or `aws cloudformation describe-stacks`)",
+      "invoke the deployed stack's function, from its Outputs (`cdk deploy --outputs-file FILE` or `aws cloudformation describe-stacks`); following its outcome reads the audit trail as DATABASE_URL, or the stack's maintenance secret",
     )
     .option("--stack <name>", "the stack whose Outputs to read, when the file holds several")
+    .option(
+      "--local",
+      "with --stack-outputs: run the handler on this machine against the stack's secret, archive and queues",
+    )
+    .option("--no-wait", "with --stack-outputs: print the request id, do not follow the outcome")
     .action(
       async (
         name: string,
-        opts: { event?: string; timeout?: string; stackOutputs?: string; stack?: string },
+        opts: {
+          event?: string;
+          timeout?: string;
+          stackOutputs?: string;
+          stack?: string;
+          local?: boolean;
+          wait?: boolean;
+        },
       ) => {
         const { invokeCommand } = await import("../commands/invoke.js");
         const timeoutSeconds =
@@ -210,6 +222,8 @@ export function registerInvoke(program: Command): void {
           timeoutSeconds,
           stackOutputs: opts.stackOutputs,
           stack: opts.stack,
+          local: opts.local,
+          wait: opts.wait,
         });
       },
     );
@@ -231,13 +245,18 @@ export function registerStart(program: Command): void {
 }
 
 export function registerErase(program: Command): void {
+  const usage = "erase TABLE (PARTITION_KEY | --partition-key-b64 B64) [--from T] [--to T] --yes";
   program
     .command("erase")
     .argument("<table>", "table id")
+    .argument(
+      "[partition_key]",
+      "partition key as UTF-8 text, or b64:BASE64 as the CLI prints a binary key (or use --partition-key-b64)",
+    )
     .description(
       "erase one partition's records (optionally only those in [--from, --to)) from every bucket of a table, hot and archived, as a durable job with a receipt (docs/erasure.md); run it again to resume",
     )
-    .requiredOption("--partition-key-b64 <b64>", "the partition key as standard base64")
+    .option("--partition-key-b64 <b64>", "partition key as standard base64 (for binary keys)")
     .option("--from <time>", "erase records at or after this RFC 3339 time")
     .option("--to <time>", "erase records before this RFC 3339 time")
     .option("--dry-run", "report what would be erased, per bucket; change nothing")
@@ -246,8 +265,9 @@ export function registerErase(program: Command): void {
     .action(
       async (
         table: string,
+        partitionKeyText: string | undefined,
         opts: {
-          partitionKeyB64: string;
+          partitionKeyB64?: string;
           from?: string;
           to?: string;
           dryRun?: boolean;
@@ -256,17 +276,57 @@ export function registerErase(program: Command): void {
         },
       ) => {
         const tableId = parseTableId(table, "TABLE");
-        const partitionKey = partitionKeyFrom(
-          undefined,
-          opts.partitionKeyB64,
-          "erase TABLE --partition-key-b64 B64",
-        );
+        const partitionKey = partitionKeyFrom(partitionKeyText, opts.partitionKeyB64, usage);
         if (opts.yes !== true && opts.dryRun !== true) {
           throw new UsageError(
             `\`erase ${tableId}\` erases the partition's records from the hot store and the archive for good; add --yes to confirm, or --dry-run to see what it would erase`,
           );
         }
         await (await import("../commands/erase.js")).eraseCommand(tableId, partitionKey, opts);
+      },
+    );
+}
+
+export function registerErasures(program: Command): void {
+  program
+    .command("erasures")
+    .argument("[job]", "one job: its receipt, bucket by bucket")
+    .description(
+      "list erasure jobs, the newest first: status, buckets done and pending, records erased, and the scrub's proof (when, and how many problems: what the ErasuresNotProven alarm counts)",
+    )
+    .option("--table <table>", "only this table's jobs")
+    .addOption(
+      new Option("--status <status>", "only jobs in this status").choices([
+        "running",
+        "pending",
+        "done",
+      ]),
+    )
+    .option("--unproven", "only done jobs whose proof found records still readable")
+    .option("--limit <n>", "at most this many jobs (1-10000)", "100")
+    .option("--json", "print a JSON array (with the job and --json: an object with its receipt)")
+    .action(
+      async (
+        job: string | undefined,
+        opts: {
+          table?: string;
+          status?: "running" | "pending" | "done";
+          unproven?: boolean;
+          limit: string;
+          json?: boolean;
+        },
+      ) => {
+        const erasures = await import("../commands/erasures.js");
+        if (job !== undefined) {
+          if (opts.table !== undefined || opts.status !== undefined || opts.unproven === true)
+            throw new UsageError(
+              "a job id goes alone: erasures JOB [--json], or erasures [--table T] [--status S] [--unproven]",
+            );
+          return await erasures.erasureJobCommand(job, opts);
+        }
+        const tableId = opts.table === undefined ? undefined : parseTableId(opts.table, "--table");
+        const limit = integerOption(opts.limit, "--limit", 1, 10_000);
+        await erasures.erasuresCommand({ ...opts, tableId, limit });
       },
     );
 }

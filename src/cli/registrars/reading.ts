@@ -12,7 +12,10 @@ export function registerBuckets(program: Command): void {
   program
     .command("buckets")
     .argument("<table>", "table id")
-    .argument("[partition_key]", "only this partition, as UTF-8 text (or --partition-key-b64)")
+    .argument(
+      "[partition_key]",
+      "only this partition, as UTF-8 text or b64:BASE64 (as printed; or --partition-key-b64)",
+    )
     .description(
       "list a table's archived buckets with their rows, bytes and the payload and manifest keys reads go to (what an external engine should read)",
     )
@@ -38,7 +41,10 @@ export function registerRead(program: Command): void {
   program
     .command("read")
     .argument("<table>", "table id")
-    .argument("[partition_key]", "partition key as UTF-8 text (or use --partition-key-b64)")
+    .argument(
+      "[partition_key]",
+      "partition key as UTF-8 text, or b64:BASE64 as the CLI prints a binary key (or use --partition-key-b64)",
+    )
     .description(
       "read one partition across hot and archived buckets, in (event_time, sort_key) order, one page at a time",
     )
@@ -74,7 +80,10 @@ export function registerExport(program: Command): void {
   program
     .command("export")
     .argument("<table>", "table id")
-    .argument("[partition_key]", "partition key as UTF-8 text (or use --partition-key-b64)")
+    .argument(
+      "[partition_key]",
+      "partition key as UTF-8 text, or b64:BASE64 as the CLI prints a binary key (or use --partition-key-b64)",
+    )
     .description(
       "write one partition, one bucket of it or a time range, from whichever tier holds each bucket, as NDJSON (the record JSON form) or Parquet (the archive's envelope)",
     )

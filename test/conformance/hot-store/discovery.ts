@@ -5,7 +5,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { BucketId } from "../../../src/domain/bucket.js";
 import { type TableId } from "../../../src/domain/table.js";
-import type { DiscoveryQuery, HotStore } from "../../../src/ports/hot-store.js";
+import type { BucketMetadata, DiscoveryQuery, HotStore } from "../../../src/ports/hot-store.js";
 import {
   acquire,
   advanceTo,
@@ -213,6 +213,70 @@ export function discoveryConformance(name: string, open: () => Promise<OpenedHot
       expect(
         summary(await store.peekCandidates(query({ now: next, enqueuedBefore: next }))),
       ).toEqual(["eligible:1:year:2019", "eligible:1:year:2020"]);
+    });
+
+    it("offers a committed bucket whose hand-on was never reported sent once the grace has passed, inside the requeue window; a reported send, a later lease or discovery's own stamp hides it", async () => {
+      const tableId = await newTable(store, "handon");
+      const [unsent, sent, staleReport, leased] = await seed(tableId, [2016, 2017, 2018, 2019]);
+      const exported = new Map<BucketId, BucketMetadata>();
+      for (const id of [unsent!, sent!, staleReport!, leased!])
+        exported.set(id, await advanceTo(store, id, "export"));
+      expect(exported.get(unsent!)?.handOnUnsentSince).toEqual(NOW);
+      const generationOf = (id: BucketId) => exported.get(id)!.generation;
+      expect(
+        await store.reportHandOnsSent([
+          { bucket: sent!, generation: generationOf(sent!) },
+          { bucket: staleReport!, generation: generationOf(staleReport!) - 1 },
+        ]),
+      ).toBe(1);
+      await store.releaseLease(await acquire(store, leased!, now));
+      // The claims' stamps are inside the requeue window: only an unsent hand-on past its grace shows.
+      const window = { enqueuedBefore: later(NOW, -1) };
+
+      expect(await store.peekCandidates(query(window))).toEqual([]);
+      expect(
+        await store.peekCandidates(query({ ...window, handOnBefore: later(NOW, -1) })),
+      ).toEqual([]);
+      const due = query({ ...window, handOnBefore: later(NOW, 30_000) });
+      expect(summary(await store.peekCandidates(due))).toEqual([
+        "stalled:1:year:2016",
+        "stalled:1:year:2018",
+      ]);
+      expect(summary(await store.discover(due))).toEqual([
+        "stalled:1:year:2016",
+        "stalled:1:year:2018",
+      ]);
+      expect((await store.getBucket(unsent!))?.handOnUnsentSince).toBeNull();
+      expect(await store.discover(due)).toEqual([]);
+    });
+
+    it("names the bucket that has waited longest between two phases with nobody on it, and none leased, deferred or paused", async () => {
+      const quiet = await newTable(store, "stall");
+      const [sealing, leased, deferred] = await seed(quiet, [2016, 2017, 2018]);
+      await advanceTo(store, sealing!, "seal");
+      // Touched a second after the others: its wait counts from then.
+      await store.releaseLease(await acquire(store, sealing!, later(NOW, 1_000)));
+      await advanceTo(store, leased!, "export");
+      await acquire(store, leased!, now);
+      await advanceTo(store, deferred!, "export");
+      committed(
+        await store.defer(await acquire(store, deferred!, now), now, later(now, 60_000), "blip"),
+      );
+      const paused = await newTable(store, "stall-paused");
+      const [older] = await seed(paused, [2015]);
+      await advanceTo(store, older!, "cleanup");
+      await store.setPaused(paused, true, now);
+
+      expect(await store.oldestStalled(now)).toEqual({
+        id: sealing,
+        state: "archiving",
+        phase: "seal",
+        since: later(NOW, 1_000),
+      });
+      await store.setPaused(paused, false, now);
+      expect(await store.oldestStalled(now)).toMatchObject({ id: older, phase: "cleanup" });
+      await store.releaseLease(await acquire(store, older!, now));
+      expect(await store.oldestStalled(now)).toMatchObject({ id: sealing });
     });
 
     it("pages a run of buckets sharing one bucket_end by keyset, each candidate exactly once and none rescanned", async () => {

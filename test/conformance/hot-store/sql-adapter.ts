@@ -59,7 +59,7 @@ export function sqlHotStoreConformance(
       const versions = MIGRATIONS.map((m) => m.version);
       // Numbered from 1, each once, ascending.
       expect(versions).toEqual([
-        1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23,
+        1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
       ]);
       expect(firstRun).toEqual(versions);
       expect(secondRun).toEqual([]);

@@ -77,7 +77,7 @@ describe("archive --once with work left", () => {
     });
   }, 120_000);
 
-  it("a bucket leased by a killed process is named when the run starts and when it ends, and the run exits 1", async () => {
+  it("a bucket leased by a killed process is named when the run starts, found unrenewed, and named when it ends; the run exits 1", async () => {
     await seed("chat", 1);
     // What `kill -9` leaves: a live lease whose holder will never release it.
     await sql(
@@ -85,10 +85,18 @@ describe("archive --once with work left", () => {
           SET owner_token = 'killed-process', generation = generation + 1,
               lease_expires_at = now() + interval '1 hour'`,
     );
+    // A short renewal interval: a live holder would renew within 2 s.
+    env.ARCHIVER_LEASE_SECONDS = "6";
 
     const run = await cli("archive", "--once");
 
     expect(run.code, run.stderr).toBe(EXIT.failure);
+    expect(run.stderr).toMatch(
+      /^pulpitum: 1 bucket is leased by another process \(chat\/room0\/month:2025-03 at .*\): waiting while it works on it; a lease it does not renew within 5 s means that process is gone$/m,
+    );
+    expect(run.stderr).toMatch(
+      /^pulpitum: the lease of chat\/room0\/month:2025-03 \(\w+, generation \d+\) was not renewed for \d+ s: its process is gone$/m,
+    );
     expect(run.stderr).toMatch(
       /^pulpitum: 1 bucket is leased \(chat\/room0\/month:2025-03 at .*\) by another process until \d{4}-.*Z at the latest; if that process is gone \(killed, crashed\), its leases expire then/m,
     );

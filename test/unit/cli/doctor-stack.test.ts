@@ -56,7 +56,11 @@ describe("a stack's Outputs for the preflight", () => {
         ],
       }),
     );
-    expect(cdk).toEqual({ stackName: "Pulpitum", values: expect.objectContaining(VALUES) });
+    expect(cdk).toEqual({
+      stackName: "Pulpitum",
+      values: expect.objectContaining(VALUES),
+      all: expect.objectContaining(VALUES),
+    });
     expect(describe).toEqual(cdk);
     expect(regionOfArn(VALUES.DatabaseSecretArn)).toBe("eu-west-1");
   });

@@ -73,10 +73,20 @@ describe("expiry from the command line", () => {
     expect((await cli("tables", "alter", "chat", "--expire-after", "3d")).code).toBe(0);
     const listed = await cli("tables", "list");
     expect(listed.stdout).toMatch(/chat .*P1D +P3D/);
+    const plan = await json("plan");
+    expect(plan.candidates).toEqual([
+      expect.objectContaining({ bucket_key: dayKey(10), kind: "expire", next_phase: "expire" }),
+    ]);
+    expect((await cli("plan")).stdout).toMatch(
+      new RegExp(`chat/room/${dayKey(10)} +expire +archived; due to expire`),
+    );
     const run = await cli("archive", "--once");
     expect(run.code, run.stderr).toBe(0);
     expect(run.stdout).toMatch(
       new RegExp(`expired chat/room/${dayKey(10)}: 1 rows gone for good .* 2 objects`),
+    );
+    expect(run.stdout).toMatch(
+      /^archive finished: 0 buckets archived \(0 rows, 0 B\), 1 expired \(1 row\), 0 failed/m,
     );
 
     const page = await json("read", "chat", "room");

@@ -131,6 +131,22 @@ describe("table lifecycle policies from the command line", () => {
     expect(field("storage_class")).toMatchObject({ value: null, version: 4 });
     expect(field("format")).toMatchObject({ version: 1 });
     expect(shown.history.map((h: { version: number }) => h.version)).toEqual([1, 2, 3, 4, 5]);
+    expect(shown.history[1]).toMatchObject({
+      changed: ["archive_after"],
+      policy: { archive_after: "P30D", storage_class: null },
+    });
+    const text = await cli("tables", "show", "chat");
+    expect(text.stdout).toContain(
+      "policy history (5 versions; who made each change: `pulpitum audit --table chat`):",
+    );
+    expect(text.stdout).toMatch(
+      /^1 +\S+Z +registered +format \w+, writable_buckets -, paused false, archive_after -, expire_after -, storage_class -$/m,
+    );
+    expect(text.stdout).toMatch(
+      /^2 +\S+Z +archive_after +.*, archive_after P30D, .*storage_class -$/m,
+    );
+    expect(text.stdout).toMatch(/^3 +\S+Z +storage_class +.*storage_class GLACIER_IR$/m);
+    expect(text.stdout).toMatch(/^5 +\S+Z +archive_after +.*, archive_after -, /m);
 
     const audit = await json("audit");
     const alters = audit.filter((r: { action: string }) => r.action === "tables alter");

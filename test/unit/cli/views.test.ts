@@ -54,7 +54,7 @@ describe("the CLI's views of what is stored", () => {
   it("shows partition keys as text when printable, else marked base64, and strategies as typed", async () => {
     const plan = await cli("plan");
     expect(plan.stdout).toMatch(/chat\/general\/month:2025-01 +claim/);
-    expect(plan.stdout).toMatch(/chat\/b64:AAH\/\/month:2025-01 +claim/);
+    expect(plan.stdout).toMatch(/chat\/'b64:AAH\/'\/month:2025-01 +claim/);
     const tables = await cli("tables", "list");
     expect(tables.stdout).toMatch(/chat +month +parquet/);
     expect(tables.stdout).not.toMatch(/CalendarMonthUtc/);
@@ -63,7 +63,7 @@ describe("the CLI's views of what is stored", () => {
     const planJson = JSON.parse((await cli("plan", "--json")).stdout);
     expect(planJson.candidates).toContainEqual(
       expect.objectContaining({
-        bucket: "chat/b64:AAH//month:2025-01",
+        bucket: "chat/'b64:AAH/'/month:2025-01",
         partition_key_b64: "AAH/",
         partition_key_text: null,
       }),
@@ -117,7 +117,7 @@ describe("the CLI's views of what is stored", () => {
     expect(r.stdout).toMatch(
       /archived chat\/general\/month:2025-02: 5 rows, [\d.]+ KiB parquet, \d+ ms/,
     );
-    expect(r.stdout).toMatch(/archived chat\/b64:AAH\/\/month:2025-01: 5 rows/);
+    expect(r.stdout).toMatch(/archived chat\/'b64:AAH\/'\/month:2025-01: 5 rows/);
     expect(lines.at(-1)).toMatch(
       /^archive finished: 4 buckets archived \(20 rows, [\d.]+ KiB\), 0 failed, 0 deferred, 0 failed phase runs/,
     );

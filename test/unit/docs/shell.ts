@@ -4,7 +4,8 @@
  * `pulpitum`, `npx` or `npm` of an untagged block, and the inline code spans
  * that start with `npx` or `npm` (their `[optional]` parts left out). Quotes
  * may span lines, `\` continues a line, `#` starts a comment, `&&`, `||`,
- * `;` and `|` separate commands, and redirections are dropped.
+ * `;` and `|` separate commands, redirections are not words (a `> FILE`
+ * and a here-document are kept beside the command's words).
  */
 import { codeBlocks } from "./markdown.js";
 
@@ -25,33 +26,77 @@ export interface DocCommand {
 const SHELL_BLOCKS = new Set(["sh", "bash", "shell", "console"]);
 const COMMAND_WORDS = /^(\$ |pulpitum |npx |npm )/;
 
+/** One command of shell text: its words, the line it starts on, and what it redirects. */
+export interface ShellCommand {
+  readonly offset: number;
+  readonly words: string[];
+  /** The file its stdout goes to (`> FILE`), if any. */
+  readonly output?: string;
+  /** The text of its here-document (`<<'EOF'` … `EOF`), if any. */
+  readonly heredoc?: string;
+}
+
 /** Split shell text into commands: each a list of words with its starting line offset. */
-export function splitShell(text: string): { offset: number; words: string[] }[] {
-  const commands: { offset: number; words: string[] }[] = [];
+export function splitShell(text: string): ShellCommand[] {
+  const commands: ShellCommand[] = [];
   let words: string[] = [];
   let word: string | null = null;
   let line = 0;
   let start = 0;
-  let redirect = false;
+  let redirect: "in" | "out" | null = null;
+  let output: string | undefined;
+  let heredocEnd: string | undefined;
   const endWord = () => {
     if (word === null) return;
-    if (redirect) redirect = false;
-    else {
+    if (redirect !== null) {
+      if (redirect === "out") output = word;
+      redirect = null;
+    } else {
       if (words.length === 0) start = line;
       words.push(word);
     }
     word = null;
   };
-  const endCommand = () => {
+  const endCommand = (heredoc?: string) => {
     endWord();
-    if (words.length > 0) commands.push({ offset: start, words });
+    if (words.length > 0)
+      commands.push({
+        offset: start,
+        words,
+        ...(output === undefined ? {} : { output }),
+        ...(heredoc === undefined ? {} : { heredoc }),
+      });
     words = [];
+    output = undefined;
   };
   for (let i = 0; i < text.length; i++) {
     const c = text[i]!;
     if (c === "\\" && text[i + 1] === "\n") {
       i++;
       line++;
+    } else if (c === "\n" && heredocEnd !== undefined) {
+      // The here-document's lines, up to its delimiter alone on a line.
+      const bodyLines: string[] = [];
+      let at = i + 1;
+      for (;;) {
+        const next = text.indexOf("\n", at);
+        const current = text.slice(at, next < 0 ? text.length : next);
+        if (current === heredocEnd) {
+          i = next < 0 ? text.length : next;
+          break;
+        }
+        if (next < 0) throw new Error(`a here-document without its ${heredocEnd} line in: ${text}`);
+        bodyLines.push(current);
+        at = next + 1;
+      }
+      endCommand(bodyLines.map((l) => `${l}\n`).join(""));
+      line += bodyLines.length + 2;
+      heredocEnd = undefined;
+    } else if (c === "<" && text[i + 1] === "<" && word === null) {
+      const delimiter = /^<<-?\s*(?:'([^']+)'|"([^"]+)"|(\w+))/.exec(text.slice(i));
+      if (delimiter === null) throw new Error(`an unreadable here-document in: ${text}`);
+      heredocEnd = delimiter[1] ?? delimiter[2] ?? delimiter[3];
+      i += delimiter[0].length - 1;
     } else if (c === "\n" || c === ";") {
       endCommand();
       if (c === "\n") line++;
@@ -63,8 +108,9 @@ export function splitShell(text: string): { offset: number; words: string[] }[] 
     } else if (c === "#" && word === null) {
       while (i + 1 < text.length && text[i + 1] !== "\n") i++;
     } else if ((c === ">" || c === "<") && (word === null || /^\d$/.test(word))) {
+      // `2>` redirects stderr: dropped; `>` and `>>` name the command's output.
+      redirect = c === ">" && word === null ? "out" : "in";
       word = null;
-      redirect = true;
       if (text[i + 1] === c) i++;
     } else if (c === "'" || c === '"') {
       const end = text.indexOf(c, i + 1);
@@ -120,4 +166,15 @@ export function docCommands(file: string, markdown: string): DocCommand[] {
     }
   });
   return commands;
+}
+
+/** The arguments of `pulpitum` a documented command runs, or null when it does not run it. */
+export function pulpitumArguments(words: readonly string[]): string[] | null {
+  if (words[0] === "pulpitum") return words.slice(1);
+  if (words[0] === "npx" && words[1] === "pulpitum") return words.slice(2);
+  if (words[0] === "npm" && words[1] === "start") {
+    const separator = words.indexOf("--");
+    return ["start", ...(separator < 0 ? [] : words.slice(separator + 1))];
+  }
+  return null;
 }

@@ -298,15 +298,23 @@ describe("bucket identity", () => {
     });
   });
 
-  it("a bucket is described as table/partition/key, a printable partition as text and any other as marked base64", () => {
+  it("a bucket is described as table/partition/key, a printable partition as text and any other as marked base64, quoted when it holds a / or a blank", () => {
     // Act
     const binary = describeBucket(id([0xfb, 0xff], "day:2024-02-29"));
+    const slashFree = describeBucket(id([0xfb, 0xef], "day:2024-02-29"));
     const text = describeBucket(id([...Buffer.from("general")], "day:2024-02-29"));
+    const slashed = describeBucket(id([...Buffer.from("team/general")], "day:2024-02-29"));
+    const blank = describeBucket(id([...Buffer.from("general chat")], "day:2024-02-29"));
+    const quoted = describeBucket(id([...Buffer.from("it's")], "day:2024-02-29"));
     const long = describeBucket(id([...Buffer.from("x".repeat(300))], "day:2024-02-29"));
 
     // Assess
-    expect(binary).toBe("events/b64:+/8=/day:2024-02-29");
+    expect(binary).toBe("events/'b64:+/8='/day:2024-02-29");
+    expect(slashFree).toBe("events/b64:++8=/day:2024-02-29");
     expect(text).toBe("events/general/day:2024-02-29");
+    expect(slashed).toBe("events/'team/general'/day:2024-02-29");
+    expect(blank).toBe("events/'general chat'/day:2024-02-29");
+    expect(quoted).toBe("events/b64:aXQncw==/day:2024-02-29");
     expect(long).toBe(`events/${"x".repeat(300)}/day:2024-02-29`);
   });
 });

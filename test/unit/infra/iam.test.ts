@@ -123,7 +123,7 @@ const WRITES_VERSIONS = [
   "s3:PutObject archive/pulpitum/*",
   "s3:PutObject archive/pulpitum/catalog/*",
 ];
-/** Lambda's asynchronous-invocation DLQ of the scheduled functions. */
+/** Lambda's asynchronous-invocation DLQ of every function: an invocation by hand with --invocation-type Event fails there too. */
 const SCHEDULED_FAILURES = "sqs:SendMessage scheduled-failures-queue";
 
 /** The privileges of the default stack (SSE-S3, no Object Lock, no VPC). */
@@ -147,6 +147,7 @@ const DEFAULT_GRANTS: Record<string, string[]> = {
     "sqs:GetQueueUrl work-queue",
     "sqs:ReceiveMessage work-queue",
     "sqs:SendMessage work-queue",
+    SCHEDULED_FAILURES,
     ...XRAY,
   ],
   "replay-dlq": [
@@ -155,9 +156,12 @@ const DEFAULT_GRANTS: Record<string, string[]> = {
     "sqs:DeleteMessage dead-letter-queue",
     "sqs:GetQueueAttributes dead-letter-queue",
     "sqs:ReceiveMessage dead-letter-queue",
+    // Its probe reads the work queue's attributes (functions/probe.ts).
+    "sqs:GetQueueAttributes work-queue",
     "sqs:SendMessage work-queue",
     // The audit record of a replay goes to the database.
     ...SECRET,
+    SCHEDULED_FAILURES,
     ...XRAY,
   ],
   gc: [
@@ -180,6 +184,7 @@ const DEFAULT_GRANTS: Record<string, string[]> = {
     // The tombstone of the bucket's catalog entry, before its flip: an overwrite with nothing.
     "s3:PutObject archive/pulpitum/catalog/*",
     ...SECRET,
+    SCHEDULED_FAILURES,
     ...XRAY,
   ],
   scrub: [
@@ -192,7 +197,7 @@ const DEFAULT_GRANTS: Record<string, string[]> = {
     ...XRAY,
   ],
   // A bucket's new version, as the worker writes one; no delete of archive data (GC deletes the old version).
-  erase: [LOGS, ...WRITES_VERSIONS, ...SECRET, ...XRAY],
+  erase: [LOGS, ...WRITES_VERSIONS, ...SECRET, SCHEDULED_FAILURES, ...XRAY],
 };
 
 function withGrants(extra: Record<string, string[]>): Record<string, string[]> {

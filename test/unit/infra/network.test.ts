@@ -120,6 +120,42 @@ describe("the functions' routes to AWS services in a VPC", () => {
     template.resourceCountIs("AWS::EC2::SecurityGroup", 0);
   });
 
+  it("refuses a VPC stack that declares no route to S3, naming both ways to give one", () => {
+    const { routeTableIds: _none, ...withoutRoute } = NETWORK;
+    let message = "";
+    try {
+      synthesize({ network: withoutRoute });
+    } catch (error) {
+      message = (error as Error).message;
+    }
+    expect(message).toMatch(/the functions' subnets have no declared route to S3/);
+    expect(message).toContain("-c pulpitum:routeTableIds=rtb-");
+    expect(message).toContain("-c pulpitum:s3Route=nat");
+    expect(message).toContain("-c pulpitum:s3Route=existing-endpoint");
+    expect(() => synthesize({ network: { ...NETWORK, s3Route: "nat" } })).toThrow(
+      /network.routeTableIds and network.s3Route=nat are both set/,
+    );
+    expect(() =>
+      synthesize({ network: { ...withoutRoute, s3Route: "internet" as never } }),
+    ).toThrow(/network.s3Route="internet" is invalid: nat or existing-endpoint/);
+  });
+
+  it("adds no S3 endpoint when told the subnets reach S3 through a NAT, and says what that costs", () => {
+    const { routeTableIds: _none, ...withoutRoute } = NETWORK;
+    const { stack, template } = synthesize({ network: { ...withoutRoute, s3Route: "nat" } });
+    template.resourceCountIs("AWS::EC2::VPCEndpoint", 2);
+    expect(
+      Annotations.fromStack(stack).findInfo("*", Match.stringLikeRegexp("network.s3Route=nat")),
+    ).toHaveLength(1);
+    const context: Record<string, string> = {
+      "pulpitum:vpcId": "vpc-1",
+      "pulpitum:subnetIds": "subnet-a",
+      "pulpitum:securityGroupId": "sg-1",
+      "pulpitum:s3Route": "existing-endpoint",
+    };
+    expect(stackPropsFrom((k) => context[k], {}).props.network?.s3Route).toBe("existing-endpoint");
+  });
+
   it("reads the route from pulpitum:awsServices and refuses another value", () => {
     const context: Record<string, string> = {
       "pulpitum:vpcId": "vpc-1",

@@ -47,7 +47,7 @@ describe("discovery in the stack", () => {
       scheduleMinutes: 1,
       workerMaxConcurrency: 50,
       workerBatchSize: 10,
-      databaseConnectionBudget: 114,
+      databaseConnectionBudget: 116,
     }).fn;
     expect(fast.Timeout).toBe(90);
     expect(fast.Environment.Variables).toMatchObject({
@@ -124,13 +124,13 @@ describe("database connections in the stack", () => {
   });
 
   it("refuses a worker concurrency whose connection ceiling exceeds the database's budget, naming the fix", () => {
-    // (10 workers + 7 others) × 2 = 34 connections.
-    expect(() => synthesize({ databaseConnectionBudget: 34 })).not.toThrow();
-    expect(() => synthesize({ databaseConnectionBudget: 33 })).toThrow(
-      /could hold 34 database connections \(\(workerMaxConcurrency 10 \+ 7 other containers\) × databasePoolMax 2\), more than databaseConnectionBudget 33: lower workerMaxConcurrency to 9 or less/,
+    // (10 workers + 8 others) × 2 = 36 connections.
+    expect(() => synthesize({ databaseConnectionBudget: 36 })).not.toThrow();
+    expect(() => synthesize({ databaseConnectionBudget: 35 })).toThrow(
+      /could hold 36 database connections \(\(workerMaxConcurrency 10 \+ 8 other containers\) × databasePoolMax 2\), more than databaseConnectionBudget 35: lower workerMaxConcurrency to 9 or less/,
     );
     expect(() => synthesize({ workerMaxConcurrency: 200, databaseConnectionBudget: 300 })).toThrow(
-      /could hold 414 database connections/,
+      /could hold 416 database connections/,
     );
     expect(() => synthesize({ databasePoolMax: 3 })).toThrow(
       /databasePoolMax=3 is invalid: an integer from 1 to 2/,
@@ -180,7 +180,7 @@ describe("serverless checks, tracing and the fleet's alarms", () => {
       });
     }
     template.hasResourceProperties("AWS::CloudWatch::Alarm", {
-      AlarmDescription: Match.stringLikeRegexp("scheduled discovery or GC invocation failed"),
+      AlarmDescription: Match.stringLikeRegexp("An asynchronous invocation failed for good"),
       MetricName: "ApproximateNumberOfMessagesVisible",
       Threshold: 1,
     });
@@ -241,12 +241,11 @@ describe("the archive's network path", () => {
     });
   });
 
-  it("adds no endpoint without route tables (the VPC may have one) or without a VPC", () => {
+  it("adds no endpoint when told the subnets reach S3 already, or without a VPC", () => {
     // awsServices "nat": no interface endpoints either (test/unit/infra/network.test.ts covers them).
-    synthesize({ network: { ...network, awsServices: "nat" } }).template.resourceCountIs(
-      "AWS::EC2::VPCEndpoint",
-      0,
-    );
+    synthesize({
+      network: { ...network, awsServices: "nat", s3Route: "existing-endpoint" },
+    }).template.resourceCountIs("AWS::EC2::VPCEndpoint", 0);
     synthesize().template.resourceCountIs("AWS::EC2::VPCEndpoint", 0);
   });
 });

@@ -507,7 +507,7 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
       Threshold: 1,
       AlarmDescription: Match.stringLikeRegexp("docs/integrity.md"),
     });
-    template.resourceCountIs("AWS::CloudWatch::Alarm", 16);
+    template.resourceCountIs("AWS::CloudWatch::Alarm", 19);
     template.resourceCountIs("AWS::CloudWatch::Dashboard", 1);
     // The dashboard graphs every metric the functions emit, GC and restore included.
     const body = JSON.stringify(template.findResources("AWS::CloudWatch::Dashboard"));
@@ -673,6 +673,7 @@ describe("the archiver stack with deployment props", () => {
         subnetIds: ["subnet-0a1b2c3d", "subnet-0e4f5a6b"],
         availabilityZones: ["us-east-1a", "us-east-1b"],
         securityGroupId: "sg-0123456789abcdef0",
+        s3Route: "nat",
       },
     });
     for (const fn of [stack.discoverFunction, stack.workerFunction]) {
@@ -784,7 +785,7 @@ describe("the archiver stack with deployment props", () => {
       workerTimeoutSeconds: 120,
       workerBatchSize: 10,
       workerMaxConcurrency: 50,
-      databaseConnectionBudget: 114,
+      databaseConnectionBudget: 116,
       archivePrefix: "/archive/v/",
       alarmTopicArn: "arn:aws:sns:eu-west-1:123456789012:ops",
     });
@@ -948,12 +949,12 @@ describe("the stack's outputs", () => {
     const { stack } = synth;
     const archiveOne = outputText("ArchiveOneBucketCommand");
     expect(archiveOne.value).toBe(
-      `aws lambda invoke --function-name {Ref:${logicalId(stack.workerFunction)}} --cli-binary-format raw-in-base64-out --payload file://events/manual-bucket.json /dev/stdout`,
+      `aws lambda invoke --function-name {Ref:${logicalId(stack.workerFunction)}} --invocation-type Event --cli-read-timeout 0 --cli-binary-format raw-in-base64-out --payload file://events/manual-bucket.json /dev/null`,
     );
     expect(archiveOne.description).toMatch(/one bucket/);
     const replay = outputText("ReplayDlqCommand");
     expect(replay.value).toBe(
-      `aws lambda invoke --function-name {Ref:${logicalId(stack.replayFunction)}} --cli-binary-format raw-in-base64-out --payload file://events/replay-dlq.json /dev/stdout`,
+      `aws lambda invoke --function-name {Ref:${logicalId(stack.replayFunction)}} --invocation-type Event --cli-read-timeout 0 --cli-binary-format raw-in-base64-out --payload file://events/replay-dlq.json /dev/null`,
     );
     for (const file of ["manual-bucket.json", "replay-dlq.json"])
       expect(existsSync(path.join(import.meta.dirname, "..", "..", "..", "events", file))).toBe(

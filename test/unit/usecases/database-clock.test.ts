@@ -31,6 +31,7 @@ import type { ArchiverContext } from "../../../src/usecases/context.js";
 import { discover } from "../../../src/usecases/discover.js";
 import { runNextPhase } from "../../../src/usecases/run-next-phase.js";
 import { setDatabaseClock } from "../../support/database-clock.js";
+import { cutoffsAhead } from "../../../soak/faults/cutoffs-ahead.js";
 import {
   converge,
   expectSameRecords,
@@ -180,15 +181,25 @@ describe("cutoffs at the database's clock", () => {
     expectSameRecords(await readBucketAsReader(h, id), [...records, ...late]);
   });
 
-  it("a worker ahead by days more than a window claims only what the database's clock allows", async () => {
+  it("a worker ahead by days more than a window takes no lease at all; with only its cutoffs ahead it claims only what the database's clock allows", async () => {
     const table = await lifecycleTable(h, "days-ahead", "CalendarDayUtc", "7d", null);
     const old = recordsAt(new Date(Date.now() - 12 * DAY), 3);
     const recent = recordsAt(new Date(Date.now() - 3 * DAY), 3);
     const oldId = await appendAll(h, table, "CalendarDayUtc", old);
     const recentId = await appendAll(h, table, "CalendarDayUtc", recent);
 
+    // Its clock nine days ahead: the lease statement refuses it (more than a lease ahead).
     const ahead = contextWith(h, new ManualClock(new Date(Date.now() + 9 * DAY)));
     await scanAndRun(h, ahead);
+    expect((await h.inner.getBucket(oldId))?.state).toBe("hot");
+    expect((await h.inner.getBucket(recentId))?.state).toBe("hot");
+
+    // Its leases on time, every cutoff it hands the hot store nine days ahead (the soak's fault).
+    const { ctx } = h.process();
+    const cutoffsOnly = { ...ctx, hotStore: cutoffsAhead(ctx.hotStore, 9 * DAY) };
+    h.clock.set(new Date()); // the harness's clock, on time, after the first scan's stamps
+    await scanAndRun(h, cutoffsOnly);
+    await runNextPhase(cutoffsOnly, recentId);
 
     expect(await h.inner.getBucket(oldId)).toMatchObject({ state: "archived", hotDeleted: true });
     expect((await h.inner.getBucket(recentId))?.state).toBe("hot");

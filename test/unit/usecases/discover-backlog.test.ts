@@ -12,10 +12,12 @@ import { parseDiscoverySettings } from "../../../src/discovery-settings.js";
 import { ConfigError } from "../../../src/errors.js";
 import { decodeWorkMessage } from "../../../src/ports/work-queue.js";
 import {
+  UNSENT_HAND_ON_GRACE_MS,
   admissionDepth,
   discoverBacklog,
   type BacklogRun,
 } from "../../../src/usecases/discover-backlog.js";
+import { runNextPhase } from "../../../src/usecases/run-next-phase.js";
 import { DrainMeter, requeueWindowMs } from "../../../src/usecases/drain-meter.js";
 import {
   chatRecords,
@@ -180,6 +182,27 @@ describe("backlog-aware discovery", () => {
       requeueWindowMs(waiting, 30, second.drainPerSecond, 10_000),
     );
     expect(second.requeueWindowMs).toBeGreaterThan(30_000);
+  });
+
+  it("offers a bucket whose worker committed a phase and stopped before sending its message once the hand-on grace has passed, far inside the requeue window", async () => {
+    const w = await world(1, { requeueMs: 3_600_000 }); // 12 buckets; an hour's requeue window
+    await w.run({ targetDepth: 12, runMs: 1 });
+    const [died, sent] = w.queue.receive(2).map((m) => decodeWorkMessage(m.body));
+    // Two workers claim their bucket (the commit promises the export's message); one dies before sending it.
+    const { ctx } = w.h.process();
+    for (const id of [died!, sent!]) expect((await runNextPhase(ctx, id)).result).toBe("advanced");
+    const claimed = await w.h.inner.getBucket(sent!);
+    await w.h.inner.reportHandOnsSent([{ bucket: sent!, generation: claimed!.generation }]);
+    w.h.clock.advance(UNSENT_HAND_ON_GRACE_MS - 1_000);
+    expect((await w.run({ targetDepth: 100, runMs: 1 })).enqueued).toBe(0);
+    w.h.clock.advance(1_000);
+
+    const late = await w.run({ targetDepth: 100, runMs: 1 });
+
+    expect(late).toMatchObject({ enqueued: 1, byKind: { stalled: 1 } });
+    const offered = w.queue.receive(100).map((m) => keyOf(m.body));
+    expect(offered).toContain(`${Buffer.from(died!.partitionKey).toString()}/${died!.bucketKey}`);
+    expect((await w.run({ targetDepth: 100, runMs: 1 })).enqueued).toBe(0);
   });
 
   it("enqueues a bucket again once its window has passed (its message was lost)", async () => {

@@ -12,6 +12,7 @@ import {
   NOT_RECENTLY_ENQUEUED,
   NOT_RESTORING,
   RESTORING,
+  UNSENT_HAND_ON_DUE,
 } from "./fences.js";
 import { SqlParams } from "./params.js";
 import { afterInTable, tableCutoffs } from "./windows.js";
@@ -65,6 +66,11 @@ function discoverySql(query: DiscoveryQuery, stamp: boolean): { sql: string; par
   const p = new SqlParams();
   const now = p.time(query.now);
   const enqueuedBefore = p.time(query.enqueuedBefore);
+  // Not in the queue: enqueued long enough ago, or handed on by a committer that never sent it.
+  const notQueued =
+    query.handOnBefore === undefined
+      ? NOT_RECENTLY_ENQUEUED(enqueuedBefore, "m")
+      : `(${NOT_RECENTLY_ENQUEUED(enqueuedBefore, "m")} OR ${UNSENT_HAND_ON_DUE(p.time(query.handOnBefore), "m")})`;
   const limit = p.int(query.limit);
   const tc = tableCutoffs(p, query, true);
   const columns = (kind: CandidateKind) =>
@@ -77,7 +83,7 @@ function discoverySql(query: DiscoveryQuery, stamp: boolean): { sql: string; par
     return ` AND (${keyOrder}) > (${p.time(position.end)}, ${p.text(position.id.tableId)}, ${p.bytes(position.id.partitionKey)}, ${p.text(position.id.bucketKey)})`;
   };
   const waiting = `${NO_PENDING_RETRY(now, "m")} AND ${NO_LIVE_LEASE(now, "m")}
-                AND ${NOT_RECENTLY_ENQUEUED(enqueuedBefore, "m")} AND m.quarantined_at IS NULL`;
+                AND ${notQueued} AND m.quarantined_at IS NULL`;
   /** One kind's buckets of every active table, each table's scan limited, in key order. */
   const perTable = (kind: CandidateKind, where: string) => `
             (SELECT c.* FROM ${tc} tc CROSS JOIN LATERAL (
@@ -100,7 +106,7 @@ function discoverySql(query: DiscoveryQuery, stamp: boolean): { sql: string; par
                FROM ${METADATA_TABLE} m
               WHERE m.state = 'archiving' AND m.hot_deleted = false
                 AND ${NO_LIVE_LEASE(now, "m")} AND ${NO_PENDING_RETRY(now, "m")}
-                AND ${NOT_RECENTLY_ENQUEUED(enqueuedBefore, "m")} AND ${AUTOMATIC_WORK("m")}${after("stalled")}
+                AND ${notQueued} AND ${AUTOMATIC_WORK("m")}${after("stalled")}
               ORDER BY ${keyOrder} LIMIT ${limit})
             UNION ALL
             (SELECT ${columns("cleanup")}
@@ -108,7 +114,7 @@ function discoverySql(query: DiscoveryQuery, stamp: boolean): { sql: string; par
               WHERE m.state = 'archived' AND m.hot_deleted = false AND ${NOT_RESTORING("m")}
                 AND m.corrupt_at IS NULL
                 AND ${NO_LIVE_LEASE(now, "m")} AND ${NO_PENDING_RETRY(now, "m")}
-                AND ${NOT_RECENTLY_ENQUEUED(enqueuedBefore, "m")} AND ${AUTOMATIC_WORK("m")}${after("cleanup")}
+                AND ${notQueued} AND ${AUTOMATIC_WORK("m")}${after("cleanup")}
               ORDER BY ${keyOrder} LIMIT ${limit})
             UNION ALL
             ${perTable(
@@ -121,26 +127,35 @@ function discoverySql(query: DiscoveryQuery, stamp: boolean): { sql: string; par
                FROM ${METADATA_TABLE} m
               WHERE m.state = 'archived' AND m.hot_deleted = true AND m.expiry_started_at IS NOT NULL
                 AND ${NO_LIVE_LEASE(now, "m")} AND ${NO_PENDING_RETRY(now, "m")}
-                AND ${NOT_RECENTLY_ENQUEUED(enqueuedBefore, "m")} AND ${AUTOMATIC_WORK("m")}${after("expire")}
+                AND ${notQueued} AND ${AUTOMATIC_WORK("m")}${after("expire")}
               ORDER BY ${keyOrder} LIMIT ${limit})
             UNION ALL
             (SELECT ${columns("restore")}
                FROM ${METADATA_TABLE} m
               WHERE ${RESTORING("m")} AND m.state = 'archived' AND m.corrupt_at IS NULL
                 AND ${NO_LIVE_LEASE(now, "m")} AND ${NO_PENDING_RETRY(now, "m")}
-                AND ${NOT_RECENTLY_ENQUEUED(enqueuedBefore, "m")} AND ${AUTOMATIC_WORK("m")}${after("restore")}
+                AND ${notQueued} AND ${AUTOMATIC_WORK("m")}${after("restore")}
               ORDER BY ${keyOrder} LIMIT ${limit})
           ) u
       ) c
      ORDER BY c.turn, c.bucket_end, c.table_id, c.partition_key, c.bucket_key
      LIMIT ${limit}`;
   if (!stamp) return { sql: candidates, params: p.values };
+  // Never a stamp later than the database's clock: a process whose clock ran ahead
+  // would otherwise hide what it offered from every other scan until its own time.
+  // The stamp re-checks its row: a concurrent run (or a worker's commit or
+  // lease) that changed it after this statement's snapshot was taken makes
+  // READ COMMITTED re-evaluate these conditions on the new row, which then
+  // no longer matches, so two overlapping runs never both enqueue a bucket.
   const sql = `
     WITH c AS (${candidates})
-    UPDATE ${METADATA_TABLE} AS m SET enqueued_at = ${now}
+    UPDATE ${METADATA_TABLE} AS m
+       SET enqueued_at = CASE WHEN ${now} <= now() THEN ${now} ELSE now() END,
+           hand_on_unsent_since = NULL
       FROM c
      WHERE m.table_id = c.table_id AND m.partition_key = c.partition_key
        AND m.bucket_key = c.bucket_key
+       AND m.enqueued_at IS NOT DISTINCT FROM c.enqueued_at AND ${NO_LIVE_LEASE(now, "m")}
     RETURNING c.kind, c.table_id, c.partition_key, c.bucket_key, c.state, c.phase, c.bucket_end,
               m.enqueued_at, c.turn`;
   return { sql, params: p.values };

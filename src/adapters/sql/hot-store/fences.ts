@@ -161,8 +161,18 @@ export const IN_FAILURE_RUN =
 /**
  * HAND_ON: release the lease and stamp `enqueued_at`, because the committer
  * enqueues the next phase itself; discovery then leaves the bucket alone for
- * the requeue interval instead of starting a second chain of phases.
+ * the requeue interval instead of starting a second chain of phases. The
+ * promise is marked unsent (`hand_on_unsent_since`) until the committer
+ * reports the message sent (hand-ons.ts) or the next lease is taken, so
+ * discovery can tell a committer that died before its send from a message
+ * in flight.
  */
 export function HAND_ON(p: SqlParams, now: Date): string {
-  return `${RELEASE_LEASE}, enqueued_at = ${p.time(now)}`;
+  const at = p.time(now);
+  return `${RELEASE_LEASE}, enqueued_at = ${at}, hand_on_unsent_since = ${at}`;
+}
+
+/** UNSENT_HAND_ON_DUE: a committed phase's hand-on was promised at or before `param` and never reported sent. */
+export function UNSENT_HAND_ON_DUE(param: string, alias?: string): string {
+  return `${prefix(alias)}hand_on_unsent_since <= ${param}`;
 }

@@ -35,7 +35,7 @@ export async function acquireLease(
                   SET ${TAKEOVER_COUNTED},
                       owner_token = ${p.text(token)}, generation = generation + 1,
                       lease_expires_at = ${p.time(new Date(now.getTime() + leaseMs))},
-                      updated_at = ${nowParam}
+                      hand_on_unsent_since = NULL, updated_at = ${nowParam}
                 WHERE ${BUCKET(p, id)} AND ${NO_LIVE_LEASE(nowParam)}
                   AND ${CLOCK_NOT_AHEAD(p, nowParam, leaseMs)}
             RETURNING ${METADATA_COLUMNS}`;

@@ -97,6 +97,7 @@ export const METADATA_COLUMNS = [
   "released_objects",
   "released_bytes",
   "enqueued_at",
+  "hand_on_unsent_since",
   "created_at",
   "updated_at",
 ].join(", ");
@@ -143,6 +144,7 @@ export interface MetadataRow extends BucketKeyRow {
   released_objects: string | number | null;
   released_bytes: string | number | null;
   enqueued_at: string | null;
+  hand_on_unsent_since: string | null;
   created_at: string;
   updated_at: string;
 }
@@ -247,6 +249,7 @@ export function toMetadata(row: MetadataRow): BucketMetadata {
             releasedBytes: Number(row.released_bytes ?? 0),
           },
     enqueuedAt: sqlDateOrNull(row.enqueued_at),
+    handOnUnsentSince: sqlDateOrNull(row.hand_on_unsent_since),
     createdAt: sqlDate(row.created_at),
     updatedAt: sqlDate(row.updated_at),
   };
