@@ -160,17 +160,19 @@ export class PgliteDatabase implements SqlDatabase, BinaryRowReader {
    */
   async readBinaryRows(text: string, params: readonly unknown[]): Promise<BinaryRows> {
     const messages = extendedQueryMessages(text, params);
-    return await withSerializationRetry("query", this.#retry, this.stats, async () => {
-      this.faults?.beforeQuery?.(text);
-      // The reply is read inside the transaction, so a server error is the
-      // one thrown (it rolls the transaction back), not PGlite's own at COMMIT.
-      return await this.#db.transaction(async () => {
-        const reply = await this.#db.runExclusive(() =>
-          this.#db.execProtocolRaw(messages, { syncToFs: false }),
-        );
-        return readCompleteReply(Buffer.from(reply.buffer, reply.byteOffset, reply.byteLength));
-      });
-    });
+    return await this.#namingDisk(
+      withSerializationRetry("query", this.#retry, this.stats, async () => {
+        this.faults?.beforeQuery?.(text);
+        // The reply is read inside the transaction, so a server error is the
+        // one thrown (it rolls the transaction back), not PGlite's own at COMMIT.
+        return await this.#db.transaction(async () => {
+          const reply = await this.#db.runExclusive(() =>
+            this.#db.execProtocolRaw(messages, { syncToFs: false }),
+          );
+          return readCompleteReply(Buffer.from(reply.buffer, reply.byteOffset, reply.byteLength));
+        });
+      }),
+    );
   }
 
   /**

@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PgliteDatabase } from "../../../../src/adapters/sql/pglite-database.js";
 import { ServerError } from "../../../../src/adapters/sql/wire-rows.js";
+import { DiskFullError } from "../../../../src/errors.js";
 
 describe("binary rows on PGlite", () => {
   let db: PgliteDatabase;
@@ -35,6 +36,21 @@ describe("binary rows on PGlite", () => {
     ).rejects.toSatisfy((e) => e instanceof ServerError && e.code === "22012");
     expect((await db.readBinaryRows("SELECT 1 AS one", [])).rows).toBe(1);
     expect((await db.query<{ one: number }>("SELECT 1 AS one")).rows).toEqual([{ one: 1 }]);
+  });
+
+  it("names a full disk as the embedded database's, as every other statement does", async () => {
+    // What a sort spilling to a full disk raises; the read's own error path, not a fault hook.
+    await db.query(
+      "CREATE FUNCTION disk_full() RETURNS INT8 LANGUAGE plpgsql AS $$ BEGIN " +
+        "RAISE EXCEPTION 'could not write to file \"base/pgsql_tmp/t0\": No space left on device' " +
+        "USING ERRCODE = '53100'; END $$",
+    );
+    await expect(db.readBinaryRows("SELECT disk_full() AS n", [])).rejects.toSatisfy(
+      (e) =>
+        e instanceof DiskFullError &&
+        /the embedded database's disk is full \(in memory\)/.test(e.message) &&
+        e.cause instanceof ServerError,
+    );
   });
 
   it("waits for a transaction in flight rather than read inside it or break it", async () => {
