@@ -2,13 +2,14 @@ import js from "@eslint/js";
 import tseslint from "typescript-eslint";
 
 /**
- * The layers, lowest first: the kernel (errors, input, variables, file-read)
- * -> domain -> ports -> adapters | archive -> usecases | read -> runner ->
- * cli | functions -> infra. A module imports only from its own layer or
- * below; use cases and readers import no adapter (they get ports); nothing
- * under src imports the Lambda handlers or the stack. `open-adapters` and
- * the configuration modules are the composition root's, used from cli and
- * functions (use cases may read the configuration's types and defaults).
+ * The layers, lowest first: the kernel (errors, input, config/variables,
+ * file-read) -> domain -> ports -> adapters | archive -> usecases | read ->
+ * runner -> cli | functions -> infra. A module imports only from its own
+ * layer or below; use cases and readers import no adapter (they get ports);
+ * nothing under src imports the Lambda handlers or the stack. `open-adapters`
+ * and the configuration (src/config/) are the composition root's, used from
+ * cli and functions (adapters and use cases may read the configuration's types
+ * and defaults; only cli and functions its docs).
  */
 const dirs = (...names) => ({
   regex: `^\\.{1,2}/(\\.\\./)*(${names.join("|")})/`,
@@ -18,17 +19,22 @@ const modules = (...names) => ({
   regex: `^\\.{1,2}/(\\.\\./)*(${names.join("|")})\\.js$`,
   message: "imports across a layer boundary (see the layers at the top of eslint.config.js)",
 });
-const composition = modules("open-adapters", "config-docs");
-const settings = modules("config", "config-table", "discovery-settings", "function-settings");
+const composition = modules("open-adapters", "config/docs");
+// every module of src/config/ but the kernel's variables.ts
+const settings = {
+  regex: `^\\.{1,2}/(\\.\\./)*config/(?!variables\\.js$)`,
+  message: composition.message,
+};
+const kernel = [
+  dirs("domain", "ports", "adapters", "archive", "usecases", "read", "runner", "cli"),
+  composition,
+  settings,
+];
+const kernelFiles = ["src/errors.ts", "src/input.ts", "src/file-read.ts"];
 const layers = [
-  [
-    ["src/errors.ts", "src/input.ts", "src/variables.ts", "src/file-read.ts"],
-    [
-      dirs("domain", "ports", "adapters", "archive", "usecases", "read", "runner", "cli"),
-      composition,
-      settings,
-    ],
-  ],
+  [kernelFiles, kernel],
+  // the kernel's module inside src/config/: none of its siblings either
+  [["src/config/variables.ts"], [...kernel, { regex: "^\\./", message: composition.message }]],
   [
     ["src/domain/**/*.ts"],
     [
@@ -49,7 +55,7 @@ const layers = [
   [["src/usecases/**/*.ts"], [dirs("adapters", "read", "runner", "cli"), composition]],
   [["src/read/**/*.ts"], [dirs("adapters", "runner", "cli"), composition]],
   [["src/runner/**/*.ts"], [dirs("cli"), composition]],
-  [["src/*.ts"], []],
+  [["src/*.ts", "src/config/*.ts"], []],
   [["functions/**/*.ts"], [dirs("cli", "infra")]],
 ].map(([files, patterns]) =>
   files[0].startsWith("src/")
@@ -86,7 +92,7 @@ export default tseslint.config(
   ...layers.map(([files, patterns]) => ({
     files,
     // each file matches one entry: a later entry's options would replace an earlier one's
-    ignores: files[0] === "src/*.ts" ? layers[0][0] : [],
+    ignores: files[0] === "src/*.ts" ? [...kernelFiles, "src/config/variables.ts"] : [],
     rules: { "no-restricted-imports": ["error", { patterns }] },
   })),
   {

@@ -27,6 +27,18 @@ export default defineConfig({
         },
       },
       {
+        // The long scenarios on the embedded store (whole workflows with
+        // failures injected, every documented command, the bundled stack):
+        // `npm run test:extended`, which .ci/run also runs.
+        test: {
+          name: "extended",
+          include: ["test/extended/**/*.test.ts"],
+          // A whole workflow takes seconds on a quiet machine and minutes on a loaded one.
+          testTimeout: 180_000,
+          hookTimeout: 120_000,
+        },
+      },
+      {
         test: {
           name: "integration",
           include: ["test/integration/**/*.test.ts"],

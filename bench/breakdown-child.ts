@@ -16,7 +16,11 @@ import { underLease } from "../src/usecases/under-lease.js";
 import { takeBucketLease } from "../src/usecases/bucket-lease.js";
 import { type ExportArgs } from "./export-child.js";
 import { benchContext, exportBucketId, PARTITION_KEY, SNAPSHOT_PAGE_SIZE } from "./support.js";
-import type { RowPage } from "../src/ports/row-page.js";
+import { sortKeyAt, type RowPage } from "../src/ports/row-page.js";
+import { PgDatabase } from "../src/adapters/sql/database.js";
+import { decodeSnapshotRows } from "../src/adapters/sql/hot-store/snapshot-rows.js";
+import { AFTER_POSITION, BUCKET } from "../src/adapters/sql/hot-store/fences.js";
+import { SqlParams } from "../src/adapters/sql/hot-store/params.js";
 
 /** Per stage: wall seconds and this process's user + system CPU seconds (the thread pool's included). */
 export type Breakdown = Record<string, { seconds: number; cpuSeconds?: number; note: string }>;
@@ -25,7 +29,8 @@ export type Breakdown = Record<string, { seconds: number; cpuSeconds?: number; n
  * Where an export's time goes, stage by stage, on a bucket that has already
  * been exported (state archiving, so a fresh lease can snapshot it again):
  * the snapshot alone (pages dropped as an export drops them, then kept for
- * the next stages), the same rows through a bare driver query, encoding
+ * the next stages), the same rows through a bare driver query as text and
+ * as the export's binary rows without decoding them, encoding
  * from memory, the payload file, the upload and the read-back verification.
  */
 export async function breakdownChild(args: ExportArgs): Promise<Breakdown> {
@@ -51,6 +56,11 @@ export async function breakdownChild(args: ExportArgs): Promise<Breakdown> {
   try {
     await time("driver_text_rows", "same keyset pages, bare pg query, no decoding", () =>
       bareSnapshot(args.databaseUrl, id),
+    );
+    await time(
+      "driver_binary_rows",
+      "same keyset pages, binary rows off the socket, no decoding",
+      () => binarySnapshot(args.databaseUrl, id),
     );
     // The export reads its snapshot through a SegmentCursor; here the whole
     // bucket is one part.
@@ -124,6 +134,43 @@ export async function breakdownChild(args: ExportArgs): Promise<Breakdown> {
     await ctx.hotStore.close();
   }
   return out;
+}
+
+/**
+ * The snapshot's keyset pages as binary rows (wire-rows.ts), the export's
+ * transport, not decoded: only each page's last row is read, for the next
+ * page's start, by stepping over the messages before it.
+ */
+async function binarySnapshot(databaseUrl: string, id: BucketId): Promise<number> {
+  const db = new PgDatabase(databaseUrl, { max: 1 });
+  try {
+    let rows = 0;
+    let expected = 0;
+    let after: { eventTime: bigint; sortKey: Uint8Array } | undefined;
+    for (;;) {
+      const p = new SqlParams();
+      const position = after === undefined ? "" : `AND ${AFTER_POSITION(p, after)}`;
+      const { bytes, rows: count } = await db.readBinaryRows(
+        `SELECT event_time, sort_key, value FROM ${RECORDS_TABLE}
+          WHERE ${BUCKET(p, id)} ${position}
+          ORDER BY event_time, sort_key LIMIT ${p.int(SNAPSHOT_PAGE_SIZE)}`,
+        p.values,
+        expected,
+      );
+      expected = bytes.byteLength;
+      rows += count;
+      if (count < SNAPSHOT_PAGE_SIZE) return rows;
+      let last = 0;
+      for (let i = 1; i < count; i++) last += 1 + bytes.readUInt32BE(last + 1);
+      const lastRow = decodeSnapshotRows(
+        { bytes: bytes.subarray(last, last + 1 + bytes.readUInt32BE(last + 1)), rows: 1 },
+        1,
+      );
+      after = { eventTime: lastRow.micros[0]!, sortKey: Buffer.from(sortKeyAt(lastRow, 0)) };
+    }
+  } finally {
+    await db.close();
+  }
 }
 
 /** The snapshot's keyset pages through a plain pg client with every value left as text. */

@@ -6,7 +6,7 @@
  * ({@link bundleExportChild}), so its memory can be measured both ways.
  */
 import { payloadCheckPlace, type CheckPlace } from "../src/archive/payload-check.js";
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { BuildOptions } from "esbuild";
@@ -23,13 +23,12 @@ export interface ExportArgs {
   readonly bucketIndex: number;
   /** More buckets exported at the same time in this process, as a worker runs a batch's messages. */
   readonly concurrentBucketIndexes?: readonly number[];
-  /**
-   * Read the snapshot by query (keyset pages through the driver) instead of
-   * binary COPY: the path CockroachDB takes, which has no binary COPY TO.
-   */
-  readonly queryPath?: boolean;
   readonly storeRoot: string;
   readonly tempDir: string;
+  /** Rows per snapshot page, when not the default ({@link SNAPSHOT_PAGE_SIZE}). */
+  readonly snapshotPageSize?: number;
+  /** Sample each thread's CPU every 50 ms (Linux), for {@link ExportResult.cpuByThread}. */
+  readonly threads?: boolean;
 }
 
 export interface ExportResult {
@@ -45,6 +44,32 @@ export interface ExportResult {
   readonly sampledPeakExternalMb: number;
   /** Where this process checks payloads: the check thread, or the main thread when its module is missing. */
   readonly checkedOn: CheckPlace;
+  /**
+   * With `threads`: CPU seconds over the export by thread, keyed by its name
+   * and id ("main", "node" for the check thread and V8's helpers alike,
+   * "libuv-worker" for the pool), as last sampled; a thread that ended
+   * between samples loses up to 50 ms.
+   */
+  readonly cpuByThread?: Record<string, number>;
+}
+
+/** Each thread's name and user + system CPU seconds so far (Linux), by thread id. */
+function threadTimes(): Map<string, { name: string; seconds: number }> {
+  const out = new Map<string, { name: string; seconds: number }>();
+  for (const tid of readdirSync("/proc/self/task")) {
+    try {
+      const stat = readFileSync(`/proc/self/task/${tid}/stat`, "utf8");
+      const name =
+        tid === String(process.pid)
+          ? "main"
+          : stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      out.set(tid, { name, seconds: (Number(fields[11]) + Number(fields[12])) / 100 });
+    } catch {
+      // The thread ended since the listing.
+    }
+  }
+  return out;
 }
 
 /**
@@ -52,10 +77,12 @@ export interface ExportResult {
  * its peak RSS; with `concurrentBucketIndexes`, every bucket's export at once.
  */
 export async function exportChild(args: ExportArgs): Promise<ExportResult> {
-  const ctx = benchContext(args.databaseUrl, args.storeRoot, SNAPSHOT_PAGE_SIZE, args.tempDir);
-  // An own property hides the method, so the snapshot takes the query path.
-  if (args.queryPath === true)
-    Object.defineProperty(ctx.hotStore.db, "copyOutBinary", { value: undefined });
+  const ctx = benchContext(
+    args.databaseUrl,
+    args.storeRoot,
+    args.snapshotPageSize ?? SNAPSHOT_PAGE_SIZE,
+    args.tempDir,
+  );
   try {
     const ids = [args.bucketIndex, ...(args.concurrentBucketIndexes ?? [])].map(exportBucketId);
     for (const id of ids) {
@@ -70,12 +97,30 @@ export async function exportChild(args: ExportArgs): Promise<ExportResult> {
     };
     sample();
     const sampler = setInterval(sample, 25);
+    const before = args.threads === true ? threadTimes() : undefined;
+    const lastSeen = new Map<string, { name: string; seconds: number }>();
+    const threadSampler =
+      before === undefined
+        ? undefined
+        : setInterval(() => {
+            for (const [tid, t] of threadTimes()) lastSeen.set(tid, t);
+          }, 50);
     const started = performance.now();
     const cpuBefore = process.cpuUsage();
     const outcomes = await Promise.all(ids.map((id) => runNextPhase(ctx, id)));
     const seconds = (performance.now() - started) / 1000;
     const cpu = process.cpuUsage(cpuBefore);
     clearInterval(sampler);
+    clearInterval(threadSampler);
+    let cpuByThread: Record<string, number> | undefined;
+    if (before !== undefined) {
+      for (const [tid, t] of threadTimes()) lastSeen.set(tid, t);
+      cpuByThread = {};
+      for (const [tid, t] of lastSeen) {
+        const spent = t.seconds - (before.get(tid)?.seconds ?? 0);
+        if (spent > 0) cpuByThread[`${t.name} ${tid}`] = spent;
+      }
+    }
     for (const outcome of outcomes) {
       if (outcome.phase !== "export" || outcome.result !== "advanced")
         throw new Error(`export did not advance: ${JSON.stringify(outcome)}`);
@@ -90,6 +135,7 @@ export async function exportChild(args: ExportArgs): Promise<ExportResult> {
       sampledPeakRssMb: peak.rss / 2 ** 20,
       sampledPeakHeapMb: peak.heapUsed / 2 ** 20,
       sampledPeakExternalMb: peak.external / 2 ** 20,
+      cpuByThread,
     };
   } finally {
     await ctx.hotStore.close();

@@ -1,6 +1,6 @@
 /**
  * The export's CPU alone: `npx tsx bench/export-cpu.ts [--rows N] [--runs K]
- * [--prof DIR] [--breakdown]`. Seeds K buckets of N rows (default 1M, 3),
+ * [--prof DIR] [--breakdown] [--threads]`. Seeds K buckets of N rows (default 1M, 3),
  * exports each from the worker's esbuild bundle in a child process of its
  * own (as `npm run bench` does for `export_cpu_s_per_million_rows`) and
  * prints each run's CPU seconds per 1M rows with the load average. `--prof`
@@ -9,7 +9,9 @@
  * bundled, once per run on that run's bucket, and prints each stage's
  * median. `--baseline DIR` bundles DIR's export and breakdown children too
  * (another checkout, e.g. `git archive main` unpacked) and alternates the
- * two, baseline first, so a load that drifts weighs on both alike. Not part
+ * two, baseline first, so a load that drifts weighs on both alike.
+ * `--threads` prints each export's CPU by thread (Linux: the main thread,
+ * the check thread, libuv's pool, V8's helpers), sampled every 50 ms. Not part
  * of `npm run bench`: a tool for measuring one change against another on a
  * shared machine.
  */
@@ -109,6 +111,7 @@ await withBenchSession(
         for (const [v, variant] of list.entries()) {
           const before = load();
           const args = {
+            threads: process.argv.includes("--threads"),
             databaseUrl,
             bucketIndex: FIRST_BUCKET + i * list.length + v,
             storeRoot,
@@ -128,7 +131,13 @@ await withBenchSession(
         console.log(
           `${variant.name} export ${i + 1}: ${result.rows} rows, ${result.bytes} bytes, ${result.seconds.toFixed(2)} s wall, ` +
             `CPU ${result.cpuSeconds.toFixed(2)} s = ${perMillion.toFixed(2)} core-s per 1M rows, ` +
-            `maxRSS ${result.maxRssMb.toFixed(0)} MB; load ${before} -> ${load()}`,
+            `maxRSS ${result.maxRssMb.toFixed(0)} MB; load ${before} -> ${load()}` +
+            (result.cpuByThread === undefined
+              ? ""
+              : `; by thread: ${Object.entries(result.cpuByThread)
+                  .sort((a, b) => b[1] - a[1])
+                  .map(([name, s]) => `${name} ${s.toFixed(2)}`)
+                  .join(", ")}`),
         );
       },
     );

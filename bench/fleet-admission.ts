@@ -108,7 +108,7 @@ export async function probeAdmission(input: AdmissionProbeInput): Promise<Admiss
   };
   const { createDiscoveryHandler } = await import("../functions/discover.js");
   const { openLambdaAdapters } = await import("../functions/open-adapters.js");
-  const { parseDiscoverySettings } = await import("../src/discovery-settings.js");
+  const { parseDiscoverySettings } = await import("../src/config/discovery-settings.js");
   const lambda = await openLambdaAdapters(env, { clients: input.clients, migrate: true });
   try {
     const store = lambda.adapters.hotStore;

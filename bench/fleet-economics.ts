@@ -19,7 +19,7 @@ import os from "node:os";
 import path from "node:path";
 import type { SQSClient } from "@aws-sdk/client-sqs";
 import { OTHER_CONTAINERS, connectionCeiling } from "../infra/settings.js";
-import { MAX_FUNCTION_POOL } from "../src/function-settings.js";
+import { MAX_FUNCTION_POOL } from "../src/config/function-settings.js";
 import { PRICES, lambdaPerGbSecond, xrayTracesPerSecond } from "./fleet-prices.js";
 
 /** The two stacks whose figures the bench reports (docs/serverless.md's settings). */

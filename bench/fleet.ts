@@ -257,7 +257,7 @@ async function main(): Promise<void> {
     };
     const { createDiscoveryHandler } = await import("../functions/discover.js");
     const { openLambdaAdapters } = await import("../functions/open-adapters.js");
-    const { parseDiscoverySettings } = await import("../src/discovery-settings.js");
+    const { parseDiscoverySettings } = await import("../src/config/discovery-settings.js");
     const discoveryAws = { endpoint: discoveryEnv.AWS_ENDPOINT_URL, region: REGION };
     const discovery = await openLambdaAdapters(discoveryEnv, {
       clients: {

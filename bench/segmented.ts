@@ -15,7 +15,7 @@ import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { DEFAULT_SEGMENT_BYTES, DEFAULT_SEGMENT_ROWS } from "../src/config.js";
+import { DEFAULT_SEGMENT_BYTES, DEFAULT_SEGMENT_ROWS } from "../src/config/config.js";
 import { RECORDS_TABLE } from "../src/adapters/sql/migrations.js";
 import type { SqlHotStore } from "../src/adapters/sql/sql-hot-store.js";
 import { bundleExportChild } from "./export-child.js";

@@ -15,9 +15,9 @@ import { SecretsProvider } from "@aws-lambda-powertools/parameters/secrets";
 import { SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
 import * as v from "valibot";
 import { ConfigError, errorMessage } from "../src/errors.js";
-import { parseFunctionSettings } from "../src/function-settings.js";
+import { parseFunctionSettings } from "../src/config/function-settings.js";
 import { fields, readOrProblem, type JsonObject } from "../src/input.js";
-import type { Env } from "../src/variables.js";
+import type { Env } from "../src/config/variables.js";
 import { traceClient } from "./observability.js";
 
 export const SECRET_FORM =

@@ -7,7 +7,10 @@
 import * as v from "valibot";
 import { jsonObject, readInput, type JsonObject } from "../src/input.js";
 import type { Context } from "aws-lambda";
-import { parseDiscoverySettings, type DiscoverySettings } from "../src/discovery-settings.js";
+import {
+  parseDiscoverySettings,
+  type DiscoverySettings,
+} from "../src/config/discovery-settings.js";
 import { sleep } from "../src/ports/clock.js";
 import type { StalledBucket } from "../src/ports/hand-on-tracking.js";
 import type { WorkQueue } from "../src/ports/work-queue.js";

@@ -7,7 +7,7 @@
  * stands, and the next invocation continues it (src/usecases/gc-continuation.ts).
  */
 import type { Context } from "aws-lambda";
-import type { PulpitumConfig } from "../src/config.js";
+import type { PulpitumConfig } from "../src/config/config.js";
 import type { Adapters } from "../src/open-adapters.js";
 import * as v from "valibot";
 import { booleanField, fields, jsonObject, onlyFields, readInput } from "../src/input.js";

@@ -3,7 +3,7 @@
  * database secret, opens the adapters once per container and keeps them for
  * later invocations.
  *
- * Environment (set by infra/archiver-stack.ts): everything src/config.ts
+ * Environment (set by infra/archiver-stack.ts): everything src/config/config.ts
  * reads, plus
  * - `DATABASE_SECRET_ARN`: a Secrets Manager secret holding the database
  *   connection, instead of `DATABASE_URL`. Its value is JSON with either
@@ -22,13 +22,13 @@
 import { S3Client } from "@aws-sdk/client-s3";
 import type { SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
 import type { SQSClient } from "@aws-sdk/client-sqs";
-import type { PulpitumConfig } from "../src/config.js";
-import { parseFunctionSettings } from "../src/function-settings.js";
+import type { PulpitumConfig } from "../src/config/config.js";
+import { parseFunctionSettings } from "../src/config/function-settings.js";
 import { ConfigError, PulpitumError } from "../src/errors.js";
 import { SqlHotStore } from "../src/adapters/sql/sql-hot-store.js";
 import { appliedMigrations, LATEST_MIGRATION } from "../src/adapters/sql/migrations.js";
 import type { SqlExecutor } from "../src/adapters/sql/database.js";
-import type { Env } from "../src/variables.js";
+import type { Env } from "../src/config/variables.js";
 import { S3ObjectStore, S3_CHECKSUM_SETTINGS } from "../src/adapters/object-store/s3.js";
 import { createSqsClient, SqsWorkQueue } from "../src/adapters/queue/sqs.js";
 import { httpHandlerSettings } from "../src/adapters/http-timeouts.js";

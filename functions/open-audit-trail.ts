@@ -11,7 +11,7 @@ import { openPgHotStore } from "../src/adapters/sql/index.js";
 import { ConfigError } from "../src/errors.js";
 import { loadConfig, pgConnection, pgTimeouts } from "../src/open-adapters.js";
 import type { AuditTrail } from "../src/ports/audit-trail.js";
-import type { Env } from "../src/variables.js";
+import type { Env } from "../src/config/variables.js";
 import { containerSecretsClient, resolveDatabaseEnv } from "./database-secret.js";
 import { requireCurrentSchema } from "./open-adapters.js";
 

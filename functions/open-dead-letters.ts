@@ -6,9 +6,9 @@
 import type { SQSClient } from "@aws-sdk/client-sqs";
 import { createSqsClient } from "../src/adapters/queue/sqs.js";
 import { SqsDeadLetterQueue } from "../src/adapters/queue/sqs-dead-letters.js";
-import { parseConfig } from "../src/config.js";
+import { parseConfig } from "../src/config/config.js";
 import { ConfigError } from "../src/errors.js";
-import type { Env } from "../src/variables.js";
+import type { Env } from "../src/config/variables.js";
 import { httpTimeoutsFromSeconds } from "../src/adapters/http-timeouts.js";
 import { traceClient } from "./observability.js";
 

@@ -19,7 +19,7 @@ import type { Context } from "aws-lambda";
 import { createSqsClient, SqsWorkQueue } from "../src/adapters/queue/sqs.js";
 import { PgDatabase } from "../src/adapters/sql/database.js";
 import { appliedMigrations, LATEST_MIGRATION } from "../src/adapters/sql/migrations.js";
-import type { PulpitumConfig } from "../src/config.js";
+import type { PulpitumConfig } from "../src/config/config.js";
 import { ObjectNotFoundError, errorMessage } from "../src/errors.js";
 import {
   loadConfig,
@@ -36,7 +36,7 @@ import {
   type ProbedFunction,
 } from "../src/ports/function-probe.js";
 import { probePrefix } from "../src/usecases/gc-probes.js";
-import type { Env } from "../src/variables.js";
+import type { Env } from "../src/config/variables.js";
 import { SecretsManagerClient } from "@aws-sdk/client-secrets-manager";
 import { resolveDatabaseEnv } from "./database-secret.js";
 import { logger } from "./observability.js";

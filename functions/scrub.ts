@@ -14,7 +14,7 @@
  * AuditTrailTampered).
  */
 import type { Context } from "aws-lambda";
-import type { PulpitumConfig } from "../src/config.js";
+import type { PulpitumConfig } from "../src/config/config.js";
 import type { Adapters } from "../src/open-adapters.js";
 import { parseTableId, type TableId } from "../src/domain/table.js";
 import * as v from "valibot";

@@ -14,7 +14,7 @@ import {
   type ObjectLockMode,
   type PayloadStorageClass,
 } from "./settings.js";
-import type { Env } from "../src/variables.js";
+import type { Env } from "../src/config/variables.js";
 
 /** Each setting: its context key, its environment variable, and how to read it. */
 export const APP_SETTINGS = {

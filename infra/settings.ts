@@ -9,9 +9,9 @@ import type {
   aws_secretsmanager as secretsmanager,
 } from "aws-cdk-lib";
 import { DEFAULT_SERVICE_NAME } from "../functions/observability.js";
-import { parseConfig } from "../src/config.js";
-import { parseDiscoverySettings } from "../src/discovery-settings.js";
-import { MAX_FUNCTION_POOL } from "../src/function-settings.js";
+import { parseConfig } from "../src/config/config.js";
+import { parseDiscoverySettings } from "../src/config/discovery-settings.js";
+import { MAX_FUNCTION_POOL } from "../src/config/function-settings.js";
 import { networkRouteOf, type ArchiverNetwork, type AwsServiceRoute } from "./network-settings.js";
 import {
   adoptedBucketOf,
@@ -123,7 +123,7 @@ export interface ArchiverStackProps extends StackProps {
    * connection ceiling exceeds it. Default 100.
    */
   readonly databaseConnectionBudget?: number;
-  /** ARCHIVER_* settings (src/config.ts), validated at synth. */
+  /** ARCHIVER_* settings (src/config/config.ts), validated at synth. */
   readonly archiverEnvironment?: Readonly<Record<string, string>>;
   /** Function log retention. Default one month. */
   readonly logRetention?: logs.RetentionDays;

@@ -1,12 +1,12 @@
 /**
  * `npm run docs:config`: rewrite the configuration table of
- * docs/configuration.md from the variable tables (src/config-docs.ts),
+ * docs/configuration.md from the variable tables (src/config/docs.ts),
  * formatted as prettier formats it. test/unit/config/docs.test.ts fails while
  * that file and the tables differ.
  */
 import { readFile, writeFile } from "node:fs/promises";
 import * as prettier from "prettier";
-import { configTableMarkdown } from "../src/config-docs.js";
+import { configTableMarkdown } from "../src/config/docs.js";
 
 const DOC = new URL("../docs/configuration.md", import.meta.url);
 const HEADING = "## Configuration\n";

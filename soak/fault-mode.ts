@@ -5,7 +5,7 @@
  * clock of their own, and the weather, the database proxy's faults and the
  * PostgreSQL restarts run until the chaos ends.
  */
-import { parseConfig } from "../src/config.js";
+import { parseConfig } from "../src/config/config.js";
 import { openAdapters, type Adapters } from "../src/open-adapters.js";
 import type { ObjectStore } from "../src/ports/object-store.js";
 import { DetachedPayloadDeletes } from "./faults/adopt-orphans.js";

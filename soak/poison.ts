@@ -5,7 +5,7 @@
  * own failure, an ArchiveIntegrityError). The fleet must count each failure
  * and quarantine the bucket after ARCHIVER_MAX_ATTEMPTS, with its records
  * intact in the hot store; meanwhile kills, S3 faults, database restarts and
- * terminated COPYs must quarantine no other bucket. The row's sort key is a
+ * terminated snapshot pages must quarantine no other bucket. The row's sort key is a
  * probe's (soak/operator.ts), so readers and the end check know it is not a
  * committed record.
  */

@@ -19,9 +19,9 @@ export interface FaultPlan {
   readonly minSkewedProcesses: number;
   /** Random pause between PostgreSQL restarts, in seconds. */
   readonly restartGapSeconds: readonly [number, number];
-  /** Least backends terminated in the middle of a snapshot's COPY (`pg_terminate_backend`), and the pause between tries. */
-  readonly minCopyTerminations: number;
-  readonly copyTerminationGapSeconds: readonly [number, number];
+  /** Least backends terminated in the middle of a snapshot page (`pg_terminate_backend`), and the pause between tries. */
+  readonly minPageTerminations: number;
+  readonly pageTerminationGapSeconds: readonly [number, number];
 }
 
 /**
@@ -181,8 +181,8 @@ const FULL: SoakProfile = {
     minDbRestarts: 5,
     minSkewedProcesses: 4,
     restartGapSeconds: [45, 85],
-    minCopyTerminations: 10,
-    copyTerminationGapSeconds: [5, 15],
+    minPageTerminations: 10,
+    pageTerminationGapSeconds: [5, 15],
   },
   mix: {
     segmentRows: 250,
@@ -232,8 +232,8 @@ const QUICK: SoakProfile = {
     minDbRestarts: 1,
     minSkewedProcesses: 4,
     restartGapSeconds: [25, 50],
-    minCopyTerminations: 3,
-    copyTerminationGapSeconds: [4, 10],
+    minPageTerminations: 3,
+    pageTerminationGapSeconds: [4, 10],
   },
   mix: {
     segmentRows: 250,

@@ -36,7 +36,7 @@ import os from "node:os";
 import path from "node:path";
 import { S3ObjectStore } from "../src/adapters/object-store/s3.js";
 import { METADATA_TABLE } from "../src/adapters/sql/migrations.js";
-import { parseConfig } from "../src/config.js";
+import { parseConfig } from "../src/config/config.js";
 import { systemClock } from "../src/ports/clock.js";
 import { silentLog } from "../src/usecases/context.js";
 import { DurableTable } from "../src/read/durable-table.js";
@@ -464,7 +464,7 @@ async function main(argv: string[]): Promise<number> {
         // Clocks days off refused to run, and cutoffs far ahead took part in the chaos.
         (fleet?.figures.clockRefusals ?? 0) >= 1 &&
         h.cutoffsAheadProcesses >= 1 &&
-        (h.copyTerminations >= plan.minCopyTerminations || !h.restartsPossible)
+        (h.pageTerminations >= plan.minPageTerminations || !h.restartsPossible)
       );
     };
 
@@ -750,7 +750,7 @@ async function main(argv: string[]): Promise<number> {
       policy_examples: policy.figures.examples.length === 0 ? undefined : policy.figures.examples,
       poison_quarantined: quarantines.poisonQuarantined,
       healthy_quarantined: quarantines.healthyQuarantined,
-      copy_terminations: faultFigures?.copyTerminations ?? 0,
+      page_terminations: faultFigures?.pageTerminations ?? 0,
       timeout_spikes: spikes.length,
       timeout_spiked_pages: spikedPages,
       self_retrying_quarantines: tallySelfRetryingQuarantines([...fleet.logFiles, ...finalLogs]),

@@ -10,8 +10,8 @@
 import { mkdirSync, readFileSync } from "node:fs";
 import type { ConnectionOptions } from "node:tls";
 import path from "node:path";
-import type { PulpitumConfig } from "./config.js";
-import { parseConfig } from "./config.js";
+import type { PulpitumConfig } from "./config/config.js";
+import { parseConfig } from "./config/config.js";
 import { ConfigError } from "./errors.js";
 import type { EmbeddedStoreLock } from "./adapters/sql/embedded-lock.js";
 import { LazyObjectStore } from "./adapters/object-store/lazy.js";

@@ -10,6 +10,7 @@ import pg from "pg";
 import path from "node:path";
 import { S3ObjectStore } from "../../src/adapters/object-store/s3.js";
 import { httpTimeoutsFromSeconds } from "../../src/adapters/http-timeouts.js";
+import { SNAPSHOT_STATEMENT_START } from "../../src/adapters/sql/hot-store/snapshot.js";
 import type { Clock } from "../../src/ports/clock.js";
 import type { SoakEnvironment } from "../environment.js";
 import type { FaultPlan, Sabotage } from "../profile.js";
@@ -51,7 +52,7 @@ export interface FaultFigures {
   readonly cutoffsAheadProcesses: number;
   /** Archiver starts with a clock days off, which must refuse to run. */
   readonly clockOffStarts: number;
-  readonly copyTerminations: number;
+  readonly pageTerminations: number;
   readonly report: Record<string, unknown>;
 }
 
@@ -75,7 +76,7 @@ export class FaultHarness {
   #dbUrl = "";
   #restarts = 0;
   #restartFailures = 0;
-  #copyTerminations = 0;
+  #pageTerminations = 0;
   readonly #skews: number[] = [];
   #cutoffsAhead = 0;
   #clockOffStarts = 0;
@@ -109,9 +110,9 @@ export class FaultHarness {
     return this.#restarts;
   }
 
-  /** Backends the soak terminated in the middle of a COPY (`pg_terminate_backend`). */
-  get copyTerminations(): number {
-    return this.#copyTerminations;
+  /** Backends the soak terminated in the middle of a snapshot page (`pg_terminate_backend`). */
+  get pageTerminations(): number {
+    return this.#pageTerminations;
   }
 
   get s3Faults(): number {
@@ -255,7 +256,7 @@ export class FaultHarness {
       this.weather.run(signal),
       this.#db!.run(signal),
       this.#restartLoop(signal),
-      this.#copyTerminationLoop(signal),
+      this.#pageTerminationLoop(signal),
     ]);
   }
 
@@ -279,7 +280,7 @@ export class FaultHarness {
       skewedProcesses: this.skewedProcesses,
       cutoffsAheadProcesses: this.#cutoffsAhead,
       clockOffStarts: this.#clockOffStarts,
-      copyTerminations: this.#copyTerminations,
+      pageTerminations: this.#pageTerminations,
       report: {
         s3_requests: this.#s3Figures.requests + this.#gcS3Figures.requests,
         s3_fault_kinds: sumKinds(this.#s3Figures, this.#gcS3Figures),
@@ -302,16 +303,16 @@ export class FaultHarness {
   }
 
   /**
-   * Now and then, end the backend of a snapshot's COPY in the middle of it,
+   * Now and then, end the backend of a snapshot page in the middle of it,
    * from an administrator's connection straight to the server (not through
    * the proxy), as `pg_terminate_backend`, a failover or an operator does:
-   * the archiver meets the server's own error (57P01) on its COPY
-   * connection, which it must never hand back to the pool, and records an
-   * outage, never an attempt.
+   * the archiver meets the server's own error (57P01) on the connection
+   * its page took the socket of, which it must never hand back to the pool,
+   * and records an outage, never an attempt.
    */
-  async #copyTerminationLoop(signal: AbortSignal): Promise<void> {
+  async #pageTerminationLoop(signal: AbortSignal): Promise<void> {
     if (this.#env.postgres === undefined) return;
-    const [min, max] = this.#plan.copyTerminationGapSeconds;
+    const [min, max] = this.#plan.pageTerminationGapSeconds;
     while (!signal.aborted) {
       await sleep(this.#random.between(min, max) * 1000, signal);
       if (signal.aborted) break;
@@ -320,12 +321,13 @@ export class FaultHarness {
       admin.on("error", () => {});
       try {
         await admin.connect();
-        const until = Date.now() + COPY_HUNT_MS;
+        const until = Date.now() + PAGE_HUNT_MS;
         while (!signal.aborted && Date.now() < until) {
           const { rows } = await admin.query<{ pid: number }>(
             `SELECT pid FROM pg_stat_activity
               WHERE datname = current_database() AND state = 'active'
-                AND query LIKE 'COPY %' AND pid <> pg_backend_pid() LIMIT 1`,
+                AND starts_with(query, $1) AND pid <> pg_backend_pid() LIMIT 1`,
+            [SNAPSHOT_STATEMENT_START],
           );
           const pid = rows[0]?.pid;
           if (pid !== undefined) {
@@ -333,10 +335,10 @@ export class FaultHarness {
               "SELECT pg_terminate_backend($1) AS ok",
               [pid],
             );
-            if (ended.rows[0]?.ok === true) this.#copyTerminations++;
+            if (ended.rows[0]?.ok === true) this.#pageTerminations++;
             break;
           }
-          await sleep(COPY_POLL_MS, signal);
+          await sleep(PAGE_POLL_MS, signal);
         }
       } catch {
         // A restart in progress: try again at the next turn.
@@ -366,9 +368,9 @@ export class FaultHarness {
   }
 }
 
-/** How long one try at catching a snapshot's COPY in flight lasts, and how often it looks. */
-const COPY_HUNT_MS = 3000;
-const COPY_POLL_MS = 10;
+/** How long one try at catching a snapshot page in flight lasts, and how often it looks. */
+const PAGE_HUNT_MS = 3000;
+const PAGE_POLL_MS = 10;
 
 /**
  * Catalog entry writes held back in every weather, calm too: from under a

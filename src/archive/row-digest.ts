@@ -65,6 +65,8 @@ export class RowDigest {
     const view = this.#view;
     // The times a 32-bit word at a time: reading micros[i] makes a BigInt.
     const { low, high } = timeWords(micros);
+    const sameData = sortData === valueData;
+    const dataView = new DataView(sortData.buffer, sortData.byteOffset, sortData.byteLength);
     for (let i = 0; i < count; i++) {
       const sortStart = sortStarts[i]!;
       const sortLength = sortLengths[i]!;
@@ -82,11 +84,25 @@ export class RowDigest {
       if (this.#used + need > RowDigest.#BUFFER_BYTES) this.#flush();
       view.setInt32(this.#used, high[2 * i + HIGH_WORD]!, false);
       view.setUint32(this.#used + 4, low[2 * i + LOW_WORD]!, false);
-      let at = buffer.writeUInt32BE(sortLength, this.#used + 8);
-      at += sortData.copy(buffer, at, sortStart, sortStart + sortLength);
-      at = buffer.writeUInt32BE(valueLength, at);
-      at += valueData.copy(buffer, at, valueStart, valueStart + valueLength);
-      this.#used = at;
+      const framed = this.#used + 8;
+      if (
+        sameData &&
+        valueStart === sortStart + sortLength + 4 &&
+        sortStart >= 4 &&
+        dataView.getUint32(sortStart - 4) === sortLength &&
+        dataView.getUint32(valueStart - 4) === valueLength
+      ) {
+        // The row already lies framed in the data, each length big-endian
+        // before its bytes (a snapshot page's binary DataRow fields): one copy.
+        this.#used =
+          framed + sortData.copy(buffer, framed, sortStart - 4, valueStart + valueLength);
+      } else {
+        let at = buffer.writeUInt32BE(sortLength, framed);
+        at += sortData.copy(buffer, at, sortStart, sortStart + sortLength);
+        at = buffer.writeUInt32BE(valueLength, at);
+        at += valueData.copy(buffer, at, valueStart, valueStart + valueLength);
+        this.#used = at;
+      }
       this.#count++;
     }
   }

@@ -5,7 +5,7 @@
  * embedded), the AWS SDK or the Parquet libraries.
  */
 import { Command, CommanderError } from "commander";
-import { configHelpLines } from "../config-docs.js";
+import { configHelpLines } from "../config/docs.js";
 import { settingToRaise } from "../domain/failures.js";
 import { ConfigError, errorMessage, PulpitumError } from "../errors.js";
 import { stopQuietlyWhenOutputCloses } from "./closed-stdout.js";

@@ -3,8 +3,8 @@
  * configuration (warning about variables nothing reads), open the adapters,
  * and close it however the command ends.
  */
-import type { PulpitumConfig } from "../config.js";
-import { unknownVariableWarnings } from "../unknown-variables.js";
+import type { PulpitumConfig } from "../config/config.js";
+import { unknownVariableWarnings } from "../config/unknown-variables.js";
 import { loadConfig, openAdapters, type Adapters } from "../open-adapters.js";
 import type { WorkflowLog } from "../usecases/context.js";
 import { errorMessage } from "../errors.js";

@@ -18,7 +18,7 @@ import type { PhaseName } from "../ports/hot-store.js";
 import { DurableTable } from "../read/durable-table.js";
 import { runStandalone } from "../runner/standalone.js";
 import type { Adapters } from "../open-adapters.js";
-import { rawValue } from "../variables.js";
+import { rawValue } from "../config/variables.js";
 import { formatBytes, renderTable } from "./format.js";
 import { stderrLog } from "./log.js";
 import { ProgressBar } from "./progress.js";

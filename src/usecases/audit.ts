@@ -26,7 +26,7 @@
  * A dry run changes nothing and is not recorded: callers do not come here.
  */
 import { randomUUID } from "node:crypto";
-import type { ArchiveLocation } from "../config.js";
+import type { ArchiveLocation } from "../config/config.js";
 import {
   ConfigError,
   InvalidInputError,

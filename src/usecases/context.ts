@@ -1,4 +1,4 @@
-import type { PulpitumConfig } from "../config.js";
+import type { PulpitumConfig } from "../config/config.js";
 import type { BucketId } from "../domain/bucket.js";
 import type { CutoffPolicy } from "../domain/cutoff.js";
 import type { Clock } from "../ports/clock.js";

@@ -27,7 +27,7 @@
  * its whole schedule interval, so they do not wait between runs either.
  */
 import { cutoffsAt } from "./eligibility.js";
-import type { DiscoverySettings } from "../discovery-settings.js";
+import type { DiscoverySettings } from "../config/discovery-settings.js";
 import type { Clock } from "../ports/clock.js";
 import type {
   BucketDiscovery,

@@ -14,7 +14,7 @@ import {
   DEFAULT_MAX_ATTEMPTS,
   DEFAULT_QUARANTINE_COOLDOWN_SECONDS,
   DEFAULT_QUARANTINE_SPAN_SECONDS,
-} from "../config.js";
+} from "../config/config.js";
 import { describeBucket } from "../domain/bucket.js";
 import {
   judgeQuarantine,

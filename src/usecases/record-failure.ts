@@ -22,7 +22,7 @@
  * waits for the rule's span: its retries back off as an outage's do, so a
  * bucket judged over hours is not retried every ARCHIVER_RETRY_SECONDS.
  */
-import { DEFAULT_MAX_ATTEMPTS } from "../config.js";
+import { DEFAULT_MAX_ATTEMPTS } from "../config/config.js";
 import { describeBucket } from "../domain/bucket.js";
 import { classifyFailure, settingToRaise } from "../domain/failures.js";
 import { outageRetryDelayMs } from "../domain/retry-delay.js";

@@ -25,6 +25,7 @@ import { OPEN_TIMEOUT_MS, type OpenedHotStore } from "./hot-store/support.js";
 
 export type { OpenedHotStore } from "./hot-store/support.js";
 export { sqlHotStoreConformance, typedPlaceholderConformance } from "./hot-store/sql-adapter.js";
+export { snapshotStatementConformance } from "./hot-store/snapshot-statement.js";
 
 export function hotStoreConformance(name: string, open: () => Promise<OpenedHotStore>): void {
   describe(`hot store conformance: ${name}`, () => {

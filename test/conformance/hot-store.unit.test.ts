@@ -2,6 +2,7 @@ import { PgliteDatabase, SqlHotStore } from "../../src/adapters/sql/index.js";
 import { RecordingDatabase, type RecordedStatement } from "../support/recording-database.js";
 import {
   hotStoreConformance,
+  snapshotStatementConformance,
   sqlHotStoreConformance,
   typedPlaceholderConformance,
 } from "./hot-store.js";
@@ -17,4 +18,5 @@ const openInMemory = async () => {
 
 hotStoreConformance("PGlite (in memory)", openInMemory);
 sqlHotStoreConformance("PGlite (in memory)", openInMemory);
+snapshotStatementConformance("PGlite (in memory)", openInMemory);
 typedPlaceholderConformance("PGlite (in memory)", statements);

@@ -6,10 +6,10 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { CONFIG_VARIABLES } from "../../src/config-table.js";
-import { parseConfig } from "../../src/config.js";
-import { parseDiscoverySettings } from "../../src/discovery-settings.js";
-import { parseFunctionSettings } from "../../src/function-settings.js";
+import { CONFIG_VARIABLES } from "../../src/config/table.js";
+import { parseConfig } from "../../src/config/config.js";
+import { parseDiscoverySettings } from "../../src/config/discovery-settings.js";
+import { parseFunctionSettings } from "../../src/config/function-settings.js";
 import { ConfigError } from "../../src/errors.js";
 import { fuzz, fuzzTimeout, mutatedText, resultOrTyped } from "./fuzz.js";
 

@@ -19,7 +19,7 @@ import os from "node:os";
 import path from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { parseConfig } from "../../src/config.js";
+import { parseConfig } from "../../src/config/config.js";
 import { S3ObjectStore } from "../../src/adapters/object-store/s3.js";
 import { openAdapters } from "../../src/open-adapters.js";
 import { runCli } from "../support/cli.js";

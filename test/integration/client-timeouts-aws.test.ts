@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
 import { httpTimeoutsFromSeconds } from "../../src/adapters/http-timeouts.js";
 import { S3ObjectStore } from "../../src/adapters/object-store/s3.js";
 import { createSqsClient, SqsWorkQueue } from "../../src/adapters/queue/sqs.js";
-import { parseConfig } from "../../src/config.js";
+import { parseConfig } from "../../src/config/config.js";
 import { parseTableId } from "../../src/domain/table.js";
 import { TransientStoreError } from "../../src/errors.js";
 import { openAdapters } from "../../src/open-adapters.js";

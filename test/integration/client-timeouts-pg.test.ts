@@ -12,7 +12,7 @@ import { SqlHotStore } from "../../src/adapters/sql/sql-hot-store.js";
 import type { BucketId } from "../../src/domain/bucket.js";
 import { parseTableId } from "../../src/domain/table.js";
 import { AmbiguousCommitError } from "../../src/errors.js";
-import { parseConfig } from "../../src/config.js";
+import { parseConfig } from "../../src/config/config.js";
 import { openAdapters } from "../../src/open-adapters.js";
 import { freshDatabase } from "../support/integration-resources.js";
 import {

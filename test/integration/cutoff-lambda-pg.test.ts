@@ -4,16 +4,11 @@
  * openLambdaAdapters with the default cutoff and a manual clock, and archive a
  * 2025 bucket at their first invocations after midnight UTC on 1 January.
  */
-import { randomUUID } from "node:crypto";
-import { CreateQueueCommand, SendMessageCommand, SQSClient } from "@aws-sdk/client-sqs";
+import { SendMessageCommand } from "@aws-sdk/client-sqs";
 import type { Context } from "aws-lambda";
-import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { createDiscoveryHandler, type DiscoveryReport } from "../../functions/discover.js";
-import {
-  cachedPerContainer,
-  openLambdaAdapters,
-  type LambdaAdapters,
-} from "../../functions/open-adapters.js";
+import { cachedPerContainer, type LambdaAdapters } from "../../functions/open-adapters.js";
 import { createWorkerHandler } from "../../functions/worker.js";
 import type { BucketId } from "../../src/domain/bucket.js";
 import { DEFAULT_CUTOFF_POLICY } from "../../src/domain/cutoff.js";
@@ -22,22 +17,14 @@ import { parseTableId } from "../../src/domain/table.js";
 import { parseRfc3339Micros } from "../../src/domain/time.js";
 import { ManualClock } from "../../src/ports/clock.js";
 import { encodeWorkMessage } from "../../src/ports/work-queue.js";
-import { freshBucket, freshDatabase, s3Client } from "../support/integration-resources.js";
-import {
-  deliverToWorker,
-  emulatorClientConfig,
-  invocationContext,
-} from "../support/lambda-invocation.js";
+import { deliverToWorker, invocationContext } from "../support/lambda-invocation.js";
+import { openLambdaWorld, type LambdaWorld } from "../support/lambda-world.js";
 import pg from "pg";
 import { setDatabaseClock } from "../support/database-clock.js";
 
 vi.hoisted(() => {
   process.env.POWERTOOLS_LOG_LEVEL = "WARN";
 });
-
-const endpoint = inject("awsEndpointUrl");
-const serverUrl = inject("databaseUrl");
-const clientConfig = emulatorClientConfig(endpoint);
 
 const TABLE = parseTableId("newyear");
 const BUCKET: BucketId = {
@@ -59,12 +46,8 @@ function records(): TableRecord[] {
 const lambdaContext = (): Context => invocationContext("cutoff");
 
 describe("a warm Lambda container crossing New Year", () => {
-  const sqs = new SQSClient(clientConfig);
-  const s3 = s3Client(endpoint);
   const clock = new ManualClock("2026-12-31T23:59:30Z");
-  const runtimes: LambdaAdapters[] = [];
-  let drop: () => Promise<void>;
-  let queueUrl: string;
+  let world: LambdaWorld;
   let opens = 0;
   let discovery: ReturnType<typeof createDiscoveryHandler>;
   let worker: ReturnType<typeof createWorkerHandler>;
@@ -72,34 +55,19 @@ describe("a warm Lambda container crossing New Year", () => {
   let clockDb: pg.Pool | undefined;
 
   beforeAll(async () => {
-    vi.spyOn(process.stdout, "write").mockImplementation(() => true);
-    vi.spyOn(process.stderr, "write").mockImplementation(() => true);
-    const database = await freshDatabase(serverUrl);
-    drop = database.drop;
-    // The database's clock is the functions' (every cutoff is taken from it): it crosses New Year with them.
-    clockDb = new pg.Pool({ connectionString: database.url, max: 1 });
-    await setDatabaseClock(clockDb!, clock.now());
-    const bucket = await freshBucket(endpoint);
-    queueUrl = (
-      await sqs.send(
-        new CreateQueueCommand({ QueueName: `pulpitum-newyear-${randomUUID().slice(0, 8)}` }),
-      )
-    ).QueueUrl!;
     // No ARCHIVER_ELIGIBLE_BEFORE: the default cutoff.
-    const env = {
-      AWS_REGION: "us-east-1",
-      DATABASE_URL: database.url,
-      PULPITUM_ARCHIVE_URL: `s3://${bucket}/newyear`,
-      AWS_ENDPOINT_URL: endpoint,
-      PULPITUM_WORK_QUEUE_URL: queueUrl,
-      ARCHIVER_REQUEUE_SECONDS: "0",
-    };
+    world = await openLambdaWorld({
+      name: "newyear",
+      env: { ARCHIVER_REQUEUE_SECONDS: "0" },
+      clock,
+    });
+    // The database's clock is the functions' (every cutoff is taken from it): it crosses New Year with them.
+    clockDb = new pg.Pool({ connectionString: world.databaseUrl, max: 1 });
+    await setDatabaseClock(clockDb!, clock.now());
     const container = (migrate: boolean) =>
       cachedPerContainer(async () => {
         opens++;
-        const runtime = await openLambdaAdapters(env, { clients: { sqs, s3 }, migrate, clock });
-        runtimes.push(runtime);
-        return runtime;
+        return await world.open({ migrate });
       });
     discovery = createDiscoveryHandler(container(true));
     worker = createWorkerHandler(container(false));
@@ -108,8 +76,7 @@ describe("a warm Lambda container crossing New Year", () => {
       by_kind: {},
       stop: "exhausted",
     });
-    inspector = await openLambdaAdapters(env, { clients: { sqs, s3 }, clock });
-    runtimes.push(inspector);
+    inspector = await world.open();
     const store = inspector.adapters.hotStore;
     await store.registerTable(
       { tableId: TABLE, strategy: "CalendarYearUtc", format: "parquet", writableBuckets: null },
@@ -119,22 +86,18 @@ describe("a warm Lambda container crossing New Year", () => {
   });
 
   afterAll(async () => {
-    for (const runtime of runtimes) await runtime.close();
     await clockDb?.end();
-    await drop?.();
-    sqs.destroy();
-    s3.destroy();
-    vi.restoreAllMocks();
+    await world?.close();
   });
 
   /** Receive what the queue holds and hand it to the worker as the event source mapping would. */
-  const deliver = () => deliverToWorker(sqs, queueUrl, worker, lambdaContext);
+  const deliver = () => deliverToWorker(world.sqs, world.queueUrl, worker, lambdaContext);
 
   it("finds nothing on 31 December and archives the 2025 bucket after midnight, without reopening", async () => {
     // Act: the last minute of 2026; a message for the bucket (a replay, say) warms the worker
     const before = (await discovery({}, lambdaContext())) as DiscoveryReport;
-    await sqs.send(
-      new SendMessageCommand({ QueueUrl: queueUrl, MessageBody: encodeWorkMessage(BUCKET) }),
+    await world.sqs.send(
+      new SendMessageCommand({ QueueUrl: world.queueUrl, MessageBody: encodeWorkMessage(BUCKET) }),
     );
     const deliveredBefore = await deliver();
     const stateBefore = (await inspector.adapters.hotStore.getBucket(BUCKET))?.state;
@@ -164,6 +127,6 @@ describe("a warm Lambda container crossing New Year", () => {
     // Both containers were opened before midnight and never again.
     expect(opensBefore).toBe(2);
     expect(opens).toBe(2);
-    for (const r of runtimes) expect(r.config.cutoff).toEqual(DEFAULT_CUTOFF_POLICY);
+    for (const r of world.runtimes) expect(r.config.cutoff).toEqual(DEFAULT_CUTOFF_POLICY);
   });
 });

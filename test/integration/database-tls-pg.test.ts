@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { parseConfig } from "../../src/config.js";
+import { parseConfig } from "../../src/config/config.js";
 import { openAdapters } from "../../src/open-adapters.js";
 import { freshDatabase } from "../support/integration-resources.js";
 

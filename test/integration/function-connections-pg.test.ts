@@ -22,7 +22,7 @@ import {
   type LambdaAdapters,
 } from "../../functions/open-adapters.js";
 import { createWorkerHandler } from "../../functions/worker.js";
-import type { PulpitumConfig } from "../../src/config.js";
+import type { PulpitumConfig } from "../../src/config/config.js";
 import { parseTableId } from "../../src/domain/table.js";
 import { parseRfc3339Micros } from "../../src/domain/time.js";
 import { encodeWorkMessage, type WorkItem } from "../../src/ports/work-queue.js";

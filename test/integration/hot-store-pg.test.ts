@@ -17,6 +17,7 @@ import type { TableRecord } from "../../src/domain/record.js";
 import type { BucketRow, Lease } from "../../src/ports/hot-store.js";
 import {
   hotStoreConformance,
+  snapshotStatementConformance,
   sqlHotStoreConformance,
   typedPlaceholderConformance,
 } from "../conformance/hot-store.js";
@@ -65,6 +66,7 @@ const openFresh = async () => {
 
 hotStoreConformance("PostgreSQL", openFresh);
 sqlHotStoreConformance("PostgreSQL", openFresh);
+snapshotStatementConformance("PostgreSQL", openFresh);
 typedPlaceholderConformance("PostgreSQL", statements);
 
 const NOW = new Date("2025-06-01T00:00:00Z");

@@ -1,8 +1,8 @@
 /**
  * A load spike on a real PostgreSQL: while it lasts, a big bucket's
  * snapshot page outruns the server's statement_timeout (a real 57014 from
- * the server, read through the snapshot's COPY) while its small neighbours
- * archive. The quarantine rule's span and cool-down are the database's
+ * the server, read through the snapshot's statement) while its small
+ * neighbours archive. The quarantine rule's span and cool-down are the database's
  * clock, here in seconds: the bucket is quarantined once its counted
  * timeouts lasted the span, its quarantine retries itself, and once the
  * spike is over it archives every record exactly once. Before issue 49 it
@@ -116,7 +116,7 @@ describe("a load spike's statement timeouts on PostgreSQL quarantine nothing for
     // Counted while others archived, or alone when they all archived before its first timeout.
     expect(held.lastError).toMatch(/(over|failing alone for) \d+\.\d s .*retries itself in 2\.0 s/);
     expect(held.lastError).toMatch(/statement timeout.*PULPITUM_DB_STATEMENT_TIMEOUT_SECONDS/);
-    // The server's own cancellation, read through the snapshot's COPY.
+    // The server's own cancellation, read through the snapshot's statement.
     const timeout = outcomes.find((o) => o.result === "deferred" && o.phase === "export");
     expect(timeout?.reason).toMatch(/canceling statement due to statement timeout/);
     await expectFullyArchived(h, small);

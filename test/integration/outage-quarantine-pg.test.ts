@@ -2,10 +2,10 @@
  * Outages never quarantine a healthy bucket, on a real PostgreSQL that goes
  * away the ways real ones do: every connection dropped and new ones refused
  * for a second (a failover, a network blip) while phases run and renew
- * their leases, and backends terminated in the middle of the snapshot's
- * COPY. Before issue 39, three such blips or four such terminations
- * quarantined a healthy bucket: the phase could not record its outage (its
- * release failed in the same blip, or the dead COPY connection was handed
+ * their leases, and backends terminated in the middle of a snapshot page.
+ * Before issue 39, three such blips or four such terminations quarantined
+ * a healthy bucket: the phase could not record its outage (its release
+ * failed in the same blip, or the page's dead connection was handed
  * back to the pool for the failure handler's next statement), the lease
  * expired, and each takeover counted an attempt.
  */
@@ -27,7 +27,7 @@ import type {
 import { runNextPhase } from "../../src/usecases/run-next-phase.js";
 import {
   startBlippingProxy,
-  terminateCopies,
+  terminateReads,
   type BlippingProxy,
 } from "../support/database-blips.js";
 import { freshDatabase } from "../support/integration-resources.js";
@@ -169,35 +169,34 @@ describe("outages never quarantine a healthy bucket on PostgreSQL", () => {
     await expectFullyArchived(h, buckets);
   });
 
-  it("a statement after a COPY the server terminated gets a live connection, not the dead one", async () => {
+  it("a statement after a read of binary rows the server terminated gets a live connection, not the dead one", async () => {
     const db = await freshDatabase(serverUrl);
     const database = new PgDatabase(db.url, { max: 1 });
     closers.push(
       () => db.drop(),
       () => database.close(),
     );
-    const killer = terminateCopies(db.url, new URL(db.url).pathname.slice(1), 1);
-    // The failure handler's next statement follows the failed COPY at once, as in a phase.
-    const next = await database
-      .copyOutBinary("SELECT g, pg_sleep(0.01) FROM generate_series(1, 2000) g")
-      .then(
-        () => expect.fail("the COPY was not terminated"),
-        (error: unknown) => {
-          expect(String(error)).toMatch(/terminat/i);
-          return database.query<{ one: number }>("SELECT 1 AS one");
-        },
-      );
+    const slow = "SELECT g, pg_sleep(0.01) FROM generate_series(1, 2000) g";
+    const killer = terminateReads(db.url, new URL(db.url).pathname.slice(1), 1, slow);
+    // The failure handler's next statement follows the failed read at once, as in a phase.
+    const next = await database.readBinaryRows(slow, []).then(
+      () => expect.fail("the read was not terminated"),
+      (error: unknown) => {
+        expect(String(error)).toMatch(/terminat/i);
+        return database.query<{ one: number }>("SELECT 1 AS one");
+      },
+    );
     expect(next.rows).toEqual([{ one: 1 }]);
     expect(await killer.stop()).toBe(1);
   });
 
-  it("four backends terminated in the middle of the snapshot's COPY leave attempts at 0: the bucket archives every record once, never quarantined", async () => {
-    // Pages of 4 MiB (2,000 rows of 2 KiB), so each COPY runs long enough to be caught.
+  it("four backends terminated in the middle of a snapshot page leave attempts at 0: the bucket archives every record once, never quarantined", async () => {
+    // Pages of 4 MiB (2,000 rows of 2 KiB), so each page runs long enough to be caught.
     const { h, ctx, id, buckets, database, adminUrl } = await world(largeRecords(10_000), {
       poolMax: 1,
       settings: { snapshotPageSize: 2_000, cleanupBatchSize: 5_000, cleanupMaxRowsPerSecond: 0 },
     });
-    const killer = terminateCopies(adminUrl, database, 4);
+    const killer = terminateReads(adminUrl, database, 4);
     const outcomes = await archiveAsAWorker(ctx, id, 180_000);
     const killed = await killer.stop();
     const metadata = (await h.inner.getBucket(id))!;

@@ -8,15 +8,10 @@
  * included, bucket by bucket, on a warm worker (the container's first
  * use, which binds the database to its archive, is a warm-up bucket).
  */
-import { randomUUID } from "node:crypto";
 import { S3Client } from "@aws-sdk/client-s3";
-import { CreateQueueCommand, SendMessageCommand, SQSClient } from "@aws-sdk/client-sqs";
+import { SendMessageCommand } from "@aws-sdk/client-sqs";
 import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
-import {
-  cachedPerContainer,
-  openLambdaAdapters,
-  type LambdaAdapters,
-} from "../../functions/open-adapters.js";
+import type { LambdaAdapters } from "../../functions/open-adapters.js";
 import { createWorkerHandler } from "../../functions/worker.js";
 import { S3_CHECKSUM_SETTINGS } from "../../src/adapters/object-store/s3.js";
 import type { BucketId } from "../../src/domain/bucket.js";
@@ -26,19 +21,18 @@ import { parseRfc3339Micros } from "../../src/domain/time.js";
 import { encodeWorkMessage } from "../../src/ports/work-queue.js";
 import { RequestCounter, countsSince, s3ClassesOf } from "../support/aws-requests.js";
 import { expectCatalogMatchesPublished } from "../support/catalog.js";
-import { freshBucket, freshDatabase } from "../support/integration-resources.js";
 import {
   deliverToWorker,
   emulatorClientConfig,
   invocationContext,
 } from "../support/lambda-invocation.js";
+import { openLambdaWorld, type LambdaWorld } from "../support/lambda-world.js";
 
 vi.hoisted(() => {
   process.env.POWERTOOLS_LOG_LEVEL = "WARN";
 });
 
 const endpoint = inject("awsEndpointUrl");
-const serverUrl = inject("databaseUrl");
 const clientConfig = emulatorClientConfig(endpoint);
 const PREFIX = "budget";
 
@@ -58,51 +52,23 @@ function smallBucket(tableId: TableId, tenant: string, day: number): TableRecord
 
 describe("the S3 request budget of a small bucket, through the worker handler on PostgreSQL and S3", () => {
   const s3Counter = new RequestCounter();
-  const sqs = new SQSClient(clientConfig);
-  const countedS3 = s3Counter.attach(
-    new S3Client({ ...clientConfig, forcePathStyle: true, ...S3_CHECKSUM_SETTINGS }),
-  );
-  const plainS3 = new S3Client({ ...clientConfig, forcePathStyle: true, ...S3_CHECKSUM_SETTINGS });
-  const runtimes: LambdaAdapters[] = [];
-  let drop: () => Promise<void>;
+  const checksummedS3 = () =>
+    new S3Client({ ...clientConfig, forcePathStyle: true, ...S3_CHECKSUM_SETTINGS });
+  let world: LambdaWorld;
   let inspector: LambdaAdapters;
-  let queueUrl: string;
   let worker: ReturnType<typeof createWorkerHandler>;
 
   beforeAll(async () => {
-    vi.spyOn(process.stdout, "write").mockImplementation(() => true);
-    const database = await freshDatabase(serverUrl);
-    drop = database.drop;
-    const bucket = await freshBucket(endpoint);
-    queueUrl = (
-      await sqs.send(new CreateQueueCommand({ QueueName: `pulpitum-budget-${randomUUID()}` }))
-    ).QueueUrl!;
-    const env = {
-      AWS_REGION: "us-east-1",
-      DATABASE_URL: database.url,
-      PULPITUM_ARCHIVE_URL: `s3://${bucket}/${PREFIX}`,
-      AWS_ENDPOINT_URL: endpoint,
-      PULPITUM_WORK_QUEUE_URL: queueUrl,
-      ARCHIVER_ELIGIBLE_BEFORE: "2026-01-01T00:00:00Z",
-    };
-    inspector = await openLambdaAdapters(env, { clients: { sqs, s3: plainS3 }, migrate: true });
-    runtimes.push(inspector);
-    const container = cachedPerContainer(async () => {
-      const runtime = await openLambdaAdapters(env, { clients: { sqs, s3: countedS3 } });
-      runtimes.push(runtime);
-      return runtime;
+    world = await openLambdaWorld({
+      name: PREFIX,
+      env: { ARCHIVER_ELIGIBLE_BEFORE: "2026-01-01T00:00:00Z" },
+      s3: checksummedS3(),
     });
-    worker = createWorkerHandler(container);
+    inspector = await world.open({ migrate: true });
+    worker = createWorkerHandler(world.container({ s3: s3Counter.attach(checksummedS3()) }));
   }, 120_000);
 
-  afterAll(async () => {
-    for (const runtime of runtimes) await runtime.close();
-    await drop?.();
-    sqs.destroy();
-    countedS3.destroy();
-    plainS3.destroy();
-    vi.restoreAllMocks();
-  });
+  afterAll(() => world?.close());
 
   async function seed(name: string, format: ArchiveFormat, tenants: string[]) {
     const tableId = parseTableId(name);
@@ -126,13 +92,13 @@ describe("the S3 request budget of a small bucket, through the worker handler on
   /** Archive one bucket through the worker (the first message sent by hand, the rest by the worker). */
   async function archive(id: BucketId): Promise<Record<string, number>> {
     const before = s3Counter.snapshot();
-    await sqs.send(
-      new SendMessageCommand({ QueueUrl: queueUrl, MessageBody: encodeWorkMessage(id) }),
+    await world.sqs.send(
+      new SendMessageCommand({ QueueUrl: world.queueUrl, MessageBody: encodeWorkMessage(id) }),
     );
     for (let round = 0; round < 200; round++) {
       const metadata = await inspector.adapters.hotStore.getBucket(id);
       if (metadata?.state === "archived" && metadata.hotDeleted) break;
-      await deliverToWorker(sqs, queueUrl, worker, () => invocationContext("budget"));
+      await deliverToWorker(world.sqs, world.queueUrl, worker, () => invocationContext("budget"));
     }
     const metadata = await inspector.adapters.hotStore.getBucket(id);
     expect(metadata).toMatchObject({ state: "archived", hotDeleted: true });

@@ -5,17 +5,12 @@
  * one invocation's budget archives, part by part, each invocation enqueuing
  * the next.
  */
-import { randomUUID } from "node:crypto";
-import { CreateQueueCommand, SendMessageCommand, SQSClient } from "@aws-sdk/client-sqs";
+import { SendMessageCommand } from "@aws-sdk/client-sqs";
 import type { Context } from "aws-lambda";
-import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { validateArchiveManifest, type ManifestV5 } from "../../src/archive/manifest-v5.js";
 import { DurableTable } from "../../src/read/durable-table.js";
-import {
-  cachedPerContainer,
-  openLambdaAdapters,
-  type LambdaAdapters,
-} from "../../functions/open-adapters.js";
+import type { LambdaAdapters } from "../../functions/open-adapters.js";
 import { createWorkerHandler } from "../../functions/worker.js";
 import type { BucketId } from "../../src/domain/bucket.js";
 import type { TableRecord } from "../../src/domain/record.js";
@@ -23,20 +18,12 @@ import { parseTableId } from "../../src/domain/table.js";
 import { parseRfc3339Micros } from "../../src/domain/time.js";
 import { ManualClock } from "../../src/ports/clock.js";
 import { encodeWorkMessage } from "../../src/ports/work-queue.js";
-import { freshBucket, freshDatabase, s3Client } from "../support/integration-resources.js";
-import {
-  deliverToWorker,
-  emulatorClientConfig,
-  invocationContext,
-} from "../support/lambda-invocation.js";
+import { deliverToWorker, invocationContext } from "../support/lambda-invocation.js";
+import { openLambdaWorld, type LambdaWorld } from "../support/lambda-world.js";
 
 vi.hoisted(() => {
   process.env.POWERTOOLS_LOG_LEVEL = "WARN";
 });
-
-const endpoint = inject("awsEndpointUrl");
-const serverUrl = inject("databaseUrl");
-const clientConfig = emulatorClientConfig(endpoint);
 
 const TABLE = parseTableId("segments");
 const BUCKET: BucketId = {
@@ -68,56 +55,25 @@ let remainingMs = WORKER_MARGIN_MS;
 const lambdaContext = (): Context => invocationContext("segments", () => remainingMs);
 
 describe("segmented export through the worker handler", () => {
-  const sqs = new SQSClient(clientConfig);
-  const s3 = s3Client(endpoint);
   const clock = new ManualClock("2026-06-01T00:00:00Z");
-  const runtimes: LambdaAdapters[] = [];
-  let drop: () => Promise<void>;
-  let queueUrl: string;
+  let world: LambdaWorld;
   let worker: ReturnType<typeof createWorkerHandler>;
   let inspector: LambdaAdapters;
 
   beforeAll(async () => {
-    vi.spyOn(process.stdout, "write").mockImplementation(() => true);
-    vi.spyOn(process.stderr, "write").mockImplementation(() => true);
-    const database = await freshDatabase(serverUrl);
-    drop = database.drop;
-    const bucket = await freshBucket(endpoint);
-    queueUrl = (
-      await sqs.send(
-        new CreateQueueCommand({ QueueName: `pulpitum-segments-${randomUUID().slice(0, 8)}` }),
-      )
-    ).QueueUrl!;
-    const env = {
-      AWS_REGION: "us-east-1",
-      DATABASE_URL: database.url,
-      PULPITUM_ARCHIVE_URL: `s3://${bucket}/segments`,
-      AWS_ENDPOINT_URL: endpoint,
-      PULPITUM_WORK_QUEUE_URL: queueUrl,
-      ARCHIVER_ELIGIBLE_BEFORE: "2026-01-01T00:00:00Z",
-      ARCHIVER_REQUEUE_SECONDS: "0",
-      ARCHIVER_SEGMENT_ROWS: String(SEGMENT_ROWS),
-    };
-    inspector = await openLambdaAdapters(env, {
-      clients: { sqs, s3 },
-      migrate: true,
+    world = await openLambdaWorld({
+      name: "segments",
+      env: {
+        ARCHIVER_ELIGIBLE_BEFORE: "2026-01-01T00:00:00Z",
+        ARCHIVER_REQUEUE_SECONDS: "0",
+        ARCHIVER_SEGMENT_ROWS: String(SEGMENT_ROWS),
+      },
       clock,
+      // The manual clock plays the functions' time, months behind the database's.
       clockCheck: false,
     });
-    runtimes.push(inspector);
-    worker = createWorkerHandler(
-      cachedPerContainer(async () => {
-        const runtime = await openLambdaAdapters(env, {
-          clients: { sqs, s3 },
-          migrate: false,
-          clock,
-          // The manual clock plays the functions' time, months behind the database's.
-          clockCheck: false,
-        });
-        runtimes.push(runtime);
-        return runtime;
-      }),
-    );
+    inspector = await world.open({ migrate: true });
+    worker = createWorkerHandler(world.container());
     const store = inspector.adapters.hotStore;
     await store.registerTable(
       { tableId: TABLE, strategy: "CalendarYearUtc", format: "parquet", writableBuckets: null },
@@ -128,20 +84,14 @@ describe("segmented export through the worker handler", () => {
       await store.append(TABLE, all.slice(i, i + 1000), clock.now());
   }, 120_000);
 
-  afterAll(async () => {
-    for (const runtime of runtimes) await runtime.close();
-    await drop?.();
-    sqs.destroy();
-    s3.destroy();
-    vi.restoreAllMocks();
-  });
+  afterAll(() => world?.close());
 
   /** Receive what the queue holds and hand it to the worker as the event source mapping would. */
-  const deliver = () => deliverToWorker(sqs, queueUrl, worker, lambdaContext);
+  const deliver = () => deliverToWorker(world.sqs, world.queueUrl, worker, lambdaContext);
 
   it("archives a bucket ten times one invocation's budget, one part per invocation, every record exactly once", async () => {
-    await sqs.send(
-      new SendMessageCommand({ QueueUrl: queueUrl, MessageBody: encodeWorkMessage(BUCKET) }),
+    await world.sqs.send(
+      new SendMessageCommand({ QueueUrl: world.queueUrl, MessageBody: encodeWorkMessage(BUCKET) }),
     );
     let invocations = 0;
     let partsSeen = 0;

@@ -19,15 +19,10 @@ import {
   GetQueueAttributesCommand,
   ReceiveMessageCommand,
   SendMessageCommand,
-  SQSClient,
 } from "@aws-sdk/client-sqs";
-import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { createDiscoveryHandler } from "../../functions/discover.js";
-import {
-  cachedPerContainer,
-  openLambdaAdapters,
-  type LambdaAdapters,
-} from "../../functions/open-adapters.js";
+import type { LambdaAdapters } from "../../functions/open-adapters.js";
 import { createRestoreHandler } from "../../functions/restore.js";
 import { WORKER_DEADLINE_MARGIN_MS, createWorkerHandler } from "../../functions/worker.js";
 import type { BucketId } from "../../src/domain/bucket.js";
@@ -37,20 +32,12 @@ import { parseRfc3339Micros } from "../../src/domain/time.js";
 import { ManualClock } from "../../src/ports/clock.js";
 import type { RestoreReport } from "../../src/usecases/restore.js";
 import { encodeWorkMessage, type WorkQueue } from "../../src/ports/work-queue.js";
-import { freshBucket, freshDatabase, s3Client } from "../support/integration-resources.js";
-import {
-  deliverToWorker,
-  emulatorClientConfig,
-  invocationContext,
-} from "../support/lambda-invocation.js";
+import { deliverToWorker, invocationContext } from "../support/lambda-invocation.js";
+import { openLambdaWorld, type LambdaWorld } from "../support/lambda-world.js";
 
 vi.hoisted(() => {
   process.env.POWERTOOLS_LOG_LEVEL = "WARN";
 });
-
-const endpoint = inject("awsEndpointUrl");
-const serverUrl = inject("databaseUrl");
-const clientConfig = emulatorClientConfig(endpoint);
 
 /** The work queues' visibility timeout: a message reported failed and not handed back returns after it. */
 const VISIBILITY_SECONDS = 2;
@@ -74,24 +61,27 @@ function records(bucket: BucketId): TableRecord[] {
 }
 
 describe("the worker handler on PostgreSQL and SQS", () => {
-  const sqs = new SQSClient(clientConfig);
-  const s3 = s3Client(endpoint);
   const clock = new ManualClock("2026-06-01T00:00:00Z");
-  const runtimes: LambdaAdapters[] = [];
   /** The visibility of every ChangeMessageVisibility call the worker made, by queue URL. */
   const visibilityChanges = new Map<string, number[]>();
   /** SendMessage and SendMessageBatch calls made; while `refuseSendBatches`, each batch fails. */
   let sendSingles = 0;
   let sendBatches = 0;
   let refuseSendBatches = false;
-  let drop: () => Promise<void>;
-  let baseEnv: Record<string, string>;
+  let world: LambdaWorld;
   let inspector: LambdaAdapters;
 
   beforeAll(async () => {
-    vi.spyOn(process.stdout, "write").mockImplementation(() => true);
-    vi.spyOn(process.stderr, "write").mockImplementation(() => true);
-    sqs.middlewareStack.add(
+    world = await openLambdaWorld({
+      name: "worker-batch",
+      env: { ARCHIVER_ELIGIBLE_BEFORE: "2026-01-01T00:00:00Z", ARCHIVER_REQUEUE_SECONDS: "0" },
+      // Each fleet has its own queues (openFleet).
+      queue: false,
+      clock,
+      // The manual clock plays the functions' time, months behind the database's.
+      clockCheck: false,
+    });
+    world.sqs.middlewareStack.add(
       (next, context) => async (args) => {
         if (context.commandName === "SendMessageCommand") sendSingles++;
         if (context.commandName === "SendMessageBatchCommand") {
@@ -108,32 +98,13 @@ describe("the worker handler on PostgreSQL and SQS", () => {
       },
       { step: "initialize", name: "recordVisibilityChanges" },
     );
-    const database = await freshDatabase(serverUrl);
-    drop = database.drop;
-    const bucket = await freshBucket(endpoint);
-    baseEnv = {
-      AWS_REGION: "us-east-1",
-      DATABASE_URL: database.url,
-      PULPITUM_ARCHIVE_URL: `s3://${bucket}/worker-batch`,
-      AWS_ENDPOINT_URL: endpoint,
-      ARCHIVER_ELIGIBLE_BEFORE: "2026-01-01T00:00:00Z",
-      ARCHIVER_REQUEUE_SECONDS: "0",
-    };
-    inspector = await openLambdaAdapters(
-      { ...baseEnv, PULPITUM_WORK_QUEUE_URL: "http://unused" },
-      // The manual clock plays the functions' time, months behind the database's.
-      { clients: { sqs, s3 }, migrate: true, clock, clockCheck: false },
-    );
-    runtimes.push(inspector);
+    inspector = await world.open({
+      env: { PULPITUM_WORK_QUEUE_URL: "http://unused" },
+      migrate: true,
+    });
   }, 120_000);
 
-  afterAll(async () => {
-    for (const runtime of runtimes) await runtime.close();
-    await drop?.();
-    sqs.destroy();
-    s3.destroy();
-    vi.restoreAllMocks();
-  });
+  afterAll(() => world?.close());
 
   /** A table of `n` eligible buckets, one per tenant, each holding 20 records. */
   async function seedBuckets(name: string, n: number): Promise<BucketId[]> {
@@ -156,14 +127,15 @@ describe("the worker handler on PostgreSQL and SQS", () => {
    */
   async function openFleet(afterClaim: () => void = () => {}) {
     const name = `pulpitum-batch-${randomUUID().slice(0, 8)}`;
-    const dlqUrl = (await sqs.send(new CreateQueueCommand({ QueueName: `${name}-dlq` }))).QueueUrl!;
+    const dlqUrl = (await world.sqs.send(new CreateQueueCommand({ QueueName: `${name}-dlq` })))
+      .QueueUrl!;
     const dlqArn = (
-      await sqs.send(
+      await world.sqs.send(
         new GetQueueAttributesCommand({ QueueUrl: dlqUrl, AttributeNames: ["QueueArn"] }),
       )
     ).Attributes!.QueueArn!;
     const queueUrl = (
-      await sqs.send(
+      await world.sqs.send(
         new CreateQueueCommand({
           QueueName: name,
           Attributes: {
@@ -176,18 +148,7 @@ describe("the worker handler on PostgreSQL and SQS", () => {
         }),
       )
     ).QueueUrl!;
-    const env = { ...baseEnv, PULPITUM_WORK_QUEUE_URL: queueUrl };
-    const container = () =>
-      cachedPerContainer(async () => {
-        const runtime = await openLambdaAdapters(env, {
-          clients: { sqs, s3 },
-          migrate: false,
-          clock,
-          clockCheck: false,
-        });
-        runtimes.push(runtime);
-        return runtime;
-      });
+    const container = () => world.container({ env: { PULPITUM_WORK_QUEUE_URL: queueUrl } });
     const workerContainer = container();
     const worker = createWorkerHandler(async () => {
       const { adapters, queue } = await workerContainer();
@@ -222,11 +183,11 @@ describe("the worker handler on PostgreSQL and SQS", () => {
       restore: createRestoreHandler(container()),
       discovery: createDiscoveryHandler(container()),
       deliver: (remainingMs: () => number = () => 300_000) =>
-        deliverToWorker(sqs, queueUrl, worker, () =>
+        deliverToWorker(world.sqs, queueUrl, worker, () =>
           invocationContext("worker-batch", remainingMs),
         ),
       send: (bucket: BucketId) =>
-        sqs.send(
+        world.sqs.send(
           new SendMessageCommand({ QueueUrl: queueUrl, MessageBody: encodeWorkMessage(bucket) }),
         ),
       visibilityChanges: () => visibilityChanges.get(queueUrl) ?? [],
@@ -235,7 +196,7 @@ describe("the worker handler on PostgreSQL and SQS", () => {
 
   /** Messages visible and in flight on a queue (moto's counters are exact). */
   async function counts(url: string): Promise<{ visible: number; inFlight: number }> {
-    const r = await sqs.send(
+    const r = await world.sqs.send(
       new GetQueueAttributesCommand({
         QueueUrl: url,
         AttributeNames: ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
@@ -371,13 +332,13 @@ describe("the worker handler on PostgreSQL and SQS", () => {
   async function drainBodies(url: string): Promise<string[]> {
     const bodies: string[] = [];
     for (;;) {
-      const r = await sqs.send(
+      const r = await world.sqs.send(
         new ReceiveMessageCommand({ QueueUrl: url, MaxNumberOfMessages: 10, WaitTimeSeconds: 0 }),
       );
       if (!r.Messages?.length) return bodies;
       for (const m of r.Messages) {
         bodies.push(m.Body!);
-        await sqs.send(
+        await world.sqs.send(
           new DeleteMessageCommand({ QueueUrl: url, ReceiptHandle: m.ReceiptHandle! }),
         );
       }

@@ -9,6 +9,7 @@
 import net from "node:net";
 import { once } from "node:events";
 import pg from "pg";
+import { SNAPSHOT_STATEMENT_START } from "../../src/adapters/sql/hot-store/snapshot.js";
 
 export interface BlippingProxy {
   /** `url` with its host and port replaced by the proxy's. */
@@ -72,13 +73,15 @@ export async function startBlippingProxy(serverUrl: string): Promise<BlippingPro
 
 /**
  * Terminate, from an administrator's connection to `adminUrl`, the backends
- * of `database` that run a COPY, `times` times in all, polling every
- * millisecond or so; `stop()` ends the poller and says how many it killed.
+ * of `database` that run a statement starting with `statement` (by default
+ * a snapshot page's), `times` times in all, polling every millisecond or
+ * so; `stop()` ends the poller and says how many it killed.
  */
-export function terminateCopies(
+export function terminateReads(
   adminUrl: string,
   database: string,
   times: number,
+  statement = SNAPSHOT_STATEMENT_START,
 ): { stop(): Promise<number>; readonly done: Promise<void> } {
   let killed = 0;
   let stopped = false;
@@ -89,8 +92,8 @@ export function terminateCopies(
       while (!stopped && killed < times) {
         const { rows } = await admin.query<{ pid: number }>(
           `SELECT pid FROM pg_stat_activity
-            WHERE datname = $1 AND state = 'active' AND query LIKE 'COPY %' AND pid <> pg_backend_pid()`,
-          [database],
+            WHERE datname = $1 AND state = 'active' AND starts_with(query, $2) AND pid <> pg_backend_pid()`,
+          [database, statement],
         );
         for (const { pid } of rows) {
           if (killed >= times) break;

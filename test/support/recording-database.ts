@@ -4,7 +4,8 @@
  * every placeholder is typed, that no statement outgrows a message budget.
  */
 import {
-  canCopyOutBinary,
+  canReadBinaryRows,
+  type BinaryRowReader,
   type QueryResult,
   type SqlDatabase,
   type SqlExecutor,
@@ -15,21 +16,23 @@ import type { SqlHotStore } from "../../src/adapters/sql/sql-hot-store.js";
 export interface RecordedStatement {
   readonly text: string;
   readonly params: readonly unknown[];
+  /** Sent through {@link BinaryRowReader.readBinaryRows} (the snapshot's statement path). */
+  readonly binaryRows?: true;
 }
 
 export class RecordingDatabase implements SqlDatabase {
   readonly statements: RecordedStatement[];
-  readonly copyOutBinary?: (query: string, expectedBytes?: number) => Promise<Buffer | null>;
+  readonly readBinaryRows?: BinaryRowReader["readBinaryRows"];
 
   constructor(
     readonly inner: SqlDatabase,
     sink: RecordedStatement[] = [],
   ) {
     this.statements = sink;
-    if (canCopyOutBinary(inner)) {
-      this.copyOutBinary = (query, expectedBytes) => {
-        this.#record(query, []);
-        return inner.copyOutBinary(query, expectedBytes);
+    if (canReadBinaryRows(inner)) {
+      this.readBinaryRows = (text, params, expectedBytes) => {
+        this.statements.push({ text, params: [...params], binaryRows: true });
+        return inner.readBinaryRows(text, params, expectedBytes);
       };
     }
   }

@@ -1,4 +1,4 @@
-import type { ArchiveLocation } from "../../config.js";
+import type { ArchiveLocation } from "../../config/config.js";
 import type { ObjectStore } from "../../ports/object-store.js";
 import type { HttpClientTimeouts } from "../http-timeouts.js";
 import { FileObjectStore } from "./filesystem.js";

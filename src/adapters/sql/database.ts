@@ -25,7 +25,8 @@
 import pg from "pg";
 import { AmbiguousCommitError, TransientStoreError } from "../../errors.js";
 import { sleep } from "../../ports/clock.js";
-import { copyOutSubmittable } from "./copy-out.js";
+import { binaryRowsSubmittable } from "./rows-out.js";
+import type { BinaryRows } from "./wire-rows.js";
 
 export interface QueryResult<T> {
   rows: T[];
@@ -38,25 +39,29 @@ export interface SqlExecutor {
 }
 
 /**
- * Bulk reads in PostgreSQL's binary COPY format, for drivers that can stream
- * them (pg against PostgreSQL). Binary rows skip the text protocol's hex
- * encoding of bytea and a JS string per field, which dominate the cost of a
- * snapshot page read through an ordinary query.
+ * Reads of many rows with every column in binary format (wire-rows.ts), for
+ * drivers that can hand over the server's rows as they came: a statement
+ * with typed `$n` parameters, as every other statement is sent, on
+ * PostgreSQL, CockroachDB and PGlite alike.
  */
-export interface BinaryCopyReader {
+export interface BinaryRowReader {
   /**
-   * The whole output of `COPY (query) TO STDOUT (FORMAT binary)` for `query`
-   * (which must carry no `$n` parameters: COPY takes none), or null when the
-   * server cannot run it (CockroachDB), so the caller falls back to a query.
-   * A failed statement rejects like a failed query; nothing is retried.
-   * `expectedBytes` sizes the result buffer up front (the previous page's
-   * size, say), saving copies as it grows.
+   * The rows `text` returned with `params`: its DataRow messages, back to
+   * back, as many as the server's CommandComplete reported (else it
+   * rejects). One statement on its own, retried on serialization failures as
+   * {@link SqlExecutor.query} is; a failed statement rejects like a failed
+   * query. `expectedBytes` sizes the result buffer up front (the previous
+   * page's size, say), saving copies as it grows.
    */
-  copyOutBinary(query: string, expectedBytes?: number): Promise<Buffer | null>;
+  readBinaryRows(
+    text: string,
+    params: readonly unknown[],
+    expectedBytes?: number,
+  ): Promise<BinaryRows>;
 }
 
-export function canCopyOutBinary(db: unknown): db is BinaryCopyReader {
-  return typeof (db as Partial<BinaryCopyReader>).copyOutBinary === "function";
+export function canReadBinaryRows(db: unknown): db is BinaryRowReader {
+  return typeof (db as Partial<BinaryRowReader>).readBinaryRows === "function";
 }
 
 export interface SqlDatabase extends SqlExecutor {
@@ -238,9 +243,8 @@ const PG_TYPES: pg.CustomTypesConfig = {
 };
 
 /** PostgreSQL or CockroachDB through a `pg.Pool`. */
-export class PgDatabase implements SqlDatabase, BinaryCopyReader {
+export class PgDatabase implements SqlDatabase, BinaryRowReader {
   readonly #pool: pg.Pool;
-  #binaryCopy: Promise<boolean> | undefined;
   readonly #retry: RetryPolicy;
   readonly #begin: string;
   faults: TransactionFaults | undefined;
@@ -300,36 +304,33 @@ export class PgDatabase implements SqlDatabase, BinaryCopyReader {
     );
   }
 
-  async copyOutBinary(query: string, expectedBytes = 0): Promise<Buffer | null> {
-    // CockroachDB speaks pgwire but has no binary COPY TO; ask once per pool.
-    this.#binaryCopy ??= this.query<{ version: string }>("SELECT version() AS version").then(
-      ({ rows }) => !/cockroach/i.test(rows[0]?.version ?? ""),
-      (error: unknown) => {
-        this.#binaryCopy = undefined;
-        throw error;
-      },
-    );
-    if (!(await this.#binaryCopy)) return null;
-    return await withSerializationRetry("copy", this.#retry, this.stats, () =>
-      this.#copyOutBinaryOnce(query, expectedBytes),
+  async readBinaryRows(
+    text: string,
+    params: readonly unknown[],
+    expectedBytes = 0,
+  ): Promise<BinaryRows> {
+    return await withSerializationRetry("query", this.#retry, this.stats, () =>
+      this.#onOwnClient(text, (client) =>
+        binaryRowsSubmittable(client, text, params, expectedBytes),
+      ),
     );
   }
 
-  async #copyOutBinaryOnce(query: string, expectedBytes: number): Promise<Buffer> {
-    this.faults?.beforeQuery?.(query);
+  /**
+   * Run `read` on a client of its own, which takes the socket's reader from
+   * pg while the rows stream.
+   */
+  async #onOwnClient<T>(text: string, read: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    this.faults?.beforeQuery?.(text);
     const client = await this.#pool.connect();
     const stopListening = listenForSessionEnd(client);
     let broken: Error | undefined;
     try {
-      return await copyOutSubmittable(
-        client,
-        `COPY (${query}) TO STDOUT (FORMAT binary)`,
-        expectedBytes,
-      );
+      return await read(client);
     } catch (error) {
-      // Never hand a client back after a failed COPY: a server that ended the
+      // Never hand a client back after a failed read: a server that ended the
       // session (a restart, a failover, pg_terminate_backend) sends an error
-      // with a SQLSTATE (57P01) and then closes the socket, and the copy took
+      // with a SQLSTATE (57P01) and then closes the socket, and the read took
       // the socket's reader from pg while it streamed. The next statement on
       // such a client fails ("Connection terminated unexpectedly"), which is
       // how a failure handler could not record its outage. A new connection

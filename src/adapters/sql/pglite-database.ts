@@ -8,6 +8,7 @@ import { AmbiguousCommitError, DiskFullError, isNoSpace } from "../../errors.js"
 import {
   DEFAULT_RETRY_POLICY,
   withSerializationRetry,
+  type BinaryRowReader,
   type QueryResult,
   type RetryPolicy,
   type SqlDatabase,
@@ -16,6 +17,7 @@ import {
   type TransactionStats,
 } from "./database.js";
 import { EMBEDDED_POSTGRESQL_CONF } from "./pglite-template.js";
+import { extendedQueryMessages, readCompleteReply, type BinaryRows } from "./wire-rows.js";
 
 export interface PgliteDatabaseOptions {
   readonly retry?: RetryPolicy;
@@ -52,7 +54,7 @@ function diskFullOr(error: unknown, dataDir: string | undefined): unknown {
  * serialises transactions itself, so serialization failures do not occur in
  * practice; the retry loop is kept so both drivers behave the same.
  */
-export class PgliteDatabase implements SqlDatabase {
+export class PgliteDatabase implements SqlDatabase, BinaryRowReader {
   readonly #db: PGlite;
   readonly #dataDir: string | undefined;
   readonly #retry: RetryPolicy;
@@ -145,6 +147,30 @@ export class PgliteDatabase implements SqlDatabase {
           throw new AmbiguousCommitError(operation, { cause: error });
         }
         return result;
+      }),
+    );
+  }
+
+  /**
+   * The statement's binary rows through PGlite's raw protocol entry, which
+   * takes none of PGlite's locks: so it runs as the one statement of a
+   * transaction PGlite holds its locks for, between no other statements.
+   * The reply comes whole (PGlite answers in memory); `expectedBytes` has
+   * nothing to size.
+   */
+  async readBinaryRows(text: string, params: readonly unknown[]): Promise<BinaryRows> {
+    const messages = extendedQueryMessages(text, params);
+    return await this.#namingDisk(
+      withSerializationRetry("query", this.#retry, this.stats, async () => {
+        this.faults?.beforeQuery?.(text);
+        // The reply is read inside the transaction, so a server error is the
+        // one thrown (it rolls the transaction back), not PGlite's own at COMMIT.
+        return await this.#db.transaction(async () => {
+          const reply = await this.#db.runExclusive(() =>
+            this.#db.execProtocolRaw(messages, { syncToFs: false }),
+          );
+          return readCompleteReply(Buffer.from(reply.buffer, reply.byteOffset, reply.byteLength));
+        });
       }),
     );
   }

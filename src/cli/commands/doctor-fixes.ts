@@ -3,7 +3,7 @@
  * queue check, read from the underlying AWS SDK or file-system error (the
  * adapters keep it as `cause`).
  */
-import type { PulpitumConfig } from "../../config.js";
+import type { PulpitumConfig } from "../../config/config.js";
 import { errorMessage } from "../../errors.js";
 
 /** The archive as the configuration names it: `s3://bucket/prefix` or a directory. */

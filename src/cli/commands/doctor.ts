@@ -18,8 +18,8 @@ import { randomUUID } from "node:crypto";
 import { describeServer } from "../../adapters/sql/connection-error.js";
 import type { SqlExecutor } from "../../adapters/sql/database.js";
 import { appliedMigrations, LATEST_MIGRATION, MIGRATIONS } from "../../adapters/sql/migrations.js";
-import type { PulpitumConfig } from "../../config.js";
-import { unknownVariableWarnings } from "../../unknown-variables.js";
+import type { PulpitumConfig } from "../../config/config.js";
+import { unknownVariableWarnings } from "../../config/unknown-variables.js";
 import { ConfigError, errorMessage } from "../../errors.js";
 import {
   archiveInUse,

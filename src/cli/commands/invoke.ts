@@ -214,7 +214,7 @@ async function buildHandler(
     case "discover": {
       const [{ createDiscoveryHandler }, { parseDiscoverySettings }] = await Promise.all([
         import("../../../functions/discover.js"),
-        import("../../discovery-settings.js"),
+        import("../../config/discovery-settings.js"),
       ]);
       const opened = openOnce(() => openLambdaAdapters(env));
       return {
@@ -259,7 +259,7 @@ async function buildHandler(
         import("../../adapters/queue/sqs.js"),
         import("../../open-adapters.js"),
       ]);
-      const { parseConfig } = await import("../../config.js");
+      const { parseConfig } = await import("../../config/config.js");
       const sqsVariables = {
         PULPITUM_SQS_CONNECT_TIMEOUT_SECONDS: env.PULPITUM_SQS_CONNECT_TIMEOUT_SECONDS,
         PULPITUM_SQS_REQUEST_TIMEOUT_SECONDS: env.PULPITUM_SQS_REQUEST_TIMEOUT_SECONDS,

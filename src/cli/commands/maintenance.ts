@@ -19,7 +19,7 @@ import {
   replayReportJson,
   type ReplayedMessage,
 } from "../../usecases/replay-dlq.js";
-import type { PulpitumConfig } from "../../config.js";
+import type { PulpitumConfig } from "../../config/config.js";
 import type { TableId } from "../../domain/table.js";
 import {
   archiveTarget,

@@ -26,7 +26,7 @@
  * after the invocation's deadline; at least one part is written per
  * invocation, so every invocation makes progress.
  */
-import { DEFAULT_SEGMENT_BYTES, DEFAULT_SEGMENT_ROWS } from "../../config.js";
+import { DEFAULT_SEGMENT_BYTES, DEFAULT_SEGMENT_ROWS } from "../../config/config.js";
 import { AmbiguousCommitError, InvariantViolationError } from "../../errors.js";
 import type { BucketPart } from "../../ports/hot-store.js";
 import { storePayload } from "../../archive/store.js";

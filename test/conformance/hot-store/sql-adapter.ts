@@ -12,6 +12,7 @@ import {
   type RecordedStatement,
 } from "../../support/recording-database.js";
 import { MIGRATIONS } from "../../../src/adapters/sql/migrations.js";
+import { SNAPSHOT_STATEMENT_START } from "../../../src/adapters/sql/hot-store/snapshot.js";
 import { MAX_STATEMENT_BYTES } from "../../../src/domain/limits.js";
 import { AmbiguousCommitError } from "../../../src/errors.js";
 import {
@@ -291,6 +292,13 @@ export function typedPlaceholderConformance(
         ).toBe(true);
       }
       expect(untypedPlaceholders(statements)).toEqual([]);
+    });
+
+    it("sends the snapshot's pages as statements of binary rows, and no COPY, which CockroachDB has only for its admin role and never in binary", () => {
+      const pages = statements.filter((st) => st.text.startsWith(SNAPSHOT_STATEMENT_START));
+      expect(pages.length).toBeGreaterThan(20);
+      expect(pages.filter((st) => st.binaryRows !== true)).toEqual([]);
+      expect(statements.filter((st) => /^\s*COPY\b/i.test(st.text))).toEqual([]);
     });
   });
 }

@@ -89,6 +89,62 @@ describe("snapshot pages in columns", () => {
     );
   });
 
+  it("the digest of rows whose bytes lie framed in one buffer (a snapshot page's binary rows), or only seem to, is the rows' one by one", () => {
+    const laidOut = fc.record({
+      eventTime: edgyTime,
+      sortKey: fc.uint8Array({ maxLength: 6 }),
+      value: fc.uint8Array({ maxLength: 9 }),
+      // Each length's 4 bytes before its field: big-endian and true, some other number, or absent.
+      sortPrefix: fc.constantFrom("true", "false", "absent"),
+      valuePrefix: fc.constantFrom("true", "false", "absent"),
+      /** Bytes between the key and the value's length, and before the key's. */
+      gap: fc.nat({ max: 2 }),
+      lead: fc.nat({ max: 3 }),
+    });
+    fc.assert(
+      fc.property(fc.array(laidOut, { maxLength: 12 }), fc.integer(), (rows, noise) => {
+        const parts: Buffer[] = [];
+        let at = 0;
+        const put = (bytes: Buffer) => {
+          parts.push(bytes);
+          at += bytes.byteLength;
+        };
+        const prefix = (kind: string, length: number) => {
+          if (kind === "absent") return;
+          const b = Buffer.alloc(4);
+          b.writeUInt32BE(kind === "true" ? length : (length + 1 + (noise >>> 0)) >>> 0);
+          put(b);
+        };
+        const n = rows.length;
+        const [sortStarts, sortLengths, valueStarts, valueLengths] = [0, 0, 0, 0].map(
+          () => new Int32Array(n),
+        ) as [Int32Array, Int32Array, Int32Array, Int32Array];
+        const micros = new BigInt64Array(n);
+        rows.forEach((r, i) => {
+          put(Buffer.alloc(r.lead, 0x44));
+          prefix(r.sortPrefix, r.sortKey.byteLength);
+          sortStarts[i] = at;
+          sortLengths[i] = r.sortKey.byteLength;
+          put(Buffer.from(r.sortKey));
+          put(Buffer.alloc(r.gap, 0xee));
+          prefix(r.valuePrefix, r.value.byteLength);
+          valueStarts[i] = at;
+          valueLengths[i] = r.value.byteLength;
+          put(Buffer.from(r.value));
+          micros[i] = r.eventTime;
+        });
+        const data = Buffer.concat(parts);
+        const framed = new RowDigest();
+        framed.addRanges(micros, data, sortStarts, sortLengths, data, valueStarts, valueLengths, n);
+        const oneByOne = new RowDigest();
+        for (const r of rows) oneByOne.add(r.eventTime, r.sortKey, r.value);
+        expect(framed.count).toBe(n);
+        expect(framed.digest()).toBe(oneByOne.digest());
+      }),
+      { numRuns: 300 },
+    );
+  });
+
   it("the writer's time column and statistics are the rows' times in nanoseconds", async () => {
     await fc.assert(
       fc.asyncProperty(fc.uniqueArray(edgyTime, { minLength: 1, maxLength: 30 }), async (times) => {

@@ -8,7 +8,7 @@ import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import { unknownVariableWarnings } from "../../../src/unknown-variables.js";
+import { unknownVariableWarnings } from "../../../src/config/unknown-variables.js";
 import { APP_SETTINGS } from "../../../infra/app-props.js";
 import { runCli, runCliProcess } from "../../support/cli.js";
 

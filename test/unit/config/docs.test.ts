@@ -1,9 +1,9 @@
 import { readFile } from "node:fs/promises";
 import { describe, expect, it } from "vitest";
-import { configHelpLines, configTableRows } from "../../../src/config-docs.js";
-import { CONFIG_VARIABLES, parseConfig } from "../../../src/config.js";
-import { parseDiscoverySettings } from "../../../src/discovery-settings.js";
-import { parseFunctionSettings } from "../../../src/function-settings.js";
+import { configHelpLines, configTableRows } from "../../../src/config/docs.js";
+import { CONFIG_VARIABLES, parseConfig } from "../../../src/config/config.js";
+import { parseDiscoverySettings } from "../../../src/config/discovery-settings.js";
+import { parseFunctionSettings } from "../../../src/config/function-settings.js";
 import { runCli } from "../../support/cli.js";
 
 /** The cells of every row of the configuration table of docs/configuration.md (header and rule line left out). */

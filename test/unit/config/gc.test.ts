@@ -1,5 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { CONFIG_VARIABLES, GC_DEFAULT_MIN_AGE_SECONDS, parseConfig } from "../../../src/config.js";
+import {
+  CONFIG_VARIABLES,
+  GC_DEFAULT_MIN_AGE_SECONDS,
+  parseConfig,
+} from "../../../src/config/config.js";
 import { ConfigError } from "../../../src/errors.js";
 
 const parse = (env: Record<string, string>) => parseConfig(env, { cwd: "/srv/app" });

@@ -6,7 +6,7 @@ import {
   parseArchiveUrl,
   parseConfig,
   redactUrl,
-} from "../../../src/config.js";
+} from "../../../src/config/config.js";
 import { cutoffAt } from "../../../src/domain/cutoff.js";
 import { ConfigError, PulpitumError } from "../../../src/errors.js";
 

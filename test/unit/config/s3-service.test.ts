@@ -4,7 +4,7 @@
  * and PULPITUM_S3_SERVICE, read once and validated against each other.
  */
 import { describe, expect, it } from "vitest";
-import { parseConfig } from "../../../src/config.js";
+import { parseConfig } from "../../../src/config/config.js";
 import { ConfigError } from "../../../src/errors.js";
 import { archiveInUse } from "../../../src/open-adapters.js";
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { CONFIG_VARIABLES, parseConfig } from "../../../src/config.js";
+import { CONFIG_VARIABLES, parseConfig } from "../../../src/config/config.js";
 import { ConfigError } from "../../../src/errors.js";
 import { pgTimeouts, s3Timeouts, sqsTimeouts } from "../../../src/open-adapters.js";
 

@@ -18,7 +18,7 @@ import {
   onTestFinished,
   vi,
 } from "vitest";
-import { DEFAULT_MAX_ATTEMPTS } from "../../../src/config.js";
+import { DEFAULT_MAX_ATTEMPTS } from "../../../src/config/config.js";
 import { createDiscoveryHandler } from "../../../functions/discover.js";
 import { createGcHandler } from "../../../functions/gc.js";
 import { createRestoreHandler } from "../../../functions/restore.js";

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { cachedPerSecret } from "../../../functions/open-adapters.js";
-import { parseFunctionSettings } from "../../../src/function-settings.js";
+import { parseFunctionSettings } from "../../../src/config/function-settings.js";
 import { ConfigError } from "../../../src/errors.js";
 
 function world() {

@@ -17,11 +17,12 @@ import {
   DATABASE_PUBLIC_CONTEXT,
   type ArchiverStackProps,
 } from "../../../infra/archiver-stack.js";
+import { synthesizedOnce } from "../../support/synthesized-once.js";
 
 const OUT_ROOT = mkdtempSync(path.join(os.tmpdir(), "pulpitum-infra-protection-"));
 afterAll(() => rmSync(OUT_ROOT, { recursive: true, force: true }));
 
-function synthesize(props: ArchiverStackProps) {
+const synthesize = synthesizedOnce((props: ArchiverStackProps = {}) => {
   const app = new App({
     outdir: mkdtempSync(path.join(OUT_ROOT, "cdk.out-")),
     context: {
@@ -34,7 +35,7 @@ function synthesize(props: ArchiverStackProps) {
   const archiveId = stack.getLogicalId(stack.archiveBucket.node.defaultChild as never);
   const archive = template.toJSON().Resources[archiveId].Properties as Record<string, unknown>;
   return { stack, template, archive };
-}
+});
 
 const KEY_ARN = "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab";
 

@@ -16,18 +16,19 @@ import {
   MIN_TRANSITION_BYTES,
   type ArchiverStackProps,
 } from "../../../infra/archiver-stack.js";
+import { synthesizedOnce } from "../../support/synthesized-once.js";
 
 const OUT_ROOT = mkdtempSync(path.join(os.tmpdir(), "pulpitum-infra-query-"));
 afterAll(() => rmSync(OUT_ROOT, { recursive: true, force: true }));
 
-function synthesize(props: ArchiverStackProps = {}) {
+const synthesize = synthesizedOnce((props: ArchiverStackProps = {}) => {
   const app = new App({
     outdir: mkdtempSync(path.join(OUT_ROOT, "cdk.out-")),
     context: { "aws:cdk:bundling-stacks": [], "pulpitum:databasePublic": "acknowledged" },
   });
   const stack = new ArchiverStack(app, "Pulpitum", props);
   return { stack, template: Template.fromStack(stack) };
-}
+});
 
 const logicalId = (stack: ArchiverStack, construct: { node: { defaultChild?: unknown } }) =>
   stack.getLogicalId(construct.node.defaultChild as never);

@@ -12,18 +12,19 @@ import { Match, Template } from "aws-cdk-lib/assertions";
 import cdkNag from "cdk-nag";
 import { afterAll, describe, expect, it } from "vitest";
 import { ArchiverStack, type ArchiverStackProps } from "../../../infra/archiver-stack.js";
+import { synthesizedOnce } from "../../support/synthesized-once.js";
 
 const OUT_ROOT = mkdtempSync(path.join(os.tmpdir(), "pulpitum-infra-discovery-"));
 afterAll(() => rmSync(OUT_ROOT, { recursive: true, force: true }));
 
-function synthesize(props: ArchiverStackProps = {}) {
+const synthesize = synthesizedOnce((props: ArchiverStackProps = {}) => {
   const app = new App({
     outdir: mkdtempSync(path.join(OUT_ROOT, "cdk.out-")),
     context: { "aws:cdk:bundling-stacks": [], "pulpitum:databasePublic": "acknowledged" },
   });
   const stack = new ArchiverStack(app, "Pulpitum", props);
   return { stack, template: Template.fromStack(stack) };
-}
+});
 
 function discoveryFunction(props: ArchiverStackProps = {}) {
   const { stack, template } = synthesize(props);

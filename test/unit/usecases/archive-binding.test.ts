@@ -15,7 +15,7 @@ import { FileObjectStore } from "../../../src/adapters/object-store/filesystem.j
 import { SqlArchiveBinding } from "../../../src/adapters/sql/archive-binding.js";
 import { ARCHIVE_BINDING_TABLE } from "../../../src/adapters/sql/migrations.js";
 import type { SqlHotStore } from "../../../src/adapters/sql/sql-hot-store.js";
-import { parseConfig } from "../../../src/config.js";
+import { parseConfig } from "../../../src/config/config.js";
 import { parseTableId } from "../../../src/domain/table.js";
 import { ArchiveMismatchError } from "../../../src/errors.js";
 import { archiveInUse } from "../../../src/open-adapters.js";

@@ -15,7 +15,7 @@ import {
   validateManifest,
 } from "../../../src/archive/manifest.js";
 import { verifyArchive } from "../../../src/archive/verify.js";
-import { parseConfig } from "../../../src/config.js";
+import { parseConfig } from "../../../src/config/config.js";
 import { parseBucketKey, type BucketId } from "../../../src/domain/bucket.js";
 import { MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES } from "../../../src/domain/limits.js";
 import { payloadKey } from "../../../src/domain/object-keys.js";

@@ -13,7 +13,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { createDiscoveryHandler, type DiscoveryReport } from "../../../functions/discover.js";
 import { createWorkerHandler } from "../../../functions/worker.js";
 import { cachedPerContainer } from "../../../functions/open-adapters.js";
-import { parseConfig } from "../../../src/config.js";
+import { parseConfig } from "../../../src/config/config.js";
 import type { BucketId } from "../../../src/domain/bucket.js";
 import {
   DEFAULT_CUTOFF_POLICY,

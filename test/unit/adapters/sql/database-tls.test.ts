@@ -8,7 +8,7 @@ import {
   type DatabaseTlsOptions,
   type ResolvedDatabaseTls,
 } from "../../../../src/adapters/sql/database-tls.js";
-import { parseConfig } from "../../../../src/config.js";
+import { parseConfig } from "../../../../src/config/config.js";
 import { ConfigError } from "../../../../src/errors.js";
 import { pgConnection } from "../../../../src/open-adapters.js";
 

@@ -7,8 +7,8 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { MemoryWorkQueue } from "../../../src/adapters/queue/memory.js";
 import { parseTableId } from "../../../src/domain/table.js";
-import type { DiscoverySettings } from "../../../src/discovery-settings.js";
-import { parseDiscoverySettings } from "../../../src/discovery-settings.js";
+import type { DiscoverySettings } from "../../../src/config/discovery-settings.js";
+import { parseDiscoverySettings } from "../../../src/config/discovery-settings.js";
 import { ConfigError } from "../../../src/errors.js";
 import { decodeWorkMessage } from "../../../src/ports/work-queue.js";
 import {

@@ -15,8 +15,8 @@ import { Command } from "commander";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { EXIT } from "../../../src/cli/exit-codes.js";
 import { runCli, type CliResult } from "../../support/cli.js";
-import { documentationFiles, readDoc, ROOT } from "./markdown.js";
-import { docCommands, pulpitumArguments, type DocCommand } from "./shell.js";
+import { documentationFiles, readDoc, ROOT } from "../../unit/docs/markdown.js";
+import { docCommands, pulpitumArguments, type DocCommand } from "../../unit/docs/shell.js";
 
 const SCRIPTS = (JSON.parse(readDoc("package.json")) as { scripts: Record<string, string> })
   .scripts;

@@ -1,23 +1,23 @@
 import path from "node:path";
-import { ConfigError, InvalidInputError, type ConfigProblem } from "./errors.js";
-import { CONFIG } from "./config-table.js";
+import { ConfigError, InvalidInputError, type ConfigProblem } from "../errors.js";
+import { CONFIG } from "./table.js";
 import { rawValue, readNumber, type Env } from "./variables.js";
 import {
   DEFAULT_CUTOFF_POLICY,
   describeCutoffPolicy,
   fixedCutoff,
   type CutoffPolicy,
-} from "./domain/cutoff.js";
-import { MAX_PREFIX_BYTES } from "./domain/object-keys.js";
-import { S3_SERVICE_NAME } from "./domain/archive-identity.js";
-import { parseRfc3339Micros } from "./domain/time.js";
-import type { ArchiveFormat } from "./domain/table.js";
+} from "../domain/cutoff.js";
+import { MAX_PREFIX_BYTES } from "../domain/object-keys.js";
+import { S3_SERVICE_NAME } from "../domain/archive-identity.js";
+import { parseRfc3339Micros } from "../domain/time.js";
+import type { ArchiveFormat } from "../domain/table.js";
 import {
   DATABASE_TLS_SETTINGS,
   resolveDatabaseTls,
   type DatabaseTlsOptions,
   type DatabaseTlsSetting,
-} from "./adapters/sql/database-tls.js";
+} from "../adapters/sql/database-tls.js";
 
 export {
   CONFIG_VARIABLES,
@@ -27,7 +27,7 @@ export {
   DEFAULT_SEGMENT_BYTES,
   DEFAULT_SEGMENT_ROWS,
   GC_DEFAULT_MIN_AGE_SECONDS,
-} from "./config-table.js";
+} from "./table.js";
 
 export type DatabaseLocation =
   | {

@@ -4,7 +4,7 @@
  * prints them, and the configuration table of docs/configuration.md is generated from them
  * (`npm run docs:config`; test/unit/config/docs.test.ts checks both).
  */
-import { DEFAULT_CUTOFF_DESCRIPTION } from "./domain/cutoff.js";
+import { DEFAULT_CUTOFF_DESCRIPTION } from "../domain/cutoff.js";
 import type { Variable } from "./variables.js";
 
 /**

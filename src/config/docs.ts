@@ -4,7 +4,7 @@
  * section, both drawn from the variable tables so they cannot drift from
  * what the parsers accept.
  */
-import { CONFIG_VARIABLES } from "./config-table.js";
+import { CONFIG_VARIABLES } from "./table.js";
 import { OBSOLETE_VARIABLES } from "./config.js";
 import { OTHER_VARIABLES } from "./unknown-variables.js";
 import { DISCOVERY_VARIABLES } from "./discovery-settings.js";

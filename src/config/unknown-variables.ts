@@ -3,7 +3,7 @@
  * warning for each one nothing does (a typo such as `ARCHIVER_WORKER=4`
  * would otherwise be ignored in silence).
  */
-import { CONFIG_VARIABLES } from "./config-table.js";
+import { CONFIG_VARIABLES } from "./table.js";
 import { OBSOLETE_VARIABLES } from "./config.js";
 import { DISCOVERY_VARIABLES } from "./discovery-settings.js";
 import { FUNCTION_VARIABLES } from "./function-settings.js";

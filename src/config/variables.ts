@@ -5,7 +5,7 @@
  * (`npm run docs:config`) and `pulpitum --help` print it.
  */
 import * as v from "valibot";
-import { ConfigError, type ConfigProblem } from "./errors.js";
+import { ConfigError, type ConfigProblem } from "../errors.js";
 
 export type Env = Readonly<Record<string, string | undefined>>;
 
