@@ -187,7 +187,9 @@ export class ErasureChaos {
     );
     const pickBeside =
       besideExpiry.length > 0 &&
-      (ordinary.length === 0 || (this.figures.besideExpiry < 2 && random.chance(0.5)));
+      (ordinary.length === 0 ||
+        this.figures.besideExpiry === 0 ||
+        (this.figures.besideExpiry < 2 && random.chance(0.5)));
     if (!pickBeside && ordinary.length === 0) return;
     const [ref, list] = random.pick(pickBeside ? besideExpiry : ordinary);
     let from: Date;

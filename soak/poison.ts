@@ -23,9 +23,10 @@ export async function poisonOneBucket(
   admin: pg.Pool,
   catalog: Catalog,
   random: Random,
+  avoid: (b: SoakBucket) => boolean = () => false,
 ): Promise<SoakBucket> {
   const candidates = catalog.buckets.filter(
-    (b) => b.descriptor.end.getTime() <= CUTOFF_START.getTime(),
+    (b) => b.descriptor.end.getTime() <= CUTOFF_START.getTime() && !avoid(b),
   );
   if (candidates.length === 0) throw new Error("no bucket is eligible at the chaos's start");
   const bucket = random.pick(candidates);

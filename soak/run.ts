@@ -298,15 +298,23 @@ async function main(argv: string[]): Promise<number> {
       `seeded ${ledger.records} records into ${catalog.buckets.length} buckets of ${catalog.tables.length} tables in ${seedSeconds.toFixed(1)}s`,
     );
 
+    // The monthly JSON table expires its oldest buckets, its expiry window altered during the chaos.
+    const expiry = new ExpiryChaos({ catalog, policies: runtime.hotStore, admin: env.admin, log });
+
     // One bucket fails by its own data every time: it must end quarantined, and no other may.
-    const poisoned = await poisonOneBucket(env.admin, catalog, new Random(options.seed + 8000));
+    // Not one that may expire: a quarantined bucket never reaches the archive, so it could
+    // never expire, and its partition would be lost to the erasures beside expiry.
+    const poisoned = await poisonOneBucket(
+      env.admin,
+      catalog,
+      new Random(options.seed + 8000),
+      (b) => expiry.mayExpire(b),
+    );
     log(`poisoned ${poisoned.ref}: it must end quarantined after ${SOAK_MAX_ATTEMPTS} attempts`);
 
     // Two daily tables get rolling hot windows, one of them altered during the chaos (soak/policy.ts).
     const policy = new PolicyChaos({ policies: runtime.hotStore, admin: env.admin, log });
     await policy.install();
-    // The monthly JSON table expires its oldest buckets, its expiry window altered during the chaos.
-    const expiry = new ExpiryChaos({ catalog, policies: runtime.hotStore, admin: env.admin, log });
     await expiry.install();
     // Partitions are erased over ranges that split buckets during the chaos (soak/erasure.ts).
     const erasure = new ErasureChaos({
