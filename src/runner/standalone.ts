@@ -52,8 +52,8 @@ export interface StandaloneSummary {
  * its work advances, more is likely waiting: the next scan runs as soon as a
  * worker is idle again rather than at the next tick, so a backlog drains at
  * full speed. `once` scans whenever the pool is idle and stops when a scan
- * finds nothing, or when a scan made with no phase in flight found nothing
- * that could advance.
+ * made with no phase in flight finds nothing, or found nothing that could
+ * advance.
  *
  * A failed scan (the database restarting, a connection reset in the middle
  * of it) does not stop a long-running archiver: it is logged and counted, the
@@ -133,8 +133,12 @@ class StandaloneRun {
       }
       if (options.once) {
         if (this.#running.size === 0) {
-          const final = !this.#progressed && this.#lastScanIdle && !this.#metOtherWork;
-          if (!this.#lastScanFound || final) break;
+          // Only a scan made with nothing in flight is final: one made while
+          // phases ran may have found nothing because the row it chose was
+          // this process's own, leased again between the scan's snapshot and
+          // its stamp (which then skips it).
+          if (!this.#lastScanFound && this.#lastScanIdle) break;
+          if (!this.#progressed && this.#lastScanIdle && !this.#metOtherWork) break;
           this.#scanDue = true;
           continue;
         }

@@ -233,6 +233,38 @@ describe("the standalone archiver's scan cadence", () => {
     expect(summary).toMatchObject({ advanced: 15, failures: 0 });
   });
 
+  it("--once goes on after a scan made while phases ran found nothing: on PostgreSQL the stamp skips a bucket this process leased again meanwhile", async () => {
+    // Prepare: the second scan runs while the first bucket's worker is still
+    // at work, and finds nothing, as discovery's stamp does when the only row
+    // it chose was leased again (by this process) between its snapshot and
+    // its UPDATE. That answer is not final: the rest is still eligible.
+    const buckets = await seedBuckets(parseTableId("stamped"), ["a", "b", "c", "d"]);
+    let scans = 0;
+    const base = h.process().ctx;
+    const hotStore = new Proxy(base.hotStore, {
+      get(target, property, receiver) {
+        if (property === "discover") {
+          return async (query: DiscoveryQuery) => {
+            scans++;
+            return scans === 2 ? [] : await target.discover(query);
+          };
+        }
+        const value: unknown = Reflect.get(target, property, receiver);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+
+    // Act
+    const summary = await runStandalone(
+      { ...base, hotStore },
+      { workers: 2, intervalMs: INTERVAL_MS, once: true, sleep: new ManualTicker(h.clock).sleep },
+    );
+
+    // Assess
+    expect(await Promise.all(buckets.map(fullyArchived))).toEqual([true, true, true, true]);
+    expect(summary).toMatchObject({ advanced: 20, failures: 0 });
+  });
+
   it("--once tries every eligible bucket when an outage defers them all, even after a scan made while phases ran found only a bucket this process runs", async () => {
     // Prepare: every payload upload fails as an outage does; bucket "b"'s waits
     // until the second scan, which (as a scan between two phases can) offers
