@@ -45,10 +45,13 @@ export async function startLambdaEmulator(options: {
   for (let i = 0; i < 600 && port === undefined; i++) {
     if (child.exitCode !== null) throw new Error(`the Lambda emulator exited: ${stderr}`);
     try {
-      port = readFileSync(portFile, "utf8");
+      // The file exists a moment before its contents do: only a whole port counts.
+      const written = readFileSync(portFile, "utf8");
+      if (/^\d+$/.test(written)) port = written;
     } catch {
-      await new Promise((resolve) => setTimeout(resolve, 50));
+      // not written yet
     }
+    if (port === undefined) await new Promise((resolve) => setTimeout(resolve, 50));
   }
   if (port === undefined) throw new Error(`the Lambda emulator did not listen: ${stderr}`);
   return {

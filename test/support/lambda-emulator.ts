@@ -15,7 +15,7 @@
  * the request id it answered as the invocation's awsRequestId.
  */
 import { randomUUID } from "node:crypto";
-import { writeFileSync } from "node:fs";
+import { renameSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { Context } from "aws-lambda";
 import {
@@ -116,5 +116,8 @@ const server = createServer((request, response) => {
 server.listen(0, "127.0.0.1", () => {
   const address = server.address();
   if (address === null || typeof address === "string") throw new Error("no port");
-  writeFileSync(process.env.EMULATOR_PORT_FILE!, String(address.port));
+  // Written whole under another name, then renamed: the parent never reads half a port.
+  const portFile = process.env.EMULATOR_PORT_FILE!;
+  writeFileSync(`${portFile}.tmp`, String(address.port));
+  renameSync(`${portFile}.tmp`, portFile);
 });
