@@ -43,6 +43,11 @@ import {
 const DAY = 86_400_000;
 const YEAR = 365 * DAY;
 
+/** Noon (UTC) `days` days ago: records a minute or an hour later stay in the same day's bucket. */
+function noonDaysAgo(days: number): Date {
+  return new Date(Math.floor(Date.now() / DAY) * DAY - days * DAY + DAY / 2);
+}
+
 /** A partition key no fixture uses: long, binary, with a slash and a NUL. */
 const ODD_KEY = new Uint8Array([
   ...new TextEncoder().encode("tenant/é/"),
@@ -164,7 +169,7 @@ describe("cutoffs at the database's clock", () => {
 
   it("a worker whose clock runs a year ahead claims no bucket inside its window, and a correct writer's next append is accepted", async () => {
     const table = await lifecycleTable(h, "claim-ahead", "CalendarDayUtc", "30d", null);
-    const day = new Date(Date.now() - 10 * DAY);
+    const day = noonDaysAgo(10);
     const records = recordsAt(day, 4);
     const id = await appendAll(h, table, "CalendarDayUtc", records);
 
@@ -183,8 +188,8 @@ describe("cutoffs at the database's clock", () => {
 
   it("a worker ahead by days more than a window takes no lease at all; with only its cutoffs ahead it claims only what the database's clock allows", async () => {
     const table = await lifecycleTable(h, "days-ahead", "CalendarDayUtc", "7d", null);
-    const old = recordsAt(new Date(Date.now() - 12 * DAY), 3);
-    const recent = recordsAt(new Date(Date.now() - 3 * DAY), 3);
+    const old = recordsAt(noonDaysAgo(12), 3);
+    const recent = recordsAt(noonDaysAgo(3), 3);
     const oldId = await appendAll(h, table, "CalendarDayUtc", old);
     const recentId = await appendAll(h, table, "CalendarDayUtc", recent);
 
@@ -204,12 +209,12 @@ describe("cutoffs at the database's clock", () => {
     expect(await h.inner.getBucket(oldId)).toMatchObject({ state: "archived", hotDeleted: true });
     expect((await h.inner.getBucket(recentId))?.state).toBe("hot");
     await expect(
-      h.inner.append(table, recordsAt(new Date(Date.now() - 12 * DAY + 60_000), 1), new Date()),
+      h.inner.append(table, recordsAt(new Date(noonDaysAgo(12).getTime() + 60_000), 1), new Date()),
     ).rejects.toBeInstanceOf(BucketNotWritableError);
     expect(
       await h.inner.append(
         table,
-        recordsAt(new Date(Date.now() - 3 * DAY + 60_000), 1),
+        recordsAt(new Date(noonDaysAgo(3).getTime() + 60_000), 1),
         new Date(),
       ),
     ).toBeDefined();
