@@ -46,7 +46,7 @@ import { newAppendFigures, runAppender } from "./appenders.js";
 import { runEndCheck, type EndCheck } from "./end-check.js";
 import { prepareEnvironment, type SoakEnvironment } from "./environment.js";
 import { ArchiverFleet, REPO_ROOT, runOnce, tallyOutcomes } from "./fleet.js";
-import { Ledger } from "./ledger.js";
+import { Ledger, partitionRef } from "./ledger.js";
 import { MetadataMonitor } from "./monitor.js";
 import {
   CUTOFF_FINAL,
@@ -302,13 +302,18 @@ async function main(argv: string[]): Promise<number> {
     const expiry = new ExpiryChaos({ catalog, policies: runtime.hotStore, admin: env.admin, log });
 
     // One bucket fails by its own data every time: it must end quarantined, and no other may.
-    // Not one that may expire: a quarantined bucket never reaches the archive, so it could
-    // never expire, and its partition would be lost to the erasures beside expiry.
+    // Not in a partition that may expire: a quarantined bucket never reaches the archive, so
+    // it could never expire, and the erasures beside expiry leave the poisoned partition alone.
+    const expiring = new Set(
+      catalog.buckets
+        .filter((b) => expiry.mayExpire(b))
+        .map((b) => partitionRef(b.tableId, b.partitionKey)),
+    );
     const poisoned = await poisonOneBucket(
       env.admin,
       catalog,
       new Random(options.seed + 8000),
-      (b) => expiry.mayExpire(b),
+      (b) => expiring.has(partitionRef(b.tableId, b.partitionKey)),
     );
     log(`poisoned ${poisoned.ref}: it must end quarantined after ${SOAK_MAX_ATTEMPTS} attempts`);
 
