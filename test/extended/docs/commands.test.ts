@@ -132,9 +132,16 @@ export async function problems(command: DocCommand): Promise<string[]> {
       found.push(`no file ${words[2] ?? "(none)"} for tsx`);
   } else if (words[0] === "npx" && words[1] === "vitest") {
     // The test file it names was checked above; the project must be one vitest.config.ts defines.
-    const project = words[words.indexOf("--project") + 1];
-    if (!["unit", "integration"].includes(project ?? ""))
-      found.push(`no vitest project ${project}`);
+    const project = words[words.indexOf("--project") + 1] ?? "";
+    const folders: Record<string, readonly string[]> = {
+      unit: ["test/unit/", "test/conformance/", "test/fuzz/"],
+      extended: ["test/extended/"],
+      integration: ["test/integration/"],
+    };
+    if (folders[project] === undefined) found.push(`no vitest project ${project}`);
+    for (const file of words.filter((w) => w.endsWith(".test.ts")))
+      if (!(folders[project] ?? []).some((folder) => file.startsWith(folder)))
+        found.push(`${file} is not in the ${project} project`);
   } else if (words[0] === "npx" && words[1] === "cdk") {
     if (!existsSync(path.join(ROOT, "node_modules", ".bin", "cdk"))) found.push("no cdk binary");
     if (!existsSync(path.join(ROOT, "cdk.json"))) found.push("no cdk.json");
