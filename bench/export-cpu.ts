@@ -17,7 +17,6 @@
  */
 import { execFile } from "node:child_process";
 import { mkdir } from "node:fs/promises";
-import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { bundleExportChild, type ExportArgs, type ExportResult } from "./export-child.js";
@@ -30,20 +29,11 @@ import {
   progressLog,
   seedBucket,
   withBenchSession,
+  commandOption,
+  loadAverages,
 } from "./support.js";
 
 const FIRST_BUCKET = 300;
-
-function option(name: string): string | undefined {
-  const at = process.argv.indexOf(name);
-  return at >= 0 ? process.argv[at + 1] : undefined;
-}
-
-const load = () =>
-  os
-    .loadavg()
-    .map((l) => l.toFixed(1))
-    .join(" ");
 
 async function runBundled<T>(
   bundle: string,
@@ -69,9 +59,9 @@ async function runBundled<T>(
   });
 }
 
-const rows = Number(option("--rows") ?? 1_000_000);
-const runs = Number(option("--runs") ?? 3);
-const profDir = option("--prof");
+const rows = Number(commandOption("--rows") ?? 1_000_000);
+const runs = Number(commandOption("--runs") ?? 3);
+const profDir = commandOption("--prof");
 const started = performance.now();
 const log = progressLog(started);
 
@@ -87,7 +77,7 @@ await withBenchSession(
     const storeRoot = path.join(work, "store");
     const nodeFlags = profDir === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${profDir}`];
     if (process.argv.includes("--trace-gc")) nodeFlags.push("--trace-gc");
-    const baselineDir = option("--baseline");
+    const baselineDir = commandOption("--baseline");
     const variants: { name: string; bundle: string }[] = [];
     if (baselineDir !== undefined) {
       const entry = path.join(path.resolve(baselineDir), "bench", "export-child.ts");
@@ -109,7 +99,7 @@ await withBenchSession(
     ) => {
       for (let i = 0; i < runs; i++) {
         for (const [v, variant] of list.entries()) {
-          const before = load();
+          const before = loadAverages();
           const args = {
             threads: process.argv.includes("--threads"),
             databaseUrl,
@@ -131,7 +121,7 @@ await withBenchSession(
         console.log(
           `${variant.name} export ${i + 1}: ${result.rows} rows, ${result.bytes} bytes, ${result.seconds.toFixed(2)} s wall, ` +
             `CPU ${result.cpuSeconds.toFixed(2)} s = ${perMillion.toFixed(2)} core-s per 1M rows, ` +
-            `maxRSS ${result.maxRssMb.toFixed(0)} MB; load ${before} -> ${load()}` +
+            `maxRSS ${result.maxRssMb.toFixed(0)} MB; load ${before} -> ${loadAverages()}` +
             (result.cpuByThread === undefined
               ? ""
               : `; by thread: ${Object.entries(result.cpuByThread)
@@ -176,7 +166,7 @@ await withBenchSession(
             line.push(`${name} ${(stage.cpuSeconds ?? 0).toFixed(2)}`);
           }
           console.log(
-            `${variant.name} breakdown ${i + 1} (CPU s): ${line.join(", ")}; load ${before} -> ${load()}`,
+            `${variant.name} breakdown ${i + 1} (CPU s): ${line.join(", ")}; load ${before} -> ${loadAverages()}`,
           );
         },
       );

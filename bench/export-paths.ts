@@ -22,7 +22,6 @@
  * `npm run bench`: a tool for choosing between changes.
  */
 import { mkdir } from "node:fs/promises";
-import os from "node:os";
 import path from "node:path";
 import { METADATA_TABLE, PARTS_TABLE } from "../src/adapters/sql/schema-names.js";
 import { arrowPeer } from "./arrow-peer.js";
@@ -36,23 +35,14 @@ import {
   runChild,
   seedBucket,
   withBenchSession,
+  commandOption,
+  loadAverages,
 } from "./support.js";
 
 const BUCKET = 300;
 
-function option(name: string): string | undefined {
-  const at = process.argv.indexOf(name);
-  return at >= 0 ? process.argv[at + 1] : undefined;
-}
-
-const load = () =>
-  os
-    .loadavg()
-    .map((l) => l.toFixed(1))
-    .join(" ");
-
-const rows = Number(option("--rows") ?? 1_000_000);
-const runs = Number(option("--runs") ?? 3);
+const rows = Number(commandOption("--rows") ?? 1_000_000);
+const runs = Number(commandOption("--runs") ?? 3);
 const log = progressLog(performance.now());
 
 await withBenchSession(
@@ -65,7 +55,7 @@ await withBenchSession(
     const storeRoot = path.join(work, "store");
     const variants: { name: string; bundle: string; args: Record<string, unknown> }[] = [];
     const bundle = await bundleExportChild(work);
-    const baselineDir = option("--baseline");
+    const baselineDir = commandOption("--baseline");
     if (baselineDir !== undefined) {
       const dir = path.join(work, "baseline");
       await mkdir(dir);
@@ -76,7 +66,7 @@ await withBenchSession(
       variants.push({ name: "baseline statement", bundle: baseline, args: { queryPath: true } });
     }
     variants.push({ name: "this", bundle, args: {} });
-    const pageSize = option("--page-size");
+    const pageSize = commandOption("--page-size");
     if (pageSize !== undefined)
       variants.push({
         name: `this, ${pageSize}-row pages`,
@@ -104,11 +94,11 @@ await withBenchSession(
       const copy = await copyBucket(databaseUrl, id);
       const copyRate = rows / copy.seconds;
       console.log(
-        `round ${i + 1}: COPY ${copy.seconds.toFixed(2)} s = ${Math.round(copyRate)} rows/s; load ${load()}`,
+        `round ${i + 1}: COPY ${copy.seconds.toFixed(2)} s = ${Math.round(copyRate)} rows/s; load ${loadAverages()}`,
       );
       for (const variant of variants) {
         await resetBucket();
-        const before = load();
+        const before = loadAverages();
         const result = await runChild<ExportResult>(
           "export",
           {
@@ -127,7 +117,7 @@ await withBenchSession(
         ratios.get(variant.name)!.cpu.push(cpu);
         console.log(
           `  ${variant.name.padEnd(20)} ${result.seconds.toFixed(2)} s wall = ${ratio.toFixed(2)}× COPY, ` +
-            `${cpu.toFixed(2)} CPU s per 1M rows, maxRSS ${result.maxRssMb.toFixed(0)} MB; load ${before} -> ${load()}`,
+            `${cpu.toFixed(2)} CPU s per 1M rows, maxRSS ${result.maxRssMb.toFixed(0)} MB; load ${before} -> ${loadAverages()}`,
         );
       }
       if (process.argv.includes("--peer")) {

@@ -36,6 +36,20 @@ const ROW_STEP_MICROS = 8000n;
 /** Buckets are at least this far in the past, so they are eligible for any cutoff the bench uses. */
 export const CUTOFF = new Date("2025-01-01T00:00:00Z");
 
+/** The value given after `name` on the command line (`--runs 3`), if any. */
+export function commandOption(name: string): string | undefined {
+  const at = process.argv.indexOf(name);
+  return at >= 0 ? process.argv[at + 1] : undefined;
+}
+
+/** The machine's 1, 5 and 15-minute load averages, printed beside a figure. */
+export function loadAverages(): string {
+  return os
+    .loadavg()
+    .map((l) => l.toFixed(1))
+    .join(" ");
+}
+
 /** Day `index` (from 2024-01-01) of the export table: a bucket of its own per measured size. */
 export function exportBucketStart(index: number): EpochMicros {
   return parseRfc3339Micros("2024-01-01T00:00:00Z") + BigInt(index) * 86_400_000_000n;
