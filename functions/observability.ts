@@ -180,7 +180,6 @@ export async function tracedBucket<T>(
   const parent = tracer.isTracingEnabled() ? tracer.getSegment() : undefined;
   if (parent === undefined) return await work(() => {});
   const sub = parent.addNewSubsegment(name);
-  tracer.setSegment(sub);
   const annotate = (a: PhaseAnnotations) => {
     if (a.phase) sub.addAnnotation("phase", a.phase);
     if (a.result) sub.addAnnotation("result", a.result);
@@ -188,15 +187,20 @@ export async function tracedBucket<T>(
   sub.addAnnotation("bucket", describeBucket(bucket));
   sub.addAnnotation("table_id", bucket.tableId);
   sub.addAnnotation("bucket_key", bucket.bucketKey);
-  try {
-    return await work(annotate);
-  } catch (error) {
-    sub.addError(error as Error);
-    throw error;
-  } finally {
-    sub.close();
-    tracer.setSegment(parent);
-  }
+  // The records of a batch run at once: each bucket's work runs in a trace
+  // context of its own, so its S3 and SQS calls nest under its subsegment
+  // and not under whichever bucket set the segment last.
+  return await tracer.provider.getNamespace().runAndReturn(async () => {
+    tracer.setSegment(sub);
+    try {
+      return await work(annotate);
+    } catch (error) {
+      sub.addError(error as Error);
+      throw error;
+    } finally {
+      sub.close();
+    }
+  });
 }
 
 /** The log fields that identify a bucket, as in the work message. */

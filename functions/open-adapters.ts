@@ -153,7 +153,7 @@ export async function openLambdaAdapters(
     migrate: options.migrate === true,
     clock: options.clock,
     clockCheck: options.clockCheck,
-    // One connection for a phase's statements, one for its lease heartbeat: the worker runs one phase at a time.
+    // The batch's phases and their heartbeats take turns on the pool: each statement holds a connection only while it runs.
     poolMax: parseFunctionSettings(env).poolMax,
     objectStore: new S3ObjectStore({ bucket: archive.bucket, client: s3 }),
   });

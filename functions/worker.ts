@@ -4,9 +4,11 @@
  * - an SQS batch from the work queue's event source mapping: each record runs
  *   one fenced phase of the bucket it names; the response lists the records
  *   that must come back (`batchItemFailures`), so one bad record never fails
- *   the others. The records run one after another, and none starts once the
- *   invocation's deadline has passed: those come back at once for another
- *   invocation, while every record that ran reports its own outcome. A batch
+ *   the others. The records run at once, two of the same bucket one after
+ *   the other (./record-lanes.ts), so one bucket's S3 and SQS round trips
+ *   overlap another's; none starts once the invocation's deadline has
+ *   passed: those come back at once for another invocation, while every
+ *   record that ran reports its own outcome. A batch
  *   that ran on into the timeout would be returned whole, committed phases
  *   and all, each message's receive count raised and the cut phase's lease
  *   left to expire into a takeover. The next phases' messages are sent
@@ -58,6 +60,7 @@ import {
   workflowLog,
 } from "./observability.js";
 import { HandOns } from "./hand-ons.js";
+import { RecordLanes } from "./record-lanes.js";
 import { observedHandler } from "./observed-handler.js";
 import { lambdaAdaptersPerContainer, openLambdaAdapters } from "./open-adapters.js";
 import { withProbe } from "./probe.js";
@@ -68,6 +71,8 @@ export interface WorkerDependencies {
   readonly queue: WorkQueue & Partial<MessageVisibility>;
   /** How long a next-phase message may wait for the rest of its batch (HAND_ON_HOLD_MS in ./hand-ons.ts). */
   readonly handOnHoldMs?: number;
+  /** At most this many records of a batch run at once (./record-lanes.ts); all of them by default. */
+  readonly recordsAtOnce?: number;
 }
 
 /**
@@ -77,6 +82,20 @@ export interface WorkerDependencies {
  * (the least a started phase does) must fit in this margin.
  */
 export const WORKER_DEADLINE_MARGIN_MS = 10_000;
+
+/**
+ * The deadline of the phases of a batch that run `atOnce` together: a part
+ * or batch started just before it may take `atOnce` times as long as alone
+ * (the phases share the container's CPU and connections), so the phases
+ * stop starting parts and batches one margin earlier for each other record
+ * running beside them, though never before the invocation began. A phase
+ * still writes at least one part or batch, so a short budget costs
+ * invocations, never progress.
+ */
+export function phaseDeadlineOf(deadline: Date, atOnce: number, startedAt: Date): Date {
+  const earlier = deadline.getTime() - (Math.max(1, atOnce) - 1) * WORKER_DEADLINE_MARGIN_MS;
+  return new Date(Math.max(startedAt.getTime(), earlier));
+}
 
 export const WORKER_EVENT_FORM = `an SQS event from the work queue ({"Records":[{"eventSource":"aws:sqs","messageId":…,"body":${WORK_MESSAGE_FORM}},…]}) or a manual invocation ${MANUAL_RUN_FORM}`;
 
@@ -129,16 +148,17 @@ const SQS_EVENT = fields({
 async function processRecord(
   deps: WorkerDependencies,
   record: SQSRecord,
-  deadline: Date,
+  deadline: { readonly start: Date; readonly phase: Date },
   handOns: HandOns,
 ): Promise<void> {
-  if (deps.adapters.clock.now().getTime() > deadline.getTime()) {
+  const { start: startBy } = deadline;
+  if (deps.adapters.clock.now().getTime() > startBy.getTime()) {
     const log = logger.createChild({ persistentKeys: { message_id: record.messageId } });
     log.info("work message not started: the invocation's deadline has passed", {
-      deadline: deadline.toISOString(),
+      deadline: startBy.toISOString(),
     });
     await handBack(deps, record, 0, log);
-    throw new WorkNotStartedError(record.messageId, deadline);
+    throw new WorkNotStartedError(record.messageId, startBy);
   }
   let item;
   try {
@@ -166,7 +186,10 @@ async function processRecord(
           queue: handOns.queueFor(record.messageId),
         },
         item,
-        { deadline, receiveCount: Number(record.attributes?.ApproximateReceiveCount ?? 1) },
+        {
+          deadline: deadline.phase,
+          receiveCount: Number(record.attributes?.ApproximateReceiveCount ?? 1),
+        },
       );
       annotate(processed.outcome);
       return processed;
@@ -295,28 +318,34 @@ export function createWorkerHandler(open: () => Promise<WorkerDependencies>) {
         );
       const deps = await open();
       if (request.kind === "manual") return await runManually(deps, request, context, requestedBy);
-      const deadline = new Date(
-        deps.adapters.clock.now().getTime() +
-          context.getRemainingTimeInMillis() -
-          WORKER_DEADLINE_MARGIN_MS,
+      const startedAt = deps.adapters.clock.now();
+      const startBy = new Date(
+        startedAt.getTime() + context.getRemainingTimeInMillis() - WORKER_DEADLINE_MARGIN_MS,
       );
+      const atOnce = Math.min(
+        deps.recordsAtOnce ?? request.event.Records.length,
+        request.event.Records.length,
+      );
+      const deadline = { start: startBy, phase: phaseDeadlineOf(startBy, atOnce, startedAt) };
       const hotStore = deps.adapters.context(workflowLog(logger)).hotStore;
       const handOns = new HandOns(deps.queue, logger, deps.handOnHoldMs, (sent) =>
         hotStore.reportHandOnsSent(sent),
       );
+      const lanes = new RecordLanes(atOnce);
       let response: SQSBatchResponse;
       let unsent: string[];
       try {
         response = await processPartialResponse(
           request.event,
-          (record: SQSRecord) => processRecord(deps, record, deadline, handOns),
+          (record: SQSRecord) =>
+            lanes.run(record, () => processRecord(deps, record, deadline, handOns)),
           processor,
           {
             context,
             // Busy and deferred items are expected failures: report them, do not fail the invocation.
             throwOnFullBatchFailure: false,
-            // One phase at a time: with its lease heartbeat it needs two connections, the pool's bound.
-            processInParallel: false,
+            // Every record is handed to the lanes at once; they decide which runs when.
+            processInParallel: true,
           },
         );
       } finally {

@@ -125,7 +125,16 @@ describe("the worker handler on PostgreSQL and SQS", () => {
    * runs when a claim has committed, inside its phase: a test moves the clock
    * there to make the phase slow.
    */
-  async function openFleet(afterClaim: () => void = () => {}) {
+  async function openFleet(
+    afterClaim: () => void = () => {},
+    options: {
+      readonly recordsAtOnce?: number;
+      /** Each claim waits (at most 5 s) until this many claims have been in flight together. */
+      readonly gatherClaims?: number;
+    } = {},
+  ) {
+    /** Claims in flight now, and the most ever in flight together. */
+    const claims = { now: 0, most: 0 };
     const name = `pulpitum-batch-${randomUUID().slice(0, 8)}`;
     const dlqUrl = (await world.sqs.send(new CreateQueueCommand({ QueueName: `${name}-dlq` })))
       .QueueUrl!;
@@ -164,9 +173,17 @@ describe("the worker handler on PostgreSQL and SQS", () => {
           get(target, prop, receiver) {
             if (prop === "claim")
               return async (...args: Parameters<typeof target.claim>) => {
-                const claimed = await target.claim(...args);
-                afterClaim();
-                return claimed;
+                claims.most = Math.max(claims.most, ++claims.now);
+                try {
+                  const until = Date.now() + 5_000;
+                  while (claims.most < (options.gatherClaims ?? 0) && Date.now() < until)
+                    await sleep(10);
+                  const claimed = await target.claim(...args);
+                  afterClaim();
+                  return claimed;
+                } finally {
+                  claims.now--;
+                }
               };
             const value = Reflect.get(target, prop, receiver) as unknown;
             return typeof value === "function" ? (value as () => unknown).bind(target) : value;
@@ -174,7 +191,11 @@ describe("the worker handler on PostgreSQL and SQS", () => {
         });
         return { ...ctx, hotStore };
       };
-      return { adapters: { ...adapters, context }, queue: observed };
+      return {
+        adapters: { ...adapters, context },
+        queue: observed,
+        recordsAtOnce: options.recordsAtOnce,
+      };
     });
     return {
       queueUrl,
@@ -191,6 +212,7 @@ describe("the worker handler on PostgreSQL and SQS", () => {
           new SendMessageCommand({ QueueUrl: queueUrl, MessageBody: encodeWorkMessage(bucket) }),
         ),
       visibilityChanges: () => visibilityChanges.get(queueUrl) ?? [],
+      mostClaimsAtOnce: () => claims.most,
     };
   }
 
@@ -299,11 +321,52 @@ describe("the worker handler on PostgreSQL and SQS", () => {
       }
     });
 
-    it("runs exactly the first record of a batch whose deadline passes while that record runs, and reports only the four not started", async () => {
-      // Prepare: the first phase takes 295 s of a 300 s budget
+    it("runs a batch's records at once, each bucket's phase beside the others'", async () => {
+      // Prepare
+      const buckets = await seedBuckets("at_once", 5);
+      const fleet = await openFleet(() => {}, { gatherClaims: 5 });
+      for (const b of buckets) await fleet.send(b);
+
+      // Act
+      const batch = await fleet.deliver();
+
+      // Assess: all five claims were in flight together, and each committed
+      expect(batch).toMatchObject({ delivered: 5, failures: 0 });
+      expect(fleet.mostClaimsAtOnce()).toBe(5);
+      for (const b of buckets) {
+        expect(await inspector.adapters.hotStore.getBucket(b)).toMatchObject({
+          state: "archiving",
+          phase: "export",
+          ownerToken: null,
+        });
+      }
+    });
+
+    it("runs two messages for one bucket in one batch one after the other: the second runs the next phase, neither is busy", async () => {
+      // Prepare: a duplicate of the bucket's message beside it
+      const [bucket] = await seedBuckets("duplicate_in_batch", 1);
+      const fleet = await openFleet();
+      await fleet.send(bucket!);
+      await fleet.send(bucket!);
+
+      // Act
+      const batch = await fleet.deliver();
+
+      // Assess: claimed, then exported by the second message; nothing came back
+      expect(batch).toMatchObject({ delivered: 2, failures: 0 });
+      expect(fleet.mostClaimsAtOnce()).toBe(1);
+      expect(await inspector.adapters.hotStore.getBucket(bucket!)).toMatchObject({
+        state: "archiving",
+        phase: "seal",
+        ownerToken: null,
+      });
+    });
+
+    it("with one record at a time, runs exactly the first record of a batch whose deadline passes while that record runs, and reports only the four not started", async () => {
+      // Prepare: the first phase takes 295 s of a 300 s budget; the others wait for its lane
       const buckets = await seedBuckets("slow_batch", 5);
       let budgetEnd = 0;
-      const fleet = await openFleet(() => clock.advance(295_000));
+      const fleet = await openFleet(() => clock.advance(295_000), { recordsAtOnce: 1 });
       for (const b of buckets) await fleet.send(b);
 
       // Act

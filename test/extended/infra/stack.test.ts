@@ -196,7 +196,7 @@ describe("the archiver stack with default settings (bundled with esbuild)", () =
     synth.template.hasResourceProperties("AWS::Lambda::EventSourceMapping", {
       BatchSize: 5,
       FunctionResponseTypes: ["ReportBatchItemFailures"],
-      ScalingConfig: { MaximumConcurrency: 10 },
+      ScalingConfig: { MaximumConcurrency: 20 },
       FunctionName: { Ref: fnLogicalId(synth.stack, synth.stack.workerFunction) },
     });
   });

@@ -42,7 +42,7 @@ describe("discovery in the stack", () => {
     expect(fn.Timeout).toBe(330);
     expect(fn.Environment.Variables).toMatchObject({
       ARCHIVER_DISCOVERY_RUN_SECONDS: "300",
-      ARCHIVER_DISCOVERY_TARGET_DEPTH: "100",
+      ARCHIVER_DISCOVERY_TARGET_DEPTH: "200",
     });
     const fast = discoveryFunction({
       scheduleMinutes: 1,
@@ -125,10 +125,10 @@ describe("database connections in the stack", () => {
   });
 
   it("refuses a worker concurrency whose connection ceiling exceeds the database's budget, naming the fix", () => {
-    // (10 workers + 8 others) × 2 = 36 connections.
-    expect(() => synthesize({ databaseConnectionBudget: 36 })).not.toThrow();
-    expect(() => synthesize({ databaseConnectionBudget: 35 })).toThrow(
-      /could hold 36 database connections \(\(workerMaxConcurrency 10 \+ 8 other containers\) × databasePoolMax 2\), more than databaseConnectionBudget 35: lower workerMaxConcurrency to 9 or less/,
+    // (20 workers + 8 others) × 2 = 56 connections.
+    expect(() => synthesize({ databaseConnectionBudget: 56 })).not.toThrow();
+    expect(() => synthesize({ databaseConnectionBudget: 55 })).toThrow(
+      /could hold 56 database connections \(\(workerMaxConcurrency 20 \+ 8 other containers\) × databasePoolMax 2\), more than databaseConnectionBudget 55: lower workerMaxConcurrency to 19 or less/,
     );
     expect(() => synthesize({ workerMaxConcurrency: 200, databaseConnectionBudget: 300 })).toThrow(
       /could hold 416 database connections/,
