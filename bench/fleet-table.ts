@@ -5,6 +5,7 @@
  * hold exactly the rendering of the committed fleet.json.
  */
 import { readFile, writeFile } from "node:fs/promises";
+import { OTHER_CONTAINERS } from "../infra/settings.js";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import prettier from "prettier";
 import type { StackCapacity, StackEconomics, StackInventory } from "./fleet-economics.js";
@@ -108,7 +109,7 @@ export function renderCapacityTable(run: FleetEconomicsJson): string {
       "database connections at peak",
       String(d.capacity.databaseConnections),
       String(t.capacity.databaseConnections),
-      "the ceiling synth checks against the budget, (workers + 7) × `PULPITUM_DB_POOL_MAX`: direct connections, no pooler",
+      `the ceiling synth checks against the budget, (workers + ${OTHER_CONTAINERS}) × \`PULPITUM_DB_POOL_MAX\`: direct connections, no pooler`,
     ],
     [
       "S3 requests per bucket",

@@ -136,6 +136,12 @@ export interface RecordAppends {
   append(tableId: TableId, records: readonly TableRecord[], now: Date): Promise<AppendResult>;
 }
 
+/** A bucket's metadata beside its table's registration (null: the table is not registered). */
+export interface BucketWithTable {
+  readonly metadata: BucketMetadata;
+  readonly table: TableDefinition | null;
+}
+
 /**
  * Read-only views of tables, buckets and their rows, parts and archive
  * references: the read path, the catalog, scrub, GC and the workflow's
@@ -150,6 +156,9 @@ export interface HotReads {
 
   /** The bucket's metadata, null for a bucket that was never written. */
   getBucket(id: BucketId): Promise<BucketMetadata | null>;
+
+  /** The bucket's metadata and its table's, in one statement (each phase's first read); null: never written. */
+  getBucketWithTable(id: BucketId): Promise<BucketWithTable | null>;
 
   /**
    * The bucket's verified parts in index order (read-only): while export

@@ -9,6 +9,7 @@ import {
   InvariantViolationError,
 } from "../errors.js";
 import type { BucketMetadata, PhaseName } from "../ports/hot-store.js";
+import type { TableDefinition } from "../domain/table.js";
 import type { PhaseContext, PhaseOutcome } from "./context.js";
 import { takeBucketLease } from "./bucket-lease.js";
 import type { LeaseHeartbeat } from "./heartbeat.js";
@@ -83,17 +84,19 @@ export async function runNextPhase(
     ...fields,
   });
 
-  const before = await ctx.hotStore.getBucket(bucket);
-  if (before === null) throw new UnknownBucketError(describeBucket(bucket));
+  // The bucket and its table in one read: whether it has work, and whether its table is paused.
+  const read = await ctx.hotStore.getBucketWithTable(bucket);
+  if (read === null) throw new UnknownBucketError(describeBucket(bucket));
+  const { metadata: before, table } = read;
   const planned = await phaseNeeded(ctx, before, ctx.clock.now());
   if (planned === null)
     return outcome({ phase: null, result: "done", next: null, reason: nothingToDo(before) });
-  const setAside = await reasonForNoAutomaticWork(ctx, before, options);
+  const setAside = reasonForNoAutomaticWork(before, table, options);
   if (setAside !== undefined)
     return outcome({ phase: null, result: "done", next: planned, reason: setAside });
 
   const now = ctx.clock.now();
-  const waiting = await reasonToWait(ctx, before, planned, now);
+  const waiting = reasonToWait(ctx, before, table, planned, now);
   if (waiting !== null) return outcome(waiting);
 
   const acquisition = await takeBucketLease(ctx, bucket, now);
@@ -135,14 +138,15 @@ type OutcomeFields = Omit<PhaseOutcome, "bucket" | "durationMs">;
  * or a deferred cleanup waiting out its retry like a deferred claim. Null
  * when the phase may run.
  */
-async function reasonToWait(
+function reasonToWait(
   ctx: PhaseContext,
   before: BucketMetadata,
+  table: TableDefinition | null,
   planned: PhaseName,
   now: Date,
-): Promise<OutcomeFields | null> {
+): OutcomeFields | null {
   if (planned === "claim") {
-    const reason = await reasonNotToClaim(ctx, before, now);
+    const reason = reasonNotToClaim(ctx, before, table, now);
     if (reason !== undefined) {
       return retryPending(before, now)
         ? { phase: null, result: "deferred", next: "claim", reason, retryAt: before.retryAt }
@@ -296,11 +300,11 @@ const RECORDING_PAST_DEADLINE_MS = 5_000;
  * finishes). An explicit operator run (`manual`) still runs a quarantined
  * bucket, but never a paused table's.
  */
-async function reasonForNoAutomaticWork(
-  ctx: PhaseContext,
+function reasonForNoAutomaticWork(
   metadata: BucketMetadata,
+  table: TableDefinition | null,
   options: RunPhaseOptions,
-): Promise<string | undefined> {
+): string | undefined {
   if (metadata.quarantinedAt !== null && options.manual !== true) {
     const itself =
       metadata.quarantineRetryAt === null
@@ -311,7 +315,6 @@ async function reasonForNoAutomaticWork(
       "`pulpitum retry TABLE PARTITION BUCKET` releases it"
     );
   }
-  const table = await ctx.hotStore.getTable(metadata.id.tableId);
   if (table?.paused) return `table ${metadata.id.tableId} is paused`;
   return undefined;
 }
@@ -323,12 +326,12 @@ function nothingToDo(metadata: BucketMetadata): string {
   return "already archived and hot rows deleted";
 }
 
-async function reasonNotToClaim(
+function reasonNotToClaim(
   ctx: PhaseContext,
   metadata: BucketMetadata,
+  table: TableDefinition | null,
   now: Date,
-): Promise<string | undefined> {
-  const table = await ctx.hotStore.getTable(metadata.id.tableId);
+): string | undefined {
   const { cutoff } = claimCutoff(table, ctx.settings.cutoff, now);
   if (metadata.end.getTime() > cutoff.getTime()) {
     const rule =

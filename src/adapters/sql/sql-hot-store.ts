@@ -41,6 +41,7 @@ import type {
   BucketPart,
   RecordPart,
   BucketMetadata,
+  BucketWithTable,
   BucketRead,
   BucketReadRange,
   BucketRow,
@@ -84,7 +85,7 @@ import { oldestStalled, reportHandOnsSent } from "./hot-store/hand-ons.js";
 import { append } from "./hot-store/appends.js";
 import { cleanupBatch, finishCleanup } from "./hot-store/cleanup.js";
 import { discover, explainDiscovery, peekCandidates } from "./hot-store/discovery.js";
-import { readBucket } from "./hot-store/fenced-update.js";
+import { readBucket, readBucketWithTable } from "./hot-store/fenced-update.js";
 import { listArchiveReferences } from "./hot-store/gc-references.js";
 import { acquireLease, releaseLease, renewLease } from "./hot-store/leases.js";
 import { listArchivedBuckets, listHeldBuckets } from "./hot-store/operator-queries.js";
@@ -164,6 +165,10 @@ export class SqlHotStore implements HotStore {
 
   async getBucket(id: BucketId): Promise<BucketMetadata | null> {
     return await readBucket(this.db, id);
+  }
+
+  async getBucketWithTable(id: BucketId): Promise<BucketWithTable | null> {
+    return await readBucketWithTable(this.db, id);
   }
 
   async acquireLease(id: BucketId, now: Date, leaseMs: number): Promise<LeaseAcquisition> {

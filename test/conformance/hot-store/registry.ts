@@ -4,7 +4,7 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { TableStrategyConflictError, UnknownTableError } from "../../../src/errors.js";
 import type { HotStore } from "../../../src/ports/hot-store.js";
-import { acquire, CUTOFF, newTable, NOW, rec, uniqueTableId } from "./support.js";
+import { acquire, CUTOFF, hotBucket, newTable, NOW, rec, uniqueTableId } from "./support.js";
 import { fixedCutoffs } from "../../support/cutoffs.js";
 
 export function registryConformance(opened: () => HotStore): void {
@@ -53,6 +53,30 @@ export function registryConformance(opened: () => HotStore): void {
       await expect(attempt).rejects.toBeInstanceOf(TableStrategyConflictError);
       await expect(attempt).rejects.toThrow(/register a new table id/);
       expect((await store.getTable(tableId))?.strategy).toBe("CalendarYearUtc");
+    });
+
+    it("reads a bucket with its table in one, exactly as getBucket and getTable read them, paused or leased, whatever its partition key; null for a bucket never written", async () => {
+      const tableId = await newTable(store, "with_table");
+      // A long partition key of every byte value, zero bytes and 0xff included.
+      const odd = new Uint8Array(700).map((_, i) => (i * 37) % 256);
+      const id = await hotBucket(store, tableId, odd, 4);
+      const expectSame = async () => {
+        const read = await store.getBucketWithTable(id);
+        expect(read).toEqual({
+          metadata: await store.getBucket(id),
+          table: await store.getTable(tableId),
+        });
+        return read!;
+      };
+
+      expect((await expectSame()).table?.paused).toBe(false);
+      await acquire(store, id);
+      expect((await expectSame()).metadata.ownerToken).not.toBeNull();
+      await store.setPaused(tableId, true, NOW);
+      expect((await expectSame()).table?.paused).toBe(true);
+      expect(
+        await store.getBucketWithTable({ tableId, partitionKey: odd, bucketKey: "year:2022" }),
+      ).toBeNull();
     });
 
     it("records pause and resume, and pausing an unknown table throws UnknownTableError", async () => {

@@ -12,7 +12,7 @@ import type {
 } from "../../../ports/hot-store.js";
 import type { SqlDatabase } from "../database.js";
 import { RECORDS_TABLE } from "../migrations.js";
-import { fencedUpdate, holdsLiveLease, leaseLost, lockUnderFence } from "./fenced-update.js";
+import { fencedUpdate, holdsLiveLease, leaseLost, lockUnderFenceWithRun } from "./fenced-update.js";
 import { BUCKET, CLEANUP_FENCE, NOT_RESTORING, RELEASE_LEASE } from "./fences.js";
 import { deleteNextKeyRange } from "./key-range-delete.js";
 import { endFailureRun } from "./parts.js";
@@ -30,9 +30,10 @@ export async function cleanupBatch(
     // locked row to take the bucket, so whatever the isolation level, rows
     // are deleted only while the bucket is archived, not being restored,
     // and leased by us.
-    if (!(await lockUnderFence(tx, id, (f) => CLEANUP_FENCE(f, lease, now)))) return null;
+    const locked = await lockUnderFenceWithRun(tx, id, (f) => CLEANUP_FENCE(f, lease, now));
+    if (locked === null) return null;
     const batch = await deleteNextKeyRange(tx, id, limit, after);
-    if (batch.count > 0) await endFailureRun(tx, id);
+    if (batch.count > 0 && locked.inFailureRun) await endFailureRun(tx, id);
     return batch;
   }, "cleanupBatch");
   if (deleted === null) return await leaseLost(db, id);

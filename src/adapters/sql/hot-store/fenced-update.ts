@@ -4,12 +4,25 @@
  * current metadata, so losing a race is an outcome, never an exception.
  */
 import type { BucketId } from "../../../domain/bucket.js";
-import type { BucketMetadata, FencedWrite, Lease, LeaseLost } from "../../../ports/hot-store.js";
+import type {
+  BucketMetadata,
+  BucketWithTable,
+  FencedWrite,
+  Lease,
+  LeaseLost,
+} from "../../../ports/hot-store.js";
 import type { SqlDatabase, SqlExecutor } from "../database.js";
-import { METADATA_TABLE } from "../migrations.js";
-import { BUCKET, LIVE_LEASE } from "./fences.js";
+import { METADATA_TABLE, TABLES_TABLE } from "../migrations.js";
+import { BUCKET, IN_FAILURE_RUN, LIVE_LEASE } from "./fences.js";
 import { SqlParams } from "./params.js";
-import { METADATA_COLUMNS, toMetadata, type MetadataRow } from "./rows.js";
+import {
+  METADATA_COLUMNS,
+  TABLE_COLUMNS,
+  toMetadata,
+  toTable,
+  type MetadataRow,
+  type TableRow,
+} from "./rows.js";
 
 /** A bucket's metadata row, or null when the bucket was never written. */
 export async function readBucket(db: SqlExecutor, id: BucketId): Promise<BucketMetadata | null> {
@@ -19,6 +32,37 @@ export async function readBucket(db: SqlExecutor, id: BucketId): Promise<BucketM
     p.values,
   );
   return rows[0] === undefined ? null : toMetadata(rows[0]);
+}
+
+const TABLE_COLUMN_NAMES = TABLE_COLUMNS.split(", ");
+const BUCKET_WITH_TABLE_COLUMNS = [
+  ...METADATA_COLUMNS.split(", ").map((c) => `m.${c}`),
+  ...TABLE_COLUMN_NAMES.map((c) => `t.${c} AS t_${c}`),
+].join(", ");
+
+/**
+ * A bucket's metadata row and its table's row in one statement: the table's
+ * columns come back prefixed `t_`, all NULL when the table is not registered.
+ */
+export async function readBucketWithTable(
+  db: SqlExecutor,
+  id: BucketId,
+): Promise<BucketWithTable | null> {
+  const p = new SqlParams();
+  const { rows } = await db.query<Record<string, unknown>>(
+    `SELECT ${BUCKET_WITH_TABLE_COLUMNS}
+       FROM (SELECT ${METADATA_COLUMNS} FROM ${METADATA_TABLE} WHERE ${BUCKET(p, id)}) m
+       LEFT JOIN ${TABLES_TABLE} t ON t.table_id = m.table_id`,
+    p.values,
+  );
+  const row = rows[0];
+  if (row === undefined) return null;
+  const tableRow: Record<string, unknown> = {};
+  for (const c of TABLE_COLUMN_NAMES) tableRow[c] = row[`t_${c}`];
+  return {
+    metadata: toMetadata(row as unknown as MetadataRow),
+    table: tableRow.table_id == null ? null : toTable(tableRow as unknown as TableRow),
+  };
 }
 
 /** The outcome of a fenced statement that matched no row: the lease is gone. */
@@ -45,6 +89,28 @@ export async function lockUnderFence(
     f.values,
   );
   return rows.length > 0;
+}
+
+/**
+ * {@link lockUnderFence}, also telling whether the locked row has a failure
+ * run for progress to end ({@link IN_FAILURE_RUN}), so the caller writes
+ * that end only when there is one. The row stays locked to the caller's
+ * transaction, so the answer holds until it commits. Null when the fence
+ * does not hold.
+ */
+export async function lockUnderFenceWithRun(
+  tx: SqlExecutor,
+  id: BucketId,
+  fence: (p: SqlParams) => string,
+): Promise<{ readonly inFailureRun: boolean } | null> {
+  const f = new SqlParams();
+  const { rows } = await tx.query<{ in_run: boolean }>(
+    `SELECT ${IN_FAILURE_RUN} AS in_run FROM ${METADATA_TABLE}
+      WHERE ${BUCKET(f, id)} AND ${fence(f)}
+        FOR UPDATE`,
+    f.values,
+  );
+  return rows[0] === undefined ? null : { inFailureRun: rows[0].in_run === true };
 }
 
 /**

@@ -17,7 +17,12 @@ import type {
 } from "../../../ports/hot-store.js";
 import type { SqlExecutor, SqlDatabase } from "../database.js";
 import { METADATA_TABLE, PARTS_TABLE } from "../migrations.js";
-import { fencedTransaction, leaseLost, lockUnderFence } from "./fenced-update.js";
+import {
+  fencedTransaction,
+  leaseLost,
+  lockUnderFence,
+  lockUnderFenceWithRun,
+} from "./fenced-update.js";
 import { BUCKET, HAND_ON, IN_FAILURE_RUN, LIVE_LEASE, PROGRESS } from "./fences.js";
 import { SqlParams } from "./params.js";
 import { METADATA_COLUMNS, toBytes, type MetadataRow } from "./rows.js";
@@ -48,12 +53,15 @@ export async function recordPart(
   part: BucketPart,
 ): Promise<RecordPart> {
   const outcome = await db.transaction(async (tx) => {
-    if (!(await lockExportFence(tx, lease, now))) return null;
+    const locked = await lockUnderFenceWithRun(tx, lease.bucket, (f) =>
+      EXPORT_FENCE(f, lease, now),
+    );
+    if (locked === null) return null;
     // Parts are dense from 0, so "k-1 exists and k does not" is "exactly k exist".
     const recorded = await countParts(tx, lease.bucket);
     if (recorded !== part.index) return { kind: "out-of-order" as const, recorded };
     await insertPart(tx, lease.bucket, part, now);
-    await endFailureRun(tx, lease.bucket);
+    if (locked.inFailureRun) await endFailureRun(tx, lease.bucket);
     return { kind: "recorded" as const };
   }, "recordPart");
   return outcome ?? (await leaseLost(db, lease.bucket));
