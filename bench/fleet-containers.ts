@@ -6,7 +6,7 @@
  */
 import { fork, type ChildProcess } from "node:child_process";
 import type { BuildOptions } from "esbuild";
-import { mkdtempSync } from "node:fs";
+import { appendFileSync, mkdtempSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
@@ -233,6 +233,9 @@ export class WorkerContainer {
 
   #log(chunk: Buffer, stdout: boolean): void {
     this.logBytes += chunk.length;
+    // FLEET_KEEP_LOGS=DIR keeps each container's output in DIR/<container>.log, to follow a bucket's phases.
+    if (process.env.FLEET_KEEP_LOGS)
+      appendFileSync(path.join(process.env.FLEET_KEEP_LOGS, `${this.name}.log`), chunk);
     if (!stdout) return;
     const lines = (this.#partial + chunk.toString("utf8")).split("\n");
     this.#partial = lines.pop() ?? "";
