@@ -70,9 +70,13 @@ function items(n: number): WorkItem[] {
 
 /**
  * A client whose SendMessageBatch withholds the entries `refuse` picks (they
- * never reach the server) and reports them under `Failed`, as SQS does.
+ * never reach the server) and reports them under `Failed`, as SQS does; with
+ * `listRefused: false` it names them nowhere, as a reply cut short would.
  */
-function refusingClient(refuse: (entry: SendMessageBatchRequestEntry, call: number) => boolean) {
+function refusingClient(
+  refuse: (entry: SendMessageBatchRequestEntry, call: number) => boolean,
+  options: { readonly listRefused?: boolean } = {},
+) {
   const client = new SQSClient(config);
   const calls: number[] = [];
   client.middlewareStack.add(
@@ -87,6 +91,7 @@ function refusingClient(refuse: (entry: SendMessageBatchRequestEntry, call: numb
           ? await next({ ...args, input: { ...input, Entries: allowed } } as typeof args)
           : { output: { Successful: [], Failed: [], $metadata: {} }, response: {} };
       const output = result.output as SendMessageBatchCommandOutput;
+      if (options.listRefused === false) return result;
       output.Failed = [
         ...(output.Failed ?? []),
         ...refused.map((e) => ({
@@ -122,6 +127,16 @@ describe("the SQS work queue", () => {
     await new SqsWorkQueue(url, client, { retryDelayMs: 10 }).sendBatch(items(12));
     expect(calls).toEqual([10, 2, 2]);
     expect((await drain(url)).sort()).toEqual(items(12).map(encodeWorkMessage).sort());
+  });
+
+  it("re-sends an entry the reply names neither sent nor failed, never taking it as sent", async () => {
+    const url = await createQueue();
+    const { client, calls } = refusingClient((e, call) => call === 1 && e.Id === "2", {
+      listRefused: false,
+    });
+    await new SqsWorkQueue(url, client, { retryDelayMs: 10 }).sendBatch(items(4));
+    expect(calls).toEqual([4, 1]);
+    expect((await drain(url)).sort()).toEqual(items(4).map(encodeWorkMessage).sort());
   });
 
   it("throws naming the bucket of an entry that keeps failing, after the other entries were sent", async () => {

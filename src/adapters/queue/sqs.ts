@@ -202,6 +202,22 @@ export async function sendEntries(
       message: f.Message ?? "",
       senderFault: f.SenderFault === true,
     }));
+    // An entry is sent only when the reply names it sent: one it names neither
+    // sent nor failed (a reply cut short, a server that dropped it) is sent again,
+    // at the cost of a duplicate wake-up at worst, rather than taken as sent.
+    const named = new Set([
+      ...(response.Successful ?? []).map((e) => e.Id),
+      ...(response.Failed ?? []).map((e) => e.Id),
+    ]);
+    for (const e of pending) {
+      if (named.has(e.Id)) continue;
+      failed.push({
+        id: e.Id!,
+        code: "NotAcknowledged",
+        message: "the reply named this entry neither sent nor failed",
+        senderFault: false,
+      });
+    }
     const retryable = new Set(failed.filter((f) => !f.senderFault).map((f) => f.id));
     if (failed.some((f) => f.senderFault)) break;
     pending = pending.filter((e) => retryable.has(e.Id!));
