@@ -6,6 +6,7 @@ import type { QueueDepth, WorkItem, WorkQueue } from "../ports/work-queue.js";
 import type { ArchiverContext, PhaseOutcome } from "../usecases/context.js";
 import { ClockSkewError } from "../usecases/clock-skew.js";
 import { discover } from "../usecases/discover.js";
+import { cutoffsAt } from "../usecases/eligibility.js";
 import { runNextPhase } from "../usecases/run-next-phase.js";
 
 export interface StandaloneOptions {
@@ -109,6 +110,14 @@ class StandaloneRun {
   readonly #setAside = new Map<string, number>();
   /** A bucket's run since the last scan was one of {@link #setAside}'s. */
   #metOtherWork = false;
+  /**
+   * The last scan, made idle, offered nothing though unleased eligible
+   * buckets remained: another archiver's scan stamped the same rows between
+   * this scan's snapshot and its own stamp, which then skipped them. Not
+   * final for `once`; counted, so a scan that keeps losing ends the run.
+   */
+  #lastScanContested = false;
+  #contestedScans = 0;
 
   constructor(
     private readonly ctx: ArchiverContext,
@@ -137,6 +146,12 @@ class StandaloneRun {
           // phases ran may have found nothing because the row it chose was
           // this process's own, leased again between the scan's snapshot and
           // its stamp (which then skips it).
+          if (this.#lastScanContested && this.#contestedScans <= MAX_CONTESTED_SCANS) {
+            // Another archiver took this scan's rows a moment ago: look again shortly.
+            await this.#sleep(CONTESTED_SCAN_PAUSE_MS, options.signal);
+            this.#scanDue = true;
+            continue;
+          }
           if (!this.#lastScanFound && this.#lastScanIdle) break;
           if (!this.#progressed && this.#lastScanIdle && !this.#metOtherWork) break;
           this.#scanDue = true;
@@ -226,8 +241,31 @@ class StandaloneRun {
     this.options.onDiscovered?.(candidates);
     this.#lastScanFull = candidates.length === limit;
     this.#lastScanFound = offered.length > 0;
+    this.#lastScanContested =
+      this.options.once === true &&
+      offered.length === 0 &&
+      this.#lastScanIdle &&
+      (await this.#unleasedCandidateRemains(now, limit));
+    this.#contestedScans = this.#lastScanContested ? this.#contestedScans + 1 : 0;
     this.#progressed = false;
     this.#metOtherWork = false;
+  }
+
+  /**
+   * Whether the same selection, read without a stamp, still finds a bucket
+   * this run has not set aside: the stamp skips a row another scan stamped
+   * after this statement's snapshot, so an empty stamped scan beside another
+   * archiver does not mean that nothing is left.
+   */
+  async #unleasedCandidateRemains(now: Date, limit: number): Promise<boolean> {
+    const { ctx } = this;
+    const peeked = await ctx.hotStore.peekCandidates({
+      now,
+      ...cutoffsAt(await ctx.hotStore.listTables(), ctx.settings.cutoff, now),
+      limit: limit + 1,
+      enqueuedBefore: now,
+    });
+    return peeked.some((c) => !this.#setAside.has(workKey(c.id)));
   }
 
   #startQueued(): void {
@@ -268,6 +306,11 @@ class StandaloneRun {
     this.#metOtherWork = true;
   }
 }
+
+/** How long a `once` run waits before it scans again after losing a scan's rows to another archiver. */
+const CONTESTED_SCAN_PAUSE_MS = 50;
+/** Consecutive contested scans after which the run ends as if nothing were left (a bound, never reached in practice). */
+const MAX_CONTESTED_SCANS = 100;
 
 function workKey(item: WorkItem): string {
   return `${item.tableId}\u0000${Buffer.from(item.partitionKey).toString("base64")}\u0000${item.bucketKey}`;

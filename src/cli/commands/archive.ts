@@ -293,8 +293,13 @@ export async function archiveCommand(opts: { once?: boolean; json?: boolean }): 
         });
       let summary = await run();
       // Beside another live archiver, wait for what it holds, then take what it left (./archive-others.ts).
+      // The verdict reads the leftovers this loop last read: the other archiver
+      // releases and takes its lease again between two phases of a bucket, so a
+      // second read could find a lease the loop, a moment before, saw released.
+      let left: Leftovers | null = null;
       while (opts.once && stoppedBy === null) {
-        const { leased } = await leftoversOf(rt);
+        left = await leftoversOf(rt);
+        const { leased } = left;
         if (leased.length === 0) break;
         await reporter.flush();
         const waited = await waitForOtherArchivers(rt, leased, {
@@ -306,12 +311,13 @@ export async function archiveCommand(opts: { once?: boolean; json?: boolean }): 
         });
         if (waited !== "released") break;
         summary = addSummaries(summary, await run());
+        left = null;
       }
       await reporter.flush();
       progress?.clear();
       // A phase run that threw names no bucket: count each as one failed bucket.
       const failed = reporter.failedBuckets + summary.failures;
-      const left = opts.once ? await leftoversOf(rt) : null;
+      if (opts.once && left === null) left = await leftoversOf(rt);
       printSummary(opts, reporter.totals, summary, failed, left, stoppedBy, started);
       if (opts.once) process.exitCode = onceVerdict(reporter.totals, failed, left!, stoppedBy);
     } finally {

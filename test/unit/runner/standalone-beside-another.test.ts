@@ -102,6 +102,58 @@ describe("--once beside another archiver", () => {
     expect(finishedHere).toHaveLength(4);
   });
 
+  it("scans again when another archiver's scan stamped this scan's rows first, and archives every bucket", async () => {
+    const ids = await seed(6);
+    let scans = 0;
+    const hotStore = new Proxy(h.process().ctx.hotStore, {
+      get(target, property, receiver) {
+        if (property === "discover")
+          return async (query: DiscoveryQuery) => {
+            // The first scan lost its rows to another scan's stamp: the statement
+            // re-checked them and returned none, though none is leased.
+            if (++scans === 1) return [];
+            return await target.discover(query);
+          };
+        const value: unknown = Reflect.get(target, property, receiver);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    const outcomes: PhaseOutcome[] = [];
+
+    await runStandalone(
+      { ...h.process().ctx, hotStore },
+      { workers: 2, intervalMs: 1000, once: true, onOutcome: (o) => outcomes.push(o) },
+    );
+
+    expect(scans).toBeGreaterThan(1);
+    for (const id of ids) expect(await archived(id)).toBe(true);
+    expect(outcomes.filter((o) => o.result === "advanced" && o.next === null)).toHaveLength(6);
+  });
+
+  it("ends when a stamped scan finds nothing and nothing unleased is left, without scanning again", async () => {
+    const ids = await seed(2);
+    for (const id of ids) await h.inner.acquireLease(id, h.clock.now(), 3_600_000);
+    let scans = 0;
+    const hotStore = new Proxy(h.process().ctx.hotStore, {
+      get(target, property, receiver) {
+        if (property === "discover")
+          return async (query: DiscoveryQuery) => {
+            scans++;
+            return await target.discover(query);
+          };
+        const value: unknown = Reflect.get(target, property, receiver);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+
+    await runStandalone(
+      { ...h.process().ctx, hotStore },
+      { workers: 2, intervalMs: 1000, once: true },
+    );
+
+    expect(scans).toBe(1);
+  });
+
   it("sets aside buckets the other holds, scans again past them, and leaves only those", async () => {
     const ids = await seed(6);
     const held: BucketId[] = [];
