@@ -31,7 +31,7 @@ import { open, type FileHandle } from "node:fs/promises";
 import { createRequire } from "node:module";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
-import { Worker, type MessagePort } from "node:worker_threads";
+import { isMainThread, Worker, type MessagePort } from "node:worker_threads";
 import { ArchiveIntegrityError } from "../errors.js";
 import type { ArchiveFormat } from "../domain/table.js";
 import { readFully } from "../file-read.js";
@@ -236,7 +236,9 @@ type Request =
   | { readonly kind: "announce"; readonly id: number; readonly group: AnnouncedRowGroup }
   | { readonly kind: "written"; readonly id: number; readonly byteLength: number }
   | { readonly kind: "finish"; readonly id: number; readonly byteLength: number }
-  | { readonly kind: "cancel"; readonly id: number };
+  | { readonly kind: "cancel"; readonly id: number }
+  /** End the thread from inside, between two messages (see {@link CheckThread.stop}). */
+  | { readonly kind: "exit" };
 
 /** A failure sent back over the port: an integrity verdict, or any other error. */
 type Failure =
@@ -260,6 +262,10 @@ export function serveChecks(port: MessagePort): void {
   const checks = new Map<number, LocalPayloadCheck>();
   port.on("message", (request: Request) => {
     switch (request.kind) {
+      case "exit":
+        // Only ever sent to the check thread, where this ends the thread alone.
+        if (!isMainThread) process.exit(1);
+        return;
       case "start":
         checks.set(request.id, new LocalPayloadCheck(request.target));
         return;
@@ -401,11 +407,26 @@ class CheckThread {
     return { sha256: sha256.promise, content: content.promise };
   }
 
-  /** End the thread; checks waiting on it are done again on the calling thread. */
+  /**
+   * End the thread; checks waiting on it are done again on the calling
+   * thread. The thread ends itself between two messages: Worker.terminate()
+   * can stop it inside a Zstandard stream's constructor, and Node 22 then
+   * aborts the whole process as it frees the half-made stream
+   * ("close before init"). A thread that does not end within a few seconds
+   * is terminated.
+   */
   async stop(): Promise<void> {
-    await this.#worker.terminate();
+    if (this.#lost !== undefined) return;
+    const exited = new Promise<void>((resolve) => this.#worker.once("exit", () => resolve()));
+    this.#worker.postMessage({ kind: "exit" } satisfies Request);
+    const late = setTimeout(() => void this.#worker.terminate(), STOP_GRACE_MS);
+    await exited;
+    clearTimeout(late);
   }
 }
+
+/** How long a check thread asked to end may take before it is terminated. */
+const STOP_GRACE_MS = 5_000;
 
 /** A promise settled once, later, by another promise (further settles are ignored). */
 function settlable<T>(): { promise: Promise<T>; settle(by: Promise<T>): void } {
