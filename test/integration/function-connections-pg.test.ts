@@ -152,19 +152,30 @@ describe("a Lambda container's database connections", () => {
     }
     const watcher = new pg.Client({ connectionString: databases[0]!.url });
     await watcher.connect();
+    const others = async () =>
+      Number(
+        (
+          await watcher.query<{ n: string }>(
+            "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
+          )
+        ).rows[0]!.n,
+      );
+    // A fresh container: nothing but the worker connects from here on. The
+    // setup's pool is closed first, and its backends are gone from the server
+    // (they end a moment after the client closes them) before the worker starts.
+    await opened.close();
+    for (let waited = 0; (await others()) > 0; waited += 20) {
+      if (waited > 10_000) throw new Error("the setup's connections did not end within 10 s");
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
     let peak = 0;
     let sampling = true;
     const sampler = (async () => {
       while (sampling) {
-        const r = await watcher.query<{ n: string }>(
-          "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()",
-        );
-        peak = Math.max(peak, Number(r.rows[0]!.n));
+        peak = Math.max(peak, await others());
         await new Promise((resolve) => setTimeout(resolve, 5));
       }
     })();
-    // A fresh container: nothing but the worker connects from here on.
-    await opened.close();
     const worker = createWorkerHandler(cachedPerContainer(open));
 
     for (let phase = 0; phase < 5; phase++) {
