@@ -12,17 +12,16 @@
  * order for a lane, and a record's own checks (the invocation's deadline
  * first) run only once it has one.
  */
-import { decodeWorkMessage } from "../src/ports/work-queue.js";
+import { decodeWorkMessage, encodeWorkMessage } from "../src/ports/work-queue.js";
 
-/** A record's bucket, as its body names it; a body that does not parse is a lane of its own. */
+/**
+ * A record's bucket, as its body names it, in the work message's canonical
+ * form (as ./hand-ons.ts keys a bucket); a body that does not parse is a
+ * lane of its own.
+ */
 function bucketOfBody(body: string, messageId: string): string {
   try {
-    const item = decodeWorkMessage(body);
-    return JSON.stringify([
-      item.tableId,
-      Buffer.from(item.partitionKey).toString("hex"),
-      item.bucketKey,
-    ]);
+    return encodeWorkMessage(decodeWorkMessage(body));
   } catch {
     return `message:${messageId}`;
   }

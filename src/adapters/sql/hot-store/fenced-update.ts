@@ -81,14 +81,7 @@ export async function lockUnderFence(
   id: BucketId,
   fence: (p: SqlParams) => string,
 ): Promise<boolean> {
-  const f = new SqlParams();
-  const { rows } = await tx.query(
-    `SELECT 1 AS ok FROM ${METADATA_TABLE}
-      WHERE ${BUCKET(f, id)} AND ${fence(f)}
-        FOR UPDATE`,
-    f.values,
-  );
-  return rows.length > 0;
+  return (await lockUnderFenceWithRun(tx, id, fence)) !== null;
 }
 
 /**
