@@ -84,6 +84,17 @@ export function recordingContentOnlyKeys(hot: HotStore): HotStore {
             key: contentOnlyKey(part.key),
           })) satisfies HotStore["recordPart"];
       }
+      if (property === "finishExport") {
+        // A one-part export's finish records its part.
+        const finishExport = target.finishExport.bind(target);
+        return ((lease, now, parts, only) =>
+          finishExport(
+            lease,
+            now,
+            parts,
+            only === undefined ? undefined : { ...only, key: contentOnlyKey(only.key) },
+          )) satisfies HotStore["finishExport"];
+      }
       return (value as (...args: unknown[]) => unknown).bind(target);
     },
   });

@@ -60,6 +60,12 @@ export interface ExportTotals {
   readonly parts: number;
   readonly rowCount: number;
   readonly byteLength: number;
+  /**
+   * The one part, when the store read it with the metadata (what
+   * {@link HotReads.listParts} would list, so a reader of a one-part bucket
+   * saves that round trip); absent, list the parts.
+   */
+  readonly only?: BucketPart;
 }
 
 export type RecordPart =

@@ -279,8 +279,9 @@ export interface ArchivalPhases {
    * that locks the metadata row under the export fence and checks that
    * exactly `parts` parts are recorded, and record their totals
    * ({@link BucketMetadata.exported}). Releases the lease.
+   * With `only` (part 0 of 1), the same write records it, if no part is yet.
    */
-  finishExport(lease: Lease, now: Date, parts: number): Promise<FencedWrite>;
+  finishExport(lease: Lease, now: Date, parts: number, only?: BucketPart): Promise<FencedWrite>;
 
   /** Record the verified manifest (phase seal -> publish). Releases the lease. */
   recordManifest(lease: Lease, now: Date, manifestKey: string): Promise<FencedWrite>;

@@ -124,6 +124,7 @@ export async function runNextPhase(
     leased = check.metadata;
   }
   return await runPhaseUnderLease(ctx, heartbeat, leased, phase, {
+    table,
     takeover: before.ownerToken !== null,
     deadline: options.deadline,
     outcome,
@@ -190,6 +191,7 @@ async function runPhaseUnderLease(
   metadata: BucketMetadata,
   phase: PhaseName,
   run: {
+    readonly table: TableDefinition | null;
     readonly takeover: boolean;
     readonly deadline: Date | undefined;
     readonly outcome: (fields: OutcomeFields) => PhaseOutcome;
@@ -207,6 +209,7 @@ async function runPhaseUnderLease(
       ctx: underLease(ctx, heartbeat.signal),
       heartbeat,
       metadata,
+      table: run.table,
       takeover: run.takeover,
       deadline: run.deadline,
       afterCommit: ctx,

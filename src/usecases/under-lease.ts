@@ -15,7 +15,7 @@
  * condition.
  */
 import { LeaseLostError } from "../errors.js";
-import type { BucketMetadata, BucketPart } from "../ports/hot-store.js";
+import type { BucketMetadata, BucketPart, ClaimCutoff } from "../ports/hot-store.js";
 import type {
   CallOptions,
   ObjectBody,
@@ -60,7 +60,7 @@ export function underLease<Store extends object>(
 const REFUSALS: Readonly<
   Record<string, (args: readonly unknown[], found: BucketMetadata | null) => string>
 > = {
-  claim: (args, found) => describeLostClaim(found?.state, args[2] as Date),
+  claim: (args, found) => describeLostClaim(found?.state, args[2] as ClaimCutoff),
   snapshotPage: () => new LeaseLostError("snapshot").message,
   recordPart: (args) => `lease lost before part ${(args[2] as BucketPart).index} was recorded`,
   finishExport: () => "lease lost before the export was finished",
@@ -78,9 +78,13 @@ const REFUSALS: Readonly<
   replaceManifest: () => "lease lost before the repaired manifest was recorded",
 };
 
-function describeLostClaim(state: string | undefined, cutoff: Date): string {
+function describeLostClaim(state: string | undefined, eligibility: ClaimCutoff): string {
   if (state !== undefined && state !== "hot") return `the bucket is already ${state}`;
-  return `the lease expired or the bucket is not eligible for the cutoff ${cutoff.toISOString()}`;
+  const version =
+    eligibility.policyVersion === undefined
+      ? ""
+      : ` of its table's policy version ${eligibility.policyVersion} (a changed window refuses it)`;
+  return `the lease expired or the bucket is not eligible for the cutoff ${eligibility.cutoff.toISOString()}${version}`;
 }
 
 function isRefusal(result: unknown): result is Refused & { metadata?: BucketMetadata | null } {

@@ -237,8 +237,13 @@ export class SqlHotStore implements HotStore {
     return await listParts(this.db, id);
   }
 
-  async finishExport(lease: Lease, now: Date, parts: number): Promise<FencedWrite> {
-    return await finishExport(this.db, lease, now, parts);
+  async finishExport(
+    lease: Lease,
+    now: Date,
+    parts: number,
+    only?: BucketPart,
+  ): Promise<FencedWrite> {
+    return await finishExport(this.db, lease, now, parts, only);
   }
 
   async recordManifest(lease: Lease, now: Date, manifestKey: string): Promise<FencedWrite> {

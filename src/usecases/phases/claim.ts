@@ -15,17 +15,17 @@ import { claimCutoff } from "../eligibility.js";
 import type { PhaseInput, StepResult } from "./step.js";
 import { commitFenced } from "./step.js";
 
-export async function claimBucket({ ctx, heartbeat, metadata }: PhaseInput): Promise<StepResult> {
+export async function claimBucket({ ctx, heartbeat, table }: PhaseInput): Promise<StepResult> {
   const lease = heartbeat.lease;
   await commitFenced(
     ctx,
     lease,
     "claim",
     async () => {
-      // The statement checks the lease at `now`, so it must check eligibility at the same `now`,
-      // from the table's policy as it is now: the claim requires that version, so a window
-      // changed in between is never applied with the old one (usecases/eligibility.ts).
-      const table = await ctx.hotStore.getTable(metadata.id.tableId);
+      // The statement checks the lease at `now`, so it checks eligibility at the same `now`,
+      // with the table's policy as read with the bucket: the claim requires that version, so a
+      // window changed since is never applied with the old one (usecases/eligibility.ts), and
+      // the database's cutoff of the table's current row decides along with it.
       const now = ctx.clock.now();
       return ctx.hotStore.claim(heartbeat.lease, now, claimCutoff(table, ctx.settings.cutoff, now));
     },

@@ -15,8 +15,10 @@
  * one transaction that locks the metadata row under the export fence and
  * requires the previous part and not this one; so a crash between upload
  * and record leaves an unrecorded orphan and the next owner writes that part
- * again under its own name. The next invocation resumes after the last
- * recorded part, which it first re-verifies in full (nothing else vouches
+ * again under its own name. A bucket whose first part is also its last is
+ * recorded by the finishing commit itself (one statement, under the same
+ * fence, requiring that no part is recorded yet). The next invocation
+ * resumes after the last recorded part, which it first re-verifies in full (nothing else vouches
  * for objects a previous owner wrote). Only the finishing commit moves the
  * bucket to seal; until then the bucket stays archiving, fenced, and in
  * flight for garbage collection.
@@ -41,9 +43,9 @@ export async function exportBucket({
   ctx,
   heartbeat,
   metadata,
+  table,
   deadline,
 }: PhaseInput): Promise<StepResult> {
-  const table = await ctx.hotStore.getTable(metadata.id.tableId);
   if (table === null) throw new UnknownTableError(metadata.id.tableId);
   const bounds = {
     maxRows: ctx.settings.segmentRows ?? DEFAULT_SEGMENT_ROWS,
@@ -92,22 +94,37 @@ export async function exportBucket({
       first: extent.first,
       last: extent.last,
     };
-    await recordPart(ctx, heartbeat, part);
-    parts.push(part);
     rows += part.rowCount;
     bytes += part.byteLength;
+    if (part.index === 0 && !extent.full) {
+      // The bucket's first part is also its last: it is recorded by the finish itself.
+      await finishExport(ctx, heartbeat, 1, part);
+      return { kind: "committed", next: "seal", rows, bytes };
+    }
+    await recordPart(ctx, heartbeat, part);
+    parts.push(part);
     if (!extent.full) break;
   }
 
+  await finishExport(ctx, heartbeat, parts.length);
+  return { kind: "committed", next: "seal", rows, bytes };
+}
+
+/** Finish the export (with its lone part, `only`); a lost reply is resolved by re-reading the bucket. */
+async function finishExport(
+  ctx: LeasedPhaseContext,
+  heartbeat: LeaseHeartbeat,
+  parts: number,
+  only?: BucketPart,
+): Promise<void> {
   const lease = heartbeat.lease;
   await commitFenced(
     ctx,
     lease,
     "finish export",
-    () => ctx.hotStore.finishExport(heartbeat.lease, ctx.clock.now(), parts.length),
+    () => ctx.hotStore.finishExport(lease, ctx.clock.now(), parts, only),
     (m) => m.generation === lease.generation && m.phase === "seal",
   );
-  return { kind: "committed", next: "seal", rows, bytes };
 }
 
 /**

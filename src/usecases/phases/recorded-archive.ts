@@ -30,7 +30,8 @@ export async function recordedArchive(
 ): Promise<RecordedArchive | null> {
   const totals = metadata.exported;
   if (totals === null) return null;
-  const parts = await hotStore.listParts(metadata.id);
+  // A one-part bucket's part came with its metadata: no second read.
+  const parts = totals.only !== undefined ? [totals.only] : await hotStore.listParts(metadata.id);
   const rows = parts.reduce((sum, p) => sum + p.rowCount, 0);
   const bytes = parts.reduce((sum, p) => sum + p.byteLength, 0);
   if (

@@ -1,3 +1,4 @@
+import type { TableDefinition } from "../../domain/table.js";
 import { AmbiguousCommitError, LeaseLostError } from "../../errors.js";
 import type {
   ArchivalPhases,
@@ -45,6 +46,13 @@ export interface PhaseInput {
   readonly heartbeat: LeaseHeartbeat;
   /** Metadata as it was when the lease was taken. */
   readonly metadata: BucketMetadata;
+  /**
+   * The bucket's table as read with the metadata before the lease (null:
+   * not registered). Export takes its format and storage class from it;
+   * nothing fenced depends on it, and a phase that must see the table as it
+   * is at its commit (claim's policy version) reads it again.
+   */
+  readonly table: TableDefinition | null;
   /** The previous owner never released its lease: verify its recorded artifacts before building on them. */
   readonly takeover: boolean;
   /** Stop starting new work after this instant (Lambda time budget); undefined: no limit. */

@@ -113,6 +113,53 @@ export function partConformance(getStore: () => HotStore): void {
       expect(await store.listParts(id)).toEqual([{ ...only, first: null, last: null }]);
     });
 
+    it("finishes a one-part export with its part in the same write: listed as part 0, read back with the metadata, the lease released", async () => {
+      const store = getStore();
+      const id = await hotBucket(store, await newTable(store, "parts-only"));
+      await advanceTo(store, id, "export");
+      const lease = await acquire(store, id);
+      const only = part(0, 3);
+      const finished = committed(await store.finishExport(lease, NOW, 1, only));
+      const listed = { ...only, first: null, last: null };
+      expect(finished.metadata).toMatchObject({
+        state: "archiving",
+        phase: "seal",
+        exported: { parts: 1, rowCount: only.rowCount, byteLength: only.byteLength, only: listed },
+        ownerToken: null,
+        generation: lease.generation,
+      });
+      expect(await store.listParts(id)).toEqual([listed]);
+      // What a reader of the metadata gets is what the part list says.
+      expect((await store.getBucket(id))!.exported!.only).toEqual(listed);
+      // Done once: the same lease, or a later one, finds the fence gone.
+      expect((await store.finishExport(lease, NOW, 1, only)).kind).toBe("lease-lost");
+    });
+
+    it("refuses a one-part finish when a part is already recorded (a resumed export's view is stale), and from a stale owner after a takeover", async () => {
+      const store = getStore();
+      const id = await hotBucket(store, await newTable(store, "parts-only-refused"));
+      await advanceTo(store, id, "export");
+      const stale = await acquire(store, id);
+      expect((await store.recordPart(stale, NOW, part(0))).kind).toBe("recorded");
+      await expect(store.finishExport(stale, NOW, 1, part(0, 5))).rejects.toThrow(
+        /1 parts are recorded/,
+      );
+      await expect(store.finishExport(stale, NOW, 2, part(1))).rejects.toThrow(
+        InvariantViolationError,
+      );
+      expect(await store.listParts(id)).toEqual([part(0)]);
+
+      const takeoverAt = later(NOW, LEASE_MS + 1);
+      const rival = await acquire(store, id, takeoverAt);
+      expect((await store.finishExport(stale, NOW, 1, part(0, 5))).kind).toBe("lease-lost");
+      expect(await store.getBucket(id)).toMatchObject({ phase: "export", exported: null });
+      // The rival resumes after the recorded part and finishes the two-step way.
+      expect((await store.recordPart(rival, takeoverAt, part(1))).kind).toBe("recorded");
+      const finished = committed(await store.finishExport(rival, takeoverAt, 2));
+      expect(finished.metadata.exported).toMatchObject({ parts: 2 });
+      expect(finished.metadata.exported!.only).toBeUndefined();
+    });
+
     it("deferral deletes the part records in its fenced transaction and stamps the dereference time", async () => {
       const store = getStore();
       const id = await hotBucket(store, await newTable(store, "parts-defer"));
@@ -164,7 +211,8 @@ export function partConformance(getStore: () => HotStore): void {
             now: at,
             ...fixedCutoffs(at),
             enqueuedBefore: at,
-            limit: 10,
+            // The store is shared by the suite: other tests' buckets are candidates too.
+            limit: 1_000,
           })
         )
           .filter((c) => c.id.tableId === tableId)

@@ -128,9 +128,10 @@ describe("archive garbage collection", () => {
 
   it("never collects a payload uploaded but not yet recorded, however old it looks", async () => {
     let during: GcReport | undefined;
+    // The bucket is one part, which the export's finish records: GC runs just before it.
     const { ctx } = h.process({
       hot: {
-        operation: "recordPart",
+        operation: "finishExport",
         when: "before",
         kind: "hook",
         hook: async () => {
@@ -148,7 +149,7 @@ describe("archive garbage collection", () => {
 
   it("never collects the payload of a bucket whose exporter crashed after the upload, until the bucket is no longer archiving", async () => {
     const { ctx } = h.process({
-      hot: { operation: "recordPart", when: "before", kind: "crash" },
+      hot: { operation: "finishExport", when: "before", kind: "crash" },
     });
     await runNextPhase(ctx, id); // claim
     await expect(runNextPhase(ctx, id)).rejects.toThrow(/simulated crash/);

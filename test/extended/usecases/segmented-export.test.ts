@@ -179,10 +179,12 @@ describe("segmented export", () => {
     const [only, ...more] = await h.inner.listParts(id);
     expect(more).toEqual([]);
     expect(only).toMatchObject({ index: 0, first: null, last: null });
+    // The metadata carries its one part, as listed, so readers skip the part list.
     expect(metadata.exported).toEqual({
       parts: 1,
       rowCount: only!.rowCount,
       byteLength: only!.byteLength,
+      only,
     });
     const rebuilt = buildManifest({
       bucket: { ...id, strategy: metadata.strategy, start: metadata.start, end: metadata.end },

@@ -31,7 +31,16 @@ interface Case {
   readonly name: string;
   readonly hot?: FaultPoint<HotOperation> | FaultPoint<HotOperation>[];
   readonly object?: FaultPoint<ObjectOperation>;
+  /**
+   * The faulty worker's part size in rows. Each bucket holds 150 rows, so
+   * by default it is one part, which the export's finish records itself;
+   * 50 makes three, recorded one by one and then finished.
+   */
+  readonly segmentRows?: number;
 }
+
+/** Parts of 50 rows: a bucket of the matrix exports as three recorded parts. */
+const IN_PARTS = 50;
 
 const crashes: Case[] = [
   {
@@ -77,28 +86,41 @@ const crashes: Case[] = [
     object: { operation: "getStream", when: "before", kind: "error" },
   },
   {
-    name: "a crash before the payload is recorded",
+    name: "a crash before a part of a many-part export is recorded",
     hot: { operation: "recordPart", when: "before", kind: "crash" },
+    segmentRows: IN_PARTS,
   },
   {
-    name: "a crash after the payload is recorded, before its reply",
+    name: "a crash after a part of a many-part export is recorded, before its reply",
     hot: { operation: "recordPart", when: "after", kind: "crash" },
+    segmentRows: IN_PARTS,
   },
   {
-    name: "a lost reply to recording the payload",
+    name: "a lost reply to recording a part of a many-part export",
     hot: { operation: "recordPart", when: "after", kind: "ambiguous" },
+    segmentRows: IN_PARTS,
   },
   {
-    name: "a crash before export is finished",
+    name: "a crash before a one-part export is finished (the finish records its part)",
     hot: { operation: "finishExport", when: "before", kind: "crash" },
   },
   {
-    name: "a crash after export is finished, before its reply",
+    name: "a crash after a one-part export is finished, before its reply",
     hot: { operation: "finishExport", when: "after", kind: "crash" },
   },
   {
-    name: "a lost reply to finishing export",
+    name: "a lost reply to finishing a one-part export",
     hot: { operation: "finishExport", when: "after", kind: "ambiguous" },
+  },
+  {
+    name: "a crash before a many-part export is finished",
+    hot: { operation: "finishExport", when: "before", kind: "crash" },
+    segmentRows: IN_PARTS,
+  },
+  {
+    name: "a lost reply to finishing a many-part export",
+    hot: { operation: "finishExport", when: "after", kind: "ambiguous" },
+    segmentRows: IN_PARTS,
   },
   {
     name: "a crash after the manifest upload",
@@ -180,7 +202,12 @@ async function runFaultyWorker(
   h: Harness,
   faults: Case,
 ): Promise<{ crashed: boolean; fired: number; outcomes: PhaseOutcome[] }> {
-  const { ctx, life } = h.process({ hot: faults.hot, object: faults.object });
+  const process = h.process({ hot: faults.hot, object: faults.object });
+  const { life } = process;
+  const ctx =
+    faults.segmentRows === undefined
+      ? process.ctx
+      : { ...process.ctx, settings: { ...process.ctx.settings, segmentRows: faults.segmentRows } };
   const queue = new InProcessWorkQueue();
   const outcomes: PhaseOutcome[] = [];
   try {
@@ -290,35 +317,42 @@ describe("the archival workflow under injected failures", () => {
     await expectFullyArchived(h, expected);
   });
 
-  it("a stale worker cannot record its payload after another worker took the bucket over", async () => {
-    const expected = await seedTable(
-      h,
-      TABLE,
-      "CalendarMonthUtc",
-      "parquet",
-      chatRecords([7], 150, ["solo"]),
-    );
-    const { id } = [...expected.values()][0]!;
-    const { ctx: healthy } = h.process();
-    expect((await runNextPhase(healthy, id)).result).toBe("advanced"); // claim
-    let rival: PhaseOutcome | undefined;
-    const { ctx: stale } = h.process({
-      hot: {
-        operation: "recordPart",
-        when: "before",
-        kind: "hook",
-        hook: async () => {
-          h.clock.advance(h.settings.leaseMs + 1);
-          rival = await runNextPhase(healthy, id);
+  for (const { shape, operation, segmentRows } of [
+    { shape: "its one part", operation: "finishExport", segmentRows: undefined },
+    { shape: "a part of three", operation: "recordPart", segmentRows: IN_PARTS },
+  ] as const) {
+    it(`a stale worker cannot record ${shape} after another worker took the bucket over`, async () => {
+      const expected = await seedTable(
+        h,
+        TABLE,
+        "CalendarMonthUtc",
+        "parquet",
+        chatRecords([7], 150, ["solo"]),
+      );
+      const { id } = [...expected.values()][0]!;
+      const { ctx: healthy } = h.process();
+      expect((await runNextPhase(healthy, id)).result).toBe("advanced"); // claim
+      let rival: PhaseOutcome | undefined;
+      const process = h.process({
+        hot: {
+          operation,
+          when: "before",
+          kind: "hook",
+          hook: async () => {
+            h.clock.advance(h.settings.leaseMs + 1);
+            rival = await runNextPhase(healthy, id);
+          },
         },
-      },
+      });
+      const stale = { ...process.ctx, settings: { ...process.ctx.settings, segmentRows } };
+      const staleOutcome = await runNextPhase(segmentRows === undefined ? process.ctx : stale, id);
+      expect(process.life.fired).toBeGreaterThan(0);
+      expect(rival).toMatchObject({ phase: "export", result: "advanced" });
+      expect(staleOutcome).toMatchObject({ phase: "export", result: "lease-lost" });
+      await converge(h, expected);
+      await expectFullyArchived(h, expected);
     });
-    const staleOutcome = await runNextPhase(stale, id);
-    expect(rival).toMatchObject({ phase: "export", result: "advanced" });
-    expect(staleOutcome).toMatchObject({ phase: "export", result: "lease-lost" });
-    await converge(h, expected);
-    await expectFullyArchived(h, expected);
-  });
+  }
 
   it("two workers racing on one bucket: one runs the phase, the other is told the bucket is busy", async () => {
     const expected = await seedTable(

@@ -155,8 +155,9 @@ describe("attempts, quarantine and pause", () => {
     dbClock.install();
     expect(await runNextPhase(h.process().ctx, id)).toMatchObject({ phase: "claim" });
     for (let kill = 1; kill <= 3; kill++) {
+      // A one-part bucket's part is recorded by the export's finish: killed before it, nothing is recorded.
       const { ctx } = h.process({
-        hot: { operation: "recordPart", when: "before", kind: "crash" },
+        hot: { operation: "finishExport", when: "before", kind: "crash" },
       });
       await expect(runNextPhase(ctx, id)).rejects.toBeInstanceOf(SimulatedCrash);
       h.clock.advance(h.settings.leaseMs + 1);
@@ -180,7 +181,7 @@ describe("attempts, quarantine and pause", () => {
     dbClock.advance(3_600_000);
     expect(await offered()).toEqual([id.bucketKey]);
     const { ctx: killed } = h.process({
-      hot: { operation: "recordPart", when: "before", kind: "crash" },
+      hot: { operation: "finishExport", when: "before", kind: "crash" },
     });
     await expect(runNextPhase(killed, id)).rejects.toBeInstanceOf(SimulatedCrash);
     h.clock.advance(h.settings.leaseMs + 1);
@@ -207,7 +208,7 @@ describe("attempts, quarantine and pause", () => {
     }
     await runNextPhase(h.process().ctx, id); // claim
     const { ctx: killed } = h.process({
-      hot: { operation: "recordPart", when: "before", kind: "crash" },
+      hot: { operation: "finishExport", when: "before", kind: "crash" },
     });
     await expect(runNextPhase(killed, id)).rejects.toBeInstanceOf(SimulatedCrash);
     h.clock.advance(h.settings.leaseMs + 1);
@@ -278,7 +279,9 @@ describe("attempts, quarantine and pause", () => {
 
   it("pausing a table stops automatic work on a stalled export and on pending cleanup, and resuming lets both finish", async () => {
     expect(await runNextPhase(h.process().ctx, id)).toMatchObject({ phase: "claim" });
-    const { ctx } = h.process({ hot: { operation: "recordPart", when: "before", kind: "crash" } });
+    const { ctx } = h.process({
+      hot: { operation: "finishExport", when: "before", kind: "crash" },
+    });
     await expect(runNextPhase(ctx, id)).rejects.toBeInstanceOf(SimulatedCrash);
     await h.inner.setPaused(TABLE, true, h.clock.now());
     h.clock.advance(h.settings.leaseMs + 1);

@@ -19,6 +19,8 @@ import type { SqlExecutor, SqlDatabase } from "../database.js";
 import { METADATA_TABLE, PARTS_TABLE } from "../migrations.js";
 import {
   fencedTransaction,
+  fencedUpdate,
+  holdsLiveLease,
   leaseLost,
   lockUnderFence,
   lockUnderFenceWithRun,
@@ -144,8 +146,10 @@ export async function finishExport(
   lease: Lease,
   now: Date,
   parts: number,
+  only?: BucketPart,
 ): Promise<FencedWrite> {
   const id = lease.bucket;
+  if (only !== undefined) return await finishWithOnlyPart(db, lease, now, parts, only);
   return await fencedTransaction(db, "finishExport", id, async (tx) => {
     if (!(await lockExportFence(tx, lease, now))) return null;
     const recorded = await listParts(tx, id);
@@ -178,6 +182,59 @@ export async function finishExport(
     );
     return updated[0] ?? null;
   });
+}
+
+/**
+ * A one-part export's finish with its part recorded in the same statement:
+ * the part goes straight to the payload columns, where the finishing commit
+ * would have moved its record (the same row as recordPart then finishExport
+ * leave, in one statement and one round trip instead of two transactions of
+ * eleven). It requires that no part is recorded yet: a resumed export has
+ * recorded parts and takes the two-step path. Parts are only ever recorded
+ * under the live export fence this statement holds (its row lock is taken
+ * before the fence is checked again on the newest row), so none can appear
+ * between the check and the write.
+ */
+async function finishWithOnlyPart(
+  db: SqlDatabase,
+  lease: Lease,
+  now: Date,
+  parts: number,
+  only: BucketPart,
+): Promise<FencedWrite> {
+  if (parts !== 1 || only.index !== 0) {
+    throw new InvariantViolationError(
+      `finishing an export with part ${only.index} as its only part of ${parts}: only a lone part 0 is recorded with the finish`,
+    );
+  }
+  const id = lease.bucket;
+  const written = await fencedUpdate(
+    db,
+    "finishExport",
+    lease,
+    now,
+    (p) =>
+      `payload_key = ${p.text(only.key)}, payload_sha256 = ${p.text(only.sha256)},
+       payload_rows = ${p.int(only.rowCount)}, payload_bytes = ${p.int(only.byteLength)},
+       payload_parts = NULL, phase = 'seal', ${PROGRESS}, ${HAND_ON(p, now)}`,
+    (p) =>
+      `state = 'archiving' AND phase = 'export'
+       AND NOT EXISTS (SELECT 1 FROM ${PARTS_TABLE} WHERE ${BUCKET(p, id)})`,
+  );
+  const found = written.kind === "lease-lost" ? written.metadata : null;
+  if (
+    found !== null &&
+    found.state === "archiving" &&
+    found.phase === "export" &&
+    holdsLiveLease(found, lease, now)
+  ) {
+    // The fence holds, so the refusal was the recorded parts.
+    const recorded = await listParts(db, id);
+    throw new InvariantViolationError(
+      `finishing export with its only part, but ${recorded.length} parts are recorded: the exporter's view of its parts is stale`,
+    );
+  }
+  return written;
 }
 
 /** One part's row (`recordPart`, and an erasure's new version: adapters/sql/erasure-store.ts). */

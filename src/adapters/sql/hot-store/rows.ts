@@ -176,13 +176,23 @@ export interface TableRow {
  */
 function exportTotalsOf(row: MetadataRow): ExportTotals | null {
   if (row.payload_rows === null || row.payload_bytes === null) return null;
-  const single = row.payload_key !== null && row.payload_sha256 !== null;
-  if (!single && row.payload_parts === null) return null;
-  return {
-    parts: single ? 1 : Number(row.payload_parts),
-    rowCount: Number(row.payload_rows),
-    byteLength: Number(row.payload_bytes),
-  };
+  const rowCount = Number(row.payload_rows);
+  const byteLength = Number(row.payload_bytes);
+  if (row.payload_key !== null && row.payload_sha256 !== null) {
+    // A one-part export keeps its part in these columns (listParts lists it from them).
+    const only = {
+      index: 0,
+      key: row.payload_key,
+      sha256: row.payload_sha256,
+      rowCount,
+      byteLength,
+      first: null,
+      last: null,
+    };
+    return { parts: 1, rowCount, byteLength, only };
+  }
+  if (row.payload_parts === null) return null;
+  return { parts: Number(row.payload_parts), rowCount, byteLength };
 }
 
 /** The bucket's run of suspect failures, or null when none is running (no failure recorded since progress). */
