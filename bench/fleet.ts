@@ -385,15 +385,27 @@ async function main(): Promise<void> {
     discoveryLog.counting = true;
     poller.start();
     let discoveryRuns = 0;
+    let discoveryFailures = 0;
     let capped = 0;
     let discoveryMs = 0;
     const discoveryLoop = (async () => {
       for (;;) {
         const tick = performance.now();
-        const report = await discoverHandler(
-          { source: "aws.events", "detail-type": "Scheduled Event" },
-          lambdaContext("Pulpitum-DiscoverFunction", SCHEDULE_SECONDS * 1000 + 10_000),
-        );
+        let report: Awaited<ReturnType<typeof discoverHandler>>;
+        try {
+          report = await discoverHandler(
+            { source: "aws.events", "detail-type": "Scheduled Event" },
+            lambdaContext("Pulpitum-DiscoverFunction", SCHEDULE_SECONDS * 1000 + 10_000),
+          );
+        } catch (error) {
+          // A run that timed out or failed ends as a Lambda invocation would: the schedule runs the next.
+          discoveryMs += performance.now() - tick;
+          discoveryRuns++;
+          discoveryFailures++;
+          log(`discovery run ${discoveryRuns} failed: ${(error as Error).message}`);
+          if ((await finished()) >= BUCKETS) return;
+          continue;
+        }
         discoveryMs += performance.now() - tick;
         discoveryRuns++;
         if (report.stop === "cap") capped++;
@@ -492,6 +504,7 @@ async function main(): Promise<void> {
       admitted_per_s: Math.round(probe.admittedPerS),
       archived_per_s: Number((BUCKETS / wallS).toFixed(1)),
       discovery_runs: discoveryRuns,
+      discovery_failed_runs: discoveryFailures,
       duplicate_messages: Math.max(0, figures.messagesSent - PHASES_PER_BUCKET * fleetBuckets),
       max_db_connections: maxConnections,
       wall_s: Number(wallS.toFixed(1)),
