@@ -18,10 +18,10 @@
  * again under its own name. A bucket whose first part is also its last is
  * recorded by the finishing commit itself (one statement, under the same
  * fence, requiring that no part is recorded yet). The next invocation
- * resumes after the last recorded part, which it first re-verifies in full (nothing else vouches
- * for objects a previous owner wrote). Only the finishing commit moves the
- * bucket to seal; until then the bucket stays archiving, fenced, and in
- * flight for garbage collection.
+ * resumes after the last recorded part, which it first re-verifies in full
+ * (nothing else vouches for objects a previous owner wrote). Only the
+ * finishing commit moves the bucket to seal; until then the bucket stays
+ * archiving, fenced, and in flight for garbage collection.
  *
  * Bounded work: one part (ARCHIVER_SEGMENT_ROWS rows, ARCHIVER_SEGMENT_BYTES
  * bytes of keys and values) is staged at a time, and no new part is started
