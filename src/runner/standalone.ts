@@ -5,8 +5,7 @@ import type { Candidate } from "../ports/hot-store.js";
 import type { QueueDepth, WorkItem, WorkQueue } from "../ports/work-queue.js";
 import type { ArchiverContext, PhaseOutcome } from "../usecases/context.js";
 import { ClockSkewError } from "../usecases/clock-skew.js";
-import { discover } from "../usecases/discover.js";
-import { cutoffsAt } from "../usecases/eligibility.js";
+import { discover, discoveryQuery } from "../usecases/discover.js";
 import { runNextPhase } from "../usecases/run-next-phase.js";
 
 export interface StandaloneOptions {
@@ -259,12 +258,16 @@ class StandaloneRun {
    */
   async #unleasedCandidateRemains(now: Date, limit: number): Promise<boolean> {
     const { ctx } = this;
-    const peeked = await ctx.hotStore.peekCandidates({
-      now,
-      ...cutoffsAt(await ctx.hotStore.listTables(), ctx.settings.cutoff, now),
-      limit: limit + 1,
-      enqueuedBefore: now,
-    });
+    // The scan's own selection (requeue 0, as the scan above), one row past its limit.
+    const peeked = await ctx.hotStore.peekCandidates(
+      await discoveryQuery(
+        {
+          hotStore: ctx.hotStore,
+          settings: { ...ctx.settings, scanLimit: limit + 1, requeueMs: 0 },
+        },
+        now,
+      ),
+    );
     return peeked.some((c) => !this.#setAside.has(workKey(c.id)));
   }
 

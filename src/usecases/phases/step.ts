@@ -48,9 +48,10 @@ export interface PhaseInput {
   readonly metadata: BucketMetadata;
   /**
    * The bucket's table as read with the metadata before the lease (null:
-   * not registered). Export takes its format and storage class from it;
-   * nothing fenced depends on it, and a phase that must see the table as it
-   * is at its commit (claim's policy version) reads it again.
+   * not registered). Export takes its format and storage class from it,
+   * claim its window; nothing fenced trusts it: the claim's statement
+   * requires this read's policy version, so a window changed since refuses
+   * the claim instead of being applied with the old one.
    */
   readonly table: TableDefinition | null;
   /** The previous owner never released its lease: verify its recorded artifacts before building on them. */
